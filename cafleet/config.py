@@ -1,0 +1,121 @@
+"""CAFLEET_* settings and the database path (cli.md §1.6, storage.md §4.1).
+
+Every command that loads settings validates all four variables, in table order, before anything
+else, so a bad value fails fast and the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+MAX_INT = 9223372036854775807
+_INT_RE = re.compile(r"[0-9]+")
+
+DEFAULT_MAX_TEXT_LEN = 200
+DEFAULT_MONITOR_WAKE_INTERVAL = 600
+DEFAULT_PANE_LOCK_TIMEOUT = 30
+
+
+class SettingsError(Exception):
+    """An invalid CAFLEET_* value or an underivable database path; str() is the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_path: str | None  # None only when path_error is set (doctor keeps going)
+    path_error: str | None
+    database_url_set: bool
+    max_text_len: int
+    monitor_wake_interval: int | None  # None: the variable is unset (600 applies last)
+    pane_lock_timeout: int
+
+    @property
+    def db_path(self) -> str:
+        if self.database_path is None:
+            raise SettingsError(self.path_error or "database path did not resolve")
+        return self.database_path
+
+    @property
+    def db_dir(self) -> str:
+        return os.path.dirname(self.db_path)
+
+    @property
+    def wake_interval_default(self) -> int:
+        if self.monitor_wake_interval is None:
+            return DEFAULT_MONITOR_WAKE_INTERVAL
+        return self.monitor_wake_interval
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return value if value else None  # the empty string counts as unset
+
+
+def resolve_database_path(env: Mapping[str, str]) -> str:
+    """Return P, the absolute database path, or raise SettingsError."""
+    url = _get(env, "CAFLEET_DATABASE_URL")
+    if url is not None:
+        prefix = "sqlite:///"
+        if not url.startswith(prefix):
+            raise SettingsError(
+                "database URL must use the sqlite scheme (sqlite:///<absolute path>); "
+                f"got '{url}'"
+            )
+        path = url[len(prefix) :]
+        if not path:
+            raise SettingsError("database URL has no file path")
+        if not path.startswith("/"):
+            raise SettingsError(f"database URL must name an absolute file path; got '{url}'")
+        return path
+    home = _get(env, "HOME")
+    if home is None:
+        raise SettingsError("HOME is not set; cannot derive the default database path")
+    return os.path.join(home, ".local", "share", "cafleet", "cafleet.db")
+
+
+def _parse_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = _get(env, name)
+    if raw is None:
+        return None
+    if not _INT_RE.fullmatch(raw) or int(raw) > MAX_INT:
+        raise SettingsError(f"{name} must be a non-negative integer (got '{raw}')")
+    return int(raw)
+
+
+def load_settings(env: Mapping[str, str] | None = None, *, tolerate_path_error: bool = False) -> Settings:
+    """Validate every variable in cli.md §1.6's table order.
+
+    With ``tolerate_path_error`` (doctor), a URL/HOME problem is recorded instead of raised;
+    a bad integer still raises.
+    """
+    env = os.environ if env is None else env
+    path: str | None = None
+    path_error: str | None = None
+    try:
+        path = resolve_database_path(env)
+    except SettingsError as exc:
+        if not tolerate_path_error:
+            raise
+        path_error = str(exc)
+    max_text_len = _parse_int(env, "CAFLEET_MAX_TEXT_LEN")
+    wake = _parse_int(env, "CAFLEET_MONITOR_WAKE_INTERVAL")
+    lock_timeout = _parse_int(env, "CAFLEET_PANE_LOCK_TIMEOUT")
+    return Settings(
+        database_path=path,
+        path_error=path_error,
+        database_url_set=_get(env, "CAFLEET_DATABASE_URL") is not None,
+        max_text_len=DEFAULT_MAX_TEXT_LEN if max_text_len is None else max_text_len,
+        monitor_wake_interval=wake,
+        pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+    )
+
+
+def locks_dir(db_path: str) -> str:
+    return os.path.join(os.path.dirname(db_path), "locks")
+
+
+def monitor_log_path(db_path: str, fleet_id: int) -> str:
+    return os.path.join(os.path.dirname(db_path), f"monitor-{fleet_id}.log")

@@ -1,0 +1,1 @@
+"""Database layer: schema, connections and transactions, diagnosis, migrations."""

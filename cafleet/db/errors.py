@@ -1,0 +1,40 @@
+"""Storage-level exceptions (storage.md §0). Each str() is user-facing text."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of storage-layer errors."""
+
+
+class StorageUsageError(StorageError):
+    """A programming error: a statement outside tx.read/tx.write, or a write on an
+    unvalidated connection."""
+
+
+class DatabaseBusy(StorageError):
+    """The writer lock or SQLite's busy_timeout ran out."""
+
+    def __init__(self, message: str = "database is locked") -> None:
+        super().__init__(message)
+
+
+class SchemaChanged(StorageError):
+    def __init__(self, validated: str, now: str) -> None:
+        self.validated = validated
+        self.now = now
+        super().__init__(
+            "the database schema changed while this command was running "
+            f"(validated schema {validated}, now {now}); re-run the command"
+        )
+
+
+class MigrationRefused(StorageError):
+    """Raised by a revision's pre-checks; its text is printed as is."""
+
+
+class SqliteTooOld(StorageError):
+    def __init__(self, version: str) -> None:
+        super().__init__(
+            f"cafleet requires SQLite 3.35 or newer with JSON functions (found {version})"
+        )

@@ -1,0 +1,154 @@
+"""Head schema as SQLAlchemy Core MetaData (storage.md §2.8).
+
+This MetaData builds queries only. It never creates tables: the Alembic chain alone defines
+what a database looks like, and `metadata.create_all` is forbidden everywhere.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+
+APPLICATION_ID = 1128351288  # 0x43414638, ASCII "CAF8"
+
+ACTIVE_MONITOR_PREDICATE = (
+    "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
+)
+PENDING_NOTIFICATION_PREDICATE = (
+    "notified_at IS NULL AND status_state = 'input_required' AND type = 'unicast'"
+)
+
+metadata = MetaData()
+
+fleets = Table(
+    "fleets",
+    metadata,
+    Column("fleet_id", Integer, primary_key=True),
+    Column("name", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("deleted_at", Text, nullable=True),
+    Column(
+        "director_member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="RESTRICT", use_alter=True),
+        nullable=True,
+    ),
+    sqlite_autoincrement=True,
+)
+
+members = Table(
+    "members",
+    metadata,
+    Column("member_id", Integer, primary_key=True),
+    Column("fleet_id", Integer, ForeignKey("fleets.fleet_id", ondelete="RESTRICT"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("registered_at", Text, nullable=False),
+    Column("deregistered_at", Text, nullable=True),
+    Column("member_card_json", Text, nullable=False),
+    Index("idx_members_fleet_status", "fleet_id", "status"),
+    Index(
+        "idx_members_one_active_monitor_per_fleet",
+        "fleet_id",
+        unique=True,
+        sqlite_where=text(ACTIVE_MONITOR_PREDICATE),
+    ),
+    sqlite_autoincrement=True,
+)
+
+member_placements = Table(
+    "member_placements",
+    metadata,
+    Column(
+        "member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("mux_session", Text, nullable=False),
+    Column("mux_window_id", Text, nullable=False),
+    Column("mux_pane_id", Text, nullable=True),
+    Column("backend", Text, nullable=False, server_default="tmux"),
+    Column("coding_agent", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("message_id", Integer, primary_key=True),
+    Column(
+        "owner_member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="RESTRICT"),
+        nullable=False,
+    ),
+    Column("from_member_id", Integer, nullable=False),
+    Column("to_member_id", Integer, nullable=True),
+    Column("type", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("status_state", Text, nullable=False),
+    Column("status_timestamp", Text, nullable=False),
+    Column("origin_message_id", Integer, nullable=True),
+    Column("text", Text, nullable=False),
+    Column("notified_at", Text, nullable=True),
+    Index("idx_messages_to_member_status_ts", "to_member_id", "status_timestamp"),
+    Index("idx_messages_from_member_status_ts", "from_member_id", "status_timestamp"),
+    Index(
+        "idx_messages_owner_type_state_ts",
+        "owner_member_id",
+        "type",
+        "status_state",
+        "status_timestamp",
+    ),
+    Index("idx_messages_owner_type_created", "owner_member_id", "type", "created_at"),
+    Index("idx_messages_from_created", "from_member_id", "created_at"),
+    Index(
+        "idx_messages_pending_notification",
+        "owner_member_id",
+        "created_at",
+        "message_id",
+        sqlite_where=text(PENDING_NOTIFICATION_PREDICATE),
+    ),
+    sqlite_autoincrement=True,
+)
+
+monitor_runtime = Table(
+    "monitor_runtime",
+    metadata,
+    Column(
+        "fleet_id",
+        Integer,
+        ForeignKey("fleets.fleet_id", ondelete="RESTRICT"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("pid", Integer, nullable=True),
+    Column("started_at", Text, nullable=True),
+    Column("last_tick_at", Text, nullable=True),
+    Column("tick_seconds", Integer, nullable=False, server_default=text("5")),
+    Column("last_wake_at", Text, nullable=True),
+    Column("wake_interval_seconds", Integer, nullable=True),
+    Column("wake_requested_at", Text, nullable=True),
+)
+
+asset_installs = Table(
+    "asset_installs",
+    metadata,
+    Column("coding_agent", Text, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("cafleet_version", Text, nullable=False),
+    Column("installed_at", Text, nullable=False),
+    PrimaryKeyConstraint("coding_agent", "path"),
+)

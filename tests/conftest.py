@@ -1,0 +1,69 @@
+"""Shared fixtures. Every test gets its own database path and HOME under tmp_path, so no test
+can touch the user's database, home directory or tmux server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.harness.fixtures"]
+
+_CLEARED = (
+    "CAFLEET_DATABASE_URL",
+    "CAFLEET_MAX_TEXT_LEN",
+    "CAFLEET_MONITOR_WAKE_INTERVAL",
+    "CAFLEET_PANE_LOCK_TIMEOUT",
+    "CAFLEET_MULTIPLEXER",
+    "CAFLEET_TMUX_FAULTS",
+    "TMUX",
+    "TMUX_PANE",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point CAFLEET_DATABASE_URL and HOME at temp paths; forget the caller's tmux."""
+    for name in _CLEARED:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    db_path = tmp_path / "db" / "cafleet.db"
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", f"sqlite:///{db_path}")
+    return db_path
+
+
+@pytest.fixture
+def db_path(isolated_env: Path) -> Path:
+    """The (not yet created) database path of this test."""
+    return isolated_env
+
+
+@pytest.fixture
+def head_db(db_path: Path) -> Path:
+    """A database migrated to head by the real setup path."""
+    from cafleet.db.migrate import run_setup
+
+    run_setup(str(db_path))
+    return db_path
+
+
+@pytest.fixture
+def conn(head_db: Path):
+    """A validated connection to the head database (what the CLI guard hands a command)."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.engine import close_connection
+
+    connection = open_validated_connection(str(head_db))
+    yield connection
+    close_connection(connection)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Subprocesses spawned by tests must import this checkout, not some other install.
+    root = str(Path(__file__).resolve().parent.parent)
+    existing = os.environ.get("PYTHONPATH", "")
+    if root not in existing.split(os.pathsep):
+        os.environ["PYTHONPATH"] = root + (os.pathsep + existing if existing else "")
