@@ -38,3 +38,11 @@ class SqliteTooOld(StorageError):
         super().__init__(
             f"cafleet requires SQLite 3.35 or newer with JSON functions (found {version})"
         )
+
+
+class SetupFailed(StorageError):
+    """`setup`'s database half failed or refused; str() is the exact text without `Error: `."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)

@@ -1,0 +1,346 @@
+"""Diagnosis of the file at P (storage.md §5), shared by the guard, `setup` and `doctor`.
+
+Diagnosis only reads. It never creates anything: an absent path is `missing` without a
+connection being opened. The guard path imports this module, so it must never import Alembic.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from cafleet.db.shapes import (
+    HEAD_REVISION,
+    HEAD_VERSION,
+    REVISIONS,
+    SHAPES,
+    ForeignKeyShape,
+    SchemaShape,
+    has_autoincrement,
+    index_predicate,
+    normalise_default,
+    normalise_type,
+)
+
+APPLICATION_ID = 1128351288  # same literal as cafleet.db.schema.APPLICATION_ID
+
+State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
+REFUSAL_STATES = frozenset({"ahead", "foreign", "damaged", "unreadable"})
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    state: State
+    path: str | None
+    revision: str | None  # ledger text as stored
+    schema_version: int | None
+    head_version: int = HEAD_VERSION
+    reason: str | None = None  # foreign reason / unreadable cause
+    differences: tuple[str, ...] = field(default_factory=tuple)  # damaged only
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "current"
+
+
+def render_differences(differences: tuple[str, ...] | list[str]) -> str:
+    """The first three differences joined by `; `, then `; …` when more exist (§5.3)."""
+    shown = "; ".join(differences[:3])
+    if len(differences) > 3:
+        shown += "; …"
+    return shown
+
+
+def _d(path: str, state: State, **kw: Any) -> Diagnosis:
+    kw.setdefault("revision", None)
+    kw.setdefault("schema_version", None)
+    return Diagnosis(state=state, path=path, **kw)
+
+
+# --- public entry points -----------------------------------------------------------------------
+
+
+def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
+    """Classify the file at `path` (storage.md §5.2).
+
+    With `conn`, diagnose through that connection: inside its open transaction when it has one
+    (`setup`'s in-transaction checks), else inside a fresh `tx.read`. Without `conn`, open and
+    close a connection of its own (`diagnose_path`).
+    """
+    if conn is None:
+        return diagnose_path(path)
+    if not os.path.exists(path):
+        return _d(path, "missing")
+    try:
+        if conn.in_transaction():
+            return _diagnose_in_tx(path, conn)
+        from cafleet.db.engine import tx
+
+        with tx.read(conn):
+            return _diagnose_in_tx(path, conn)
+    except DBAPIError as e:
+        return _d(path, "unreadable", reason=str(e.orig))
+    except sqlite3.Error as e:
+        return _d(path, "unreadable", reason=str(e))
+
+
+def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
+    """Open, diagnose and close (storage.md §5.5); never creates anything.
+
+    The close is guarded (no checkpoint on our behalf) for `doctor` and for every class but
+    `current`, whenever a `-wal`/`-shm` existed at open.
+    """
+    from cafleet.db.engine import close_connection, open_connection
+
+    if not os.path.exists(path):
+        return _d(path, "missing")
+    try:
+        conn = open_connection(path, mode="rw", purpose="command")
+    except DBAPIError as e:
+        return _d(path, "unreadable", reason=str(e.orig))
+    except sqlite3.Error as e:
+        return _d(path, "unreadable", reason=str(e))
+    result: Diagnosis | None = None
+    try:
+        result = diagnose(path, conn)
+        return result
+    finally:
+        close_connection(conn, guarded=for_doctor or result is None or not result.ok)
+
+
+# --- the algorithm -----------------------------------------------------------------------------
+
+
+def _scalar(conn: Connection, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    return conn.exec_driver_sql(sql, params).scalar()
+
+
+def _rows(conn: Connection, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.exec_driver_sql(sql, params).all()]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _diagnose_in_tx(path: str, conn: Connection) -> Diagnosis:
+    identity = int(_scalar(conn, "PRAGMA main.application_id") or 0)
+    objects = int(
+        _scalar(
+            conn,
+            "SELECT count(*) FROM main.sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+        )
+    )
+    if identity == 0:
+        if objects == 0:
+            return _d(path, "missing")
+        return _d(path, "foreign", reason="it has tables but no cafleet identity")
+    if identity != APPLICATION_ID:
+        return _d(path, "foreign", reason=f"application_id is {identity}, not {APPLICATION_ID}")
+    has_ledger = _scalar(
+        conn,
+        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'alembic_version'",
+    )
+    if not has_ledger:
+        return _d(path, "foreign", reason="it has the cafleet identity but no schema ledger")
+    ledger_columns = [r[1] for r in _rows(conn, "PRAGMA main.table_xinfo('alembic_version')")]
+    if "version_num" not in ledger_columns:
+        return _d(path, "damaged", differences=("alembic_version: no version_num column",))
+    rows = _rows(conn, "SELECT version_num FROM main.alembic_version")
+    if len(rows) != 1:
+        return _d(
+            path,
+            "damaged",
+            differences=(f"alembic_version: holds {len(rows)} rows (expected 1)",),
+        )
+    value = rows[0][0]
+    revision = "NULL" if value is None else str(value)
+    if revision not in REVISIONS:
+        if _DIGITS.fullmatch(revision) and int(revision) > HEAD_VERSION:
+            return _d(path, "ahead", revision=revision, schema_version=int(revision))
+        return _d(
+            path,
+            "damaged",
+            revision=revision,
+            differences=(f"alembic_version: '{revision}' is not a cafleet revision",),
+        )
+    differences = compare_shape(conn, SHAPES[revision])
+    if differences:
+        return _d(
+            path,
+            "damaged",
+            revision=revision,
+            schema_version=int(revision),
+            differences=tuple(differences),
+        )
+    state: State = "current" if revision == HEAD_REVISION else "behind"
+    return _d(path, state, revision=revision, schema_version=int(revision))
+
+
+def _fk_text(fk: ForeignKeyShape) -> str:
+    text = f"{fk.target_table}({fk.target_column}) ON DELETE {fk.on_delete}"
+    if fk.on_update != "NO ACTION":
+        text += f" ON UPDATE {fk.on_update}"
+    return text
+
+
+def compare_shape(conn: Connection, shape: SchemaShape) -> list[str]:
+    """Differences between the catalogue behind `conn` and `shape`, in a stable order (§5.3).
+
+    Reads the catalogue, not DDL text, except for AUTOINCREMENT and index predicates.
+    """
+    diffs: list[str] = []
+    for table in shape.tables:
+        name = table.name
+        kind = _rows(conn, "SELECT type, sql FROM main.sqlite_master WHERE name = ?", (name,))
+        if not kind or kind[0][0] != "table":
+            if kind and kind[0][0] == "view":
+                diffs.append(f"missing table {name} (a view has that name)")
+            else:
+                diffs.append(f"missing table {name}")
+            continue
+        sql = kind[0][1]
+        xinfo = _rows(conn, f"PRAGMA main.table_xinfo({_q(name)})")
+        actual = {r[1]: r for r in xinfo}
+        recorded_pk = tuple(c.name for c in sorted(table.columns, key=lambda c: c.pk) if c.pk)
+        actual_pk = tuple(r[1] for r in sorted(xinfo, key=lambda r: r[5]) if r[5])
+        if actual_pk != recorded_pk:
+            diffs.append(
+                f"{name}: primary key ({', '.join(actual_pk)}) "
+                f"(expected ({', '.join(recorded_pk)}))"
+            )
+        for col in table.columns:
+            row = actual.get(col.name)
+            if row is None:
+                diffs.append(f"missing column {name}.{col.name}")
+                continue
+            type_ = normalise_type(row[2] or "")
+            if type_ != col.type:
+                diffs.append(f"{name}.{col.name}: type {type_ or 'none'} (expected {col.type})")
+            notnull = bool(row[3])
+            if notnull != col.notnull:
+                diffs.append(
+                    f"{name}.{col.name}: {'NOT NULL' if notnull else 'nullable'} "
+                    f"(expected {'NOT NULL' if col.notnull else 'nullable'})"
+                )
+            default = normalise_default(row[4])
+            if default != col.default:
+                diffs.append(
+                    f"{name}.{col.name}: default {default if default is not None else 'none'} "
+                    f"(expected {col.default if col.default is not None else 'none'})"
+                )
+        recorded_names = {c.name for c in table.columns}
+        for row in xinfo:
+            if row[1] not in recorded_names:
+                diffs.append(f"unexpected column {name}.{row[1]}")
+        autoinc = has_autoincrement(sql)
+        if autoinc != table.autoincrement:
+            diffs.append(
+                f"{name}: AUTOINCREMENT {'present' if autoinc else 'absent'} "
+                f"(expected {'present' if table.autoincrement else 'absent'})"
+            )
+        diffs.extend(_compare_foreign_keys(conn, name, table.foreign_keys))
+
+    for index in shape.indexes:
+        rows = _rows(
+            conn,
+            "SELECT tbl_name, sql FROM main.sqlite_master WHERE type = 'index' AND name = ?",
+            (index.name,),
+        )
+        if not rows:
+            diffs.append(f"missing index {index.name}")
+            continue
+        table_name, sql = rows[0]
+        if table_name != index.table:
+            diffs.append(f"index {index.name}: on table {table_name} (expected {index.table})")
+            continue
+        columns = tuple(
+            r[2] if r[2] is not None else "<expression>"
+            for r in sorted(
+                _rows(conn, f"PRAGMA main.index_info({_q(index.name)})"), key=lambda r: r[0]
+            )
+        )
+        if columns != index.columns:
+            diffs.append(
+                f"index {index.name}: key columns ({', '.join(columns)}) "
+                f"(expected ({', '.join(index.columns)}))"
+            )
+        unique = any(
+            bool(r[2])
+            for r in _rows(conn, f"PRAGMA main.index_list({_q(table_name)})")
+            if r[1] == index.name
+        )
+        if unique != index.unique:
+            diffs.append(
+                f"index {index.name}: unique (expected not unique)"
+                if unique
+                else f"index {index.name}: not unique (expected unique)"
+            )
+        where = index_predicate(sql)
+        if where != index.where:
+            if index.where is None:
+                diffs.append(f"index {index.name}: unexpected predicate")
+            elif where is None:
+                diffs.append(f"index {index.name}: no predicate (expected one)")
+            else:
+                diffs.append(f"index {index.name}: other predicate")
+    return diffs
+
+
+def _compare_foreign_keys(
+    conn: Connection, table: str, recorded: frozenset[ForeignKeyShape]
+) -> list[str]:
+    diffs: list[str] = []
+    groups: dict[int, list[tuple[Any, ...]]] = {}
+    for r in _rows(conn, f"PRAGMA main.foreign_key_list({_q(table)})"):
+        groups.setdefault(int(r[0]), []).append(r)
+    actual: list[ForeignKeyShape] = []
+    for fk_id in sorted(groups):
+        rows = sorted(groups[fk_id], key=lambda r: r[1])
+        if len(rows) > 1:
+            cols = ", ".join(str(r[3]) for r in rows)
+            diffs.append(f"{table}: unexpected composite foreign key ({cols}) -> {rows[0][2]}")
+            continue
+        _id, _seq, target, column, target_column, on_update, on_delete, _match = rows[0]
+        if target_column is None:
+            pk = [
+                r[1]
+                for r in sorted(
+                    _rows(conn, f"PRAGMA main.table_xinfo({_q(target)})"), key=lambda r: r[5]
+                )
+                if r[5]
+            ]
+            target_column = pk[0] if len(pk) == 1 else ",".join(pk) or "rowid"
+        actual.append(
+            ForeignKeyShape(
+                str(column),
+                str(target).lower(),
+                str(target_column).lower(),
+                str(on_delete).upper(),
+                str(on_update).upper(),
+            )
+        )
+    unmatched = [fk for fk in actual if fk not in recorded]
+    for fk in sorted(recorded, key=lambda f: (f.column, f.target_table, f.target_column)):
+        if fk in actual:
+            continue
+        same_column = [a for a in unmatched if a.column == fk.column]
+        if same_column:
+            other = same_column[0]
+            unmatched.remove(other)
+            diffs.append(
+                f"{table}.{fk.column}: foreign key {_fk_text(other)} (expected {_fk_text(fk)})"
+            )
+        else:
+            diffs.append(f"missing foreign key {table}.{fk.column} -> {_fk_text(fk)}")
+    for fk in unmatched:
+        diffs.append(f"unexpected foreign key {table}.{fk.column} -> {_fk_text(fk)}")
+    return diffs

@@ -1,0 +1,310 @@
+"""The database half of `cafleet setup` (storage.md §6); the only importer of `alembic`.
+
+Alembic is imported lazily, inside the migrating function, so `setup` on a current file (and
+everything else) never imports it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.resources
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy.exc import DBAPIError
+
+from cafleet import signals
+from cafleet.db import engine
+from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
+from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Connection
+
+SETUP_LOCK_POLL = 0.05  # seconds between tries of the setup lock (a signal still stops it)
+
+# The driver's own copy of the duplicate-monitor query (§3.3); the revision's copy is frozen
+# with its file.
+_DUPLICATE_MONITORS_SQL = (
+    "SELECT fleet_id, member_id FROM members WHERE status = 'active' "
+    "AND CASE WHEN json_valid(member_card_json) "
+    "THEN json_extract(member_card_json, '$.cafleet.kind') END = 'monitor' "
+    "ORDER BY fleet_id, member_id"
+)
+
+
+def already_at_head() -> str:
+    return f"Already at head ({HEAD_VERSION}); nothing to do."
+
+
+def _created(path: str) -> str:
+    return f"Created {path} and applied migrations to head ({HEAD_VERSION})."
+
+
+def _upgraded(old: int) -> str:
+    return f"Upgraded from {old} to {HEAD_VERSION}."
+
+
+# --- script location (§3.5) --------------------------------------------------------------------
+
+
+def _candidates() -> tuple[Path, Path]:
+    import cafleet
+
+    first = Path(str(importlib.resources.files("cafleet") / "_migrations" / "alembic"))
+    second = Path(cafleet.__file__).resolve().parent.parent / "alembic"
+    return first, second
+
+
+def _usable(location: Path) -> bool:
+    return (location / "env.py").is_file() and (location / "versions").is_dir()
+
+
+def script_location() -> Path:
+    """The directory holding env.py and versions/: the installed wheel's copy, else the
+    checkout's. Never the current directory."""
+    first, second = _candidates()
+    for location in (first, second):
+        if _usable(location):
+            return location
+    raise SetupFailed(
+        "cafleet installation is incomplete: migration scripts not found "
+        f"(looked in {first}, {second})"
+    )
+
+
+# --- locks -------------------------------------------------------------------------------------
+
+
+def setup_lock_path(path: str) -> str:
+    return os.path.join(os.path.dirname(path), "locks", "setup.lock")
+
+
+def _take_setup_lock(path: str) -> int:
+    """Exclusive flock on locks/setup.lock, tried every 50 ms with no deadline."""
+    fd = engine.lock_file_fd(setup_lock_path(path))
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                pass
+            if signals.stop_requested():
+                raise signals.Interrupted()
+            time.sleep(SETUP_LOCK_POLL)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# --- the driver --------------------------------------------------------------------------------
+
+
+class _Rollback(Exception):
+    """Raised inside tx.write to roll back; carries the outcome."""
+
+    def __init__(self, result: str | None = None, failure: str | None = None) -> None:
+        super().__init__(result or failure)
+        self.result = result
+        self.failure = failure
+
+
+def _guard_text(d: Diagnosis) -> str:
+    from cafleet.cli.guard import guard_text
+
+    return guard_text(d) or ""
+
+
+def _alembic_upgrade(conn: Connection, target: str) -> None:
+    from alembic.config import Config
+
+    from alembic import command
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(script_location()))
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, target)
+
+
+def _duplicate_text(conn: Connection) -> str | None:
+    by_fleet: dict[int, list[int]] = {}
+    for fleet_id, member_id in conn.exec_driver_sql(_DUPLICATE_MONITORS_SQL):
+        by_fleet.setdefault(fleet_id, []).append(member_id)
+    duplicates = [(f, m) for f, m in sorted(by_fleet.items()) if len(m) >= 2]
+    if not duplicates:
+        return None
+    return (
+        "active monitor duplicates prevent migration: "
+        + "; ".join(f"fleet {f}: members " + ", ".join(str(i) for i in m) for f, m in duplicates)
+        + "; deregister all but one active monitor per fleet, then run 'cafleet setup' again"
+    )
+
+
+def _sqlite_detail(e: BaseException) -> str:
+    if isinstance(e, DBAPIError):
+        return str(e.orig)
+    return str(e) or type(e).__name__
+
+
+def _foreign_key_failure(conn: Connection) -> str | None:
+    rows = conn.exec_driver_sql("PRAGMA foreign_key_check").all()
+    if not rows:
+        return None
+    table, rowid, parent, _fkid = rows[0]
+    return (
+        f"foreign key check found {len(rows)} violation(s); first: {table} rowid {rowid} "
+        f"references missing {parent} row"
+    )
+
+
+def _migrate_in_tx(conn: Connection, path: str, target: str) -> str:
+    """Steps 5–8 inside the open write transaction; returns the success line or raises
+    `_Rollback` (which rolls back)."""
+    d = diagnose(path, conn)
+    if d.state in ("current", "behind") and d.revision is not None:
+        if REVISIONS.index(d.revision) >= REVISIONS.index(target):
+            raise _Rollback(result=already_at_head() if target == HEAD_REVISION else "")
+    elif d.state != "missing":
+        raise _Rollback(failure=_guard_text(d))
+    old_version = d.schema_version
+
+    def failed(detail: str) -> _Rollback:
+        return _Rollback(failure=f"migration failed: {detail}; {path} was left unchanged")
+
+    try:
+        _alembic_upgrade(conn, target)
+    except MigrationRefused as e:
+        raise _Rollback(failure=str(e)) from e
+    except Exception as e:
+        detail = _sqlite_detail(e)
+        if "UNIQUE constraint failed: members.fleet_id" in detail:
+            try:
+                duplicate = _duplicate_text(conn)
+            except Exception:  # pragma: no cover - the transaction is still open
+                duplicate = None
+            if duplicate is not None:
+                raise _Rollback(failure=duplicate) from e
+        raise failed(detail) from e
+    try:
+        fk_failure = _foreign_key_failure(conn)
+    except DBAPIError as e:
+        raise failed(_sqlite_detail(e)) from e
+    if fk_failure is not None:
+        raise failed(fk_failure)
+    after = diagnose(path, conn)
+    expected_state = "current" if target == HEAD_REVISION else "behind"
+    if after.state != expected_state or after.revision != target:
+        shown = render_differences(after.differences) if after.differences else after.state
+        raise failed(f"resulting schema does not match schema {int(target)} ({shown})")
+    if old_version is None:
+        return _created(path) if target == HEAD_REVISION else ""
+    return _upgraded(old_version) if target == HEAD_REVISION else ""
+
+
+def _open(path: str, mode: engine.Mode) -> Connection:
+    try:
+        return engine.open_connection(path, mode=mode, purpose="migration")
+    except DBAPIError as e:
+        raise SetupFailed(_guard_text(_unreadable(path, str(e.orig)))) from None
+    except sqlite3.Error as e:
+        raise SetupFailed(_guard_text(_unreadable(path, str(e)))) from None
+
+
+def _unreadable(path: str, cause: str) -> Diagnosis:
+    return Diagnosis(
+        state="unreadable", path=path, revision=None, schema_version=None, reason=cause
+    )
+
+
+def _run(path: str, target: str) -> str:
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            raise SetupFailed(f"cannot create directory {parent}: {e.strerror or e}") from None
+    lock_fd = _take_setup_lock(path)
+    try:
+        return _run_locked(path, target)
+    finally:
+        os.close(lock_fd)  # releases the setup lock, after the connection is closed
+
+
+def _run_locked(path: str, target: str) -> str:
+    absent = not os.path.exists(path)
+    if absent:
+        script_location()  # fail before creating anything when the scripts are missing
+    conn = _open(path, "rwc" if absent else "rw")
+    use_file = False  # True once cafleet wrote to the file: a plain close is then ordinary
+    try:
+        raw = engine.raw(conn)
+        try:
+            raw.execute("PRAGMA foreign_keys = OFF")
+            fk = raw.execute("PRAGMA foreign_keys").fetchone()
+        except sqlite3.Error as e:
+            raise SetupFailed(_guard_text(_unreadable(path, str(e)))) from None
+        if fk is None or fk[0] != 0:  # pragma: no cover - SQLite ignores it only in a tx
+            raise SetupFailed(
+                f"migration failed: cannot turn foreign keys off; {path} was left unchanged"
+            )
+
+        d = diagnose(path, conn)
+        if d.state in ("current", "behind") and d.revision is not None:
+            if REVISIONS.index(d.revision) >= REVISIONS.index(target):
+                return already_at_head() if target == HEAD_REVISION else ""
+        elif d.state == "missing":
+            try:
+                mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    mode = raw.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.Error as e:
+                mode = str(e)
+            if str(mode).lower() != "wal":
+                raise SetupFailed(
+                    f"cannot enable WAL journal mode for {path} (SQLite reports '{mode}'); "
+                    "use a local filesystem"
+                )
+        else:
+            raise SetupFailed(_guard_text(d))
+        script_location()
+
+        try:
+            with engine.tx.write(conn):
+                result = _migrate_in_tx(conn, path, target)
+        except _Rollback as outcome:
+            if outcome.failure is not None:
+                raise SetupFailed(outcome.failure) from None
+            return outcome.result or ""
+        except DatabaseBusy as e:
+            raise SetupFailed(str(e)) from None
+        except DBAPIError as e:  # BEGIN IMMEDIATE or COMMIT failed otherwise
+            raise SetupFailed(
+                f"migration failed: {_sqlite_detail(e)}; {path} was left unchanged"
+            ) from None
+        use_file = True
+        return result
+    finally:
+        _close_connection(conn, guarded=not use_file)
+
+
+def _close_connection(conn: Connection, *, guarded: bool) -> None:
+    """Indirection so tests can simulate a process that exits without closing (§9.66)."""
+    engine.close_connection(conn, guarded=guarded)
+
+
+def run_setup(path: str) -> str:
+    """`cafleet setup`'s database half (storage.md §6). Returns the success line; raises
+    `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`."""
+    return _run(path, HEAD_REVISION)
+
+
+def upgrade_to(path: str, revision: str) -> None:
+    """Test hook: the real driver stopped at `revision` (builds files at older revisions)."""
+    if revision not in REVISIONS:
+        raise ValueError(f"unknown revision {revision!r}")
+    _run(path, revision)

@@ -1,0 +1,400 @@
+"""Recorded shape of every revision of the Alembic chain (storage.md §3.1).
+
+A shape entry lands with its revision and is never edited afterwards. Shapes live in the package
+so that the schema guard, which runs before every command, never imports Alembic.
+
+`reflect_shape(conn)` reads a live file's catalogue into a `SchemaShape` (used by tests and by
+nothing on the guard path; diagnosis compares the catalogue directly), and
+`metadata_shape(metadata)` converts the head `MetaData` (the drift test).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Connection, MetaData
+
+REVISIONS: tuple[str, ...] = ("0001", "0002")
+HEAD_REVISION: str = REVISIONS[-1]
+HEAD_VERSION: int = int(HEAD_REVISION)
+
+
+@dataclass(frozen=True)
+class ColumnShape:
+    name: str
+    type: str
+    notnull: bool
+    default: str | None
+    pk: int
+
+
+@dataclass(frozen=True)
+class ForeignKeyShape:
+    column: str
+    target_table: str
+    target_column: str
+    on_delete: str
+    on_update: str = "NO ACTION"
+
+
+@dataclass(frozen=True)
+class TableShape:
+    name: str
+    columns: tuple[ColumnShape, ...]
+    autoincrement: bool
+    foreign_keys: frozenset[ForeignKeyShape]
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    unique: bool
+    where: str | None
+
+
+@dataclass(frozen=True)
+class SchemaShape:
+    revision: str
+    tables: tuple[TableShape, ...]
+    indexes: tuple[IndexShape, ...]
+
+    def table(self, name: str) -> TableShape | None:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        return None
+
+
+def _c(
+    name: str, type_: str, notnull: bool, default: str | None = None, pk: int = 0
+) -> ColumnShape:
+    return ColumnShape(name, type_, notnull, default, pk)
+
+
+_INT = "INTEGER"
+_TEXT = "TEXT"
+
+# --- revision 0001 `baseline` (never edit) -----------------------------------------------------
+
+_FLEETS_0001 = TableShape(
+    "fleets",
+    (
+        _c("fleet_id", _INT, True, pk=1),
+        _c("name", _TEXT, False),
+        _c("created_at", _TEXT, True),
+        _c("deleted_at", _TEXT, False),
+        _c("director_member_id", _INT, False),
+    ),
+    True,
+    frozenset({ForeignKeyShape("director_member_id", "members", "member_id", "RESTRICT")}),
+)
+_MEMBERS_0001 = TableShape(
+    "members",
+    (
+        _c("member_id", _INT, True, pk=1),
+        _c("fleet_id", _INT, True),
+        _c("name", _TEXT, True),
+        _c("description", _TEXT, True),
+        _c("status", _TEXT, True),
+        _c("registered_at", _TEXT, True),
+        _c("deregistered_at", _TEXT, False),
+        _c("member_card_json", _TEXT, True),
+    ),
+    True,
+    frozenset({ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT")}),
+)
+_PLACEMENTS_0001 = TableShape(
+    "member_placements",
+    (
+        _c("member_id", _INT, True, pk=1),
+        _c("mux_session", _TEXT, True),
+        _c("mux_window_id", _TEXT, True),
+        _c("mux_pane_id", _TEXT, False),
+        _c("backend", _TEXT, True, "'tmux'"),
+        _c("coding_agent", _TEXT, True),
+        _c("created_at", _TEXT, True),
+    ),
+    False,
+    frozenset({ForeignKeyShape("member_id", "members", "member_id", "CASCADE")}),
+)
+_MESSAGES_0001 = TableShape(
+    "messages",
+    (
+        _c("message_id", _INT, True, pk=1),
+        _c("owner_member_id", _INT, True),
+        _c("from_member_id", _INT, True),
+        _c("to_member_id", _INT, False),
+        _c("type", _TEXT, True),
+        _c("created_at", _TEXT, True),
+        _c("status_state", _TEXT, True),
+        _c("status_timestamp", _TEXT, True),
+        _c("origin_message_id", _INT, False),
+        _c("text", _TEXT, True),
+        _c("notified_at", _TEXT, False),
+    ),
+    True,
+    frozenset({ForeignKeyShape("owner_member_id", "members", "member_id", "RESTRICT")}),
+)
+_RUNTIME_0001 = TableShape(
+    "monitor_runtime",
+    (
+        _c("fleet_id", _INT, True, pk=1),
+        _c("pid", _INT, False),
+        _c("started_at", _TEXT, False),
+        _c("last_tick_at", _TEXT, False),
+        _c("tick_seconds", _INT, True, "5"),
+        _c("last_wake_at", _TEXT, False),
+        _c("wake_interval_seconds", _INT, False),
+        _c("wake_requested_at", _TEXT, False),
+    ),
+    False,
+    frozenset({ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT")}),
+)
+_ASSETS_0001 = TableShape(
+    "asset_installs",
+    (
+        _c("coding_agent", _TEXT, True, pk=1),
+        _c("path", _TEXT, True, pk=2),
+        _c("cafleet_version", _TEXT, True),
+        _c("installed_at", _TEXT, True),
+    ),
+    False,
+    frozenset(),
+)
+_INDEXES_0001 = (
+    IndexShape("idx_members_fleet_status", "members", ("fleet_id", "status"), False, None),
+    IndexShape(
+        "idx_messages_to_member_status_ts",
+        "messages",
+        ("to_member_id", "status_timestamp"),
+        False,
+        None,
+    ),
+    IndexShape(
+        "idx_messages_from_member_status_ts",
+        "messages",
+        ("from_member_id", "status_timestamp"),
+        False,
+        None,
+    ),
+    IndexShape(
+        "idx_messages_owner_type_state_ts",
+        "messages",
+        ("owner_member_id", "type", "status_state", "status_timestamp"),
+        False,
+        None,
+    ),
+    IndexShape(
+        "idx_messages_owner_type_created",
+        "messages",
+        ("owner_member_id", "type", "created_at"),
+        False,
+        None,
+    ),
+    IndexShape(
+        "idx_messages_from_created", "messages", ("from_member_id", "created_at"), False, None
+    ),
+    IndexShape(
+        "idx_messages_pending_notification",
+        "messages",
+        ("owner_member_id", "created_at", "message_id"),
+        False,
+        "notified_at IS NULL AND status_state = 'input_required' AND type = 'unicast'",
+    ),
+)
+_TABLES_0001 = (
+    _FLEETS_0001,
+    _MEMBERS_0001,
+    _PLACEMENTS_0001,
+    _MESSAGES_0001,
+    _RUNTIME_0001,
+    _ASSETS_0001,
+)
+
+# --- revision 0002 `unique_active_monitor` (never edit) ----------------------------------------
+
+_INDEXES_0002 = (
+    *_INDEXES_0001,
+    IndexShape(
+        "idx_members_one_active_monitor_per_fleet",
+        "members",
+        ("fleet_id",),
+        True,
+        "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'",
+    ),
+)
+
+SHAPES: dict[str, SchemaShape] = {
+    "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
+    "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
+}
+
+
+# --- helpers shared with diagnosis -------------------------------------------------------------
+
+_WS = re.compile(r"\s+")
+_WHERE = re.compile(r"\sWHERE\s", re.IGNORECASE)
+_AUTOINCREMENT = re.compile(r"\bAUTOINCREMENT\b", re.IGNORECASE)
+
+# Tables never part of a recorded shape (storage.md §2.7, §5.3).
+IGNORED_TABLE_PREFIXES = ("sqlite_", "_alembic_tmp_")
+IGNORED_TABLES = frozenset({"alembic_version"})
+
+
+def normalise_type(type_: str) -> str:
+    return _WS.sub(" ", type_.strip()).upper()
+
+
+def normalise_default(default: Any) -> str | None:
+    if default is None:
+        return None
+    return str(default).strip()
+
+
+def index_predicate(sql: str | None) -> str | None:
+    """Text after the first ` WHERE ` (any case) of an index's stored SQL, whitespace collapsed."""
+    if not sql:
+        return None
+    match = _WHERE.search(sql)
+    if match is None:
+        return None
+    return _WS.sub(" ", sql[match.end() :]).strip() or None
+
+
+def has_autoincrement(sql: str | None) -> bool:
+    return bool(sql) and _AUTOINCREMENT.search(sql or "") is not None
+
+
+# --- reflection (tests, tools) -----------------------------------------------------------------
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def reflect_shape(conn: Connection, revision: str = "") -> SchemaShape:
+    """The recorded-shape view of the file behind `conn` (application tables only).
+
+    Runs its statements on `conn` as is: the caller provides the transaction (`tx.read`).
+    """
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in conn.exec_driver_sql(sql).all()]
+
+    tables: list[TableShape] = []
+    table_rows = rows("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    for name, sql in table_rows:
+        if name in IGNORED_TABLES or name.startswith(IGNORED_TABLE_PREFIXES):
+            continue
+        cols = tuple(
+            ColumnShape(
+                r[1], normalise_type(r[2] or ""), bool(r[3]), normalise_default(r[4]), int(r[5])
+            )
+            for r in rows(f"PRAGMA table_xinfo({_q(name)})")
+        )
+        fks: set[ForeignKeyShape] = set()
+        for r in rows(f"PRAGMA foreign_key_list({_q(name)})"):
+            # id, seq, table, from, to, on_update, on_delete, match
+            target_col = r[4]
+            if target_col is None:
+                target_pk = [
+                    t[1]
+                    for t in sorted(rows(f"PRAGMA table_xinfo({_q(r[2])})"), key=lambda t: t[5])
+                    if t[5]
+                ]
+                target_col = target_pk[0] if len(target_pk) == 1 else ",".join(target_pk)
+            fks.add(ForeignKeyShape(r[3], r[2], target_col, r[6], r[5]))
+        tables.append(TableShape(name, cols, has_autoincrement(sql), frozenset(fks)))
+
+    indexes: list[IndexShape] = []
+    for name, table, sql in rows(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' "
+        "AND name NOT LIKE 'sqlite\\_autoindex\\_%' ESCAPE '\\' ORDER BY name"
+    ):
+        if table in IGNORED_TABLES or table.startswith(IGNORED_TABLE_PREFIXES):
+            continue
+        info = rows(f"PRAGMA index_info({_q(name)})")
+        columns = tuple(r[2] if r[2] is not None else "<expression>" for r in info)
+        unique = bool(sql) and re.match(r"\s*CREATE\s+UNIQUE\b", sql, re.IGNORECASE) is not None
+        indexes.append(IndexShape(name, table, columns, unique, index_predicate(sql)))
+    return SchemaShape(revision, tuple(tables), tuple(indexes))
+
+
+def metadata_shape(metadata: MetaData, revision: str = "") -> SchemaShape:
+    """Convert a SQLAlchemy `MetaData` into a `SchemaShape` as SQLite would reflect it."""
+    from sqlalchemy import Integer, Text
+    from sqlalchemy.dialects import sqlite
+
+    dialect = sqlite.dialect()
+    tables: list[TableShape] = []
+    indexes: list[IndexShape] = []
+    for table in sorted(metadata.tables.values(), key=lambda t: t.name):
+        pk_names = [c.name for c in table.primary_key.columns]
+        columns: list[ColumnShape] = []
+        for col in table.columns:
+            if isinstance(col.type, Integer):
+                type_ = "INTEGER"
+            elif isinstance(col.type, Text):
+                type_ = "TEXT"
+            else:
+                type_ = normalise_type(col.type.compile(dialect=dialect))
+            default: str | None = None
+            if col.server_default is not None:
+                arg = col.server_default.arg  # type: ignore[attr-defined]
+                if isinstance(arg, str):
+                    default = "'" + arg.replace("'", "''") + "'"
+                else:
+                    default = str(arg.compile(dialect=dialect)).strip()
+            pk = pk_names.index(col.name) + 1 if col.name in pk_names else 0
+            notnull = not col.nullable
+            columns.append(ColumnShape(col.name, type_, notnull, default, pk))
+        fks = frozenset(
+            ForeignKeyShape(
+                fk.parent.name,
+                fk.column.table.name,
+                fk.column.name,
+                (fk.ondelete or "NO ACTION").upper(),
+                (fk.onupdate or "NO ACTION").upper(),
+            )
+            for fk in table.foreign_keys
+        )
+        autoinc = bool(table.dialect_options["sqlite"].get("autoincrement"))
+        tables.append(TableShape(table.name, tuple(columns), autoinc, fks))
+        for index in table.indexes:
+            where = index.dialect_options["sqlite"].get("where")
+            where_text = None
+            if where is not None:
+                where_text = _WS.sub(" ", str(where.compile(dialect=dialect))).strip()
+            indexes.append(
+                IndexShape(
+                    index.name or "",
+                    table.name,
+                    tuple(c.name for c in index.columns),
+                    bool(index.unique),
+                    where_text,
+                )
+            )
+    return SchemaShape(revision, tuple(tables), tuple(sorted(indexes, key=lambda i: i.name)))
+
+
+def canonical(shape: SchemaShape) -> SchemaShape:
+    """Order-insensitive form for equality checks: tables, columns and indexes sorted by name
+    (column order is not part of a recorded shape's comparison, storage.md §5.3)."""
+    return SchemaShape(
+        shape.revision,
+        tuple(
+            TableShape(
+                t.name,
+                tuple(sorted(t.columns, key=lambda c: c.name)),
+                t.autoincrement,
+                t.foreign_keys,
+            )
+            for t in sorted(shape.tables, key=lambda t: t.name)
+        ),
+        tuple(sorted(shape.indexes, key=lambda i: i.name)),
+    )
