@@ -1,0 +1,230 @@
+"""Multiplexer protocol, value types, errors and backend registry (runtime.md §1.1, §1.2).
+
+Importing this module is cheap: it never imports libtmux (runtime.md §0.3). Each error's
+``str()`` is its user-facing message, worded exactly as cli.md §1.11's tmux messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from cafleet.mux.tmux import TmuxBackend
+
+# cli.md §1.11, exact.
+MSG_TMUX_NOT_FOUND = "tmux binary not found on PATH"
+MSG_TMUX_UNSET = "not inside a tmux session (TMUX is not set)"
+MSG_TMUX_PANE_UNSET = "not inside a tmux pane (TMUX_PANE is not set)"
+MSG_PANE_NOT_FOUND = "pane not found"
+MSG_NO_PANE_ID = "printed no pane id"
+SPAWN_LIMIT_BYTES = 16000
+
+
+def msg_tmux_too_old(output: str) -> str:
+    return f"tmux 3.0 or newer is required (found '{output}')"
+
+
+def msg_unreachable(detail: str) -> str:
+    return f"cannot reach tmux: {detail}"
+
+
+def msg_unsupported_backend(name: str) -> str:
+    return f"placement backend '{name}' is not supported by this cafleet"
+
+
+def msg_spawn_too_long(size: int) -> str:
+    return (
+        f"spawn command is too long for tmux ({size} bytes; limit {SPAWN_LIMIT_BYTES}); "
+        "shorten the spawn prompt"
+    )
+
+
+# --------------------------------------------------------------------------- value types
+
+
+@dataclass(frozen=True)
+class PaneContext:
+    """The pane the calling process runs in."""
+
+    session: str  # tmux session name, verbatim
+    window_id: str  # "@3"
+    pane_id: str  # "%7"
+
+
+@dataclass(frozen=True)
+class PaneKey:
+    backend: str
+    session: str
+    pane_id: str
+
+
+@dataclass(frozen=True)
+class PaneStatus:
+    pane_id: str
+    mode: str | None  # "copy-mode", "view-mode", ...; None when in no mode
+    dead: bool  # process exited (remain-on-exit panes)
+
+    def problem(self) -> str | None:
+        """cli.md §1.11's probe detail (`pane is in <mode>`, `pane has exited`) or None."""
+        if self.mode is not None:
+            return f"pane is in {self.mode}"
+        if self.dead:
+            return "pane has exited"
+        return None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class MultiplexerError(Exception):
+    """Base of the tree; ``str()`` is the user-facing message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class MultiplexerUnavailable(MultiplexerError):
+    """tmux missing, too old, unreachable, TMUX/TMUX_PANE unset, or an unknown backend."""
+
+
+class PaneGone(MultiplexerError):
+    """The targeted pane does not exist. Carries the pane id; the message never names it."""
+
+    def __init__(self, pane_id: str) -> None:
+        super().__init__(MSG_PANE_NOT_FOUND)
+        self.pane_id = pane_id
+
+
+class MuxCommandFailed(MultiplexerError):
+    """`tmux <command> failed: <detail>`."""
+
+    def __init__(self, command: str, detail: str) -> None:
+        super().__init__(f"tmux {command} failed: {detail}")
+        self.command = command
+        self.detail = detail
+
+
+class MuxTimeout(MultiplexerError):
+    """`tmux <command> failed: timed out after <n> s`."""
+
+    def __init__(self, command: str, seconds: float) -> None:
+        shown = int(seconds) if float(seconds).is_integer() else seconds
+        super().__init__(f"tmux {command} failed: timed out after {shown} s")
+        self.command = command
+        self.seconds = seconds
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+@runtime_checkable
+class Multiplexer(Protocol):
+    name: str
+
+    def ensure_available(self) -> None: ...
+
+    def discover_context(self) -> PaneContext: ...
+
+    def split_window(
+        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+    ) -> str: ...
+
+    def pane_status(self, pane_id: str) -> PaneStatus: ...
+
+    def type_line(self, pane_id: str, line: str) -> None: ...
+
+    def capture(self, pane_id: str, lines: int, *, ansi: bool = False) -> str: ...
+
+    def list_panes(self) -> frozenset[str]: ...
+
+    def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool: ...
+
+
+def probe_for_typing(mux: Multiplexer, pane_id: str) -> str | None:
+    """Probe a pane before typing (runtime.md §1.8, §4.3 step 6).
+
+    Returns None when the pane may be typed into, else the detail for
+    `typing into pane <pane_id> failed: <detail>`: `pane not found`, `pane is in <mode>`,
+    `pane has exited`, or the tmux message of the failing call.
+    """
+    try:
+        status = mux.pane_status(pane_id)
+    except MultiplexerError as exc:
+        return str(exc)
+    return status.problem()
+
+
+# --------------------------------------------------------------------------- registry
+
+TMUX = "tmux"
+
+
+def _make_tmux(**kwargs: Any) -> Multiplexer:
+    from cafleet.mux.tmux import TmuxBackend
+
+    return TmuxBackend(**kwargs)
+
+
+_REGISTRY: dict[str, Callable[..., Multiplexer]] = {TMUX: _make_tmux}
+
+
+def register_backend(name: str, factory: Callable[..., Multiplexer]) -> None:
+    """Register a backend constructor (wave 1 registers only `tmux`)."""
+    _REGISTRY[name] = factory
+
+
+def backend_names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get_backend(name: str, **kwargs: Any) -> Multiplexer:
+    """Build the backend a placement names; unknown names raise MultiplexerUnavailable.
+
+    ``kwargs`` go to the constructor (``env=`` for the tmux backend).
+    """
+    factory = _REGISTRY.get(name)
+    if factory is None:
+        raise MultiplexerUnavailable(msg_unsupported_backend(name))
+    return factory(**kwargs)
+
+
+def tmux_backend(env: Mapping[str, str] | None = None) -> TmuxBackend:
+    """The backend for context discovery and new panes (always tmux)."""
+    from cafleet.mux.tmux import TmuxBackend
+
+    return TmuxBackend(env=env)
+
+
+__all__ = [
+    "MSG_NO_PANE_ID",
+    "MSG_PANE_NOT_FOUND",
+    "MSG_TMUX_NOT_FOUND",
+    "MSG_TMUX_PANE_UNSET",
+    "MSG_TMUX_UNSET",
+    "SPAWN_LIMIT_BYTES",
+    "TMUX",
+    "Multiplexer",
+    "MultiplexerError",
+    "MultiplexerUnavailable",
+    "MuxCommandFailed",
+    "MuxTimeout",
+    "PaneContext",
+    "PaneGone",
+    "PaneKey",
+    "PaneStatus",
+    "backend_names",
+    "get_backend",
+    "msg_spawn_too_long",
+    "msg_tmux_too_old",
+    "msg_unreachable",
+    "msg_unsupported_backend",
+    "probe_for_typing",
+    "register_backend",
+    "tmux_backend",
+]

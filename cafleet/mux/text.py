@@ -1,0 +1,156 @@
+"""Text helpers: ANSI stripping and capture windowing (runtime.md §1.9), the notification
+normaliser (runtime.md §4.2), the wake-line sanitiser (runtime.md §5.7), and cli.md §1.3's
+display sanitizers and truncation. Standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+
+ELLIPSIS = "\u2026"
+RETURN_SYMBOL = "\u23ce"  # ⏎
+
+# ESC [ , parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
+_CSI_RE = re.compile(r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]")
+# ESC ] through BEL or ESC \ (runtime.md §1.9 Decision: hyperlinks appear in captures).
+_OSC_RE = re.compile(r"\x1b\].*?(?:\x07|\x1b\\)", re.DOTALL)
+
+
+# --------------------------------------------------------------------------- captures
+
+
+def strip_ansi_line(line: str) -> str:
+    """CSI, then OSC removal, then keep only the text after the last CR."""
+    line = _CSI_RE.sub("", line)
+    line = _OSC_RE.sub("", line)
+    cut = line.rfind("\r")
+    return line[cut + 1 :] if cut >= 0 else line
+
+
+def strip_ansi(text: str) -> str:
+    """`strip_ansi_line` applied to each `\\n`-separated line."""
+    return "\n".join(strip_ansi_line(line) for line in text.split("\n"))
+
+
+def window_capture(raw: str, lines: int, *, ansi: bool = False) -> str:
+    """runtime.md §1.9's windowing of a `capture-pane -p` output.
+
+    Split on LF; drop the trailing run of lines that are blank after ANSI stripping; return the
+    last ``lines`` lines joined with LF, no trailing newline. Default mode returns the stripped
+    text; ``ansi`` mode keeps the original lines (stripping only judges blankness).
+    """
+    if lines < 1:
+        raise ValueError(f"capture: lines must be positive, got {lines}")
+    original = raw.split("\n")
+    stripped = [strip_ansi_line(line) for line in original]
+    end = len(stripped)
+    while end > 0 and not stripped[end - 1].strip():
+        end -= 1
+    if end == 0:
+        return ""
+    chosen = (original if ansi else stripped)[:end]
+    return "\n".join(chosen[-lines:])
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def _is_removed_control(ch: str) -> bool:
+    code = ord(ch)
+    return (code < 0x20 and ch != "\t") or code == 0x7F or 0x80 <= code <= 0x9F
+
+
+def _fix_surrogates(text: str) -> str:
+    if not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):
+        return text
+    return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+
+
+def truncate(text: str, limit: int) -> str:
+    """Keep the first ``limit`` code points and append `…` only if something was cut.
+
+    With limit 0 any non-empty text becomes `…` (cli.md §1.3).
+    """
+    if limit < 0:
+        raise ValueError("limit must not be negative")
+    if len(text) <= limit:
+        return text
+    return text[:limit] + ELLIPSIS
+
+
+# --------------------------------------------------------------------------- notification
+
+
+def normalize_notification_text(text: str) -> str:
+    """runtime.md §4.2's normaliser (body and sender name of a notification line).
+
+    1. CRLF, then each remaining CR, LF, U+2028 and U+2029 becomes `⏎`;
+    2. other controls are removed (C0 except TAB, U+007F, C1);
+    3. lone surrogates become U+FFFD.
+    """
+    text = text.replace("\r\n", RETURN_SYMBOL)
+    text = re.sub("[\r\n\u2028\u2029]", RETURN_SYMBOL, text)
+    text = "".join(ch for ch in text if not _is_removed_control(ch))
+    return _fix_surrogates(text)
+
+
+def sanitize_wake_field(text: str) -> str:
+    """runtime.md §5.7's sanitiser for NAME and AGENT in the wake line."""
+    text = text.replace("\r\n", RETURN_SYMBOL)
+    text = re.sub("[\r\n\t\u2028\u2029]", RETURN_SYMBOL, text)
+    text = "".join(ch for ch in text if not _is_removed_control(ch))
+    text = _fix_surrogates(text)
+    text = text.replace("`", "\u02cb")
+    return text.replace("$(", "$\ufe59")
+
+
+# --------------------------------------------------------------------------- display (cli.md §1.3)
+
+
+def _display_char(ch: str, keep: frozenset[str]) -> str:
+    code = ord(ch)
+    if code < 0x20:
+        return ch if ch in keep else chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    if 0x80 <= code <= 0x9F or 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return ch
+
+
+_MULTI_KEEP = frozenset("\n\t")
+_SINGLE_KEEP: frozenset[str] = frozenset()
+_NEEDS_WORK = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def sanitize_multiline(text: str) -> str:
+    """Display sanitizer for multi-line fields (bodies): keeps LF and TAB.
+
+    Other C0 controls become control pictures (U+2400 + code), U+007F becomes `␡`, C1 controls
+    (and lone surrogates) become U+FFFD. One code point maps to one.
+    """
+    if not _NEEDS_WORK.search(text):
+        return text
+    return "".join(_display_char(ch, _MULTI_KEEP) for ch in text)
+
+
+def sanitize_single_line(text: str) -> str:
+    """Display sanitizer for single-line fields (names, descriptions, cells, scan headers):
+    as `sanitize_multiline`, but LF and TAB become `␊` and `␉` too."""
+    if not _NEEDS_WORK.search(text):
+        return text
+    return "".join(_display_char(ch, _SINGLE_KEEP) for ch in text)
+
+
+__all__ = [
+    "ELLIPSIS",
+    "RETURN_SYMBOL",
+    "normalize_notification_text",
+    "sanitize_multiline",
+    "sanitize_single_line",
+    "sanitize_wake_field",
+    "strip_ansi",
+    "strip_ansi_line",
+    "truncate",
+    "window_capture",
+]

@@ -1,0 +1,352 @@
+"""TmuxBackend (runtime.md §1.3–§1.10).
+
+Every call runs ``[tmux_bin, "-u", "-S", <socket>, <command>, <args...>]`` through one timed
+runner; no shell is involved. libtmux is imported only when ``server`` is first used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cafleet.mux import (
+    MSG_NO_PANE_ID,
+    MSG_TMUX_NOT_FOUND,
+    MSG_TMUX_PANE_UNSET,
+    MSG_TMUX_UNSET,
+    SPAWN_LIMIT_BYTES,
+    MultiplexerError,
+    MultiplexerUnavailable,
+    MuxCommandFailed,
+    MuxTimeout,
+    PaneContext,
+    PaneGone,
+    PaneStatus,
+    msg_spawn_too_long,
+    msg_tmux_too_old,
+    msg_unreachable,
+)
+from cafleet.mux.text import window_capture
+
+if TYPE_CHECKING:
+    import libtmux
+
+log = logging.getLogger(__name__)
+
+SPLIT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = 5.0
+ESCAPE_SETTLE = 0.1
+SUBMIT_SETTLE = 1.0
+SUBMIT_KEY = "Enter"
+CHUNK_BYTES = 1024
+CAPTURE_OVERFETCH = 1000
+MIN_VERSION = (3, 0)
+
+_PANE_ID_RE = re.compile(r"^%[0-9]+$")
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)")
+_PANE_GONE_MARKERS = ("can't find pane", "no such pane")
+_UNREACHABLE_MARKERS = ("no server running", "error connecting to", "server exited unexpectedly")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Runner(Protocol):
+    def __call__(self, argv: list[str], timeout: float) -> RunResult: ...
+
+
+def subprocess_runner(argv: list[str], timeout: float) -> RunResult:
+    """The production runner: no shell, stdin from /dev/null, UTF-8 with replacement.
+
+    ``subprocess.TimeoutExpired`` propagates (``subprocess.run`` has killed the child).
+    """
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    return RunResult(
+        proc.returncode,
+        proc.stdout.decode("utf-8", errors="replace"),
+        proc.stderr.decode("utf-8", errors="replace"),
+    )
+
+
+# `tmux -V` is read once per process and binary.
+_version_checked: dict[str, str] = {}
+
+
+def parse_version(output: str) -> tuple[int, int] | None:
+    """`major.minor` from `tmux -V` output; None when unparsable (accepted)."""
+    match = _VERSION_RE.search(output)
+    if match is None:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def socket_path_from(tmux_env: str | None) -> str | None:
+    """The socket path: the part of TMUX before its first comma (None when TMUX is unset)."""
+    if not tmux_env:
+        return None
+    return tmux_env.split(",", 1)[0]
+
+
+def chunk_utf8(text: str, limit: int = CHUNK_BYTES) -> list[str]:
+    """Consecutive slices of at most ``limit`` UTF-8 bytes, cut at code point boundaries."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for ch in text:
+        width = len(ch.encode("utf-8", "surrogatepass"))
+        if current and size + width > limit:
+            chunks.append("".join(current))
+            current, size = [], 0
+        current.append(ch)
+        size += width
+    if current:
+        chunks.append("".join(current))
+    return chunks
+
+
+def _first_nonempty_line(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def _target_of(args: Sequence[str]) -> str:
+    for i, arg in enumerate(args[:-1]):
+        if arg == "-t":
+            return args[i + 1]
+    return ""
+
+
+class TmuxBackend:
+    """The wave-1 multiplexer backend (runtime.md §1.3)."""
+
+    name = "tmux"
+
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        runner: Runner | Callable[[list[str], float], RunResult] | None = None,
+        sleep: Callable[[float], Any] | None = None,
+        tmux_bin: str | None = None,
+    ) -> None:
+        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._runner = runner if runner is not None else subprocess_runner
+        self._sleep = sleep if sleep is not None else time.sleep
+        if tmux_bin is None:
+            tmux_bin = shutil.which("tmux", path=self._env.get("PATH"))
+        self.tmux_bin: str | None = tmux_bin
+        self.socket_path: str | None = socket_path_from(self._env.get("TMUX"))
+        self._server: libtmux.Server | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def server(self) -> libtmux.Server:
+        """A libtmux handle on the same server (imported lazily, never used for commands)."""
+        if self._server is None:
+            import libtmux
+
+            self._require_socket()
+            self._server = libtmux.Server(socket_path=self.socket_path, tmux_bin=self.tmux_bin)
+        return self._server
+
+    def _require_bin(self) -> str:
+        if not self.tmux_bin:
+            raise MultiplexerUnavailable(MSG_TMUX_NOT_FOUND)
+        return self.tmux_bin
+
+    def _require_socket(self) -> str:
+        if not self.socket_path:
+            raise MultiplexerUnavailable(MSG_TMUX_UNSET)
+        return self.socket_path
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return [self._require_bin(), "-u", "-S", self._require_socket(), *args]
+
+    def _run(self, args: Sequence[str], timeout: float | None = None) -> str:
+        """Run one tmux command; map failures to the error tree; return stdout."""
+        if timeout is None:
+            timeout = SPLIT_TIMEOUT if args and args[0] == "split-window" else DEFAULT_TIMEOUT
+        argv = self.argv(args)
+        command = args[0] if args else ""
+        try:
+            result = self._runner(argv, timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise MuxTimeout(command, timeout) from exc
+        except FileNotFoundError as exc:
+            raise MultiplexerUnavailable(MSG_TMUX_NOT_FOUND) from exc
+        except OSError as exc:
+            raise MuxCommandFailed(command, str(exc)) from exc
+        if result.returncode != 0:
+            raise self._map_failure(args, command, result)
+        return result.stdout
+
+    @staticmethod
+    def _map_failure(args: Sequence[str], command: str, result: RunResult) -> MultiplexerError:
+        stderr = result.stderr or ""
+        lowered = stderr.lower()
+        detail = _first_nonempty_line(stderr) or f"exit status {result.returncode}"
+        if any(marker in lowered for marker in _PANE_GONE_MARKERS):
+            return PaneGone(_target_of(args))
+        if any(marker in lowered for marker in _UNREACHABLE_MARKERS):
+            return MultiplexerUnavailable(msg_unreachable(detail))
+        return MuxCommandFailed(command, detail)
+
+    # ------------------------------------------------------------------ §1.4
+
+    def ensure_available(self) -> None:
+        self._require_bin()
+        self._require_socket()
+        self._check_version()
+
+    def _check_version(self) -> None:
+        binary = self._require_bin()
+        if binary in _version_checked:
+            return
+        output = self._run(["-V"]).strip()
+        version = parse_version(output)
+        if version is not None and version < MIN_VERSION:
+            raise MultiplexerUnavailable(msg_tmux_too_old(output))
+        _version_checked[binary] = output
+
+    # ------------------------------------------------------------------ §1.5
+
+    def discover_context(self) -> PaneContext:
+        pane = self._env.get("TMUX_PANE")
+        if not pane:
+            raise MultiplexerUnavailable(MSG_TMUX_PANE_UNSET)
+        out = self._run(
+            ["display-message", "-p", "-t", pane, "#{session_name}|#{window_id}|#{pane_id}"]
+        )
+        line = out.split("\n", 1)[0]
+        parts = line.rsplit("|", 2)
+        if len(parts) != 3 or parts[2] != pane:
+            raise MuxCommandFailed("display-message", f"unexpected output '{line}'")
+        return PaneContext(session=parts[0], window_id=parts[1], pane_id=parts[2])
+
+    # ------------------------------------------------------------------ §1.6
+
+    @staticmethod
+    def split_args(
+        *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+    ) -> list[str]:
+        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window_id, "-c", cwd]
+        for name, value in env.items():
+            args += ["-e", f"{name}={value}"]
+        args.append("--")
+        args.extend(argv)
+        return args
+
+    @staticmethod
+    def command_size(args: Sequence[str]) -> int:
+        """Bytes tmux packs for a command: sum of len(arg) + 1 after `-S <socket>`."""
+        return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in args)
+
+    def split_window(
+        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+    ) -> str:
+        args = self.split_args(window_id=window_id, argv=argv, cwd=cwd, env=env)
+        size = self.command_size(args)
+        if size > SPAWN_LIMIT_BYTES:
+            raise MultiplexerError(msg_spawn_too_long(size))
+        out = self._run(args, SPLIT_TIMEOUT)
+        first = out.split("\n", 1)[0].strip()
+        if not _PANE_ID_RE.match(first):
+            raise MuxCommandFailed("split-window", MSG_NO_PANE_ID)
+        try:
+            self._run(["select-layout", "-t", window_id, "main-vertical"])
+        except MultiplexerError as exc:
+            log.debug("select-layout main-vertical failed for %s: %s", window_id, exc)
+        return first
+
+    # ------------------------------------------------------------------ §1.7
+
+    def type_line(self, pane_id: str, line: str) -> None:
+        if "\r" in line or "\n" in line:
+            raise ValueError("type_line: the line may not contain CR or LF")
+        self._run(["send-keys", "-t", pane_id, "Escape"])
+        self._sleep(ESCAPE_SETTLE)
+        for chunk in chunk_utf8(line):
+            self._run(["send-keys", "-t", pane_id, "-l", "--", chunk])
+        self._sleep(SUBMIT_SETTLE)
+        self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
+
+    # ------------------------------------------------------------------ §1.8
+
+    def pane_status(self, pane_id: str) -> PaneStatus:
+        out = self._run(
+            [
+                "display-message",
+                "-p",
+                "-t",
+                pane_id,
+                "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}",
+            ]
+        )
+        parts = out.split("\n", 1)[0].strip().split("|")
+        if len(parts) != 4 or parts[0] != pane_id:
+            raise PaneGone(pane_id)
+        in_mode = parts[1].strip() not in ("", "0")
+        mode = (parts[2].strip() or "a mode") if in_mode else None
+        return PaneStatus(pane_id=pane_id, mode=mode, dead=parts[3].strip() == "1")
+
+    # ------------------------------------------------------------------ §1.9
+
+    def capture(self, pane_id: str, lines: int, *, ansi: bool = False) -> str:
+        if lines < 1:
+            raise ValueError(f"capture: lines must be positive, got {lines}")
+        args = ["capture-pane", "-p", "-t", pane_id, "-S", f"-{lines + CAPTURE_OVERFETCH}"]
+        if ansi:
+            args.append("-e")
+        return window_capture(self._run(args), lines, ansi=ansi)
+
+    # ------------------------------------------------------------------ §1.10
+
+    def list_panes(self) -> frozenset[str]:
+        out = self._run(["list-panes", "-a", "-F", "#{pane_id}"])
+        return frozenset(line.strip() for line in out.splitlines() if line.strip())
+
+    def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
+        try:
+            self._run(["kill-pane", "-t", pane_id])
+        except PaneGone:
+            if ignore_missing:
+                return False
+            raise
+        return True
+
+
+def reset_version_cache() -> None:
+    """For tests only."""
+    _version_checked.clear()
+
+
+__all__ = [
+    "CHUNK_BYTES",
+    "DEFAULT_TIMEOUT",
+    "ESCAPE_SETTLE",
+    "SPLIT_TIMEOUT",
+    "SUBMIT_KEY",
+    "SUBMIT_SETTLE",
+    "RunResult",
+    "Runner",
+    "TmuxBackend",
+    "chunk_utf8",
+    "parse_version",
+    "reset_version_cache",
+    "socket_path_from",
+    "subprocess_runner",
+]
