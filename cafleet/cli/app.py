@@ -1,0 +1,264 @@
+"""The Click command tree (cli.md §1.1).
+
+Groups live here; commands live in their own modules, which register themselves on these groups
+and are imported at the bottom (`COMMAND_MODULES`). A new command module:
+
+    from cafleet.cli.app import fleet_group
+    from cafleet.cli.context import invocation
+    from cafleet.cli.params import id_argument, json_option
+
+    @fleet_group.command("show", help="…")
+    @id_argument("fleet_id", "Fleet ID.")
+    @json_option
+    def fleet_show(fleet_id: int, as_json: bool) -> None: ...
+
+and is added to `COMMAND_MODULES`. Every command gets `CafleetCommand` (cafleet errors become
+`Error: <text>`, exit 1). The monitor loop form registers itself with `monitor_loop_command`.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from cafleet import __version__
+from cafleet.cli.context import CafleetCommand
+from cafleet.output import BrokenStdout, out
+
+ROOT_HELP = "cafleet — message broker and member registry for fleets of coding agents in tmux."
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+
+# Hidden name of the monitor loop form. No output ever shows it (cli.md §1.1).
+LOOP_COMMAND_NAME = "__monitor_loop__"
+
+
+def _no_epipe(call: Callable[[], Any]) -> Any:
+    """Click's main turns an EPIPE OSError into its own exit; raise ours instead (exit 141)."""
+    try:
+        return call()
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            raise BrokenStdout() from exc
+        raise
+
+
+class CafleetGroup(click.Group):
+    """A group whose commands are `CafleetCommand`s and whose subgroups are `CafleetGroup`s."""
+
+    command_class = CafleetCommand
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # declaration order, not alphabetical
+
+
+CafleetGroup.group_class = CafleetGroup
+
+
+ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor")
+
+
+class RootGroup(CafleetGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = list(self.commands)
+        return sorted(
+            names, key=lambda n: ROOT_ORDER.index(n) if n in ROOT_ORDER else len(ROOT_ORDER)
+        )
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        return _no_epipe(
+            lambda: super(RootGroup, self).make_context(info_name, args, parent, **extra)
+        )
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _no_epipe(lambda: super(RootGroup, self).invoke(ctx))
+
+
+def _print_help_if_bare(ctx: click.Context) -> None:
+    """Bare groups print their help on stdout and exit 0 (cli.md §1.1)."""
+    if ctx.invoked_subcommand is None:
+        out(ctx.get_help())
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    out(f"cafleet {__version__}")
+    ctx.exit(0)
+
+
+@click.group(
+    cls=RootGroup,
+    name="cafleet",
+    help=ROOT_HELP,
+    context_settings=CONTEXT_SETTINGS,
+    invoke_without_command=True,
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group("fleet", invoke_without_command=True, help="Create, list, show and delete fleets.")
+@click.pass_context
+def fleet_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "member",
+    invoke_without_command=True,
+    help="Create, list, inspect, prompt and delete the members of a fleet.",
+)
+@click.pass_context
+def member_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "message",
+    invoke_without_command=True,
+    help="Send, read, acknowledge and wait for messages.",
+)
+@click.pass_context
+def message_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+# --- the two-form `monitor` group --------------------------------------------------------------
+
+
+class MonitorLoopCommand(CafleetCommand):
+    """The hidden loop form of `cafleet monitor`.
+
+    Its context takes the monitor group's place in the chain (same info name, the group's parent
+    as parent), so usage errors read `Usage: cafleet monitor [OPTIONS] FLEET_ID` and the `Try`
+    line names `cafleet monitor`.
+    """
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        if parent is not None:
+            info_name, parent = parent.info_name, parent.parent
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+class MonitorGroup(CafleetGroup):
+    """`cafleet monitor FLEET_ID …` (loop form) and `cafleet monitor scan FLEET_ID …`.
+
+    When the first argument is neither a visible subcommand (`scan`) nor a help option, the
+    hidden loop command is put in front of the arguments, so options may come before or after
+    FLEET_ID. Fleet ids are integers, so `scan` is never ambiguous.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("no_args_is_help", False)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def loop_command(self) -> click.Command | None:
+        return self.commands.get(LOOP_COMMAND_NAME)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if self.loop_command is not None and (
+            not args
+            or (args[0] not in ctx.help_option_names and not self._is_visible_subcommand(args[0]))
+        ):
+            args = [LOOP_COMMAND_NAME, *args]
+        return super().parse_args(ctx, args)
+
+    def _is_visible_subcommand(self, name: str) -> bool:
+        cmd = self.commands.get(name)
+        return cmd is not None and not cmd.hidden
+
+    def _loop_context(self, ctx: click.Context) -> click.Context:
+        loop = self.loop_command
+        assert loop is not None
+        return click.Context(loop, info_name=ctx.info_name, parent=ctx.parent)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        loop = self.loop_command
+        if loop is None:
+            super().format_usage(ctx, formatter)
+            return
+        loop_ctx = self._loop_context(ctx)
+        formatter.write_usage(ctx.command_path, " ".join(loop.collect_usage_pieces(loop_ctx)))
+        for name in self.list_commands(ctx):
+            cmd = self.commands[name]
+            if cmd.hidden:
+                continue
+            sub_ctx = click.Context(cmd, info_name=name, parent=ctx)
+            formatter.write_usage(
+                f"{ctx.command_path} {name}",
+                " ".join(cmd.collect_usage_pieces(sub_ctx)),
+                prefix="       ",
+            )
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        loop = self.loop_command
+        if loop is None:
+            super().format_help(ctx, formatter)
+            return
+        loop_ctx = self._loop_context(ctx)
+        self.format_usage(ctx, formatter)
+        self.format_help_text(ctx, formatter)
+        loop.format_arguments(loop_ctx, formatter)
+        loop.format_options(loop_ctx, formatter)
+        self.format_commands(ctx, formatter)
+        self.format_epilog(ctx, formatter)
+
+
+@cli.group(
+    "monitor",
+    cls=MonitorGroup,
+    short_help="Run a fleet's monitor loop, or scan its panes once.",
+    help=(
+        "Run a fleet's monitor loop (cafleet monitor FLEET_ID), "
+        "or scan its panes once (cafleet monitor scan FLEET_ID)."
+    ),
+)
+def monitor_group() -> None:
+    pass
+
+
+def monitor_loop_command(**attrs: Any) -> Callable[[Callable[..., Any]], click.Command]:
+    """Register the monitor loop form: `@monitor_loop_command(help=…)` on its callback."""
+    attrs.setdefault("cls", MonitorLoopCommand)
+    attrs["hidden"] = True
+    return monitor_group.command(LOOP_COMMAND_NAME, **attrs)
+
+
+# --- command modules -----------------------------------------------------------------------------
+
+COMMAND_MODULES: Sequence[str] = (
+    "cafleet.cli.setup_cmd",
+    "cafleet.cli.doctor",
+    "cafleet.cli.fleet",
+    "cafleet.cli.member",
+    "cafleet.cli.message",
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module)

@@ -1,0 +1,162 @@
+"""Per-invocation state and error mapping for command bodies (cli.md §1.4, §1.6, §1.7).
+
+A command body does, in order::
+
+    inv = invocation()          # lazy state kept on the root Click context
+    conn = inv.connection()     # settings (all four variables), then the schema guard
+    ...one repository call...   # cafleet errors become `Error: <str(exc)>`, exit 1
+    render with cafleet.output
+
+Settings are loaded once. The connection is opened lazily through the guard, at most once, and
+closed when the root context closes. Nothing here imports the storage layer at module load.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cafleet.config import Settings
+
+_USER_FACING_MODULES = ("cafleet.",)
+
+
+class Invocation:
+    """Lazy state of one `cafleet` invocation."""
+
+    def __init__(self, root: click.Context) -> None:
+        self._root = root
+        self._settings: Settings | None = None
+        self._conn: Connection | None = None
+
+    # --- settings ------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """All four CAFLEET_* variables validated (cli.md §1.6); SettingsError → exit 1."""
+        if self._settings is None:
+            from cafleet.config import SettingsError, load_settings
+
+            try:
+                self._settings = load_settings()
+            except SettingsError as exc:
+                raise click.ClickException(str(exc)) from exc
+        return self._settings
+
+    def doctor_settings(self) -> Settings:
+        """Settings where a URL/HOME problem is recorded, not raised (a bad integer still is)."""
+        if self._settings is None:
+            from cafleet.config import SettingsError, load_settings
+
+            try:
+                self._settings = load_settings(tolerate_path_error=True)
+            except SettingsError as exc:
+                raise click.ClickException(str(exc)) from exc
+        return self._settings
+
+    @property
+    def db_path(self) -> str:
+        return self.settings.db_path
+
+    @property
+    def db_dir(self) -> str:
+        return self.settings.db_dir
+
+    @property
+    def max_text_len(self) -> int:
+        return self.settings.max_text_len
+
+    # --- the one connection --------------------------------------------------------------------
+
+    def connection(self) -> Connection:
+        """The validated connection: settings, then the schema guard (cli.md §1.7).
+
+        Opened once per invocation and closed when the root context closes. A refusal prints the
+        guard's text (exit 1) and leaves the file untouched.
+        """
+        if self._conn is None:
+            path = self.settings.db_path
+            from cafleet.cli.guard import open_validated_connection
+
+            try:
+                conn = open_validated_connection(path)
+            except Exception as exc:
+                raise to_click_error(exc) from exc
+            self._conn = conn
+            self._root.call_on_close(self._close)
+        return self._conn
+
+    def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            from cafleet.db.engine import close_connection
+
+            close_connection(conn)
+
+
+def invocation() -> Invocation:
+    """The current invocation's state (created on first use)."""
+    root = click.get_current_context().find_root()
+    inv = root.meta.get("cafleet.invocation")
+    if inv is None:
+        inv = Invocation(root)
+        root.meta["cafleet.invocation"] = inv
+    return inv
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def is_user_facing(exc: BaseException) -> bool:
+    """cafleet's own exceptions carry user-facing text as their str() (storage.md §7.9,
+    runtime.md §1.1, cli.md §1.4)."""
+    return any(cls.__module__.startswith(_USER_FACING_MODULES) for cls in type(exc).__mro__[:-1])
+
+
+def to_click_error(exc: BaseException) -> click.ClickException:
+    """`Error: <message>`, exit 1. SQLite errors are quoted as `str(exc.orig)`."""
+    if isinstance(exc, click.ClickException):
+        return exc
+    from cafleet.cli import error_text
+
+    return click.ClickException(error_text(exc))
+
+
+def fail(message: str) -> Any:
+    """Stop with `Error: <message>`, exit 1."""
+    raise click.ClickException(message)
+
+
+def usage_error(message: str) -> Any:
+    """Stop with Click's usage rendering (usage line, Try line, `Error: <message>`), exit 2."""
+    raise click.UsageError(message, click.get_current_context(silent=True))
+
+
+def lock_busy_message(member_id: int) -> str:
+    """cli.md §1.11's pane-lock message."""
+    return f"member {member_id}'s pane is receiving another keystroke; retry in a few seconds"
+
+
+class CafleetCommand(click.Command):
+    """Every cafleet command: cafleet exceptions raised by the body become `Error: <text>`.
+
+    Signals (`Interrupted`) and output failures pass through for `main` to map.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from cafleet.output import BrokenStdout, OutputFailed
+
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, BrokenStdout, OutputFailed):
+            raise
+        except Exception as exc:
+            from cafleet.signals import Interrupted
+
+            if isinstance(exc, Interrupted) or not is_user_facing(exc):
+                raise
+            raise to_click_error(exc) from exc

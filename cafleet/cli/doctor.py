@@ -1,0 +1,138 @@
+"""`cafleet doctor` (cli.md §2.2): diagnoses tmux and the database without changing anything.
+
+Not guarded. Every section is rendered even after a failure; each failing section is one issue.
+Exit 0 iff there is no issue.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from cafleet import __version__
+from cafleet.cli.app import cli
+from cafleet.cli.context import invocation
+from cafleet.cli.params import json_option
+from cafleet.output import label_lines, out, out_json, plural
+
+OK_MARK = "\u2713"
+FAIL_MARK = "\u2717"
+LABEL_WIDTH = 11
+PRESENCE_VAR = "TMUX"
+
+
+@dataclass
+class Section:
+    name: str
+    ok: bool
+    lines: list[str]
+    data: dict[str, Any]
+
+
+def multiplexer_section() -> Section:
+    """Resolve tmux exactly as `fleet create` does: availability, then the calling pane."""
+    from cafleet.mux import MultiplexerError, tmux_backend
+
+    try:
+        backend = tmux_backend()
+        backend.ensure_available()
+        pane = backend.discover_context()
+    except MultiplexerError as exc:
+        error = str(exc)
+        data = dict.fromkeys(
+            ("backend", "session", "window_id", "pane_id", "presence_var", "presence_value")
+        )
+        return Section("multiplexer", False, [f"  {error}"], {"ok": False, **data, "error": error})
+    presence = os.environ.get(PRESENCE_VAR, "")
+    pairs = [
+        ("backend", backend.name),
+        ("session", pane.session),
+        ("window_id", pane.window_id),
+        ("pane_id", pane.pane_id),
+        ("presence", f"{PRESENCE_VAR}={presence}"),
+    ]
+    data = {
+        "ok": True,
+        "backend": backend.name,
+        "session": pane.session,
+        "window_id": pane.window_id,
+        "pane_id": pane.pane_id,
+        "presence_var": PRESENCE_VAR,
+        "presence_value": presence,
+        "error": None,
+    }
+    return Section("multiplexer", True, label_lines(pairs, LABEL_WIDTH, "  "), data)
+
+
+def database_section(path: str | None, path_error: str | None) -> Section:
+    """Resolve the path and run the read-only diagnosis (storage.md §5.4, §5.5)."""
+    from cafleet.cli.guard import guard_text
+    from cafleet.db.diagnosis import diagnose_path
+    from cafleet.db.errors import StorageError
+    from cafleet.db.shapes import HEAD_VERSION
+
+    data: dict[str, Any] = {
+        "ok": False,
+        "path": path,
+        "state": None,
+        "schema_version": None,
+        "head_version": HEAD_VERSION,
+        "error": None,
+    }
+    if path is None:
+        error = path_error or "database path did not resolve"
+        data["error"] = error
+        return Section("database", False, [f"  {error}"], data)
+    path_line = label_lines([("path", path)], LABEL_WIDTH, "  ")
+    try:
+        diagnosis = diagnose_path(path, for_doctor=True)
+    except StorageError as exc:  # e.g. SQLite too old
+        data["error"] = str(exc)
+        return Section("database", False, [*path_line, f"  {exc}"], data)
+    data["state"] = diagnosis.state
+    if diagnosis.state in ("current", "behind", "ahead", "damaged"):
+        data["schema_version"] = diagnosis.schema_version
+    if diagnosis.ok:
+        data["ok"] = True
+        return Section(
+            "database", True, [*path_line, f"  schema {diagnosis.schema_version} (head)"], data
+        )
+    error = guard_text(diagnosis) or diagnosis.state
+    data["error"] = error
+    return Section("database", False, [*path_line, f"  {error}"], data)
+
+
+@cli.command(
+    "doctor",
+    short_help="Diagnose tmux and the database without changing anything.",
+    help=(
+        "Diagnose the multiplexer (tmux) and the database without changing anything. "
+        "Exits 1 when an issue is found."
+    ),
+)
+@json_option
+def doctor(as_json: bool) -> None:
+    settings = invocation().doctor_settings()  # a bad integer variable still aborts
+    sections = [
+        multiplexer_section(),
+        database_section(settings.database_path, settings.path_error),
+    ]
+    issues = sum(1 for section in sections if not section.ok)
+    if as_json:
+        payload: dict[str, Any] = {"cafleet_version": __version__}
+        for section in sections:
+            payload[section.name] = section.data
+        payload["issues"] = issues
+        out_json(payload)
+    else:
+        out(f"cafleet {__version__}")
+        for section in sections:
+            out(f"{OK_MARK if section.ok else FAIL_MARK} {section.name}")
+            for line in section.lines:
+                out(line)
+        out("no issues found" if issues == 0 else f"{plural(issues, 'issue')} found")
+    if issues:
+        click.get_current_context().exit(1)

@@ -1,0 +1,60 @@
+"""`cafleet message …` commands (cli.md §2.14–§2.20)."""
+
+from __future__ import annotations
+
+from cafleet.cli.app import message_group
+from cafleet.cli.context import invocation
+from cafleet.cli.params import id_argument, json_option
+from cafleet.output import envelope_lines, envelopes_lines, message_dict, out, out_json, out_lines
+
+MEMBER_ID_HELP = "Member ID."
+MESSAGE_ID_HELP = "Message ID."
+
+
+@message_group.command(
+    "poll",
+    help="List a member's un-ACKed messages, newest first (read-only; nothing is ACKed).",
+)
+@id_argument("member_id", MEMBER_ID_HELP)
+@json_option
+def message_poll(member_id: int, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.broker.messages import poll_inbox
+
+    messages = poll_inbox(conn, member_id)
+    if as_json:
+        out_json([message_dict(m) for m in messages])
+    else:
+        out_lines(envelopes_lines(messages, inv.max_text_len))
+
+
+@message_group.command("ack", help="Acknowledge a delivered message (marks it completed).")
+@id_argument("message_id", MESSAGE_ID_HELP)
+@json_option
+def message_ack(message_id: int, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.broker.messages import ack_message
+
+    message = ack_message(conn, message_id=message_id)
+    if as_json:
+        out_json({"message": message_dict(message)})
+    else:
+        out("Message acknowledged.")
+        out_lines(envelope_lines(message, inv.max_text_len))
+
+
+@message_group.command("show", help="Show one message, any type or state.")
+@id_argument("message_id", MESSAGE_ID_HELP)
+@json_option
+def message_show(message_id: int, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.broker.messages import get_message
+
+    message = get_message(conn, message_id)
+    if as_json:
+        out_json({"message": message_dict(message)})
+    else:
+        out_lines(envelope_lines(message, inv.max_text_len))

@@ -1,0 +1,227 @@
+"""Shared parameters and input rules (cli.md §1.3, §1.5, §1.9).
+
+- `id_argument("fleet_id", "…")`: a required positional id, `1 … 9223372036854775807`.
+- `id_option("--from-member-id", "…")`: a required id option.
+- `json_option`: the trailing `--json` flag (parameter name `as_json`).
+- `name_option` / `description_option`: option callbacks with the name/description rules.
+- `body_argument` + `file_option` + `read_body(...)`: exactly one of TEXT and `--file` (checked by
+  `check_body_choice` while parsing), positional checks while parsing (exit 2), file/stdin checks
+  when the body is read after the guard (exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+MAX_ID = 9223372036854775807
+ID = click.IntRange(1, MAX_ID)
+
+BODY_LIMIT = 1_048_576
+NAME_LIMIT = 100
+DESCRIPTION_LIMIT = 2000
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def id_argument(name: str, help: str, metavar: str | None = None) -> Callable[[F], F]:
+    """A required positional id (cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`."""
+    return click.argument(name, type=ID, help=help, metavar=metavar or name.upper())
+
+
+def id_option(flag: str, help: str, *, required: bool = True) -> Callable[[F], F]:
+    """A role-labelling id option such as `--from-member-id`."""
+    return click.option(flag, type=ID, required=required, help=help, metavar="ID")
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Output in JSON format.")
+
+
+# --- names and descriptions (cli.md §1.9) --------------------------------------------------------
+
+
+def _is_control(ch: str) -> bool:
+    code = ord(ch)
+    return code < 0x20 or 0x7F <= code <= 0x9F
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_label(value: str, option: str, limit: int) -> str:
+    """The name/description rules, in order; `option` is the flag as shown (`--name`)."""
+    if _has_surrogates(value):
+        raise click.BadParameter(f"{option} is not valid UTF-8")
+    if any(_is_control(ch) for ch in value):
+        raise click.BadParameter(f"{option} may not contain control characters")
+    if value.strip() == "":
+        raise click.BadParameter(f"{option} may not be empty")
+    if len(value) > limit:
+        raise click.BadParameter(
+            f"{option} is too long ({len(value)} characters; the limit is {limit})"
+        )
+    return value
+
+
+def _label_callback(
+    option: str, limit: int
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return value
+        try:
+            return check_label(value, option, limit)
+        except click.BadParameter as exc:
+            # cafleet-authored usage messages are exact: no "Invalid value for" prefix
+            raise click.UsageError(exc.message, ctx) from None
+
+    return callback
+
+
+def name_option(help: str, *, required: bool = True) -> Callable[[F], F]:
+    return click.option(
+        "--name",
+        required=required,
+        help=help,
+        callback=_label_callback("--name", NAME_LIMIT),
+    )
+
+
+def description_option(help: str, *, required: bool = True) -> Callable[[F], F]:
+    return click.option(
+        "--description",
+        required=required,
+        help=help,
+        callback=_label_callback("--description", DESCRIPTION_LIMIT),
+    )
+
+
+# --- bodies (cli.md §1.9) ------------------------------------------------------------------------
+
+
+def _positional_body_callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    if value is None:
+        return value
+    try:
+        check_inline_body(value)
+    except ValueError as exc:
+        raise click.UsageError(str(exc), ctx) from None
+    return value
+
+
+def body_argument(name: str = "text", help: str = "Message text.") -> Callable[[F], F]:
+    """The optional positional body (`TEXT`, or `PROMPT` with name="prompt")."""
+    return click.argument(
+        name, required=False, help=help, callback=_positional_body_callback, metavar=name.upper()
+    )
+
+
+def file_option(
+    flag: str = "--file", help: str = "Read the text from PATH ('-' reads stdin)."
+) -> Callable[[F], F]:
+    return click.option(flag, "file", metavar="PATH", default=None, help=help)
+
+
+def check_body_choice(text: str | None, file: str | None, arg: str = "TEXT") -> None:
+    """Exactly one of the positional and `--file` (exit 2)."""
+    if text is not None and file is not None:
+        raise click.UsageError(
+            f"give either {arg} or --file, not both", click.get_current_context(silent=True)
+        )
+    if text is None and file is None:
+        raise click.UsageError(f"missing {arg} or --file", click.get_current_context(silent=True))
+
+
+def check_inline_body(text: str) -> str:
+    """The positional checks, first failure wins; raises ValueError with the exact message."""
+    try:
+        size = len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    if size > BODY_LIMIT:
+        raise ValueError(f"text is too long ({size} bytes; the limit is {BODY_LIMIT})")
+    if _has_surrogates(text):
+        raise ValueError("text is not valid UTF-8")
+    if "\x00" in text:
+        raise ValueError("text may not contain NUL characters")
+    if text.strip() == "":
+        raise ValueError("text may not be empty")
+    return text
+
+
+def read_body_file(path: str, flag: str = "--file") -> str:
+    """Read a `--file`/`--monitor-file` body; raises ClickException (exit 1) with the exact text.
+
+    `-` reads stdin to EOF. The file is opened first (non-blocking, so a FIFO never hangs), then
+    inspected; directories, FIFOs and `/dev/stdin` are not regular files.
+    """
+    src = f"{flag} {path}"
+    if path == "-":
+        what = "stdin"
+        data = _read_limited(sys.stdin.buffer)
+    else:
+        what = "file"
+        data = _read_regular_file(path, src)
+    if len(data) > BODY_LIMIT:
+        raise click.ClickException(f"{src}: {what} is too long (more than {BODY_LIMIT} bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise click.ClickException(f"{src}: {what} is not valid UTF-8") from None
+    if "\x00" in text:
+        raise click.ClickException(f"{src}: {what} contains NUL characters")
+    if text.strip() == "":
+        raise click.ClickException(f"{src}: {what} is empty")
+    return text
+
+
+def _read_limited(stream: Any) -> bytes:
+    chunks: list[bytes] = []
+    remaining = BODY_LIMIT + 1
+    while remaining > 0:
+        chunk = stream.read(remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_regular_file(path: str, src: str) -> bytes:
+    not_regular = f"{src}: file does not exist or is not a regular file"
+    if os.path.abspath(path) in ("/dev/stdin", "/proc/self/fd/0"):
+        raise click.ClickException(not_regular)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except PermissionError:
+        raise click.ClickException(f"{src}: file is not readable") from None
+    except OSError:
+        raise click.ClickException(not_regular) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise click.ClickException(not_regular)
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            try:
+                return _read_limited(stream)
+            except OSError:
+                raise click.ClickException(f"{src}: file is not readable") from None
+    finally:
+        os.close(fd)
+
+
+def read_body(text: str | None, file: str | None, flag: str = "--file") -> str:
+    """The accepted body: the (already checked) positional, or the file/stdin contents."""
+    if text is not None:
+        return text
+    assert file is not None
+    return read_body_file(file, flag)

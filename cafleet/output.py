@@ -1,0 +1,298 @@
+"""What commands print (cli.md §1.3, §1.10): JSON encoding, records in contract key order, text
+envelopes, tables, label lines, plurals, truncation and the display sanitizer.
+
+Standard library only (plus `cafleet.mux.text`), so every command module can import it at load
+time. Records are read by
+attribute name (`cafleet.records` field names); this module never imports the storage layer.
+
+All stdout goes through `out()` / `out_json()`, which turn an EPIPE into `BrokenStdout` (main maps
+it to exit 141) and any other write failure into `OutputFailed` (`cannot write output: <detail>`).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cafleet.mux.text import (  # noqa: F401 - re-exported for command modules
+    ELLIPSIS,
+    sanitize_multiline,
+    sanitize_single_line,
+    truncate,
+)
+
+NULL_CELL = "-"
+
+
+class BrokenStdout(Exception):
+    """stdout was closed by the reader (EPIPE). Deliberately not an OSError."""
+
+
+class OutputFailed(Exception):
+    """Writing stdout failed for another reason; str() is the user-facing message."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"cannot write output: {detail}")
+
+
+def output_error(exc: OSError) -> Exception:
+    if exc.errno == errno.EPIPE or isinstance(exc, BrokenPipeError):
+        return BrokenStdout()
+    return OutputFailed(exc.strerror or str(exc))
+
+
+# --- writing -----------------------------------------------------------------------------------
+
+
+def out(text: str = "") -> None:
+    """Write `text` plus a newline on stdout."""
+    try:
+        sys.stdout.write(text + "\n")
+    except OSError as exc:
+        raise output_error(exc) from exc
+
+
+def out_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        out(line)
+
+
+def flush() -> None:
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        raise output_error(exc) from exc
+
+
+def err(text: str) -> None:
+    """One line on stderr (errors, warnings, cleanup diagnostics). Never raises."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def warn(text: str) -> None:
+    err(f"Warning: {text}")
+
+
+def dumps_json(value: Any) -> str:
+    """cli.md §1.3: compact, non-ASCII raw, control characters escaped by the encoder."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def out_json(value: Any) -> None:
+    out(dumps_json(value))
+
+
+# --- truncation and the display sanitizer (cafleet.mux.text implements both) -------------------
+
+
+def body_text(text: str, limit: int) -> str:
+    """A message body for text mode: truncated, then sanitized (one code point maps to one)."""
+    return sanitize_multiline(truncate(text, limit))
+
+
+def cell(value: object) -> str:
+    """A single-line display value: null prints `-`, text is sanitized."""
+    if value is None:
+        return NULL_CELL
+    return sanitize_single_line(str(value))
+
+
+# --- layout ------------------------------------------------------------------------------------
+
+
+def char_width(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me"):
+        return 0
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return 2
+    return 1
+
+
+def display_width(text: str) -> int:
+    if text.isascii():
+        return len(text)
+    return sum(char_width(ch) for ch in text)
+
+
+def plural(count: int, noun: str, plural_noun: str | None = None) -> str:
+    """`1 member`, `0 members`: singular only when the count is exactly 1."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {plural_noun or noun + 's'}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Header, dash row and rows; two-space indent and separators, last column unpadded.
+
+    Cells must already be display strings (see `cell()`).
+    """
+    widths = [display_width(h) for h in headers]
+    for row in rows:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], display_width(value))
+
+    def line(values: Sequence[str]) -> str:
+        parts = []
+        last = len(values) - 1
+        for i, value in enumerate(values):
+            if i == last:
+                parts.append(value)
+            else:
+                parts.append(value + " " * (widths[i] - display_width(value)))
+        text = "  " + "  ".join(parts)
+        # the last column is unpadded; only an empty last cell could leave separator spaces
+        return text.rstrip(" ") if not values[last] else text
+
+    lines = [line(headers), line(["-" * w for w in widths])]
+    lines.extend(line(row) for row in rows)
+    return lines
+
+
+def counted_table(
+    count_noun: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
+) -> list[str]:
+    """`0 fleets.` alone, or `<n> fleets:` followed by the table."""
+    if not rows:
+        return [f"{plural(0, count_noun)}."]
+    return [f"{plural(len(rows), count_noun)}:", *table(headers, rows)]
+
+
+def label_lines(pairs: Iterable[tuple[str, str]], width: int, indent: str = "") -> list[str]:
+    """`label:` left-justified in `width` columns, then the value."""
+    return [f"{indent}{(label + ':').ljust(width)}{value}" for label, value in pairs]
+
+
+def idle_text(seconds: int | None) -> str:
+    """`-`, `<n>s` below 60, `<n div 60>m` below 3600, else `<n div 3600>h`."""
+    if seconds is None:
+        return NULL_CELL
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+# --- records (cli.md §1.10), keys in contract order -------------------------------------------
+
+
+def placement_dict(placement: Any) -> dict[str, Any] | None:
+    if placement is None:
+        return None
+    return {
+        "backend": placement.backend,
+        "mux_session": placement.mux_session,
+        "mux_window_id": placement.mux_window_id,
+        "mux_pane_id": placement.mux_pane_id,
+        "coding_agent": placement.coding_agent,
+        "created_at": placement.created_at,
+    }
+
+
+def member_dict(member: Any) -> dict[str, Any]:
+    return {
+        "member_id": member.member_id,
+        "fleet_id": member.fleet_id,
+        "name": member.name,
+        "description": member.description,
+        "kind": member.kind,
+        "status": member.status,
+        "registered_at": member.registered_at,
+        "deregistered_at": member.deregistered_at,
+        "placement": placement_dict(member.placement),
+    }
+
+
+def roster_dict(entry: Any) -> dict[str, Any]:
+    member = entry.member
+    return {
+        "member_id": member.member_id,
+        "name": member.name,
+        "kind": member.kind,
+        "placement": placement_dict(member.placement),
+        "last_sent": entry.last_sent,
+        "last_recv": entry.last_recv,
+        "last_ack": entry.last_ack,
+        "idle": entry.idle,
+    }
+
+
+def fleet_dict(summary: Any) -> dict[str, Any]:
+    return {
+        "fleet_id": summary.fleet_id,
+        "name": summary.name,
+        "created_at": summary.created_at,
+        "deleted_at": summary.deleted_at,
+        "director_member_id": summary.director_member_id,
+        "monitor_member_id": summary.monitor_member_id,
+        "member_count": summary.member_count,
+    }
+
+
+def message_dict(message: Any) -> dict[str, Any]:
+    """The JSON envelope; `notified_at` never appears."""
+    return {
+        "message_id": message.message_id,
+        "owner_member_id": message.owner_member_id,
+        "from_member_id": message.from_member_id,
+        "to_member_id": message.to_member_id,
+        "type": message.type,
+        "created_at": message.created_at,
+        "status_state": message.status_state,
+        "status_timestamp": message.status_timestamp,
+        "origin_message_id": message.origin_message_id,
+        "text": message.text,
+    }
+
+
+# --- text envelopes ----------------------------------------------------------------------------
+
+
+def envelope_lines(message: Any, limit: int) -> list[str]:
+    """Header line, then the truncated, sanitized body when it is non-empty."""
+    header = (
+        f"[{message.message_id} | from:{message.from_member_id} | {cell(message.status_timestamp)}"
+    )
+    if message.type != "unicast":
+        header += f" | kind:{message.type}"
+    if message.origin_message_id is not None:
+        header += f" | origin:{message.origin_message_id}"
+    header += "]"
+    body = body_text(message.text, limit)
+    return [header, body] if body else [header]
+
+
+def envelopes_lines(messages: Sequence[Any], limit: int) -> list[str]:
+    """Envelopes separated by one blank line, or `No messages found.`."""
+    if not messages:
+        return ["No messages found."]
+    lines: list[str] = []
+    for i, message in enumerate(messages):
+        if i:
+            lines.append("")
+        lines.extend(envelope_lines(message, limit))
+    return lines
+
+
+def placement_text(placement: Any) -> str:
+    """`member show`'s placement value."""
+    if placement is None:
+        return "(none)"
+    pane = placement.mux_pane_id if placement.mux_pane_id is not None else "(pending)"
+    return (
+        f"{placement.backend} session={cell(placement.mux_session)} "
+        f"window={cell(placement.mux_window_id)} pane={cell(pane)} "
+        f"agent={placement.coding_agent} created_at={placement.created_at}"
+    )
+
+
+def pairs_from(mapping: Mapping[str, object]) -> list[tuple[str, str]]:
+    return [(label, cell(value)) for label, value in mapping.items()]
