@@ -1,0 +1,373 @@
+"""Members: registration, pane-id patch, deregistration, rosters and lookups (storage.md §7.4,
+§7.8)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import Connection, bindparam, exc, text
+
+from cafleet.broker._common import (
+    check_backend,
+    check_coding_agent,
+    member_columns,
+    member_from,
+    stamp,
+)
+from cafleet.broker.errors import (
+    CannotDeregisterRootDirector,
+    FleetDeleted,
+    FleetNotFound,
+    MemberNotFound,
+    MonitorSlotTaken,
+    NoActiveMonitor,
+    PlacementVanished,
+    RootDirectorInactive,
+)
+from cafleet.db import tx
+from cafleet.db.schema import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.records import (
+    CODING_AGENTS,
+    Member,
+    Placement,
+    PlacementSpec,
+    RosterEntry,
+    WakeRoster,
+    WakeRosterEntry,
+    check_enum,
+    member_card,
+    member_from_row,
+    placement_from_row,
+)
+
+Role = Literal["member", "monitor"]
+NAME_BATCH = 500  # at most this many bound ids per `member_names` query
+
+_ACTIVE_MONITOR = text(
+    f"SELECT member_id FROM members WHERE fleet_id = :fleet_id AND {ACTIVE_MONITOR_PREDICATE}"
+)
+_REGISTER_CHECK = text(
+    "SELECT f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, "
+    "d.status AS director_status, "
+    f"(SELECT member_id FROM members WHERE fleet_id = f.fleet_id AND {ACTIVE_MONITOR_PREDICATE}) "
+    "AS monitor_member_id "
+    "FROM fleets AS f LEFT JOIN members AS d ON d.member_id = f.director_member_id "
+    "WHERE f.fleet_id = :fleet_id"
+)
+_INSERT_MEMBER = text(
+    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, "
+    "member_card_json) VALUES (:fleet_id, :name, :description, 'active', :now, NULL, :card)"
+)
+_INSERT_PENDING_PLACEMENT = text(
+    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, "
+    "coding_agent, created_at) VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now)"
+)
+_PATCH_PANE = text(
+    "UPDATE member_placements SET mux_pane_id = :pane_id "
+    "WHERE member_id = :member_id AND mux_pane_id IS NULL AND EXISTS "
+    "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
+    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, created_at"
+)
+_MEMBER_BY_ID = text(
+    f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = :member_id"
+)
+_DEREGISTER = text(
+    "UPDATE members SET status = 'deregistered', deregistered_at = :now "
+    "WHERE member_id = :member_id AND status = 'active'"
+)
+_DELETE_PLACEMENT = text("DELETE FROM member_placements WHERE member_id = :member_id")
+_ACTIVE_MONITOR_MEMBER = text(
+    f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = "
+    f"(SELECT member_id FROM members WHERE fleet_id = :fleet_id AND {ACTIVE_MONITOR_PREDICATE})"
+)
+_FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
+
+# Activity: each correlated subquery is one seek to the end of a range of its covering index
+# (storage.md §7.8, §2.7), so its cost does not grow with the member's history.
+LAST_SENT_SQL = "SELECT MAX(x.created_at) FROM messages AS x WHERE x.from_member_id = m.member_id"
+LAST_RECV_SQL = (
+    "SELECT MAX(x.created_at) FROM messages AS x "
+    "WHERE x.owner_member_id = m.member_id AND x.type = 'unicast'"
+)
+LAST_ACK_SQL = (
+    "SELECT MAX(x.status_timestamp) FROM messages AS x WHERE x.owner_member_id = m.member_id "
+    "AND x.type = 'unicast' AND x.status_state = 'completed'"
+)
+UNACKED_COUNT_SQL = (
+    "SELECT COUNT(*) FROM messages AS x WHERE x.owner_member_id = m.member_id "
+    "AND x.type = 'unicast' AND x.status_state = 'input_required'"
+)
+_ROSTER = text(
+    f"SELECT {member_columns()}, ({LAST_SENT_SQL}) AS last_sent, ({LAST_RECV_SQL}) AS last_recv, "
+    f"({LAST_ACK_SQL}) AS last_ack FROM {member_from()} "
+    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' ORDER BY m.member_id"
+)
+_WAKE_ROSTER = text(
+    f"SELECT {member_columns()}, ({UNACKED_COUNT_SQL}) AS unacked FROM {member_from()} "
+    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' ORDER BY m.member_id"
+)
+_NAMES = text(
+    "SELECT member_id, name FROM members WHERE member_id IN :ids ORDER BY member_id"
+).bindparams(bindparam("ids", expanding=True))
+
+
+def _active_monitor_id(conn: Connection, fleet_id: int) -> int | None:
+    return conn.execute(_ACTIVE_MONITOR, {"fleet_id": fleet_id}).scalar()
+
+
+def _insert_member(
+    conn: Connection, *, fleet_id: int, name: str, description: str, card: str, now: str
+) -> int:
+    """Insert an active member; a lost monitor slot (the partial unique index) becomes
+    `MonitorSlotTaken` naming the current monitor, read on the same transaction."""
+    try:
+        member_id = conn.execute(
+            _INSERT_MEMBER,
+            {
+                "fleet_id": fleet_id,
+                "name": name,
+                "description": description,
+                "now": now,
+                "card": card,
+            },
+        ).lastrowid
+    except exc.IntegrityError as e:
+        if "UNIQUE constraint failed: members.fleet_id" in str(e.orig):
+            current = _active_monitor_id(conn, fleet_id)
+            if current is not None:
+                raise MonitorSlotTaken(fleet_id, current) from e
+        raise
+    assert member_id is not None
+    return member_id
+
+
+def register_member(
+    conn: Connection,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    role: Role,
+    placement: PlacementSpec | None,
+    require_monitor: bool,
+    skills: Sequence[Any] = (),
+    now: datetime | None = None,
+) -> Member:
+    """Register a member (role `member`) or the fleet's monitor (role `monitor`), with an
+    optional pending placement, in one BEGIN IMMEDIATE transaction that re-checks the root
+    Director and the monitor slot before inserting anything."""
+    if role not in ("member", "monitor"):
+        raise ValueError(f"unknown role {role!r}")
+    if placement is not None:
+        check_backend(placement.backend)
+        check_coding_agent(placement.coding_agent)
+    with tx.write(conn):
+        ts = stamp(now)
+        check = conn.execute(_REGISTER_CHECK, {"fleet_id": fleet_id}).mappings().first()
+        if check is None:
+            raise FleetNotFound(fleet_id)
+        if check["deleted_at"] is not None:
+            raise FleetDeleted(fleet_id)
+        if check["director_status"] != "active":
+            raise RootDirectorInactive(fleet_id, check["director_member_id"])
+        monitor_id = check["monitor_member_id"]
+        if role == "monitor" and monitor_id is not None:
+            raise MonitorSlotTaken(fleet_id, monitor_id)
+        if role == "member" and require_monitor and monitor_id is None:
+            raise NoActiveMonitor(fleet_id)
+        member_id = _insert_member(
+            conn,
+            fleet_id=fleet_id,
+            name=name,
+            description=description,
+            card=member_card(name, description, list(skills), monitor=role == "monitor"),
+            now=ts,
+        )
+        placed: Placement | None = None
+        if placement is not None:
+            conn.execute(
+                _INSERT_PENDING_PLACEMENT,
+                {
+                    "member_id": member_id,
+                    "session": placement.mux_session,
+                    "window": placement.mux_window_id,
+                    "backend": placement.backend,
+                    "agent": placement.coding_agent,
+                    "now": ts,
+                },
+            )
+            placed = Placement(
+                member_id=member_id,
+                backend=placement.backend,
+                mux_session=placement.mux_session,
+                mux_window_id=placement.mux_window_id,
+                mux_pane_id=None,
+                coding_agent=placement.coding_agent,
+                created_at=ts,
+            )
+    return Member(
+        member_id=member_id,
+        fleet_id=fleet_id,
+        name=name,
+        description=description,
+        status="active",
+        registered_at=ts,
+        deregistered_at=None,
+        kind=role,
+        skills=list(skills),
+        placement=placed,
+    )
+
+
+def set_placement_pane(conn: Connection, *, member_id: int, pane_id: str) -> Placement:
+    """Patch a pending placement's pane id (the caller holds the new key's lock).
+
+    `PlacementVanished` when the member is not active or has no pending placement.
+    """
+    with tx.write(conn):
+        row = (
+            conn.execute(_PATCH_PANE, {"member_id": member_id, "pane_id": pane_id})
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise PlacementVanished(member_id)
+        return placement_from_row(row)
+
+
+def deregister_member(conn: Connection, *, member_id: int, now: datetime | None = None) -> Member:
+    """Deregister an active member other than the root Director and delete its placement.
+
+    The caller holds the pane lock of a concrete placement and already killed the pane.
+    """
+    with tx.write(conn):
+        ts = stamp(now)
+        row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
+        if row is None or row["status"] != "active":
+            raise MemberNotFound(member_id)
+        member = member_from_row(row)
+        if member.kind == "director":
+            raise CannotDeregisterRootDirector(member_id)
+        conn.execute(_DEREGISTER, {"member_id": member_id, "now": ts})
+        conn.execute(_DELETE_PLACEMENT, {"member_id": member_id})
+    return dataclasses.replace(member, status="deregistered", deregistered_at=ts, placement=None)
+
+
+def get_member(conn: Connection, member_id: int) -> Member:
+    """The detailed view of any member, active or deregistered; `MemberNotFound` if absent."""
+    with tx.read(conn):
+        row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
+    if row is None:
+        raise MemberNotFound(member_id)
+    return member_from_row(row)
+
+
+def get_active_monitor(conn: Connection, fleet_id: int) -> Member | None:
+    """The fleet's active monitor member (the index predicate, literally), or None."""
+    with tx.read(conn):
+        row = conn.execute(_ACTIVE_MONITOR_MEMBER, {"fleet_id": fleet_id}).mappings().first()
+    return None if row is None else member_from_row(row)
+
+
+def idle_seconds(
+    last_sent: str | None, last_recv: str | None, last_ack: str | None, now: datetime
+) -> int | None:
+    """Whole seconds since the greatest non-NULL of the three strings, clamped at 0.
+
+    None when all are NULL or the chosen string does not parse (no fall-back to an older one).
+    """
+    present = [value for value in (last_sent, last_recv, last_ack) if value is not None]
+    if not present:
+        return None
+    moment = parse_ts(max(present))
+    if moment is None:
+        return None
+    try:
+        return max(0, (now - moment) // timedelta(seconds=1))
+    except (OverflowError, TypeError):
+        return None
+
+
+def member_roster(
+    conn: Connection, *, fleet_id: int, now: datetime | None = None
+) -> list[RosterEntry]:
+    """Active members of a live fleet with placements and activity, by `member_id`."""
+    with tx.read(conn):
+        fleet = conn.execute(_FLEET_STATE, {"fleet_id": fleet_id}).first()
+        if fleet is None:
+            raise FleetNotFound(fleet_id)
+        if fleet[0] is not None:
+            raise FleetDeleted(fleet_id)
+        rows = conn.execute(_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+    moment = now if now is not None else utcnow()
+    return [
+        RosterEntry(
+            member=member_from_row(row),
+            last_sent=row["last_sent"],
+            last_recv=row["last_recv"],
+            last_ack=row["last_ack"],
+            idle=idle_seconds(row["last_sent"], row["last_recv"], row["last_ack"], moment),
+        )
+        for row in rows
+    ]
+
+
+def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
+    """The monitor wake line's data (runtime.md §5.7): active members of kind `member` that
+    have a placement row, by id, and the root Director (None when it is not an active member),
+    each with its count of owned un-ACKed unicast rows."""
+    with tx.read(conn):
+        rows = conn.execute(_WAKE_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+    entries: list[WakeRosterEntry] = []
+    director: WakeRosterEntry | None = None
+    for row in rows:
+        agent = row["p_coding_agent"]
+        if agent is not None:
+            agent = check_enum(
+                "member_placements",
+                f"member_id {row['member_id']}",
+                "coding_agent",
+                agent,
+                CODING_AGENTS,
+            )
+        entry = WakeRosterEntry(
+            member_id=row["member_id"], name=row["name"], coding_agent=agent, unacked=row["unacked"]
+        )
+        if row["kind"] == "director":
+            director = entry
+        elif row["kind"] == "member" and row["p_member_id"] is not None:
+            entries.append(entry)
+    return WakeRoster(members=tuple(entries), director=director)
+
+
+def member_names(conn: Connection, ids: Iterable[int]) -> list[tuple[int, str]]:
+    """`(member_id, name)` of the known members among `ids`, active or deregistered, by id.
+
+    De-duplicates; binds at most 500 ids per query; issues no SQL for empty input.
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    found: list[tuple[int, str]] = []
+    with tx.read(conn):
+        for start in range(0, len(wanted), NAME_BATCH):
+            batch = wanted[start : start + NAME_BATCH]
+            found.extend((row[0], row[1]) for row in conn.execute(_NAMES, {"ids": batch}))
+    return found
+
+
+__all__ = [
+    "deregister_member",
+    "get_active_monitor",
+    "get_member",
+    "idle_seconds",
+    "member_names",
+    "member_roster",
+    "register_member",
+    "set_placement_pane",
+    "wake_roster",
+]

@@ -1,0 +1,247 @@
+"""Messages: send, broadcast, ACK and the inbox reads (storage.md §7.5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+from cafleet.broker._common import MESSAGE_COLUMNS, stamp
+from cafleet.broker.errors import (
+    CannotAck,
+    MemberNotFound,
+    MessageNotFound,
+    NotSameFleet,
+    RecipientNotFound,
+    SenderNotActive,
+)
+from cafleet.db import tx
+from cafleet.records import Broadcast, Message, message_from_row
+
+# One statement validates both parties and inserts the row; only a refusal costs a second one.
+_SEND = text(
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
+    "status_state, status_timestamp, origin_message_id, text, notified_at) "
+    "SELECT r.member_id, s.member_id, r.member_id, 'unicast', :now, 'input_required', :now, "
+    "NULL, :text, CASE WHEN s.member_id = r.member_id THEN :now ELSE NULL END "
+    "FROM members AS s JOIN members AS r ON r.member_id = :to_id "
+    "WHERE s.member_id = :from_id AND s.status = 'active' AND r.status = 'active' "
+    "AND r.fleet_id = s.fleet_id "
+    "RETURNING message_id"
+)
+_PARTIES = text(
+    "SELECT member_id, fleet_id, status FROM members WHERE member_id IN (:from_id, :to_id)"
+)
+_BROADCAST_SENDER = text(
+    "SELECT s.fleet_id AS fleet_id, s.status AS status, "
+    "(SELECT COUNT(*) FROM members AS r WHERE r.fleet_id = s.fleet_id AND r.status = 'active' "
+    "AND r.member_id <> s.member_id) AS recipients "
+    "FROM members AS s WHERE s.member_id = :from_id"
+)
+_INSERT_SUMMARY = text(
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
+    "status_state, status_timestamp, origin_message_id, text, notified_at) "
+    "VALUES (:from_id, :from_id, NULL, 'broadcast_summary', :now, 'completed', :now, NULL, "
+    ":text, :now)"
+)
+_LINK_SUMMARY = text(
+    "UPDATE messages SET origin_message_id = :summary_id WHERE message_id = :summary_id"
+)
+_INSERT_DELIVERIES = text(
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
+    "status_state, status_timestamp, origin_message_id, text, notified_at) "
+    "SELECT r.member_id, :from_id, r.member_id, 'unicast', :now, 'input_required', :now, "
+    ":summary_id, :text, NULL "
+    "FROM members AS r WHERE r.fleet_id = :fleet_id AND r.status = 'active' "
+    "AND r.member_id <> :from_id ORDER BY r.member_id "
+    "RETURNING message_id, to_member_id"
+)
+_ACK = text(
+    "UPDATE messages SET status_state = 'completed', status_timestamp = :now "
+    f"WHERE message_id = :message_id AND status_state = 'input_required' RETURNING {MESSAGE_COLUMNS}"
+)
+_MESSAGE_BY_ID = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = :message_id")
+_MEMBER_STATUS = text("SELECT status FROM members WHERE member_id = :member_id")
+# Equality on the index's first three columns; its order (status_timestamp, then rowid) is the
+# ORDER BY, so the cost follows the un-ACKed rows only (storage.md §7.5).
+_POLL = text(
+    f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY idx_messages_owner_type_state_ts "
+    "WHERE owner_member_id = :member_id AND type = 'unicast' AND status_state = 'input_required' "
+    "ORDER BY status_timestamp DESC, message_id DESC"
+)
+_UNACKED = text(
+    f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY idx_messages_owner_type_state_ts "
+    "WHERE owner_member_id = :member_id AND type = 'unicast' AND status_state = 'input_required' "
+    "AND message_id > :after ORDER BY message_id"
+)
+
+
+def summary_text(recipients: int) -> str:
+    return f"Broadcast sent to {recipients} recipient{'' if recipients == 1 else 's'}"
+
+
+def send_message(
+    conn: Connection,
+    *,
+    from_member_id: int,
+    to_member_id: int,
+    text: str,
+    now: datetime | None = None,
+) -> Message:
+    """Insert one unicast delivery. A self-send is born notified (`notified_at = created_at`)
+    and stays `input_required` until ACKed."""
+    with tx.write(conn):
+        ts = stamp(now)
+        message_id = conn.execute(
+            _SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
+        ).scalar()
+        if message_id is None:
+            _refuse_send(conn, from_member_id, to_member_id)
+    return Message(
+        message_id=message_id,
+        owner_member_id=to_member_id,
+        from_member_id=from_member_id,
+        to_member_id=to_member_id,
+        type="unicast",
+        created_at=ts,
+        status_state="input_required",
+        status_timestamp=ts,
+        origin_message_id=None,
+        text=text,
+    )
+
+
+def _refuse_send(conn: Connection, from_member_id: int, to_member_id: int) -> None:
+    parties = {
+        row[0]: (row[1], row[2])
+        for row in conn.execute(_PARTIES, {"from_id": from_member_id, "to_id": to_member_id})
+    }
+    sender = parties.get(from_member_id)
+    if sender is None or sender[1] != "active":
+        raise SenderNotActive(from_member_id)
+    recipient = parties.get(to_member_id)
+    if recipient is None or recipient[1] != "active":
+        raise RecipientNotFound(to_member_id)
+    raise NotSameFleet(from_member_id, to_member_id)
+
+
+def broadcast_message(
+    conn: Connection, *, from_member_id: int, text: str, now: datetime | None = None
+) -> Broadcast:
+    """N+1 rows: the self-linked summary first, then one delivery per other active member of
+    the sender's fleet (root Director and monitor included), in member-id order."""
+    with tx.write(conn):
+        ts = stamp(now)
+        sender = conn.execute(_BROADCAST_SENDER, {"from_id": from_member_id}).mappings().first()
+        if sender is None or sender["status"] != "active":
+            raise SenderNotActive(from_member_id)
+        fleet_id, count = sender["fleet_id"], sender["recipients"]
+        body = summary_text(count)
+        summary_id = conn.execute(
+            _INSERT_SUMMARY, {"from_id": from_member_id, "now": ts, "text": body}
+        ).lastrowid
+        conn.execute(_LINK_SUMMARY, {"summary_id": summary_id})
+        delivered: list[tuple[int, int]] = []
+        if count:
+            delivered = sorted(
+                (row[0], row[1])
+                for row in conn.execute(
+                    _INSERT_DELIVERIES,
+                    {
+                        "from_id": from_member_id,
+                        "now": ts,
+                        "summary_id": summary_id,
+                        "text": text,
+                        "fleet_id": fleet_id,
+                    },
+                )
+            )
+    assert summary_id is not None
+    summary = Message(
+        message_id=summary_id,
+        owner_member_id=from_member_id,
+        from_member_id=from_member_id,
+        to_member_id=None,
+        type="broadcast_summary",
+        created_at=ts,
+        status_state="completed",
+        status_timestamp=ts,
+        origin_message_id=summary_id,
+        text=body,
+    )
+    deliveries = tuple(
+        Message(
+            message_id=message_id,
+            owner_member_id=recipient,
+            from_member_id=from_member_id,
+            to_member_id=recipient,
+            type="unicast",
+            created_at=ts,
+            status_state="input_required",
+            status_timestamp=ts,
+            origin_message_id=summary_id,
+            text=text,
+        )
+        for message_id, recipient in delivered
+    )
+    return Broadcast(summary=summary, deliveries=deliveries)
+
+
+def ack_message(conn: Connection, *, message_id: int, now: datetime | None = None) -> Message:
+    """Complete an `input_required` row once; `notified_at` is not touched."""
+    with tx.write(conn):
+        ts = stamp(now)
+        row = conn.execute(_ACK, {"now": ts, "message_id": message_id}).mappings().first()
+        if row is None:
+            current = conn.execute(_MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
+            if current is None:
+                raise MessageNotFound(message_id)
+            raise CannotAck(message_from_row(current).status_state, message_id)
+    return message_from_row(row)
+
+
+def get_message(conn: Connection, message_id: int) -> Message:
+    """Any message by id, any type and state; `MessageNotFound` when absent."""
+    with tx.read(conn):
+        row = conn.execute(_MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
+    if row is None:
+        raise MessageNotFound(message_id)
+    return message_from_row(row)
+
+
+def poll_inbox(conn: Connection, member_id: int) -> list[Message]:
+    """The active member's un-ACKed deliveries, newest state change first (regardless of
+    `notified_at`); `MemberNotFound` unless the member is active."""
+    with tx.read(conn):
+        status = conn.execute(_MEMBER_STATUS, {"member_id": member_id}).scalar()
+        if status != "active":
+            raise MemberNotFound(member_id)
+        rows = conn.execute(_POLL, {"member_id": member_id}).mappings().all()
+    return [message_from_row(row) for row in rows]
+
+
+def unacked_deliveries(
+    conn: Connection, member_id: int, after_message_id: int | None = None
+) -> list[Message]:
+    """Un-ACKed deliveries owned by the member with id > `after_message_id`, ascending id.
+
+    Read-only and status-blind (for `message wait` and `message stream`).
+    """
+    with tx.read(conn):
+        rows = (
+            conn.execute(_UNACKED, {"member_id": member_id, "after": after_message_id or 0})
+            .mappings()
+            .all()
+        )
+    return [message_from_row(row) for row in rows]
+
+
+__all__ = [
+    "ack_message",
+    "broadcast_message",
+    "get_message",
+    "poll_inbox",
+    "send_message",
+    "summary_text",
+    "unacked_deliveries",
+]

@@ -1,0 +1,187 @@
+"""The monitor loop's runtime row (runtime.md §5.2, storage.md §7.7).
+
+No row means no loop ever ran for the fleet. A claim always writes a non-NULL wake interval; a
+stored NULL interval is never turned into 0. Only `delete_fleet` removes a row.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+
+from sqlalchemy import Connection, text
+
+from cafleet.broker._common import stamp
+from cafleet.broker.errors import FleetDeleted, FleetNotFound
+from cafleet.db import tx
+from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.records import MonitorRuntime, monitor_runtime_from_row
+
+IsLive = Callable[[MonitorRuntime, datetime], bool]
+
+_RUNTIME_COLUMNS = (
+    "fleet_id, pid, started_at, last_tick_at, tick_seconds, last_wake_at, "
+    "wake_interval_seconds, wake_requested_at"
+)
+_FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
+_RUNTIME = text(f"SELECT {_RUNTIME_COLUMNS} FROM monitor_runtime WHERE fleet_id = :fleet_id")
+_INSERT_WITH_TICK = text(
+    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds, "
+    "wake_interval_seconds) VALUES (:fleet_id, :pid, :now, :now, :tick, :interval)"
+)
+_INSERT_DEFAULT_TICK = text(  # the column default (5) applies
+    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, "
+    "wake_interval_seconds) VALUES (:fleet_id, :pid, :now, :now, :interval)"
+)
+_TAKE_OVER = text(
+    "UPDATE monitor_runtime SET pid = :pid, started_at = :now, last_tick_at = :now, "
+    "wake_interval_seconds = :interval, tick_seconds = COALESCE(:tick, tick_seconds), "
+    "wake_requested_at = NULL WHERE fleet_id = :fleet_id"
+)
+_HEARTBEAT = text(
+    "UPDATE monitor_runtime SET last_tick_at = :now WHERE fleet_id = :fleet_id AND pid = :pid"
+)
+_CLEAR = text(
+    "UPDATE monitor_runtime SET pid = NULL, started_at = NULL, last_tick_at = NULL "
+    "WHERE fleet_id = :fleet_id AND pid = :pid"
+)
+_RECORD_WAKE = text(
+    "UPDATE monitor_runtime SET last_wake_at = :now, wake_requested_at = "
+    "CASE WHEN wake_requested_at IS :seen THEN NULL ELSE wake_requested_at END "
+    "WHERE fleet_id = :fleet_id AND pid = :pid"
+)
+_REQUEST_WAKE = text(
+    "UPDATE monitor_runtime SET wake_requested_at = COALESCE(wake_requested_at, :now) "
+    "WHERE fleet_id = :fleet_id RETURNING wake_requested_at"
+)
+_SET_INTERVAL = text(
+    "UPDATE monitor_runtime SET wake_interval_seconds = :seconds WHERE fleet_id = :fleet_id"
+)
+
+
+def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
+    """runtime.md §5.2: pid and heartbeat set, the heartbeat at most max(3 x tick, 15) s old,
+    and `os.kill(pid, 0)` succeeds or raises PermissionError."""
+    if row.pid is None or row.last_tick_at is None:
+        return False
+    tick = parse_ts(row.last_tick_at)
+    if tick is None:
+        return False
+    moment = now if now is not None else utcnow()
+    if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
+        return False
+    try:
+        os.kill(row.pid, 0)
+    except PermissionError:
+        return True
+    except (OSError, OverflowError, ValueError):
+        return False
+    return True
+
+
+def claim_monitor(
+    conn: Connection,
+    *,
+    fleet_id: int,
+    pid: int,
+    tick_seconds: int | None,
+    wake_interval_seconds: int,
+    is_live: IsLive = is_live,
+    now: datetime | None = None,
+) -> bool:
+    """Claim the fleet's loop slot. No row: insert. Live row: refuse (False). Stale row: take
+    it over, keeping `last_wake_at`, clearing `wake_requested_at`, the tick only when given."""
+    if wake_interval_seconds is None:
+        raise ValueError("a claim always writes a non-NULL wake interval")
+    with tx.write(conn):
+        moment = now if now is not None else utcnow()
+        ts = stamp(moment)
+        fleet = conn.execute(_FLEET_STATE, {"fleet_id": fleet_id}).first()
+        if fleet is None:
+            raise FleetNotFound(fleet_id)
+        if fleet[0] is not None:
+            raise FleetDeleted(fleet_id)
+        current = conn.execute(_RUNTIME, {"fleet_id": fleet_id}).mappings().first()
+        params = {
+            "fleet_id": fleet_id,
+            "pid": pid,
+            "now": ts,
+            "tick": tick_seconds,
+            "interval": wake_interval_seconds,
+        }
+        if current is None:
+            conn.execute(
+                _INSERT_DEFAULT_TICK if tick_seconds is None else _INSERT_WITH_TICK, params
+            )
+            return True
+        if is_live(monitor_runtime_from_row(current), moment):
+            return False
+        conn.execute(_TAKE_OVER, params)
+        return True
+
+
+def heartbeat(conn: Connection, *, fleet_id: int, pid: int, now: datetime | None = None) -> bool:
+    """Set `last_tick_at` where the pid matches; False means this loop was displaced."""
+    with tx.write(conn):
+        ts = stamp(now)
+        return conn.execute(_HEARTBEAT, {"now": ts, "fleet_id": fleet_id, "pid": pid}).rowcount == 1
+
+
+def clear_monitor(conn: Connection, *, fleet_id: int, pid: int) -> bool:
+    """Release `pid`, `started_at` and `last_tick_at` where the pid matches."""
+    with tx.write(conn):
+        return conn.execute(_CLEAR, {"fleet_id": fleet_id, "pid": pid}).rowcount == 1
+
+
+def record_monitor_wake(
+    conn: Connection,
+    *,
+    fleet_id: int,
+    pid: int,
+    seen_request: str | None,
+    now: datetime | None = None,
+) -> bool:
+    """Where the pid matches, set `last_wake_at`; clear `wake_requested_at` only if it still
+    equals `seen_request`, so a request made during the wake stays pending."""
+    with tx.write(conn):
+        ts = stamp(now)
+        result = conn.execute(
+            _RECORD_WAKE, {"now": ts, "seen": seen_request, "fleet_id": fleet_id, "pid": pid}
+        )
+        return result.rowcount == 1
+
+
+def request_monitor_wake(
+    conn: Connection, *, fleet_id: int, now: datetime | None = None
+) -> str | None:
+    """Set `wake_requested_at` if it is NULL; return the stored request time, or None when no
+    row exists."""
+    with tx.write(conn):
+        ts = stamp(now)
+        return conn.execute(_REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
+
+
+def set_wake_interval(conn: Connection, *, fleet_id: int, seconds: int | None) -> bool:
+    """Ownership-free; False when no row exists. None stores NULL (unset)."""
+    with tx.write(conn):
+        return conn.execute(_SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id}).rowcount == 1
+
+
+def get_monitor_runtime(conn: Connection, fleet_id: int) -> MonitorRuntime | None:
+    """The fleet's runtime row, or None when no loop ever ran for it."""
+    with tx.read(conn):
+        row = conn.execute(_RUNTIME, {"fleet_id": fleet_id}).mappings().first()
+    return None if row is None else monitor_runtime_from_row(row)
+
+
+__all__ = [
+    "claim_monitor",
+    "clear_monitor",
+    "get_monitor_runtime",
+    "heartbeat",
+    "is_live",
+    "record_monitor_wake",
+    "request_monitor_wake",
+    "set_wake_interval",
+]
