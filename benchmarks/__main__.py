@@ -1,0 +1,100 @@
+"""Run every benchmark on fresh temp databases; print a table and write JSON results.
+
+python -m benchmarks            # full run (several minutes)
+python -m benchmarks --smoke    # tiny sizes, seconds; the test suite runs this
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import concurrency, notify, scale, startup, throughput, wait_latency
+
+FULL = {
+    "runs": 7,
+    "sends": 5000,
+    "procs": 16,
+    "per_proc": 500,
+    "trials": 50,
+    "scale": 100_000,
+    "notify_runs": 7,
+}
+SMOKE = {
+    "runs": 1,
+    "sends": 50,
+    "procs": 2,
+    "per_proc": 10,
+    "trials": 2,
+    "scale": 2_000,
+    "notify_runs": 1,
+}
+
+TARGETS = [
+    "short commands: median <= 1.25 x the `import sqlalchemy, click` floor",
+    ">= 3,000 sends/s in-process with synchronous=FULL",
+    "0 errors and 0 lost with 16 concurrent writers",
+    "message wait wake-up p50 <= 100 ms",
+    "poll on 100k messages <= 5 ms of query time",
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON results file")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=None,
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify)",
+    )
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    out = args.out or Path("benchmarks/results") / ("smoke.json" if args.smoke else "latest.json")
+    sections = {
+        "startup": (lambda t: startup.run(t, sizes["runs"]), startup.render),
+        "throughput": (lambda t: throughput.run(t, sizes["sends"]), throughput.render),
+        "concurrency": (
+            lambda t: concurrency.run(t, sizes["procs"], sizes["per_proc"]),
+            concurrency.render,
+        ),
+        "wait": (lambda t: wait_latency.run(t, sizes["trials"]), wait_latency.render),
+        "scale": (lambda t: scale.run(t, sizes["scale"], sizes["runs"]), scale.render),
+        "notify": (lambda t: notify.run(t, sizes["notify_runs"]), notify.render),
+    }
+    chosen = args.only or list(sections)
+    results: dict[str, object] = {
+        "mode": "smoke" if args.smoke else "full",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "targets": TARGETS,
+    }
+    lines = [
+        f"cafleet benchmarks ({results['mode']}; Python {results['python']}, "
+        f"SQLite {results['sqlite']}, {results['machine']})"
+    ]
+    with tempfile.TemporaryDirectory(prefix="cafleet-bench-") as tmp:
+        for name in chosen:
+            run, render = sections[name]
+            result = run(Path(tmp))
+            results[name] = result
+            lines.extend(render(result))
+            print("\n".join(render(result)), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Shared pieces of the benchmark harness: temp databases, fleets without tmux, process timing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class FakePane:
+    session: str
+    window_id: str
+    pane_id: str
+
+
+@dataclass(frozen=True)
+class BenchFleet:
+    fleet_id: int
+    director_id: int
+    monitor_id: int
+    member_ids: tuple[int, ...]
+
+
+def base_env(db_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX"))}
+    env["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
+    env["PYTHONPATH"] = str(REPO) + (
+        os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
+    )
+    return env
+
+
+def use_db(db_path: Path) -> None:
+    """Point this process at `db_path` (the repository functions take paths from settings)."""
+    os.environ["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
+
+
+def setup_db(db_path: Path) -> None:
+    from cafleet.db.migrate import run_setup
+
+    run_setup(str(db_path))
+
+
+def connect(db_path: Path):
+    from cafleet.cli.guard import open_validated_connection
+
+    return open_validated_connection(str(db_path))
+
+
+def make_fleet(conn, members: int, *, placed: bool = False, name: str = "bench") -> BenchFleet:
+    """A fleet whose monitor 'pane' is fake: no tmux is involved (the spawn is a callback)."""
+    from cafleet.broker import create_fleet, register_member, set_placement_pane
+    from cafleet.records import PlacementSpec
+
+    boot = create_fleet(
+        conn,
+        name=name,
+        backend="tmux",
+        coding_agent="claude",
+        director_pane=FakePane("bench", "@0", "%0"),
+        spawn_monitor=lambda f, d, m: FakePane("bench", "@0", f"%{m}00"),
+    )
+    ids = []
+    for i in range(members):
+        placement = (
+            PlacementSpec(
+                mux_session="bench", mux_window_id="@0", backend="tmux", coding_agent="codex"
+            )
+            if placed
+            else None
+        )
+        member = register_member(
+            conn,
+            fleet_id=boot.fleet.fleet_id,
+            name=f"worker-{i}",
+            description="benchmark member",
+            role="member",
+            placement=placement,
+            require_monitor=True,
+        )
+        if placed:
+            set_placement_pane(conn, member_id=member.member_id, pane_id=f"%{member.member_id}")
+        ids.append(member.member_id)
+    return BenchFleet(
+        boot.fleet.fleet_id, boot.director.member_id, boot.monitor.member_id, tuple(ids)
+    )
+
+
+def cafleet_argv() -> tuple[list[str], str]:
+    """How an agent runs cafleet: the console script when installed, else `python -m cafleet`."""
+    script = shutil.which("cafleet")
+    if script:
+        return [script], "console script"
+    return [sys.executable, "-m", "cafleet"], "python -m cafleet"
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    seconds: float
+    max_rss_kb: int
+    returncode: int
+    stdout: bytes
+
+
+def run_process(argv: Sequence[str], env: Mapping[str, str]) -> ProcessRun:
+    """Whole-process wall time and the child's own peak RSS (reaped with os.wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    proc.stdout.close()
+    return ProcessRun(elapsed, usage.ru_maxrss, proc.returncode, out)
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * pct / 100
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")

@@ -1,0 +1,138 @@
+"""1. Whole-process wall time and peak RSS of short commands beside two floors.
+
+Measured under two bytecode conditions, commands and floors alike:
+- `cached`: PYTHONDONTWRITEBYTECODE unset and a warm-up run first, so every module (cafleet's
+  included, even in an editable checkout) loads from __pycache__;
+- `nocache`: PYTHONDONTWRITEBYTECODE=1, as this machine runs by default: site-packages still
+  has its .pyc files from installation, but an editable checkout recompiles cafleet every run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import (
+    base_env,
+    cafleet_argv,
+    connect,
+    make_fleet,
+    median,
+    run_process,
+    setup_db,
+)
+
+FLOORS = {
+    "floor: import sqlite3": [sys.executable, "-c", "import sqlite3"],
+    "floor: import sqlalchemy, click": [sys.executable, "-c", "import sqlalchemy, click"],
+}
+
+
+def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
+    from cafleet.broker import send_message
+
+    setup_db(db_path)
+    conn = connect(db_path)
+    try:
+        fleet = make_fleet(conn, 2)
+        sender, inbox_owner = fleet.director_id, fleet.member_ids[0]
+        paneless = fleet.member_ids[1]
+        for i in range(10):
+            send_message(conn, from_member_id=sender, to_member_id=inbox_owner, text=f"pending {i}")
+        # One fresh message per ack run (warm-ups included).
+        ack_ids = [
+            send_message(
+                conn, from_member_id=inbox_owner, to_member_id=paneless, text="ack me"
+            ).message_id
+            for _ in range(2 * (runs + 1) + 2)
+        ]
+    finally:
+        from cafleet.db.engine import close_connection
+
+        close_connection(conn)
+    return {
+        "fleet_id": fleet.fleet_id,
+        "sender": sender,
+        "poll_member": inbox_owner,
+        "paneless": paneless,
+        "ack_ids": ack_ids,
+        "show_id": ack_ids[0],
+    }
+
+
+def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
+    """Label -> argv after `cafleet`; `{ack}` is replaced by a fresh message id per run."""
+    return {
+        "--version": ["--version"],
+        "fleet list": ["fleet", "list"],
+        "member list": ["member", "list", str(ctx["fleet_id"])],
+        "message send (no pane)": [
+            "message",
+            "send",
+            "--from-member-id",
+            str(ctx["sender"]),
+            "--to-member-id",
+            str(ctx["paneless"]),
+            "hello",
+        ],
+        "message poll (10 pending)": ["message", "poll", str(ctx["poll_member"])],
+        "message ack": ["message", "ack", "{ack}"],
+        "message show": ["message", "show", str(ctx["show_id"])],
+    }
+
+
+def run(tmp: Path, runs: int) -> dict[str, Any]:
+    db_path = tmp / "startup" / "cafleet.db"
+    ctx = _prepare(db_path, runs)
+    prefix, how = cafleet_argv()
+    results: dict[str, Any] = {"invocation": how, "runs": runs, "conditions": {}}
+    for condition in ("cached", "nocache"):
+        env = base_env(db_path)
+        if condition == "nocache":
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cmds = commands(ctx)
+        ack_iter = iter(ctx["ack_ids"][(runs + 1) * (condition == "nocache") :])
+        table: dict[str, Any] = {}
+        for label, argv in {**FLOORS, **{k: prefix + v for k, v in cmds.items()}}.items():
+            times, rss = [], []
+            for i in range(runs + 1):  # the first run warms the caches and is discarded
+                real = [str(next(ack_iter)) if a == "{ack}" else a for a in argv]
+                result = run_process(real, env)
+                if result.returncode != 0:
+                    raise RuntimeError(f"{label} exited {result.returncode}: {real}")
+                if i:
+                    times.append(result.seconds)
+                    rss.append(result.max_rss_kb)
+            table[label] = {"median_s": median(times), "min_s": min(times), "peak_rss_kb": max(rss)}
+        sqlite_floor = table["floor: import sqlite3"]["median_s"]
+        sa_floor = table["floor: import sqlalchemy, click"]["median_s"]
+        for row in table.values():
+            row["x_sqlite3_floor"] = row["median_s"] / sqlite_floor
+            row["x_sqlalchemy_click_floor"] = row["median_s"] / sa_floor
+        results["conditions"][condition] = table
+    return results
+
+
+def render(results: dict[str, Any]) -> list[str]:
+    lines = [f"## 1. start-up ({results['invocation']}, median of {results['runs']} runs)"]
+    for condition, table in results["conditions"].items():
+        meaning = (
+            "PYTHONDONTWRITEBYTECODE unset, warm __pycache__"
+            if condition == "cached"
+            else "PYTHONDONTWRITEBYTECODE=1 (machine default)"
+        )
+        lines.append(f"### bytecode {condition}: {meaning}")
+        lines.append(
+            f"  {'command':<34} {'median ms':>9} {'min ms':>8} {'RSS MB':>7} "
+            f"{'x sqlite3':>9} {'x sa+click':>10}"
+        )
+        for label, row in table.items():
+            lines.append(
+                f"  {label:<34} {row['median_s'] * 1000:9.1f} {row['min_s'] * 1000:8.1f} "
+                f"{row['peak_rss_kb'] / 1024:7.1f} {row['x_sqlite3_floor']:9.2f} "
+                f"{row['x_sqlalchemy_click_floor']:10.2f}"
+            )
+    return lines
