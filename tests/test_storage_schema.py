@@ -1,0 +1,401 @@
+"""Head schema and the Alembic chain (storage.md §2, §3; acceptance §9.1–9.8)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cafleet.db import schema
+from cafleet.db.migrate import run_setup, script_location, upgrade_to
+from cafleet.db.shapes import (
+    HEAD_REVISION,
+    REVISIONS,
+    SHAPES,
+    canonical,
+    index_predicate,
+    metadata_shape,
+    reflect_shape,
+)
+from tests.storage_helpers import REPO_ROOT, query, templates_fixture  # noqa: F401
+
+VERSIONS = REPO_ROOT / "alembic" / "versions"
+MANIFEST = REPO_ROOT / "tests" / "revision_manifest.txt"
+
+
+@pytest.fixture
+def fresh(db_path: Path) -> Path:
+    assert run_setup(str(db_path)) == (f"Created {db_path} and applied migrations to head (2).")
+    return db_path
+
+
+# --- §9.1 --------------------------------------------------------------------------------------
+
+
+def test_fresh_setup_has_exactly_the_tables_and_no_rows(fresh: Path) -> None:
+    objects = query(
+        fresh, "SELECT type, name FROM sqlite_master WHERE type != 'index' ORDER BY name"
+    )
+    assert sorted(objects) == sorted(
+        ("table", t)
+        for t in (
+            "fleets",
+            "members",
+            "member_placements",
+            "messages",
+            "monitor_runtime",
+            "asset_installs",
+            "alembic_version",
+            "sqlite_sequence",
+        )
+    )
+    for table in (
+        "fleets",
+        "members",
+        "member_placements",
+        "messages",
+        "monitor_runtime",
+        "asset_installs",
+    ):
+        assert query(fresh, f"SELECT count(*) FROM {table}") == [(0,)]
+    assert query(fresh, "SELECT count(*) FROM sqlite_sequence") == [(0,)]
+
+
+# --- §9.2 --------------------------------------------------------------------------------------
+
+# (name, type, notnull, dflt_value, pk), written from storage.md §2.1-2.5, not from SHAPES.
+EXPECTED_COLUMNS = {
+    "fleets": [
+        ("fleet_id", "INTEGER", 1, None, 1),
+        ("name", "TEXT", 0, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("deleted_at", "TEXT", 0, None, 0),
+        ("director_member_id", "INTEGER", 0, None, 0),
+    ],
+    "members": [
+        ("member_id", "INTEGER", 1, None, 1),
+        ("fleet_id", "INTEGER", 1, None, 0),
+        ("name", "TEXT", 1, None, 0),
+        ("description", "TEXT", 1, None, 0),
+        ("status", "TEXT", 1, None, 0),
+        ("registered_at", "TEXT", 1, None, 0),
+        ("deregistered_at", "TEXT", 0, None, 0),
+        ("member_card_json", "TEXT", 1, None, 0),
+    ],
+    "member_placements": [
+        ("member_id", "INTEGER", 1, None, 1),
+        ("mux_session", "TEXT", 1, None, 0),
+        ("mux_window_id", "TEXT", 1, None, 0),
+        ("mux_pane_id", "TEXT", 0, None, 0),
+        ("backend", "TEXT", 1, "'tmux'", 0),
+        ("coding_agent", "TEXT", 1, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+    ],
+    "messages": [
+        ("message_id", "INTEGER", 1, None, 1),
+        ("owner_member_id", "INTEGER", 1, None, 0),
+        ("from_member_id", "INTEGER", 1, None, 0),
+        ("to_member_id", "INTEGER", 0, None, 0),
+        ("type", "TEXT", 1, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("status_state", "TEXT", 1, None, 0),
+        ("status_timestamp", "TEXT", 1, None, 0),
+        ("origin_message_id", "INTEGER", 0, None, 0),
+        ("text", "TEXT", 1, None, 0),
+        ("notified_at", "TEXT", 0, None, 0),
+    ],
+    "monitor_runtime": [
+        ("fleet_id", "INTEGER", 1, None, 1),
+        ("pid", "INTEGER", 0, None, 0),
+        ("started_at", "TEXT", 0, None, 0),
+        ("last_tick_at", "TEXT", 0, None, 0),
+        ("tick_seconds", "INTEGER", 1, "5", 0),
+        ("last_wake_at", "TEXT", 0, None, 0),
+        ("wake_interval_seconds", "INTEGER", 0, None, 0),
+        ("wake_requested_at", "TEXT", 0, None, 0),
+    ],
+    "asset_installs": [
+        ("coding_agent", "TEXT", 1, None, 1),
+        ("path", "TEXT", 1, None, 2),
+        ("cafleet_version", "TEXT", 1, None, 0),
+        ("installed_at", "TEXT", 1, None, 0),
+    ],
+}
+
+
+@pytest.mark.parametrize("table", sorted(EXPECTED_COLUMNS))
+def test_columns_match_the_contract(fresh: Path, table: str) -> None:
+    rows = query(fresh, f"PRAGMA table_xinfo({table})")
+    got = [(r[1], r[2], r[3], r[4], r[5]) for r in rows]
+    assert got == EXPECTED_COLUMNS[table]
+    assert all(r[6] == 0 for r in rows)  # no hidden or generated columns
+
+
+# --- §9.3 --------------------------------------------------------------------------------------
+
+
+def test_autoincrement_exactly_on_three_tables_and_no_check(fresh: Path) -> None:
+    ddl = dict(query(fresh, "SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
+    with_autoinc = {
+        name
+        for name, text in ddl.items()
+        if name in EXPECTED_COLUMNS and re.search(r"\bAUTOINCREMENT\b", text, re.I)
+    }
+    assert with_autoinc == {"fleets", "members", "messages"}
+    for name in EXPECTED_COLUMNS:
+        assert not re.search(r"\bCHECK\b", ddl[name], re.I), name
+        assert "ON UPDATE" not in ddl[name].upper()
+    assert query(fresh, "SELECT count(*) FROM sqlite_master WHERE type IN ('view', 'trigger')") == [
+        (0,)
+    ]
+
+
+# --- §9.4 --------------------------------------------------------------------------------------
+
+EXPECTED_INDEXES = {
+    "idx_members_fleet_status": ("members", ["fleet_id", "status"], 0, 0),
+    "idx_messages_to_member_status_ts": ("messages", ["to_member_id", "status_timestamp"], 0, 0),
+    "idx_messages_from_member_status_ts": (
+        "messages",
+        ["from_member_id", "status_timestamp"],
+        0,
+        0,
+    ),
+    "idx_messages_owner_type_state_ts": (
+        "messages",
+        ["owner_member_id", "type", "status_state", "status_timestamp"],
+        0,
+        0,
+    ),
+    "idx_messages_owner_type_created": (
+        "messages",
+        ["owner_member_id", "type", "created_at"],
+        0,
+        0,
+    ),
+    "idx_messages_from_created": ("messages", ["from_member_id", "created_at"], 0, 0),
+    "idx_messages_pending_notification": (
+        "messages",
+        ["owner_member_id", "created_at", "message_id"],
+        0,
+        1,
+    ),
+    "idx_members_one_active_monitor_per_fleet": ("members", ["fleet_id"], 1, 1),
+}
+
+
+def test_exactly_the_eight_indexes(fresh: Path) -> None:
+    rows = query(
+        fresh,
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' "
+        "AND name NOT LIKE 'sqlite_autoindex_%'",
+    )
+    assert {r[0] for r in rows} == set(EXPECTED_INDEXES)
+    autos = {
+        r[0]
+        for r in query(fresh, "SELECT name FROM sqlite_master WHERE name LIKE 'sqlite_autoindex_%'")
+    }
+    assert autos == {"sqlite_autoindex_asset_installs_1", "sqlite_autoindex_alembic_version_1"}
+    sql_by_name = {r[0]: r[2] for r in rows}
+    for name, (table, columns, unique, partial) in EXPECTED_INDEXES.items():
+        info = query(fresh, f"PRAGMA index_info({name})")
+        assert [r[2] for r in sorted(info)] == columns, name
+        listed = [r for r in query(fresh, f"PRAGMA index_list({table})") if r[1] == name]
+        assert len(listed) == 1
+        assert (listed[0][2], listed[0][4]) == (unique, partial), name
+    assert index_predicate(sql_by_name["idx_members_one_active_monitor_per_fleet"]) == (
+        schema.ACTIVE_MONITOR_PREDICATE
+    )
+    assert index_predicate(sql_by_name["idx_messages_pending_notification"]) == (
+        schema.PENDING_NOTIFICATION_PREDICATE
+    )
+    assert schema.ACTIVE_MONITOR_PREDICATE == (
+        "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
+    )
+    assert schema.PENDING_NOTIFICATION_PREDICATE == (
+        "notified_at IS NULL AND status_state = 'input_required' AND type = 'unicast'"
+    )
+
+
+# --- §9.5 --------------------------------------------------------------------------------------
+
+
+def test_exactly_five_foreign_keys(fresh: Path) -> None:
+    found = set()
+    for table in EXPECTED_COLUMNS:
+        for r in query(fresh, f"PRAGMA foreign_key_list({table})"):
+            found.add((table, r[3], r[2], r[4], r[6], r[5]))
+    assert found == {
+        ("fleets", "director_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("members", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        ("member_placements", "member_id", "members", "member_id", "CASCADE", "NO ACTION"),
+        ("messages", "owner_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("monitor_runtime", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+    }
+
+
+# --- §9.6 --------------------------------------------------------------------------------------
+
+
+def test_identity_ledger_and_wal(fresh: Path) -> None:
+    assert query(fresh, "PRAGMA application_id") == [(1128351288,)]
+    assert schema.APPLICATION_ID == 1128351288 == 0x43414638
+    assert query(fresh, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(fresh, "PRAGMA journal_mode") == [("wal",)]
+
+
+# --- §9.7 drift ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_each_revision_reflects_its_recorded_shape(tmp_path: Path, revision: str) -> None:
+    db = tmp_path / "r" / "cafleet.db"
+    upgrade_to(str(db), revision)
+    from cafleet.db import tx
+    from cafleet.db.engine import close_connection, open_connection
+
+    conn = open_connection(str(db), mode="rw", purpose="command")
+    try:
+        with tx.read(conn):
+            reflected = reflect_shape(conn, revision)
+    finally:
+        close_connection(conn)
+    assert canonical(reflected) == canonical(SHAPES[revision])
+    assert query(db, "SELECT version_num FROM alembic_version") == [(revision,)]
+
+
+def test_metadata_equals_head_shape() -> None:
+    assert canonical(metadata_shape(schema.metadata, HEAD_REVISION)) == canonical(
+        SHAPES[HEAD_REVISION]
+    )
+
+
+def test_shapes_of_0001_and_0002() -> None:
+    s1, s2 = SHAPES["0001"], SHAPES["0002"]
+    assert len(s1.tables) == 6 and len(s1.indexes) == 7
+    assert s2.tables == s1.tables
+    assert len(s2.indexes) == 8
+    assert {i.name for i in s2.indexes} - {i.name for i in s1.indexes} == {
+        "idx_members_one_active_monitor_per_fleet"
+    }
+
+
+def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:
+    """The reflected shape of a file missing one index differs from SHAPES (the test can fail)."""
+    db = tmp_path / "d" / "cafleet.db"
+    run_setup(str(db))
+    con = sqlite3.connect(db)
+    con.execute("DROP INDEX idx_messages_from_created")
+    con.close()
+    from cafleet.db import tx
+    from cafleet.db.engine import close_connection, open_connection
+
+    conn = open_connection(str(db), mode="rw", purpose="command")
+    try:
+        with tx.read(conn):
+            reflected = reflect_shape(conn, "0002")
+    finally:
+        close_connection(conn)
+    assert canonical(reflected) != canonical(SHAPES["0002"])
+
+
+# --- §9.8 chain guard --------------------------------------------------------------------------
+
+
+def _revision_ids(path: Path) -> tuple[str | None, str | None]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    values: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name) and target.id in ("revision", "down_revision"):
+                values[target.id] = ast.literal_eval(node.value)
+    return values.get("revision"), values.get("down_revision")  # type: ignore[return-value]
+
+
+def test_chain_is_contiguous_linear_and_matches_shapes() -> None:
+    files = sorted(p for p in VERSIONS.glob("*.py"))
+    assert files, "no revision files"
+    ids = []
+    for index, path in enumerate(files, start=1):
+        assert re.fullmatch(r"\d{4}_[a-z0-9_]+\.py", path.name), path.name
+        revision, down = _revision_ids(path)
+        assert revision == f"{index:04d}" == path.name[:4]
+        assert down == (None if index == 1 else f"{index - 1:04d}")
+        ids.append(revision)
+    assert tuple(ids) == REVISIONS
+    assert ids[-1] == HEAD_REVISION
+    assert tuple(SHAPES) == REVISIONS
+    assert all(SHAPES[r].revision == r for r in REVISIONS)
+
+
+def test_alembic_agrees_on_the_chain() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(script_location()))
+    scripts = ScriptDirectory.from_config(cfg)
+    assert scripts.get_heads() == [HEAD_REVISION]
+    assert scripts.get_bases() == ["0001"]
+    walked = [s.revision for s in scripts.walk_revisions("base", "heads")]
+    assert list(reversed(walked)) == list(REVISIONS)
+
+
+def test_manifest_matches_revision_files() -> None:
+    entries = {}
+    for line in MANIFEST.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            digest, name = line.split()
+            entries[name] = digest
+    files = {f"alembic/versions/{p.name}": p for p in VERSIONS.glob("*.py")}
+    assert set(entries) == set(files)
+    for name, path in files.items():
+        digest = hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+        assert digest == entries[name], f"{name} changed: landed revisions are never edited"
+
+
+def test_revisions_are_forward_only_and_never_import_the_head_schema() -> None:
+    for path in sorted(VERSIONS.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "cafleet.db.schema" not in text, path.name
+        spec = importlib.util.spec_from_file_location(f"_rev_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with pytest.raises(NotImplementedError, match="^cafleet revisions are forward-only$"):
+            module.downgrade()
+    mako = (REPO_ROOT / "alembic" / "script.py.mako").read_text(encoding="utf-8")
+    assert 'raise NotImplementedError("cafleet revisions are forward-only")' in mako
+    assert "shapes.py" in mako and "revision_manifest.txt" in mako
+
+
+def test_alembic_ini_and_script_location() -> None:
+    ini = (REPO_ROOT / "alembic.ini").read_text(encoding="utf-8")
+    assert "script_location = %(here)s/alembic" in ini
+    assert "prepend_sys_path = ." in ini
+    assert "file_template = %%(rev)s_%%(slug)s" in ini
+    assert not re.search(r"^\s*sqlalchemy\.url", ini, re.M)
+    # From a checkout, the driver falls back to the checkout's scripts.
+    assert script_location() == REPO_ROOT / "alembic" or script_location().parts[-3:] == (
+        "cafleet",
+        "_migrations",
+        "alembic",
+    )
+
+
+def test_metadata_create_all_is_never_called() -> None:
+    offenders = []
+    for path in [
+        *(REPO_ROOT / "cafleet").rglob("*.py"),
+        *(REPO_ROOT / "alembic").rglob("*.py"),
+        *(REPO_ROOT / "tests").rglob("*.py"),
+    ]:
+        if re.search(r"\.create_all\(", path.read_text(encoding="utf-8")):
+            offenders.append(str(path))
+    assert offenders == []
