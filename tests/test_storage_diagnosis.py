@@ -90,7 +90,9 @@ def _only_sqlite_sequence(db: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "build", [None, _zero_byte, _identity0_no_objects, _only_sqlite_sequence], ids=str
+    "build",
+    [None, _zero_byte, _identity0_no_objects, _only_sqlite_sequence],
+    ids=["absent", "zero-byte", "identity-0-no-objects", "only-sqlite_sequence"],
 )
 def test_missing(db_path: Path, build: Callable[[Path], None] | None) -> None:
     if build is not None:
