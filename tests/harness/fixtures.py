@@ -1,1 +1,461 @@
-"""Pytest plugin for the tmux harness (runtime.md §6). Filled in by the mux work."""
+"""Pytest plugin: the private tmux server fixture (runtime.md §6.1).
+
+Fixtures
+--------
+``tmux_harness`` -> `TmuxHarness`: a private tmux server (own ``-L`` socket, ``-f /dev/null``)
+    under a short ``mkdtemp(prefix="cft", dir="/tmp")`` directory used as ``TMUX_TMPDIR``, with
+    session ``fleet test`` (400x200) whose first pane (the Director pane) runs the fake
+    ``claude``. ``PATH`` starts with ``<dir>/bin`` (fake agents, the tmux shim) and then the
+    directory of ``sys.executable``. The database is the autouse fixture's
+    ``CAFLEET_DATABASE_URL`` (not created). The test process never has TMUX/TMUX_PANE set.
+``tmux_db`` -> the same harness after ``cafleet setup`` succeeded.
+
+Tests using either fixture get the ``tmux`` marker automatically. Without tmux they are skipped,
+or failed when ``CAFLEET_REQUIRE_TMUX=1``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import util
+
+SESSION = "fleet test"
+AGENTS = ("claude", "codex", "opencode")
+HARNESS_VARS = ("CAFLEET_FAKE_DIR", "CAFLEET_REAL_TMUX", "CAFLEET_TMUX_FAULTS")
+_HERE = Path(__file__).resolve().parent
+_counter = itertools.count()
+
+
+def _require_tmux() -> str:
+    real = shutil.which("tmux")
+    if real is None:
+        if os.environ.get("CAFLEET_REQUIRE_TMUX") == "1":
+            pytest.fail("tmux is required (CAFLEET_REQUIRE_TMUX=1) but not found on PATH")
+        pytest.skip("tmux not found on PATH")
+    return os.path.realpath(real)
+
+
+def _install_script(source: Path, target: Path, shebang: str) -> None:
+    text = source.read_text(encoding="utf-8")
+    if text.startswith("#!"):
+        text = text.split("\n", 1)[1]
+    target.write_text(f"#!{shebang}\n{text}", encoding="utf-8")
+    target.chmod(0o755)
+
+
+def _proc_has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _proc_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+class TmuxHarness:
+    """One test's private tmux world. Attributes after `start()`:
+
+    ``dir`` (the TMUX_TMPDIR), ``bin_dir``, ``fake_dir``, ``project_dir`` (cwd of CLI runs),
+    ``db_path``, ``db_url``, ``real_tmux``, ``socket_name``, ``socket_path``, ``server_pid``,
+    ``server`` (libtmux.Server), ``session_name``, ``window_id`` and ``director_pane`` (the
+    Director pane's ids), ``env`` (the CLI environment: TMUX, TMUX_PANE, CAFLEET_DATABASE_URL,
+    CAFLEET_TMUX_FAULTS, PATH, ...).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.mp = monkeypatch
+        self._procs: list[subprocess.Popen[Any]] = []
+        self.server: Any = None
+        self.dir: Path | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> TmuxHarness:
+        self.real_tmux = _require_tmux()
+        for name in ("TMUX", "TMUX_PANE"):
+            self.mp.delenv(name, raising=False)
+        self.dir = Path(tempfile.mkdtemp(prefix="cft", dir="/tmp"))
+        self.bin_dir = self.dir / "bin"
+        self.fake_dir = self.dir / "fake"
+        self.project_dir = self.dir / "project"
+        for path in (self.bin_dir, self.fake_dir, self.project_dir):
+            path.mkdir()
+        self._install_bin()
+
+        url = os.environ.get("CAFLEET_DATABASE_URL", "")
+        if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+            self.db_path = Path(url[len("sqlite:///") :])
+        else:
+            self.db_path = self.dir / "db" / "cafleet.db"
+        self.db_url = f"sqlite:///{self.db_path}"
+        home = os.environ.get("HOME") or str(self.dir / "home")
+        Path(home).mkdir(parents=True, exist_ok=True)
+
+        exe_dir = os.path.dirname(sys.executable)
+        path = os.pathsep.join([str(self.bin_dir), exe_dir, os.environ.get("PATH", "")])
+        self.mp.setenv("PATH", path)
+        self.mp.setenv("HOME", home)
+        self.mp.setenv("TMUX_TMPDIR", str(self.dir))
+        self.mp.setenv("CAFLEET_FAKE_DIR", str(self.fake_dir))
+        self.mp.setenv("CAFLEET_REAL_TMUX", self.real_tmux)
+        self.mp.setenv("CAFLEET_DATABASE_URL", self.db_url)
+
+        # The server (and so every pane) sees PATH, HOME, TMUX_TMPDIR and the fake dir, but no
+        # CAFLEET_DATABASE_URL: only cafleet's own `-e` may put it into a pane.
+        server_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("CAFLEET_") and k not in ("TMUX", "TMUX_PANE")
+        }
+        server_env["CAFLEET_FAKE_DIR"] = str(self.fake_dir)
+        server_env["CAFLEET_REAL_TMUX"] = self.real_tmux
+        self.server_env = server_env
+
+        self.socket_name = f"cafleet-test-{os.getpid()}-{next(_counter)}"
+        subprocess.run(
+            [
+                self.real_tmux,
+                "-L",
+                self.socket_name,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                SESSION,
+                "-x",
+                "400",
+                "-y",
+                "200",
+                "-c",
+                str(self.project_dir),
+                str(self.bin_dir / "claude"),
+            ],
+            env=server_env,
+            check=True,
+            capture_output=True,
+            timeout=15,
+        )
+        import libtmux
+
+        self.server = libtmux.Server(
+            socket_name=self.socket_name, config_file="/dev/null", tmux_bin=self.real_tmux
+        )
+        out = self.tmux(
+            "display-message",
+            "-p",
+            "-t",
+            f"={SESSION}:",
+            "#{socket_path}|#{pid}|#{session_name}|#{window_id}|#{pane_id}",
+        ).strip()
+        socket_path, pid, session, window_id, pane_id = out.split("|")
+        self.socket_path = socket_path
+        self.server_pid = int(pid)
+        self.session_name = session
+        self.window_id = window_id
+        self.director_pane = pane_id
+        self.session = self.server.sessions.get(session_name=SESSION)
+
+        self.env: dict[str, str] = dict(os.environ)
+        self.env.update(
+            {
+                "TMUX": f"{socket_path},{pid},0",
+                "TMUX_PANE": pane_id,
+                "CAFLEET_DATABASE_URL": self.db_url,
+                "CAFLEET_TMUX_FAULTS": str(self.dir / util.FAULTS_FILE),
+            }
+        )
+        util.start_record(self.director_pane, timeout=15)
+        return self
+
+    def _install_bin(self) -> None:
+        exe = sys.executable
+        for agent in AGENTS:
+            _install_script(_HERE / "fake_agent.py", self.bin_dir / agent, exe)
+        _install_script(_HERE / "tmux_shim.py", self.bin_dir / "tmux", f"{exe} -IS")
+        if shutil.which("cafleet", path=os.path.dirname(exe)) is None:
+            # No installed entry point: run this checkout (PYTHONPATH is set by tests/conftest).
+            script = self.bin_dir / "cafleet"
+            script.write_text(
+                f"#!{exe}\nimport runpy\nrunpy.run_module('cafleet', run_name='__main__')\n",
+                encoding="utf-8",
+            )
+            script.chmod(0o755)
+
+    def close(self) -> None:
+        """Teardown (runtime.md §6.1): stop loops, kill the server, remove the directory."""
+        if self.dir is None:
+            return
+        problems: list[str] = []
+        marker = f"CAFLEET_FAKE_DIR={self.fake_dir}".encode()
+        try:
+            pids = [p for p in self.monitor_pids() if _proc_has_marker(p, marker)]
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while any(_proc_alive(p) for p in pids) and time.monotonic() < deadline:
+                self._reap()
+                time.sleep(0.05)
+            for pid in pids:
+                if _proc_alive(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.kill()
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=5)
+            if self.server is not None:
+                with contextlib.suppress(Exception):
+                    self.server.kill()
+                probe = subprocess.run(
+                    [self.real_tmux, "-S", self.socket_path, "has-session"],
+                    capture_output=True,
+                    timeout=10,
+                )
+                if probe.returncode == 0:
+                    problems.append("the private tmux server still answers has-session")
+            self._sweep(marker)
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            if self.dir.exists():
+                problems.append(f"{self.dir} was not removed")
+            self.dir = None
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    def _reap(self) -> None:
+        for proc in self._procs:
+            proc.poll()
+
+    def _sweep(self, marker: bytes) -> None:
+        """SIGKILL leftovers this test started (identified by its private fake dir)."""
+        me = os.getpid()
+        deadline = time.monotonic() + 5
+        while True:
+            found = []
+            for entry in os.listdir("/proc"):
+                if entry.isdigit() and int(entry) != me and _proc_has_marker(int(entry), marker):
+                    pid = int(entry)
+                    if _proc_alive(pid):
+                        found.append(pid)
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGKILL)
+            self._reap()
+            if not found or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------------ tmux access
+
+    def tmux(self, *args: str, check: bool = True, timeout: float = 10) -> str:
+        """Run the real tmux on the private server (bypassing the shim); return stdout."""
+        proc = subprocess.run(
+            [self.real_tmux, "-S", self.socket_path, *args]
+            if hasattr(self, "socket_path")
+            else [self.real_tmux, "-L", self.socket_name, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def backend(self, env: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
+        """A `TmuxBackend` with the CLI environment (plus ``env`` overrides)."""
+        from cafleet.mux.tmux import TmuxBackend
+
+        merged = dict(self.env)
+        merged.update(env or {})
+        return TmuxBackend(env=merged, **kwargs)
+
+    def live_panes(self) -> set[str]:
+        return set(self.tmux("list-panes", "-a", "-F", "#{pane_id}").split())
+
+    def pane_format(self, pane: str, fmt: str) -> str:
+        return self.tmux("display-message", "-p", "-t", pane, fmt).rstrip("\n")
+
+    def split(
+        self,
+        argv: Sequence[str],
+        *,
+        window: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Split ``window`` (default: the Director's) running ``argv``; return the pane id."""
+        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window or self.window_id]
+        args += ["-c", cwd or str(self.project_dir)]
+        for name, value in (env or {}).items():
+            args += ["-e", f"{name}={value}"]
+        args += ["--", *argv]
+        pane = self.tmux(*args).strip()
+        self.tmux("select-layout", "-t", window or self.window_id, "tiled", check=False)
+        return pane
+
+    def spawn_fake(
+        self,
+        agent: str = "claude",
+        args: Sequence[str] = (),
+        *,
+        window: str | None = None,
+        env: Mapping[str, str] | None = None,
+        wait: bool = True,
+    ) -> str:
+        """A fresh fake agent pane (not registered anywhere); waits for its start record."""
+        pane = self.split([str(self.bin_dir / agent), *args], window=window, env=env)
+        if wait:
+            util.start_record(pane, timeout=15)
+        return pane
+
+    # ------------------------------------------------------------------ CLI
+
+    def _cli_env(self, env: Mapping[str, str] | None, unset: Sequence[str]) -> dict[str, str]:
+        merged = dict(self.env)
+        merged.update(env or {})
+        for name in unset:
+            merged.pop(name, None)
+        return merged
+
+    def cli(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        unset: Sequence[str] = (),
+        input: str | None = None,
+        cwd: str | Path | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m cafleet <args>`` with the CLI environment from the project dir."""
+        return subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            env=self._cli_env(env, unset),
+            cwd=str(cwd or self.project_dir),
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            timeout=timeout,
+        )
+
+    def popen_cli(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        unset: Sequence[str] = (),
+        cwd: str | Path | None = None,
+        **kwargs: Any,
+    ) -> subprocess.Popen[str]:
+        """Start ``python -m cafleet <args>`` in the background (killed at teardown)."""
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        proc: subprocess.Popen[str] = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", *args],
+            env=self._cli_env(env, unset),
+            cwd=str(cwd or self.project_dir),
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            **kwargs,
+        )
+        self._procs.append(proc)
+        return proc
+
+    def track(self, proc: subprocess.Popen[Any]) -> subprocess.Popen[Any]:
+        """Kill ``proc`` at teardown if it is still running."""
+        self._procs.append(proc)
+        return proc
+
+    # ------------------------------------------------------------------ database (plain sqlite3)
+
+    def sqlite(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Run a read query on the test database with plain sqlite3 ([] if it is missing)."""
+        if not self.db_path.exists():
+            return []
+        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            return list(conn.execute(sql, params))
+        finally:
+            conn.close()
+
+    def monitor_pids(self) -> list[int]:
+        try:
+            rows = self.sqlite("SELECT pid FROM monitor_runtime WHERE pid IS NOT NULL")
+        except sqlite3.Error:
+            return []
+        return [int(row[0]) for row in rows if row[0]]
+
+    # ------------------------------------------------------------------ shortcuts
+
+    def shim_calls(self) -> list[dict[str, Any]]:
+        return util.read_jsonl(self.dir / util.SHIM_LOG) if self.dir else []
+
+    def set_faults(self, rules: list[dict[str, Any]]) -> Path:
+        return util.set_tmux_faults(rules)
+
+    def clear_faults(self) -> None:
+        util.clear_tmux_faults()
+
+
+@contextlib.contextmanager
+def private_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[TmuxHarness]:
+    harness = TmuxHarness(monkeypatch)
+    try:
+        yield harness.start()
+    finally:
+        harness.close()
+
+
+@pytest.fixture
+def tmux_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[TmuxHarness]:
+    """A private tmux server with the Director pane running the fake claude (no database)."""
+    with private_tmux(monkeypatch) as harness:
+        yield harness
+
+
+@pytest.fixture
+def tmux_db(tmux_harness: TmuxHarness) -> TmuxHarness:
+    """`tmux_harness` after `cafleet setup` created the database."""
+    result = tmux_harness.cli("setup")
+    assert result.returncode == 0, f"cafleet setup failed: {result.stderr}"
+    return tmux_harness
+
+
+_TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _TMUX_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.tmux)
+
+
+__all__ = ["HARNESS_VARS", "SESSION", "TmuxHarness", "private_tmux", "tmux_db", "tmux_harness"]

@@ -1,0 +1,267 @@
+"""Test utilities for the tmux harness (runtime.md §6.2, §6.4).
+
+Functions locate the per-test directories through the environment the private-server fixture
+sets: ``CAFLEET_FAKE_DIR`` (fake logs and control dirs) and ``TMUX_TMPDIR`` (the shim's log and
+fault rules).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+FAULTS_FILE = "tmux-faults.json"
+SHIM_LOG = "tmux-calls.jsonl"
+
+
+def retry_until(
+    predicate: Callable[[], T],
+    timeout: float = 10.0,
+    interval: float = 0.05,
+    message: str | Callable[[], str] = "",
+) -> T:
+    """Call ``predicate`` until it returns something truthy; return that value.
+
+    Raises AssertionError after ``timeout`` seconds (monotonic), naming ``message``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            text = message() if callable(message) else message
+            raise AssertionError(
+                f"condition not met within {timeout} s" + (f": {text}" if text else "")
+            )
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- fake agents
+
+
+def fake_dir() -> Path:
+    value = os.environ.get("CAFLEET_FAKE_DIR")
+    if not value:
+        raise RuntimeError("CAFLEET_FAKE_DIR is not set; use the tmux_harness fixture")
+    return Path(value)
+
+
+def pane_stem(pane: str) -> str:
+    return pane.replace("%", "p")
+
+
+def fake_log_path(pane: str) -> Path:
+    return fake_dir() / f"{pane_stem(pane)}.jsonl"
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in data.split(b"\n"):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a record being written right now
+    return records
+
+
+def fake_log(pane: str) -> list[dict[str, Any]]:
+    """Every record the fake in ``pane`` wrote (start, line, command, printed, stalled)."""
+    return read_jsonl(fake_log_path(pane))
+
+
+def line_records(pane: str) -> list[dict[str, Any]]:
+    return [r for r in fake_log(pane) if r.get("kind") == "line"]
+
+
+def record_bytes(record: dict[str, Any]) -> bytes:
+    """The exact bytes of a line record (ESC included, CR excluded)."""
+    return base64.b64decode(record["bytes_b64"])
+
+
+def line_bytes(pane: str) -> list[bytes]:
+    return [record_bytes(r) for r in line_records(pane)]
+
+
+def wait_records(pane: str, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Wait until the fake in ``pane`` logged at least ``n`` line records; return them all."""
+
+    def enough() -> list[dict[str, Any]] | None:
+        recs = line_records(pane)
+        return recs if len(recs) >= n else None
+
+    return retry_until(
+        enough,
+        timeout=timeout,
+        message=lambda: f"{pane} has {len(line_records(pane))} line records, wanted {n}",
+    )
+
+
+def start_record(pane: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Wait for and return the fake's start record."""
+
+    def find() -> dict[str, Any] | None:
+        for rec in fake_log(pane):
+            if rec.get("kind") == "start":
+                return rec
+        return None
+
+    return retry_until(find, timeout=timeout, message=f"no start record for {pane}")
+
+
+def command_records(pane: str) -> list[dict[str, Any]]:
+    return [r for r in fake_log(pane) if r.get("kind") == "command"]
+
+
+def _control(pane: str, spec: dict[str, Any]) -> str:
+    cmd_id = spec.setdefault("id", uuid.uuid4().hex)
+    directory = fake_dir() / f"{pane_stem(pane)}.cmd"
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{time.time_ns():020d}-{cmd_id}"
+    tmp = directory / f"{name}.tmp"
+    tmp.write_text(json.dumps(spec), encoding="utf-8")
+    os.replace(tmp, directory / f"{name}.json")
+    return cmd_id
+
+
+def fake_run(
+    pane: str,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    unset: Iterable[str] = (),
+    cwd: str | None = None,
+    wait: bool = True,
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    """Make the fake in ``pane`` run ``argv`` in the pane's own environment.
+
+    ``env`` adds or overrides variables and ``unset`` removes some. With ``wait`` (default),
+    returns the command record ``{"kind":"command","argv","rc","stdout","stderr",...}``;
+    otherwise returns ``{"id": <id>}`` at once (find it later with `wait_command`).
+    """
+    spec: dict[str, Any] = {"argv": list(argv)}
+    if env:
+        spec["env"] = dict(env)
+    unset = list(unset)
+    if unset:
+        spec["unset"] = unset
+    if cwd is not None:
+        spec["cwd"] = cwd
+    cmd_id = _control(pane, spec)
+    if not wait:
+        return {"id": cmd_id}
+    return wait_command(pane, cmd_id, timeout=timeout)
+
+
+def wait_command(pane: str, cmd_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    def find() -> dict[str, Any] | None:
+        for rec in command_records(pane):
+            if rec.get("id") == cmd_id:
+                return rec
+        return None
+
+    return retry_until(find, timeout=timeout, message=f"command {cmd_id} did not finish in {pane}")
+
+
+def fake_print(pane: str, text: str, *, wait: bool = True, timeout: float = 10.0) -> None:
+    """Make the fake write ``text`` raw to its terminal (use `\\r\\n` for new lines)."""
+    cmd_id = _control(pane, {"print": text})
+    if wait:
+        retry_until(
+            lambda: any(
+                r.get("kind") == "printed" and r.get("id") == cmd_id for r in fake_log(pane)
+            ),
+            timeout=timeout,
+            message=f"{pane} did not print",
+        )
+
+
+def fake_stall(pane: str, seconds: float, *, wait: bool = True, timeout: float = 10.0) -> None:
+    """Make the fake stop reading its terminal for ``seconds`` from now."""
+    cmd_id = _control(pane, {"stall": seconds})
+    if wait:
+        retry_until(
+            lambda: any(
+                r.get("kind") == "stalled" and r.get("id") == cmd_id for r in fake_log(pane)
+            ),
+            timeout=timeout,
+            message=f"{pane} did not stall",
+        )
+
+
+# --------------------------------------------------------------------------- tmux shim
+
+
+def harness_dir() -> Path:
+    value = os.environ.get("TMUX_TMPDIR")
+    if not value:
+        raise RuntimeError("TMUX_TMPDIR is not set; use the tmux_harness fixture")
+    return Path(value)
+
+
+def shim_calls() -> list[dict[str, Any]]:
+    """Every tmux call the shim logged in this test, in order."""
+    return read_jsonl(harness_dir() / SHIM_LOG)
+
+
+def faults_path() -> Path:
+    return harness_dir() / FAULTS_FILE
+
+
+def set_tmux_faults(rules: list[dict[str, Any]]) -> Path:
+    """Install shim fault rules (see tests/harness/tmux_shim.py); resets `times` counters.
+
+    Every CLI the harness runs has ``CAFLEET_TMUX_FAULTS`` pointing at this file, so rules
+    apply to processes already running too.
+    """
+    path = faults_path()
+    counts = Path(str(path) + ".counts")
+    counts.unlink(missing_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(rules), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def clear_tmux_faults() -> None:
+    faults_path().unlink(missing_ok=True)
+    Path(str(faults_path()) + ".counts").unlink(missing_ok=True)
+
+
+__all__ = [
+    "clear_tmux_faults",
+    "command_records",
+    "fake_dir",
+    "fake_log",
+    "fake_log_path",
+    "fake_print",
+    "fake_run",
+    "fake_stall",
+    "faults_path",
+    "harness_dir",
+    "line_bytes",
+    "line_records",
+    "pane_stem",
+    "read_jsonl",
+    "record_bytes",
+    "retry_until",
+    "set_tmux_faults",
+    "shim_calls",
+    "start_record",
+    "wait_command",
+    "wait_records",
+]
