@@ -1,0 +1,469 @@
+"""The database half of `setup` (storage.md §6, §3.3–3.5; acceptance §9.31–9.42, 9.64 and the
+checkout half of §9.43)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection
+
+import cafleet.db.migrate as migrate
+from cafleet.db.diagnosis import diagnose_path
+from cafleet.db.errors import SetupFailed
+from cafleet.db.migrate import run_setup
+from tests.storage_helpers import (
+    MONITOR_CARD,
+    REPO_ROOT,
+    TS,
+    TS2,
+    Templates,
+    assert_preserved,
+    card,
+    companions,
+    dump,
+    hold_lock,
+    ledger,
+    populate_0001,
+    query,
+    sha256,
+    snapshot,
+    sql,
+    start_python,
+    templates_fixture,  # noqa: F401
+    wait_line,
+)
+
+DUPLICATE_TEXT = (
+    "active monitor duplicates prevent migration: fleet 3: members 2, 8; fleet 20: members 30, 90; "
+    "deregister all but one active monitor per fleet, then run 'cafleet setup' again"
+)
+
+
+def created(db: Path) -> str:
+    return f"Created {db} and applied migrations to head (2)."
+
+
+def has_monitor_index(db: Path) -> bool:
+    return bool(
+        query(
+            db,
+            "SELECT 1 FROM sqlite_master WHERE name = 'idx_members_one_active_monitor_per_fleet'",
+        )
+    )
+
+
+# --- §9.31–9.33 --------------------------------------------------------------------------------
+
+
+def test_setup_creates_parents_and_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "a" / "b" / "c" / "cafleet.db"
+    assert run_setup(str(db)) == created(db)
+    assert query(db, "PRAGMA journal_mode") == [("wal",)]
+    assert diagnose_path(str(db)).state == "current"
+    assert companions(db) == []
+    assert sorted(os.listdir(db.parent)) == ["cafleet.db", "locks"]
+    assert sorted(os.listdir(db.parent / "locks")) == ["db-write.lock", "setup.lock"]
+
+
+def test_setup_initialises_an_empty_identity_0_file(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"")
+    assert run_setup(str(db_path)) == created(db_path)
+    assert query(db_path, "PRAGMA application_id") == [(1128351288,)]
+
+
+def test_rerun_is_a_no_op(db_path: Path) -> None:
+    run_setup(str(db_path))
+    before = snapshot(db_path)
+    mtime = db_path.stat().st_mtime_ns
+    assert run_setup(str(db_path)) == "Already at head (2); nothing to do."
+    assert_preserved(before, db_path)
+    assert db_path.stat().st_mtime_ns == mtime
+
+
+def test_setup_cannot_create_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    db = blocker / "sub" / "cafleet.db"
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db))
+    assert str(e.value) == f"cannot create directory {blocker / 'sub'}: Not a directory"
+
+
+def test_missing_migration_scripts(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "nowhere1", tmp_path / "nowhere2"
+    monkeypatch.setattr(migrate, "_candidates", lambda: (first, second))
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == (
+        "cafleet installation is incomplete: migration scripts not found "
+        f"(looked in {first}, {second})"
+    )
+    assert not db_path.exists()
+
+
+# --- §9.34 -------------------------------------------------------------------------------------
+
+
+def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) -> None:
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    before = dump(db_path)
+    assert all(before[t] for t in before), before  # rows in every table
+    assert run_setup(str(db_path)) == "Upgraded from 1 to 2."
+    assert dump(db_path) == before
+    assert has_monitor_index(db_path)
+    assert ledger(db_path) == [("0002",)]
+    assert diagnose_path(str(db_path)).state == "current"
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
+# --- §9.35–9.40 refusals -------------------------------------------------------------------------
+
+
+def _fleet(db: Path, fleet_id: int, director_id: int) -> None:
+    sql(
+        db,
+        f"INSERT INTO fleets VALUES ({fleet_id}, 'f{fleet_id}', '{TS}', NULL, {director_id}); "
+        f"INSERT INTO members VALUES ({director_id}, {fleet_id}, 'Director', 'root', 'active', "
+        f"'{TS}', NULL, '{card('Director')}');",
+    )
+
+
+def _member(
+    db: Path, member_id: int, fleet_id: int, member_card: str, status: str = "active"
+) -> None:
+    deregistered = "NULL" if status == "active" else f"'{TS2}'"
+    sql(
+        db,
+        f"INSERT INTO members VALUES ({member_id}, {fleet_id}, 'm{member_id}', 'd', '{status}', "
+        f"'{TS}', {deregistered}, '{member_card}')",
+    )
+
+
+def _duplicates_at_0001(db: Path, templates: Templates) -> None:
+    templates.copy("0001", db)
+    _fleet(db, 3, 1)
+    _fleet(db, 20, 10)
+    _fleet(db, 7, 11)
+    for member_id, fleet_id in ((90, 20), (8, 3), (30, 20), (2, 3), (12, 7)):
+        _member(db, member_id, fleet_id, MONITOR_CARD)
+        sql(
+            db,
+            f"INSERT INTO member_placements VALUES ({member_id}, 's', '@1', '%{member_id}', "
+            f"'tmux', 'claude', '{TS}')",
+        )
+    _member(db, 40, 3, MONITOR_CARD, status="deregistered")  # not counted
+    _member(db, 41, 7, MONITOR_CARD.replace('"monitor"}', '"Monitor"}'))  # case-sensitive
+    _member(db, 42, 7, MONITOR_CARD.replace('"monitor"}', "null}"))
+
+
+def test_duplicate_monitors_refuse_then_recover(db_path: Path, templates: Templates) -> None:
+    _duplicates_at_0001(db_path, templates)
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == DUPLICATE_TEXT
+    assert_preserved(before, db_path)
+    assert ledger(db_path) == [("0001",)]
+
+    # Manual recovery (b) of storage.md §3.3
+    sql(
+        db_path,
+        """
+        BEGIN IMMEDIATE;
+        UPDATE members SET status = 'deregistered',
+               deregistered_at = strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000+00:00'
+         WHERE member_id IN (8, 90) AND status = 'active';
+        DELETE FROM member_placements WHERE member_id IN (8, 90);
+        COMMIT;
+        """,
+    )
+    assert run_setup(str(db_path)) == "Upgraded from 1 to 2."
+    assert has_monitor_index(db_path)
+    deregistered_at = query(db_path, "SELECT deregistered_at FROM members WHERE member_id = 8")
+    assert len(deregistered_at[0][0]) == 32
+
+
+def test_concurrent_writer_adds_a_duplicate_while_setup_waits(
+    db_path: Path, templates: Templates
+) -> None:
+    templates.copy("0001", db_path)
+    _fleet(db_path, 1, 1)
+    _member(db_path, 2, 1, MONITOR_CARD)
+    other = start_python(
+        f"""
+        import sqlite3, time
+        con = sqlite3.connect({str(db_path)!r}, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        con.execute(
+            "INSERT INTO members VALUES (3, 1, 'm3', 'd', 'active', ?, NULL, ?)",
+            ({TS!r}, {MONITOR_CARD!r}),
+        )
+        print("locked", flush=True)
+        time.sleep(1)
+        con.execute("COMMIT")
+        con.close()
+        """
+    )
+    try:
+        wait_line(other, "locked")
+        start = time.monotonic()
+        with pytest.raises(SetupFailed) as e:
+            run_setup(str(db_path))
+        elapsed = time.monotonic() - start
+    finally:
+        other.wait(timeout=10)
+    assert other.returncode == 0
+    assert str(e.value) == (
+        "active monitor duplicates prevent migration: fleet 1: members 2, 3; "
+        "deregister all but one active monitor per fleet, then run 'cafleet setup' again"
+    )
+    assert 0.5 <= elapsed < 5.0, elapsed
+    assert ledger(db_path) == [("0001",)]
+    assert query(db_path, "SELECT member_id FROM members ORDER BY member_id") == [(1,), (2,), (3,)]
+    assert not has_monitor_index(db_path)
+    assert diagnose_path(str(db_path)).state == "behind"
+
+
+def test_index_failure_backstop_maps_to_the_duplicate_text(
+    db_path: Path, templates: Templates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revision without pre-checks: the index DDL itself fails inside the transaction."""
+    _duplicates_at_0001(db_path, templates)
+
+    def index_only(conn: Connection, target: str) -> None:
+        conn.exec_driver_sql(
+            "CREATE UNIQUE INDEX idx_members_one_active_monitor_per_fleet ON members (fleet_id) "
+            "WHERE status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
+        )
+
+    monkeypatch.setattr(migrate, "_alembic_upgrade", index_only)
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == DUPLICATE_TEXT
+    assert_preserved(before, db_path)
+
+
+def test_malformed_card_refusal(db_path: Path, templates: Templates) -> None:
+    templates.copy("0001", db_path)
+    _fleet(db_path, 1, 1)
+    _member(db_path, 4, 1, "{not json")
+    _member(db_path, 5, 1, "{also bad", status="deregistered")  # inactive: ignored
+    _member(db_path, 9, 1, "[1, 2")
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == (
+        "active members with malformed member_card_json prevent migration: members 4, 9; "
+        "repair or deregister them, then run 'cafleet setup' again"
+    )
+    assert_preserved(before, db_path)
+
+
+def test_existing_index_name_fails_without_duplicate_wording(
+    db_path: Path, templates: Templates
+) -> None:
+    templates.copy("0001", db_path)
+    sql(db_path, "CREATE INDEX idx_members_one_active_monitor_per_fleet ON members (name)")
+    assert diagnose_path(str(db_path)).state == "behind"  # an auxiliary index is tolerated
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == (
+        "migration failed: index idx_members_one_active_monitor_per_fleet already exists; "
+        f"{db_path} was left unchanged"
+    )
+    assert_preserved(before, db_path)
+
+
+def test_foreign_key_violation_fails_the_check(db_path: Path, templates: Templates) -> None:
+    templates.copy("0001", db_path)
+    _fleet(db_path, 1, 1)
+    sql(
+        db_path,
+        f"INSERT INTO member_placements VALUES (77, 's', '@1', '%7', 'tmux', 'codex', '{TS}')",
+    )
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == (
+        "migration failed: foreign key check found 1 violation(s); first: member_placements "
+        f"rowid 77 references missing members row; {db_path} was left unchanged"
+    )
+    assert_preserved(before, db_path)
+
+
+# --- §9.41 -------------------------------------------------------------------------------------
+
+
+def test_failed_initialisation_leaves_missing_then_succeeds(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def half_then_boom(conn: Connection, target: str) -> None:
+        conn.exec_driver_sql("CREATE TABLE fleets (fleet_id INTEGER PRIMARY KEY)")
+        conn.exec_driver_sql("PRAGMA application_id = 1128351288")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(migrate, "_alembic_upgrade", half_then_boom)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == f"migration failed: boom; {db_path} was left unchanged"
+    assert db_path.exists()
+    assert diagnose_path(str(db_path)).state == "missing"
+    monkeypatch.undo()
+    assert run_setup(str(db_path)) == created(db_path)
+
+
+def test_resulting_schema_mismatch_is_rolled_back(
+    db_path: Path, templates: Templates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    templates.copy("0001", db_path)
+    real = migrate._alembic_upgrade
+
+    def upgrade_then_drop(conn: Connection, target: str) -> None:
+        real(conn, target)
+        conn.exec_driver_sql("DROP INDEX idx_messages_from_created")
+
+    monkeypatch.setattr(migrate, "_alembic_upgrade", upgrade_then_drop)
+    before = snapshot(db_path)
+    with pytest.raises(SetupFailed) as e:
+        run_setup(str(db_path))
+    assert str(e.value) == (
+        "migration failed: resulting schema does not match schema 2 (missing index "
+        f"idx_messages_from_created); {db_path} was left unchanged"
+    )
+    assert_preserved(before, db_path)
+
+
+# --- §9.42 concurrent setups -------------------------------------------------------------------
+
+
+def _setup_processes(db: Path, count: int) -> list[subprocess.Popen[str]]:
+    code = f"from cafleet.db.migrate import run_setup; print(run_setup({str(db)!r}))"
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=str(REPO_ROOT),
+        )
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("count", [2, 8])
+def test_concurrent_setups_take_turns(tmp_path: Path, count: int) -> None:
+    db = tmp_path / "fresh" / "cafleet.db"
+    procs = _setup_processes(db, count)
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        outputs.append(out.strip())
+    assert outputs.count(created(db)) == 1
+    assert outputs.count("Already at head (2); nothing to do.") == count - 1
+    assert diagnose_path(str(db)).state == "current"
+
+
+# --- §9.64 the setup lock ----------------------------------------------------------------------
+
+
+def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
+    holder = hold_lock(migrate.setup_lock_path(str(db_path)), -1)
+    proc = _setup_processes(db_path, 1)[0]
+    try:
+        deadline = time.monotonic() + 0.8
+        while time.monotonic() < deadline:
+            assert proc.poll() is None
+            assert not db_path.exists()
+            time.sleep(0.05)
+        assert sorted(os.listdir(db_path.parent)) == ["locks"]
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()  # release
+        holder.wait(timeout=10)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert out.strip() == created(db_path)
+
+
+def test_a_signal_stops_the_setup_lock_wait(db_path: Path) -> None:
+    holder = hold_lock(migrate.setup_lock_path(str(db_path)), -1)
+    proc = start_python(
+        f"""
+        from cafleet import signals
+        from cafleet.db.migrate import run_setup
+        signals.install()
+        print("waiting", flush=True)
+        try:
+            run_setup({str(db_path)!r})
+        except signals.Interrupted:
+            print("interrupted", flush=True)
+        """
+    )
+    try:
+        wait_line(proc, "waiting")
+        time.sleep(0.2)  # let it reach the lock wait (not an assertion)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+    assert proc.returncode == 0, err
+    assert out.strip() == "interrupted"
+    assert not db_path.exists()
+
+
+# --- §9.43, checkout half: the alembic command -------------------------------------------------
+
+
+def _alembic(*args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CAFLEET_DATABASE_URL=f"sqlite:///{db}")
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", *args],
+        capture_output=True,
+        text=True,
+        cwd=str(REPO_ROOT),
+        env=env,
+        timeout=60,
+    )
+
+
+def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates: Templates) -> None:
+    history = _alembic("history", db=db_path)
+    assert history.returncode == 0, history.stderr
+    assert "0001" in history.stdout and "0002" in history.stdout
+    assert "<base> -> 0001, baseline" in history.stdout
+    assert "0001 -> 0002 (head), unique_active_monitor" in history.stdout
+    assert not db_path.exists()
+
+    templates.copy("0002", db_path)
+    before = sha256(db_path)
+    current = _alembic("current", db=db_path)
+    assert current.returncode == 0, current.stderr
+    assert current.stdout.strip().splitlines()[-1] == "0002 (head)"
+    assert sha256(db_path) == before
+
+
+def test_alembic_upgrade_fails_on_the_read_only_connection(
+    db_path: Path, templates: Templates
+) -> None:
+    templates.copy("0001", db_path)
+    before = sha256(db_path)
+    result = _alembic("upgrade", "head", db=db_path)
+    assert result.returncode != 0
+    assert "readonly database" in result.stderr
+    assert sha256(db_path) == before
+    assert ledger(db_path) == [("0001",)]
