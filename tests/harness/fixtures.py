@@ -122,6 +122,8 @@ class TmuxHarness:
         self.mp.setenv("CAFLEET_FAKE_DIR", str(self.fake_dir))
         self.mp.setenv("CAFLEET_REAL_TMUX", self.real_tmux)
         self.mp.setenv("CAFLEET_DATABASE_URL", self.db_url)
+        # In-process backends and the CLI alike honour the shim's fault rules.
+        self.mp.setenv("CAFLEET_TMUX_FAULTS", str(self.dir / util.FAULTS_FILE))
 
         # The server (and so every pane) sees PATH, HOME, TMUX_TMPDIR and the fake dir, but no
         # CAFLEET_DATABASE_URL: only cafleet's own `-e` may put it into a pane.
