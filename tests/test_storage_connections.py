@@ -329,6 +329,24 @@ def test_guard_path_never_imports_alembic(head_db: Path) -> None:
     assert result.stdout.splitlines() == ["Already at head (2); nothing to do.", "[]"]
 
 
+def test_guarded_cli_command_never_imports_alembic(head_db: Path) -> None:
+    result = run_python(
+        """
+        import sys
+        import cafleet.cli
+        try:
+            cafleet.cli.main(["member", "list", "1"])
+        except SystemExit as e:
+            print("exit", e.code)
+        print(sorted(m for m in sys.modules if m == "alembic" or m.startswith("alembic.")))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "[]"
+    assert "no cafleet database" not in result.stderr  # the guard passed on the head file
+
+
 def test_import_cafleet_is_stdlib_only() -> None:
     result = run_python(
         """

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from cafleet.db.engine import close_connection, open_connection, tx
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -82,8 +83,6 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
     try:
         if conn.in_transaction():
             return _diagnose_in_tx(path, conn)
-        from cafleet.db.engine import tx
-
         with tx.read(conn):
             return _diagnose_in_tx(path, conn)
     except DBAPIError as e:
@@ -98,8 +97,6 @@ def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
     The close is guarded (no checkpoint on our behalf) for `doctor` and for every class but
     `current`, whenever a `-wal`/`-shm` existed at open.
     """
-    from cafleet.db.engine import close_connection, open_connection
-
     if not os.path.exists(path):
         return _d(path, "missing")
     try:

@@ -318,9 +318,9 @@ def reflect_shape(conn: Connection, revision: str = "") -> SchemaShape:
     ):
         if table in IGNORED_TABLES or table.startswith(IGNORED_TABLE_PREFIXES):
             continue
-        info = rows(f"PRAGMA index_info({_q(name)})")
+        info = sorted(rows(f"PRAGMA index_info({_q(name)})"))
         columns = tuple(r[2] if r[2] is not None else "<expression>" for r in info)
-        unique = bool(sql) and re.match(r"\s*CREATE\s+UNIQUE\b", sql, re.IGNORECASE) is not None
+        unique = any(bool(r[2]) for r in rows(f"PRAGMA index_list({_q(table)})") if r[1] == name)
         indexes.append(IndexShape(name, table, columns, unique, index_predicate(sql)))
     return SchemaShape(revision, tuple(tables), tuple(indexes))
 
