@@ -381,8 +381,15 @@ def test_concurrent_setups_take_turns(tmp_path: Path, count: int) -> None:
 
 def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
     holder = hold_lock(migrate.setup_lock_path(str(db_path)), -1)
-    proc = _setup_processes(db_path, 1)[0]
+    proc = start_python(
+        f"""
+        from cafleet.db.migrate import run_setup
+        print("ready", flush=True)
+        print(run_setup({str(db_path)!r}))
+        """
+    )
     try:
+        wait_line(proc, "ready")  # imports done: the child is at (or right before) the lock
         deadline = time.monotonic() + 0.8
         while time.monotonic() < deadline:
             assert proc.poll() is None
