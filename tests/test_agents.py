@@ -282,3 +282,8 @@ def test_default_monitor_prompt() -> None:
                 assert stripped.split()[2] == "ping"
             if stripped.split()[1] == "monitor":
                 assert stripped.split()[2] == "scan"
+
+
+def test_fake_bin_fixture_provides_every_agent(fake_bin: Path) -> None:
+    for name in AGENT_NAMES:
+        assert get_agent(name).ensure_available() == str(fake_bin / name)

@@ -101,6 +101,15 @@ def test_teardown_stops_loops_kills_server_and_removes_dir(
     retry_until(lambda: not _proc_alive(pane_pid), timeout=5)
 
 
+def test_teardown_reports_guard_violations(monkeypatch: pytest.MonkeyPatch) -> None:
+    with (
+        pytest.raises(AssertionError, match="the tmux shim refused 1 call"),
+        private_tmux(monkeypatch) as h,
+    ):
+        shim(h, "-S", "/tmp/not-this-test/sock", "list-sessions")
+    assert h.dir is None
+
+
 def test_teardown_tolerates_missing_database(monkeypatch: pytest.MonkeyPatch) -> None:
     with private_tmux(monkeypatch) as h:
         assert not h.db_path.exists()
@@ -206,6 +215,7 @@ def test_shim_forwards_and_logs(tmux_harness: TmuxHarness) -> None:
 
 def test_shim_guard_refuses_other_servers(tmux_harness: TmuxHarness, tmp_path: Path) -> None:
     h = tmux_harness
+    h.allow_guard_violations = True
     outside = shim(h, "-S", str(tmp_path / "sock"), "list-sessions")
     assert outside.returncode == 97
     default = shim(h, "list-sessions", env={"TMUX": "", "TMUX_TMPDIR": str(tmp_path)})

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -28,38 +27,15 @@ from cafleet.mux.locks import (
     sort_keys_by_lock_file,
     try_pane_lock,
 )
+from tests.harness.util import hold_pane_lock
 
 KEY = PaneKey("tmux", "fleet test", "%3")
 
-HOLDER = """
-import sys
-from cafleet.mux import PaneKey
-from cafleet.mux.locks import pane_input_lock
-db_dir, backend, session, pane, purpose = sys.argv[1:6]
-with pane_input_lock(db_dir, PaneKey(backend, session, pane), timeout=5, purpose=purpose):
-    print("locked", flush=True)
-    sys.stdin.read()
-"""
 
-
-@contextmanager
 def held_elsewhere(
     db_dir: Path, key: PaneKey = KEY, purpose: str = "test"
-) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(db_dir), key.backend, key.session, key.pane_id, purpose],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "locked"
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
+) -> AbstractContextManager[subprocess.Popen[str]]:
+    return hold_pane_lock(db_dir, key, purpose)
 
 
 @pytest.fixture

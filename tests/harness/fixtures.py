@@ -90,6 +90,9 @@ class TmuxHarness:
         self._procs: list[subprocess.Popen[Any]] = []
         self.server: Any = None
         self.dir: Path | None = None
+        # Teardown fails the test when the shim refused a call outside this test's server
+        # (acceptance: every logged -S path lies inside TMUX_TMPDIR); guard tests opt out.
+        self.allow_guard_violations = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -213,8 +216,17 @@ class TmuxHarness:
             return
         problems: list[str] = []
         marker = f"CAFLEET_FAKE_DIR={self.fake_dir}".encode()
+        db_marker = f"CAFLEET_DATABASE_URL={self.db_url}".encode()
         try:
-            pids = [p for p in self.monitor_pids() if _proc_has_marker(p, marker)]
+            if not self.allow_guard_violations:
+                bad = [c for c in self.shim_calls() if c.get("guard") != "ok"]
+                if bad:
+                    problems.append(f"the tmux shim refused {len(bad)} call(s): {bad[0]['argv']}")
+            pids = [
+                p
+                for p in self.monitor_pids()
+                if _proc_has_marker(p, marker) or _proc_has_marker(p, db_marker)
+            ]
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
@@ -451,6 +463,23 @@ def tmux_db(tmux_harness: TmuxHarness) -> TmuxHarness:
     return tmux_harness
 
 
+@pytest.fixture
+def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fake claude/codex/opencode first on PATH, without a tmux server (no tmux shim either).
+
+    Sets ``CAFLEET_FAKE_DIR`` so a fake started by hand logs under ``<tmp>/fake``.
+    """
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    for agent in AGENTS:
+        _install_script(_HERE / "fake_agent.py", bin_dir / agent, sys.executable)
+    fake = tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    monkeypatch.setenv("CAFLEET_FAKE_DIR", str(fake))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")]))
+    return bin_dir
+
+
 _TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db"})
 
 
@@ -460,4 +489,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.tmux)
 
 
-__all__ = ["HARNESS_VARS", "SESSION", "TmuxHarness", "private_tmux", "tmux_db", "tmux_harness"]
+__all__ = [
+    "HARNESS_VARS",
+    "SESSION",
+    "TmuxHarness",
+    "fake_bin",
+    "private_tmux",
+    "tmux_db",
+    "tmux_harness",
+]

@@ -10,9 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -242,7 +245,51 @@ def clear_tmux_faults() -> None:
     Path(str(faults_path()) + ".counts").unlink(missing_ok=True)
 
 
+# --------------------------------------------------------------------------- pane locks
+
+_HOLDER = """
+import sys
+from cafleet.mux import PaneKey
+from cafleet.mux.locks import pane_input_lock
+db_dir, backend, session, pane, purpose = sys.argv[1:6]
+with pane_input_lock(db_dir, PaneKey(backend, session, pane), timeout=30, purpose=purpose):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextmanager
+def hold_pane_lock(
+    db_dir: str | os.PathLike[str],
+    key: Any,
+    purpose: str = "test",
+) -> Iterator[subprocess.Popen[str]]:
+    """Hold ``key``'s pane-input lock in a separate process until the block ends.
+
+    ``key`` is a `cafleet.mux.PaneKey`. Yields the holder process (SIGKILL it to simulate a
+    crashed holder); the lock is released when the block exits.
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, os.fspath(db_dir), key.backend, key.session,
+         key.pane_id, purpose],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if line != "locked":
+            raise AssertionError(f"lock holder did not get the lock (said {line!r})")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
 __all__ = [
+    "hold_pane_lock",
     "clear_tmux_faults",
     "command_records",
     "fake_dir",
