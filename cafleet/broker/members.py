@@ -136,7 +136,7 @@ def _insert_member(
             },
         ).lastrowid
     except exc.IntegrityError as e:
-        if "UNIQUE constraint failed: members.fleet_id" in str(e.orig):
+        if str(e.orig) == "UNIQUE constraint failed: members.fleet_id":
             current = _active_monitor_id(conn, fleet_id)
             if current is not None:
                 raise MonitorSlotTaken(fleet_id, current) from e
