@@ -50,15 +50,38 @@ def output_error(exc: OSError) -> Exception:
 
 def out(text: str = "") -> None:
     """Write `text` plus a newline on stdout."""
-    try:
-        sys.stdout.write(text + "\n")
-    except OSError as exc:
-        raise output_error(exc) from exc
+    _emit(text + "\n")
 
 
 def out_lines(lines: Iterable[str]) -> None:
-    for line in lines:
-        out(line)
+    """Write several lines in one go."""
+    collected = list(lines)
+    if collected:
+        _emit("\n".join(collected) + "\n")
+
+
+def _emit(text: str) -> None:
+    """Write through to the byte stream, retrying short writes.
+
+    With an unbuffered stdout (PYTHONUNBUFFERED, `-u`) the text layer sits directly on the raw
+    file and silently drops the rest of a short write, e.g. when the reader goes away. Writing
+    the bytes ourselves turns that into the EPIPE it is.
+    """
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    try:
+        if buffer is None:
+            stream.write(text)
+            return
+        stream.flush()
+        data = memoryview(text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+        while data:
+            written = buffer.write(data)
+            if written is None or written <= 0:  # non-blocking or stalled file
+                raise OSError(errno.EAGAIN, "short write")
+            data = data[written:]
+    except OSError as exc:
+        raise output_error(exc) from exc
 
 
 def flush() -> None:

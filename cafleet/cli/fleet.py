@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from cafleet.cli.app import fleet_group
@@ -100,53 +100,37 @@ def _mux_key(key: PaneKey) -> Any:
 @contextlib.contextmanager
 def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
-) -> Iterator[tuple[set[PaneKey], Any]]:
+) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
     """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
     most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
-    callback `delete_fleet` uses for a placement that appeared meanwhile; releases all on exit.
+    callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
+    released on exit. A busy lock fails with §1.11's message naming that placement's member.
     """
     from cafleet import signals
-    from cafleet.mux.locks import (
-        PaneLockAbandoned,
-        PaneLockTimeout,
-        lock_file_path,
-        pane_input_lock,
-        try_pane_lock,
-    )
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
-    owners: dict[PaneKey, int] = {}
+    owners: dict[Any, int] = {}
     for placement in placements:
         if placement.pane_key is not None:
-            owners.setdefault(placement.pane_key, placement.member_id)
-    ordered = sorted(owners, key=lambda k: lock_file_path(db_dir, _mux_key(k)))
-    purpose = f"fleet delete {fleet_id}"
-    locked: set[PaneKey] = set()
-    with contextlib.ExitStack() as stack:
-        for key in ordered:
-            signals.check()
-            try:
-                stack.enter_context(
-                    pane_input_lock(
-                        db_dir,
-                        _mux_key(key),
-                        timeout=timeout,
-                        purpose=purpose,
-                        keep_waiting=signals.keep_waiting,
-                    )
-                )
-            except PaneLockAbandoned:
-                signals.check()
-                raise
-            except PaneLockTimeout:
-                fail(lock_busy_message(owners[key]))
-            locked.add(key)
+            owners.setdefault(_mux_key(placement.pane_key), placement.member_id)
+    try:
+        held = acquire_pane_locks(
+            db_dir,
+            owners,
+            timeout=timeout,
+            purpose=f"fleet delete {fleet_id}",
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout as exc:
+        fail(lock_busy_message(owners[exc.key]))
+    with held:
+        locked = {(k.backend, k.session, k.pane_id) for k in held.keys}
 
         def try_lock(key: PaneKey) -> bool:
-            handle = try_pane_lock(db_dir, _mux_key(key))
-            if handle is None:
-                return False
-            stack.callback(handle.release)
-            return True
+            return held.try_add(_mux_key(key))
 
         yield locked, try_lock
 

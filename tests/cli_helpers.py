@@ -1,0 +1,347 @@
+"""Helpers for the CLI tests: run `cafleet` in a subprocess or in-process through
+`cafleet.cli.main` (cli.md §1.8), snapshot a database for the "unchanged" check, and build
+fleets, members and messages with the repository functions (no tmux)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
+
+
+# --- running the CLI ---------------------------------------------------------------------------
+
+
+def cli_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The test process environment with `env` applied (None removes a variable)."""
+    merged = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def run_cli(
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    input: str | bytes | None = None,
+    timeout: float = 60,
+) -> tuple[int, str, str]:
+    """`python -m cafleet <args>` in a subprocess; returns (code, stdout, stderr)."""
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run(
+        [sys.executable, "-m", "cafleet", *args],
+        input=data,
+        capture_output=True,
+        env=cli_env(env),
+        timeout=timeout,
+        cwd=str(REPO_ROOT),
+    )
+    return (
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+    )
+
+
+def start_cli(*args: str, env: Mapping[str, str | None] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "cafleet", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(env),
+        cwd=str(REPO_ROOT),
+    )
+
+
+def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """`cafleet.cli.main(argv)` in this process; returns (code, stdout, stderr).
+
+    Streams are swapped for UTF-8 buffers; signal handlers and the signal record are restored.
+    """
+    from cafleet import signals
+    from cafleet.cli import main
+
+    saved = (sys.stdin, sys.stdout, sys.stderr)
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    out_buf, err_buf = io.BytesIO(), io.BytesIO()
+    streams = (
+        io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
+        io.TextIOWrapper(out_buf, encoding="utf-8", write_through=True),
+        io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
+    )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    code: Any = None
+    try:
+        main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdin, sys.stdout, sys.stderr = saved
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        signals.reset()
+    out, err = out_buf.getvalue().decode("utf-8"), err_buf.getvalue().decode("utf-8")
+    for stream in streams:
+        stream.detach()
+    assert isinstance(code, int), f"main did not exit with an int: {code!r}"
+    return code, out, err
+
+
+def imported_after(
+    argv: Sequence[str],
+    modules: Sequence[str] = FORBIDDEN_ALWAYS,
+    env: Mapping[str, str | None] | None = None,
+) -> tuple[int, list[str]]:
+    """Run `cafleet.cli.main(argv)` in a fresh interpreter; return its exit code and which of
+    `modules` (or their submodules) ended up in `sys.modules` (cli.md §1.8)."""
+    code = f"""
+        import json, os, sys
+        from cafleet.cli import main
+        try:
+            main({list(argv)!r})
+        except SystemExit as exc:
+            code = exc.code
+        else:
+            code = None
+        found = sorted(
+            m for m in {list(modules)!r}
+            if any(k == m or k.startswith(m + ".") for k in sys.modules)
+        )
+        os.write(int(os.environ["CAFLEET_TEST_REPORT_FD"]),
+                 json.dumps({{"code": code, "found": found}}).encode())
+    """
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**cli_env(env), "CAFLEET_TEST_REPORT_FD": str(write_fd)},
+            cwd=str(REPO_ROOT),
+            pass_fds=(write_fd,),
+        )
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as reader:
+        raw = reader.read()
+    proc.wait(timeout=60)
+    result = json.loads(raw)
+    return result["code"], result["found"]
+
+
+# --- the "unchanged" check ---------------------------------------------------------------------
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    main: str | None
+    wal: str | None
+    listing: tuple[str, ...] | None
+
+
+def snapshot(db: Path) -> Snapshot:
+    """SHA-256 of the file and its -wal, and the directory listing (`locks/` ignored)."""
+    db = Path(db)
+    main = _sha(db) if db.is_file() else ("<dir>" if db.is_dir() else None)
+    wal = Path(f"{db}-wal")
+    parent = db.parent
+    listing = (
+        tuple(sorted(p for p in os.listdir(parent) if p != "locks")) if parent.is_dir() else None
+    )
+    return Snapshot(main, _sha(wal) if wal.is_file() else None, listing)
+
+
+def assert_unchanged(before: Snapshot, db: Path) -> None:
+    after = snapshot(db)
+    assert after == before, f"database changed:\nbefore={before}\nafter={after}"
+
+
+# --- building data with the repository ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakePane:
+    session: str
+    window_id: str
+    pane_id: str
+
+
+_panes = [500]
+
+
+def fresh_pane(session: str = "s") -> FakePane:
+    _panes[0] += 1
+    return FakePane(session, "@1", f"%{_panes[0]}")
+
+
+class Db:
+    """A validated connection to the test database for building rows; `close()` it before
+    running a command whose "unchanged" check matters."""
+
+    def __init__(self, path: Path) -> None:
+        from cafleet.cli.guard import open_validated_connection
+
+        self.path = path
+        self.conn = open_validated_connection(str(path))
+
+    def close(self) -> None:
+        from cafleet.db.engine import close_connection
+
+        close_connection(self.conn)
+
+    def __enter__(self) -> Db:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def fleet(
+        self,
+        name: str = "fleet",
+        *,
+        director_pane: FakePane | None = None,
+        monitor_pane: FakePane | None = None,
+        now: datetime | None = None,
+    ) -> Any:
+        from cafleet.broker.fleets import create_fleet
+
+        monitor = monitor_pane or fresh_pane()
+        return create_fleet(
+            self.conn,
+            name=name,
+            backend="tmux",
+            coding_agent="claude",
+            director_pane=director_pane or fresh_pane(),
+            spawn_monitor=lambda _f, _d, _m: monitor,
+            now=now,
+        )
+
+    def member(
+        self,
+        fleet_id: int,
+        name: str = "worker",
+        *,
+        description: str = "does work",
+        pane: str | None = "auto",
+        placed: bool = True,
+        agent: str = "codex",
+        now: datetime | None = None,
+    ) -> Any:
+        """A member of kind `member`; `pane=None` leaves a pending placement."""
+        from cafleet.broker.members import get_member, register_member, set_placement_pane
+        from cafleet.records import PlacementSpec
+
+        member = register_member(
+            self.conn,
+            fleet_id=fleet_id,
+            name=name,
+            description=description,
+            role="member",
+            placement=PlacementSpec("s", "@1", agent) if placed else None,
+            require_monitor=False,
+            now=now,
+        )
+        if placed and pane is not None:
+            pane_id = fresh_pane().pane_id if pane == "auto" else pane
+            set_placement_pane(self.conn, member_id=member.member_id, pane_id=pane_id)
+        return get_member(self.conn, member.member_id)
+
+    def send(self, from_id: int, to_id: int, text: str, *, now: datetime | None = None) -> Any:
+        from cafleet.broker.messages import send_message
+
+        return send_message(
+            self.conn, from_member_id=from_id, to_member_id=to_id, text=text, now=now
+        )
+
+    def broadcast(self, from_id: int, text: str, *, now: datetime | None = None) -> Any:
+        from cafleet.broker.messages import broadcast_message
+
+        return broadcast_message(self.conn, from_member_id=from_id, text=text, now=now)
+
+    def ack(self, message_id: int, *, now: datetime | None = None) -> Any:
+        from cafleet.broker.messages import ack_message
+
+        return ack_message(self.conn, message_id=message_id, now=now)
+
+    def deregister(self, member_id: int) -> Any:
+        from cafleet.broker.members import deregister_member
+
+        return deregister_member(self.conn, member_id=member_id)
+
+
+def sql(db: Path, *statements: str) -> None:
+    con = sqlite3.connect(str(db), isolation_level=None)
+    try:
+        for statement in statements:
+            con.executescript(statement)
+    finally:
+        con.close()
+
+
+def query(db: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    con = sqlite3.connect(str(db), isolation_level=None)
+    try:
+        return [tuple(r) for r in con.execute(statement, params).fetchall()]
+    finally:
+        con.close()
+
+
+# --- waiting -----------------------------------------------------------------------------------
+
+
+def retry_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
+
+
+def hold_flock(path: Path, seconds: float) -> subprocess.Popen[bytes]:
+    """A process holding an exclusive flock on `path` for `seconds`; returns once it holds it."""
+    code = f"""
+        import fcntl, os, sys, time
+        path = {str(path)!r}
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        sys.stdout.write("locked\\n"); sys.stdout.flush()
+        time.sleep({seconds!r})
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == b"locked", line
+    return proc

@@ -1,0 +1,198 @@
+"""`cafleet doctor` (cli.md §2.2; acceptance 26, 27)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cafleet
+from tests.cli_helpers import assert_unchanged, run_cli, snapshot, sql
+
+MULTIPLEXER_KEYS = [
+    "ok",
+    "backend",
+    "session",
+    "window_id",
+    "pane_id",
+    "presence_var",
+    "presence_value",
+    "error",
+]
+DATABASE_KEYS = ["ok", "path", "state", "schema_version", "head_version", "error"]
+
+
+def test_outside_tmux_without_database(db_path: Path) -> None:
+    code, out, err = run_cli("doctor")
+    assert (code, err) == (1, "")
+    assert out == (
+        f"cafleet {cafleet.__version__}\n"
+        "✗ multiplexer\n"
+        "  not inside a tmux session (TMUX is not set)\n"
+        "✗ database\n"
+        f"  path:      {db_path}\n"
+        "  no cafleet database; run 'cafleet setup'\n"
+        "2 issues found\n"
+    )
+    assert not db_path.parent.exists()
+
+    code, out, err = run_cli("doctor", "--json")
+    assert (code, err) == (1, "")
+    data = json.loads(out)
+    assert list(data) == ["cafleet_version", "multiplexer", "database", "issues"]
+    assert data["cafleet_version"] == cafleet.__version__
+    assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
+    assert data["multiplexer"] == {
+        "ok": False,
+        "backend": None,
+        "session": None,
+        "window_id": None,
+        "pane_id": None,
+        "presence_var": None,
+        "presence_value": None,
+        "error": "not inside a tmux session (TMUX is not set)",
+    }
+    assert data["database"] == {
+        "ok": False,
+        "path": str(db_path),
+        "state": "missing",
+        "schema_version": None,
+        "head_version": 2,
+        "error": "no cafleet database; run 'cafleet setup'",
+    }
+    assert list(data["database"]) == DATABASE_KEYS
+    assert data["issues"] == 2
+    assert not db_path.parent.exists()
+
+
+def test_bad_url_shows_in_database_section() -> None:
+    code, out, _ = run_cli("doctor", "--json", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
+    assert code == 1
+    database = json.loads(out)["database"]
+    assert database == {
+        "ok": False,
+        "path": None,
+        "state": None,
+        "schema_version": None,
+        "head_version": 2,
+        "error": "database URL must name an absolute file path; got 'sqlite:///rel.db'",
+    }
+    code, out, _ = run_cli("doctor", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
+    lines = out.splitlines()
+    i = lines.index("✗ database")
+    assert lines[i + 1] == (
+        "  database URL must name an absolute file path; got 'sqlite:///rel.db'"
+    )
+    assert not any("path:" in line for line in lines)
+
+
+def test_bad_integer_aborts_doctor() -> None:
+    code, out, err = run_cli("doctor", env={"CAFLEET_PANE_LOCK_TIMEOUT": "soon"})
+    assert (code, out) == (1, "")
+    assert err == "Error: CAFLEET_PANE_LOCK_TIMEOUT must be a non-negative integer (got 'soon')\n"
+
+
+def test_schema_versions_per_class(db_path: Path) -> None:
+    from cafleet.db.migrate import upgrade_to
+
+    db_path.parent.mkdir(parents=True)
+    upgrade_to(str(db_path), "0001")
+    before = snapshot(db_path)
+    code, out, _ = run_cli("doctor", "--json")
+    assert code == 1
+    database = json.loads(out)["database"]
+    assert database["state"] == "behind"
+    assert database["schema_version"] == 1
+    assert database["error"] == (
+        "database schema is outdated (schema 1, head 2); run 'cafleet setup'"
+    )
+    assert_unchanged(before, db_path)
+
+
+def test_foreign_file_unchanged(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    sql(db_path, "PRAGMA application_id = 9", "CREATE TABLE t (x)")
+    before = snapshot(db_path)
+    code, out, _ = run_cli("doctor")
+    assert code == 1
+    assert (
+        f"  {db_path} is not a cafleet database (application_id is 9, not 1128351288); "
+        "cafleet will not use or modify it\n" in out
+    )
+    assert out.endswith("2 issues found\n")
+    assert_unchanged(before, db_path)
+
+
+def test_current_database_outside_tmux(head_db: Path) -> None:
+    before = snapshot(head_db)
+    code, out, _ = run_cli("doctor")
+    assert code == 1
+    assert f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n1 issue found\n" in out
+    assert_unchanged(before, head_db)
+
+
+@pytest.mark.tmux
+def test_in_tmux_with_current_database(tmux_db) -> None:
+    h = tmux_db
+    before = snapshot(h.db_path)
+    result = h.cli("doctor")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout == (
+        f"cafleet {cafleet.__version__}\n"
+        "✓ multiplexer\n"
+        "  backend:   tmux\n"
+        f"  session:   {h.session_name}\n"
+        f"  window_id: {h.window_id}\n"
+        f"  pane_id:   {h.director_pane}\n"
+        f"  presence:  TMUX={h.env['TMUX']}\n"
+        "✓ database\n"
+        f"  path:      {h.db_path}\n"
+        "  schema 2 (head)\n"
+        "no issues found\n"
+    )
+    result = h.cli("doctor", "--json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    assert data["issues"] == 0
+    assert data["multiplexer"] == {
+        "ok": True,
+        "backend": "tmux",
+        "session": h.session_name,
+        "window_id": h.window_id,
+        "pane_id": h.director_pane,
+        "presence_var": "TMUX",
+        "presence_value": h.env["TMUX"],
+        "error": None,
+    }
+    assert data["database"] == {
+        "ok": True,
+        "path": str(h.db_path),
+        "state": "current",
+        "schema_version": 2,
+        "head_version": 2,
+        "error": None,
+    }
+    assert_unchanged(before, h.db_path)
+
+
+@pytest.mark.tmux
+def test_in_tmux_bad_url_is_one_issue(tmux_db) -> None:
+    result = tmux_db.cli("doctor", env={"CAFLEET_DATABASE_URL": "postgresql://x"})
+    code, out, err = result.returncode, result.stdout, result.stderr
+    assert (code, err) == (1, "")
+    assert "✓ multiplexer\n" in out
+    assert (
+        "✗ database\n  database URL must use the sqlite scheme (sqlite:///<absolute path>); "
+        "got 'postgresql://x'\n1 issue found\n" in out
+    )
+
+
+@pytest.mark.tmux
+def test_in_tmux_without_pane(tmux_db) -> None:
+    result = tmux_db.cli("doctor", unset=("TMUX_PANE",))
+    out = result.stdout
+    assert result.returncode == 1
+    assert "✗ multiplexer\n  not inside a tmux pane (TMUX_PANE is not set)\n" in out
+    assert out.endswith("1 issue found\n")
