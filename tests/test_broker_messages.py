@@ -257,3 +257,36 @@ def test_poll_inbox_order_and_filter(conn: Connection) -> None:
         broker.poll_inbox(conn, w)
     # unacked_deliveries does not check status: what was committed stays readable
     assert [m.message_id for m in broker.unacked_deliveries(conn, w)] == asc
+
+
+def test_broadcast_summary_is_inserted_unlinked_then_self_linked(
+    conn: Connection, head_db: Path
+) -> None:
+    """The insert order of §7.5, observed by an auxiliary log table and triggers (auxiliary
+    objects keep the file current)."""
+    boot = make_fleet(conn)
+    db = raw_connect(head_db)
+    db.executescript(
+        """
+        CREATE TABLE test_log (seq INTEGER PRIMARY KEY, op TEXT, message_id INTEGER,
+                               type TEXT, origin INTEGER);
+        CREATE TRIGGER test_log_insert AFTER INSERT ON messages BEGIN
+            INSERT INTO test_log (op, message_id, type, origin)
+            VALUES ('insert', NEW.message_id, NEW.type, NEW.origin_message_id);
+        END;
+        CREATE TRIGGER test_log_update AFTER UPDATE OF origin_message_id ON messages BEGIN
+            INSERT INTO test_log (op, message_id, type, origin)
+            VALUES ('link', NEW.message_id, NEW.type, NEW.origin_message_id);
+        END;
+        """
+    )
+    result = broker.broadcast_message(conn, from_member_id=boot.director.member_id, text="x")
+    log = db.execute("SELECT op, message_id, type, origin FROM test_log ORDER BY seq").fetchall()
+    db.close()
+    s = result.summary.message_id
+    (delivery,) = result.deliveries
+    assert log == [
+        ("insert", s, "broadcast_summary", None),
+        ("link", s, "broadcast_summary", s),
+        ("insert", delivery.message_id, "unicast", s),
+    ]

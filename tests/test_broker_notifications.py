@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -63,11 +64,12 @@ def test_pending_selection_skips_ineligible_rows(conn: Connection, head_db: Path
     fid = boot.fleet.fleet_id
     d, mon = boot.director.member_id, boot.monitor.member_id
     w = add_member(conn, fid, name="w").member_id
-    send = lambda to, now, sender=d: (
-        broker.send_message(  # noqa: E731
+
+    def send(to: int, now: datetime, sender: int = d) -> int:
+        return broker.send_message(
             conn, from_member_id=sender, to_member_id=to, text="t", now=now
         ).message_id
-    )
+
     good = send(w, ts(3))
     acked = send(w, ts(1))
     broker.ack_message(conn, message_id=acked)
@@ -191,11 +193,12 @@ def test_recheck_pending(conn: Connection, head_db: Path) -> None:
     d = boot.director.member_id
     w = add_member(conn, fid, name="w", pane_id="%31")
     key = ("tmux", "s", "%31")
-    send = lambda: (
-        broker.send_message(  # noqa: E731
+
+    def send() -> int:
+        return broker.send_message(
             conn, from_member_id=d, to_member_id=w.member_id, text="x"
         ).message_id
-    )
+
     m = send()
     assert broker.recheck_pending(conn, message_id=m, pane_key=key) == "pending"
     assert broker.recheck_pending(conn, message_id=m, pane_key=PaneKey(*key)) == "pending"
