@@ -258,6 +258,7 @@ COMMAND_MODULES: Sequence[str] = (
     "cafleet.cli.fleet",
     "cafleet.cli.member",
     "cafleet.cli.message",
+    "cafleet.cli.message_delivery",
 )
 
 for _module in COMMAND_MODULES:

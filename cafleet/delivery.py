@@ -1,0 +1,446 @@
+"""Notification delivery (runtime.md §4): the notification line and the recipient/fleet drains.
+
+A *drain* types one line per pending message into its recipient's pane, oldest first, each under
+the pane-input lock, and stamps ``notified_at`` only after the complete submission. A failed
+attempt ends the drain for that recipient and is reported as a :class:`DrainFailure` whose
+``reason`` is cli.md §1.11's text; callers print it (the CLI) or log it (the monitor loop).
+
+Nothing here imports libtmux or the multiplexer package until an attempt actually happens
+(cli.md §1.8): a drain that finds nothing pending costs one indexed read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+NEWLINE_MARK = "\u23ce"  # ⏎
+ELLIPSIS = "\u2026"  # …
+EM_DASH = "\u2014"  # —
+
+
+# --- the notification line (runtime.md §4.2) --------------------------------------------------
+
+
+def normalise(text: str) -> str:
+    """runtime.md §4.2's normaliser, in order (implemented by ``cafleet.mux.text``).
+
+    1. ``\\r\\n`` becomes ⏎; then each remaining ``\\r``/``\\n``, U+2028 and U+2029 becomes ⏎.
+    2. Every other control character (U+0000–U+001F except TAB, U+007F, U+0080–U+009F) is removed.
+    3. Lone surrogates become U+FFFD.
+    """
+    from cafleet.mux.text import normalize_notification_text
+
+    return normalize_notification_text(text)
+
+
+def truncate_codepoints(text: str, limit: int) -> str:
+    """Keep the first ``limit`` codepoints and append … only if something was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + ELLIPSIS
+
+
+def notification_line(
+    *, message_id: int, sender_name: str | None, from_member_id: int, body: str, max_text_len: int
+) -> str:
+    """The exact one-line notification for one message (runtime.md §4.2).
+
+    ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
+    altered; only this rendering is normalised and truncated.
+    """
+    name = normalise("unknown" if sender_name is None else sender_name)
+    shown = truncate_codepoints(normalise(body), max_text_len)
+    return (
+        f"[cafleet msg {message_id} from {name} ({from_member_id})] {shown} "
+        f"{EM_DASH} ack with: cafleet message ack {message_id}"
+    )
+
+
+# --- reports ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DrainFailure:
+    """One failed attempt (runtime.md §4.3): the message stays pending."""
+
+    message_id: int
+    recipient_id: int
+    pane_id: str | None
+    reason: str
+
+
+@dataclass
+class DrainReport:
+    """runtime.md §4.3's report.
+
+    ``notified`` holds ``(message_id, recipient_id)`` pairs (an ACK before the stamp counts);
+    ``failures`` one :class:`DrainFailure` per failed attempt; ``not_attempted`` the fleet-level
+    reason of §4.4 (tmux unusable, or ``list_panes`` failed), else None.
+
+    Two plain attributes, not dataclass fields, carry what the CLI needs besides: ``tmux_usable``
+    (some attempt resolved its backend in this process, cli.md §1.11's loop-restart condition)
+    and ``stopped`` (``before_attempt`` or an abandoned lock wait ended the drain early).
+    """
+
+    notified: list[tuple[int, int]] = field(default_factory=list)
+    failures: list[DrainFailure] = field(default_factory=list)
+    not_attempted: str | None = None
+
+    tmux_usable = False
+    stopped = False
+
+    def merge(self, other: DrainReport) -> None:
+        self.notified.extend(other.notified)
+        self.failures.extend(other.failures)
+        if other.not_attempted is not None and self.not_attempted is None:
+            self.not_attempted = other.not_attempted
+        self.tmux_usable = self.tmux_usable or other.tmux_usable
+        self.stopped = self.stopped or other.stopped
+
+
+LockTimeout = float | Callable[[], float]
+
+
+def warning_line(failure: DrainFailure) -> str:
+    """cli.md §1.11's not-notified warning (without the trailing newline)."""
+    return (
+        f"Warning: message {failure.message_id} not notified to member {failure.recipient_id}: "
+        f"{failure.reason} (it stays in the inbox; delivery will be retried)"
+    )
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def _db_dir(conn: Connection) -> str:
+    path = conn.info.get("cafleet.path")
+    if not path:
+        from cafleet.config import load_settings
+
+        path = load_settings().db_path
+    return os.path.dirname(path)
+
+
+def _max_text_len() -> int:
+    from cafleet.config import load_settings
+
+    return load_settings().max_text_len
+
+
+def _error_text(exc: BaseException) -> str:
+    """An SQLite error is quoted as ``str(exc.orig)`` (storage.md §4.2), anything else as str()."""
+    orig = getattr(exc, "orig", None)
+    if orig is not None:
+        return str(orig)
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+class _Backends:
+    """Resolves and caches one backend per name for an invocation (runtime.md §4.3 step 3)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self._env = env
+        self._cache: dict[str, Any] = {}
+        self._errors: dict[str, str] = {}
+
+    def get(self, name: str) -> Any:
+        """The available backend, or raise MultiplexerError (str() is the tmux message)."""
+        if name in self._errors:
+            from cafleet.mux import MultiplexerUnavailable
+
+            raise MultiplexerUnavailable(self._errors[name])
+        backend = self._cache.get(name)
+        if backend is None:
+            from cafleet.mux import MultiplexerError, get_backend
+
+            try:
+                backend = (
+                    get_backend(name) if self._env is None else get_backend(name, env=self._env)
+                )
+                backend.ensure_available()
+            except MultiplexerError as exc:
+                self._errors[name] = str(exc)
+                raise
+            self._cache[name] = backend
+        return backend
+
+
+def _resolve_timeout(lock_timeout: LockTimeout) -> float:
+    value = lock_timeout() if callable(lock_timeout) else lock_timeout
+    return max(0.0, float(value))
+
+
+# --- the recipient drain (runtime.md §4.3) -----------------------------------------------------
+
+
+@dataclass
+class _Attempt:
+    """The outcome of one attempt: exactly one of these is set (or none: not pending any more)."""
+
+    notified: bool = False
+    failure: DrainFailure | None = None
+    stop: bool = False  # abandoned lock wait: end the drain, not a failure
+
+
+def _attempt(
+    conn: Connection,
+    pending: Any,
+    *,
+    backends: _Backends,
+    report: DrainReport,
+    lock_timeout: LockTimeout,
+    keep_waiting: Callable[[], bool] | None,
+    max_text_len: int,
+) -> _Attempt:
+    from cafleet import broker
+
+    message = pending.message
+    placement = pending.placement
+    recipient_id = pending.recipient.member_id
+    pane_id = placement.mux_pane_id
+
+    def fail(reason: str) -> _Attempt:
+        return _Attempt(failure=DrainFailure(message.message_id, recipient_id, pane_id, reason))
+
+    # 3. Backend.
+    from cafleet.mux import MultiplexerError, PaneGone, PaneKey
+
+    try:
+        backend = backends.get(placement.backend)
+    except MultiplexerError as exc:
+        return fail(str(exc))
+    report.tmux_usable = True
+
+    # 4. Lock.
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, pane_input_lock
+
+    key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    try:
+        lock = pane_input_lock(
+            _db_dir(conn),
+            key,
+            timeout=_resolve_timeout(lock_timeout),
+            purpose=f"notify msg {message.message_id}",
+            keep_waiting=keep_waiting,
+        )
+        lock.__enter__()
+    except PaneLockAbandoned:
+        return _Attempt(stop=True)
+    except PaneLockTimeout:
+        return fail(f"pane {pane_id} is receiving another keystroke")
+    try:
+        # 5. Recheck under the lock.
+        state = broker.recheck_pending(conn, message_id=message.message_id, pane_key=key)
+        if state == "not_pending":
+            return _Attempt()
+        if state == "rebound":
+            return fail("placement changed during delivery")
+
+        # 6. Probe.
+        try:
+            status = backend.pane_status(pane_id)
+        except PaneGone:
+            return fail(f"typing into pane {pane_id} failed: pane not found")
+        except MultiplexerError as exc:
+            return fail(f"typing into pane {pane_id} failed: {exc}")
+        if status.mode:
+            return fail(f"typing into pane {pane_id} failed: pane is in {status.mode}")
+        if status.dead:
+            return fail(f"typing into pane {pane_id} failed: pane has exited")
+
+        # 7. Type.
+        line = notification_line(
+            message_id=message.message_id,
+            sender_name=pending.sender_name,
+            from_member_id=message.from_member_id,
+            body=message.text,
+            max_text_len=max_text_len,
+        )
+        try:
+            backend.type_line(pane_id, line)
+        except PaneGone:
+            return fail(f"typing into pane {pane_id} failed: pane not found")
+        except MultiplexerError as exc:
+            return fail(f"typing into pane {pane_id} failed: {exc}")
+
+        # 8. Stamp, still under the lock. False (ACKed meanwhile) counts as notified.
+        try:
+            broker.stamp_notified(conn, message_id=message.message_id)
+        except Exception as exc:  # any database error: the line was typed but not recorded
+            return fail(
+                f"typed into pane {pane_id} but could not record it: {_error_text(exc)}; "
+                "it may be typed again"
+            )
+        return _Attempt(notified=True)
+    finally:
+        # 9. Release.
+        lock.__exit__(None, None, None)
+
+
+def _drain_one_recipient(
+    conn: Connection,
+    recipient_id: int,
+    *,
+    attempted: set[int],
+    lock_timeout: LockTimeout,
+    before_attempt: Callable[[], object] | None,
+    keep_waiting: Callable[[], bool] | None,
+    backends: _Backends,
+    max_text_len: int | None,
+    report: DrainReport,
+) -> None:
+    from cafleet import broker
+
+    while True:
+        # 1. Select.
+        pending = broker.next_pending_notification(
+            conn, recipient_id=recipient_id, exclude=attempted
+        )
+        if pending is None:
+            return
+        attempted.add(pending.message.message_id)
+        # 2. Hook.
+        if before_attempt is not None and before_attempt() is False:
+            report.stopped = True
+            return
+        if max_text_len is None:
+            max_text_len = _max_text_len()
+        outcome = _attempt(
+            conn,
+            pending,
+            backends=backends,
+            report=report,
+            lock_timeout=lock_timeout,
+            keep_waiting=keep_waiting,
+            max_text_len=max_text_len,
+        )
+        if outcome.stop:
+            report.stopped = True
+            return
+        if outcome.failure is not None:
+            report.failures.append(outcome.failure)
+            return
+        if outcome.notified:
+            report.notified.append((pending.message.message_id, recipient_id))
+
+
+def drain_recipient(
+    conn: Connection,
+    recipient_id: int,
+    *,
+    attempted: set[int],
+    lock_timeout: LockTimeout,
+    before_attempt: Callable[[], object] | None = None,
+    keep_waiting: Callable[[], bool] | None = None,
+    max_text_len: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DrainReport:
+    """Notify ``recipient_id``'s pending messages, oldest first, until one attempt fails.
+
+    ``attempted`` is the invocation's set of message ids already attempted; it is updated in
+    place. ``lock_timeout`` is seconds or a callable giving them at each attempt.
+    ``before_attempt`` runs before each attempt; returning ``False`` (exactly) ends the drain,
+    which is not a failure. ``keep_waiting`` goes to the pane lock: when it returns False the
+    wait is abandoned, the drain ends and the message stays pending. ``max_text_len`` defaults
+    to ``CAFLEET_MAX_TEXT_LEN``; ``env`` is the environment the backend reads (``TMUX``),
+    default ``os.environ``.
+    """
+    report = DrainReport()
+    _drain_one_recipient(
+        conn,
+        recipient_id,
+        attempted=attempted,
+        lock_timeout=lock_timeout,
+        before_attempt=before_attempt,
+        keep_waiting=keep_waiting,
+        backends=_Backends(env),
+        max_text_len=max_text_len,
+        report=report,
+    )
+    return report
+
+
+# --- the fleet drain (runtime.md §4.4) ---------------------------------------------------------
+
+
+def drain_fleet(
+    conn: Connection,
+    fleet_id: int,
+    *,
+    attempted: set[int],
+    blocked: set[int],
+    lock_timeout: LockTimeout,
+    live_panes: frozenset[str] | set[str] | None = None,
+    before_attempt: Callable[[], object] | None = None,
+    keep_waiting: Callable[[], bool] | None = None,
+    max_text_len: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DrainReport:
+    """One recipient drain per eligible recipient of ``fleet_id`` (runtime.md §4.4).
+
+    ``live_panes`` is the live pane set when the caller already listed it (the monitor tick);
+    otherwise ``list_panes()`` runs once, and its failure, or tmux being unavailable, returns
+    with ``not_attempted`` set and nothing attempted. Messages whose recipient's pane is not
+    live, or whose recipient is in ``blocked``, are skipped without an attempt. A failed attempt
+    adds its recipient to ``blocked`` (updated in place, like ``attempted``).
+    """
+    from cafleet import broker
+
+    report = DrainReport()
+    backends = _Backends(env)
+    live = None if live_panes is None else frozenset(live_panes)
+    skipped: set[int] = set()
+    while True:
+        current = broker.next_pending_notification(
+            conn, fleet_id=fleet_id, exclude=attempted | skipped
+        )
+        if current is None:
+            return report
+        message_id = current.message.message_id
+        recipient_id = current.recipient.member_id
+        if recipient_id in blocked:
+            skipped.add(message_id)
+            continue
+        if live is None:
+            # Listed once, and only when there is something to attempt (a quiet `message wait`
+            # makes no tmux call at all).
+            from cafleet.mux import MultiplexerError
+
+            try:
+                live = frozenset(backends.get("tmux").list_panes())
+            except MultiplexerError as exc:
+                report.not_attempted = str(exc)
+                return report
+        if current.placement.mux_pane_id not in live:
+            skipped.add(message_id)
+            continue
+        attempted.add(message_id)
+        if before_attempt is not None and before_attempt() is False:
+            report.stopped = True
+            return report
+        if max_text_len is None:
+            max_text_len = _max_text_len()
+        outcome = _attempt(
+            conn,
+            current,
+            backends=backends,
+            report=report,
+            lock_timeout=lock_timeout,
+            keep_waiting=keep_waiting,
+            max_text_len=max_text_len,
+        )
+        if outcome.stop:
+            report.stopped = True
+            return report
+        if outcome.failure is not None:
+            report.failures.append(outcome.failure)
+            blocked.add(recipient_id)
+        elif outcome.notified:
+            report.notified.append((message_id, recipient_id))

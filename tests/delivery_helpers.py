@@ -1,0 +1,334 @@
+"""Helpers for the messaging/delivery tests (issue 4).
+
+Fleets are built with the repository functions, so no monitor loop runs unless a test starts one
+(runtime.md §6.4: drain tests keep the loop out of the way). Against the private tmux server the
+Director placement is the harness's Director pane and every other placement is a fresh fake agent
+pane; without tmux, placements name pane ids that exist nowhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.harness import util
+
+EM_DASH = "\u2014"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Pane:
+    session: str
+    window_id: str
+    pane_id: str
+
+
+@dataclass
+class World:
+    db_path: Path
+    fleet_id: int
+    director: int
+    monitor: int
+    monitor_pane: str | None
+    director_pane: str
+    session: str
+    members: dict[str, int] = field(default_factory=dict)
+    panes: dict[int, str | None] = field(default_factory=dict)
+
+    def pane(self, member_id: int) -> str:
+        pane = self.panes[member_id]
+        assert pane is not None
+        return pane
+
+    def key(self, member_id: int) -> Any:
+        from cafleet.mux import PaneKey
+
+        return PaneKey("tmux", self.session, self.pane(member_id))
+
+
+@contextlib.contextmanager
+def connect(db_path: Path | str) -> Iterator[Any]:
+    """A validated connection in this process, closed afterwards."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.engine import close_connection
+
+    conn = open_validated_connection(str(db_path))
+    try:
+        yield conn
+    finally:
+        close_connection(conn)
+
+
+def build_world(
+    db_path: Path | str,
+    *,
+    members: Sequence[str] = ("alice", "bob"),
+    harness: Any = None,
+    pending: Sequence[str] = (),
+    unplaced: Sequence[str] = (),
+    fleet_name: str = "demo",
+) -> World:
+    """A fleet (Director, monitor, ``members``) built through the repository, no loop.
+
+    With ``harness`` every placed member gets a fresh fake-agent pane; names in ``pending`` keep a
+    pending placement and names in ``unplaced`` get none. Without a harness pane ids are made up.
+    """
+    from cafleet import broker
+    from cafleet.records import PlacementSpec
+
+    db_path = Path(db_path)
+    if harness is not None:
+        session, window, director_pane = (
+            harness.session_name,
+            harness.window_id,
+            harness.director_pane,
+        )
+        wanted = 1 + sum(1 for n in members if n not in pending and n not in unplaced)
+        spawned = [harness.spawn_fake(wait=False) for _ in range(wanted)]
+        for pane in spawned:
+            util.start_record(pane, timeout=20)
+    else:
+        session, window, director_pane = "fake session", "@1", "%900"
+        wanted = 1 + len(members)
+        spawned = [f"%{901 + i}" for i in range(wanted)]
+    panes = iter(spawned)
+    monitor_pane = next(panes)
+    with connect(db_path) as conn:
+        boot = broker.create_fleet(
+            conn,
+            name=fleet_name,
+            backend="tmux",
+            coding_agent="claude",
+            director_pane=Pane(session, window, director_pane),
+            spawn_monitor=lambda _f, _d, _m: Pane(session, window, monitor_pane),
+        )
+        world = World(
+            db_path=db_path,
+            fleet_id=boot.fleet.fleet_id,
+            director=boot.director.member_id,
+            monitor=boot.monitor.member_id,
+            monitor_pane=monitor_pane,
+            director_pane=director_pane,
+            session=session,
+        )
+        world.panes[world.director] = director_pane
+        world.panes[world.monitor] = monitor_pane
+        for name in members:
+            placed = name not in unplaced
+            member = broker.register_member(
+                conn,
+                fleet_id=world.fleet_id,
+                name=name,
+                description=f"{name} member",
+                role="member",
+                placement=PlacementSpec(session, window, "claude") if placed else None,
+                require_monitor=False,
+            )
+            world.members[name] = member.member_id
+            world.panes[member.member_id] = None
+            if placed and name not in pending:
+                pane = next(panes)
+                broker.set_placement_pane(conn, member_id=member.member_id, pane_id=pane)
+                world.panes[member.member_id] = pane
+    return world
+
+
+# --- reading the database with plain sqlite3 -----------------------------------------------------
+
+
+def rows(db_path: Path | str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    try:
+        return list(conn.execute(sql, params))
+    finally:
+        conn.close()
+
+
+def message_row(db_path: Path | str, message_id: int) -> dict[str, Any]:
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    conn.row_factory = sqlite3.Row
+    try:
+        row = conn.execute("SELECT * FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+    finally:
+        conn.close()
+    assert row is not None, f"message {message_id} not found"
+    return dict(row)
+
+
+def notified_at(db_path: Path | str, message_id: int) -> str | None:
+    return message_row(db_path, message_id)["notified_at"]
+
+
+def sql_write(db_path: Path | str, sql: str, *params: Any) -> None:
+    conn = sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    try:
+        conn.execute(sql, params)
+    finally:
+        conn.close()
+
+
+def file_state(db_path: Path | str) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """SHA-256 of the file and its -wal, and the directory listing (``locks/`` ignored)."""
+    db_path = Path(db_path)
+
+    def sha(p: Path) -> str | None:
+        return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+
+    listing = tuple(sorted(p for p in os.listdir(db_path.parent) if p != "locks"))
+    return sha(db_path), sha(Path(f"{db_path}-wal")), listing
+
+
+def lock_files(db_path: Path | str) -> list[str]:
+    locks = Path(db_path).parent / "locks"
+    return sorted(os.listdir(locks)) if locks.is_dir() else []
+
+
+# --- the notification line as the fake agent records it -----------------------------------------
+
+
+def expected_line(message_id: int, sender: str, sender_id: int, shown_body: str) -> str:
+    return (
+        f"[cafleet msg {message_id} from {sender} ({sender_id})] {shown_body} "
+        f"{EM_DASH} ack with: cafleet message ack {message_id}"
+    )
+
+
+def record_of(line: str) -> bytes:
+    """What the fake logs for one submitted notification: ESC, then the line."""
+    return b"\x1b" + line.encode("utf-8")
+
+
+MSG_ID_RE = re.compile(rb"\[cafleet msg (\d+) ")
+
+
+def record_ids(pane: str) -> list[list[int]]:
+    """The message ids each line record of ``pane`` carries."""
+    return [[int(x) for x in MSG_ID_RE.findall(b)] for b in util.line_bytes(pane)]
+
+
+def typed_ids(pane: str) -> list[int]:
+    return [i for ids in record_ids(pane) for i in ids]
+
+
+def warning(message_id: int, member_id: int, reason: str) -> str:
+    return (
+        f"Warning: message {message_id} not notified to member {member_id}: {reason} "
+        "(it stays in the inbox; delivery will be retried)"
+    )
+
+
+def sent_id(stdout: str) -> int:
+    """The message id of `message send`'s text output."""
+    m = re.search(r"^\[(\d+) \| from:", stdout, re.M)
+    assert m, stdout
+    return int(m.group(1))
+
+
+def send_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def send_keys_runs(pane: str) -> list[str]:
+    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter)."""
+    kinds = []
+    for call in util.shim_calls():
+        if call.get("command") != "send-keys" or call.get("target") != pane:
+            continue
+        argv = call["argv"]
+        if argv[-1] == "Escape":
+            kinds.append("E")
+        elif "-l" in argv:
+            kinds.append("L")
+        elif argv[-1] == "Enter":
+            kinds.append("N")
+        else:
+            kinds.append("?")
+    return kinds
+
+
+# --- the CLI in this process (cafleet.cli.run), for refusals and read-only commands -------------
+
+
+def call(*argv: str, stdin: bytes = b"", env: Mapping[str, str | None] | None = None) -> Any:
+    """Run ``cafleet.cli.run(argv)`` in this process; returns a CompletedProcess."""
+    from cafleet import signals
+    from cafleet.cli import run
+
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    saved = (sys.stdin, sys.stdout, sys.stderr)
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    out_buf, err_buf = io.BytesIO(), io.BytesIO()
+    streams = (
+        io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
+        io.TextIOWrapper(out_buf, encoding="utf-8", write_through=True),
+        io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
+    )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        code = run(list(argv))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdin, sys.stdout, sys.stderr = saved
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        signals.reset()
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    out = out_buf.getvalue().decode("utf-8")
+    err = err_buf.getvalue().decode("utf-8")
+    for stream in streams:
+        stream.detach()
+    return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+def cli(
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    input: bytes | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m cafleet <args>`` in a subprocess with this process's environment."""
+    merged = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    proc = subprocess.run(
+        [sys.executable, "-m", "cafleet", *args],
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        env=merged,
+        cwd=str(REPO_ROOT),
+        timeout=timeout,
+    )
+    return subprocess.CompletedProcess(
+        proc.args,
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+    )
