@@ -563,3 +563,26 @@ def test_monitor_group_machinery() -> None:
         "       cafleet monitor scan [OPTIONS] FLEET_ID",
     ]
     assert "--tick" in text and LOOP_COMMAND_NAME not in text
+
+
+@pytest.mark.parametrize("unbuffered", ["1", None])
+@pytest.mark.parametrize("args", [("--version",), ("fleet",)])
+def test_other_output_failures_are_runtime_errors(
+    unbuffered: str | None, args: tuple[str, ...]
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import REPO_ROOT, cli_env
+
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "cafleet", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env=cli_env({"PYTHONUNBUFFERED": unbuffered}),
+            cwd=str(REPO_ROOT),
+            timeout=60,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr == b"Error: cannot write output: No space left on device\n"

@@ -156,7 +156,8 @@ def test_empty_body_prints_header_only(head_db: Path) -> None:
 # --- 15. broken pipe ----------------------------------------------------------------------------
 
 
-def test_broken_pipe_exits_141_silently(head_db: Path) -> None:
+@pytest.mark.parametrize("unbuffered", ["1", None])
+def test_broken_pipe_exits_141_silently(head_db: Path, unbuffered: str | None) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         d = fleet.director.member_id
@@ -176,7 +177,7 @@ def test_broken_pipe_exits_141_silently(head_db: Path) -> None:
             [sys.executable, "-m", "cafleet", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=cli_env(),
+            env=cli_env({"PYTHONUNBUFFERED": unbuffered}),
             cwd=str(REPO_ROOT),
         )
         assert proc.stdout is not None and proc.stderr is not None

@@ -123,7 +123,7 @@ def _final_flush(code: int) -> int:
         if exc.errno == errno.EPIPE:
             _silence_stdout()
             return EXIT_BROKEN_PIPE
-        _drop_stdout_buffer()
+        _silence_stdout()  # the interpreter's final flush would fail again
         err(f"Error: cannot write output: {exc.strerror or exc}")
         return EXIT_ERROR if code == EXIT_OK else code
     except ValueError:  # stdout already closed
@@ -142,10 +142,6 @@ def _silence_stdout() -> None:
         os.dup2(devnull, fd)
     finally:
         os.close(devnull)
-
-
-def _drop_stdout_buffer() -> None:
-    _silence_stdout()
 
 
 def _utf8_streams() -> None:
