@@ -332,3 +332,126 @@ def cli(
         proc.stdout.decode("utf-8", "replace"),
         proc.stderr.decode("utf-8", "replace"),
     )
+
+
+# --- processes ------------------------------------------------------------------------------------
+
+
+def popen(*args: str, env: Mapping[str, str | None] | None = None) -> subprocess.Popen[bytes]:
+    """``python -m cafleet <args>`` in the background, stdout/stderr piped (bytes)."""
+    merged = dict(os.environ)
+    for key, value in (env or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return subprocess.Popen(
+        [sys.executable, "-m", "cafleet", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=merged,
+        cwd=str(REPO_ROOT),
+    )
+
+
+class LineReader:
+    """Read complete lines from a child's stdout with a deadline (no buffering surprises)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+        self.eof = False
+
+    def _fill(self, timeout: float) -> bool:
+        import select
+
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return False
+        chunk = os.read(self.fd, 65536)
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+        return True
+
+    def line(self, timeout: float = 10.0) -> bytes:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            if self.eof:
+                raise AssertionError(f"stdout closed; pending {self.buf!r}")
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._fill(left):
+                raise AssertionError(f"no line within {timeout} s; pending {self.buf!r}")
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def rest(self, timeout: float = 10.0) -> bytes:
+        """Everything until EOF."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"stdout still open after {timeout} s")
+            self._fill(left)
+        data, self.buf = self.buf, b""
+        return data
+
+
+def holds_open(pid: int, path: str | os.PathLike[str]) -> bool:
+    """True when process ``pid`` has ``path`` open."""
+    target = os.fspath(path)
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+_IMPORTS = """
+import json, os, sys
+fd = int(os.environ.pop("REPORT_FD"))
+from cafleet.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+mods = [m for m in ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
+        if m in sys.modules]
+os.write(fd, json.dumps({"code": code, "modules": mods}).encode())
+"""
+
+
+def imports_after(
+    *argv: str, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> dict[str, Any]:
+    """Run ``cafleet.cli.main(argv)`` in a fresh interpreter; report its exit code and which of
+    libtmux / the tmux backend / the lock module / the delivery module it imported."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _IMPORTS, *argv],
+            env={**(env if env is not None else os.environ), "REPORT_FD": str(write_fd)},
+            cwd=cwd or str(REPO_ROOT),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(write_fd,),
+        )
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as reader:
+        data = reader.read()
+    proc.wait(60)
+    return json.loads(data)

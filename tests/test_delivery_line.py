@@ -63,7 +63,9 @@ def test_truncation_applies_after_normalising() -> None:
 
 
 def test_empty_after_normalising_gives_two_spaces() -> None:
-    assert line("\x1b\x07") == "[cafleet msg 7 from alice (3)]  \u2014 ack with: cafleet message ack 7"
+    assert (
+        line("\x1b\x07") == "[cafleet msg 7 from alice (3)]  \u2014 ack with: cafleet message ack 7"
+    )
 
 
 def test_sender_name_verbatim_and_normalised_never_truncated() -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 from tests.delivery_helpers import (
     build_world,
     expected_line,
+    imports_after,
     message_row,
     record_ids,
     record_of,
@@ -184,43 +184,10 @@ def test_paneless_self_and_director_sends_never_import_libtmux(tmux_db) -> None:
             "p",
         ),
     ):
-        report = _imports_fd3(h, *argv)
-        assert report == {"code": 0, "libtmux": False}, (argv, report)
+        report = imports_after(*argv, env=h.env, cwd=str(h.project_dir))
+        assert report["code"] == 0, (argv, report)
+        assert set(report["modules"]) <= {"cafleet.delivery"}, (argv, report)
     assert util.shim_calls() == []
-
-
-_IMPORTS_FD = """
-import json, os, sys
-fd = int(os.environ.pop("REPORT_FD"))
-from cafleet.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-os.write(fd, json.dumps({"code": code, "libtmux": "libtmux" in sys.modules}).encode())
-"""
-
-
-def _imports_fd3(h, *argv: str) -> dict:
-    import os
-
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _IMPORTS_FD, *argv],
-            env={**h.env, "REPORT_FD": str(write_fd)},
-            cwd=str(h.project_dir),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,),
-        )
-    finally:
-        os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as reader:
-        data = reader.read()
-    proc.wait(30)
-    return json.loads(data)
 
 
 def test_eight_concurrent_senders_never_interleave(tmux_db) -> None:

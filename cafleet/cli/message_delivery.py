@@ -50,6 +50,7 @@ WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
 STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (cli.md §2.20)
 SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (cli.md §1.4)
 MAX_TIMEOUT = 86400
+DEADLINE_GRACE = 0.2  # a deadline-bounded lock wait is abandoned (not failed) at the deadline
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -312,8 +313,11 @@ def message_broadcast(
 class _Waiter:
     """The state of one `message wait` (cli.md §2.19, runtime.md §4.5)."""
 
-    def __init__(self, conn: Connection, member_id: int, deadline: float) -> None:
+    def __init__(
+        self, conn: Connection, member_id: int, deadline: float, pane_lock_timeout: int
+    ) -> None:
         self.conn = conn
+        self.pane_lock_timeout = pane_lock_timeout
         self.member_id = member_id
         self.deadline = deadline
         self._seen_version: int | None = None  # data_version the inbox check last looked at
@@ -321,6 +325,15 @@ class _Waiter:
 
     def time_left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
+
+    def lock_timeout(self) -> float:
+        """At most CAFLEET_PANE_LOCK_TIMEOUT, else until just past the deadline.
+
+        Decision: when the wait's own deadline is what ends a lock wait, `keep_waiting` (which
+        checks the deadline between tries) abandons it first, so the pass simply ends with no
+        warning; only a lock wait cut short by CAFLEET_PANE_LOCK_TIMEOUT is a failed attempt.
+        """
+        return min(float(self.pane_lock_timeout), self.time_left() + DEADLINE_GRACE)
 
     def inbox_not_empty(self) -> bool:
         """Between attempts and lock tries: query the inbox only when data_version changed."""
@@ -362,7 +375,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 
     from cafleet import broker
 
-    waiter = _Waiter(conn, member_id, deadline)
+    waiter = _Waiter(conn, member_id, deadline, settings.pane_lock_timeout)
     attempted: set[int] = set()
     blocked: set[int] = {member_id}  # its own messages go to stdout, not to its pane
     draining = True
@@ -400,7 +413,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
                 fleet_id,
                 attempted=attempted,
                 blocked=blocked,
-                lock_timeout=lambda: min(float(settings.pane_lock_timeout), waiter.time_left()),
+                lock_timeout=waiter.lock_timeout,
                 before_attempt=waiter.keep_going,
                 keep_waiting=waiter.keep_going,
                 max_text_len=settings.max_text_len,

@@ -1,0 +1,236 @@
+"""`drain_recipient` / `drain_fleet` called in this process (runtime.md §4.3, §4.4), against the
+private tmux server. The test process never has TMUX set; the drains get the CLI environment
+through their ``env`` argument.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.delivery_helpers import (
+    build_world,
+    connect,
+    expected_line,
+    message_row,
+    notified_at,
+    record_of,
+    sql_write,
+    typed_ids,
+)
+from tests.harness import util
+
+pytestmark = pytest.mark.tmux
+
+
+def put(conn, frm: int, to: int, text: str) -> int:
+    """Store a message without draining (the repository alone)."""
+    from cafleet import broker
+
+    return broker.send_message(conn, from_member_id=frm, to_member_id=to, text=text).message_id
+
+
+def test_fleet_drain_skips_without_attempts_and_reports_tmux_unusable(tmux_db) -> None:
+    from cafleet.delivery import drain_fleet
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    with connect(h.db_path) as conn:
+        # nothing pending: no tmux call at all, even without TMUX
+        report = drain_fleet(conn, w.fleet_id, attempted=set(), blocked=set(), lock_timeout=1)
+        assert (report.notified, report.failures, report.not_attempted) == ([], [], None)
+        assert util.shim_calls() == []
+
+        m1 = put(conn, a, b, "one")
+        # tmux unusable in this process: fleet-level reason, nothing counts as attempted
+        attempted: set[int] = set()
+        no_tmux = {k: v for k, v in h.env.items() if k != "TMUX"}
+        report = drain_fleet(
+            conn, w.fleet_id, attempted=attempted, blocked=set(), lock_timeout=1, env=no_tmux
+        )
+        assert report.not_attempted == "not inside a tmux session (TMUX is not set)"
+        assert (report.notified, report.failures, attempted) == ([], [], set())
+
+        # a pane missing from the live set, or a blocked recipient: skipped, no attempt, no failure
+        for live, blocked in ((frozenset({"%999"}), set()), (None, {b})):
+            attempted = set()
+            report = drain_fleet(
+                conn,
+                w.fleet_id,
+                attempted=attempted,
+                blocked=set(blocked),
+                lock_timeout=1,
+                live_panes=live,
+                env=h.env,
+            )
+            assert (report.notified, report.failures, report.not_attempted) == ([], [], None)
+            assert attempted == set()
+        assert notified_at(h.db_path, m1) is None
+
+        # before_attempt ends the drain without a failure; the message counts as attempted
+        attempted = set()
+        report = drain_fleet(
+            conn,
+            w.fleet_id,
+            attempted=attempted,
+            blocked=set(),
+            lock_timeout=1,
+            before_attempt=lambda: False,
+            env=h.env,
+        )
+        assert (report.notified, report.failures) == ([], [])
+        assert attempted == {m1}
+        # and a drain that already attempted it leaves it alone
+        report = drain_fleet(
+            conn, w.fleet_id, attempted=attempted, blocked=set(), lock_timeout=1, env=h.env
+        )
+        assert (report.notified, report.failures) == ([], [])
+    assert util.line_records(w.pane(b)) == []
+    assert not any(c.get("command") == "send-keys" for c in util.shim_calls())
+
+
+def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
+    from cafleet import broker
+    from cafleet.delivery import DrainFailure, drain_recipient
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    with connect(h.db_path) as conn:
+        m1 = put(conn, a, b, "rebound")
+
+        def rebind() -> bool:
+            sql_write(
+                h.db_path,
+                "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ?",
+                w.pane(a),
+                b,
+            )
+            return True
+
+        report = drain_recipient(
+            conn, b, attempted=set(), lock_timeout=1, before_attempt=rebind, env=h.env
+        )
+        assert report.failures == [
+            DrainFailure(m1, b, w.pane(b), "placement changed during delivery")
+        ]
+        assert report.notified == []
+        sql_write(
+            h.db_path,
+            "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ?",
+            w.pane(b),
+            b,
+        )
+
+        def ack_first() -> bool:
+            broker.ack_message(conn, message_id=m1)
+            return True
+
+        # ACKed between selection and the lock: not pending any more, not a failure
+        report = drain_recipient(
+            conn, b, attempted=set(), lock_timeout=1, before_attempt=ack_first, env=h.env
+        )
+        assert (report.notified, report.failures) == ([], [])
+    assert util.line_records(w.pane(b)) == []
+    assert util.line_records(w.pane(a)) == []
+    assert notified_at(h.db_path, m1) is None
+
+
+def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_db) -> None:
+    from cafleet.delivery import DrainFailure, drain_recipient
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    with connect(h.db_path) as conn:
+        m1 = put(conn, a, b, "stamp me")
+
+        def change_schema() -> bool:  # the stamp's write-time ledger check then refuses
+            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0003'")
+            return True
+
+        try:
+            report = drain_recipient(
+                conn, b, attempted=set(), lock_timeout=1, before_attempt=change_schema, env=h.env
+            )
+        finally:
+            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0002'")
+    pane = w.pane(b)
+    assert report.notified == []
+    assert report.failures == [
+        DrainFailure(
+            m1,
+            b,
+            pane,
+            f"typed into pane {pane} but could not record it: the database schema changed while "
+            "this command was running (validated schema 2, now schema 3); re-run the command; "
+            "it may be typed again",
+        )
+    ]
+    assert util.line_bytes(pane) == [record_of(expected_line(m1, "alice", a, "stamp me"))]
+    assert notified_at(h.db_path, m1) is None
+
+
+def test_fleet_drain_is_oldest_first_and_blocks_only_the_failed_recipient(tmux_db) -> None:
+    from cafleet.delivery import drain_fleet
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob", "carol"))
+    a, b, c = w.members["alice"], w.members["bob"], w.members["carol"]
+    h.tmux("copy-mode", "-t", w.pane(b))
+    with connect(h.db_path) as conn:
+        b1 = put(conn, a, b, "b1")
+        c1 = put(conn, a, c, "c1")
+        b2 = put(conn, a, b, "b2")
+        d1 = put(conn, a, w.director, "never typed")
+        attempted: set[int] = set()
+        blocked: set[int] = set()
+        report = drain_fleet(
+            conn, w.fleet_id, attempted=attempted, blocked=blocked, lock_timeout=1, env=h.env
+        )
+    reason = f"typing into pane {w.pane(b)} failed: pane is in copy-mode"
+    assert [(f.message_id, f.recipient_id, f.reason) for f in report.failures] == [(b1, b, reason)]
+    assert report.notified == [(c1, c)]
+    assert blocked == {b}
+    assert attempted == {b1, c1}  # b2 was never attempted: its recipient was blocked
+    assert d1 not in attempted
+    assert typed_ids(w.pane(c)) == [c1]
+    assert util.line_records(w.pane(b)) == []
+    assert util.line_records(w.director_pane) == []
+    for mid in (b1, b2, d1):
+        assert notified_at(h.db_path, mid) is None
+    assert message_row(h.db_path, c1)["status_state"] == "input_required"
+
+
+def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
+    from cafleet import broker
+    from cafleet.delivery import drain_fleet, drain_recipient
+    from cafleet.mux import PaneKey
+    from cafleet.mux.locks import pane_input_lock
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "carol", "dave"), pending=("carol",))
+    a, c, d = w.members["alice"], w.members["carol"], w.members["dave"]
+    with connect(h.db_path) as conn:
+        for_carol = put(conn, a, c, "to a pending placement")
+        for_dave = put(conn, a, d, "to someone about to leave")
+        broker.deregister_member(conn, member_id=d)
+        report = drain_recipient(conn, c, attempted=set(), lock_timeout=1, env=h.env)
+        assert (report.notified, report.failures, report.tmux_usable) == ([], [], False)
+        report = drain_fleet(conn, w.fleet_id, attempted=set(), blocked=set(), lock_timeout=1)
+        assert (report.notified, report.failures, report.not_attempted) == ([], [], None)
+
+        pane = h.spawn_fake()
+        with pane_input_lock(
+            str(h.db_path.parent), PaneKey("tmux", w.session, pane), timeout=5, purpose="test"
+        ):
+            broker.set_placement_pane(conn, member_id=c, pane_id=pane)
+        report = drain_fleet(
+            conn, w.fleet_id, attempted=set(), blocked=set(), lock_timeout=1, env=h.env
+        )
+        assert report.notified == [(for_carol, c)] and report.failures == []
+    assert util.line_bytes(pane) == [
+        record_of(expected_line(for_carol, "alice", a, "to a pending placement"))
+    ]
+    assert util.line_records(w.pane(d)) == []
+    assert notified_at(h.db_path, for_dave) is None

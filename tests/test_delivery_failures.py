@@ -1,0 +1,361 @@
+"""Failed notification attempts and their retries (runtime.md §4.3–§4.7; acceptance runtime 21,
+30–37, 44, 47, 55; cli 60–62).
+
+A failed attempt leaves `notified_at` NULL, prints the not-notified warning, keeps the exit code
+and the message pollable; the next send, a `message wait` or a monitor tick retries it once the
+cause is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.delivery_helpers import (
+    build_world,
+    expected_line,
+    holds_open,
+    message_row,
+    notified_at,
+    record_of,
+    send_json,
+    send_keys_runs,
+    sent_id,
+    sql_write,
+    typed_ids,
+    warning,
+)
+from tests.harness import util
+from tests.test_delivery_send import occupy_loop_slot, send
+
+pytestmark = pytest.mark.tmux
+
+
+def poll_ids(h, member_id: int) -> list[int]:
+    result = h.cli("message", "poll", str(member_id), "--json")
+    assert result.returncode == 0, result.stderr
+    return [m["message_id"] for m in json.loads(result.stdout)]
+
+
+def loop_row(h, fleet_id: int) -> tuple | None:
+    found = h.sqlite("SELECT pid, last_tick_at FROM monitor_runtime WHERE fleet_id = ?", fleet_id)
+    return found[0] if found else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def log_text(h, fleet_id: int) -> str:
+    path = h.db_path.parent / f"monitor-{fleet_id}.log"
+    return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+
+def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    h.tmux("copy-mode", "-t", pane)
+    reason = f"typing into pane {pane} failed: pane is in copy-mode"
+
+    r1 = send(h, a, b, "first")
+    assert r1.returncode == 0
+    m1 = sent_id(r1.stdout)
+    assert r1.stdout.startswith("Message sent.\n")
+    assert r1.stderr == warning(m1, b, reason) + "\n"
+    # tmux was usable and a notification is still pending: the send started the fleet's loop
+    row = loop_row(h, w.fleet_id)
+    assert row is not None and row[0] is not None and pid_alive(int(row[0]))
+
+    r2 = send(h, a, b, "second")
+    m2 = sent_id(r2.stdout)
+    assert r2.returncode == 0
+    assert r2.stderr == warning(m1, b, reason) + "\n"  # the older message goes first and fails
+    assert notified_at(h.db_path, m1) is None and notified_at(h.db_path, m2) is None
+    assert sorted(poll_ids(h, b)) == [m1, m2]
+    assert util.line_records(pane) == []
+    assert h.pane_format(pane, "#{pane_in_mode}") == "1"  # cafleet never cancels copy mode
+
+    h.tmux("send-keys", "-t", pane, "-X", "cancel")
+    util.wait_records(pane, 2, timeout=30)
+    assert util.line_bytes(pane) == [
+        record_of(expected_line(m1, "alice", a, "first")),
+        record_of(expected_line(m2, "alice", a, "second")),
+    ]
+    util.retry_until(
+        lambda: f"tick -> notify msg {m2} member {b}" in log_text(h, w.fleet_id),
+        timeout=10,
+        message=lambda: log_text(h, w.fleet_id),
+    )
+    assert f"tick -> notify msg {m1} member {b}" in log_text(h, w.fleet_id)
+    assert notified_at(h.db_path, m1) and notified_at(h.db_path, m2)
+    assert sorted(poll_ids(h, b)) == [m1, m2]  # notified, still un-ACKed
+
+
+def test_loop_that_cannot_start_only_warns(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    # a Director pane that no longer exists: the loop refuses to start (runtime.md §5.4 step 3)
+    sql_write(
+        h.db_path,
+        "UPDATE member_placements SET mux_pane_id = '%9999' WHERE member_id = ?",
+        w.director,
+    )
+    h.tmux("copy-mode", "-t", w.pane(b))
+    result = send(h, a, b, "hello")
+    assert result.returncode == 0
+    m1 = sent_id(result.stdout)
+    log = h.db_path.parent / f"monitor-{w.fleet_id}.log"
+    assert result.stderr.splitlines() == [
+        warning(m1, b, f"typing into pane {w.pane(b)} failed: pane is in copy-mode"),
+        f"Warning: monitor loop for fleet {w.fleet_id} is not running and could not be started: "
+        f"it exited with status 1; see {log}",
+    ]
+    assert "Error: director pane %9999 is gone" in log.read_text()
+    assert notified_at(h.db_path, m1) is None
+
+
+def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
+    from cafleet.mux import PaneKey
+    from cafleet.mux.locks import pane_input_lock
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    old = w.pane(b)
+    h.tmux("kill-pane", "-t", old)
+
+    r1 = send(h, a, b, "lost?")
+    m1 = sent_id(r1.stdout)
+    assert r1.returncode == 0
+    assert r1.stderr == warning(m1, b, f"typing into pane {old} failed: pane not found") + "\n"
+    assert notified_at(h.db_path, m1) is None
+    assert poll_ids(h, b) == [m1]
+
+    # re-point the placement, under the new pane's lock, at a fresh fake
+    new = h.spawn_fake()
+    with pane_input_lock(
+        str(h.db_path.parent), PaneKey("tmux", w.session, new), timeout=5, purpose="test"
+    ):
+        sql_write(
+            h.db_path, "UPDATE member_placements SET mux_pane_id = ? WHERE member_id = ?", new, b
+        )
+
+    # the Director's wait drains the fleet: the old message reaches the new pane
+    waiter = h.popen_cli("message", "wait", str(w.director), "--timeout", "60")
+    util.wait_records(new, 1, timeout=30)
+    assert util.line_bytes(new) == [record_of(expected_line(m1, "alice", a, "lost?"))]
+    util.retry_until(lambda: notified_at(h.db_path, m1) is not None, timeout=10)
+    assert waiter.poll() is None  # still waiting: the Director's inbox is empty
+
+    # a member's send to the Director ends the wait promptly
+    done = send(h, a, w.director, "done", "--json")
+    sent_at = time.monotonic()
+    d_id = send_json(done)["message"]["message_id"]
+    stdout, stderr = waiter.communicate(timeout=30)
+    latency = time.monotonic() - sent_at
+    assert waiter.returncode == 0, stderr
+    assert stderr == ""
+    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:{a} | ")
+    assert stdout.splitlines()[1] == "done"
+    assert latency < 5, latency
+    assert util.line_records(w.director_pane) == []
+
+    # a member's own wait never types into its own pane: its messages go to stdout
+    pending = send(h, a, b, "for bob", env={"TMUX": ""})
+    p_id = sent_id(pending.stdout)
+    own = h.cli("message", "wait", str(b), "--timeout", "0", "--json")
+    assert own.returncode == 0 and own.stderr == ""
+    assert [m["message_id"] for m in json.loads(own.stdout)] == [p_id, m1]
+    assert typed_ids(new) == [m1]
+
+
+def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    with util.hold_pane_lock(h.db_path.parent, w.key(b)):
+        started = time.monotonic()
+        result = send(h, a, b, "busy?")
+        elapsed = time.monotonic() - started
+        m1 = sent_id(result.stdout)
+        assert result.returncode == 0
+        assert result.stderr == (
+            f"Warning: message {m1} not notified to member {b}: pane {pane} is receiving another "
+            "keystroke (it stays in the inbox; delivery will be retried)\n"
+        )
+        assert elapsed >= 1.0  # the lock was tried for (about) a second, not 30
+        assert notified_at(h.db_path, m1) is None
+        assert util.line_records(pane) == []
+        row = loop_row(h, w.fleet_id)  # no loop was live: the send started one
+        assert row is not None and row[0] is not None and pid_alive(int(row[0]))
+        assert util.line_records(pane) == []
+    util.wait_records(pane, 1, timeout=30)
+    assert util.line_bytes(pane) == [record_of(expected_line(m1, "alice", a, "busy?"))]
+    util.retry_until(
+        lambda: f"tick -> notify msg {m1} member {b}" in log_text(h, w.fleet_id), timeout=10
+    )
+
+
+def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    r1 = send(h, a, b, "no tmux here", env={"TMUX": ""})
+    m1 = sent_id(r1.stdout)
+    assert r1.returncode == 0 and r1.stdout.startswith("Message sent.\n")
+    assert r1.stderr == warning(m1, b, "not inside a tmux session (TMUX is not set)") + "\n"
+    assert notified_at(h.db_path, m1) is None
+    assert loop_row(h, w.fleet_id) is None  # tmux was not usable: no loop is started
+    assert util.shim_calls() == []
+
+    r2 = send(h, a, b, "with tmux", "--json")
+    data = send_json(r2)
+    m2 = data["message"]["message_id"]
+    assert data["notification_sent"] is True and r2.stderr == ""
+    util.wait_records(w.pane(b), 2)
+    assert typed_ids(w.pane(b)) == [m1, m2]
+    assert loop_row(h, w.fleet_id) is None  # nothing pending afterwards: no loop needed
+
+
+def test_failed_enter_is_one_attempt_and_the_retry_resubmits_the_stranded_text(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    occupy_loop_slot(h, w)
+    older = [sent_id(send(h, a, b, f"older {i}", env={"TMUX": ""}).stdout) for i in range(2)]
+    h.set_faults(
+        [
+            {
+                "command": "send-keys",
+                "target": pane,
+                "last": "Enter",
+                "action": "fail",
+                "stderr": "injected",
+                "times": 1,
+            }
+        ]
+    )
+    r3 = send(h, a, b, "third")
+    m3 = sent_id(r3.stdout)
+    assert r3.returncode == 0
+    reason = f"typing into pane {pane} failed: tmux send-keys failed: injected"
+    assert r3.stderr == warning(older[0], b, reason) + "\n"
+    assert send_keys_runs(pane) == ["E", "L", "N"]  # one attempt, nothing else tried
+    for mid in (*older, m3):
+        assert notified_at(h.db_path, mid) is None
+
+    h.clear_faults()
+    r4 = send(h, a, b, "fourth", "--json")
+    m4 = send_json(r4)["message"]["message_id"]
+    assert r4.stderr == ""
+    util.wait_records(pane, 4, timeout=30)
+    line1 = expected_line(older[0], "alice", a, "older 0")
+    assert util.line_bytes(pane) == [
+        b"\x1b" + line1.encode() + b"\x1b" + line1.encode(),  # stranded text, then the retry
+        record_of(expected_line(older[1], "alice", a, "older 1")),
+        record_of(expected_line(m3, "alice", a, "third")),
+        record_of(expected_line(m4, "alice", a, "fourth")),
+    ]
+    for mid in (*older, m3, m4):
+        assert notified_at(h.db_path, mid) is not None
+
+
+def test_ack_between_typing_and_stamping_counts_as_notified(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    occupy_loop_slot(h, w)
+
+    # a message ACKed before any drain selects it is never typed
+    early = sent_id(send(h, a, b, "acked early", env={"TMUX": ""}).stdout)
+    assert h.cli("message", "ack", str(early)).returncode == 0
+
+    flag = h.dir / "release-enter"
+    h.set_faults(
+        [
+            {
+                "command": "send-keys",
+                "target": pane,
+                "last": "Enter",
+                "action": "pause_until",
+                "path": str(flag),
+            }
+        ]
+    )
+    proc = h.popen_cli(
+        "message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "racy", "--json"
+    )
+    util.retry_until(
+        lambda: any(
+            c.get("command") == "send-keys" and c.get("target") == pane and c["argv"][-1] == "Enter"
+            for c in util.shim_calls()
+        ),
+        timeout=30,
+        message="the Enter never reached the shim",
+    )
+    m1 = max(r[0] for r in h.sqlite("SELECT message_id FROM messages"))
+    acked = h.cli("message", "ack", str(m1))
+    assert acked.returncode == 0, acked.stderr
+    flag.touch()
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and stderr == ""
+    data = json.loads(stdout)
+    assert data["message"]["message_id"] == m1 and data["notification_sent"] is True
+    row = message_row(h.db_path, m1)
+    assert row["status_state"] == "completed" and row["notified_at"] is None
+    util.wait_records(pane, 1)
+
+    h.clear_faults()
+    r2 = send(h, a, b, "after", "--json")
+    m2 = send_json(r2)["message"]["message_id"]
+    util.wait_records(pane, 2)
+    assert typed_ids(pane) == [m1, m2]  # neither typed twice, the early ACK never
+    assert early not in typed_ids(pane)
+
+
+def test_sigint_while_the_send_waits_for_a_lock_keeps_the_message(tmux_db) -> None:
+    import signal
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    from cafleet.mux.locks import pane_lock_path
+
+    lock = pane_lock_path(str(h.db_path.parent), w.key(b))
+    with util.hold_pane_lock(h.db_path.parent, w.key(b)):
+        for _attempt in range(3):  # the lock wait lasts only 1 s; retry if the signal was late
+            proc = h.popen_cli(
+                "message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "sig"
+            )
+            util.retry_until(
+                lambda p=proc: holds_open(p.pid, lock) or p.poll() is not None,
+                timeout=30,
+                interval=0.005,
+            )
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+            if proc.returncode == 130:
+                break
+        assert proc.returncode == 130, (proc.returncode, stdout, stderr)
+        assert stdout.startswith("Message sent.\n")
+        assert stderr == ""  # an abandoned lock wait is not a failure: no warning, no traceback
+        mid = sent_id(stdout)
+        assert notified_at(h.db_path, mid) is None
+        assert mid in poll_ids(h, b)
+    assert util.line_records(w.pane(b)) == []

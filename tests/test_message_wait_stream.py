@@ -1,0 +1,342 @@
+"""`message wait` and `message stream` (cli.md §2.19, §2.20; acceptance cli 67–71, 77, 81;
+runtime 45, 46, 68, 71).
+
+Most tests need no tmux: placements name made-up panes and the test process has no TMUX, so a
+wait's drain stops silently. The lock-wait tests run against the private tmux server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.delivery_helpers import (
+    LineReader,
+    build_world,
+    call,
+    cli,
+    connect,
+    file_state,
+    holds_open,
+    imports_after,
+    lock_files,
+    notified_at,
+    popen,
+    sent_id,
+)
+from tests.harness import util
+
+
+def put(conn, frm: int, to: int, text: str) -> int:
+    from cafleet import broker
+
+    return broker.send_message(conn, from_member_id=frm, to_member_id=to, text=text).message_id
+
+
+def started(proc, db_path: Path) -> None:
+    """Wait until the child has the database open (it is past start-up, in or near its loop)."""
+    util.retry_until(
+        lambda: holds_open(proc.pid, db_path) or proc.poll() is not None,
+        timeout=30,
+        interval=0.01,
+        message="the command never opened the database",
+    )
+    assert proc.poll() is None, proc.communicate()
+
+
+@pytest.fixture
+def world(head_db: Path):
+    return build_world(head_db, members=("alice", "bob"))
+
+
+# --- wait ----------------------------------------------------------------------------------------
+
+
+def test_wait_returns_at_once_exactly_like_poll(world, head_db: Path) -> None:
+    from cafleet import broker
+
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        ids = [put(conn, b, a, f"msg {i}\x1b") for i in range(3)]
+        broker.ack_message(conn, message_id=ids[0])
+        broker.broadcast_message(conn, from_member_id=b, text="everyone")
+    for extra in ([], ["--json"]):
+        polled = call("message", "poll", str(a), *extra)
+        waited = call("message", "wait", str(a), "--timeout", "5", *extra)
+        assert waited.returncode == 0 and waited.stderr == ""
+        assert waited.stdout == polled.stdout
+    assert len(json.loads(call("message", "wait", str(a), "--json").stdout)) == 3
+
+
+def test_wait_timeout_prints_the_empty_result(world, head_db: Path) -> None:
+    a = world.members["alice"]
+    before = file_state(head_db)
+    t0 = time.monotonic()
+    r = call("message", "wait", str(a), "--timeout", "0.5")
+    assert time.monotonic() - t0 >= 0.5
+    assert (r.returncode, r.stdout, r.stderr) == (0, "No messages found.\n", "")
+    r = call("message", "wait", str(a), "--timeout", "0", "--json")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "[]\n", "")
+    assert file_state(head_db) == before
+    for bad in ("-1", "90000", "abc", "nan", "inf"):
+        r = call("message", "wait", str(a), "--timeout", bad)
+        assert r.returncode == 2, (bad, r.stderr)
+    assert "default: 60" in call("message", "wait", "--help").stdout
+
+
+def test_wait_refuses_unknown_and_deregistered_members(world, head_db: Path) -> None:
+    from cafleet import broker
+
+    a = world.members["alice"]
+    with connect(head_db) as conn:
+        broker.deregister_member(conn, member_id=a)
+    for member in ("999", str(a)):
+        for command in ("wait", "stream"):
+            r = call("message", command, member, "--timeout", "0")
+            assert (r.returncode, r.stdout) == (1, ""), r
+            assert r.stderr == f"Error: Member {member} not found\n"
+
+
+def test_wait_without_tmux_drains_silently_and_still_returns(world, head_db: Path) -> None:
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        pending = put(conn, a, b, "for bob's (made-up) pane")
+    r = call("message", "wait", str(world.director), "--timeout", "0.3")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "No messages found.\n", "")
+    assert notified_at(head_db, pending) is None
+
+
+def test_wait_wakes_promptly_after_another_process_commits(world, head_db: Path) -> None:
+    """Median wake-up latency over 10 trials (reported); each must answer well within 5 s."""
+    from cafleet import broker
+
+    a, d = world.members["alice"], world.director
+    latencies: list[float] = []
+    with connect(head_db) as conn:
+        for i in range(10):
+            proc = popen("message", "wait", str(d), "--timeout", "60", "--json")
+            reader = LineReader(proc)
+            started(proc, head_db)
+            time.sleep(0.3)  # set-up only: let the waiter finish its first cycle
+            mid = put(conn, a, d, f"wake {i}")
+            committed = time.monotonic()
+            line = reader.line(timeout=10)
+            latencies.append(time.monotonic() - committed)
+            assert [m["message_id"] for m in json.loads(line)] == [mid]
+            assert proc.wait(10) == 0
+            broker.ack_message(conn, message_id=mid)
+    median = statistics.median(latencies)
+    print(
+        f"\nmessage wait wake-up latency: median {median * 1000:.1f} ms, "
+        f"max {max(latencies) * 1000:.1f} ms over {len(latencies)} trials"
+    )
+    assert max(latencies) < 5, latencies
+
+
+def test_wait_exits_1_when_the_member_is_deregistered(world, head_db: Path) -> None:
+    from cafleet import broker
+
+    a = world.members["alice"]
+    proc = popen("message", "wait", str(a), "--timeout", "60")
+    started(proc, head_db)
+    time.sleep(1.0)  # set-up only: let it pass its start-up member check
+    with connect(head_db) as conn:
+        broker.deregister_member(conn, member_id=a)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert (proc.returncode, stdout, stderr) == (
+        1,
+        b"",
+        f"Error: member {a} was deregistered\n".encode(),
+    )
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_wait_and_stream_stop_on_signals(world, head_db: Path, signum: int, code: int) -> None:
+    a = world.members["alice"]
+    with connect(head_db) as conn:
+        put(conn, world.members["bob"], a, "backlog")
+    waiter = popen("message", "wait", str(world.director), "--timeout", "60")
+    streamer = popen("message", "stream", str(a))
+    reader = LineReader(streamer)
+    assert json.loads(reader.line())["text"] == "backlog"
+    started(waiter, head_db)
+    for proc in (waiter, streamer):
+        proc.send_signal(signum)
+    w_out, w_err = waiter.communicate(timeout=10)
+    assert (waiter.returncode, w_out, w_err) == (code, b"", b"")
+    s_err = streamer.stderr.read()
+    assert streamer.wait(10) == code
+    assert reader.rest() == b"" and s_err == b""
+
+
+# --- stream --------------------------------------------------------------------------------------
+
+
+def test_stream_emits_backlog_then_each_new_delivery_once(world, head_db: Path) -> None:
+    from cafleet import broker
+
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        acked = put(conn, b, a, "acked before the stream")
+        broker.ack_message(conn, message_id=acked)
+        m2 = put(conn, b, a, "second")
+        d3 = broker.broadcast_message(conn, from_member_id=b, text="to all").deliveries
+        d3_a = next(d.message_id for d in d3 if d.owner_member_id == a)
+        own = put(conn, a, a, "self")
+        broker.broadcast_message(conn, from_member_id=a, text="alice's own broadcast")
+    proc = popen("message", "stream", str(a), "--timeout", "60", "--json")
+    reader = LineReader(proc)
+    backlog = [json.loads(reader.line()) for _ in range(3)]
+    assert [m["message_id"] for m in backlog] == [m2, d3_a, own]
+    assert list(backlog[0]) == [
+        "message_id",
+        "owner_member_id",
+        "from_member_id",
+        "to_member_id",
+        "type",
+        "created_at",
+        "status_state",
+        "status_timestamp",
+        "origin_message_id",
+        "text",
+    ]
+    # one envelope per line, compact JSON, non-ASCII raw
+    with connect(head_db) as conn:
+        m5 = put(conn, b, a, "live é…\x1b")
+        raw = reader.line()
+        assert (
+            raw == json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode()
+        )
+        assert json.loads(raw)["message_id"] == m5 and json.loads(raw)["text"] == "live é…\x1b"
+        broker.ack_message(conn, message_id=m2)  # changes nothing already emitted
+        put(conn, b, world.director, "not alice's")
+        m6 = put(conn, b, a, "sixth")
+        assert json.loads(reader.line())["message_id"] == m6
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 143
+    assert reader.rest() == b""
+    assert proc.stderr.read() == b""
+
+
+def test_stream_timeout_zero_writes_nothing_and_touches_no_tmux(world, head_db: Path) -> None:
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        first = put(conn, b, a, "pending notification, never stamped by a stream")
+    before, locks_before = file_state(head_db), lock_files(head_db)
+    r = cli("message", "stream", str(a), "--timeout", "0")
+    assert r.returncode == 0 and r.stderr == ""
+    assert [json.loads(x)["message_id"] for x in r.stdout.splitlines()] == [first]
+    assert file_state(head_db) == before
+    assert lock_files(head_db) == locks_before
+    report = imports_after("message", "stream", str(a), "--timeout", "0")
+    assert report == {"code": 0, "modules": []}
+    assert notified_at(head_db, first) is None
+
+
+def test_stream_deregistration_emits_what_remains_then_exits_1(world, head_db: Path) -> None:
+    from cafleet import broker
+
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        m1 = put(conn, b, a, "one")
+    proc = popen("message", "stream", str(a))
+    reader = LineReader(proc)
+    assert json.loads(reader.line())["message_id"] == m1
+    with connect(head_db) as conn:
+        m2 = put(conn, b, a, "last words")
+        broker.deregister_member(conn, member_id=a)
+    rest = reader.rest(timeout=30)
+    assert [json.loads(x)["message_id"] for x in rest.splitlines()] == [m2]
+    assert proc.wait(10) == 1
+    assert proc.stderr.read() == f"Error: member {a} was deregistered\n".encode()
+
+
+def test_stream_into_a_closed_pipe_exits_141_silently(world, head_db: Path) -> None:
+    a, b = world.members["alice"], world.members["bob"]
+    with connect(head_db) as conn:
+        put(conn, b, a, "one")
+    proc = popen("message", "stream", str(a), "--timeout", "60")
+    reader = LineReader(proc)
+    reader.line()
+    proc.stdout.close()
+    with connect(head_db) as conn:
+        put(conn, b, a, "two")
+    assert proc.wait(30) == 141
+    assert proc.stderr.read() == b""
+
+
+# --- against the private tmux server: lock waits ---------------------------------------------------
+
+
+@pytest.mark.tmux
+def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
+    from cafleet.mux.locks import pane_lock_path
+    from tests.test_delivery_send import occupy_loop_slot
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    pending = sent_id(
+        h.cli("message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "x",
+              env={"TMUX": ""}).stdout
+    )  # fmt: skip
+    lock = pane_lock_path(str(h.db_path.parent), w.key(b))
+    with util.hold_pane_lock(h.db_path.parent, w.key(b)):
+        # 1. the lock wait lasts until the deadline, then the empty result
+        proc = h.popen_cli("message", "wait", str(w.director), "--timeout", "2")
+        util.retry_until(lambda: holds_open(proc.pid, lock) or proc.poll() is not None, 30, 0.01)
+        t0 = time.monotonic()  # its clock started a little earlier
+        out, err = proc.communicate(timeout=30)
+        waited = time.monotonic() - t0
+        assert (proc.returncode, out, err) == (0, "No messages found.\n", "")
+        assert waited < 2.2 + 1.0, waited
+        assert notified_at(h.db_path, pending) is None
+
+        # 2. a message for the Director during the lock wait is printed promptly
+        proc = h.popen_cli("message", "wait", str(w.director), "--timeout", "60")
+        util.retry_until(lambda: holds_open(proc.pid, lock) or proc.poll() is not None, 30, 0.01)
+        assert proc.poll() is None
+        with connect(h.db_path) as conn:
+            mid = put(conn, a, w.director, "while you wait")
+            committed = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        latency = time.monotonic() - committed
+        assert proc.returncode == 0 and err == ""
+        assert out.splitlines()[0].startswith(f"[{mid} | from:{a} | ")
+        assert latency < 3, latency
+        with connect(h.db_path) as conn:
+            from cafleet import broker
+
+            broker.ack_message(conn, message_id=mid)
+
+        # 3. SIGTERM during the lock wait: 143 at once, nothing typed, nothing printed
+        proc = h.popen_cli("message", "wait", str(w.director), "--timeout", "60")
+        util.retry_until(lambda: holds_open(proc.pid, lock) or proc.poll() is not None, 30, 0.01)
+        signalled = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - signalled < 2
+        assert (proc.returncode, out, err) == (143, "", "")
+    assert util.line_records(w.pane(b)) == []
+    assert notified_at(h.db_path, pending) is None
+
+
+@pytest.mark.tmux
+def test_stream_makes_no_tmux_call(tmux_db) -> None:
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice",))
+    with connect(h.db_path) as conn:
+        put(conn, w.director, w.members["alice"], "hello")
+    locks = lock_files(h.db_path)
+    r = h.cli("message", "stream", str(w.members["alice"]), "--timeout", "0")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 1
+    assert util.shim_calls() == []
+    assert lock_files(h.db_path) == locks
+    assert not any(name.startswith("pane-") for name in locks)
