@@ -255,10 +255,13 @@ def monitor_loop_command(**attrs: Any) -> Callable[[Callable[..., Any]], click.C
 COMMAND_MODULES: Sequence[str] = (
     "cafleet.cli.setup_cmd",
     "cafleet.cli.doctor",
+    "cafleet.cli.fleet_create",
     "cafleet.cli.fleet",
+    "cafleet.cli.member_panes",
     "cafleet.cli.member",
     "cafleet.cli.message",
     "cafleet.cli.message_delivery",
+    "cafleet.cli.monitor_cmd",
 )
 
 for _module in COMMAND_MODULES:

@@ -1,0 +1,171 @@
+"""Pieces shared by the commands that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
+
+Only Click and cafleet's light modules are imported at load time; the agents, the mux layer
+and the broker are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from cafleet.output import err
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
+
+MSG_KILL_FAILED = (
+    "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
+    "\u2014 check with 'cafleet doctor', then re-run the command"
+)
+
+
+def usage(message: str) -> Any:
+    raise click.UsageError(message, click.get_current_context(silent=True))
+
+
+@dataclass
+class SpawnPlan:
+    """Everything validated before the first write: the agent, its binary and the template."""
+
+    agent: Any  # cafleet.agents.CodingAgent
+    binary_path: str
+    template: str
+    model: str | None
+    effort: str | None
+
+    def argv(self, prompt: str, *, display_name: str, monitor: bool, db_dir: str) -> list[str]:
+        return self.agent.build_argv(
+            binary_path=self.binary_path,
+            prompt=prompt,
+            display_name=display_name,
+            model=self.model,
+            effort=self.effort,
+            monitor=monitor,
+            db_dir=db_dir,
+        )
+
+
+def validate_agent_options(
+    agent_name: str, *, model: str | None, effort: str | None, model_flag: str, effort_flag: str
+) -> Any:
+    """Resolve the agent, then model, then effort (exit 2 with cli.md §1.9's messages)."""
+    from cafleet.agents import AgentUsageError, get_agent
+
+    agent = get_agent(agent_name)
+    try:
+        agent.validate_model(model, flag=model_flag)
+        agent.validate_effort(effort, flag=effort_flag)
+    except AgentUsageError as exc:
+        usage(str(exc))
+    return agent
+
+
+def validate_template(template: str) -> None:
+    from cafleet.agents.prompt import PromptTemplateError, validate_template
+
+    try:
+        validate_template(template)
+    except PromptTemplateError as exc:
+        usage(str(exc))
+
+
+def ensure_agent_available(agent: Any) -> str:
+    from cafleet.agents import AgentUnavailable
+
+    try:
+        return agent.ensure_available()
+    except AgentUnavailable as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def spawn_env() -> dict[str, str]:
+    """Only CAFLEET_DATABASE_URL, and only when set, reaches a spawned pane (runtime.md §1.6)."""
+    url = os.environ.get("CAFLEET_DATABASE_URL")
+    return {"CAFLEET_DATABASE_URL": url} if url else {}
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """A split-window whose outcome is unknown: a timeout, or no pane id in its output."""
+    from cafleet.mux import MSG_NO_PANE_ID, MuxCommandFailed, MuxTimeout
+
+    if isinstance(exc, MuxTimeout):
+        return True
+    return isinstance(exc, MuxCommandFailed) and exc.detail == MSG_NO_PANE_ID
+
+
+def unconfirmed_detail(window_id: str) -> str:
+    """Decision: what `pane cleanup unconfirmed: <detail>` says (cli.md leaves it open)."""
+    return (
+        f"the split-window outcome is unknown, so no pane id is known; check window {window_id} "
+        "for a stray pane"
+    )
+
+
+def error_text(exc: BaseException) -> str:
+    from cafleet.cli import error_text as _text
+
+    return _text(exc)
+
+
+class Cleanup:
+    """Collects cleanup diagnostics; each step runs even if an earlier one failed (cli.md §1.11)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def step(self, label: str, action: Callable[[], object]) -> bool:
+        """Run one step; on failure record `cleanup failed for <label>: <detail>`."""
+        try:
+            action()
+        except Exception as exc:
+            self.lines.append(f"cleanup failed for {label}: {error_text(exc)}")
+            return False
+        return True
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def emit(self) -> None:
+        for line in self.lines:
+            err(line)
+
+
+def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> Any:
+    """Print the primary error first, then the cleanup lines, and exit with ``code``.
+
+    A pending signal turns the code into 130/143 (main's mapping); ``primary`` None prints
+    only the cleanup lines (a signal stop).
+    """
+    if primary is not None:
+        err(f"Error: {primary}")
+    cleanup.emit()
+    raise click.exceptions.Exit(code)
+
+
+def kill_pane(backend: Any, pane_id: str) -> bool:
+    """Kill a pane; already gone is fine (False)."""
+    return bool(backend.kill_pane(pane_id, ignore_missing=True))
+
+
+def director_pane_key(conn: Connection, fleet_id: int) -> tuple[str, str, str] | None:
+    """The root Director's pane key, or None (no Director row, no placement, pending)."""
+    from cafleet import broker
+    from cafleet.broker.errors import FleetNotFound, MemberNotFound
+
+    try:
+        fleet = broker.get_fleet(conn, fleet_id)
+        if fleet.director_member_id is None:
+            return None
+        director = broker.get_member(conn, fleet.director_member_id)
+    except (FleetNotFound, MemberNotFound):
+        return None
+    if director.placement is None:
+        return None
+    return director.placement.pane_key

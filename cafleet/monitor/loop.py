@@ -1,0 +1,238 @@
+"""The loop process `cafleet monitor FLEET_ID` (runtime.md §5.4): start-up, schedule, stopping.
+
+The loop writes its log lines (§5.9) to stdout, flushed line by line; when it runs detached,
+stdout and stderr are both the fleet's log file. A start-up failure raises
+:class:`LoopStartError` (the CLI prints ``Error: <message>``, exit 1) and never leaves a claimed
+slot. After the start line every exit clears the slot and prints the stopped line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, TextIO
+
+from cafleet import signals
+from cafleet.db.timefmt import now_ts, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cafleet.config import Settings
+
+SLEEP_STEP = 0.2  # no sleep lasts longer, so the stop flag is seen within 0.2 s
+MAX_FAILED_TICKS = 3
+
+
+class LoopStartError(Exception):
+    """A start-up failure (cli.md §2.21); str() is the message after ``Error: ``."""
+
+
+class SchemaGuardStop(Exception):
+    """The schema changed and the re-run guard no longer finds the file current."""
+
+
+def _error_text(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    if orig is not None:
+        return str(orig)
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+class _Log:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def raw(self, text: str) -> None:
+        try:
+            self.out.write(text + "\n")
+            self.out.flush()
+        except (OSError, ValueError):  # a closed or broken log never stops the loop
+            pass
+
+    def __call__(self, text: str) -> None:
+        self.raw(f"{now_ts()} {text}")
+
+
+def _startup(
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    tick: int | None,
+    interval: int | None,
+) -> tuple[object, int, int]:
+    """§5.4 steps 1–5. Returns (backend, tick_seconds, wake_interval); raises LoopStartError."""
+    from cafleet import broker
+    from cafleet.broker.errors import FleetDeleted, FleetNotFound
+    from cafleet.monitor.runtime import is_live
+    from cafleet.monitor.tick import director_pane_id
+
+    # 1. The fleet must exist and not be deleted.
+    try:
+        fleet = broker.get_fleet(conn, fleet_id=fleet_id)
+    except FleetNotFound as exc:
+        raise LoopStartError(str(exc)) from None
+    if fleet is None:
+        raise LoopStartError(str(FleetNotFound(fleet_id)))
+    if fleet.deleted_at is not None:
+        raise LoopStartError(str(FleetDeleted(fleet_id)))
+
+    # 2. tmux availability, then one list_panes() probe.
+    from cafleet.mux import MultiplexerError, get_backend
+
+    try:
+        backend = get_backend("tmux")
+        backend.ensure_available()
+        live = backend.list_panes()
+    except MultiplexerError as exc:
+        raise LoopStartError(str(exc)) from None
+
+    # 3. The Director's pane must be live.
+    pane = director_pane_id(conn, fleet_id)
+    if pane is None or pane not in live:
+        raise LoopStartError(f"director pane {pane or '-'} is gone")
+
+    # 4. The interval: --interval, the stored value, the environment, 600.
+    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    if interval is None:
+        if row is not None and row.wake_interval_seconds is not None:
+            interval = row.wake_interval_seconds
+        else:
+            interval = settings.wake_interval_default
+
+    # 5. Claim.
+    try:
+        claimed = broker.claim_monitor(
+            conn,
+            fleet_id=fleet_id,
+            pid=os.getpid(),
+            tick_seconds=tick,
+            wake_interval_seconds=interval,
+            is_live=is_live,
+            now=utcnow(),
+        )
+    except (FleetNotFound, FleetDeleted) as exc:
+        raise LoopStartError(str(exc)) from None
+    if not claimed:
+        raise LoopStartError(f"monitor already running for fleet {fleet_id}")
+    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    tick_seconds = row.tick_seconds if row is not None and row.tick_seconds else 5
+    return backend, int(tick_seconds), int(interval)
+
+
+def run_loop(
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    tick: int | None = None,
+    interval: int | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    recheck_schema: object = None,
+) -> int:
+    """Run the loop until a stop condition; return the exit code (0 or 1).
+
+    ``recheck_schema(conn)`` is the guard's long-running check: called once per cycle, it
+    raises when the file is no longer current (its str() is the guard's message).
+    """
+    out = out if out is not None else sys.stdout
+    err = err if err is not None else sys.stderr
+    log = _Log(out)
+    pid = os.getpid()
+
+    backend, tick_seconds, wake_interval = _startup(conn, settings, fleet_id, tick, interval)
+
+    # 6. From here on the slot is ours: every exit clears it.
+    from cafleet import broker
+    from cafleet.monitor.tick import LoopState
+
+    code = 0
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        # 7. The start line.
+        log.raw(
+            f"monitor loop started (fleet {fleet_id}, tick {tick_seconds}s, "
+            f"wake interval {wake_interval}s, pid {pid})"
+        )
+        state = LoopState(
+            conn=conn,
+            fleet_id=fleet_id,
+            pid=pid,
+            tick_seconds=tick_seconds,
+            pane_lock_timeout=settings.pane_lock_timeout,
+            env_wake_interval=settings.monitor_wake_interval,
+            backend=backend,
+            log=log,
+            stop_requested=signals.stop_requested,
+        )
+        code = _schedule(state, log, err, recheck_schema)
+    finally:
+        try:
+            broker.clear_monitor(conn, fleet_id=fleet_id, pid=pid)
+        except Exception as exc:  # the row goes stale; nothing else to do
+            _write(err, f"cleanup failed for the monitor slot: {_error_text(exc)}")
+        log.raw(f"monitor loop stopped (fleet {fleet_id}, pid {pid})")
+    return code
+
+
+def _write(stream: TextIO, text: str) -> None:
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _signal_line() -> str:
+    received = signals.received()
+    try:
+        name = signal.Signals(received).name if received is not None else "signal"
+    except ValueError:
+        name = f"signal {received}"
+    return f"received {name}; stopping"
+
+
+def _schedule(state: object, log: _Log, err: TextIO, recheck_schema: object) -> int:
+    from cafleet.monitor.tick import LoopState, LoopStop, run_tick
+
+    assert isinstance(state, LoopState)
+    failed = 0
+    next_start = time.monotonic()
+    while True:
+        if signals.stop_requested():
+            log(_signal_line())
+            return 0
+        if callable(recheck_schema):
+            try:
+                recheck_schema(state.conn)
+            except Exception as exc:
+                _write(err, f"Error: {_error_text(exc)}")
+                return 1
+        try:
+            run_tick(state)
+        except LoopStop as stop:
+            log(stop.line)
+            return stop.code
+        except Exception as exc:
+            failed += 1
+            log(f"tick failed: {_error_text(exc)}")
+            _write(err, traceback.format_exc().rstrip("\n"))
+            if failed >= MAX_FAILED_TICKS:
+                log(f"{MAX_FAILED_TICKS} consecutive failed ticks; stopping")
+                return 1
+        else:
+            failed = 0
+        next_start += state.tick_seconds
+        now = time.monotonic()
+        if next_start < now:  # the tick overran: start the next one at once
+            next_start = now
+        while not signals.stop_requested():
+            remaining = next_start - time.monotonic()
+            if remaining <= 0:
+                break
+            time.sleep(min(SLEEP_STEP, remaining))

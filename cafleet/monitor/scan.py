@@ -1,0 +1,162 @@
+"""`monitor scan` entries (runtime.md §5.10): a one-shot capture of a fleet's panes.
+
+No claim, no lock, no database writes; captures are never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cafleet.db.timefmt import now_ts
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+PENDING_ANNOTATION = "pane not available (pending placement)"
+
+
+@dataclass(frozen=True, slots=True)
+class ScanEntry:
+    member_id: int
+    name: str
+    kind: str
+    coding_agent: str
+    pane_id: str | None  # None only while pending
+    lines: int
+    content: str | None
+    captured_at: str | None
+    content_sha256: str | None
+    error: str | None
+
+
+def sha256_hex(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def scan_members(conn: Connection, fleet_id: int) -> list[object]:
+    """The Director first, then every other active member with a placement row, by id.
+
+    Raises FleetNotFound / FleetDeleted for an unknown or soft-deleted fleet.
+    """
+    from cafleet import broker
+
+    roster = broker.member_roster(conn, fleet_id=fleet_id)
+    members = [entry.member for entry in roster]
+    director = [m for m in members if m.kind == "director"]
+    others = [m for m in members if m.kind != "director" and m.placement is not None]
+    return [*director, *others]
+
+
+def capture_entries(
+    members: list[object], *, lines: int, ansi: bool, backends: dict[str, object] | None = None
+) -> list[ScanEntry]:
+    """Capture each member's pane; failures become annotations and never abort the scan."""
+    from cafleet.mux import MultiplexerError, PaneGone, get_backend
+
+    cache: dict[str, object] = {} if backends is None else backends
+    entries: list[ScanEntry] = []
+    for member in members:
+        placement = member.placement  # type: ignore[attr-defined]
+        base = {
+            "member_id": member.member_id,  # type: ignore[attr-defined]
+            "name": member.name,  # type: ignore[attr-defined]
+            "kind": member.kind,  # type: ignore[attr-defined]
+            "coding_agent": placement.coding_agent if placement is not None else "-",
+            "lines": lines,
+        }
+        if placement is None:
+            # Only the Director can get here without a placement row.
+            entries.append(
+                ScanEntry(
+                    **base,
+                    pane_id=None,
+                    content=None,
+                    captured_at=None,
+                    content_sha256=None,
+                    error="capture failed: the member has no placement",
+                )
+            )
+            continue
+        if placement.mux_pane_id is None:
+            entries.append(
+                ScanEntry(
+                    **base,
+                    pane_id=None,
+                    content=None,
+                    captured_at=None,
+                    content_sha256=None,
+                    error=PENDING_ANNOTATION,
+                )
+            )
+            continue
+        pane_id = placement.mux_pane_id
+        try:
+            backend = cache.get(placement.backend)
+            if backend is None:
+                backend = get_backend(placement.backend)
+                backend.ensure_available()  # type: ignore[attr-defined]
+                cache[placement.backend] = backend
+            content = backend.capture(pane_id, lines, ansi=ansi)  # type: ignore[attr-defined]
+        except PaneGone:
+            error = "capture failed: pane not found"
+        except MultiplexerError as exc:
+            error = f"capture failed: {exc}"
+        else:
+            entries.append(
+                ScanEntry(
+                    **base,
+                    pane_id=pane_id,
+                    content=content,
+                    captured_at=now_ts(),
+                    content_sha256=sha256_hex(content),
+                    error=None,
+                )
+            )
+            continue
+        entries.append(
+            ScanEntry(
+                **base,
+                pane_id=pane_id,
+                content=None,
+                captured_at=None,
+                content_sha256=None,
+                error=error,
+            )
+        )
+    return entries
+
+
+def entry_dict(entry: ScanEntry) -> dict[str, object]:
+    """JSON keys in cli.md §2.22's order."""
+    return {
+        "member_id": entry.member_id,
+        "name": entry.name,
+        "kind": entry.kind,
+        "coding_agent": entry.coding_agent,
+        "pane_id": entry.pane_id,
+        "lines": entry.lines,
+        "content": entry.content,
+        "captured_at": entry.captured_at,
+        "content_sha256": entry.content_sha256,
+        "error": entry.error,
+    }
+
+
+def render_text(entries: list[ScanEntry], sanitize_line: object) -> str:
+    """Sections separated by one blank line: the header, then the content or the annotation."""
+    sections: list[str] = []
+    for e in entries:
+        name = sanitize_line(e.name) if callable(sanitize_line) else e.name
+        agent = sanitize_line(e.coding_agent) if callable(sanitize_line) else e.coding_agent
+        pane = e.pane_id if e.pane_id is not None else "\u2014"
+        header = f"=== {e.member_id} ({name}; kind={e.kind}; coding_agent={agent}; pane={pane}"
+        if e.error is None:
+            header += f"; captured_at={e.captured_at}) ==="
+            body = e.content or ""
+        else:
+            header += ") ==="
+            body = e.error
+        sections.append(f"{header}\n{body}")
+    return "\n\n".join(sections)

@@ -1,0 +1,311 @@
+"""One monitor tick (runtime.md §5.5).
+
+A tick heartbeats, checks the fleet and the Director's pane, drains the fleet's pending
+notifications and wakes the monitor member when a wake is due or was requested. It either
+returns normally (a successful tick), raises :class:`LoopStop` (a clean stop, the log line
+carried by the exception) or raises anything else (a failed tick; the loop counts those).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cafleet.db.timefmt import utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+class LoopStop(Exception):
+    """A clean stop (runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
+
+    def __init__(self, line: str, code: int = 0) -> None:
+        self.line = line
+        self.code = code
+        super().__init__(line)
+
+
+@dataclass
+class LoopState:
+    """What survives between ticks of one loop process."""
+
+    conn: Connection
+    fleet_id: int
+    pid: int
+    tick_seconds: int
+    pane_lock_timeout: int
+    env_wake_interval: int | None  # CAFLEET_MONITOR_WAKE_INTERVAL, None when unset
+    backend: Any  # the tmux backend, available (ensure_available ran at start-up)
+    log: Callable[[str], None]  # writes "<ts> <text>" and flushes
+    stop_requested: Callable[[], bool]
+    last_skip_reason: str | None = None
+    displaced: bool = field(default=False)
+
+    @property
+    def db_dir(self) -> str:
+        return os.path.dirname(self.conn.info["cafleet.path"])
+
+    @property
+    def lock_timeout(self) -> float:
+        return float(min(self.pane_lock_timeout, self.tick_seconds))
+
+    def resolve_interval(self, stored: int | None) -> int:
+        """A stored NULL resolves to the environment variable, then 600; never to 0."""
+        if stored is not None:
+            return stored
+        if self.env_wake_interval is not None:
+            return self.env_wake_interval
+        from cafleet.config import DEFAULT_MONITOR_WAKE_INTERVAL
+
+        return DEFAULT_MONITOR_WAKE_INTERVAL
+
+
+def _fleet_gone(state: LoopState) -> bool:
+    from cafleet import broker
+    from cafleet.broker.errors import FleetNotFound
+
+    try:
+        fleet = broker.get_fleet(state.conn, fleet_id=state.fleet_id)
+    except FleetNotFound:
+        return True
+    return fleet is None or fleet.deleted_at is not None
+
+
+def _stop_for_lost_heartbeat(state: LoopState) -> LoopStop:
+    if _fleet_gone(state):
+        return LoopStop(f"fleet {state.fleet_id} is deleted; stopping")
+    return LoopStop("monitor slot taken over by another loop; stopping")
+
+
+def heartbeat_or_stop(state: LoopState) -> None:
+    from cafleet import broker
+
+    if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
+        raise _stop_for_lost_heartbeat(state)
+
+
+def run_tick(state: LoopState) -> None:
+    from cafleet import broker
+
+    # 1. Heartbeat.
+    heartbeat_or_stop(state)
+
+    # 2. Fleet.
+    if _fleet_gone(state):
+        raise LoopStop(f"fleet {state.fleet_id} is deleted; stopping")
+
+    # 3. Live set (a failure fails the tick).
+    live = state.backend.list_panes()
+
+    # 4. Director pane.
+    director_pane = director_pane_id(state.conn, state.fleet_id)
+    if director_pane is None or director_pane not in live:
+        if _fleet_gone(state):  # deleted meanwhile: that is the reason to stop
+            raise LoopStop(f"fleet {state.fleet_id} is deleted; stopping")
+        raise LoopStop(f"director pane {director_pane or '-'} is gone; stopping")
+
+    # 5. Drain, with fresh sets, every tick.
+    _drain(state, live)
+    if state.displaced:
+        raise _stop_for_lost_heartbeat(state)
+    if state.stop_requested():
+        return
+
+    # 6. Re-read the row.
+    now = utcnow()
+    row = broker.get_monitor_runtime(state.conn, fleet_id=state.fleet_id)
+    if row is None:  # fleet deleted meanwhile; the next heartbeat stops the loop
+        return
+    interval = state.resolve_interval(row.wake_interval_seconds)
+    requested = row.wake_requested_at
+
+    # 7. Decide.
+    from cafleet.monitor.cadence import wake_due
+
+    forced = requested is not None
+    due = interval > 0 and wake_due(now, interval, row.last_wake_at, row.started_at)
+    if not (forced or due):
+        return
+    _wake(state, live, now=now, requested=requested, forced=forced, director_pane=director_pane)
+
+
+def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
+    """The root Director's concrete pane id, or None (no Director, no placement, pending)."""
+    from cafleet import broker
+    from cafleet.broker.errors import MemberNotFound
+
+    fleet = broker.get_fleet(conn, fleet_id=fleet_id)
+    if fleet is None or fleet.director_member_id is None:
+        return None
+    try:
+        director = broker.get_member(conn, member_id=fleet.director_member_id)
+    except MemberNotFound:
+        return None
+    if director is None or director.placement is None:
+        return None
+    return director.placement.mux_pane_id
+
+
+def _drain(state: LoopState, live: frozenset[str]) -> None:
+    try:
+        from cafleet.delivery import drain_fleet
+    except ImportError:  # the messaging layer is not installed in this build
+        return
+
+    def before_attempt() -> bool:
+        from cafleet import broker
+
+        if state.stop_requested():
+            return False
+        if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
+            state.displaced = True
+            return False
+        return True
+
+    report = drain_fleet(
+        state.conn,
+        state.fleet_id,
+        attempted=set(),
+        blocked=set(),
+        lock_timeout=state.lock_timeout,
+        live_panes=live,
+        before_attempt=before_attempt,
+        keep_waiting=lambda: not state.stop_requested(),
+    )
+    for message_id, member_id in report.notified:
+        state.log(f"tick -> notify msg {message_id} member {member_id}")
+    for failure in report.failures:
+        state.log(
+            f"tick -> not notified msg {failure.message_id} member {failure.recipient_id}: "
+            f"{failure.reason}"
+        )
+
+
+def _skip(state: LoopState, reason: str) -> None:
+    if reason != state.last_skip_reason:
+        state.log(f"tick -> wake skipped: {reason}")
+    state.last_skip_reason = reason
+
+
+def _wake(
+    state: LoopState,
+    live: frozenset[str],
+    *,
+    now: Any,
+    requested: str | None,
+    forced: bool,
+    director_pane: str,
+) -> None:
+    from cafleet import broker
+
+    # 8. Target.
+    monitor = broker.get_active_monitor(state.conn, fleet_id=state.fleet_id)
+    if monitor is None:
+        _skip(state, "no active monitor member")
+        return
+    placement = monitor.placement
+    if placement is None or placement.mux_pane_id is None:
+        _skip(state, f"monitor member {monitor.member_id} has no pane")
+        return
+    pane_id = placement.mux_pane_id
+    if pane_id not in live:
+        _skip(state, f"monitor pane {pane_id} is gone")
+        return
+    if pane_id == director_pane:
+        # Decision: the Director's pane is never typed into, whatever the rows say.
+        _skip(state, f"monitor pane {pane_id} is the root Director's pane")
+        return
+
+    from cafleet.mux import MultiplexerError, PaneKey, get_backend, probe_for_typing
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+
+    member_id = monitor.member_id
+    key = PaneKey(placement.backend, placement.mux_session, pane_id)
+
+    def not_delivered(reason: str) -> None:
+        state.log(f"tick -> wake monitor {member_id} not delivered: {reason}")
+
+    # 9. Lock.
+    try:
+        lock = acquire_pane_lock(
+            state.db_dir,
+            key,
+            timeout=state.lock_timeout,
+            purpose=f"wake monitor {member_id}",
+            keep_waiting=lambda: not state.stop_requested(),
+        )
+    except PaneLockAbandoned:
+        return
+    except PaneLockTimeout:
+        not_delivered(f"pane {pane_id} is receiving another keystroke")
+        return
+
+    try:
+        # 10.1 Recheck the placement under the lock.
+        fresh = broker.get_active_monitor(state.conn, fleet_id=state.fleet_id)
+        fp = fresh.placement if fresh is not None else None
+        if (
+            fresh is None
+            or fresh.member_id != member_id
+            or fp is None
+            or (fp.backend, fp.mux_session, fp.mux_pane_id) != (key.backend, key.session, pane_id)
+        ):
+            not_delivered("placement changed during delivery")
+            return
+        # 10.2 Probe: nothing is typed when it fails.
+        try:
+            backend = get_backend(placement.backend)
+        except MultiplexerError as exc:
+            not_delivered(f"typing into pane {pane_id} failed: {exc}")
+            return
+        problem = probe_for_typing(backend, pane_id)
+        if problem is not None:
+            not_delivered(f"typing into pane {pane_id} failed: {problem}")
+            return
+        # 10.3 The wake line, from a fresh read.
+        line, count = build_line(state.conn, state.fleet_id)
+        # 10.4 Type.
+        try:
+            backend.type_line(pane_id, line)
+        except MultiplexerError as exc:
+            not_delivered(f"typing into pane {pane_id} failed: {exc}")
+            return
+        # 11. Record.
+        broker.record_monitor_wake(
+            state.conn, fleet_id=state.fleet_id, pid=state.pid, now=now, seen_request=requested
+        )
+    finally:
+        lock.release()
+    noun = "member" if count == 1 else "members"
+    prefix = "forced wake" if forced else "wake"
+    state.log(f"tick -> {prefix} monitor {member_id} ({count} {noun})")
+    state.last_skip_reason = None
+
+
+def build_line(conn: Connection, fleet_id: int) -> tuple[str, int]:
+    """The §5.7 wake line and its roster size, from a fresh read.
+
+    A missing Director or Director placement is an integrity error, which fails the tick.
+    """
+    from cafleet import broker
+    from cafleet.monitor.wakeline import WakeEntry, build_wake_line
+
+    roster = broker.wake_roster(conn, fleet_id=fleet_id)
+    director = roster.director
+    if director is None or director.coding_agent is None:
+        raise RuntimeError(
+            f"integrity error: fleet {fleet_id}'s root Director has no "
+            + ("member row" if director is None else "placement")
+        )
+    entries = [
+        WakeEntry(e.member_id, e.name, e.coding_agent or "", e.unacked) for e in roster.members
+    ]
+    line = build_wake_line(
+        fleet_id,
+        entries,
+        WakeEntry(director.member_id, director.name, director.coding_agent, director.unacked),
+    )
+    return line, len(entries)

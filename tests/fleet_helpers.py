@@ -1,0 +1,299 @@
+"""Helpers for the fleet / member / monitor tests that run against the private tmux server."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.util import retry_until
+
+START_RE = re.compile(
+    r"^monitor loop started \(fleet (\d+), tick (\d+)s, wake interval (\d+)s, pid (\d+)\)$"
+)
+TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00"
+
+
+@dataclass
+class FleetIds:
+    fleet_id: int
+    director_id: int
+    monitor_id: int
+    loop_pid: int
+    monitor_pane: str
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def create_fleet(
+    h: TmuxHarness, *extra: str, name: str = "demo", agent: str = "claude"
+) -> FleetIds:
+    """`fleet create` from the Director pane's environment; returns the ids it printed."""
+    result = ok(h.cli("fleet", "create", "--name", name, "--coding-agent", agent, *extra))
+    first, second = result.stdout.splitlines()
+    m = re.fullmatch(r"(\d+) director=(\d+) monitor=(\d+)", first)
+    assert m, result.stdout
+    m2 = re.fullmatch(r"monitor loop: pid (\d+)", second)
+    assert m2, result.stdout
+    fleet_id, director_id, monitor_id = (int(x) for x in m.groups())
+    pane = h.sqlite("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", monitor_id)
+    return FleetIds(fleet_id, director_id, monitor_id, int(m2.group(1)), pane[0][0])
+
+
+def create_member(
+    h: TmuxHarness, fleet_id: int, name: str, prompt: str = "hello {member_id}", *extra: str
+) -> tuple[int, str]:
+    result = ok(
+        h.cli(
+            "member",
+            "create",
+            "--fleet-id",
+            str(fleet_id),
+            "--name",
+            name,
+            "--description",
+            f"{name} member",
+            *extra,
+            prompt,
+        )
+    )
+    m = re.fullmatch(r"(\d+) (.+) agent=(\w+) pane=(%\d+)\n", result.stdout)
+    assert m, result.stdout
+    return int(m.group(1)), m.group(4)
+
+
+def runtime_row(h: TmuxHarness, fleet_id: int) -> dict[str, Any] | None:
+    rows = h.sqlite(
+        "SELECT pid, started_at, last_tick_at, tick_seconds, last_wake_at, wake_interval_seconds,"
+        " wake_requested_at FROM monitor_runtime WHERE fleet_id = ?",
+        fleet_id,
+    )
+    if not rows:
+        return None
+    keys = (
+        "pid",
+        "started_at",
+        "last_tick_at",
+        "tick_seconds",
+        "last_wake_at",
+        "wake_interval_seconds",
+        "wake_requested_at",
+    )
+    return dict(zip(keys, rows[0], strict=True))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def stop_loop(h: TmuxHarness, fleet_id: int, timeout: float = 10) -> None:
+    """SIGTERM the fleet's loop (the pid in its row) and wait until the slot is released."""
+    row = runtime_row(h, fleet_id)
+    if row is None or row["pid"] is None:
+        return
+    pid = int(row["pid"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    retry_until(lambda: not pid_alive(pid), timeout=timeout, message=f"loop {pid} still running")
+    retry_until(
+        lambda: (r := runtime_row(h, fleet_id)) is None or r["pid"] is None,
+        timeout=timeout,
+        message="slot not released",
+    )
+
+
+def log_path(h: TmuxHarness, fleet_id: int) -> Path:
+    return h.db_path.parent / f"monitor-{fleet_id}.log"
+
+
+def log_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def table_dump(h: TmuxHarness, *, skip: tuple[str, ...] = ("monitor_runtime",)) -> dict[str, Any]:
+    """Every row of every application table (the logical "unchanged" check)."""
+    dump: dict[str, Any] = {}
+    for table in ("fleets", "members", "member_placements", "messages", "monitor_runtime"):
+        if table in skip:
+            continue
+        dump[table] = h.sqlite(f"SELECT * FROM {table} ORDER BY 1")
+    return dump
+
+
+def file_state(h: TmuxHarness) -> tuple[str | None, tuple[str, ...]]:
+    """The database file's SHA-256 and its directory listing (locks/ ignored)."""
+    directory = h.db_path.parent
+    listing = (
+        tuple(sorted(p for p in os.listdir(directory) if p != "locks"))
+        if directory.exists()
+        else ()
+    )
+    digest = hashlib.sha256(h.db_path.read_bytes()).hexdigest() if h.db_path.exists() else None
+    return digest, listing
+
+
+@contextlib.contextmanager
+def db(h: TmuxHarness) -> Iterator[Any]:
+    """A validated connection in this process (the repository functions need one)."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.engine import close_connection
+
+    conn = open_validated_connection(str(h.db_path))
+    try:
+        yield conn
+    finally:
+        close_connection(conn)
+
+
+def sql_write(h: TmuxHarness, sql: str, *params: Any) -> None:
+    """A direct write with plain sqlite3 (for fault set-ups the CLI cannot produce)."""
+    conn = sqlite3.connect(str(h.db_path), timeout=10, isolation_level=None)
+    try:
+        conn.execute(sql, params)
+    finally:
+        conn.close()
+
+
+def wait_log(path: Path, pattern: str, timeout: float = 10) -> list[str]:
+    """Wait until some line of the log matches ``pattern`` (a regex); return all lines."""
+    rx = re.compile(pattern)
+
+    def found() -> list[str] | None:
+        lines = log_lines(path)
+        return lines if any(rx.search(x) for x in lines) else None
+
+    return retry_until(
+        found,
+        timeout=timeout,
+        message=lambda: f"no line matching {pattern!r} in {path}: {log_lines(path)[-8:]}",
+    )
+
+
+def inproc(
+    *argv: str, env: dict[str, str | None] | None = None, stdin: bytes = b""
+) -> subprocess.CompletedProcess[str]:
+    """`cafleet.cli.run(argv)` in this process (cli.md §1.8), for refusals that need no tmux.
+
+    The test process never has TMUX/TMUX_PANE set, so these runs are "outside tmux". ``env``
+    overrides variables for the duration (None removes one).
+    """
+    import io
+    import sys
+
+    from cafleet import signals
+    from cafleet.cli import run
+
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    saved = (sys.stdin, sys.stdout, sys.stderr)
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    out_buf, err_buf = io.BytesIO(), io.BytesIO()
+    streams = (
+        io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
+        io.TextIOWrapper(out_buf, encoding="utf-8", write_through=True),
+        io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
+    )
+    sys.stdin, sys.stdout, sys.stderr = streams
+    try:
+        code = run(list(argv))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdin, sys.stdout, sys.stderr = saved
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        signals.reset()
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    out, err = out_buf.getvalue().decode("utf-8"), err_buf.getvalue().decode("utf-8")
+    for stream in streams:
+        stream.detach()
+    return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+@dataclass
+class Loop:
+    proc: subprocess.Popen[str]
+    out: Path
+    err: Path
+
+    def lines(self) -> list[str]:
+        return log_lines(self.out)
+
+    def stderr(self) -> str:
+        return self.err.read_text(encoding="utf-8", errors="replace") if self.err.exists() else ""
+
+    def wait_line(self, pattern: str, timeout: float = 10) -> list[str]:
+        return wait_log(self.out, pattern, timeout)
+
+    def count(self, pattern: str) -> int:
+        rx = re.compile(pattern)
+        return sum(1 for line in self.lines() if rx.search(line))
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+_loop_counter = iter(range(1, 1_000_000))
+
+
+def start_loop(
+    h: TmuxHarness,
+    fleet_id: int,
+    *args: str,
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+) -> Loop:
+    """Run `cafleet monitor <fleet_id> <args>` in the foreground, stdout/stderr to files."""
+    n = next(_loop_counter)
+    out = h.dir / f"loop-{fleet_id}-{n}.out"
+    err = h.dir / f"loop-{fleet_id}-{n}.err"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        proc = h.popen_cli("monitor", str(fleet_id), *args, env=env, stdout=fo, stderr=fe)
+    loop = Loop(proc, out, err)
+    if wait:
+        retry_until(
+            lambda: bool(loop.lines()) or proc.poll() is not None,
+            timeout=15,
+            message="the loop printed nothing",
+        )
+        assert START_RE.match(loop.lines()[0]) if loop.lines() else False, (
+            loop.lines(),
+            loop.stderr(),
+        )
+    return loop
+
+
+def parse_ts(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text).timestamp()
