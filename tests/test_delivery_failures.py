@@ -359,3 +359,52 @@ def test_sigint_while_the_send_waits_for_a_lock_keeps_the_message(tmux_db) -> No
         assert notified_at(h.db_path, mid) is None
         assert mid in poll_ids(h, b)
     assert util.line_records(w.pane(b)) == []
+
+
+def test_sender_killed_between_enter_and_stamp_means_the_line_comes_again(tmux_db) -> None:
+    import signal
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    occupy_loop_slot(h, w)
+    h.set_faults(
+        [
+            {
+                "command": "send-keys",
+                "target": pane,
+                "last": "Enter",
+                "action": "kill_caller_after",
+                "times": 1,
+            }
+        ]
+    )
+    killed = send(h, a, b, "crash")
+    assert killed.returncode == -signal.SIGKILL
+    m1 = max(r[0] for r in h.sqlite("SELECT message_id FROM messages"))
+    util.wait_records(pane, 1)
+    assert notified_at(h.db_path, m1) is None  # died before the stamp: at-least-once
+    h.clear_faults()
+    r2 = send(h, a, b, "next", "--json")
+    m2 = send_json(r2)["message"]["message_id"]
+    util.wait_records(pane, 3)
+    line = record_of(expected_line(m1, "alice", a, "crash"))
+    assert util.line_bytes(pane) == [line, line, record_of(expected_line(m2, "alice", a, "next"))]
+    assert notified_at(h.db_path, m1) is not None
+
+
+def test_a_killed_lock_holder_does_not_delay_the_next_send(tmux_db) -> None:
+    import signal
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    with util.hold_pane_lock(h.db_path.parent, w.key(b)) as holder:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        result = send(h, a, b, "free again", "--json")
+    data = send_json(result)
+    assert data["notification_sent"] is True and result.stderr == ""
+    util.wait_records(w.pane(b), 1)

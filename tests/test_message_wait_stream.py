@@ -340,3 +340,57 @@ def test_stream_makes_no_tmux_call(tmux_db) -> None:
     assert util.shim_calls() == []
     assert lock_files(h.db_path) == locks
     assert not any(name.startswith("pane-") for name in locks)
+
+
+@pytest.mark.parametrize("command", ["wait", "stream"])
+def test_a_schema_change_stops_wait_and_stream(world, head_db: Path, command: str) -> None:
+    from tests.delivery_helpers import sql_write
+
+    a = world.members["alice"]
+    proc = popen("message", command, str(a), "--timeout", "60")
+    started(proc, head_db)
+    time.sleep(1.0)  # set-up only: let it reach its polling loop
+    sql_write(head_db, "UPDATE alembic_version SET version_num = '0003'")
+    sql_write(head_db, "CREATE TABLE unrelated_aux (x INTEGER)")  # bumps schema_version
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert stdout == b""
+    assert stderr == (
+        b"Error: database schema 3 is newer than this cafleet (head 2); upgrade cafleet\n"
+    )
+
+
+def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> None:
+    import subprocess
+    import sys
+
+    a, b = world.members["alice"], world.members["bob"]
+    lock_path = head_db.parent / "locks" / "db-write.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(6.5)\n",
+            str(lock_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = file_state(head_db)
+        t0 = time.monotonic()
+        poll = cli("message", "poll", str(b))
+        assert poll.returncode == 0  # readers never wait for the writer lock
+        r = cli("message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "x")
+        elapsed = time.monotonic() - t0
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", "Error: database is locked\n")
+        assert elapsed >= 5.0
+        assert file_state(head_db) == before
+    finally:
+        holder.kill()
+        holder.wait(10)

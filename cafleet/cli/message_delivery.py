@@ -181,8 +181,10 @@ def _member_active(conn: Connection, member_id: int) -> bool:
         return False
 
 
-def _check_schema(conn: Connection) -> None:
-    """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed."""
+def _check_schema(inv: Invocation, conn: Connection) -> None:
+    """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed; a file that is no
+    longer current stops the command with the guard's message (exit 1), closed the guarded way
+    so the refused file is left byte for byte as it is (storage.md §5.5)."""
     from cafleet.cli.guard import GuardRefused, recheck_schema
 
     try:
@@ -191,6 +193,8 @@ def _check_schema(conn: Connection) -> None:
         from cafleet.db.engine import close_connection
 
         close_connection(conn, guarded=True)
+        if getattr(inv, "_conn", None) is conn:
+            inv._conn = None  # already closed: the invocation must not close it again
         raise click.ClickException(str(exc)) from exc
 
 
@@ -425,7 +429,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
                 last_version = None  # look at the inbox again right away
                 continue
         # 6. Schema; sleep until the next cycle.
-        _check_schema(conn)
+        _check_schema(inv, conn)
         _sleep_until(cycle_start + WAIT_CYCLE)
 
     signals.check()
@@ -486,7 +490,7 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
         if deadline is not None and time.monotonic() >= deadline:
             return
         # 5. Schema; sleep.
-        _check_schema(conn)
+        _check_schema(inv, conn)
         _sleep_until(
             cycle_start + STREAM_CYCLE
             if deadline is None
