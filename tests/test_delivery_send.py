@@ -229,3 +229,33 @@ def test_eight_concurrent_senders_never_interleave(tmux_db) -> None:
     )
     assert stamped == [(8,)]
     assert "".join(send_keys_runs(pane)) == "ELN" * 8
+
+
+def test_four_senders_and_four_recipients_concurrently(tmux_db) -> None:
+    h = tmux_db
+    senders = ("s1", "s2", "s3", "s4")
+    recipients = ("r1", "r2", "r3", "r4")
+    w = build_world(h.db_path, harness=h, members=senders + recipients)
+    occupy_loop_slot(h, w)
+    procs = {
+        (s, r): h.popen_cli(
+            "message", "send", "--from-member-id", str(w.members[s]),
+            "--to-member-id", str(w.members[r]), f"{s} to {r}", "--json",
+        )
+        for s in senders
+        for r in recipients
+    }  # fmt: skip
+    sent: dict[str, set[int]] = {r: set() for r in recipients}
+    for (_s, r), proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        sent[r].add(json.loads(stdout)["message"]["message_id"])
+    for r in recipients:
+        pane = w.pane(w.members[r])
+        util.wait_records(pane, 4, timeout=60)
+        assert sorted(typed_ids(pane)) == sorted(sent[r])  # its own messages, once each
+        assert all(len(ids) == 1 for ids in record_ids(pane))
+    for s in senders:
+        assert util.line_records(w.pane(w.members[s])) == []
+    unstamped = rows(h.db_path, "SELECT COUNT(*) FROM messages WHERE notified_at IS NULL")
+    assert unstamped == [(0,)]

@@ -442,3 +442,32 @@ def test_role_options_only_where_documented(world) -> None:
         ).returncode
         == 2
     )
+
+
+def test_unknown_backend_and_the_directors_pane(world, head_db: Path) -> None:
+    from tests.delivery_helpers import sql_write
+
+    a, b = world.members["alice"], world.members["bob"]
+    # a placement whose backend this build does not drive: the attempt fails with its message
+    sql_write(head_db, "UPDATE member_placements SET backend = 'herdr' WHERE member_id = ?", b)
+    r = send(world, a, b, "elsewhere", "--json")
+    mid = json.loads(r.stdout)["message"]["message_id"]
+    assert r.returncode == 0
+    assert (
+        r.stderr
+        == warning(mid, b, "placement backend 'herdr' is not supported by this cafleet") + "\n"
+    )
+    assert message_row(head_db, mid)["notified_at"] is None
+    call("message", "ack", str(mid))
+    # a member whose pane is the root Director's pane is never a notification target
+    sql_write(
+        head_db,
+        "UPDATE member_placements SET backend = 'tmux', mux_pane_id = ? WHERE member_id = ?",
+        world.director_pane,
+        b,
+    )
+    r = send(world, a, b, "shared pane", "--json")
+    assert r.returncode == 0 and r.stderr == ""
+    data = json.loads(r.stdout)
+    assert data["notification_sent"] is False
+    assert message_row(head_db, data["message"]["message_id"])["notified_at"] is None

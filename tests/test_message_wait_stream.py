@@ -370,22 +370,23 @@ def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> Non
         [
             sys.executable,
             "-c",
-            "import fcntl, os, sys, time\n"
+            "import fcntl, os, sys\n"
             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
             "fcntl.flock(fd, fcntl.LOCK_EX)\n"
             "print('locked', flush=True)\n"
-            "time.sleep(6.5)\n",
+            "sys.stdin.read()\n",
             str(lock_path),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = file_state(head_db)
-        t0 = time.monotonic()
         poll = cli("message", "poll", str(b))
         assert poll.returncode == 0  # readers never wait for the writer lock
+        t0 = time.monotonic()
         r = cli("message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "x")
         elapsed = time.monotonic() - t0
         assert (r.returncode, r.stdout, r.stderr) == (1, "", "Error: database is locked\n")
