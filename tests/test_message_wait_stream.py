@@ -50,6 +50,25 @@ def started(proc, db_path: Path) -> None:
     assert proc.poll() is None, proc.communicate()
 
 
+def cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def settled(proc, db_path: Path) -> None:
+    """Wait until the child has the database open and idles in its polling loop (its CPU time
+    barely moves over 0.3 s), so what the test does next happens inside the loop."""
+    started(proc, db_path)
+
+    def idle() -> bool:
+        before = cpu_ticks(proc.pid)
+        time.sleep(0.3)
+        return cpu_ticks(proc.pid) - before <= 3
+
+    util.retry_until(idle, timeout=30, interval=0.0, message="the command never went idle")
+
+
 @pytest.fixture
 def world(head_db: Path):
     return build_world(head_db, members=("alice", "bob"))
@@ -122,8 +141,7 @@ def test_wait_wakes_promptly_after_another_process_commits(world, head_db: Path)
         for i in range(10):
             proc = popen("message", "wait", str(d), "--timeout", "60", "--json")
             reader = LineReader(proc)
-            started(proc, head_db)
-            time.sleep(0.3)  # set-up only: let the waiter finish its first cycle
+            settled(proc, head_db)
             mid = put(conn, a, d, f"wake {i}")
             committed = time.monotonic()
             line = reader.line(timeout=10)
@@ -144,8 +162,7 @@ def test_wait_exits_1_when_the_member_is_deregistered(world, head_db: Path) -> N
 
     a = world.members["alice"]
     proc = popen("message", "wait", str(a), "--timeout", "60")
-    started(proc, head_db)
-    time.sleep(1.0)  # set-up only: let it pass its start-up member check
+    settled(proc, head_db)
     with connect(head_db) as conn:
         broker.deregister_member(conn, member_id=a)
     stdout, stderr = proc.communicate(timeout=30)
@@ -348,8 +365,7 @@ def test_a_schema_change_stops_wait_and_stream(world, head_db: Path, command: st
 
     a = world.members["alice"]
     proc = popen("message", command, str(a), "--timeout", "60")
-    started(proc, head_db)
-    time.sleep(1.0)  # set-up only: let it reach its polling loop
+    settled(proc, head_db)
     sql_write(head_db, "UPDATE alembic_version SET version_num = '0003'")
     sql_write(head_db, "CREATE TABLE unrelated_aux (x INTEGER)")  # bumps schema_version
     stdout, stderr = proc.communicate(timeout=30)
