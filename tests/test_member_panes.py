@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -21,11 +22,13 @@ from tests.fleet_helpers import (
     db,
     inproc,
     ok,
+    sql_write,
     stop_loop,
     table_dump,
 )
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import (
+    command_records,
     fake_print,
     line_bytes,
     retry_until,
@@ -673,3 +676,103 @@ def test_member_prompt_and_ping(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     for cmd in (["ping", "999"], ["prompt", "999", "x"], ["capture", "999"]):
         r = inproc("member", *cmd)
         assert (r.returncode, r.stderr) == (1, "Error: Member 999 not found\n")
+
+
+def test_member_create_signal_after_spawn_and_fake_run_directives(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    h = tmux_db
+    panes = h.live_panes()
+    release = h.dir / "release"
+    calls = len(h.shim_calls())
+    h.set_faults([{"command": "split-window", "action": "pause_until", "path": str(release)}])
+    proc = h.popen_cli("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "sig",
+                       "--description", "d", "p")  # fmt: skip
+    retry_until(
+        lambda: any(c["command"] == "split-window" for c in h.shim_calls()[calls:]), timeout=15
+    )
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)  # recorded while the spawn is paused; the spawn itself runs to its end
+    release.touch()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert out == "" and "Traceback" not in err and "Aborted!" not in err
+    assert h.sqlite("SELECT status FROM members WHERE name = 'sig'") == [("deregistered",)]
+    assert h.sqlite(
+        "SELECT COUNT(*) FROM member_placements JOIN members USING (member_id) WHERE name = 'sig'"
+    ) == [(0,)]
+    retry_until(lambda: h.live_panes() == panes, timeout=5)
+    h.clear_faults()
+
+    # The spawned agent learns its ids from the rendered prompt and can use them in its pane.
+    member_id, pane = create_member(
+        h, fleet.fleet_id, "runner", "Work.\n#fake run cafleet member show {member_id} --json\n"
+    )
+    rec = retry_until(lambda: command_records(pane), timeout=20)[0]
+    assert rec["rc"] == 0, rec
+    assert json.loads(rec["stdout"])["member_id"] == member_id
+
+
+def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    h = tmux_db
+    member_id, pane = create_member(h, fleet.fleet_id, "busy")
+    start_record(pane)
+    release = h.dir / "release-enter"
+    h.set_faults(
+        [{"command": "send-keys", "target": pane, "last": "Enter", "action": "pause_until",
+          "path": str(release)}]
+    )  # fmt: skip
+    prompt = h.popen_cli("member", "prompt", str(member_id), "hello there")
+    retry_until(
+        lambda: any(c["command"] == "send-keys" and c["argv"][-1] == "Enter"
+                    for c in h.shim_calls()),
+        timeout=15,
+    )  # fmt: skip
+    # A delete now waits for the pane lock; SIGTERM ends that wait at once, changing nothing.
+    before = table_dump(h)
+    waiting = h.popen_cli("member", "delete", str(member_id))
+    time.sleep(1.0)
+    assert waiting.poll() is None
+    sent = time.monotonic()
+    waiting.send_signal(signal.SIGTERM)
+    out, err = waiting.communicate(timeout=10)
+    assert waiting.returncode == 143 and time.monotonic() - sent < 1.5, err
+    assert out == "" and "Traceback" not in err
+    assert table_dump(h) == before and pane in h.live_panes()
+
+    deleting = h.popen_cli("member", "delete", str(member_id))
+    time.sleep(1.0)
+    assert deleting.poll() is None and pane in h.live_panes()
+    release.touch()
+    assert prompt.wait(timeout=20) == 0
+    out, err = deleting.communicate(timeout=20)
+    assert deleting.returncode == 0, err
+    assert out.endswith(f"{pane} (killed)\n")
+    # The pane was killed only after the Enter went through: the record is complete.
+    assert line_bytes(pane) == [b"\x1bhello there"]
+    calls = h.shim_calls()
+    enter = max(i for i, c in enumerate(calls) if c["command"] == "send-keys")
+    kill = max(i for i, c in enumerate(calls) if c["command"] == "kill-pane")
+    assert enter < kill
+
+
+def test_member_create_without_a_director_pane(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
+    h = tmux_db
+    f = fleet.fleet_id
+    sql_write(h, "UPDATE member_placements SET mux_pane_id = NULL WHERE member_id = ?",
+              fleet.director_id)  # fmt: skip
+    r = h.cli("member", "create", "--fleet-id", str(f), "--name", "m", "--description", "d", "p")
+    assert (r.returncode, r.stderr) == (
+        1,
+        f"Error: the root Director of fleet {f} has no pane to split from\n",
+    )
+    sql_write(h, "DELETE FROM member_placements WHERE member_id = ?", fleet.director_id)
+    r = inproc("member", "create", "--fleet-id", str(f), "--name", "m", "--description", "d", "p")
+    assert (r.returncode, r.stderr) == (
+        1,
+        "Error: cannot resolve the member's coding agent: the root Director (member "
+        f"{fleet.director_id}) has no placement; re-run with --coding-agent\n",
+    )
+    assert h.sqlite("SELECT COUNT(*) FROM members WHERE name = 'm'") == [(0,)]

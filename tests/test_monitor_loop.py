@@ -446,3 +446,18 @@ def test_tick_drains_live_panes_and_logs_failures(tmux_db: TmuxHarness, fleet: F
     ]
     assert loop.stop() == 0
     assert pid_alive(os.getpid())
+
+
+def test_schema_change_stops_the_loop_with_the_guard_message(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    h = tmux_db
+    f = fleet.fleet_id
+    loop = start_loop(h, f, "--tick", "1")
+    sql_write(h, "DROP INDEX idx_messages_from_created")
+    assert loop.proc.wait(timeout=10) == 1
+    err = loop.stderr()
+    assert err.startswith(f"Error: {h.db_path} is damaged (schema 2): "), err
+    assert "idx_messages_from_created" in err
+    assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"
+    assert runtime_row(h, f)["pid"] is None  # type: ignore[index]

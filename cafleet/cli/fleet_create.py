@@ -39,6 +39,7 @@ MONITOR_DISPLAY_NAME = "monitor"
 
 @fleet_group.command(
     "create",
+    short_help="Create a fleet around this tmux pane and start its monitor.",
     help=(
         "Create a fleet from this tmux pane: register the pane as the fleet's root Director, "
         "spawn the monitor member next to it and start the fleet's monitor loop."

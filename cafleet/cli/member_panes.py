@@ -119,6 +119,7 @@ def _mux_key(placement: Placement) -> Any:
 
 @member_group.command(
     "create",
+    short_help="Register a member and spawn its agent in a new pane.",
     help=(
         "Register a member and spawn its coding agent in a new pane of the root Director's window."
     ),
@@ -380,6 +381,7 @@ def _pane_shared_with(conn: Connection, member: Member) -> int | None:
 
 @member_group.command(
     "delete",
+    short_help="Deregister a member and kill its pane.",
     help="Deregister a member and kill its pane (the root Director cannot be deleted).",
 )
 @id_argument("member_id", MEMBER_ID_HELP)
@@ -546,7 +548,9 @@ def _type_checked(backend: Any, pane_id: str, line: str) -> None:
 
 
 @member_group.command(
-    "prompt", help="Type one line into a member's pane as a user turn (not a message)."
+    "prompt",
+    short_help="Type one line into a member's pane.",
+    help="Type one line into a member's pane as a user turn (not a message).",
 )
 @id_argument("member_id", MEMBER_ID_HELP)
 @click.argument(
@@ -595,7 +599,9 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
 
 
 @member_group.command(
-    "ping", help="Make a member check its inbox by typing a fixed line into its pane."
+    "ping",
+    short_help="Make a member check its inbox.",
+    help="Make a member check its inbox by typing a fixed line into its pane.",
 )
 @id_argument("member_id", MEMBER_ID_HELP)
 @json_option

@@ -65,6 +65,7 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
 
 @monitor_group.command(
     "scan",
+    short_help="Capture every pane of a fleet once.",
     help="Capture every pane of a fleet once: the Director first, then the members by id.",
 )
 @id_argument("fleet_id", FLEET_ID_HELP)

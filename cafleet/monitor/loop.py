@@ -8,6 +8,7 @@ slot. After the start line every exit clears the slot and prints the stopped lin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -119,7 +120,13 @@ def _startup(
         raise LoopStartError(str(exc)) from None
     if not claimed:
         raise LoopStartError(f"monitor already running for fleet {fleet_id}")
-    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    try:
+        row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    except BaseException:
+        # A failed start-up never leaves a claimed slot.
+        with contextlib.suppress(Exception):
+            broker.clear_monitor(conn, fleet_id=fleet_id, pid=os.getpid())
+        raise
     tick_seconds = row.tick_seconds if row is not None and row.tick_seconds else 5
     return backend, int(tick_seconds), int(interval)
 
