@@ -7,7 +7,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,23 +110,39 @@ class ProcessRun:
     stdout: bytes
 
 
+# Linux keeps a forked child's peak RSS at least as high as its parent's at fork time (the
+# high-water mark survives exec), so measuring straight from this process would report our own
+# size for every command. A small launcher forks the command from a fresh interpreter, times
+# it, and reports the grandchild's own rusage.
+_LAUNCHER = r"""
+import os, sys, time
+report_fd, argv = int(sys.argv[1]), sys.argv[2:]
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(argv[0], argv)
+_, status, usage = os.wait4(pid, 0)
+elapsed = time.perf_counter() - start
+os.write(report_fd, f"{elapsed} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}".encode())
+"""
+
+
 def run_process(argv: Sequence[str], env: Mapping[str, str]) -> ProcessRun:
-    """Whole-process wall time and the child's own peak RSS (reaped with os.wait4)."""
-    start = time.perf_counter()
+    """Whole-process wall time and the command's own peak RSS (see _LAUNCHER)."""
+    read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
-        list(argv),
+        [sys.executable, "-S", "-c", _LAUNCHER, str(write_fd), *argv],
         env=dict(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        pass_fds=(write_fd,),
     )
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    proc.stdout.close()
-    return ProcessRun(elapsed, usage.ru_maxrss, proc.returncode, out)
+    os.close(write_fd)
+    out, _ = proc.communicate()
+    with os.fdopen(read_fd, "rb") as report:
+        seconds, rss, code = report.read().decode().split()
+    return ProcessRun(float(seconds), int(rss), int(code), out)
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

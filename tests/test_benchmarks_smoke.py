@@ -1,0 +1,46 @@
+"""The benchmark harness runs end to end at smoke size, so it never rots (issue 5)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.tmux
+def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())
+    assert results["mode"] == "smoke"
+    startup = results["startup"]["conditions"]
+    assert set(startup) == {"cached", "nocache"}
+    for table in startup.values():
+        assert {
+            "floor: import sqlite3",
+            "floor: import sqlalchemy, click",
+            "message poll (10 pending)",
+        } <= set(table)
+        assert all(row["median_s"] > 0 and row["peak_rss_kb"] > 0 for row in table.values())
+    assert results["throughput"]["sends_per_s"] > 0
+    assert results["concurrency"]["errors"] == 0
+    assert results["concurrency"]["lost"] == 0
+    assert results["concurrency"]["integrity_check"] == "ok"
+    assert results["wait"]["p50_ms"] > 0
+    assert results["scale"]["poll_rows"] > 0
+    assert results["notify"]["notified"] == results["notify"]["runs"]
+    # The printed table names every section.
+    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
+        assert heading in proc.stdout
