@@ -61,8 +61,7 @@ def resolve_database_path(env: Mapping[str, str]) -> str:
         prefix = "sqlite:///"
         if not url.startswith(prefix):
             raise SettingsError(
-                "database URL must use the sqlite scheme (sqlite:///<absolute path>); "
-                f"got '{url}'"
+                f"database URL must use the sqlite scheme (sqlite:///<absolute path>); got '{url}'"
             )
         path = url[len(prefix) :]
         if not path:
@@ -85,7 +84,9 @@ def _parse_int(env: Mapping[str, str], name: str) -> int | None:
     return int(raw)
 
 
-def load_settings(env: Mapping[str, str] | None = None, *, tolerate_path_error: bool = False) -> Settings:
+def load_settings(
+    env: Mapping[str, str] | None = None, *, tolerate_path_error: bool = False
+) -> Settings:
     """Validate every variable in cli.md §1.6's table order.
 
     With ``tolerate_path_error`` (doctor), a URL/HOME problem is recorded instead of raised;

@@ -87,10 +87,11 @@ class Invocation:
             except Exception as exc:
                 raise to_click_error(exc) from exc
             self._conn = conn
-            self._root.call_on_close(self._close)
+            self._root.call_on_close(self.close)
         return self._conn
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the connection now (idempotent); also runs when the root context closes."""
         conn, self._conn = self._conn, None
         if conn is not None:
             from cafleet.db.engine import close_connection

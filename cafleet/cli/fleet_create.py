@@ -202,8 +202,7 @@ def _after_spawn_failure(inv: Any, conn: Connection, backend: Any, exc: Any) -> 
     if exc.rollback_error is not None:
         cleanup.add(f"cleanup failed for the fleet transaction: {error_text(exc.rollback_error)}")
     # Close the invocation's connection (SQLite discards anything uncommitted), then kill.
-    close = getattr(inv, "close", None) or inv._close
-    cleanup.step("the fleet transaction", close)
+    cleanup.step("the fleet transaction", inv.close)
     cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
     fail_with_cleanup(
         f"fleet creation failed after spawning pane {pane_id}: {error_text(exc.cause)}", cleanup

@@ -79,7 +79,11 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
 
     def creator() -> sqlite3.Connection:
         return sqlite3.connect(
-            uri, uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            uri,
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_TIMEOUT_MS / 1000,
         )
 
     engine = create_engine("sqlite+pysqlite://", creator=creator, poolclass=NullPool)
