@@ -96,7 +96,9 @@ class Invocation:
         if conn is not None:
             from cafleet.db.engine import close_connection
 
-            close_connection(conn)
+            # A connection the schema re-check refused is closed the guarded way, so the
+            # refused file keeps its bytes (storage.md §5.5).
+            close_connection(conn, guarded=bool(conn.info.get("cafleet.refused")))
 
 
 def invocation() -> Invocation:

@@ -106,8 +106,8 @@ def recheck_schema(conn: Connection) -> None:
 
     Compares `PRAGMA schema_version` with the value remembered at validation; when it changed,
     re-diagnoses on the same connection and raises `GuardRefused` unless the file is still
-    `current`. After a refusal the caller closes the connection with
-    `close_connection(conn, guarded=True)` (the connection is marked `cafleet.refused`).
+    `current`. A refused connection is marked `cafleet.refused`, and the invocation closes it
+    the guarded way (`cafleet.cli.context.Invocation.close`).
     """
     from cafleet.db import tx
 

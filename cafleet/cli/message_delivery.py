@@ -181,20 +181,15 @@ def _member_active(conn: Connection, member_id: int) -> bool:
         return False
 
 
-def _check_schema(inv: Invocation, conn: Connection) -> None:
+def _check_schema(conn: Connection) -> None:
     """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed; a file that is no
-    longer current stops the command with the guard's message (exit 1), closed the guarded way
-    so the refused file is left byte for byte as it is (storage.md §5.5)."""
+    longer current stops the command with the guard's message (exit 1). The invocation then
+    closes the refused connection the guarded way (storage.md §5.5)."""
     from cafleet.cli.guard import GuardRefused, recheck_schema
 
     try:
         recheck_schema(conn)
     except GuardRefused as exc:
-        from cafleet.db.engine import close_connection
-
-        close_connection(conn, guarded=True)
-        if getattr(inv, "_conn", None) is conn:
-            inv._conn = None  # already closed: the invocation must not close it again
         raise click.ClickException(str(exc)) from exc
 
 
@@ -429,7 +424,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
                 last_version = None  # look at the inbox again right away
                 continue
         # 6. Schema; sleep until the next cycle.
-        _check_schema(inv, conn)
+        _check_schema(conn)
         _sleep_until(cycle_start + WAIT_CYCLE)
 
     signals.check()
@@ -490,7 +485,7 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
         if deadline is not None and time.monotonic() >= deadline:
             return
         # 5. Schema; sleep.
-        _check_schema(inv, conn)
+        _check_schema(conn)
         _sleep_until(
             cycle_start + STREAM_CYCLE
             if deadline is None

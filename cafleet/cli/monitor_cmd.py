@@ -55,10 +55,6 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
     except LoopStartError as exc:
         fail(str(exc))
         raise AssertionError("unreachable") from exc
-    if conn.info.get("cafleet.refused"):
-        from cafleet.db.engine import close_connection
-
-        close_connection(conn, guarded=True)
     if code:
         ctx.exit(code)
 
