@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks import concurrency, notify, scale, startup, throughput, wait_latency
 
 FULL = {
-    "runs": 7,
+    "runs": 11,
     "sends": 5000,
     "procs": 16,
     "per_proc": 500,

@@ -95,18 +95,28 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
         cmds = commands(ctx)
         ack_iter = iter(ctx["ack_ids"][(runs + 1) * (condition == "nocache") :])
-        table: dict[str, Any] = {}
-        for label, argv in {**FLOORS, **{k: prefix + v for k, v in cmds.items()}}.items():
-            times, rss = [], []
-            for i in range(runs + 1):  # the first run warms the caches and is discarded
+        argvs = {**FLOORS, **{k: prefix + v for k, v in cmds.items()}}
+        times: dict[str, list[float]] = {label: [] for label in argvs}
+        rss: dict[str, list[int]] = {label: [] for label in argvs}
+        # Rounds run every command once, in turn, so drift in machine load hits all alike;
+        # round 0 warms the caches and is discarded.
+        for round_no in range(runs + 1):
+            for label, argv in argvs.items():
                 real = [str(next(ack_iter)) if a == "{ack}" else a for a in argv]
                 result = run_process(real, env)
                 if result.returncode != 0:
                     raise RuntimeError(f"{label} exited {result.returncode}: {real}")
-                if i:
-                    times.append(result.seconds)
-                    rss.append(result.max_rss_kb)
-            table[label] = {"median_s": median(times), "min_s": min(times), "peak_rss_kb": max(rss)}
+                if round_no:
+                    times[label].append(result.seconds)
+                    rss[label].append(result.max_rss_kb)
+        table: dict[str, Any] = {
+            label: {
+                "median_s": median(times[label]),
+                "min_s": min(times[label]),
+                "peak_rss_kb": max(rss[label]),
+            }
+            for label in argvs
+        }
         sqlite_floor = table["floor: import sqlite3"]["median_s"]
         sa_floor = table["floor: import sqlalchemy, click"]["median_s"]
         for row in table.values():
@@ -117,7 +127,10 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any]) -> list[str]:
-    lines = [f"## 1. start-up ({results['invocation']}, median of {results['runs']} runs)"]
+    lines = [
+        f"## 1. start-up ({results['invocation']}, median of {results['runs']} interleaved rounds; "
+        "RSS includes a ~9 MB launcher floor)"
+    ]
     for condition, table in results["conditions"].items():
         meaning = (
             "PYTHONDONTWRITEBYTECODE unset, warm __pycache__"
