@@ -71,14 +71,25 @@ def start_cli(*args: str, env: Mapping[str, str | None] | None = None) -> subpro
     )
 
 
-def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
-    """`cafleet.cli.main(argv)` in this process; returns (code, stdout, stderr).
+def run_in_process(
+    entry: Callable[[list[str]], Any],
+    argv: Sequence[str],
+    stdin: bytes = b"",
+    env: Mapping[str, str | None] | None = None,
+) -> tuple[Any, str, str]:
+    """`entry(list(argv))` in this process; returns (what it returned, stdout, stderr).
 
-    Streams are swapped for UTF-8 buffers; signal handlers and the signal record are restored.
+    ``env`` overrides variables for the duration (None removes one). Streams are swapped for
+    UTF-8 buffers; signal handlers, the signal record and the environment are restored.
     """
     from cafleet import signals
-    from cafleet.cli import main
 
+    saved_env = {k: os.environ.get(k) for k in (env or {})}
+    for key, value in (env or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
     saved = (sys.stdin, sys.stdout, sys.stderr)
     handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     out_buf, err_buf = io.BytesIO(), io.BytesIO()
@@ -88,11 +99,8 @@ def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
     )
     sys.stdin, sys.stdout, sys.stderr = streams
-    code: Any = None
     try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
+        result = entry(list(argv))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -100,11 +108,47 @@ def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
         signals.reset()
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     out, err = out_buf.getvalue().decode("utf-8"), err_buf.getvalue().decode("utf-8")
     for stream in streams:
         stream.detach()
+    return result, out, err
+
+
+def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
+    """`cafleet.cli.main(argv)` in this process; returns (code, stdout, stderr).
+
+    Streams are swapped for UTF-8 buffers; signal handlers and the signal record are restored.
+    """
+    from cafleet.cli import main
+
+    def entry(args: list[str]) -> Any:
+        try:
+            main(args)
+        except SystemExit as exc:
+            return exc.code
+        return None
+
+    code, out, err = run_in_process(entry, argv, stdin)
     assert isinstance(code, int), f"main did not exit with an int: {code!r}"
     return code, out, err
+
+
+def call_run(
+    *argv: str, stdin: bytes = b"", env: Mapping[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`cafleet.cli.run(argv)` in this process (cli.md §1.8); returns a CompletedProcess.
+
+    ``env`` overrides variables for the duration (None removes one).
+    """
+    from cafleet.cli import run
+
+    code, out, err = run_in_process(run, argv, stdin, env)
+    return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 def imported_after(

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.cli_helpers import call_run
 from tests.harness import util
 
 EM_DASH = "\u2014"
@@ -265,43 +264,7 @@ def send_keys_runs(pane: str) -> list[str]:
 
 def call(*argv: str, stdin: bytes = b"", env: Mapping[str, str | None] | None = None) -> Any:
     """Run ``cafleet.cli.run(argv)`` in this process; returns a CompletedProcess."""
-    from cafleet import signals
-    from cafleet.cli import run
-
-    saved_env = {k: os.environ.get(k) for k in (env or {})}
-    for key, value in (env or {}).items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    saved = (sys.stdin, sys.stdout, sys.stderr)
-    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    out_buf, err_buf = io.BytesIO(), io.BytesIO()
-    streams = (
-        io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
-        io.TextIOWrapper(out_buf, encoding="utf-8", write_through=True),
-        io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
-    )
-    sys.stdin, sys.stdout, sys.stderr = streams
-    try:
-        code = run(list(argv))
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.stdin, sys.stdout, sys.stderr = saved
-        signal.signal(signal.SIGINT, handlers[0])
-        signal.signal(signal.SIGTERM, handlers[1])
-        signals.reset()
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    out = out_buf.getvalue().decode("utf-8")
-    err = err_buf.getvalue().decode("utf-8")
-    for stream in streams:
-        stream.detach()
-    return subprocess.CompletedProcess(list(argv), code, out, err)
+    return call_run(*argv, stdin=stdin, env=env)
 
 
 def cli(

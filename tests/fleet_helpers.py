@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.cli_helpers import call_run
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import retry_until
 
@@ -197,45 +198,7 @@ def inproc(
     The test process never has TMUX/TMUX_PANE set, so these runs are "outside tmux". ``env``
     overrides variables for the duration (None removes one).
     """
-    import io
-    import sys
-
-    from cafleet import signals
-    from cafleet.cli import run
-
-    saved_env = {k: os.environ.get(k) for k in (env or {})}
-    for key, value in (env or {}).items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    saved = (sys.stdin, sys.stdout, sys.stderr)
-    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
-    out_buf, err_buf = io.BytesIO(), io.BytesIO()
-    streams = (
-        io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"),
-        io.TextIOWrapper(out_buf, encoding="utf-8", write_through=True),
-        io.TextIOWrapper(err_buf, encoding="utf-8", write_through=True),
-    )
-    sys.stdin, sys.stdout, sys.stderr = streams
-    try:
-        code = run(list(argv))
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        sys.stdin, sys.stdout, sys.stderr = saved
-        signal.signal(signal.SIGINT, handlers[0])
-        signal.signal(signal.SIGTERM, handlers[1])
-        signals.reset()
-        for key, value in saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    out, err = out_buf.getvalue().decode("utf-8"), err_buf.getvalue().decode("utf-8")
-    for stream in streams:
-        stream.detach()
-    return subprocess.CompletedProcess(list(argv), code, out, err)
+    return call_run(*argv, stdin=stdin, env=env)
 
 
 @dataclass
