@@ -39,3 +39,37 @@ class BaseAgent:
         if not found:
             raise AgentUnavailable(f"binary {self.binary} not found on PATH")
         return os.path.abspath(found)
+
+    def build_argv(
+        self,
+        *,
+        binary_path: str,
+        prompt: str,
+        display_name: str,
+        model: str | None,
+        effort: str | None,
+        monitor: bool,
+        db_dir: str | None = None,
+    ) -> list[str]:
+        """`<path> <leading args> [--model M] [<effort args>] <prompt args>`; each agent
+        supplies the parts that are its own."""
+        argv = [binary_path]
+        argv += self.leading_args(display_name=display_name, monitor=monitor, db_dir=db_dir)
+        if model is not None:
+            argv += ["--model", model]
+        if effort is not None:
+            argv += self.effort_args(effort)
+        argv += self.prompt_args(prompt)
+        return argv
+
+    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
+        """What follows the binary's path, before the model."""
+        return []
+
+    def effort_args(self, effort: str) -> list[str]:
+        """How the (validated) effort is passed; nothing by default."""
+        return []
+
+    def prompt_args(self, prompt: str) -> list[str]:
+        """How the prompt is passed; as the last argument by default."""
+        return [prompt]

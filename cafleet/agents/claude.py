@@ -18,25 +18,14 @@ class ClaudeAgent(BaseAgent):
     binary = "claude"
     effort_levels = ("low", "medium", "high", "xhigh", "max")
 
-    def build_argv(
-        self,
-        *,
-        binary_path: str,
-        prompt: str,
-        display_name: str,
-        model: str | None,
-        effort: str | None,
-        monitor: bool,
-        db_dir: str | None = None,
-    ) -> list[str]:
-        """`<path> --permission-mode dontAsk --allowedTools <rule>... --name <name>
-        [--model M] [--effort E] <prompt>`; the monitor's name is `monitor`."""
+    # `<path> --permission-mode dontAsk --allowedTools <rule>... --name <name>
+    # [--model M] [--effort E] <prompt>`; the monitor's name is `monitor`.
+
+    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
         rules = MONITOR_RULES if monitor else MEMBER_RULES
-        argv = [binary_path, "--permission-mode", "dontAsk", "--allowedTools", *rules]
+        argv = ["--permission-mode", "dontAsk", "--allowedTools", *rules]
         argv += ["--name", MONITOR_DISPLAY_NAME if monitor else display_name]
-        if model is not None:
-            argv += ["--model", model]
-        if effort is not None:
-            argv += ["--effort", effort]
-        argv.append(prompt)
         return argv
+
+    def effort_args(self, effort: str) -> list[str]:
+        return ["--effort", effort]

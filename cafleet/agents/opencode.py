@@ -26,20 +26,7 @@ class OpencodeAgent(BaseAgent):
         if effort is not None:
             raise AgentUsageError(f"the opencode coding agent does not support {flag}")
 
-    def build_argv(
-        self,
-        *,
-        binary_path: str,
-        prompt: str,
-        display_name: str,
-        model: str | None,
-        effort: str | None,
-        monitor: bool,
-        db_dir: str | None = None,
-    ) -> list[str]:
-        """`<path> [--model <provider>/<model>] --prompt <prompt>`."""
-        argv = [binary_path]
-        if model is not None:
-            argv += ["--model", model]
-        argv += ["--prompt", prompt]
-        return argv
+    # `<path> [--model <provider>/<model>] --prompt <prompt>`.
+
+    def prompt_args(self, prompt: str) -> list[str]:
+        return ["--prompt", prompt]
