@@ -114,6 +114,29 @@ def _mux_key(placement: Placement) -> Any:
     return PaneKey(placement.backend, placement.mux_session, placement.mux_pane_id)
 
 
+def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> Any:
+    """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
+    `lock_busy_message` (exit 1), an abandoned wait re-checks for a signal and re-raises."""
+    from cafleet import signals
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+
+    signals.check()
+    try:
+        return acquire_pane_lock(
+            inv.db_dir,
+            _mux_key(placement),
+            timeout=inv.settings.pane_lock_timeout,
+            purpose=purpose,
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout:
+        fail(lock_busy_message(member_id))
+        raise AssertionError("unreachable") from None
+
+
 # --- member create -------------------------------------------------------------------------------
 
 
@@ -408,23 +431,8 @@ def member_delete(member_id: int, as_json: bool) -> None:
     pane_id = placement.mux_pane_id
     backend = _backend(placement.backend)
     from cafleet.mux import MultiplexerError
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
 
-    signals.check()
-    try:
-        lock = acquire_pane_lock(
-            inv.db_dir,
-            _mux_key(placement),
-            timeout=inv.settings.pane_lock_timeout,
-            purpose=f"member delete {member_id}",
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        fail(lock_busy_message(member_id))
-        raise AssertionError("unreachable") from None
+    lock = _lock_pane(inv, placement, member_id, f"member delete {member_id}")
     with lock:
         # Re-read under the lock: the member may have changed while we waited.
         member = _active_member(conn, member_id)
@@ -560,7 +568,6 @@ def _type_checked(backend: Any, pane_id: str, line: str) -> None:
 )
 @json_option
 def member_prompt(member_id: int, text: str, as_json: bool) -> None:
-    from cafleet import signals
 
     inv = invocation()
     conn = inv.connection()
@@ -570,23 +577,7 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = _backend(placement.backend)
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
-
-    signals.check()
-    try:
-        lock = acquire_pane_lock(
-            inv.db_dir,
-            _mux_key(placement),
-            timeout=inv.settings.pane_lock_timeout,
-            purpose=f"prompt member {member_id}",
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        fail(lock_busy_message(member_id))
-        raise AssertionError("unreachable") from None
+    lock = _lock_pane(inv, placement, member_id, f"prompt member {member_id}")
     with lock:
         _type_checked(backend, pane_id, text)
     if as_json:
