@@ -19,15 +19,13 @@ from cafleet.cli.params import json_option, name_option
 from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     Cleanup,
-    SpawnPlan,
-    ensure_agent_available,
     error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
+    spawn_plan,
     unconfirmed_detail,
     validate_agent_options,
-    validate_template,
 )
 from cafleet.output import member_dict, out, out_json
 
@@ -93,10 +91,7 @@ def fleet_create(
         from cafleet.agents.prompt import load_default_monitor_prompt
 
         template = load_default_monitor_prompt()
-    validate_template(template)
-    signals.check()
-    binary_path = ensure_agent_available(agent)
-    plan = SpawnPlan(agent, binary_path, template, monitor_model, monitor_effort)
+    plan = spawn_plan(agent, template, monitor_model, monitor_effort)
 
     # 3. tmux and the calling pane.
     from cafleet.mux import MultiplexerError, PaneContext, tmux_backend

@@ -31,16 +31,14 @@ from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     MSG_KILL_FAILED,
     Cleanup,
-    SpawnPlan,
     director_pane_key,
-    ensure_agent_available,
     error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
+    spawn_plan,
     unconfirmed_detail,
     validate_agent_options,
-    validate_template,
 )
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
@@ -230,10 +228,7 @@ def member_create(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     template = read_body(prompt, file)
-    validate_template(template)
-    signals.check()
-    binary_path = ensure_agent_available(agent)
-    plan = SpawnPlan(agent, binary_path, template, model, effort)
+    plan = spawn_plan(agent, template, model, effort)
 
     # 6. tmux, and a concrete pane to split from.
     from cafleet.mux import MultiplexerError, tmux_backend

@@ -85,6 +85,16 @@ def ensure_agent_available(agent: Any) -> str:
         raise click.ClickException(str(exc)) from exc
 
 
+def spawn_plan(agent: Any, template: str, model: str | None, effort: str | None) -> SpawnPlan:
+    """Validate the template, then (past a signal check) find the agent's binary: the plan."""
+    from cafleet import signals
+
+    validate_template(template)
+    signals.check()
+    binary_path = ensure_agent_available(agent)
+    return SpawnPlan(agent, binary_path, template, model, effort)
+
+
 def spawn_env() -> dict[str, str]:
     """Only CAFLEET_DATABASE_URL, and only when set, reaches a spawned pane (runtime.md §1.6)."""
     url = os.environ.get("CAFLEET_DATABASE_URL")
