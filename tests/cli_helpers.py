@@ -24,6 +24,40 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
 
 
+# JSON records' keys in contract order (cli.md §1.10).
+MESSAGE_KEYS = [
+    "message_id",
+    "owner_member_id",
+    "from_member_id",
+    "to_member_id",
+    "type",
+    "created_at",
+    "status_state",
+    "status_timestamp",
+    "origin_message_id",
+    "text",
+]
+PLACEMENT_KEYS = [
+    "backend",
+    "mux_session",
+    "mux_window_id",
+    "mux_pane_id",
+    "coding_agent",
+    "created_at",
+]
+MEMBER_KEYS = [
+    "member_id",
+    "fleet_id",
+    "name",
+    "description",
+    "kind",
+    "status",
+    "registered_at",
+    "deregistered_at",
+    "placement",
+]
+
+
 # --- running the CLI ---------------------------------------------------------------------------
 
 

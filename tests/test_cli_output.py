@@ -10,39 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from cafleet import output
-from tests.cli_helpers import Db, call_main, run_cli
+from tests.cli_helpers import MEMBER_KEYS, MESSAGE_KEYS, PLACEMENT_KEYS, Db, call_main, run_cli
 
-MESSAGE_KEYS = [
-    "message_id",
-    "owner_member_id",
-    "from_member_id",
-    "to_member_id",
-    "type",
-    "created_at",
-    "status_state",
-    "status_timestamp",
-    "origin_message_id",
-    "text",
-]
-PLACEMENT_KEYS = [
-    "backend",
-    "mux_session",
-    "mux_window_id",
-    "mux_pane_id",
-    "coding_agent",
-    "created_at",
-]
-MEMBER_KEYS = [
-    "member_id",
-    "fleet_id",
-    "name",
-    "description",
-    "kind",
-    "status",
-    "registered_at",
-    "deregistered_at",
-    "placement",
-]
 ROSTER_KEYS = [
     "member_id",
     "name",

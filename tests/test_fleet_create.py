@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import MEMBER_KEYS, PLACEMENT_KEYS
 from tests.fleet_helpers import (
     create_fleet,
     file_state,
@@ -128,27 +129,9 @@ def test_fleet_create_json_from_inside_the_director_pane(tmux_db: TmuxHarness) -
     data = json.loads(rec["stdout"])
     assert list(data) == ["fleet_id", "name", "created_at", "director", "monitor", "monitor_loop"]
     assert data["name"] == "second"
-    member_keys = [
-        "member_id",
-        "fleet_id",
-        "name",
-        "description",
-        "kind",
-        "status",
-        "registered_at",
-        "deregistered_at",
-        "placement",
-    ]
-    assert list(data["director"]) == member_keys and list(data["monitor"]) == member_keys
+    assert list(data["director"]) == MEMBER_KEYS and list(data["monitor"]) == MEMBER_KEYS
     assert data["director"]["kind"] == "director" and data["monitor"]["kind"] == "monitor"
-    assert list(data["director"]["placement"]) == [
-        "backend",
-        "mux_session",
-        "mux_window_id",
-        "mux_pane_id",
-        "coding_agent",
-        "created_at",
-    ]
+    assert list(data["director"]["placement"]) == PLACEMENT_KEYS
     assert data["director"]["placement"]["mux_pane_id"] == h.director_pane
     assert data["director"]["placement"]["coding_agent"] == "codex"
     assert list(data["monitor_loop"]) == ["pid"]

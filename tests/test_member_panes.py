@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import MEMBER_KEYS
 from tests.fleet_helpers import (
     FleetIds,
     create_fleet,
@@ -134,17 +135,7 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
         )
     )
     record = json.loads(result.stdout)
-    assert list(record) == [
-        "member_id",
-        "fleet_id",
-        "name",
-        "description",
-        "kind",
-        "status",
-        "registered_at",
-        "deregistered_at",
-        "placement",
-    ]
+    assert list(record) == MEMBER_KEYS
     assert record["kind"] == "member" and record["placement"]["coding_agent"] == "codex"
     codex_pane = record["placement"]["mux_pane_id"]
     argv = start_record(codex_pane)["argv"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import MESSAGE_KEYS
 from tests.delivery_helpers import (
     build_world,
     call,
@@ -48,18 +49,7 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert list(data) == ["message", "notification_sent"]
-    assert list(data["message"]) == [
-        "message_id",
-        "owner_member_id",
-        "from_member_id",
-        "to_member_id",
-        "type",
-        "created_at",
-        "status_state",
-        "status_timestamp",
-        "origin_message_id",
-        "text",
-    ]
+    assert list(data["message"]) == MESSAGE_KEYS
     msg = data["message"]
     assert msg["text"] == body
     assert (msg["owner_member_id"], msg["from_member_id"], msg["to_member_id"]) == (b, a, b)

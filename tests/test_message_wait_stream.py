@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import MESSAGE_KEYS
 from tests.delivery_helpers import (
     LineReader,
     build_world,
@@ -211,18 +212,7 @@ def test_stream_emits_backlog_then_each_new_delivery_once(world, head_db: Path) 
     reader = LineReader(proc)
     backlog = [json.loads(reader.line()) for _ in range(3)]
     assert [m["message_id"] for m in backlog] == [m2, d3_a, own]
-    assert list(backlog[0]) == [
-        "message_id",
-        "owner_member_id",
-        "from_member_id",
-        "to_member_id",
-        "type",
-        "created_at",
-        "status_state",
-        "status_timestamp",
-        "origin_message_id",
-        "text",
-    ]
+    assert list(backlog[0]) == MESSAGE_KEYS
     # one envelope per line, compact JSON, non-ASCII raw
     with connect(head_db) as conn:
         m5 = put(conn, b, a, "live é…\x1b")
