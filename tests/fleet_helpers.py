@@ -201,6 +201,19 @@ def inproc(
     return call_run(*argv, stdin=stdin, env=env)
 
 
+def popen_paused_at(h: TmuxHarness, command: str, *args: str) -> tuple[subprocess.Popen[str], Path]:
+    """Start `cafleet <args>` with the tmux `command` paused, and return once it is reached.
+
+    Touching the returned path lets the paused command go on.
+    """
+    release = h.dir / f"release-{command}"
+    calls = len(h.shim_calls())
+    h.set_faults([{"command": command, "action": "pause_until", "path": str(release)}])
+    proc = h.popen_cli(*args)
+    retry_until(lambda: any(c["command"] == command for c in h.shim_calls()[calls:]), timeout=15)
+    return proc, release
+
+
 @dataclass
 class Loop:
     proc: subprocess.Popen[str]

@@ -19,6 +19,7 @@ from tests.fleet_helpers import (
     log_lines,
     log_path,
     pid_alive,
+    popen_paused_at,
     runtime_row,
     sql_write,
 )
@@ -318,10 +319,9 @@ def test_loop_that_does_not_start_soft_deletes_the_fleet(tmux_db: TmuxHarness) -
 def test_sigint_inside_the_bootstrap_transaction(tmux_db: TmuxHarness) -> None:
     h = tmux_db
     panes = h.live_panes()
-    release = h.dir / "release-split"
-    h.set_faults([{"command": "split-window", "action": "pause_until", "path": str(release)}])
-    proc = h.popen_cli("fleet", "create", "--name", "x", "--coding-agent", "claude")
-    retry_until(lambda: any(c["command"] == "split-window" for c in h.shim_calls()), timeout=15)
+    proc, release = popen_paused_at(
+        h, "split-window", "fleet", "create", "--name", "x", "--coding-agent", "claude"
+    )
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)  # the signal is recorded while the spawn is still paused
     release.touch()

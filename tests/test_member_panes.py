@@ -23,6 +23,7 @@ from tests.fleet_helpers import (
     db,
     inproc,
     ok,
+    popen_paused_at,
     sql_write,
     stop_loop,
     table_dump,
@@ -406,23 +407,10 @@ def test_delete_while_creation_pauses_between_spawn_and_patch(
 ) -> None:
     h = tmux_db
     panes = h.live_panes()
-    release = h.dir / "release"
-    calls = len(h.shim_calls())
-    h.set_faults([{"command": "select-layout", "action": "pause_until", "path": str(release)}])
-    proc = h.popen_cli(
-        "member",
-        "create",
-        "--fleet-id",
-        str(fleet.fleet_id),
-        "--name",
-        "slow",
-        "--description",
-        "d",
-        "p",
-    )
-    retry_until(
-        lambda: any(c["command"] == "select-layout" for c in h.shim_calls()[calls:]), timeout=15
-    )
+    proc, release = popen_paused_at(
+        h, "select-layout", "member", "create", "--fleet-id", str(fleet.fleet_id),
+        "--name", "slow", "--description", "d", "p",
+    )  # fmt: skip
     member_id = h.sqlite("SELECT member_id FROM members WHERE name = 'slow'")[0][0]
     # Outside tmux: a pending member is deleted without touching tmux.
     d = inproc("member", "delete", str(member_id))
@@ -674,14 +662,10 @@ def test_member_create_signal_after_spawn_and_fake_run_directives(
 ) -> None:
     h = tmux_db
     panes = h.live_panes()
-    release = h.dir / "release"
-    calls = len(h.shim_calls())
-    h.set_faults([{"command": "split-window", "action": "pause_until", "path": str(release)}])
-    proc = h.popen_cli("member", "create", "--fleet-id", str(fleet.fleet_id), "--name", "sig",
-                       "--description", "d", "p")  # fmt: skip
-    retry_until(
-        lambda: any(c["command"] == "split-window" for c in h.shim_calls()[calls:]), timeout=15
-    )
+    proc, release = popen_paused_at(
+        h, "split-window", "member", "create", "--fleet-id", str(fleet.fleet_id),
+        "--name", "sig", "--description", "d", "p",
+    )  # fmt: skip
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)  # recorded while the spawn is paused; the spawn itself runs to its end
     release.touch()
