@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.cli_helpers import call_run
+from tests.cli_helpers import call_run, cli_env
 from tests.harness import util
 
 EM_DASH = "\u2014"
@@ -274,18 +274,12 @@ def cli(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m cafleet <args>`` in a subprocess with this process's environment."""
-    merged = dict(os.environ)
-    for key, value in (env or {}).items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
     proc = subprocess.run(
         [sys.executable, "-m", "cafleet", *args],
         input=input,
         stdin=None if input is not None else subprocess.DEVNULL,
         capture_output=True,
-        env=merged,
+        env=cli_env(env),
         cwd=str(REPO_ROOT),
         timeout=timeout,
     )
@@ -302,18 +296,12 @@ def cli(
 
 def popen(*args: str, env: Mapping[str, str | None] | None = None) -> subprocess.Popen[bytes]:
     """``python -m cafleet <args>`` in the background, stdout/stderr piped (bytes)."""
-    merged = dict(os.environ)
-    for key, value in (env or {}).items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
     return subprocess.Popen(
         [sys.executable, "-m", "cafleet", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=merged,
+        env=cli_env(env),
         cwd=str(REPO_ROOT),
     )
 
