@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cafleet.db.errors import error_text
+
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
@@ -131,15 +133,6 @@ def _max_text_len() -> int:
     from cafleet.config import load_settings
 
     return load_settings().max_text_len
-
-
-def _error_text(exc: BaseException) -> str:
-    """An SQLite error is quoted as ``str(exc.orig)`` (storage.md §4.2), anything else as str()."""
-    orig = getattr(exc, "orig", None)
-    if orig is not None:
-        return str(orig)
-    text = str(exc)
-    return text if text else type(exc).__name__
 
 
 class _Backends:
@@ -275,7 +268,7 @@ def _attempt(
             broker.stamp_notified(conn, message_id=message.message_id)
         except Exception as exc:  # any database error: the line was typed but not recorded
             return fail(
-                f"typed into pane {pane_id} but could not record it: {_error_text(exc)}; "
+                f"typed into pane {pane_id} but could not record it: {error_text(exc)}; "
                 "it may be typed again"
             )
         return _Attempt(notified=True)

@@ -17,6 +17,7 @@ import traceback
 from typing import TYPE_CHECKING, TextIO
 
 from cafleet import signals
+from cafleet.db.errors import error_text
 from cafleet.db.timefmt import now_ts, utcnow
 
 if TYPE_CHECKING:
@@ -34,14 +35,6 @@ class LoopStartError(Exception):
 
 class SchemaGuardStop(Exception):
     """The schema changed and the re-run guard no longer finds the file current."""
-
-
-def _error_text(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    if orig is not None:
-        return str(orig)
-    text = str(exc)
-    return text if text else type(exc).__name__
 
 
 class _Log:
@@ -182,7 +175,7 @@ def run_loop(
         try:
             broker.clear_monitor(conn, fleet_id=fleet_id, pid=pid)
         except Exception as exc:  # the row goes stale; nothing else to do
-            _write(err, f"cleanup failed for the monitor slot: {_error_text(exc)}")
+            _write(err, f"cleanup failed for the monitor slot: {error_text(exc)}")
         log.raw(f"monitor loop stopped (fleet {fleet_id}, pid {pid})")
     return code
 
@@ -218,7 +211,7 @@ def _schedule(state: object, log: _Log, err: TextIO, recheck_schema: object) -> 
             try:
                 recheck_schema(state.conn)
             except Exception as exc:
-                _write(err, f"Error: {_error_text(exc)}")
+                _write(err, f"Error: {error_text(exc)}")
                 return 1
         try:
             run_tick(state)
@@ -227,7 +220,7 @@ def _schedule(state: object, log: _Log, err: TextIO, recheck_schema: object) -> 
             return stop.code
         except Exception as exc:
             failed += 1
-            log(f"tick failed: {_error_text(exc)}")
+            log(f"tick failed: {error_text(exc)}")
             _write(err, traceback.format_exc().rstrip("\n"))
             if failed >= MAX_FAILED_TICKS:
                 log(f"{MAX_FAILED_TICKS} consecutive failed ticks; stopping")
