@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import now_ts
 
@@ -29,6 +29,13 @@ class ScanEntry:
     captured_at: str | None
     content_sha256: str | None
     error: str | None
+
+
+def _failed_entry(base: dict[str, Any], pane_id: str | None, error: str) -> ScanEntry:
+    """An entry with nothing captured: ``base`` holds the member's fields and ``lines``."""
+    return ScanEntry(
+        **base, pane_id=pane_id, content=None, captured_at=None, content_sha256=None, error=error
+    )
 
 
 def sha256_hex(content: str) -> str:
@@ -68,28 +75,10 @@ def capture_entries(
         }
         if placement is None:
             # Only the Director can get here without a placement row.
-            entries.append(
-                ScanEntry(
-                    **base,
-                    pane_id=None,
-                    content=None,
-                    captured_at=None,
-                    content_sha256=None,
-                    error="capture failed: the member has no placement",
-                )
-            )
+            entries.append(_failed_entry(base, None, "capture failed: the member has no placement"))
             continue
         if placement.mux_pane_id is None:
-            entries.append(
-                ScanEntry(
-                    **base,
-                    pane_id=None,
-                    content=None,
-                    captured_at=None,
-                    content_sha256=None,
-                    error=PENDING_ANNOTATION,
-                )
-            )
+            entries.append(_failed_entry(base, None, PENDING_ANNOTATION))
             continue
         pane_id = placement.mux_pane_id
         try:
@@ -115,16 +104,7 @@ def capture_entries(
                 )
             )
             continue
-        entries.append(
-            ScanEntry(
-                **base,
-                pane_id=pane_id,
-                content=None,
-                captured_at=None,
-                content_sha256=None,
-                error=error,
-            )
-        )
+        entries.append(_failed_entry(base, pane_id, error))
     return entries
 
 
