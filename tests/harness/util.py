@@ -180,30 +180,27 @@ def wait_command(pane: str, cmd_id: str, timeout: float = 30.0) -> dict[str, Any
     return retry_until(find, timeout=timeout, message=f"command {cmd_id} did not finish in {pane}")
 
 
+def _wait_logged(pane: str, kind: str, cmd_id: str, timeout: float, message: str) -> None:
+    """Wait until the fake logs a ``kind`` record for control command ``cmd_id``."""
+    retry_until(
+        lambda: any(r.get("kind") == kind and r.get("id") == cmd_id for r in fake_log(pane)),
+        timeout=timeout,
+        message=message,
+    )
+
+
 def fake_print(pane: str, text: str, *, wait: bool = True, timeout: float = 10.0) -> None:
     """Make the fake write ``text`` raw to its terminal (use `\\r\\n` for new lines)."""
     cmd_id = _control(pane, {"print": text})
     if wait:
-        retry_until(
-            lambda: any(
-                r.get("kind") == "printed" and r.get("id") == cmd_id for r in fake_log(pane)
-            ),
-            timeout=timeout,
-            message=f"{pane} did not print",
-        )
+        _wait_logged(pane, "printed", cmd_id, timeout, f"{pane} did not print")
 
 
 def fake_stall(pane: str, seconds: float, *, wait: bool = True, timeout: float = 10.0) -> None:
     """Make the fake stop reading its terminal for ``seconds`` from now."""
     cmd_id = _control(pane, {"stall": seconds})
     if wait:
-        retry_until(
-            lambda: any(
-                r.get("kind") == "stalled" and r.get("id") == cmd_id for r in fake_log(pane)
-            ),
-            timeout=timeout,
-            message=f"{pane} did not stall",
-        )
+        _wait_logged(pane, "stalled", cmd_id, timeout, f"{pane} did not stall")
 
 
 # --------------------------------------------------------------------------- tmux shim
