@@ -12,6 +12,7 @@ from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.records import FleetBootstrap, Member, PlacementSpec
+from tests.storage_helpers import APP_TABLES
 
 
 @dataclass(frozen=True)
@@ -105,17 +106,7 @@ def raw_connect(path: Path | str) -> sqlite3.Connection:
 def table_counts(path: Path | str) -> dict[str, int]:
     db = raw_connect(path)
     try:
-        return {
-            t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
-            for t in (
-                "fleets",
-                "members",
-                "member_placements",
-                "messages",
-                "monitor_runtime",
-                "asset_installs",
-            )
-        }
+        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in APP_TABLES}
     finally:
         db.close()
 

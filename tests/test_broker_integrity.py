@@ -16,6 +16,7 @@ from cafleet.broker.errors import BootstrapAborted, StorageIntegrityError
 from cafleet.db import tx
 from cafleet.records import PlacementSpec, decode_skills
 from tests.broker_helpers import FakePane, add_member, make_fleet, raw_connect, table_counts
+from tests.storage_helpers import APP_TABLES
 
 TS = "2026-01-01T00:00:00.000000+00:00"
 
@@ -302,15 +303,7 @@ def _snapshot(path: Path) -> list[tuple[Any, ...]]:
     db = raw_connect(path)
     try:
         rows: list[tuple[Any, ...]] = []
-        for table in (
-            "fleets",
-            "members",
-            "member_placements",
-            "messages",
-            "monitor_runtime",
-            "asset_installs",
-            "sqlite_sequence",
-        ):
+        for table in (*APP_TABLES, "sqlite_sequence"):
             rows.extend((table, *r) for r in db.execute(f"SELECT * FROM {table} ORDER BY 1, 2"))
         return rows
     finally:

@@ -22,7 +22,7 @@ from cafleet.db.shapes import (
     metadata_shape,
     reflect_shape,
 )
-from tests.storage_helpers import REPO_ROOT, query, templates_fixture  # noqa: F401
+from tests.storage_helpers import APP_TABLES, REPO_ROOT, query, templates_fixture  # noqa: F401
 
 VERSIONS = REPO_ROOT / "alembic" / "versions"
 MANIFEST = REPO_ROOT / "tests" / "revision_manifest.txt"
@@ -42,26 +42,9 @@ def test_fresh_setup_has_exactly_the_tables_and_no_rows(fresh: Path) -> None:
         fresh, "SELECT type, name FROM sqlite_master WHERE type != 'index' ORDER BY name"
     )
     assert sorted(objects) == sorted(
-        ("table", t)
-        for t in (
-            "fleets",
-            "members",
-            "member_placements",
-            "messages",
-            "monitor_runtime",
-            "asset_installs",
-            "alembic_version",
-            "sqlite_sequence",
-        )
+        ("table", t) for t in (*APP_TABLES, "alembic_version", "sqlite_sequence")
     )
-    for table in (
-        "fleets",
-        "members",
-        "member_placements",
-        "messages",
-        "monitor_runtime",
-        "asset_installs",
-    ):
+    for table in APP_TABLES:
         assert query(fresh, f"SELECT count(*) FROM {table}") == [(0,)]
     assert query(fresh, "SELECT count(*) FROM sqlite_sequence") == [(0,)]
 
