@@ -58,6 +58,11 @@ MEMBER_KEYS = [
 ]
 
 
+def stamp(moment: datetime) -> str:
+    """A stored timestamp: ISO 8601 with microseconds."""
+    return moment.isoformat(timespec="microseconds")
+
+
 # --- running the CLI ---------------------------------------------------------------------------
 
 

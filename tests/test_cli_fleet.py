@@ -19,13 +19,10 @@ from tests.cli_helpers import (
     run_cli,
     snapshot,
     sql,
+    stamp,
 )
 
 T0 = datetime(2026, 11, 28, 9, 0, 0, tzinfo=UTC)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds")
 
 
 # --- fleet list ----------------------------------------------------------------------------------

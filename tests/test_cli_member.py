@@ -15,15 +15,12 @@ from tests.cli_helpers import (
     run_cli,
     snapshot,
     sql,
+    stamp,
 )
 
 T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 T2 = T1 + timedelta(minutes=1)
 T3 = T1 + timedelta(minutes=2)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds")
 
 
 def test_roster_activity_json(head_db: Path) -> None:

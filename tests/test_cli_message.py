@@ -24,14 +24,11 @@ from tests.cli_helpers import (
     run_cli,
     snapshot,
     sql,
+    stamp,
     start_cli,
 )
 
 T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-
-def stamp(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds")
 
 
 @pytest.fixture
