@@ -13,7 +13,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -395,17 +394,6 @@ def query(db: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[
 
 
 # --- waiting -----------------------------------------------------------------------------------
-
-
-def retry_until(predicate: Callable[[], Any], timeout: float = 10, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
 
 
 def hold_flock(path: Path, seconds: float) -> subprocess.Popen[bytes]:

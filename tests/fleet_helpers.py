@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.cli_helpers import call_run
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.util import retry_until
+from tests.harness.util import pid_alive, retry_until
 
 START_RE = re.compile(
     r"^monitor loop started \(fleet (\d+), tick (\d+)s, wake interval (\d+)s, pid (\d+)\)$"
@@ -93,15 +93,6 @@ def runtime_row(h: TmuxHarness, fleet_id: int) -> dict[str, Any] | None:
         "wake_requested_at",
     )
     return dict(zip(keys, rows[0], strict=True))
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 def stop_loop(h: TmuxHarness, fleet_id: int, timeout: float = 10) -> None:

@@ -15,12 +15,12 @@ from tests.cli_helpers import (
     assert_unchanged,
     hold_flock,
     query,
-    retry_until,
     run_cli,
     snapshot,
     sql,
     start_cli,
 )
+from tests.harness.util import retry_until
 
 
 def _loop_registered() -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.fixtures import TmuxHarness, _proc_alive, private_tmux
+from tests.harness.fixtures import TmuxHarness, private_tmux
 from tests.harness.util import (
     command_records,
     fake_log,
@@ -21,6 +21,7 @@ from tests.harness.util import (
     fake_stall,
     line_bytes,
     line_records,
+    pid_alive,
     retry_until,
     start_record,
     wait_records,
@@ -98,7 +99,7 @@ def test_teardown_stops_loops_kills_server_and_removes_dir(
     assert directory is not None and not directory.exists()
     probe = subprocess.run([real, "-S", socket_path, "has-session"], capture_output=True)
     assert probe.returncode != 0
-    retry_until(lambda: not _proc_alive(pane_pid), timeout=5)
+    retry_until(lambda: not pid_alive(pane_pid), timeout=5)
 
 
 def test_teardown_reports_guard_violations(monkeypatch: pytest.MonkeyPatch) -> None:

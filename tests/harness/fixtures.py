@@ -66,15 +66,6 @@ def _proc_has_marker(pid: int, marker: bytes) -> bool:
         return False
 
 
-def _proc_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
-
-
 class TmuxHarness:
     """One test's private tmux world. Attributes after `start()`:
 
@@ -231,11 +222,11 @@ class TmuxHarness:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + 5
-            while any(_proc_alive(p) for p in pids) and time.monotonic() < deadline:
+            while any(util.pid_alive(p) for p in pids) and time.monotonic() < deadline:
                 self._reap()
                 time.sleep(0.05)
             for pid in pids:
-                if _proc_alive(pid):
+                if util.pid_alive(pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
             for proc in self._procs:
@@ -275,7 +266,7 @@ class TmuxHarness:
             for entry in os.listdir("/proc"):
                 if entry.isdigit() and int(entry) != me and _proc_has_marker(int(entry), marker):
                     pid = int(entry)
-                    if _proc_alive(pid):
+                    if util.pid_alive(pid):
                         found.append(pid)
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGKILL)

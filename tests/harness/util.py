@@ -48,6 +48,16 @@ def retry_until(
         time.sleep(interval)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie or a dead one is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
 # --------------------------------------------------------------------------- fake agents
 
 
