@@ -21,7 +21,7 @@ from cafleet.broker.errors import (
     PlacementsChanged,
 )
 from cafleet.db import tx
-from cafleet.db.schema import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
 from cafleet.records import (
     Fleet,
     FleetBootstrap,

@@ -28,7 +28,7 @@ from cafleet.broker.errors import (
     RootDirectorInactive,
 )
 from cafleet.db import tx
-from cafleet.db.schema import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import (
     CODING_AGENTS,

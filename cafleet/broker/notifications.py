@@ -16,7 +16,7 @@ from sqlalchemy import Connection, bindparam, text
 
 from cafleet.broker._common import member_columns, message_columns, stamp
 from cafleet.db import tx
-from cafleet.db.schema import PENDING_NOTIFICATION_PREDICATE
+from cafleet.db.predicates import PENDING_NOTIFICATION_PREDICATE
 from cafleet.records import (
     PendingNotification,
     member_from_row,

@@ -18,14 +18,24 @@ from sqlalchemy import (
     text,
 )
 
-APPLICATION_ID = 1128351288  # 0x43414638, ASCII "CAF8"
+from cafleet.db.predicates import (  # re-exported: storage.md §2.8 names them here
+    ACTIVE_MONITOR_PREDICATE,
+    APPLICATION_ID,
+    PENDING_NOTIFICATION_PREDICATE,
+)
 
-ACTIVE_MONITOR_PREDICATE = (
-    "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
-)
-PENDING_NOTIFICATION_PREDICATE = (
-    "notified_at IS NULL AND status_state = 'input_required' AND type = 'unicast'"
-)
+__all__ = [
+    "ACTIVE_MONITOR_PREDICATE",
+    "APPLICATION_ID",
+    "PENDING_NOTIFICATION_PREDICATE",
+    "asset_installs",
+    "fleets",
+    "member_placements",
+    "members",
+    "messages",
+    "metadata",
+    "monitor_runtime",
+]
 
 metadata = MetaData()
 
