@@ -27,6 +27,8 @@ from tests.cli_helpers import (
     stamp,
     start_cli,
 )
+from tests.delivery_helpers import holds_open
+from tests.harness.util import retry_until
 
 T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -193,18 +195,27 @@ def test_database_locked(inbox: SimpleNamespace, head_db: Path) -> None:
     meanwhile answers at once. The holder keeps the lock until the ack has finished (not a
     fixed 6 s), so the ack's start-up time on a loaded machine cannot let it outlive the
     holder."""
-    holder = hold_flock(head_db.parent / "locks" / "db-write.lock", 60)
+    lock = head_db.parent / "locks" / "db-write.lock"
+    holder = hold_flock(lock, 60)
     try:
         before = snapshot(head_db)
         start = time.monotonic()
         ack = start_cli("message", "ack", str(inbox.m1.message_id))
-        time.sleep(0.5)  # let the ack reach its wait; not an assertion
+        # Synchronise on the ack opening the writer lock file (its wait begins right after),
+        # not on elapsed time: its start-up alone can take seconds on a loaded machine.
+        retry_until(
+            lambda: holds_open(ack.pid, lock) or ack.poll() is not None, timeout=30, interval=0.01
+        )
+        waiting = time.monotonic()
+        assert ack.poll() is None, "the ack must queue for the writer lock"
+        # In process, so the figure is the poll's own time, not an interpreter's start-up.
         poll_start = time.monotonic()
-        code, out, _ = run_cli("message", "poll", str(inbox.w))
+        code, out, _ = call_main(["message", "poll", str(inbox.w)])
         poll_elapsed = time.monotonic() - poll_start
         assert code == 0 and out.startswith("[")
         ack_out, ack_err = ack.communicate(timeout=30)
         ack_elapsed = time.monotonic() - start
+        ack_waited = time.monotonic() - waiting
         assert ack.returncode == 1
         assert (ack_out, ack_err) == (b"", b"Error: database is locked\n")
         assert holder.poll() is None, "the holder must still hold the lock"
@@ -212,6 +223,7 @@ def test_database_locked(inbox: SimpleNamespace, head_db: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
-    assert 5.0 <= ack_elapsed < 9.0
-    assert poll_elapsed < 3.0
+    assert ack_elapsed >= 5.0  # spawn to exit: at least the 5 s wait
+    assert ack_waited < 9.0, ack_waited  # from the wait's start: 5 s, then a prompt exit
+    assert poll_elapsed < 3.0, poll_elapsed
     assert run_cli("message", "ack", str(inbox.m1.message_id))[0] == 0
