@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import MEMBER_KEYS
+from tests.delivery_helpers import holds_open
 from tests.fleet_helpers import (
     FleetIds,
     create_fleet,
@@ -706,20 +707,34 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
         timeout=15,
     )  # fmt: skip
     # A delete now waits for the pane lock; SIGTERM ends that wait at once, changing nothing.
+    # Each delete is seen waiting by its open lock file, whatever its start-up time.
+    from cafleet.mux import PaneKey
+    from cafleet.mux.locks import pane_lock_path
+
+    lock = pane_lock_path(str(h.db_path.parent), PaneKey("tmux", "fleet test", pane))
+
+    def wait_for_lock_wait(proc: subprocess.Popen[str]) -> None:
+        retry_until(
+            lambda: holds_open(proc.pid, lock) or proc.poll() is not None,
+            timeout=30,
+            interval=0.01,
+            message="the delete never reached the pane-lock wait",
+        )
+        assert proc.poll() is None, proc.communicate(timeout=10)
+
     before = table_dump(h)
     waiting = h.popen_cli("member", "delete", str(member_id))
-    time.sleep(1.0)
-    assert waiting.poll() is None
+    wait_for_lock_wait(waiting)
     sent = time.monotonic()
     waiting.send_signal(signal.SIGTERM)
     out, err = waiting.communicate(timeout=10)
-    assert waiting.returncode == 143 and time.monotonic() - sent < 1.5, err
+    assert waiting.returncode == 143 and time.monotonic() - sent < 2.0, err
     assert out == "" and "Traceback" not in err
     assert table_dump(h) == before and pane in h.live_panes()
 
     deleting = h.popen_cli("member", "delete", str(member_id))
-    time.sleep(1.0)
-    assert deleting.poll() is None and pane in h.live_panes()
+    wait_for_lock_wait(deleting)
+    assert pane in h.live_panes()
     release.touch()
     assert prompt.wait(timeout=20) == 0
     out, err = deleting.communicate(timeout=20)
