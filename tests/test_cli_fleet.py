@@ -20,7 +20,10 @@ from tests.cli_helpers import (
     snapshot,
     sql,
     stamp,
+    start_cli,
 )
+from tests.delivery_helpers import holds_open
+from tests.harness.util import retry_until
 
 T0 = datetime(2026, 11, 28, 9, 0, 0, tzinfo=UTC)
 
@@ -213,14 +216,24 @@ def test_delete_with_a_held_pane_lock(head_db: Path, held: str) -> None:
         worker = db.member(fleet.fleet.fleet_id, "coder", pane="%9")
     member_id = fleet.director.member_id if held == "director" else worker.member_id
     pane = "%1" if held == "director" else "%9"
-    holder = hold_flock(_pane_lock_file(head_db.parent, "s", pane), 30)
+    lock = _pane_lock_file(head_db.parent, "s", pane)
+    holder = hold_flock(lock, 30)
     try:
         before = snapshot(head_db)
         start = time.monotonic()
-        code, out, err = run_cli(
+        proc = start_cli(
             "fleet", "delete", str(fleet.fleet.fleet_id), env={"CAFLEET_PANE_LOCK_TIMEOUT": "1"}
         )
+        # The wait is timed from the moment the delete opens the held lock file, so the
+        # interpreter's start-up (seconds on a loaded machine) is not counted against it.
+        retry_until(
+            lambda: holds_open(proc.pid, lock) or proc.poll() is not None, timeout=30, interval=0.01
+        )
+        waiting = time.monotonic()
+        out_b, err_b = proc.communicate(timeout=60)
         elapsed = time.monotonic() - start
+        waited = time.monotonic() - waiting
+        code, out, err = proc.returncode, out_b.decode(), err_b.decode()
     finally:
         holder.kill()
         holder.wait()
@@ -228,7 +241,8 @@ def test_delete_with_a_held_pane_lock(head_db: Path, held: str) -> None:
     assert err == (
         f"Error: member {member_id}'s pane is receiving another keystroke; retry in a few seconds\n"
     )
-    assert 1.0 <= elapsed < 5.0
+    assert elapsed >= 1.0  # spawn to exit: at least the 1 s lock wait
+    assert waited < 5.0, waited  # from the wait's start: 1 s, then a prompt exit (not 30 s)
     assert_unchanged(before, head_db)
     # once the lock is free, the delete goes through
     assert run_cli("fleet", "delete", str(fleet.fleet.fleet_id))[0] == 0
