@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from tests.cli_helpers import call_run
 from tests.delivery_helpers import (
     build_world,
     expected_line,
@@ -308,7 +309,9 @@ def test_ack_between_typing_and_stamping_counts_as_notified(tmux_db) -> None:
         message="the Enter never reached the shim",
     )
     m1 = max(r[0] for r in h.sqlite("SELECT message_id FROM messages"))
-    acked = h.cli("message", "ack", str(m1))
+    # In process: the paused Enter runs under the product's 5 s tmux-call timeout, which a
+    # CLI's start-up on a loaded machine could use up.
+    acked = call_run("message", "ack", str(m1))
     assert acked.returncode == 0, acked.stderr
     flag.touch()
     stdout, stderr = proc.communicate(timeout=30)
