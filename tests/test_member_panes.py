@@ -33,6 +33,7 @@ from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import (
     command_records,
     fake_print,
+    hold_pane_lock,
     line_bytes,
     retry_until,
     start_record,
@@ -695,6 +696,30 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
     h = tmux_db
     member_id, pane = create_member(h, fleet.fleet_id, "busy")
     start_record(pane)
+    from cafleet.mux import PaneKey
+    from cafleet.mux.locks import pane_lock_path
+
+    key = PaneKey("tmux", "fleet test", pane)
+    lock = pane_lock_path(str(h.db_path.parent), key)
+    # The paused Enter below runs under the product's 5 s tmux-call timeout, too short for a
+    # CLI's start-up on a loaded machine. So both deletes start first, behind a lock the test
+    # holds; each is seen waiting by its open lock file, then stopped (SIGSTOP) until the
+    # keystroke is in flight. A long lock timeout keeps their waits alive meanwhile.
+    lock_env = {"CAFLEET_PANE_LOCK_TIMEOUT": "300"}
+    with hold_pane_lock(h.db_path.parent, key):
+        deletes = [h.popen_cli("member", "delete", str(member_id), env=lock_env) for _ in "ab"]
+        for proc in deletes:
+            retry_until(
+                lambda p=proc: holds_open(p.pid, lock) or p.poll() is not None,
+                timeout=30,
+                interval=0.01,
+                message="a delete never reached the pane-lock wait",
+            )
+            assert proc.poll() is None, proc.communicate(timeout=10)
+            os.kill(proc.pid, signal.SIGSTOP)
+            retry_until(lambda p=proc: _proc_state(p.pid) == "T", timeout=10)
+    waiting, deleting = deletes
+
     release = h.dir / "release-enter"
     h.set_faults(
         [{"command": "send-keys", "target": pane, "last": "Enter", "action": "pause_until",
@@ -704,27 +729,12 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
     retry_until(
         lambda: any(c["command"] == "send-keys" and c["argv"][-1] == "Enter"
                     for c in h.shim_calls()),
-        timeout=15,
+        timeout=30,
     )  # fmt: skip
-    # A delete now waits for the pane lock; SIGTERM ends that wait at once, changing nothing.
-    # Each delete is seen waiting by its open lock file, whatever its start-up time.
-    from cafleet.mux import PaneKey
-    from cafleet.mux.locks import pane_lock_path
-
-    lock = pane_lock_path(str(h.db_path.parent), PaneKey("tmux", "fleet test", pane))
-
-    def wait_for_lock_wait(proc: subprocess.Popen[str]) -> None:
-        retry_until(
-            lambda: holds_open(proc.pid, lock) or proc.poll() is not None,
-            timeout=30,
-            interval=0.01,
-            message="the delete never reached the pane-lock wait",
-        )
-        assert proc.poll() is None, proc.communicate(timeout=10)
-
+    # A delete waiting for the pane lock during the keystroke: SIGTERM ends that wait at once,
+    # changing nothing.
     before = table_dump(h)
-    waiting = h.popen_cli("member", "delete", str(member_id))
-    wait_for_lock_wait(waiting)
+    os.kill(waiting.pid, signal.SIGCONT)
     sent = time.monotonic()
     waiting.send_signal(signal.SIGTERM)
     out, err = waiting.communicate(timeout=10)
@@ -732,9 +742,10 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
     assert out == "" and "Traceback" not in err
     assert table_dump(h) == before and pane in h.live_panes()
 
-    deleting = h.popen_cli("member", "delete", str(member_id))
-    wait_for_lock_wait(deleting)
-    assert pane in h.live_panes()
+    # The other one keeps waiting until the Enter went through.
+    os.kill(deleting.pid, signal.SIGCONT)
+    time.sleep(0.3)  # not an assertion wait: give a delete that wrongly went ahead time to act
+    assert deleting.poll() is None and pane in h.live_panes()
     release.touch()
     assert prompt.wait(timeout=20) == 0
     out, err = deleting.communicate(timeout=20)
@@ -746,6 +757,15 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
     enter = max(i for i, c in enumerate(calls) if c["command"] == "send-keys")
     kill = max(i for i, c in enumerate(calls) if c["command"] == "kill-pane")
     assert enter < kill
+
+
+def _proc_state(pid: int) -> str:
+    """The one-letter state of process ``pid`` ("" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def test_member_create_without_a_director_pane(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
