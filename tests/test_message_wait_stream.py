@@ -303,7 +303,9 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         out, err = proc.communicate(timeout=30)
         waited = time.monotonic() - t0
         assert (proc.returncode, out, err) == (0, "No messages found.\n", "")
-        assert waited < 2.2 + 1.0, waited
+        # the 2 s deadline (+0.2 s grace) and an exit, which takes a second or more on a
+        # loaded machine; far below the 30 s pane-lock timeout
+        assert waited < 2.2 + 3.0, waited
         assert notified_at(h.db_path, pending) is None
 
         # 2. a message for the Director during the lock wait is printed promptly
@@ -317,7 +319,7 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         latency = time.monotonic() - committed
         assert proc.returncode == 0 and err == ""
         assert out.splitlines()[0].startswith(f"[{mid} | from:{a} | ")
-        assert latency < 3, latency
+        assert latency < 5, latency  # against a 60 s timeout; includes the exit
         with connect(h.db_path) as conn:
             from cafleet import broker
 
@@ -329,7 +331,7 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         signalled = time.monotonic()
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
-        assert time.monotonic() - signalled < 2
+        assert time.monotonic() - signalled < 3  # against a 60 s timeout
         assert (proc.returncode, out, err) == (143, "", "")
     assert util.line_records(w.pane(b)) == []
     assert notified_at(h.db_path, pending) is None
