@@ -92,7 +92,10 @@ def test_help_everywhere(flag: str, db_path: Path) -> None:
 def test_help_walk_every_parameter_has_help() -> None:
     for path, cmd in walk(cli):
         assert cmd.help, path
-        ctx = click.Context(cmd, info_name=" ".join(("cafleet", *path)))
+        # The root's settings (help options -h/--help): Click caches a command's help option
+        # on first use, so a bare Context here would leave `-h` unknown for later in-process
+        # tests in this worker.
+        ctx = click.Context(cmd, info_name=" ".join(("cafleet", *path)), **cli.context_settings)
         for param in cmd.get_params(ctx):
             assert getattr(param, "help", None), (path, param.name)
 
