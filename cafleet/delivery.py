@@ -21,31 +21,10 @@ from cafleet.db.errors import error_text
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-NEWLINE_MARK = "\u23ce"  # ⏎
-ELLIPSIS = "\u2026"  # …
 EM_DASH = "\u2014"  # —
 
 
 # --- the notification line (runtime.md §4.2) --------------------------------------------------
-
-
-def normalise(text: str) -> str:
-    """runtime.md §4.2's normaliser, in order (implemented by ``cafleet.mux.text``).
-
-    1. ``\\r\\n`` becomes ⏎; then each remaining ``\\r``/``\\n``, U+2028 and U+2029 becomes ⏎.
-    2. Every other control character (U+0000–U+001F except TAB, U+007F, U+0080–U+009F) is removed.
-    3. Lone surrogates become U+FFFD.
-    """
-    from cafleet.mux.text import normalize_notification_text
-
-    return normalize_notification_text(text)
-
-
-def truncate_codepoints(text: str, limit: int) -> str:
-    """Keep the first ``limit`` codepoints and append … only if something was cut."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + ELLIPSIS
 
 
 def notification_line(
@@ -56,8 +35,10 @@ def notification_line(
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
     """
-    name = normalise("unknown" if sender_name is None else sender_name)
-    shown = truncate_codepoints(normalise(body), max_text_len)
+    from cafleet.text import normalize_notification_text, truncate
+
+    name = normalize_notification_text("unknown" if sender_name is None else sender_name)
+    shown = truncate(normalize_notification_text(body), max_text_len)
     return (
         f"[cafleet msg {message_id} from {name} ({from_member_id})] {shown} "
         f"{EM_DASH} ack with: cafleet message ack {message_id}"

@@ -1,7 +1,7 @@
 """What commands print (cli.md §1.3, §1.10): JSON encoding, records in contract key order, text
 envelopes, tables, label lines, plurals, truncation and the display sanitizer.
 
-Standard library only (plus `cafleet.mux.text`), so every command module can import it at load
+Standard library only (plus `cafleet.text`), so every command module can import it at load
 time. Records are read by
 attribute name (`cafleet.records` field names); this module never imports the storage layer.
 
@@ -18,7 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from cafleet.mux.text import (  # noqa: F401 - re-exported for command modules
+from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     sanitize_multiline,
     sanitize_single_line,
@@ -113,7 +113,7 @@ def out_json(value: Any) -> None:
     out(dumps_json(value))
 
 
-# --- truncation and the display sanitizer (cafleet.mux.text implements both) -------------------
+# --- truncation and the display sanitizer (cafleet.text implements both) -------------------
 
 
 def body_text(text: str, limit: int) -> str:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from cafleet.delivery import (
-    DrainFailure,
-    normalise,
-    notification_line,
-    truncate_codepoints,
-    warning_line,
-)
+from cafleet.delivery import DrainFailure, notification_line, warning_line
+from cafleet.text import normalize_notification_text as normalise
+from cafleet.text import truncate as truncate_codepoints
 
 SUFFIX = " \u2014 ack with: cafleet message ack 7"
 

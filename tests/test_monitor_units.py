@@ -12,7 +12,8 @@ import pytest
 
 from cafleet.monitor.cadence import wake_due
 from cafleet.monitor.runtime import is_live
-from cafleet.monitor.wakeline import WakeEntry, build_wake_line, sanitize
+from cafleet.monitor.wakeline import WakeEntry, build_wake_line
+from cafleet.text import sanitize_wake_field as sanitize
 
 NOW = datetime(2026, 11, 29, 15, 2, 11, 500000, tzinfo=UTC)
 

@@ -74,7 +74,7 @@ def _fresh_version_cache() -> None:
 
 def test_importing_mux_does_not_import_libtmux_or_sqlalchemy() -> None:
     code = (
-        "import sys, cafleet.mux, cafleet.mux.tmux, cafleet.mux.text, cafleet.mux.locks,"
+        "import sys, cafleet.mux, cafleet.mux.tmux, cafleet.mux.locks,"
         " cafleet.agents, cafleet.agents.prompt, cafleet.agents.claude,"
         " cafleet.agents.codex, cafleet.agents.opencode\n"
         "from cafleet.mux import get_backend\n"

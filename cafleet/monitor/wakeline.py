@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_RETURN = "\u23ce"  # ⏎
+from cafleet.text import sanitize_wake_field
+
 _DASH = "\u2014"  # —
 
 
@@ -17,35 +18,9 @@ class WakeEntry:
     unacked: int
 
 
-def sanitize(text: str) -> str:
-    """§5.7's sanitiser for NAME and AGENT, steps in order.
-
-    1. CRLF, then each CR, LF, TAB, U+2028 and U+2029 become ⏎;
-    2. the remaining C0 controls, U+007F and the C1 controls are removed;
-    3. lone surrogates become U+FFFD;
-    4. a backtick becomes U+02CB;
-    5. ``$(`` becomes ``$`` + U+FE59.
-    """
-    text = text.replace("\r\n", _RETURN)
-    for ch in ("\r", "\n", "\t", "\u2028", "\u2029"):
-        text = text.replace(ch, _RETURN)
-    out: list[str] = []
-    for ch in text:
-        code = ord(ch)
-        if code < 0x20 or code == 0x7F or 0x80 <= code <= 0x9F:
-            continue
-        if 0xD800 <= code <= 0xDFFF:
-            out.append("\ufffd")
-            continue
-        out.append(ch)
-    text = "".join(out)
-    text = text.replace("`", "\u02cb")
-    return text.replace("$(", "$\ufe59")
-
-
 def render_entry(entry: WakeEntry) -> str:
     return (
-        f"{entry.member_id} ({sanitize(entry.name)}; coding_agent={sanitize(entry.coding_agent)}; "
+        f"{entry.member_id} ({sanitize_wake_field(entry.name)}; coding_agent={sanitize_wake_field(entry.coding_agent)}; "
         f"unacked={entry.unacked})"
     )
 

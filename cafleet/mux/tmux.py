@@ -33,7 +33,7 @@ from cafleet.mux import (
     msg_tmux_too_old,
     msg_unreachable,
 )
-from cafleet.mux.text import window_capture
+from cafleet.text import window_capture
 
 if TYPE_CHECKING:
     import libtmux

@@ -1,6 +1,9 @@
-"""Text helpers: ANSI stripping and capture windowing (runtime.md §1.9), the notification
-normaliser (runtime.md §4.2), the wake-line sanitiser (runtime.md §5.7), and cli.md §1.3's
-display sanitizers and truncation. Standard library only.
+"""Text rules, one implementation each: ANSI stripping and capture windowing (runtime.md §1.9),
+the notification normaliser (runtime.md §4.2), the wake-line sanitiser (runtime.md §5.7), and
+cli.md §1.3's display sanitizers and truncation.
+
+Standard library only and outside `cafleet.mux`, so the output module every command loads does
+not pull in the multiplexer package.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cafleet.mux.text import (
+from cafleet.text import (
     normalize_notification_text,
     sanitize_multiline,
     sanitize_single_line,
