@@ -97,16 +97,23 @@ def send_message(
         ).scalar()
         if message_id is None:
             _refuse_send(conn, from_member_id, to_member_id)
+    return _delivery(message_id, from_member_id, to_member_id, ts, text, origin=None)
+
+
+def _delivery(
+    message_id: int, sender: int, recipient: int, ts: str, text: str, *, origin: int | None
+) -> Message:
+    """The record of a delivery just inserted (storage.md §2.4's row at insert time)."""
     return Message(
         message_id=message_id,
-        owner_member_id=to_member_id,
-        from_member_id=from_member_id,
-        to_member_id=to_member_id,
+        owner_member_id=recipient,
+        from_member_id=sender,
+        to_member_id=recipient,
         type="unicast",
         created_at=ts,
         status_state="input_required",
         status_timestamp=ts,
-        origin_message_id=None,
+        origin_message_id=origin,
         text=text,
     )
 
@@ -170,18 +177,7 @@ def broadcast_message(
         text=body,
     )
     deliveries = tuple(
-        Message(
-            message_id=message_id,
-            owner_member_id=recipient,
-            from_member_id=from_member_id,
-            to_member_id=recipient,
-            type="unicast",
-            created_at=ts,
-            status_state="input_required",
-            status_timestamp=ts,
-            origin_message_id=summary_id,
-            text=text,
-        )
+        _delivery(message_id, from_member_id, recipient, ts, text, origin=summary_id)
         for message_id, recipient in delivered
     )
     return Broadcast(summary=summary, deliveries=deliveries)
