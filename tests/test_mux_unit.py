@@ -512,3 +512,17 @@ def test_error_classes() -> None:
     assert str(MuxTimeout("send-keys", 5)) == "tmux send-keys failed: timed out after 5 s"
     gone = PaneGone("%3")
     assert str(gone) == "pane not found" and gone.pane_id == "%3"
+
+
+def test_list_panes_of_a_server_being_killed_is_a_failure_not_an_empty_set() -> None:
+    # tmux 3.3a, mid kill-server: exit 0, no panes, "no current target" on stderr.
+    backend, _ = make(lambda a: RunResult(0, "", "no current target\n"))
+    with pytest.raises(MuxCommandFailed) as info:
+        backend.list_panes()
+    assert str(info.value) == "tmux list-panes failed: no current target"
+    # A quiet empty answer stays an empty live set.
+    backend, _ = make(lambda a: RunResult(0, "", ""))
+    assert backend.list_panes() == frozenset()
+    # Panes with a stray warning are still panes.
+    backend, _ = make(lambda a: RunResult(0, "%3\n", "warning\n"))
+    assert backend.list_panes() == frozenset({"%3"})

@@ -178,6 +178,10 @@ class TmuxBackend:
 
     def _run(self, args: Sequence[str], timeout: float | None = None) -> str:
         """Run one tmux command; map failures to the error tree; return stdout."""
+        return self._run_result(args, timeout).stdout
+
+    def _run_result(self, args: Sequence[str], timeout: float | None = None) -> RunResult:
+        """:meth:`_run`, returning the whole result of a successful command."""
         if timeout is None:
             timeout = SPLIT_TIMEOUT if args and args[0] == "split-window" else DEFAULT_TIMEOUT
         argv = self.argv(args)
@@ -192,7 +196,7 @@ class TmuxBackend:
             raise MuxCommandFailed(command, str(exc)) from exc
         if result.returncode != 0:
             raise self._map_failure(args, command, result)
-        return result.stdout
+        return result
 
     @staticmethod
     def _map_failure(args: Sequence[str], command: str, result: RunResult) -> MultiplexerError:
@@ -316,8 +320,17 @@ class TmuxBackend:
     # ------------------------------------------------------------------ §1.10
 
     def list_panes(self) -> frozenset[str]:
-        out = self._run(["list-panes", "-a", "-F", "#{pane_id}"])
-        return frozenset(line.strip() for line in out.splitlines() if line.strip())
+        args = ["list-panes", "-a", "-F", "#{pane_id}"]
+        result = self._run_result(args)
+        panes = frozenset(line.strip() for line in result.stdout.splitlines() if line.strip())
+        if not panes and (result.stderr or "").strip():
+            # A server in the middle of kill-server answers exit 0, no panes and
+            # "no current target". A live server always has a pane (tmux exits with its
+            # last session), so this is an unreachable server, not "every pane is gone":
+            # treating it as an empty live set would stop a monitor loop as if the
+            # Director's pane had closed.
+            raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
+        return panes
 
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
         try:
