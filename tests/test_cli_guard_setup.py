@@ -315,6 +315,33 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
     assert err.startswith(f"Error: cannot create directory {blocker / 'sub'}: ")
 
 
+def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -> None:
+    """SQLite refuses the switch to WAL while another connection reads the file (it needs the
+    file to itself); setup says so with cli.md's WAL-refused text and leaves the file as it was."""
+    import sqlite3
+
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"")
+    before = snapshot(db_path)
+    reader = sqlite3.connect(str(db_path), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # holds a SHARED lock
+        code, out, err = run_cli("setup")  # waits out busy_timeout (5 s), then gives up
+    finally:
+        reader.close()
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: cannot enable WAL journal mode for {db_path} "
+        "(SQLite reports 'database is locked'); use a local filesystem\n"
+    )
+    assert_unchanged(before, db_path)
+    assert db_path.stat().st_size == 0
+    # Nothing was half-done: once the reader is gone the same file initialises normally.
+    code, out, err = run_cli("setup")
+    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+
+
 # --- 80. the setup lock -------------------------------------------------------------------------
 
 

@@ -23,12 +23,14 @@ from tests.delivery_helpers import (
     call,
     cli,
     connect,
+    expected_line,
     file_state,
     holds_open,
     imports_after,
     lock_files,
     notified_at,
     popen,
+    record_of,
     sent_id,
 )
 from tests.harness import util
@@ -335,6 +337,55 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         assert (proc.returncode, out, err) == (143, "", "")
     assert util.line_records(w.pane(b)) == []
     assert notified_at(h.db_path, pending) is None
+
+
+@pytest.mark.tmux
+def test_wait_reruns_its_drain_pass_every_5_s_without_any_commit(tmux_db) -> None:
+    """A pane that becomes live while nothing is committed is drained by the wait's periodic pass
+    (cli.md §2.19 step 5: "and at least every 5 s")."""
+    from cafleet import broker
+    from tests.test_delivery_send import occupy_loop_slot
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"), pending=("bob",))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    # tmux numbers panes from one server-wide counter: the pane after a probe is probe + 1.
+    probe = h.split(["sleep", "600"])
+    h.tmux("kill-pane", "-t", probe)
+    future_pane = f"%{int(probe[1:]) + 1}"
+    with connect(h.db_path) as conn:
+        broker.set_placement_pane(conn, member_id=b, pane_id=future_pane)
+        mid = put(conn, a, b, "typed by a periodic pass")
+    assert notified_at(h.db_path, mid) is None
+
+    proc = h.popen_cli("message", "wait", str(w.director), "--timeout", "60")
+
+    def list_panes_times() -> list[float]:
+        return [
+            c["t"]
+            for c in h.shim_calls()
+            if c.get("command") == "list-panes" and c.get("ppid") == proc.pid
+        ]
+
+    # The first pass finds bob's pane missing from the live set: no attempt, no warning.
+    first = util.retry_until(lambda: list_panes_times()[:1], timeout=30, interval=0.02)[0]
+    # The pane appears (with its fake agent ready) while nobody commits anything.
+    pane = h.spawn_fake(wait=True)
+    assert pane == future_pane
+    assert time.time() - first < 4.0, "the fake took too long to start; the test proves nothing"
+    util.wait_records(pane, 1, timeout=20)
+    assert util.line_bytes(pane) == [
+        record_of(expected_line(mid, "alice", a, "typed by a periodic pass"))
+    ]
+    assert notified_at(h.db_path, mid) is not None
+    times = list_panes_times()
+    typed_by = next(t for t in times if t > first)
+    assert 4.5 <= typed_by - first <= 5.0 + 3.0, times  # the 5 s period, with room for load
+    assert proc.poll() is None  # still waiting: nothing arrived for the Director
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out, err) == (143, "", "")
 
 
 @pytest.mark.tmux
