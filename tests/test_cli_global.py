@@ -28,7 +28,10 @@ def walk(
 ) -> list[tuple[tuple[str, ...], click.Command]]:
     found = [(path, cmd)]
     if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, (path, name)
             if sub.hidden:
                 continue
             found += walk(sub, (*path, name))
@@ -220,6 +223,62 @@ def test_database_commands_import_neither_alembic_nor_libtmux(
     assert [
         m for m in found if m in ("alembic", "libtmux", "fastapi", "uvicorn", "starlette")
     ] == []
+
+
+ALL_COMMAND_MODULES = (
+    "cafleet.cli.setup_cmd",
+    "cafleet.cli.doctor",
+    "cafleet.cli.fleet_create",
+    "cafleet.cli.fleet",
+    "cafleet.cli.member_panes",
+    "cafleet.cli.member",
+    "cafleet.cli.message",
+    "cafleet.cli.message_delivery",
+    "cafleet.cli.monitor_cmd",
+)
+
+
+def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None:
+    from cafleet.cli.app import CafleetGroup
+
+    groups = [(p, c) for p, c in walk(cli) if isinstance(c, CafleetGroup)]
+    seen: set[str] = set()
+    for path, group in groups:
+        ctx = click.Context(group)
+        group.list_commands(ctx)  # loads every mapped module
+        for name, module in group.command_modules.items():
+            command = group.commands[name]
+            assert command.callback is not None
+            assert command.callback.__module__ == module, (path, name)
+            seen.add(module)
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                assert name not in group.command_modules  # groups are built in app.py
+            else:
+                assert name in group.command_modules, (path, name)
+    assert sorted(seen) == sorted(ALL_COMMAND_MODULES)
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        (["message", "ack", "1"], ["cafleet.cli.message"]),
+        (["message", "send", "--from-member-id", "1", "--to-member-id", "2", "x"],
+         ["cafleet.cli.message_delivery"]),
+        (["fleet", "list"], ["cafleet.cli.fleet"]),
+        (["member", "list", "1"], ["cafleet.cli.member"]),
+        (["setup"], ["cafleet.cli.setup_cmd"]),
+        (["--version"], []),
+        (["message", "--help"], ["cafleet.cli.message", "cafleet.cli.message_delivery"]),
+    ],
+)  # fmt: skip
+def test_a_command_imports_only_its_own_command_module(
+    head_db: Path, argv: list[str], loaded: list[str]
+) -> None:
+    """Command modules are imported on first lookup (start-up cost, cli.md §1.8)."""
+    code, found = imported_after(argv, modules=ALL_COMMAND_MODULES)
+    assert code in (0, 1), argv  # 1: the ids name nothing; the command still ran
+    assert found == sorted(loaded)
 
 
 def test_doctor_never_imports_alembic(head_db: Path) -> None:

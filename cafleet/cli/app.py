@@ -1,7 +1,11 @@
 """The Click command tree (cli.md §1.1).
 
-Groups live here; commands live in their own modules, which register themselves on these groups
-and are imported at the bottom (`COMMAND_MODULES`). A new command module:
+Groups live here; commands live in their own modules, which register themselves on these groups.
+Each group names, in help order, the module that registers each of its commands
+(`command_modules`), and imports a module only when one of its commands is looked up: a run of
+`cafleet message ack` compiles and imports the message commands, not the fleet, member and
+monitor ones (an editable checkout under PYTHONDONTWRITEBYTECODE=1 recompiles every module it
+imports, on every run). A new command module:
 
     from cafleet.cli.app import fleet_group
     from cafleet.cli.context import invocation
@@ -12,15 +16,16 @@ and are imported at the bottom (`COMMAND_MODULES`). A new command module:
     @json_option
     def fleet_show(fleet_id: int, as_json: bool) -> None: ...
 
-and is added to `COMMAND_MODULES`. Every command gets `CafleetCommand` (cafleet errors become
-`Error: <text>`, exit 1). The monitor loop form registers itself with `monitor_loop_command`.
+and gets an entry in its group's `command_modules`. Every command gets `CafleetCommand` (cafleet
+errors become `Error: <text>`, exit 1). The monitor loop form registers itself with
+`monitor_loop_command`.
 """
 
 from __future__ import annotations
 
 import errno
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -47,12 +52,38 @@ def _no_epipe(call: Callable[[], Any]) -> Any:
 
 
 class CafleetGroup(click.Group):
-    """A group whose commands are `CafleetCommand`s and whose subgroups are `CafleetGroup`s."""
+    """A group whose commands are `CafleetCommand`s and whose subgroups are `CafleetGroup`s.
+
+    `command_modules` maps each command name, in help order, to the module that registers it;
+    the module is imported the first time one of its commands is looked up.
+    """
 
     command_class = CafleetCommand
 
+    def __init__(
+        self, *args: Any, command_modules: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.command_modules: dict[str, str] = dict(command_modules or {})
+
+    def load_command(self, name: str) -> click.Command | None:
+        module = self.command_modules.get(name)
+        if module is not None and name not in self.commands:
+            importlib.import_module(module)
+            if name not in self.commands:  # the map and the module disagree: a bug here
+                raise RuntimeError(f"{module} did not register the command {name!r}")
+        return self.commands.get(name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.load_command(cmd_name)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)  # declaration order, not alphabetical
+        for name in self.command_modules:
+            self.load_command(name)
+        # Help order: the declared order, then anything registered without an entry.
+        return list(self.command_modules) + [
+            n for n in self.commands if n not in self.command_modules
+        ]
 
 
 CafleetGroup.group_class = CafleetGroup
@@ -63,7 +94,7 @@ ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor")
 
 class RootGroup(CafleetGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = list(self.commands)
+        names = super().list_commands(ctx)
         return sorted(
             names, key=lambda n: ROOT_ORDER.index(n) if n in ROOT_ORDER else len(ROOT_ORDER)
         )
@@ -81,6 +112,11 @@ class RootGroup(CafleetGroup):
 
     def invoke(self, ctx: click.Context) -> Any:
         return _no_epipe(lambda: super(RootGroup, self).invoke(ctx))
+
+
+def _modules(*entries: tuple[str, ...]) -> dict[str, str]:
+    """`("module", "cmd", "cmd2"), …` → {"cmd": "module", "cmd2": "module", …}, in order."""
+    return {name: module for module, *names in entries for name in names}
 
 
 def _print_help_if_bare(ctx: click.Context) -> None:
@@ -102,6 +138,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     help=ROOT_HELP,
     context_settings=CONTEXT_SETTINGS,
     invoke_without_command=True,
+    command_modules={"setup": "cafleet.cli.setup_cmd", "doctor": "cafleet.cli.doctor"},
 )
 @click.option(
     "--version",
@@ -116,7 +153,14 @@ def cli(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
 
 
-@cli.group("fleet", invoke_without_command=True, help="Create, list, show and delete fleets.")
+@cli.group(
+    "fleet",
+    invoke_without_command=True,
+    help="Create, list, show and delete fleets.",
+    command_modules=_modules(
+        ("cafleet.cli.fleet_create", "create"), ("cafleet.cli.fleet", "list", "show", "delete")
+    ),
+)
 @click.pass_context
 def fleet_group(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
@@ -126,6 +170,10 @@ def fleet_group(ctx: click.Context) -> None:
     "member",
     invoke_without_command=True,
     help="Create, list, inspect, prompt and delete the members of a fleet.",
+    command_modules=_modules(
+        ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping"),
+        ("cafleet.cli.member", "list", "show"),
+    ),
 )
 @click.pass_context
 def member_group(ctx: click.Context) -> None:
@@ -136,6 +184,15 @@ def member_group(ctx: click.Context) -> None:
     "message",
     invoke_without_command=True,
     help="Send, read, acknowledge and wait for messages.",
+    command_modules={
+        "send": "cafleet.cli.message_delivery",
+        "broadcast": "cafleet.cli.message_delivery",
+        "poll": "cafleet.cli.message",
+        "ack": "cafleet.cli.message",
+        "show": "cafleet.cli.message",
+        "wait": "cafleet.cli.message_delivery",
+        "stream": "cafleet.cli.message_delivery",
+    },
 )
 @click.pass_context
 def message_group(ctx: click.Context) -> None:
@@ -179,7 +236,7 @@ class MonitorGroup(CafleetGroup):
 
     @property
     def loop_command(self) -> click.Command | None:
-        return self.commands.get(LOOP_COMMAND_NAME)
+        return self.load_command(LOOP_COMMAND_NAME)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if self.loop_command is not None and (
@@ -190,7 +247,7 @@ class MonitorGroup(CafleetGroup):
         return super().parse_args(ctx, args)
 
     def _is_visible_subcommand(self, name: str) -> bool:
-        cmd = self.commands.get(name)
+        cmd = self.load_command(name)
         return cmd is not None and not cmd.hidden
 
     def _loop_context(self, ctx: click.Context) -> click.Context:
@@ -234,6 +291,10 @@ class MonitorGroup(CafleetGroup):
     "monitor",
     cls=MonitorGroup,
     short_help="Run a fleet's monitor loop, or scan its panes once.",
+    command_modules={
+        LOOP_COMMAND_NAME: "cafleet.cli.monitor_cmd",
+        "scan": "cafleet.cli.monitor_cmd",
+    },
     help=(
         "Run a fleet's monitor loop (cafleet monitor FLEET_ID), "
         "or scan its panes once (cafleet monitor scan FLEET_ID)."
@@ -248,21 +309,3 @@ def monitor_loop_command(**attrs: Any) -> Callable[[Callable[..., Any]], click.C
     attrs.setdefault("cls", MonitorLoopCommand)
     attrs["hidden"] = True
     return monitor_group.command(LOOP_COMMAND_NAME, **attrs)
-
-
-# --- command modules -----------------------------------------------------------------------------
-
-COMMAND_MODULES: Sequence[str] = (
-    "cafleet.cli.setup_cmd",
-    "cafleet.cli.doctor",
-    "cafleet.cli.fleet_create",
-    "cafleet.cli.fleet",
-    "cafleet.cli.member_panes",
-    "cafleet.cli.member",
-    "cafleet.cli.message",
-    "cafleet.cli.message_delivery",
-    "cafleet.cli.monitor_cmd",
-)
-
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module)

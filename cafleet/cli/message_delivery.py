@@ -491,17 +491,3 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
             if deadline is None
             else min(cycle_start + STREAM_CYCLE, deadline)
         )
-
-
-# --- help order: the command tree's order (cli.md §1.1) ------------------------------------------
-
-_ORDER = ("send", "broadcast", "poll", "ack", "show", "wait", "stream")
-
-
-def _reorder(group: click.Group) -> None:
-    known = [name for name in _ORDER if name in group.commands]
-    rest = [name for name in group.commands if name not in known]
-    group.commands = {name: group.commands[name] for name in known + rest}
-
-
-_reorder(message_group)
