@@ -5,10 +5,15 @@ Measured under two bytecode conditions, commands and floors alike:
   included, even in an editable checkout) loads from __pycache__;
 - `nocache`: PYTHONDONTWRITEBYTECODE=1, as this machine runs by default: site-packages still
   has its .pyc files from installation, but an editable checkout recompiles cafleet every run.
+  PYTHONDONTWRITEBYTECODE only stops writing: Python still reads a `__pycache__` that exists.
+  So when cafleet is a source checkout, its `__pycache__` directories are removed before this
+  condition runs (it runs first; the cached condition's warm-up writes them again), and the
+  result records whether any came back meanwhile.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -82,15 +87,50 @@ def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
     }
 
 
+def cafleet_source_dir() -> Path | None:
+    """The cafleet package directory when it is a source checkout (editable), else None."""
+    import cafleet
+
+    package = Path(cafleet.__file__).resolve().parent
+    if any(part in ("site-packages", "dist-packages") for part in package.parts):
+        return None
+    return package
+
+
+def bytecode_dirs(package: Path) -> list[Path]:
+    return sorted(package.rglob("__pycache__"))
+
+
+def bytecode_note(condition: str, package: Path | None, reappeared: int) -> str:
+    if package is None:
+        return "cafleet installed from a wheel: its .pyc files from installation are used"
+    if condition == "cached":
+        return f"cafleet from the checkout {package}, warm __pycache__"
+    if reappeared:
+        return (
+            f"cafleet from the checkout {package}: {reappeared} __pycache__ directories "
+            "appeared during the runs (another process wrote them); figures may be low"
+        )
+    return f"cafleet from the checkout {package}, compiled on every run (no __pycache__)"
+
+
 def run(tmp: Path, runs: int) -> dict[str, Any]:
     db_path = tmp / "startup" / "cafleet.db"
     ctx = _prepare(db_path, runs)
     prefix, how = cafleet_argv()
-    results: dict[str, Any] = {"invocation": how, "runs": runs, "conditions": {}}
-    for condition in ("cached", "nocache"):
+    results: dict[str, Any] = {
+        "invocation": how,
+        "runs": runs,
+        "conditions": {},
+        "cafleet_bytecode": {},
+    }
+    package = cafleet_source_dir()
+    for condition in ("nocache", "cached"):
         env = base_env(db_path)
         if condition == "nocache":
             env["PYTHONDONTWRITEBYTECODE"] = "1"
+            for directory in bytecode_dirs(package) if package else []:
+                shutil.rmtree(directory, ignore_errors=True)
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
         cmds = commands(ctx)
@@ -123,6 +163,8 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
             row["x_sqlite3_floor"] = row["median_s"] / sqlite_floor
             row["x_sqlalchemy_click_floor"] = row["median_s"] / sa_floor
         results["conditions"][condition] = table
+        reappeared = len(bytecode_dirs(package)) if package and condition == "nocache" else 0
+        results["cafleet_bytecode"][condition] = bytecode_note(condition, package, reappeared)
     return results
 
 
@@ -138,6 +180,9 @@ def render(results: dict[str, Any]) -> list[str]:
             else "PYTHONDONTWRITEBYTECODE=1 (machine default)"
         )
         lines.append(f"### bytecode {condition}: {meaning}")
+        note = results.get("cafleet_bytecode", {}).get(condition)
+        if note:
+            lines.append(f"  ({note})")
         lines.append(
             f"  {'command':<34} {'median ms':>9} {'min ms':>8} {'RSS MB':>7} "
             f"{'x sqlite3':>9} {'x sa+click':>10}"

@@ -1,9 +1,17 @@
 """The repository: every function takes the invocation's validated connection and owns exactly
 one transaction (storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
+
+The repository modules are imported on first use of one of their names (PEP 562), so a command
+imports only the modules it calls: an editable checkout recompiles each imported module on every
+run when PYTHONDONTWRITEBYTECODE is set. The errors are imported at once; every caller needs them.
 """
 
-from cafleet.broker.assets import asset_installs_for, record_asset_install
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from cafleet.broker.errors import (
     BootstrapAborted,
     BrokerError,
@@ -24,48 +32,102 @@ from cafleet.broker.errors import (
     SenderNotActive,
     StorageIntegrityError,
 )
-from cafleet.broker.fleets import (
-    create_fleet,
-    delete_fleet,
-    fleet_placements,
-    fleet_summary,
-    get_fleet,
-    list_fleets,
-)
-from cafleet.broker.members import (
-    deregister_member,
-    get_active_monitor,
-    get_member,
-    idle_seconds,
-    member_names,
-    member_roster,
-    register_member,
-    set_placement_pane,
-    wake_roster,
-)
-from cafleet.broker.messages import (
-    ack_message,
-    broadcast_message,
-    get_message,
-    poll_inbox,
-    send_message,
-    unacked_deliveries,
-)
-from cafleet.broker.monitor import (
-    claim_monitor,
-    clear_monitor,
-    get_monitor_runtime,
-    heartbeat,
-    is_live,
-    record_monitor_wake,
-    request_monitor_wake,
-    set_wake_interval,
-)
-from cafleet.broker.notifications import (
-    next_pending_notification,
-    recheck_pending,
-    stamp_notified,
-)
+
+if TYPE_CHECKING:  # the same names, for type checkers and editors
+    from cafleet.broker.assets import (
+        asset_installs_for,
+        record_asset_install,
+    )
+    from cafleet.broker.fleets import (
+        create_fleet,
+        delete_fleet,
+        fleet_placements,
+        fleet_summary,
+        get_fleet,
+        list_fleets,
+    )
+    from cafleet.broker.members import (
+        deregister_member,
+        get_active_monitor,
+        get_member,
+        idle_seconds,
+        member_names,
+        member_roster,
+        register_member,
+        set_placement_pane,
+        wake_roster,
+    )
+    from cafleet.broker.messages import (
+        ack_message,
+        broadcast_message,
+        get_message,
+        poll_inbox,
+        send_message,
+        unacked_deliveries,
+    )
+    from cafleet.broker.monitor import (
+        claim_monitor,
+        clear_monitor,
+        get_monitor_runtime,
+        heartbeat,
+        is_live,
+        record_monitor_wake,
+        request_monitor_wake,
+        set_wake_interval,
+    )
+    from cafleet.broker.notifications import (
+        next_pending_notification,
+        recheck_pending,
+        stamp_notified,
+    )
+
+# Public name -> the module that defines it.
+_HOMES: dict[str, str] = {
+    "asset_installs_for": "assets",
+    "record_asset_install": "assets",
+    "create_fleet": "fleets",
+    "delete_fleet": "fleets",
+    "fleet_placements": "fleets",
+    "fleet_summary": "fleets",
+    "get_fleet": "fleets",
+    "list_fleets": "fleets",
+    "deregister_member": "members",
+    "get_active_monitor": "members",
+    "get_member": "members",
+    "idle_seconds": "members",
+    "member_names": "members",
+    "member_roster": "members",
+    "register_member": "members",
+    "set_placement_pane": "members",
+    "wake_roster": "members",
+    "ack_message": "messages",
+    "broadcast_message": "messages",
+    "get_message": "messages",
+    "poll_inbox": "messages",
+    "send_message": "messages",
+    "unacked_deliveries": "messages",
+    "claim_monitor": "monitor",
+    "clear_monitor": "monitor",
+    "get_monitor_runtime": "monitor",
+    "heartbeat": "monitor",
+    "is_live": "monitor",
+    "record_monitor_wake": "monitor",
+    "request_monitor_wake": "monitor",
+    "set_wake_interval": "monitor",
+    "next_pending_notification": "notifications",
+    "recheck_pending": "notifications",
+    "stamp_notified": "notifications",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
 
 __all__ = [
     "BootstrapAborted",
