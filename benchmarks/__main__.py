@@ -16,7 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import concurrency, notify, scale, startup, throughput, wait_latency
+from benchmarks import (
+    concurrency,
+    notify,
+    scale,
+    send_paths,
+    startup,
+    throughput,
+    wait_latency,
+)
 
 FULL = {
     "runs": 11,
@@ -26,6 +34,8 @@ FULL = {
     "trials": 50,
     "scale": 100_000,
     "notify_runs": 7,
+    "send_paths": 2000,
+    "send_path_rounds": 3,
 }
 SMOKE = {
     "runs": 1,
@@ -35,6 +45,8 @@ SMOKE = {
     "trials": 2,
     "scale": 2_000,
     "notify_runs": 1,
+    "send_paths": 20,
+    "send_path_rounds": 1,
 }
 
 TARGETS = [
@@ -54,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -69,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         "wait": (lambda t: wait_latency.run(t, sizes["trials"]), wait_latency.render),
         "scale": (lambda t: scale.run(t, sizes["scale"], sizes["runs"]), scale.render),
         "notify": (lambda t: notify.run(t, sizes["notify_runs"]), notify.render),
+        "send_paths": (
+            lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
+            send_paths.render,
+        ),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

@@ -41,6 +41,10 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     assert results["wait"]["p50_ms"] > 0
     assert results["scale"]["poll_rows"] > 0
     assert results["notify"]["notified"] == results["notify"]["runs"]
+    paths = results["send_paths"]
+    assert set(paths["sends_per_s"]) == {"core_execute", "exec_driver_sql", "repository"}
+    assert all(rate > 0 for rates in paths["sends_per_s"].values() for rate in rates)
+    assert paths["rows"] == paths["count"] * paths["rounds"] * 3
     # The printed table names every section.
-    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."):
+    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7."):
         assert heading in proc.stdout

@@ -118,6 +118,19 @@ def test_statement_outside_a_transaction_is_refused(head_db: Path) -> None:
         close_connection(conn)
 
 
+def test_driver_execute_runs_only_inside_a_transaction(conn: Connection) -> None:
+    from sqlalchemy import text
+
+    from cafleet.db.engine import driver_execute
+
+    statement = text("SELECT :a + 1")
+    with pytest.raises(StorageUsageError, match="outside tx.read"):
+        driver_execute(conn, statement, {"a": 1})
+    assert not conn.in_transaction()
+    with tx.read(conn):
+        assert driver_execute(conn, statement, {"a": 1}) == [(2,)]
+
+
 def test_nested_transactions_are_refused(conn: Connection) -> None:
     with tx.read(conn), pytest.raises(StorageUsageError), tx.write(conn):
         pass  # pragma: no cover

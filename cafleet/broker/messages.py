@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NoReturn
 
 from sqlalchemy import Connection, text
 
@@ -16,6 +17,7 @@ from cafleet.broker.errors import (
     SenderNotActive,
 )
 from cafleet.db import tx
+from cafleet.db.engine import driver_execute
 from cafleet.records import Broadcast, Message, message_from_row
 
 # One statement validates both parties and inserts the row; only a refusal costs a second one.
@@ -92,11 +94,13 @@ def send_message(
     and stays `input_required` until ACKed."""
     with tx.write(conn):
         ts = stamp(now)
-        message_id = conn.execute(
-            _SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
-        ).scalar()
-        if message_id is None:
+        # The hottest statement in cafleet: straight to the driver (see driver_execute).
+        rows = driver_execute(
+            conn, _SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
+        )
+        if not rows:
             _refuse_send(conn, from_member_id, to_member_id)
+        message_id = rows[0][0]
     return _delivery(message_id, from_member_id, to_member_id, ts, text, origin=None)
 
 
@@ -118,7 +122,7 @@ def _delivery(
     )
 
 
-def _refuse_send(conn: Connection, from_member_id: int, to_member_id: int) -> None:
+def _refuse_send(conn: Connection, from_member_id: int, to_member_id: int) -> NoReturn:
     parties = {
         row[0]: (row[1], row[2])
         for row in conn.execute(_PARTIES, {"from_id": from_member_id, "to_id": to_member_id})
