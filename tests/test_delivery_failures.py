@@ -46,14 +46,6 @@ def loop_row(h, fleet_id: int) -> tuple | None:
     return found[0] if found else None
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False
-
-
 def log_text(h, fleet_id: int) -> str:
     path = h.db_path.parent / f"monitor-{fleet_id}.log"
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
@@ -74,7 +66,7 @@ def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> 
     assert r1.stderr == warning(m1, b, reason) + "\n"
     # tmux was usable and a notification is still pending: the send started the fleet's loop
     row = loop_row(h, w.fleet_id)
-    assert row is not None and row[0] is not None and pid_alive(int(row[0]))
+    assert row is not None and row[0] is not None and util.pid_alive(int(row[0]))
 
     r2 = send(h, a, b, "second")
     m2 = sent_id(r2.stdout)
@@ -200,7 +192,7 @@ def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_d
         assert notified_at(h.db_path, m1) is None
         assert util.line_records(pane) == []
         row = loop_row(h, w.fleet_id)  # no loop was live: the send started one
-        assert row is not None and row[0] is not None and pid_alive(int(row[0]))
+        assert row is not None and row[0] is not None and util.pid_alive(int(row[0]))
         assert util.line_records(pane) == []
     util.wait_records(pane, 1, timeout=30)
     assert util.line_bytes(pane) == [record_of(expected_line(m1, "alice", a, "busy?"))]

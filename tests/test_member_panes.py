@@ -35,6 +35,7 @@ from tests.harness.util import (
     fake_print,
     hold_pane_lock,
     line_bytes,
+    proc_state,
     retry_until,
     start_record,
     wait_records,
@@ -717,7 +718,7 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
             )
             assert proc.poll() is None, proc.communicate(timeout=10)
             os.kill(proc.pid, signal.SIGSTOP)
-            retry_until(lambda p=proc: _proc_state(p.pid) == "T", timeout=10)
+            retry_until(lambda p=proc: proc_state(p.pid) == "T", timeout=10)
     waiting, deleting = deletes
 
     release = h.dir / "release-enter"
@@ -757,15 +758,6 @@ def test_delete_waits_for_a_keystroke_in_flight_and_sigterm(
     enter = max(i for i, c in enumerate(calls) if c["command"] == "send-keys")
     kill = max(i for i, c in enumerate(calls) if c["command"] == "kill-pane")
     assert enter < kill
-
-
-def _proc_state(pid: int) -> str:
-    """The one-letter state of process ``pid`` ("" when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return ""
 
 
 def test_member_create_without_a_director_pane(tmux_db: TmuxHarness, fleet: FleetIds) -> None:

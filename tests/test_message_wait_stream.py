@@ -371,19 +371,12 @@ def test_wait_reruns_its_drain_pass_every_5_s_without_any_commit(tmux_db) -> Non
     def list_panes_times() -> list[float]:
         return [c["t"] for c in list_panes_calls()]
 
-    def finished(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-        except FileNotFoundError:
-            return True
-
     # The first pass finds bob's pane missing from the live set: no attempt, no warning. The
     # shim logs a call before the real tmux answers it, so wait until that call has ended (the
     # shim execs tmux under its own pid) before the pane may appear.
     first_call = util.retry_until(lambda: list_panes_calls()[:1], timeout=30, interval=0.02)[0]
     first = first_call["t"]
-    util.retry_until(lambda: finished(first_call["pid"]), timeout=30, interval=0.01)
+    util.retry_until(lambda: not util.pid_alive(first_call["pid"]), timeout=30, interval=0.01)
     # Later passes' list-panes wait until the fake agent reads its terminal (a line typed before
     # it starts would be flushed away), however long a loaded machine takes to start it. The
     # shim matches rules before it logs, so the first call is not held.

@@ -48,14 +48,18 @@ def retry_until(
         time.sleep(interval)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a running process (a zombie or a dead one is not)."""
+def proc_state(pid: int) -> str:
+    """The one-letter state of process ``pid`` from /proc ("" when it is gone)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
     except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+        return ""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie or a dead one is not)."""
+    return proc_state(pid) not in ("", "Z", "X")
 
 
 # --------------------------------------------------------------------------- fake agents
@@ -310,6 +314,8 @@ __all__ = [
     "line_bytes",
     "line_records",
     "pane_stem",
+    "pid_alive",
+    "proc_state",
     "read_jsonl",
     "record_bytes",
     "retry_until",
