@@ -537,17 +537,36 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
     return value.strip()
 
 
-def _type_checked(backend: Any, pane_id: str, line: str) -> None:
-    """Probe, then type; failures read `typing into pane <pane_id> failed: <detail>`."""
-    from cafleet.mux import MultiplexerError, probe_for_typing
+def _type_line(
+    inv: Any, placement: Placement, member_id: int, backend: Any, line: str, *, wait: bool
+) -> Any:
+    """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
+    timeout, busy is `lock_busy_message`) and ping (one try, busy is returned). A failure reads
+    `typing into pane <pane_id> failed: <detail>`."""
+    from cafleet import signals
+    from cafleet.keystrokes import type_into_pane
+    from cafleet.mux.locks import PaneLockAbandoned
 
-    problem = probe_for_typing(backend, pane_id)
-    if problem is not None:
-        fail(f"typing into pane {pane_id} failed: {problem}")
-    try:
-        backend.type_line(pane_id, line)
-    except MultiplexerError as exc:
-        fail(f"typing into pane {pane_id} failed: {exc}")
+    verb = "prompt" if wait else "ping"
+    if wait:
+        signals.check()
+    outcome = type_into_pane(
+        _mux_key(placement),
+        line,
+        backend=lambda: backend,
+        db_dir=inv.db_dir,
+        purpose=f"{verb} member {member_id}",
+        lock_timeout=inv.settings.pane_lock_timeout if wait else None,
+        keep_waiting=signals.keep_waiting,
+    )
+    if outcome.kind == "abandoned":
+        signals.check()
+        raise PaneLockAbandoned(outcome.pane_id, _mux_key(placement))
+    if outcome.kind == "busy" and wait:
+        fail(lock_busy_message(member_id))
+    if outcome.kind == "failed":
+        fail(str(outcome.reason))
+    return outcome
 
 
 @member_group.command(
@@ -572,9 +591,7 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = _backend(placement.backend)
-    lock = _lock_pane(inv, placement, member_id, f"prompt member {member_id}")
-    with lock:
-        _type_checked(backend, pane_id, text)
+    _type_line(inv, placement, member_id, backend, text, wait=True)
     if as_json:
         out_json({"member_id": member_id, "pane_id": pane_id, "text": text})
     else:
@@ -619,10 +636,8 @@ def member_ping(member_id: int, as_json: bool) -> None:
         return
     pane_id = placement.mux_pane_id
     backend = _backend(placement.backend)
-    from cafleet.mux.locks import try_pane_lock
-
-    lock = try_pane_lock(inv.db_dir, _mux_key(placement), purpose=f"ping member {member_id}")
-    if lock is None:
+    line = PING_LINE.format(member_id=member_id)
+    if _type_line(inv, placement, member_id, backend, line, wait=False).kind == "busy":
         if as_json:
             out_json(
                 {"member_id": member_id, "pane_id": pane_id, "skipped": True, "reason": "busy"}
@@ -633,8 +648,6 @@ def member_ping(member_id: int, as_json: bool) -> None:
                 "ping skipped."
             )
         return
-    with lock:
-        _type_checked(backend, pane_id, PING_LINE.format(member_id=member_id))
     if as_json:
         out_json({"member_id": member_id, "pane_id": pane_id, "skipped": False, "reason": None})
     else:
