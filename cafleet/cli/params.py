@@ -41,6 +41,8 @@ def id_option(flag: str, help: str, *, required: bool = True) -> Callable[[F], F
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Output in JSON format.")
 
+AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
+
 
 # --- names and descriptions (cli.md §1.9) --------------------------------------------------------
 

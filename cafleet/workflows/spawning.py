@@ -1,7 +1,7 @@
-"""Pieces shared by the commands that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
+"""Pieces shared by the workflows that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
 
-Only Click and cafleet's light modules are imported at load time; the agents, the mux layer
-and the broker are imported inside the functions.
+Only cafleet's light modules are imported at load time; the agents, the mux layer and the broker
+are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -9,16 +9,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
-
-from cafleet.output import err
+from cafleet.workflows.errors import CompensatedError, WorkflowError, WorkflowUsageError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
-
-AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
 
 MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
@@ -26,8 +22,8 @@ MSG_KILL_FAILED = (
 )
 
 
-def usage(message: str) -> Any:
-    raise click.UsageError(message, click.get_current_context(silent=True))
+def usage(message: str) -> NoReturn:
+    raise WorkflowUsageError(message)
 
 
 @dataclass
@@ -82,7 +78,7 @@ def ensure_agent_available(agent: Any) -> str:
     try:
         return agent.ensure_available()
     except AgentUnavailable as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise WorkflowError(str(exc)) from exc
 
 
 def spawn_plan(agent: Any, template: str, model: str | None, effort: str | None) -> SpawnPlan:
@@ -119,7 +115,7 @@ def unconfirmed_detail(window_id: str) -> str:
 
 
 def error_text(exc: BaseException) -> str:
-    from cafleet.cli import error_text as _text
+    from cafleet.db.errors import error_text as _text
 
     return _text(exc)
 
@@ -142,21 +138,14 @@ class Cleanup:
     def add(self, line: str) -> None:
         self.lines.append(line)
 
-    def emit(self) -> None:
-        for line in self.lines:
-            err(line)
 
-
-def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> Any:
-    """Print the primary error first, then the cleanup lines, and exit with ``code``.
+def fail_with_cleanup(primary: str | None, cleanup: Cleanup) -> NoReturn:
+    """Fail with the primary error first, then the cleanup lines (exit 1).
 
     A pending signal turns the code into 130/143 (main's mapping); ``primary`` None prints
     only the cleanup lines (a signal stop).
     """
-    if primary is not None:
-        err(f"Error: {primary}")
-    cleanup.emit()
-    raise click.exceptions.Exit(code)
+    raise CompensatedError(primary, cleanup.lines)
 
 
 def kill_pane(backend: Any, pane_id: str) -> bool:
