@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cafleet.workflows import fleets, members
-from cafleet.workflows.errors import WorkflowError, WorkflowUsageError
+from cafleet.workflows import fleets, members, panes
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.spawning import WorkflowUsageError
 from tests.broker_helpers import add_member, make_fleet, table_counts
 
 
@@ -44,7 +45,7 @@ def test_member_refusals_carry_the_cli_text(conn, settings, head_db) -> None:
         f"cafleet never types into the root Director's pane (member {director})"
     )
     with pytest.raises(WorkflowError) as refused:
-        members.capture(conn, pending.member_id, lines=5, ansi=False)
+        panes.capture_member(conn, pending.member_id, lines=5)
     assert str(refused.value) == (
         f"member {pending.member_id} has no pane yet (pending placement) \u2014 nothing to capture"
     )
@@ -89,3 +90,45 @@ def test_fleet_delete_returns_the_count(conn, settings) -> None:
     fid = boot.fleet.fleet_id
     add_member(conn, fid, name="a")
     assert fleets.delete(conn, settings, fid) == fleets.Deleted(fid, 3)
+
+
+def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
+    conn, settings, head_db
+) -> None:
+    from cafleet import broker
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.engine import close_connection
+    from cafleet.workflows import inbox
+
+    boot = make_fleet(conn)
+    fid = boot.fleet.fleet_id
+    a = add_member(conn, fid, name="a", placed=False)
+    b = add_member(conn, fid, name="b", placed=False)
+    warned: list[str] = []
+    checks: list[object] = []
+    assert (
+        inbox.wait(
+            conn, settings, b.member_id, timeout=0, warn=warned.append, recheck_schema=checks.append
+        )
+        == []
+    )
+    m1 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="1")
+    m2 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="2")
+    waited = inbox.wait(
+        conn, settings, b.member_id, timeout=5, warn=warned.append, recheck_schema=checks.append
+    )
+    assert [m.message_id for m in waited] == [m2.message_id, m1.message_id]  # poll's order
+    streamed = inbox.stream(conn, b.member_id, timeout=0, recheck_schema=checks.append)
+    assert [m.message_id for m in streamed] == [m1.message_id, m2.message_id]
+    assert warned == []
+    endless = inbox.stream(conn, b.member_id, timeout=None, recheck_schema=checks.append)
+    assert [next(endless).message_id, next(endless).message_id] == [m1.message_id, m2.message_id]
+    other = open_validated_connection(str(head_db))  # data_version moves for others' commits
+    try:
+        broker.deregister_member(other, member_id=b.member_id)
+    finally:
+        close_connection(other)
+    with pytest.raises(WorkflowError) as gone:
+        next(endless)
+    assert str(gone.value) == f"member {b.member_id} was deregistered"
+    assert checks and all(c is conn for c in checks)  # the schema re-check ran every cycle

@@ -162,9 +162,9 @@ class CafleetCommand(click.Command):
 
 
 def _workflow_error(exc: Exception, ctx: click.Context) -> None:
-    """The workflow errors Click cannot say by itself (cafleet.workflows.errors): a usage
-    problem (exit 2) and a compensated failure (its primary error, then every cleanup line)."""
-    from cafleet.workflows.errors import CompensatedError, WorkflowUsageError
+    """The workflow errors Click cannot say by itself: a usage problem (exit 2) and a
+    compensated failure (its primary error, then every cleanup line)."""
+    from cafleet.workflows.spawning import CompensatedError, WorkflowUsageError
 
     if isinstance(exc, WorkflowUsageError):
         raise click.UsageError(str(exc), ctx) from exc

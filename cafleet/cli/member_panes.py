@@ -157,19 +157,22 @@ def _print_delete(
 @click.option("--ansi", is_flag=True, help="Keep ANSI escape sequences.")
 @json_option
 def member_capture(member_id: int, lines: int, ansi: bool, as_json: bool) -> None:
-    conn = invocation().connection()
-    from cafleet.workflows import members
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows.panes import capture_member
 
-    captured = members.capture(conn, member_id, lines=lines, ansi=ansi)
-    content = captured.content
+    captured = capture_member(conn, member_id, lines=lines, ansi=ansi)
+    pane_id, content = captured.pane_id, captured.content
+    from cafleet.db.timefmt import now_ts
+
     if as_json:
         out_json(
             {
                 "member_id": member_id,
-                "pane_id": captured.pane_id,
+                "pane_id": pane_id,
                 "lines": lines,
                 "content": content,
-                "captured_at": captured.captured_at,
+                "captured_at": now_ts(),
                 "content_sha256": hashlib.sha256(
                     content.encode("utf-8", "surrogatepass")
                 ).hexdigest(),

@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cafleet.workflows.errors import WorkflowError, lock_busy_message
+from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
     Cleanup,
     error_text,
     fail_with_cleanup,
+    lock_busy_message,
     outcome_unknown,
     spawn_env,
     spawn_plan,

@@ -1,7 +1,7 @@
-"""The member workflows that touch panes (cli.md §2.7, §2.10–§2.13): create, delete, capture,
-prompt, ping.
+"""The member workflows that touch panes (cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
+prompt, ping (the capture is `cafleet.workflows.panes.capture_member`).
 
-`cafleet member create|delete|capture|prompt|ping` and the WebUI both run these. libtmux is never
+`cafleet member create|delete|prompt|ping` and the WebUI both run these. libtmux is never
 imported here; the tmux backend only runs tmux through its timed runner, and `delete` of a
 pending or placementless member never builds a backend at all.
 """
@@ -14,13 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from cafleet.workflows.errors import WorkflowError, lock_busy_message
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement
 from cafleet.workflows.spawning import (
     MSG_KILL_FAILED,
     Cleanup,
     director_pane_key,
     error_text,
     fail_with_cleanup,
+    lock_busy_message,
     outcome_unknown,
     spawn_env,
     spawn_plan,
@@ -59,15 +61,6 @@ class Deleted:
 
 
 @dataclass(frozen=True, slots=True)
-class Captured:
-    member_id: int
-    pane_id: str
-    lines: int
-    content: str
-    captured_at: str
-
-
-@dataclass(frozen=True, slots=True)
 class Prompted:
     member: Member
     pane_id: str
@@ -85,34 +78,14 @@ class Pinged:
 # --- shared lookups ------------------------------------------------------------------------------
 
 
-def _active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `Member <id> not found` for an unknown or deregistered id."""
-    from cafleet.broker.errors import MemberNotFound
-    from cafleet.broker.members import get_member
-
-    member = get_member(conn, member_id)
-    if member.status != "active":
-        raise MemberNotFound(member_id)
-    return member
-
-
 def _placed(member: Member) -> Placement:
-    """The member's placement row, or the not-spawned-via-create error."""
+    """The member's placement row, or the not-spawned-via-create error (a pending one is
+    fine: ping skips it)."""
     placement = member.placement
     if placement is None:
         raise WorkflowError(
             f"member {member.member_id} has no placement row; it was not spawned via "
             "'cafleet member create'"
-        )
-    return placement
-
-
-def _concrete_placement(member: Member, what: str) -> Placement:
-    """The capture/prompt placement checks; `what` ends the pending message."""
-    placement = _placed(member)
-    if placement.mux_pane_id is None:
-        raise WorkflowError(
-            f"member {member.member_id} has no pane yet (pending placement) \u2014 {what}"
         )
     return placement
 
@@ -125,18 +98,6 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     key = member.placement.pane_key if member.placement is not None else None
     if key is not None and key == director_pane_key(conn, member.fleet_id):
         raise WorkflowError(refusal)
-
-
-def _backend(name: str) -> Any:
-    """The placement's backend, available, or `Error: <tmux message>`."""
-    from cafleet.mux import MultiplexerError, get_backend
-
-    try:
-        backend = get_backend(name)
-        backend.ensure_available()
-    except MultiplexerError as exc:
-        raise WorkflowError(str(exc)) from exc
-    return backend
 
 
 def _mux_key(placement: Placement) -> Any:
@@ -373,7 +334,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     from cafleet.broker.errors import CannotDeregisterRootDirector
     from cafleet.broker.members import deregister_member
 
-    member = _active_member(conn, member_id)
+    member = active_member(conn, member_id)
     if member.kind == "director":
         raise CannotDeregisterRootDirector(member_id)
 
@@ -385,13 +346,13 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
-    backend = _backend(placement.backend)
+    backend = backend_for(placement.backend)
     from cafleet.mux import MultiplexerError
 
     lock = _lock_pane(settings, placement, member_id, f"member delete {member_id}")
     with lock:
         # Re-read under the lock: the member may have changed while we waited.
-        member = _active_member(conn, member_id)
+        member = active_member(conn, member_id)
         placement = member.placement
         if placement is None or placement.mux_pane_id != pane_id:
             raise WorkflowError(lock_busy_message(member_id))
@@ -409,26 +370,6 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
             status = "killed" if killed else "already_gone"
         deregister_member(conn, member_id=member_id)
     return Deleted(member_id, pane_id, status, other)
-
-
-# --- capture -------------------------------------------------------------------------------------
-
-
-def capture(conn: Connection, member_id: int, *, lines: int, ansi: bool) -> Captured:
-    """The last ``lines`` lines of the member's pane (cli.md §2.11)."""
-    member = _active_member(conn, member_id)
-    placement = _concrete_placement(member, "nothing to capture")
-    pane_id = placement.mux_pane_id
-    assert pane_id is not None
-    backend = _backend(placement.backend)
-    from cafleet.db.timefmt import now_ts
-    from cafleet.mux import MultiplexerError
-
-    try:
-        content = backend.capture(pane_id, lines, ansi=ansi)
-    except MultiplexerError as exc:
-        raise WorkflowError(f"capture failed: {exc}") from exc
-    return Captured(member_id, pane_id, lines, content, now_ts())
 
 
 # --- prompt and ping -----------------------------------------------------------------------------
@@ -474,12 +415,12 @@ def _type_line(
 
 def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> Prompted:
     """Type one line into the member's pane as a user turn (cli.md §2.12)."""
-    member = _active_member(conn, member_id)
-    placement = _concrete_placement(member, "nothing to prompt")
+    member = active_member(conn, member_id)
+    placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    backend = _backend(placement.backend)
+    backend = backend_for(placement.backend)
     _type_line(settings, placement, member_id, backend, text, wait=True)
     return Prompted(member, pane_id, text)
 
@@ -487,13 +428,13 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     """Type the fixed ping line into the member's pane, or skip a pending or busy pane
     (cli.md §2.13)."""
-    member = _active_member(conn, member_id)
+    member = active_member(conn, member_id)
     placement = _placed(member)
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
         return Pinged(member, None, True, "pending_placement")
     pane_id = placement.mux_pane_id
-    backend = _backend(placement.backend)
+    backend = backend_for(placement.backend)
     line = PING_LINE.format(member_id=member_id)
     if _type_line(settings, placement, member_id, backend, line, wait=False).kind == "busy":
         return Pinged(member, pane_id, True, "busy")
@@ -502,12 +443,10 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
 
 __all__ = [
     "PING_LINE",
-    "Captured",
     "Created",
     "Deleted",
     "Pinged",
     "Prompted",
-    "capture",
     "create",
     "delete",
     "ping",

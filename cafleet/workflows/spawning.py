@@ -7,14 +7,39 @@ are imported inside the functions.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from cafleet.workflows.errors import CompensatedError, WorkflowError, WorkflowUsageError
+from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+
+class WorkflowUsageError(WorkflowError):
+    """Bad input found only once the workflow ran (an agent option, a spawn template): the CLI
+    shows it as a usage error (exit 2)."""
+
+
+class CompensatedError(WorkflowError):
+    """A failure after something was written or spawned, and undone (cli.md §1.11).
+
+    ``primary`` is the error (None for a signal stop: only the cleanup lines are printed, and the
+    exit code becomes the signal's); ``cleanup`` holds one line per cleanup step that failed or
+    could not be confirmed, in order. The CLI prints `Error: <primary>`, then each line (exit 1).
+    """
+
+    def __init__(self, primary: str | None, cleanup: Sequence[str] = ()) -> None:
+        self.primary = primary
+        self.cleanup = tuple(cleanup)
+        super().__init__(primary or "")
+
+
+def lock_busy_message(member_id: int) -> str:
+    """cli.md §1.11's pane-lock message."""
+    return f"member {member_id}'s pane is receiving another keystroke; retry in a few seconds"
+
 
 MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
