@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from cafleet.config import Settings
     from cafleet.records import Message
+    from cafleet.workflows.messaging import Warn
 
 WAIT_CYCLE = 0.05  # message wait polls PRAGMA data_version every 50 ms (cli.md §2.19)
 WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
@@ -116,7 +117,7 @@ def wait(
     member_id: int,
     *,
     timeout: float,
-    warn: Callable[[str], None],
+    warn: Warn,
     recheck_schema: SchemaCheck,
 ) -> list[Message]:
     """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed,
