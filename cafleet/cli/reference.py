@@ -23,7 +23,7 @@ import click
 # Click formats help at min(terminal columns, 80) - 2 columns.
 HELP_WIDTH = 78
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs" / "cli-reference.md"
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[2] / "docs/cli-reference.md"
 
 HEADER = """\
 # cafleet command reference
