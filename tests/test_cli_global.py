@@ -205,7 +205,7 @@ def test_light_paths_import_nothing_heavy(argv: list[str]) -> None:
         ["message", "show", "1"],
         ["fleet", "list"],
         ["fleet", "show", "1"],
-        ["fleet", "delete", "1"],
+        ["fleet", "delete", "1", "--keep-panes"],
         ["member", "list", "1"],
         ["member", "show", "1"],
         ["setup"],

@@ -114,7 +114,7 @@ def test_roster_single_and_errors(head_db: Path) -> None:
     fid = fleet.fleet.fleet_id
     assert call_main(["member", "list", str(fid)])[1].startswith("1 member:\n")
     assert run_cli("member", "list", "99") == (1, "", "Error: fleet '99' not found.\n")
-    assert call_main(["fleet", "delete", str(fid)])[0] == 0
+    assert call_main(["fleet", "delete", str(fid), "--keep-panes"])[0] == 0
     before = snapshot(head_db)
     assert run_cli("member", "list", str(fid)) == (1, "", f"Error: fleet {fid} is deleted\n")
     assert run_cli("member", "list", str(fid), "--json")[0] == 1

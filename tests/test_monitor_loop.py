@@ -191,7 +191,7 @@ def test_fleet_delete_stops_the_loop_and_start_up_errors(
     assert (r.returncode, r.stderr) == (1, "Error: fleet '99' not found.\n")
 
     loop = start_loop(h, f, "--tick", "1")
-    ok(inproc("fleet", "delete", str(f)))
+    ok(inproc("fleet", "delete", str(f), "--keep-panes"))  # the loop stops on its own
     assert loop.proc.wait(timeout=10) == 0
     assert re.fullmatch(rf"{TS} fleet {f} is deleted; stopping", loop.lines()[-2])
     assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"

@@ -18,6 +18,7 @@ __all__ = [
     "MonitorSlotTaken",
     "NoActiveMonitor",
     "NotSameFleet",
+    "PaneDirectsFleet",
     "PlacementVanished",
     "PlacementsChanged",
     "RecipientNotFound",
@@ -127,6 +128,20 @@ class PlacementsChanged(BrokerError):
         self.member_id = member_id
         self.pane_id = pane_id
         super().__init__(f"placement of member {member_id} (pane {pane_id}) could not be locked")
+
+
+class PaneDirectsFleet(BrokerError):
+    """One live fleet per Director pane: the pane already is a live fleet's root Director."""
+
+    def __init__(self, pane_id: str, fleet_id: int, name: str | None) -> None:
+        self.pane_id = pane_id
+        self.fleet_id = fleet_id
+        self.name = name
+        shown = f" ({name})" if name is not None else ""
+        super().__init__(
+            f"pane {pane_id} is already the root Director of live fleet {fleet_id}{shown}; "
+            f"delete it first ('cafleet fleet delete {fleet_id}') or use another pane"
+        )
 
 
 class BootstrapAborted(BrokerError):

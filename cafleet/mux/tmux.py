@@ -332,6 +332,16 @@ class TmuxBackend:
             raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
         return panes
 
+    def pane_pids(self) -> dict[str, int]:
+        """Every live pane's id and the pid of the process tmux started in it."""
+        args = ["list-panes", "-a", "-F", "#{pane_id} #{pane_pid}"]
+        pids: dict[str, int] = {}
+        for line in self._run(args).splitlines():
+            pane, _, pid = line.strip().partition(" ")
+            if pane and pid.isdigit():
+                pids[pane] = int(pid)
+        return pids
+
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
         try:
             self._run(["kill-pane", "-t", pane_id])
