@@ -217,6 +217,7 @@ def placement_dict(placement: Any) -> dict[str, Any] | None:
         "mux_pane_id": placement.mux_pane_id,
         "coding_agent": placement.coding_agent,
         "created_at": placement.created_at,
+        "lost_at": placement.lost_at,
     }
 
 
@@ -310,10 +311,11 @@ def placement_text(placement: Any) -> str:
     if placement is None:
         return "(none)"
     pane = placement.mux_pane_id if placement.mux_pane_id is not None else "(pending)"
+    lost = f" lost_at={placement.lost_at}" if placement.lost_at is not None else ""
     return (
         f"{placement.backend} session={cell(placement.mux_session)} "
         f"window={cell(placement.mux_window_id)} pane={cell(pane)} "
-        f"agent={placement.coding_agent} created_at={placement.created_at}"
+        f"agent={placement.coding_agent} created_at={placement.created_at}{lost}"
     )
 
 

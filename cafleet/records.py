@@ -105,6 +105,16 @@ class PlacementSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SpawnSpec:
+    """What a member is spawned with (`member_spawns`, revision 0003): its spawn-prompt template
+    (None: the bundled monitor prompt), model and effort. `member respawn` starts it again."""
+
+    prompt: str | None
+    model: str | None
+    effort: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Fleet:
     fleet_id: int
     name: str | None
@@ -133,6 +143,7 @@ class Placement:
     mux_pane_id: str | None
     coding_agent: str
     created_at: str
+    lost_at: str | None = None  # when the monitor loop found the pane gone (reported once)
 
     @property
     def is_concrete(self) -> bool:
@@ -283,6 +294,7 @@ def placement_from_row(row: Mapping[str, Any], prefix: str = "") -> Placement:
             "member_placements", key, "coding_agent", row[prefix + "coding_agent"], CODING_AGENTS
         ),
         created_at=row[prefix + "created_at"],
+        lost_at=row.get(prefix + "lost_at"),
     )
 
 

@@ -54,12 +54,18 @@ def make_fleet(
     coding_agent: str = "claude",
     now: datetime | None = None,
 ) -> FleetBootstrap:
+    if director_pane is None:
+        # `%0` for a test's first fleet; one live fleet per Director pane, so later fleets of
+        # the same test get panes of their own.
+        director_pane = FakePane("s", "@1", "%0")
+        if broker.fleet_directed_from(conn, ("tmux", "s", "%0")) is not None:
+            director_pane = next_pane()
     return broker.create_fleet(
         conn,
         name=name,
         backend="tmux",
         coding_agent=coding_agent,
-        director_pane=director_pane or FakePane("s", "@1", "%0"),
+        director_pane=director_pane,
         spawn_monitor=fixed_spawn(monitor_pane),
         now=now,
     )

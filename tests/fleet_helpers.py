@@ -54,7 +54,12 @@ def create_fleet(
 
 
 def create_member(
-    h: TmuxHarness, fleet_id: int, name: str, prompt: str = "hello {member_id}", *extra: str
+    h: TmuxHarness,
+    fleet_id: int,
+    name: str,
+    prompt: str = "hello {member_id}",
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str]:
     result = ok(
         h.cli(
@@ -68,6 +73,7 @@ def create_member(
             f"{name} member",
             *extra,
             prompt,
+            env=env,
         )
     )
     m = re.fullmatch(r"(\d+) (.+) agent=(\w+) pane=(%\d+)\n", result.stdout)

@@ -58,7 +58,7 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "path": str(db_path),
         "state": "missing",
         "schema_version": None,
-        "head_version": 2,
+        "head_version": 3,
         "error": "no cafleet database; run 'cafleet setup'",
     }
     assert list(data["database"]) == DATABASE_KEYS
@@ -75,7 +75,7 @@ def test_bad_url_shows_in_database_section() -> None:
         "path": None,
         "state": None,
         "schema_version": None,
-        "head_version": 2,
+        "head_version": 3,
         "error": "database URL must name an absolute file path; got 'sqlite:///rel.db'",
     }
     code, out, _ = run_cli("doctor", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
@@ -105,7 +105,7 @@ def test_schema_versions_per_class(db_path: Path) -> None:
     assert database["state"] == "behind"
     assert database["schema_version"] == 1
     assert database["error"] == (
-        "database schema is outdated (schema 1, head 2); run 'cafleet setup'"
+        "database schema is outdated (schema 1, head 3); run 'cafleet setup'"
     )
     assert_unchanged(before, db_path)
 
@@ -128,7 +128,7 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, _ = run_cli("doctor")
     assert code == 1
-    assert f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n1 issue found\n" in out
+    assert f"✓ database\n  path:      {head_db}\n  schema 3 (head)\n1 issue found\n" in out
     assert_unchanged(before, head_db)
 
 
@@ -149,7 +149,7 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         f"  presence:  TMUX={h.env['TMUX']}\n"
         "✓ database\n"
         f"  path:      {h.db_path}\n"
-        "  schema 2 (head)\n"
+        "  schema 3 (head)\n"
         "no issues found\n"
     )
     result = h.cli("doctor", "--json")
@@ -170,8 +170,8 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "ok": True,
         "path": str(h.db_path),
         "state": "current",
-        "schema_version": 2,
-        "head_version": 2,
+        "schema_version": 3,
+        "head_version": 3,
         "error": None,
     }
     assert_unchanged(before, h.db_path)

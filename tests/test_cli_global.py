@@ -479,7 +479,7 @@ def test_default_path_under_home(tmp_path: Path) -> None:
     home = tmp_path / "home"
     code, out, _ = run_cli("setup", env={"CAFLEET_DATABASE_URL": "", "HOME": str(home)})
     path = home / ".local" / "share" / "cafleet" / "cafleet.db"
-    assert (code, out) == (0, f"Created {path} and applied migrations to head (2).\n")
+    assert (code, out) == (0, f"Created {path} and applied migrations to head (3).\n")
 
 
 # --- main's mapping (cli.md §1.4) ---------------------------------------------------------------

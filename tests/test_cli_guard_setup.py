@@ -104,7 +104,7 @@ def _ahead(p: Path) -> None:
     head(p)
     sql(
         p,
-        "UPDATE alembic_version SET version_num = '0003'",
+        "UPDATE alembic_version SET version_num = '0004'",
         "DROP INDEX idx_members_one_active_monitor_per_fleet",
     )
 
@@ -134,11 +134,11 @@ def _unreadable(p: Path) -> None:
 CASES: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] = {
     "behind": (
         schema1,
-        lambda p: "database schema is outdated (schema 1, head 2); run 'cafleet setup'",
+        lambda p: "database schema is outdated (schema 1, head 3); run 'cafleet setup'",
     ),
     "ahead": (
         _ahead,
-        lambda p: "database schema 3 is newer than this cafleet (head 2); upgrade cafleet",
+        lambda p: "database schema 4 is newer than this cafleet (head 3); upgrade cafleet",
     ),
     "foreign-app-id": (
         _foreign_app_id,
@@ -197,7 +197,7 @@ def test_damaged_dropped_index(db_path: Path) -> None:
     before = snapshot(db_path)
     code, out, err = run_cli("message", "poll", "1")
     assert (code, out) == (1, "")
-    prefix = f"Error: {db_path} is damaged (schema 2): "
+    prefix = f"Error: {db_path} is damaged (schema 3): "
     assert err.startswith(prefix)
     assert err.endswith("; cafleet will not use or modify it\n")
     differences = err[len(prefix) : -len("; cafleet will not use or modify it\n")]
@@ -224,11 +224,11 @@ def test_extra_objects_pass_the_guard(db_path: Path) -> None:
 def test_setup_creates_then_is_idempotent(db_path: Path) -> None:
     assert not db_path.parent.exists()
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (3).\n", "")
     assert db_path.is_file()
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
-    assert run_cli("setup") == (0, "Already at head (2); nothing to do.\n", "")
+    assert run_cli("setup") == (0, "Already at head (3); nothing to do.\n", "")
     assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
@@ -251,7 +251,7 @@ def test_setup_upgrades_schema1_keeping_rows(db_path: Path) -> None:
     )
     tables = ("fleets", "members", "messages")
     rows = {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables}
-    assert run_cli("setup") == (0, "Upgraded from 1 to 2.\n", "")
+    assert run_cli("setup") == (0, "Upgraded from 1 to 3.\n", "")
     assert {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables} == rows
     assert run_cli("message", "poll", "2")[0] == 0
 
@@ -339,7 +339,7 @@ def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -
     assert db_path.stat().st_size == 0
     # Nothing was half-done: once the reader is gone the same file initialises normally.
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (3).\n", "")
 
 
 # --- 80. the setup lock -------------------------------------------------------------------------
@@ -361,7 +361,7 @@ def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
     assert proc.returncode == 0, err
-    assert out.decode() == f"Created {db_path} and applied migrations to head (2).\n"
+    assert out.decode() == f"Created {db_path} and applied migrations to head (3).\n"
 
 
 def test_eight_concurrent_setups(db_path: Path) -> None:
@@ -369,9 +369,9 @@ def test_eight_concurrent_setups(db_path: Path) -> None:
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert all(code == 0 for code, _o, _e in results), results
     outs = sorted(o.decode() for _c, o, _e in results)
-    created = f"Created {db_path} and applied migrations to head (2).\n"
+    created = f"Created {db_path} and applied migrations to head (3).\n"
     assert outs.count(created) == 1
-    assert outs.count("Already at head (2); nothing to do.\n") == 7
+    assert outs.count("Already at head (3); nothing to do.\n") == 7
 
 
 def test_setup_signal_while_waiting(db_path: Path) -> None:

@@ -168,6 +168,7 @@ def test_member_show_active_and_deregistered(head_db: Path) -> None:
         "mux_pane_id": "%4",
         "coding_agent": "claude",
         "created_at": stamp(T1),
+        "lost_at": None,
     }
 
 

@@ -424,13 +424,13 @@ def test_a_schema_change_stops_wait_and_stream(world, head_db: Path, command: st
     a = world.members["alice"]
     proc = popen("message", command, str(a), "--timeout", "60")
     settled(proc, head_db)
-    sql_write(head_db, "UPDATE alembic_version SET version_num = '0003'")
+    sql_write(head_db, "UPDATE alembic_version SET version_num = '0004'")
     sql_write(head_db, "CREATE TABLE unrelated_aux (x INTEGER)")  # bumps schema_version
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert stdout == b""
     assert stderr == (
-        b"Error: database schema 3 is newer than this cafleet (head 2); upgrade cafleet\n"
+        b"Error: database schema 4 is newer than this cafleet (head 3); upgrade cafleet\n"
     )
 
 

@@ -51,6 +51,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert "cafleet/_migrations/alembic/env.py" in names
     assert "cafleet/_migrations/alembic/versions/0001_baseline.py" in names
     assert "cafleet/_migrations/alembic/versions/0002_unique_active_monitor.py" in names
+    assert "cafleet/_migrations/alembic/versions/0003_member_spawns_and_pane_loss.py" in names
     assert "cafleet/_migrations/alembic.ini" in names
 
     venv = tmp_path / "venv"
@@ -61,9 +62,9 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     _run([str(python), "-m", "pip", "install", "--quiet", str(wheels[0])], cwd="/", env=env)
 
     setup = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert setup.stdout == f"Created {db} and applied migrations to head (2).\n"
+    assert setup.stdout == f"Created {db} and applied migrations to head (3).\n"
     assert setup.stderr == ""
-    assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(db, "SELECT version_num FROM alembic_version") == [("0003",)]
 
     probe = _run(
         [
@@ -84,7 +85,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert str(REPO_ROOT) not in info["path"]
 
     again = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert again.stdout == "Already at head (2); nothing to do.\n"
+    assert again.stdout == "Already at head (3); nothing to do.\n"
 
 
 @pytest.mark.parametrize("name", ["env.py", "script.py.mako"])

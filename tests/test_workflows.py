@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cafleet import broker
 from cafleet.workflows import fleets, members, panes
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import WorkflowUsageError
@@ -88,8 +89,19 @@ def test_member_create_checks_options_before_reading_the_prompt(conn, settings) 
 def test_fleet_delete_returns_the_count(conn, settings) -> None:
     boot = make_fleet(conn)
     fid = boot.fleet.fleet_id
-    add_member(conn, fid, name="a")
-    assert fleets.delete(conn, settings, fid) == fleets.Deleted(fid, 3)
+    a = add_member(conn, fid, name="a")
+    deleted = fleets.delete(conn, settings, fid, keep_panes=True)
+    assert (deleted.fleet_id, deleted.deregistered_count, deleted.loop_stopped) == (fid, 3, None)
+    assert [(r.member_id, r.status) for r in deleted.panes] == [
+        (boot.director.member_id, "director"),
+        (boot.monitor.member_id, "kept"),
+        (a.member_id, "kept"),
+    ]
+    # Without --keep-panes and outside tmux, the panes cannot be killed: nothing happens.
+    other = make_fleet(conn, name="other")
+    with pytest.raises(WorkflowError, match="^cannot kill the panes of fleet "):
+        fleets.delete(conn, settings, other.fleet.fleet_id)
+    assert broker.get_fleet(conn, other.fleet.fleet_id).deleted_at is None
 
 
 def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(

@@ -84,6 +84,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         recheck_pending,
         stamp_notified,
     )
+    from cafleet.broker.recovery import (
+        get_spawn,
+        placed_members,
+        rebind_placement,
+        record_pane_loss,
+    )
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
@@ -121,6 +127,10 @@ _HOMES: dict[str, str] = {
     "record_monitor_wake": "monitor",
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
+    "get_spawn": "recovery",
+    "placed_members": "recovery",
+    "rebind_placement": "recovery",
+    "record_pane_loss": "recovery",
     "next_pending_notification": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
@@ -172,6 +182,7 @@ __all__ = [
     "get_member",
     "get_message",
     "get_monitor_runtime",
+    "get_spawn",
     "heartbeat",
     "idle_seconds",
     "is_live",
@@ -180,11 +191,14 @@ __all__ = [
     "member_roster",
     "next_pending_notification",
     "pane_shared_with",
+    "placed_members",
     "panes_shared_outside",
     "poll_inbox",
+    "rebind_placement",
     "recheck_pending",
     "record_asset_install",
     "record_monitor_wake",
+    "record_pane_loss",
     "register_member",
     "request_monitor_wake",
     "send_message",

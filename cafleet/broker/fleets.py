@@ -30,6 +30,7 @@ from cafleet.records import (
     PaneKey,
     PaneLike,
     Placement,
+    SpawnSpec,
     fleet_from_row,
     fleet_summary_from_row,
     member_card,
@@ -73,7 +74,7 @@ _SOFT_DELETE = text(
 _PLACEMENT_COLUMNS = (
     "p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, "
     "p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, "
-    "p.coding_agent AS coding_agent, p.created_at AS created_at"
+    "p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at"
 )
 _FLEET_PLACEMENTS = text(
     f"SELECT {_PLACEMENT_COLUMNS} FROM members AS m "
@@ -139,13 +140,14 @@ def create_fleet(
     coding_agent: str,
     director_pane: PaneLike,
     spawn_monitor: SpawnMonitor,
+    monitor_spawn: SpawnSpec | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
 
     `spawn_monitor(fleet_id, director_member_id, monitor_member_id)` runs with the writer lock
     and SQLite's write lock held. If it raises, everything rolls back and its exception
-    propagates unchanged. A failure after it returned raises `BootstrapAborted` carrying the
+    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A failure after it returned raises `BootstrapAborted` carrying the
     spawned pane; nothing is committed.
     """
     check_backend(backend)
@@ -190,6 +192,10 @@ def create_fleet(
                 },
             ).lastrowid
             assert fleet_id is not None and director_id is not None and monitor_id is not None
+            if monitor_spawn is not None:
+                from cafleet.broker.recovery import insert_spawn
+
+                insert_spawn(conn, monitor_id, monitor_spawn)
             pane = spawn_monitor(fleet_id, director_id, monitor_id)
             spawned.append(pane)
             conn.execute(

@@ -36,6 +36,7 @@ from cafleet.records import (
     Placement,
     PlacementSpec,
     RosterEntry,
+    SpawnSpec,
     WakeRoster,
     WakeRosterEntry,
     check_enum,
@@ -67,10 +68,12 @@ _INSERT_PENDING_PLACEMENT = text(
     "coding_agent, created_at) VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now)"
 )
 _PATCH_PANE = text(
-    "UPDATE member_placements SET mux_pane_id = :pane_id "
+    "UPDATE member_placements SET mux_pane_id = :pane_id, "
+    "mux_window_id = COALESCE(:window_id, mux_window_id) "
     "WHERE member_id = :member_id AND mux_pane_id IS NULL AND EXISTS "
     "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
-    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, created_at"
+    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, "
+    "created_at, lost_at"
 )
 _MEMBER_BY_ID = text(
     f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = :member_id"
@@ -162,11 +165,13 @@ def register_member(
     placement: PlacementSpec | None,
     require_monitor: bool,
     skills: Sequence[Any] = (),
+    spawn: SpawnSpec | None = None,
     now: datetime | None = None,
 ) -> Member:
     """Register a member (role `member`) or the fleet's monitor (role `monitor`), with an
-    optional pending placement, in one BEGIN IMMEDIATE transaction that re-checks the root
-    Director and the monitor slot before inserting anything."""
+    optional pending placement and what it is spawned with (``spawn``, for `member respawn`),
+    in one BEGIN IMMEDIATE transaction that re-checks the root Director and the monitor slot
+    before inserting anything."""
     if role not in ("member", "monitor"):
         raise ValueError(f"unknown role {role!r}")
     if placement is not None:
@@ -194,6 +199,10 @@ def register_member(
             card=member_card(name, description, list(skills), monitor=role == "monitor"),
             now=ts,
         )
+        if spawn is not None:
+            from cafleet.broker.recovery import insert_spawn
+
+            insert_spawn(conn, member_id, spawn)
         placed: Placement | None = None
         if placement is not None:
             conn.execute(
@@ -230,17 +239,17 @@ def register_member(
     )
 
 
-def set_placement_pane(conn: Connection, *, member_id: int, pane_id: str) -> Placement:
-    """Patch a pending placement's pane id (the caller holds the new key's lock).
+def set_placement_pane(
+    conn: Connection, *, member_id: int, pane_id: str, window_id: str | None = None
+) -> Placement:
+    """Patch a pending placement's pane id, and its window when the pane landed in another
+    one (the caller holds the new key's lock).
 
     `PlacementVanished` when the member is not active or has no pending placement.
     """
     with tx.write(conn):
-        row = (
-            conn.execute(_PATCH_PANE, {"member_id": member_id, "pane_id": pane_id})
-            .mappings()
-            .first()
-        )
+        params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
+        row = conn.execute(_PATCH_PANE, params).mappings().first()
         if row is None:
             raise PlacementVanished(member_id)
         return placement_from_row(row)

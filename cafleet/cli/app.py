@@ -156,9 +156,11 @@ def cli(ctx: click.Context) -> None:
 @cli.group(
     "fleet",
     invoke_without_command=True,
-    help="Create, list, show and delete fleets.",
+    help="Create, list, show, delete and adopt fleets.",
     command_modules=_modules(
-        ("cafleet.cli.fleet_create", "create"), ("cafleet.cli.fleet", "list", "show", "delete")
+        ("cafleet.cli.fleet_create", "create"),
+        ("cafleet.cli.fleet", "list", "show", "delete"),
+        ("cafleet.cli.recovery", "adopt"),
     ),
 )
 @click.pass_context
@@ -169,9 +171,10 @@ def fleet_group(ctx: click.Context) -> None:
 @cli.group(
     "member",
     invoke_without_command=True,
-    help="Create, list, inspect, prompt and delete the members of a fleet.",
+    help="Create, list, inspect, prompt, respawn and delete the members of a fleet.",
     command_modules=_modules(
         ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping"),
+        ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
     ),
 )

@@ -142,6 +142,7 @@ def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
 
 @fleet_group.command(
     "delete",
+    short_help="Delete a fleet: kill its panes, deregister everyone, stop its loop.",
     help=(
         "Delete a fleet: kill its monitor's and members' panes (never the root Director's), "
         "deregister every member, stop its monitor loop. Messages stay."

@@ -38,6 +38,8 @@ def roster_row(entry: RosterEntry) -> tuple[str, ...]:
     else:
         agent = cell(placement.coding_agent)
         pane = "(pending)" if placement.mux_pane_id is None else cell(placement.mux_pane_id)
+        if placement.lost_at is not None:
+            pane += " (gone)"  # the monitor loop found it gone and told the Director
     return (
         str(member.member_id),
         cell(member.name),

@@ -132,7 +132,13 @@ class Multiplexer(Protocol):
     def discover_context(self) -> PaneContext: ...
 
     def split_window(
-        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+        self,
+        *,
+        window_id: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        layout: str = "main-vertical",
     ) -> str: ...
 
     def pane_status(self, pane_id: str) -> PaneStatus: ...

@@ -33,6 +33,7 @@ from cafleet.mux import (
     msg_tmux_too_old,
     msg_unreachable,
 )
+from cafleet.mux.layout import WindowGeometry
 from cafleet.text import window_capture
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ CAPTURE_OVERFETCH = 1000
 MIN_VERSION = (3, 0)
 
 _PANE_ID_RE = re.compile(r"^%[0-9]+$")
+_NEW_WINDOW_RE = re.compile(r"^(@[0-9]+) (%[0-9]+)$")
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 _PANE_GONE_MARKERS = ("can't find pane", "no such pane")
 _UNREACHABLE_MARKERS = ("no server running", "error connecting to", "server exited unexpectedly")
@@ -260,7 +262,13 @@ class TmuxBackend:
         return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in args)
 
     def split_window(
-        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+        self,
+        *,
+        window_id: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        layout: str = "main-vertical",
     ) -> str:
         args = self.split_args(window_id=window_id, argv=argv, cwd=cwd, env=env)
         size = self.command_size(args)
@@ -270,11 +278,57 @@ class TmuxBackend:
         first = out.split("\n", 1)[0].strip()
         if not _PANE_ID_RE.match(first):
             raise MuxCommandFailed("split-window", MSG_NO_PANE_ID)
-        try:
-            self._run(["select-layout", "-t", window_id, "main-vertical"])
-        except MultiplexerError as exc:
-            log.debug("select-layout main-vertical failed for %s: %s", window_id, exc)
+        self._select_layout(window_id, layout)
         return first
+
+    def _select_layout(self, window_id: str, layout: str) -> None:
+        try:
+            self._run(["select-layout", "-t", window_id, layout])
+        except MultiplexerError as exc:
+            log.debug("select-layout %s failed for %s: %s", layout, window_id, exc)
+
+    @staticmethod
+    def window_name_arg(name: str) -> str:
+        """``name`` as `new-window -n` must receive it to show it literally: the name is
+        expanded as a format (`#` doubled) and an argument ending in `;` would end the command
+        (escaped as `\\;`). (The `sec` branch's tmux_args helpers do the same for every
+        argument.)"""
+        text = name.replace("#", "##")
+        return text[:-1] + "\\;" if text.endswith(";") else text
+
+    def new_window(
+        self,
+        *,
+        after_window_id: str,
+        name: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+    ) -> tuple[str, str]:
+        """A new window right after ``after_window_id`` in its session, named ``name``, its one
+        pane running ``argv``; focus stays where it was. Returns (window id, pane id)."""
+        args = ["new-window", "-d", "-a", "-P", "-F", "#{window_id} #{pane_id}"]
+        args += ["-t", after_window_id, "-n", self.window_name_arg(name), "-c", cwd]
+        for key, value in env.items():
+            args += ["-e", f"{key}={value}"]
+        args += ["--", *argv]
+        size = self.command_size(args)
+        if size > SPAWN_LIMIT_BYTES:
+            raise MultiplexerError(msg_spawn_too_long(size))
+        out = self._run(args, SPLIT_TIMEOUT)
+        match = _NEW_WINDOW_RE.match(out.split("\n", 1)[0].strip())
+        if match is None:
+            raise MuxCommandFailed("new-window", MSG_NO_PANE_ID)
+        return match.group(1), match.group(2)
+
+    def window_geometry(self, window_id: str) -> WindowGeometry:
+        """The window's size, pane count and `main-pane-width` (runtime.md §1.11)."""
+        fmt = "#{window_id}|#{window_width}|#{window_height}|#{window_panes}|#{main-pane-width}"
+        out = self._run(["display-message", "-p", "-t", window_id, fmt])
+        parts = out.split("\n", 1)[0].strip().split("|")
+        if len(parts) != 5 or parts[0] != window_id or not all(p.isdigit() for p in parts[1:4]):
+            raise MuxCommandFailed("display-message", f"unexpected output '{out.strip()}'")
+        return WindowGeometry(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
 
     # ------------------------------------------------------------------ §1.7
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
     Cleanup,
@@ -109,6 +110,7 @@ def create(
     from cafleet.agents.prompt import render_template
     from cafleet.broker.errors import BootstrapAborted
     from cafleet.broker.fleets import create_fleet
+    from cafleet.records import SpawnSpec
 
     db_dir = settings.db_dir
     spawn_error: list[BaseException] = []
@@ -123,13 +125,26 @@ def create(
         )
         argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
         try:
-            pane_id = backend.split_window(
-                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env()
+            # The Director's window while the monitor's pane would stay usable, else a new
+            # window named after the fleet (docs/runtime.md §1.11).
+            target = placing.choose(
+                backend,
+                director_window=here.window_id,
+                overflow=[],
+                smallest=placing.minimum(settings),
+            )
+            return placing.spawn_at(
+                backend,
+                target,
+                session=here.session,
+                window_name=placing.window_name(fleet_id, name),
+                argv=argv,
+                cwd=os.getcwd(),
+                env=spawn_env(),
             )
         except BaseException as exc:
             spawn_error.append(exc)
             raise
-        return PaneContext(session=here.session, window_id=here.window_id, pane_id=pane_id)
 
     try:
         boot = create_fleet(
@@ -139,6 +154,12 @@ def create(
             coding_agent=coding_agent,
             director_pane=here,
             spawn_monitor=spawn_monitor,
+            # None: the bundled prompt, so a respawn gets this cafleet's current one.
+            monitor_spawn=SpawnSpec(
+                prompt=None if monitor_template is None else template,
+                model=monitor_model,
+                effort=monitor_effort,
+            ),
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)
