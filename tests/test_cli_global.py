@@ -256,7 +256,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 9  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 10  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -268,6 +268,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
          ["cafleet.cli.message_delivery"]),
         (["fleet", "list"], ["cafleet.cli.fleet"]),
         (["member", "list", "1"], ["cafleet.cli.member"]),
+        (["member", "respawn", "1"], ["cafleet.cli.recovery"]),
         (["setup"], ["cafleet.cli.setup_cmd"]),
         (["--version"], []),
         (["message", "--help"], ["cafleet.cli.message", "cafleet.cli.message_delivery"]),

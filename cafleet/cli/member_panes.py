@@ -24,22 +24,12 @@ from cafleet.cli.params import (
     json_option,
     name_option,
     read_body,
+    window_option,
 )
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
 MEMBER_ID_HELP = "Member ID."
 LINES_RANGE = click.IntRange(1, 100000)
-
-window_option = click.option(
-    "--window",
-    type=click.Choice(["new", "current"]),
-    default=None,
-    help=(
-        "Where the pane goes: 'current' splits the root Director's window whatever the pane "
-        "sizes, 'new' opens a new window (default: the Director's window while panes stay "
-        "usable, then the fleet's window)."
-    ),
-)
 
 
 # --- member create -------------------------------------------------------------------------------

@@ -9,8 +9,7 @@ import click
 
 from cafleet.cli.app import fleet_group, member_group
 from cafleet.cli.context import invocation
-from cafleet.cli.member_panes import window_option
-from cafleet.cli.params import AGENT_CHOICE, id_argument, json_option
+from cafleet.cli.params import AGENT_CHOICE, id_argument, json_option, window_option
 from cafleet.output import cell, member_dict, out, out_json, warn
 
 
