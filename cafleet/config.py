@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cafleet.errors import CafleetError
+
 MAX_INT = 9223372036854775807
 _INT_RE = re.compile(r"[0-9]+")
 
@@ -19,7 +21,7 @@ DEFAULT_MONITOR_WAKE_INTERVAL = 600
 DEFAULT_PANE_LOCK_TIMEOUT = 30
 
 
-class SettingsError(Exception):
+class SettingsError(CafleetError):
     """An invalid CAFLEET_* value or an underivable database path; str() is the message."""
 
 

@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     sanitize_multiline,
@@ -28,11 +29,11 @@ from cafleet.text import (  # noqa: F401 - re-exported for command modules
 NULL_CELL = "-"
 
 
-class BrokenStdout(Exception):
+class BrokenStdout(CafleetError):
     """stdout was closed by the reader (EPIPE). Deliberately not an OSError."""
 
 
-class OutputFailed(Exception):
+class OutputFailed(CafleetError):
     """Writing stdout failed for another reason; str() is the user-facing message."""
 
     def __init__(self, detail: str) -> None:

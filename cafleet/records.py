@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from cafleet.errors import CafleetError
+
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
 MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
 MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
@@ -26,7 +28,7 @@ Kind = Literal["director", "monitor", "member"]
 PaneKey = tuple[str, str, str]  # (backend, mux_session, mux_pane_id) of a concrete placement
 
 
-class StorageIntegrityError(Exception):
+class StorageIntegrityError(CafleetError):
     """A stored enumeration value outside its allowed set (storage.md §7.2).
 
     `key` names the row, e.g. ``"member_id 7"``; str() is

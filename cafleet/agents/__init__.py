@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from cafleet.errors import CafleetError
 
-class AgentError(Exception):
+
+class AgentError(CafleetError):
     """Base of the agent errors; ``str()`` is the user-facing message."""
 
     def __init__(self, message: str) -> None:

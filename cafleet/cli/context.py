@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet.errors import CafleetError
+
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from cafleet.config import Settings
-
-_USER_FACING_MODULES = ("cafleet.",)
 
 
 class Invocation:
@@ -117,7 +117,7 @@ def invocation() -> Invocation:
 def is_user_facing(exc: BaseException) -> bool:
     """cafleet's own exceptions carry user-facing text as their str() (storage.md §7.9,
     runtime.md §1.1, cli.md §1.4)."""
-    return any(cls.__module__.startswith(_USER_FACING_MODULES) for cls in type(exc).__mro__[:-1])
+    return isinstance(exc, CafleetError)
 
 
 def to_click_error(exc: BaseException) -> click.ClickException:

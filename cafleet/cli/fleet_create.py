@@ -27,6 +27,7 @@ from cafleet.cli.spawn_common import (
     unconfirmed_detail,
     validate_agent_options,
 )
+from cafleet.errors import CafleetError
 from cafleet.output import member_dict, out, out_json
 
 if TYPE_CHECKING:
@@ -223,7 +224,7 @@ def _compensate_loop(
     )
 
 
-class _LockBusy(Exception):
+class _LockBusy(CafleetError):
     pass
 
 

@@ -14,11 +14,12 @@ from sqlalchemy.exc import DBAPIError
 
 from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
 from cafleet.db.shapes import HEAD_REVISION
+from cafleet.errors import CafleetError
 
 SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
 
 
-class GuardRefused(Exception):
+class GuardRefused(CafleetError):
     """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
 
     def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy import Connection, TextClause, create_engine, event, exc
 from sqlalchemy.pool import NullPool
 
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
+from cafleet.errors import CafleetError
 
 Mode = Literal["rw", "rwc", "ro"]
 Purpose = Literal["command", "validated", "migration", "readonly"]
@@ -113,7 +114,7 @@ def mark_validated(conn: Connection, revision: str) -> None:
 # --- the writer lock ---------------------------------------------------------------------------
 
 
-class _LockTimeout(Exception):
+class _LockTimeout(CafleetError):
     pass
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cafleet.errors import CafleetError
+
 
 def error_text(exc: BaseException) -> str:
     """An SQLite error is quoted as ``str(exc.orig)`` (storage.md §4.2), anything else as str(),
@@ -13,7 +15,7 @@ def error_text(exc: BaseException) -> str:
     return text if text else type(exc).__name__
 
 
-class StorageError(Exception):
+class StorageError(CafleetError):
     """Base class of storage-layer errors."""
 
 

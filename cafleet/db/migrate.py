@@ -21,6 +21,7 @@ from cafleet.db import engine
 from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection
@@ -105,7 +106,7 @@ def _take_setup_lock(path: str) -> int:
 # --- the driver --------------------------------------------------------------------------------
 
 
-class _Rollback(Exception):
+class _Rollback(CafleetError):
     """Raised inside tx.write to roll back; carries the outcome."""
 
     def __init__(self, result: str | None = None, failure: str | None = None) -> None:

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
 
-class LoopStop(Exception):
+class LoopStop(CafleetError):
     """A clean stop (runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
 
     def __init__(self, line: str, code: int = 0) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cafleet.errors import CafleetError
+
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
 
@@ -78,7 +80,7 @@ class PaneStatus:
 # --------------------------------------------------------------------------- errors
 
 
-class MultiplexerError(Exception):
+class MultiplexerError(CafleetError):
     """Base of the tree; ``str()`` is the user-facing message."""
 
     def __init__(self, message: str) -> None:

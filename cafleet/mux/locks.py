@@ -17,6 +17,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from cafleet.db.timefmt import now_ts
+from cafleet.errors import CafleetError
 from cafleet.mux import PaneKey
 
 RETRY_INTERVAL = 0.05
@@ -32,7 +33,7 @@ class LockHolder:
     purpose: str
 
 
-class PaneLockTimeout(Exception):
+class PaneLockTimeout(CafleetError):
     """The wait ran out. No user-facing text of its own; callers render cli.md §1.11's."""
 
     def __init__(
@@ -45,7 +46,7 @@ class PaneLockTimeout(Exception):
         self.key = key
 
 
-class PaneLockAbandoned(Exception):
+class PaneLockAbandoned(CafleetError):
     """``keep_waiting`` returned False between tries; nothing is held. Not a failure."""
 
     def __init__(self, pane_id: str, key: PaneKey | None = None) -> None:
