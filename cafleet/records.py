@@ -4,8 +4,9 @@ Every enumeration column (storage.md §2.6) is checked on decode; an unknown sto
 `StorageIntegrityError` and nothing is coerced. `Member.placement is None` (no row) differs from a
 pending placement (`placement.mux_pane_id is None`).
 
-`PaneContext` belongs to the mux layer. This module never imports `cafleet.mux`; the repository
-accepts any object with `.session`, `.window_id` and `.pane_id`.
+`PaneContext` belongs to the mux layer. This module never imports `cafleet.mux` (the mux layer
+re-exports `PaneKey` from here); the repository accepts any object with `.session`,
+`.window_id` and `.pane_id`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from cafleet.errors import CafleetError
 
@@ -25,7 +26,15 @@ CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 KINDS: tuple[str, ...] = ("director", "monitor", "member")
 
 Kind = Literal["director", "monitor", "member"]
-PaneKey = tuple[str, str, str]  # (backend, mux_session, mux_pane_id) of a concrete placement
+
+
+class PaneKey(NamedTuple):
+    """A concrete placement's `(backend, mux_session, mux_pane_id)`: what names its pane and
+    its pane-input lock. A tuple, so it equals and hashes like the plain triple."""
+
+    backend: str
+    session: str
+    pane_id: str
 
 
 class StorageIntegrityError(CafleetError):
@@ -145,7 +154,7 @@ class Placement:
         """`(backend, mux_session, mux_pane_id)`, or None while pending."""
         if self.mux_pane_id is None:
             return None
-        return (self.backend, self.mux_session, self.mux_pane_id)
+        return PaneKey(self.backend, self.mux_session, self.mux_pane_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,3 +36,24 @@ def test_every_cafleet_exception_descends_from_cafleet_error() -> None:
     # sanity: the walk saw the package's exception classes, private ones included
     assert {"BrokerError", "MultiplexerError", "StorageError", "_Rollback"} <= set(found)
     assert len(found) >= 40
+
+
+def test_one_pane_key_for_placements_repository_and_locks() -> None:
+    from cafleet import mux, records
+    from cafleet.mux.locks import lock_file_name
+
+    assert mux.PaneKey is records.PaneKey
+    placement = records.Placement(
+        member_id=1,
+        backend="tmux",
+        mux_session="s",
+        mux_window_id="@1",
+        mux_pane_id="%1",
+        coding_agent="claude",
+        created_at="2025-01-01T00:00:00.000Z",
+    )
+    key = placement.pane_key
+    assert isinstance(key, records.PaneKey)
+    assert key == ("tmux", "s", "%1") and hash(key) == hash(("tmux", "s", "%1"))
+    assert (key.backend, key.session, key.pane_id) == ("tmux", "s", "%1")
+    assert lock_file_name(key) == lock_file_name(mux.PaneKey("tmux", "s", "%1"))

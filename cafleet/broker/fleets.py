@@ -232,7 +232,7 @@ def delete_fleet(
             return 0
         tried: set[PaneKey] = set()
         for row in conn.execute(_FLEET_CONCRETE_PLACEMENTS, {"fleet_id": fleet_id}).mappings():
-            key: PaneKey = (row["backend"], row["mux_session"], row["mux_pane_id"])
+            key = PaneKey(row["backend"], row["mux_session"], row["mux_pane_id"])
             if key in locked_panes or key in tried:
                 continue
             tried.add(key)

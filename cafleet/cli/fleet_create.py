@@ -237,27 +237,27 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements
     from cafleet.cli.context import lock_busy_message
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
+    from cafleet.records import PaneKey
 
     owners: dict[PaneKey, int] = {}
     for placement in fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
-            owners.setdefault(PaneKey(*placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir, owners, timeout=timeout, purpose=f"fleet delete {fleet_id}"
         )
     except PaneLockTimeout as exc:
-        member_id = owners.get(exc.key) if exc.key is not None else None
+        member_id = owners.get(exc.key)
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
             return delete_fleet(
                 conn,
                 fleet_id=fleet_id,
-                locked_panes={(k.backend, k.session, k.pane_id) for k in held.keys},
-                try_lock=lambda key: held.try_add(PaneKey(*key)),
+                locked_panes=held.keys,
+                try_lock=held.try_add,
             )
         except PlacementsChanged as exc:
             raise _LockBusy(lock_busy_message(exc.member_id)) from exc

@@ -45,7 +45,7 @@ from cafleet.output import cell, label_lines, member_dict, out, out_json
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from cafleet.records import Member, Placement
+    from cafleet.records import Member, PaneKey, Placement
 
 MEMBER_ID_HELP = "Member ID."
 PING_LINE = (
@@ -105,11 +105,10 @@ def _backend(name: str) -> Any:
     return backend
 
 
-def _mux_key(placement: Placement) -> Any:
-    from cafleet.mux import PaneKey
-
-    assert placement.mux_pane_id is not None
-    return PaneKey(placement.backend, placement.mux_session, placement.mux_pane_id)
+def _pane_key(placement: Placement) -> PaneKey:
+    key = placement.pane_key
+    assert key is not None
+    return key
 
 
 def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> Any:
@@ -122,7 +121,7 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
     try:
         return acquire_pane_lock(
             inv.db_dir,
-            _mux_key(placement),
+            _pane_key(placement),
             timeout=inv.settings.pane_lock_timeout,
             purpose=purpose,
             keep_waiting=signals.keep_waiting,
@@ -327,8 +326,8 @@ def member_create(
     # 9. Patch the pane id under the new pane's lock.
     from cafleet.broker.errors import PlacementVanished
     from cafleet.broker.members import set_placement_pane
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.records import PaneKey
 
     key = PaneKey("tmux", director_placement.mux_session, pane_id)
     try:
@@ -621,7 +620,7 @@ def member_ping(member_id: int, as_json: bool) -> None:
     backend = _backend(placement.backend)
     from cafleet.mux.locks import try_pane_lock
 
-    lock = try_pane_lock(inv.db_dir, _mux_key(placement), purpose=f"ping member {member_id}")
+    lock = try_pane_lock(inv.db_dir, _pane_key(placement), purpose=f"ping member {member_id}")
     if lock is None:
         if as_json:
             out_json(

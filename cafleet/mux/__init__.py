@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cafleet.errors import CafleetError
+from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
@@ -53,13 +54,6 @@ class PaneContext:
     session: str  # tmux session name, verbatim
     window_id: str  # "@3"
     pane_id: str  # "%7"
-
-
-@dataclass(frozen=True)
-class PaneKey:
-    backend: str
-    session: str
-    pane_id: str
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ class PaneLockTimeout(CafleetError):
     """The wait ran out. No user-facing text of its own; callers render cli.md §1.11's."""
 
     def __init__(
-        self, pane_id: str, waited: float, holder: LockHolder | None, key: PaneKey | None = None
+        self, pane_id: str, waited: float, holder: LockHolder | None, key: PaneKey
     ) -> None:
         super().__init__(f"pane lock for {pane_id} not acquired after {waited:.2f} s")
         self.pane_id = pane_id
@@ -49,7 +49,7 @@ class PaneLockTimeout(CafleetError):
 class PaneLockAbandoned(CafleetError):
     """``keep_waiting`` returned False between tries; nothing is held. Not a failure."""
 
-    def __init__(self, pane_id: str, key: PaneKey | None = None) -> None:
+    def __init__(self, pane_id: str, key: PaneKey) -> None:
         super().__init__(f"pane lock wait for {pane_id} abandoned")
         self.pane_id = pane_id
         self.key = key
