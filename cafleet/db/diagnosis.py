@@ -60,6 +60,31 @@ def render_differences(differences: tuple[str, ...] | list[str]) -> str:
     return shown
 
 
+def guard_text(d: Diagnosis) -> str | None:
+    """The schema guard's exact refusal text for every class but `current` (None); `setup` and
+    `doctor` print the same text."""
+    n = d.head_version
+    if d.state == "current":
+        return None
+    if d.state == "missing":
+        return "no cafleet database; run 'cafleet setup'"
+    if d.state == "behind":
+        return f"database schema is outdated (schema {d.schema_version}, head {n}); run 'cafleet setup'"
+    if d.state == "ahead":
+        return f"database schema {d.schema_version} is newer than this cafleet (head {n}); upgrade cafleet"
+    if d.state == "foreign":
+        return f"{d.path} is not a cafleet database ({d.reason}); cafleet will not use or modify it"
+    if d.state == "damaged":
+        m = "unknown" if d.schema_version is None else str(d.schema_version)
+        return (
+            f"{d.path} is damaged (schema {m}): {render_differences(d.differences)}; "
+            "cafleet will not use or modify it"
+        )
+    if d.state == "unreadable":
+        return f"cannot read database {d.path}: {d.reason}"
+    raise ValueError(f"unknown diagnosis state {d.state!r}")  # pragma: no cover
+
+
 def _d(path: str, state: State, **kw: Any) -> Diagnosis:
     kw.setdefault("revision", None)
     kw.setdefault("schema_version", None)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from cafleet import signals
 from cafleet.db import engine
-from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
+from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
 from cafleet.errors import CafleetError
@@ -116,8 +116,6 @@ class _Rollback(CafleetError):
 
 
 def _guard_text(d: Diagnosis) -> str:
-    from cafleet.cli.guard import guard_text
-
     return guard_text(d) or ""
 
 
