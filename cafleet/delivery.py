@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.errors import error_text
+from cafleet.errors import error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

@@ -1,4 +1,4 @@
-"""The root of cafleet's exceptions.
+"""The root of cafleet's exceptions, and how any exception reads to the user.
 
 Standard library only and imported by every layer, so it sits below all of them.
 """
@@ -11,4 +11,12 @@ class CafleetError(Exception):
     prints it as ``Error: <text>``)."""
 
 
-__all__ = ["CafleetError"]
+def error_text(exc: BaseException) -> str:
+    """An exception's user-facing text: an SQLite error wrapped by SQLAlchemy is quoted as
+    ``str(exc.orig)``, anything else as ``str(exc)``; the type name when that is empty."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig) if isinstance(orig, BaseException) else str(exc)
+    return text or type(exc).__name__
+
+
+__all__ = ["CafleetError", "error_text"]

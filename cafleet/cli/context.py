@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -124,8 +124,6 @@ def to_click_error(exc: BaseException) -> click.ClickException:
     """`Error: <message>`, exit 1. SQLite errors are quoted as `str(exc.orig)`."""
     if isinstance(exc, click.ClickException):
         return exc
-    from cafleet.cli import error_text
-
     return click.ClickException(error_text(exc))
 
 

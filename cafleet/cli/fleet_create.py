@@ -19,7 +19,6 @@ from cafleet.cli.params import json_option, name_option
 from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     Cleanup,
-    error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
@@ -27,7 +26,7 @@ from cafleet.cli.spawn_common import (
     unconfirmed_detail,
     validate_agent_options,
 )
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, error_text
 from cafleet.output import member_dict, out, out_json
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ from cafleet.cli.spawn_common import (
     MSG_KILL_FAILED,
     Cleanup,
     director_pane_key,
-    error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
@@ -40,6 +39,7 @@ from cafleet.cli.spawn_common import (
     unconfirmed_detail,
     validate_agent_options,
 )
+from cafleet.errors import error_text
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet.errors import error_text
 from cafleet.output import err
 
 if TYPE_CHECKING:
@@ -116,12 +117,6 @@ def unconfirmed_detail(window_id: str) -> str:
         f"the split-window outcome is unknown, so no pane id is known; check window {window_id} "
         "for a stray pane"
     )
-
-
-def error_text(exc: BaseException) -> str:
-    from cafleet.cli import error_text as _text
-
-    return _text(exc)
 
 
 class Cleanup:

@@ -17,9 +17,8 @@ import traceback
 from typing import TYPE_CHECKING, TextIO
 
 from cafleet import signals
-from cafleet.db.errors import error_text
 from cafleet.db.timefmt import now_ts, utcnow
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
