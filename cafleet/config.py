@@ -29,7 +29,6 @@ class SettingsError(CafleetError):
 class Settings:
     database_path: str | None  # None only when path_error is set (doctor keeps going)
     path_error: str | None
-    database_url_set: bool
     max_text_len: int
     monitor_wake_interval: int | None  # None: the variable is unset (600 applies last)
     pane_lock_timeout: int
@@ -109,7 +108,6 @@ def load_settings(
     return Settings(
         database_path=path,
         path_error=path_error,
-        database_url_set=_get(env, "CAFLEET_DATABASE_URL") is not None,
         max_text_len=DEFAULT_MAX_TEXT_LEN if max_text_len is None else max_text_len,
         monitor_wake_interval=wake,
         pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,

@@ -15,7 +15,7 @@ import errno
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cafleet.errors import CafleetError
@@ -99,10 +99,6 @@ def err(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-def warn(text: str) -> None:
-    err(f"Warning: {text}")
 
 
 def dumps_json(value: Any) -> str:
@@ -316,7 +312,3 @@ def placement_text(placement: Any) -> str:
         f"window={cell(placement.mux_window_id)} pane={cell(pane)} "
         f"agent={placement.coding_agent} created_at={placement.created_at}"
     )
-
-
-def pairs_from(mapping: Mapping[str, object]) -> list[tuple[str, str]]:
-    return [(label, cell(value)) for label, value in mapping.items()]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cafleet.errors import CafleetError
 
@@ -23,9 +23,6 @@ MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
 MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
 BACKENDS: tuple[str, ...] = ("tmux", "herdr")
 CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
-KINDS: tuple[str, ...] = ("director", "monitor", "member")
-
-Kind = Literal["director", "monitor", "member"]
 
 
 class PaneKey(NamedTuple):

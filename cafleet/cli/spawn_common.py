@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet.cli.context import usage_error
 from cafleet.errors import error_text
 from cafleet.output import err
 
@@ -25,10 +26,6 @@ MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
     "\u2014 check with 'cafleet doctor', then re-run the command"
 )
-
-
-def usage(message: str) -> Any:
-    raise click.UsageError(message, click.get_current_context(silent=True))
 
 
 @dataclass
@@ -64,7 +61,7 @@ def validate_agent_options(
         agent.validate_model(model, flag=model_flag)
         agent.validate_effort(effort, flag=effort_flag)
     except AgentUsageError as exc:
-        usage(str(exc))
+        usage_error(str(exc))
     return agent
 
 
@@ -74,7 +71,7 @@ def validate_template(template: str) -> None:
     try:
         validate_template(template)
     except PromptTemplateError as exc:
-        usage(str(exc))
+        usage_error(str(exc))
 
 
 def ensure_agent_available(agent: Any) -> str:
@@ -152,11 +149,6 @@ def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> A
         err(f"Error: {primary}")
     cleanup.emit()
     raise click.exceptions.Exit(code)
-
-
-def kill_pane(backend: Any, pane_id: str) -> bool:
-    """Kill a pane; already gone is fine (False)."""
-    return bool(backend.kill_pane(pane_id, ignore_missing=True))
 
 
 def director_pane_key(conn: Connection, fleet_id: int) -> tuple[str, str, str] | None:

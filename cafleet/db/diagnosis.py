@@ -32,7 +32,6 @@ from cafleet.db.shapes import (
 APPLICATION_ID = 1128351288  # same literal as cafleet.db.schema.APPLICATION_ID
 
 State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
-REFUSAL_STATES = frozenset({"ahead", "foreign", "damaged", "unreadable"})
 
 _DIGITS = re.compile(r"[0-9]+")
 

@@ -33,10 +33,6 @@ class LoopStartError(CafleetError):
     """A start-up failure (cli.md §2.21); str() is the message after ``Error: ``."""
 
 
-class SchemaGuardStop(CafleetError):
-    """The schema changed and the re-run guard no longer finds the file current."""
-
-
 class _Log:
     def __init__(self, out: TextIO) -> None:
         self.out = out

@@ -151,10 +151,7 @@ def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:
-    try:
-        from cafleet.delivery import drain_fleet
-    except ImportError:  # the messaging layer is not installed in this build
-        return
+    from cafleet.delivery import drain_fleet
 
     def before_attempt() -> bool:
         from cafleet import broker

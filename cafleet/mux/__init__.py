@@ -170,11 +170,6 @@ def _make_tmux(**kwargs: Any) -> Multiplexer:
 _REGISTRY: dict[str, Callable[..., Multiplexer]] = {TMUX: _make_tmux}
 
 
-def register_backend(name: str, factory: Callable[..., Multiplexer]) -> None:
-    """Register a backend constructor (wave 1 registers only `tmux`)."""
-    _REGISTRY[name] = factory
-
-
 def backend_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
@@ -221,6 +216,5 @@ __all__ = [
     "msg_unreachable",
     "msg_unsupported_backend",
     "probe_for_typing",
-    "register_backend",
     "tmux_backend",
 ]
