@@ -114,8 +114,9 @@ def load_settings(
     )
 
 
-def locks_dir(db_path: str) -> str:
-    return os.path.join(os.path.dirname(db_path), "locks")
+def locks_dir(db_dir: str) -> str:
+    """`<db dir>/locks`, home of the writer lock, the setup lock and the pane-input locks."""
+    return os.path.join(db_dir, "locks")
 
 
 def monitor_log_path(db_path: str, fleet_id: int) -> str:

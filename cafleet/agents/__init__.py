@@ -55,9 +55,6 @@ class CodingAgent(Protocol):
     ) -> list[str]: ...
 
 
-AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "opencode")
-
-
 def _claude() -> CodingAgent:
     from cafleet.agents.claude import ClaudeAgent
 
@@ -81,6 +78,7 @@ _REGISTRY: dict[str, Callable[[], CodingAgent]] = {
     "codex": _codex,
     "opencode": _opencode,
 }
+AGENT_NAMES: tuple[str, ...] = tuple(_REGISTRY)  # the CLI's --coding-agent choices, in order
 
 
 def get_agent(name: str) -> CodingAgent:

@@ -1,7 +1,7 @@
 """Pieces shared by the commands that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
 
-Only Click and cafleet's light modules are imported at load time; the agents, the mux layer
-and the broker are imported inside the functions.
+Only Click and cafleet's light modules (the agents registry among them) are imported at load
+time; the agent implementations, the mux layer and the broker are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet.agents import AGENT_NAMES
 from cafleet.cli.context import usage_error
 from cafleet.errors import error_text
 from cafleet.output import err
@@ -20,7 +21,7 @@ from cafleet.output import err
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
+AGENT_CHOICE = click.Choice(AGENT_NAMES)
 
 MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "

@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from cafleet.db.engine import close_connection, open_connection, tx
+from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -28,8 +29,6 @@ from cafleet.db.shapes import (
     normalise_default,
     normalise_type,
 )
-
-APPLICATION_ID = 1128351288  # same literal as cafleet.db.schema.APPLICATION_ID
 
 State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, TextClause, create_engine, event, exc
 from sqlalchemy.pool import NullPool
 
+from cafleet.config import locks_dir
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
 from cafleet.errors import CafleetError
 
@@ -172,7 +173,7 @@ def flock_with_timeout(fd: int, timeout: float) -> bool:
 
 
 def writer_lock_path(db_path: str) -> str:
-    return os.path.join(os.path.dirname(db_path), "locks", "db-write.lock")
+    return os.path.join(locks_dir(os.path.dirname(db_path)), "db-write.lock")
 
 
 def _writer_fd(conn: Connection) -> int:

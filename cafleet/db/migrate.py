@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 
 from cafleet import signals
+from cafleet.config import locks_dir
 from cafleet.db import engine
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
@@ -82,7 +83,7 @@ def script_location() -> Path:
 
 
 def setup_lock_path(path: str) -> str:
-    return os.path.join(os.path.dirname(path), "locks", "setup.lock")
+    return os.path.join(locks_dir(os.path.dirname(path)), "setup.lock")
 
 
 def _take_setup_lock(path: str) -> int:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError
 from cafleet.mux import PaneKey
 
 RETRY_INTERVAL = 0.05
-LOCKS_DIRNAME = "locks"
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,9 @@ def lock_file_name(key: PaneKey) -> str:
     return f"pane-{digest}.lock"
 
 
-def locks_dir_of(db_dir: str) -> str:
-    return os.path.join(db_dir, LOCKS_DIRNAME)
-
-
 def pane_lock_path(db_dir: str, key: PaneKey) -> str:
     """`<db dir>/locks/pane-<h>.lock` (runtime.md §3.1)."""
-    return os.path.join(locks_dir_of(db_dir), lock_file_name(key))
+    return os.path.join(locks_dir(db_dir), lock_file_name(key))
 
 
 def parse_holder(text: str) -> LockHolder | None:
@@ -295,7 +291,6 @@ __all__ = [
     "acquire_pane_lock",
     "acquire_pane_locks",
     "lock_file_name",
-    "locks_dir_of",
     "pane_input_lock",
     "pane_lock_path",
     "parse_holder",
