@@ -31,7 +31,6 @@ from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     MSG_KILL_FAILED,
     Cleanup,
-    director_pane_key,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
@@ -59,14 +58,11 @@ LINES_RANGE = click.IntRange(1, 100000)
 
 
 def _active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `Member <id> not found` for an unknown or deregistered id."""
-    from cafleet.broker.errors import MemberNotFound
-    from cafleet.broker.members import get_member
+    """The member, or `Member <id> not found` for an unknown or deregistered id (the broker
+    module is imported on first use)."""
+    from cafleet.broker.members import get_active_member
 
-    member = get_member(conn, member_id)
-    if member.status != "active":
-        raise MemberNotFound(member_id)
-    return member
+    return get_active_member(conn, member_id)
 
 
 def _concrete_placement(member: Member, what: str) -> Placement:
@@ -89,7 +85,12 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     if member.kind == "director":
         fail(refusal)
     key = member.placement.pane_key if member.placement is not None else None
-    if key is not None and key == director_pane_key(conn, member.fleet_id):
+    if key is None:
+        return
+    from cafleet.broker.fleets import director_placement
+
+    director = director_placement(conn, member.fleet_id)
+    if director is not None and key == director.pane_key:
         fail(refusal)
 
 
@@ -201,7 +202,7 @@ def member_create(
     if fleet.deleted_at is not None:
         raise FleetDeleted(fleet_id)
     director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
-    if director is None or director.status != "active":
+    if director is None or not director.is_active:
         raise RootDirectorInactive(fleet_id, fleet.director_member_id)
 
     # 3. The monitor slot (re-checked at registration).
@@ -273,7 +274,7 @@ def member_create(
         def action() -> None:
             if only_if_active:
                 current = get_member(conn, member_id)
-                if current.status != "active":
+                if not current.is_active:
                     return
             deregister_member(conn, member_id=member_id)
 

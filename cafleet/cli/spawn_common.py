@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -17,9 +17,6 @@ from cafleet.agents import AGENT_NAMES
 from cafleet.cli.context import usage_error
 from cafleet.errors import error_text
 from cafleet.output import err
-
-if TYPE_CHECKING:
-    from sqlalchemy import Connection
 
 AGENT_CHOICE = click.Choice(AGENT_NAMES)
 
@@ -150,20 +147,3 @@ def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> A
         err(f"Error: {primary}")
     cleanup.emit()
     raise click.exceptions.Exit(code)
-
-
-def director_pane_key(conn: Connection, fleet_id: int) -> tuple[str, str, str] | None:
-    """The root Director's pane key, or None (no Director row, no placement, pending)."""
-    from cafleet import broker
-    from cafleet.broker.errors import FleetNotFound, MemberNotFound
-
-    try:
-        fleet = broker.get_fleet(conn, fleet_id)
-        if fleet.director_member_id is None:
-            return None
-        director = broker.get_member(conn, fleet.director_member_id)
-    except (FleetNotFound, MemberNotFound):
-        return None
-    if director.placement is None:
-        return None
-    return director.placement.pane_key

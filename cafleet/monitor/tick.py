@@ -136,18 +136,9 @@ def run_tick(state: LoopState) -> None:
 def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
     """The root Director's concrete pane id, or None (no Director, no placement, pending)."""
     from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
 
-    fleet = broker.get_fleet(conn, fleet_id=fleet_id)
-    if fleet is None or fleet.director_member_id is None:
-        return None
-    try:
-        director = broker.get_member(conn, member_id=fleet.director_member_id)
-    except MemberNotFound:
-        return None
-    if director is None or director.placement is None:
-        return None
-    return director.placement.mux_pane_id
+    placement = broker.director_placement(conn, fleet_id)
+    return None if placement is None else placement.mux_pane_id
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:
