@@ -370,14 +370,6 @@ def test_injected_failure_and_timeout(tmux_harness: TmuxHarness) -> None:
     assert str(tex.value) == "tmux list-panes failed: timed out after 5 s"
 
 
-def test_libtmux_handle_is_lazy_and_addresses_the_same_server(tmux_harness: TmuxHarness) -> None:
-    h = tmux_harness
-    backend = h.backend()
-    server = backend.server
-    assert str(server.socket_path) == h.socket_path
-    assert any(s.session_name == "fleet test" for s in server.sessions)
-
-
 def test_shell_metacharacters_in_split_reach_argv(tmux_harness: TmuxHarness) -> None:
     """A multi-argument command is executed directly, never through a shell."""
     h = tmux_harness
