@@ -24,6 +24,8 @@ MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
 BACKENDS: tuple[str, ...] = ("tmux", "herdr")
 CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 
+Row = Mapping[Any, Any]  # a result row by column label (SQLAlchemy's RowMapping)
+
 
 class PaneKey(NamedTuple):
     """A concrete placement's `(backend, mux_session, mux_pane_id)`: what names its pane and
@@ -255,7 +257,7 @@ class AssetInstall:
 # --- decoders ----------------------------------------------------------------------------------
 
 
-def fleet_from_row(row: Mapping[str, Any]) -> Fleet:
+def fleet_from_row(row: Row) -> Fleet:
     return Fleet(
         fleet_id=row["fleet_id"],
         name=row["name"],
@@ -265,7 +267,7 @@ def fleet_from_row(row: Mapping[str, Any]) -> Fleet:
     )
 
 
-def fleet_summary_from_row(row: Mapping[str, Any]) -> FleetSummary:
+def fleet_summary_from_row(row: Row) -> FleetSummary:
     return FleetSummary(
         fleet_id=row["fleet_id"],
         name=row["name"],
@@ -277,7 +279,7 @@ def fleet_summary_from_row(row: Mapping[str, Any]) -> FleetSummary:
     )
 
 
-def placement_from_row(row: Mapping[str, Any], prefix: str = "") -> Placement:
+def placement_from_row(row: Row, prefix: str = "") -> Placement:
     """Decode a placement; `prefix` selects aliased columns (e.g. ``p_member_id``)."""
     member_id = row[prefix + "member_id"]
     key = f"member_id {member_id}"
@@ -294,7 +296,7 @@ def placement_from_row(row: Mapping[str, Any], prefix: str = "") -> Placement:
     )
 
 
-def member_from_row(row: Mapping[str, Any]) -> Member:
+def member_from_row(row: Row) -> Member:
     """Decode a member row carrying `kind` and optional `p_*` placement columns."""
     member_id = row["member_id"]
     placement = None
@@ -316,7 +318,7 @@ def member_from_row(row: Mapping[str, Any]) -> Member:
     )
 
 
-def message_from_row(row: Mapping[str, Any], prefix: str = "") -> Message:
+def message_from_row(row: Row, prefix: str = "") -> Message:
     """Decode a message; `prefix` selects aliased columns (e.g. ``x_message_id``)."""
     message_id = row[prefix + "message_id"]
     key = f"message_id {message_id}"
@@ -336,7 +338,7 @@ def message_from_row(row: Mapping[str, Any], prefix: str = "") -> Message:
     )
 
 
-def monitor_runtime_from_row(row: Mapping[str, Any]) -> MonitorRuntime:
+def monitor_runtime_from_row(row: Row) -> MonitorRuntime:
     return MonitorRuntime(
         fleet_id=row["fleet_id"],
         pid=row["pid"],
@@ -349,7 +351,7 @@ def monitor_runtime_from_row(row: Mapping[str, Any]) -> MonitorRuntime:
     )
 
 
-def asset_install_from_row(row: Mapping[str, Any]) -> AssetInstall:
+def asset_install_from_row(row: Row) -> AssetInstall:
     return AssetInstall(
         coding_agent=check_enum(
             "asset_installs",

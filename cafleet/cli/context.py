@@ -13,7 +13,7 @@ closed when the root context closes. Nothing here imports the storage layer at m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -127,12 +127,12 @@ def to_click_error(exc: BaseException) -> click.ClickException:
     return click.ClickException(error_text(exc))
 
 
-def fail(message: str) -> Any:
+def fail(message: str) -> NoReturn:
     """Stop with `Error: <message>`, exit 1."""
     raise click.ClickException(message)
 
 
-def usage_error(message: str) -> Any:
+def usage_error(message: str) -> NoReturn:
     """Stop with Click's usage rendering (usage line, Try line, `Error: <message>`), exit 2."""
     raise click.UsageError(message, click.get_current_context(silent=True))
 

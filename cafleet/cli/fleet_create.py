@@ -9,7 +9,7 @@ undo exactly as the compensation table says.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -145,7 +145,6 @@ def fleet_create(
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(inv, conn, backend, exc)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         if spawn_error and exc is spawn_error[0]:
             cleanup = Cleanup()
@@ -170,7 +169,6 @@ def fleet_create(
         _compensate_loop(inv, conn, backend, fleet_id, monitor_pane, cleanup)
         primary = str(exc) if isinstance(exc, MonitorStartError) else None
         fail_with_cleanup(primary, cleanup)
-        raise AssertionError("unreachable") from exc
 
     # 6. Print (a signal received from here on still prints; main maps the exit code).
     if as_json:
@@ -189,7 +187,7 @@ def fleet_create(
         out(f"monitor loop: pid {pid}")
 
 
-def _after_spawn_failure(inv: Any, conn: Connection, backend: Any, exc: Any) -> None:
+def _after_spawn_failure(inv: Any, conn: Connection, backend: Any, exc: Any) -> NoReturn:
     """A step after the spawn failed: roll back and close the connection, then kill the pane."""
     pane = exc.spawned_pane
     pane_id = getattr(pane, "pane_id", str(pane))

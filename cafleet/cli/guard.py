@@ -64,7 +64,7 @@ def open_validated_connection(path: str) -> Connection:
                 d = diagnose(path, conn)
                 if d.ok:
                     schema_version = int(
-                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar()
+                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
                     )
         except DBAPIError as e:
             d = _unreadable(path, str(e.orig))
@@ -92,7 +92,7 @@ def recheck_schema(conn: Connection) -> None:
     path = conn.info["cafleet.path"]
     try:
         with tx.read(conn):
-            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar())
+            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
             if now == conn.info.get(SCHEMA_VERSION_KEY):
                 return
             d = diagnose(path, conn)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -73,7 +73,6 @@ def _concrete_placement(member: Member, what: str) -> Placement:
             f"member {member.member_id} has no placement row; it was not spawned via "
             "'cafleet member create'"
         )
-    assert placement is not None
     if placement.mux_pane_id is None:
         fail(f"member {member.member_id} has no pane yet (pending placement) \u2014 {what}")
     return placement
@@ -132,7 +131,6 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
         raise
     except PaneLockTimeout:
         fail(lock_busy_message(member_id))
-        raise AssertionError("unreachable") from None
 
 
 # --- member create -------------------------------------------------------------------------------
@@ -220,7 +218,6 @@ def member_create(
                 "cannot resolve the member's coding agent: the root Director (member "
                 f"{director.member_id}) has no placement; re-run with --coding-agent"
             )
-        assert director_placement is not None
         coding_agent = director_placement.coding_agent
 
     # 5. Model, effort, prompt, availability.
@@ -240,7 +237,6 @@ def member_create(
         fail(str(exc))
     if director_placement is None or director_placement.mux_pane_id is None:
         fail(f"the root Director of fleet {fleet_id} has no pane to split from")
-    assert director_placement is not None
 
     # Safe point: nothing written yet.
     signals.check()
@@ -312,9 +308,8 @@ def member_create(
             )
         deregister(cleanup)
         fail_with_cleanup(str(exc), cleanup)
-        raise AssertionError("unreachable") from exc
 
-    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> None:
+    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
         cleanup = Cleanup()
         cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
         deregister(cleanup, only_if_active=only_if_active)
@@ -341,22 +336,18 @@ def member_create(
         )
     except PaneLockAbandoned:
         kill_and_deregister(None)
-        raise AssertionError("unreachable") from None
     except PaneLockTimeout:
         kill_and_deregister(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
-        raise AssertionError("unreachable") from None
     try:
         placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
     except PlacementVanished as exc:
         lock.release()
         kill_and_deregister(str(exc), only_if_active=True)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         lock.release()
         kill_and_deregister(f"placement update failed: {error_text(exc)}")
-        raise AssertionError("unreachable") from exc
     lock.release()
 
     # 10. Print.
@@ -442,7 +433,6 @@ def member_delete(member_id: int, as_json: bool) -> None:
                 killed = backend.kill_pane(pane_id, ignore_missing=True)
             except MultiplexerError as exc:
                 fail(MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc)))
-                raise AssertionError("unreachable") from exc
             status, other = ("killed" if killed else "already_gone"), None
         deregister_member(conn, member_id=member_id)
     _print_delete(member_id, pane_id, status, other, as_json)
@@ -521,7 +511,7 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
     if value is None:
         return value
 
-    def bad(message: str) -> Any:
+    def bad(message: str) -> NoReturn:
         raise click.UsageError(message, ctx)
 
     if "\n" in value or "\r" in value:
@@ -601,7 +591,6 @@ def member_ping(member_id: int, as_json: bool) -> None:
             f"member {member_id} has no placement row; it was not spawned via "
             "'cafleet member create'"
         )
-    assert placement is not None
     _refuse_director(conn, member)
     name = cell(member.name)
     if placement.mux_pane_id is None:

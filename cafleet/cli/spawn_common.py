@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -17,6 +17,9 @@ from cafleet.agents import AGENT_NAMES
 from cafleet.cli.context import usage_error
 from cafleet.errors import error_text
 from cafleet.output import err
+
+if TYPE_CHECKING:
+    from cafleet.agents import CodingAgent
 
 AGENT_CHOICE = click.Choice(AGENT_NAMES)
 
@@ -30,7 +33,7 @@ MSG_KILL_FAILED = (
 class SpawnPlan:
     """Everything validated before the first write: the agent, its binary and the template."""
 
-    agent: Any  # cafleet.agents.CodingAgent
+    agent: CodingAgent
     binary_path: str
     template: str
     model: str | None
@@ -50,7 +53,7 @@ class SpawnPlan:
 
 def validate_agent_options(
     agent_name: str, *, model: str | None, effort: str | None, model_flag: str, effort_flag: str
-) -> Any:
+) -> CodingAgent:
     """Resolve the agent, then model, then effort (exit 2 with cli.md §1.9's messages)."""
     from cafleet.agents import AgentUsageError, get_agent
 
@@ -72,7 +75,7 @@ def validate_template(template: str) -> None:
         usage_error(str(exc))
 
 
-def ensure_agent_available(agent: Any) -> str:
+def ensure_agent_available(agent: CodingAgent) -> str:
     from cafleet.agents import AgentUnavailable
 
     try:
@@ -81,7 +84,9 @@ def ensure_agent_available(agent: Any) -> str:
         raise click.ClickException(str(exc)) from exc
 
 
-def spawn_plan(agent: Any, template: str, model: str | None, effort: str | None) -> SpawnPlan:
+def spawn_plan(
+    agent: CodingAgent, template: str, model: str | None, effort: str | None
+) -> SpawnPlan:
     """Validate the template, then (past a signal check) find the agent's binary: the plan."""
     from cafleet import signals
 
@@ -137,7 +142,7 @@ class Cleanup:
             err(line)
 
 
-def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> Any:
+def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> NoReturn:
     """Print the primary error first, then the cleanup lines, and exit with ``code``.
 
     A pending signal turns the code into 130/143 (main's mapping); ``primary`` None prints

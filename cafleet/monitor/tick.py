@@ -47,7 +47,8 @@ class LoopState:
 
     @property
     def db_dir(self) -> str:
-        return os.path.dirname(self.conn.info["cafleet.path"])
+        path: str = self.conn.info["cafleet.path"]
+        return os.path.dirname(path)
 
     @property
     def lock_timeout(self) -> float:
