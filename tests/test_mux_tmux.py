@@ -216,12 +216,14 @@ def test_pane_status_copy_mode(tmux_harness: TmuxHarness) -> None:
 
 def test_pane_status_dead_pane(tmux_harness: TmuxHarness) -> None:
     h = tmux_harness
+    # On until the pane has died: turned off earlier, a `true` that exits after the set-option
+    # call (a loaded machine) takes its pane with it.
     h.tmux("set-option", "-g", "remain-on-exit", "on")
     pane = h.split(["true"])
-    h.tmux("set-option", "-g", "remain-on-exit", "off")
     backend = h.backend()
     retry_until(lambda: backend.pane_status(pane).dead)
     assert probe_for_typing(backend, pane) == "pane has exited"
+    h.tmux("set-option", "-g", "remain-on-exit", "off")
 
 
 def test_pane_status_missing_pane(tmux_harness: TmuxHarness) -> None:
