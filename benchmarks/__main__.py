@@ -14,7 +14,9 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import (
     concurrency,
@@ -71,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     out = args.out or Path("benchmarks/results") / ("smoke.json" if args.smoke else "latest.json")
-    sections = {
+    sections: dict[str, tuple[Callable[[Path], dict[str, Any]], Callable[[Any], list[str]]]] = {
         "startup": (lambda t: startup.run(t, sizes["runs"]), startup.render),
         "throughput": (lambda t: throughput.run(t, sizes["sends"]), throughput.render),
         "concurrency": (

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.errors import error_text
+from cafleet.errors import error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -77,14 +77,6 @@ class DrainReport:
 
     tmux_usable = False
     stopped = False
-
-    def merge(self, other: DrainReport) -> None:
-        self.notified.extend(other.notified)
-        self.failures.extend(other.failures)
-        if other.not_attempted is not None and self.not_attempted is None:
-            self.not_attempted = other.not_attempted
-        self.tmux_usable = self.tmux_usable or other.tmux_usable
-        self.stopped = self.stopped or other.stopped
 
 
 LockTimeout = float | Callable[[], float]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -41,7 +41,10 @@ CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 LOOP_COMMAND_NAME = "__monitor_loop__"
 
 
-def _no_epipe(call: Callable[[], Any]) -> Any:
+_T = TypeVar("_T")
+
+
+def _no_epipe(call: Callable[[], _T]) -> _T:
     """Click's main turns an EPIPE OSError into its own exit; raise ours instead (exit 141)."""
     try:
         return call()

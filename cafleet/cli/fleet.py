@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import fail, invocation, lock_busy_message
@@ -91,12 +91,6 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
 # --- fleet delete --------------------------------------------------------------------------------
 
 
-def _mux_key(key: PaneKey) -> Any:
-    from cafleet.mux import PaneKey as MuxPaneKey
-
-    return MuxPaneKey(backend=key[0], session=key[1], pane_id=key[2])
-
-
 @contextlib.contextmanager
 def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
@@ -109,10 +103,10 @@ def _fleet_pane_locks(
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
-    owners: dict[Any, int] = {}
+    owners: dict[PaneKey, int] = {}
     for placement in placements:
         if placement.pane_key is not None:
-            owners.setdefault(_mux_key(placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir,
@@ -127,12 +121,7 @@ def _fleet_pane_locks(
     except PaneLockTimeout as exc:
         fail(lock_busy_message(owners[exc.key]))
     with held:
-        locked = {(k.backend, k.session, k.pane_id) for k in held.keys}
-
-        def try_lock(key: PaneKey) -> bool:
-            return held.try_add(_mux_key(key))
-
-        yield locked, try_lock
+        yield set(held.keys), held.try_add
 
 
 @fleet_group.command(

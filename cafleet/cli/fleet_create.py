@@ -9,7 +9,7 @@ undo exactly as the compensation table says.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -19,7 +19,6 @@ from cafleet.cli.params import json_option, name_option
 from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     Cleanup,
-    error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
@@ -27,6 +26,7 @@ from cafleet.cli.spawn_common import (
     unconfirmed_detail,
     validate_agent_options,
 )
+from cafleet.errors import CafleetError, error_text
 from cafleet.output import member_dict, out, out_json
 
 if TYPE_CHECKING:
@@ -145,7 +145,6 @@ def fleet_create(
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(inv, conn, backend, exc)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         if spawn_error and exc is spawn_error[0]:
             cleanup = Cleanup()
@@ -170,7 +169,6 @@ def fleet_create(
         _compensate_loop(inv, conn, backend, fleet_id, monitor_pane, cleanup)
         primary = str(exc) if isinstance(exc, MonitorStartError) else None
         fail_with_cleanup(primary, cleanup)
-        raise AssertionError("unreachable") from exc
 
     # 6. Print (a signal received from here on still prints; main maps the exit code).
     if as_json:
@@ -189,7 +187,7 @@ def fleet_create(
         out(f"monitor loop: pid {pid}")
 
 
-def _after_spawn_failure(inv: Any, conn: Connection, backend: Any, exc: Any) -> None:
+def _after_spawn_failure(inv: Any, conn: Connection, backend: Any, exc: Any) -> NoReturn:
     """A step after the spawn failed: roll back and close the connection, then kill the pane."""
     pane = exc.spawned_pane
     pane_id = getattr(pane, "pane_id", str(pane))
@@ -223,7 +221,7 @@ def _compensate_loop(
     )
 
 
-class _LockBusy(Exception):
+class _LockBusy(CafleetError):
     pass
 
 
@@ -236,27 +234,27 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements
     from cafleet.cli.context import lock_busy_message
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
+    from cafleet.records import PaneKey
 
     owners: dict[PaneKey, int] = {}
     for placement in fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
-            owners.setdefault(PaneKey(*placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir, owners, timeout=timeout, purpose=f"fleet delete {fleet_id}"
         )
     except PaneLockTimeout as exc:
-        member_id = owners.get(exc.key) if exc.key is not None else None
+        member_id = owners.get(exc.key)
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
             return delete_fleet(
                 conn,
                 fleet_id=fleet_id,
-                locked_panes={(k.backend, k.session, k.pane_id) for k in held.keys},
-                try_lock=lambda key: held.try_add(PaneKey(*key)),
+                locked_panes=held.keys,
+                try_lock=held.try_add,
             )
         except PlacementsChanged as exc:
             raise _LockBusy(lock_busy_message(exc.member_id)) from exc

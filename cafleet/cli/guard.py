@@ -1,4 +1,5 @@
-"""The schema guard (cli.md §1.7, storage.md §5.4): renders a `Diagnosis` as the exact error.
+"""The schema guard (cli.md §1.7, storage.md §5.4): refuses a file that is not `current` with
+`guard_text`'s exact error (kept in `cafleet.db.diagnosis`, which setup and doctor share).
 
 The guard diagnoses the very connection the command body then uses, so writes reach the
 diagnosed file. It never creates the file or its directory and never imports Alembic.
@@ -12,43 +13,20 @@ import sqlite3
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
-from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
+from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
 from cafleet.db.shapes import HEAD_REVISION
+from cafleet.errors import CafleetError
 
 SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
 
 
-class GuardRefused(Exception):
+class GuardRefused(CafleetError):
     """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
 
     def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:
         self.text = text
         self.diagnosis = diagnosis
         super().__init__(text)
-
-
-def guard_text(d: Diagnosis) -> str | None:
-    """The exact refusal text for every class but `current` (None)."""
-    n = d.head_version
-    if d.state == "current":
-        return None
-    if d.state == "missing":
-        return "no cafleet database; run 'cafleet setup'"
-    if d.state == "behind":
-        return f"database schema is outdated (schema {d.schema_version}, head {n}); run 'cafleet setup'"
-    if d.state == "ahead":
-        return f"database schema {d.schema_version} is newer than this cafleet (head {n}); upgrade cafleet"
-    if d.state == "foreign":
-        return f"{d.path} is not a cafleet database ({d.reason}); cafleet will not use or modify it"
-    if d.state == "damaged":
-        m = "unknown" if d.schema_version is None else str(d.schema_version)
-        return (
-            f"{d.path} is damaged (schema {m}): {render_differences(d.differences)}; "
-            "cafleet will not use or modify it"
-        )
-    if d.state == "unreadable":
-        return f"cannot read database {d.path}: {d.reason}"
-    raise ValueError(f"unknown diagnosis state {d.state!r}")  # pragma: no cover
 
 
 def _unreadable(path: str, cause: str) -> Diagnosis:
@@ -86,7 +64,7 @@ def open_validated_connection(path: str) -> Connection:
                 d = diagnose(path, conn)
                 if d.ok:
                     schema_version = int(
-                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar()
+                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
                     )
         except DBAPIError as e:
             d = _unreadable(path, str(e.orig))
@@ -114,7 +92,7 @@ def recheck_schema(conn: Connection) -> None:
     path = conn.info["cafleet.path"]
     try:
         with tx.read(conn):
-            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar())
+            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
             if now == conn.info.get(SCHEMA_VERSION_KEY):
                 return
             d = diagnose(path, conn)

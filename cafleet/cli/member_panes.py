@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -31,8 +31,6 @@ from cafleet.cli.spawn_common import (
     AGENT_CHOICE,
     MSG_KILL_FAILED,
     Cleanup,
-    director_pane_key,
-    error_text,
     fail_with_cleanup,
     outcome_unknown,
     spawn_env,
@@ -40,12 +38,13 @@ from cafleet.cli.spawn_common import (
     unconfirmed_detail,
     validate_agent_options,
 )
+from cafleet.errors import error_text
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from cafleet.records import Member, Placement
+    from cafleet.records import Member, PaneKey, Placement
 
 MEMBER_ID_HELP = "Member ID."
 PING_LINE = (
@@ -59,14 +58,11 @@ LINES_RANGE = click.IntRange(1, 100000)
 
 
 def _active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `Member <id> not found` for an unknown or deregistered id."""
-    from cafleet.broker.errors import MemberNotFound
-    from cafleet.broker.members import get_member
+    """The member, or `Member <id> not found` for an unknown or deregistered id (the broker
+    module is imported on first use)."""
+    from cafleet.broker.members import get_active_member
 
-    member = get_member(conn, member_id)
-    if member.status != "active":
-        raise MemberNotFound(member_id)
-    return member
+    return get_active_member(conn, member_id)
 
 
 def _concrete_placement(member: Member, what: str) -> Placement:
@@ -77,7 +73,6 @@ def _concrete_placement(member: Member, what: str) -> Placement:
             f"member {member.member_id} has no placement row; it was not spawned via "
             "'cafleet member create'"
         )
-    assert placement is not None
     if placement.mux_pane_id is None:
         fail(f"member {member.member_id} has no pane yet (pending placement) \u2014 {what}")
     return placement
@@ -89,7 +84,12 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     if member.kind == "director":
         fail(refusal)
     key = member.placement.pane_key if member.placement is not None else None
-    if key is not None and key == director_pane_key(conn, member.fleet_id):
+    if key is None:
+        return
+    from cafleet.broker.fleets import director_placement
+
+    director = director_placement(conn, member.fleet_id)
+    if director is not None and key == director.pane_key:
         fail(refusal)
 
 
@@ -105,11 +105,10 @@ def _backend(name: str) -> Any:
     return backend
 
 
-def _mux_key(placement: Placement) -> Any:
-    from cafleet.mux import PaneKey
-
-    assert placement.mux_pane_id is not None
-    return PaneKey(placement.backend, placement.mux_session, placement.mux_pane_id)
+def _pane_key(placement: Placement) -> PaneKey:
+    key = placement.pane_key
+    assert key is not None
+    return key
 
 
 def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> Any:
@@ -122,7 +121,7 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
     try:
         return acquire_pane_lock(
             inv.db_dir,
-            _mux_key(placement),
+            _pane_key(placement),
             timeout=inv.settings.pane_lock_timeout,
             purpose=purpose,
             keep_waiting=signals.keep_waiting,
@@ -132,7 +131,6 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
         raise
     except PaneLockTimeout:
         fail(lock_busy_message(member_id))
-        raise AssertionError("unreachable") from None
 
 
 # --- member create -------------------------------------------------------------------------------
@@ -202,7 +200,7 @@ def member_create(
     if fleet.deleted_at is not None:
         raise FleetDeleted(fleet_id)
     director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
-    if director is None or director.status != "active":
+    if director is None or not director.is_active:
         raise RootDirectorInactive(fleet_id, fleet.director_member_id)
 
     # 3. The monitor slot (re-checked at registration).
@@ -220,7 +218,6 @@ def member_create(
                 "cannot resolve the member's coding agent: the root Director (member "
                 f"{director.member_id}) has no placement; re-run with --coding-agent"
             )
-        assert director_placement is not None
         coding_agent = director_placement.coding_agent
 
     # 5. Model, effort, prompt, availability.
@@ -240,7 +237,6 @@ def member_create(
         fail(str(exc))
     if director_placement is None or director_placement.mux_pane_id is None:
         fail(f"the root Director of fleet {fleet_id} has no pane to split from")
-    assert director_placement is not None
 
     # Safe point: nothing written yet.
     signals.check()
@@ -274,7 +270,7 @@ def member_create(
         def action() -> None:
             if only_if_active:
                 current = get_member(conn, member_id)
-                if current.status != "active":
+                if not current.is_active:
                     return
             deregister_member(conn, member_id=member_id)
 
@@ -312,9 +308,8 @@ def member_create(
             )
         deregister(cleanup)
         fail_with_cleanup(str(exc), cleanup)
-        raise AssertionError("unreachable") from exc
 
-    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> None:
+    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
         cleanup = Cleanup()
         cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
         deregister(cleanup, only_if_active=only_if_active)
@@ -327,8 +322,8 @@ def member_create(
     # 9. Patch the pane id under the new pane's lock.
     from cafleet.broker.errors import PlacementVanished
     from cafleet.broker.members import set_placement_pane
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.records import PaneKey
 
     key = PaneKey("tmux", director_placement.mux_session, pane_id)
     try:
@@ -341,22 +336,18 @@ def member_create(
         )
     except PaneLockAbandoned:
         kill_and_deregister(None)
-        raise AssertionError("unreachable") from None
     except PaneLockTimeout:
         kill_and_deregister(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
-        raise AssertionError("unreachable") from None
     try:
         placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
     except PlacementVanished as exc:
         lock.release()
         kill_and_deregister(str(exc), only_if_active=True)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         lock.release()
         kill_and_deregister(f"placement update failed: {error_text(exc)}")
-        raise AssertionError("unreachable") from exc
     lock.release()
 
     # 10. Print.
@@ -442,7 +433,6 @@ def member_delete(member_id: int, as_json: bool) -> None:
                 killed = backend.kill_pane(pane_id, ignore_missing=True)
             except MultiplexerError as exc:
                 fail(MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc)))
-                raise AssertionError("unreachable") from exc
             status, other = ("killed" if killed else "already_gone"), None
         deregister_member(conn, member_id=member_id)
     _print_delete(member_id, pane_id, status, other, as_json)
@@ -521,7 +511,7 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
     if value is None:
         return value
 
-    def bad(message: str) -> Any:
+    def bad(message: str) -> NoReturn:
         raise click.UsageError(message, ctx)
 
     if "\n" in value or "\r" in value:
@@ -601,7 +591,6 @@ def member_ping(member_id: int, as_json: bool) -> None:
             f"member {member_id} has no placement row; it was not spawned via "
             "'cafleet member create'"
         )
-    assert placement is not None
     _refuse_director(conn, member)
     name = cell(member.name)
     if placement.mux_pane_id is None:
@@ -621,7 +610,7 @@ def member_ping(member_id: int, as_json: bool) -> None:
     backend = _backend(placement.backend)
     from cafleet.mux.locks import try_pane_lock
 
-    lock = try_pane_lock(inv.db_dir, _mux_key(placement), purpose=f"ping member {member_id}")
+    lock = try_pane_lock(inv.db_dir, _pane_key(placement), purpose=f"ping member {member_id}")
     if lock is None:
         if as_json:
             out_json(

@@ -161,22 +161,12 @@ def _data_version(conn: Connection) -> int:
     return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
 
 
-def _active_member(conn: Connection, member_id: int) -> Any:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
-    member = broker.get_member(conn, member_id)
-    if member.status != "active":
-        raise MemberNotFound(member_id)
-    return member
-
-
 def _member_active(conn: Connection, member_id: int) -> bool:
     from cafleet import broker
     from cafleet.broker.errors import MemberNotFound
 
     try:
-        return broker.get_member(conn, member_id).status == "active"
+        return broker.get_member(conn, member_id).is_active
     except MemberNotFound:
         return False
 
@@ -369,10 +359,10 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     settings = inv.settings
     started = time.monotonic()
     deadline = started + timeout
-    member = _active_member(conn, member_id)
-    fleet_id = member.fleet_id
-
     from cafleet import broker
+
+    member = broker.get_active_member(conn, member_id)
+    fleet_id = member.fleet_id
 
     waiter = _Waiter(conn, member_id, deadline, settings.pane_lock_timeout)
     attempted: set[int] = set()
@@ -458,9 +448,9 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
     inv = invocation()
     conn = inv.connection()
     deadline = None if timeout is None else time.monotonic() + timeout
-    _active_member(conn, member_id)
-
     from cafleet import broker
+
+    broker.get_active_member(conn, member_id)
 
     last_id = 0
     last_version: int | None = None

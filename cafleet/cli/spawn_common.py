@@ -1,7 +1,7 @@
 """Pieces shared by the commands that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
 
-Only Click and cafleet's light modules are imported at load time; the agents, the mux layer
-and the broker are imported inside the functions.
+Only Click and cafleet's light modules (the agents registry among them) are imported at load
+time; the agent implementations, the mux layer and the broker are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -9,16 +9,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from cafleet.agents import AGENT_NAMES
+from cafleet.cli.context import usage_error
+from cafleet.errors import error_text
 from cafleet.output import err
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.agents import CodingAgent
 
-AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
+AGENT_CHOICE = click.Choice(AGENT_NAMES)
 
 MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
@@ -26,15 +29,11 @@ MSG_KILL_FAILED = (
 )
 
 
-def usage(message: str) -> Any:
-    raise click.UsageError(message, click.get_current_context(silent=True))
-
-
 @dataclass
 class SpawnPlan:
     """Everything validated before the first write: the agent, its binary and the template."""
 
-    agent: Any  # cafleet.agents.CodingAgent
+    agent: CodingAgent
     binary_path: str
     template: str
     model: str | None
@@ -54,7 +53,7 @@ class SpawnPlan:
 
 def validate_agent_options(
     agent_name: str, *, model: str | None, effort: str | None, model_flag: str, effort_flag: str
-) -> Any:
+) -> CodingAgent:
     """Resolve the agent, then model, then effort (exit 2 with cli.md §1.9's messages)."""
     from cafleet.agents import AgentUsageError, get_agent
 
@@ -63,7 +62,7 @@ def validate_agent_options(
         agent.validate_model(model, flag=model_flag)
         agent.validate_effort(effort, flag=effort_flag)
     except AgentUsageError as exc:
-        usage(str(exc))
+        usage_error(str(exc))
     return agent
 
 
@@ -73,10 +72,10 @@ def validate_template(template: str) -> None:
     try:
         validate_template(template)
     except PromptTemplateError as exc:
-        usage(str(exc))
+        usage_error(str(exc))
 
 
-def ensure_agent_available(agent: Any) -> str:
+def ensure_agent_available(agent: CodingAgent) -> str:
     from cafleet.agents import AgentUnavailable
 
     try:
@@ -85,7 +84,9 @@ def ensure_agent_available(agent: Any) -> str:
         raise click.ClickException(str(exc)) from exc
 
 
-def spawn_plan(agent: Any, template: str, model: str | None, effort: str | None) -> SpawnPlan:
+def spawn_plan(
+    agent: CodingAgent, template: str, model: str | None, effort: str | None
+) -> SpawnPlan:
     """Validate the template, then (past a signal check) find the agent's binary: the plan."""
     from cafleet import signals
 
@@ -118,12 +119,6 @@ def unconfirmed_detail(window_id: str) -> str:
     )
 
 
-def error_text(exc: BaseException) -> str:
-    from cafleet.cli import error_text as _text
-
-    return _text(exc)
-
-
 class Cleanup:
     """Collects cleanup diagnostics; each step runs even if an earlier one failed (cli.md §1.11)."""
 
@@ -147,7 +142,7 @@ class Cleanup:
             err(line)
 
 
-def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> Any:
+def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> NoReturn:
     """Print the primary error first, then the cleanup lines, and exit with ``code``.
 
     A pending signal turns the code into 130/143 (main's mapping); ``primary`` None prints
@@ -157,25 +152,3 @@ def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> A
         err(f"Error: {primary}")
     cleanup.emit()
     raise click.exceptions.Exit(code)
-
-
-def kill_pane(backend: Any, pane_id: str) -> bool:
-    """Kill a pane; already gone is fine (False)."""
-    return bool(backend.kill_pane(pane_id, ignore_missing=True))
-
-
-def director_pane_key(conn: Connection, fleet_id: int) -> tuple[str, str, str] | None:
-    """The root Director's pane key, or None (no Director row, no placement, pending)."""
-    from cafleet import broker
-    from cafleet.broker.errors import FleetNotFound, MemberNotFound
-
-    try:
-        fleet = broker.get_fleet(conn, fleet_id)
-        if fleet.director_member_id is None:
-            return None
-        director = broker.get_member(conn, fleet.director_member_id)
-    except (FleetNotFound, MemberNotFound):
-        return None
-    if director.placement is None:
-        return None
-    return director.placement.pane_key
