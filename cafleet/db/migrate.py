@@ -115,7 +115,7 @@ class _Rollback(Exception):
 
 
 def _guard_text(d: Diagnosis) -> str:
-    from cafleet.cli.guard import guard_text
+    from cafleet.db.guard import guard_text
 
     return guard_text(d) or ""
 
