@@ -125,3 +125,34 @@ def recheck_schema(conn: Connection) -> None:
         return
     conn.info["cafleet.refused"] = True
     raise GuardRefused(guard_text(d) or "", d)
+
+
+def open_revalidated_connection(path: str, schema_version: int | None) -> Connection:
+    """A further connection to a file this process validated at start-up (the WebUI server
+    opens one per request, storage.md §8).
+
+    Opened by the factory and marked validated for `HEAD_REVISION` without a new diagnosis,
+    remembering the start-up `PRAGMA schema_version`; `recheck_schema` then re-runs the guard
+    only if the schema changed since, and a file that is no longer `current` is refused with
+    the guard's text (the connection closed the guarded way). A file gone since start-up is
+    refused as `missing`.
+    """
+    from cafleet.db.engine import close_connection, mark_validated, open_connection
+
+    if not os.path.exists(path):
+        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
+        raise GuardRefused(guard_text(d) or "", d)
+    try:
+        conn = open_connection(path, mode="rw", purpose="command")
+    except (DBAPIError, sqlite3.Error) as e:
+        cause = str(e.orig) if isinstance(e, DBAPIError) else str(e)
+        d = _unreadable(path, cause)
+        raise GuardRefused(guard_text(d) or "", d) from None
+    mark_validated(conn, HEAD_REVISION)
+    conn.info[SCHEMA_VERSION_KEY] = schema_version
+    try:
+        recheck_schema(conn)
+    except BaseException:
+        close_connection(conn, guarded=True)
+        raise
+    return conn
