@@ -12,8 +12,18 @@ def serve(config: ServerConfig, sock: socket.socket) -> None:
     """Serve until SIGINT/SIGTERM; uvicorn finishes the requests in flight, then returns."""
     import uvicorn
 
+    from cafleet import signals
+
+    class Server(uvicorn.Server):
+        async def on_tick(self, counter: int) -> bool:
+            # A signal that arrived before uvicorn installed its handlers was recorded by
+            # cafleet's own (cli.md §1.4); it stops the server the same way.
+            if signals.stop_requested():
+                return True
+            return bool(await super().on_tick(counter))
+
     app: Any = create_app(config)
-    server = uvicorn.Server(
+    server = Server(
         uvicorn.Config(
             app,
             lifespan="off",
