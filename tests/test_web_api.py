@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.cli_helpers import assert_unchanged, snapshot
+from tests.cli_helpers import snapshot
 from tests.delivery_helpers import World, build_world, connect, rows, sql_write
-from tests.web_helpers import client, fleet_headers, insert_messages, make_app
+from tests.web_helpers import client, fleet_headers, insert_messages, make_app, unchanged
 
 TS = "2026-01-01T00:00:%02d.000000+00:00"
 
@@ -430,19 +430,21 @@ BIG = "x" * (1_048_576 + 1)
 def test_send_refusals_leave_the_database_unchanged(
     head_db: Path, world: World, api: Any, payload: Any, status: int, text: str | None
 ) -> None:
+    api.app.close()
     before = snapshot(head_db)
     response = post(api, world, "/api/messages/send", payload)
     assert response.status_code == status, response.text
     message = detail(response)
     if text is not None:
         assert message == text
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 def test_send_to_a_member_of_another_fleet_is_not_found(
     head_db: Path, world: World, api: Any
 ) -> None:
     other = build_world(head_db, members=("x",), fleet_name="other")
+    api.app.close()
     before = snapshot(head_db)
     response = post(
         api, world, "/api/messages/send", {"to_member_id": other.members["x"], "text": "x"}
@@ -451,7 +453,7 @@ def test_send_to_a_member_of_another_fleet_is_not_found(
         404,
         f"Member {other.members['x']} not found",
     )
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 def test_send_to_a_deregistered_member_uses_the_broker_text(
@@ -467,6 +469,7 @@ def test_send_to_a_deregistered_member_uses_the_broker_text(
 
 
 def test_invalid_json_and_oversized_requests(head_db: Path, world: World, api: Any) -> None:
+    api.app.close()
     before = snapshot(head_db)
     headers = {**fleet_headers(world.fleet_id), "Content-Type": "application/json"}
     response = api.post("/api/messages/send", headers=headers, content=b'{"to_member_id": 3,')
@@ -477,7 +480,7 @@ def test_invalid_json_and_oversized_requests(head_db: Path, world: World, api: A
         413,
         "request body too large (limit 8388608 bytes)",
     )
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 # --- monitor ------------------------------------------------------------------------------------------
@@ -498,6 +501,7 @@ def test_monitor_without_a_row(head_db: Path, world: World, api: Any) -> None:
         world.members.values()
     )
     assert body["wake_roster"]["director"]["member_id"] == world.director
+    api.app.close()
     before = snapshot(head_db)
     response = api.patch(
         "/api/monitor", headers=fleet_headers(world.fleet_id), json={"wake_interval_seconds": 5}
@@ -511,7 +515,7 @@ def test_monitor_without_a_row(head_db: Path, world: World, api: Any) -> None:
         404,
         f"monitor loop for fleet {world.fleet_id} is not running",
     )
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 @pytest.mark.parametrize("interval", [None, 0, 120])
@@ -534,10 +538,11 @@ def test_stopped_loop_hides_process_fields_and_keeps_intervals(
         "wake_interval_seconds": interval,  # a legacy NULL stays null, never 0
         "wake_requested_at": TS % 4,
     }
+    api.app.close()
     before = snapshot(head_db)
     response = post(api, world, "/api/monitor/wake", None)
     assert response.status_code == 404
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 def test_live_loop_shows_process_fields_takes_interval_and_wake(

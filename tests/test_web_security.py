@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli_helpers import assert_unchanged, call_run, snapshot
 from tests.delivery_helpers import World, build_world, rows
-from tests.web_helpers import client, fleet_headers, http, make_app, start_server
+from tests.web_helpers import client, fleet_headers, http, make_app, start_server, unchanged
 
 SEND = "/api/messages/send"
 
@@ -51,7 +51,7 @@ def test_a_foreign_host_is_refused_on_every_route(head_db: Path, world: World, h
         ):
             assert response.status_code == 403
             assert response.json() == {"detail": "Host not allowed"}
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_mutating_routes_refuse_foreign_origins(
             )
         # reads are not mutating: a foreign Origin may look (the Host rule still applies)
         assert api.get("/api/fleets", headers=headers).status_code == 200
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
 
 
 def test_the_servers_own_origin_may_send(head_db: Path, world: World) -> None:
@@ -121,7 +121,7 @@ def test_a_token_guards_every_route(head_db: Path, world: World) -> None:
             assert api.get(path, headers={"Authorization": "Bearer wrong-token"}).status_code == 401
         assert _send(api, world).status_code == 401
         assert api.get("/?token=nope", follow_redirects=False).status_code == 401
-        assert_unchanged(before, head_db)
+        unchanged(api, before, head_db)
         bearer = {"Authorization": f"Bearer {token}"}
         assert api.get("/api/fleets", headers=bearer).status_code == 200
         # the printed URL's ?token= sets the cookie the page then uses, and drops the token
@@ -153,7 +153,7 @@ def test_read_only_refuses_every_mutating_route(head_db: Path, world: World) -> 
             )
         reads = api.get("/api/timeline", headers=f)
         assert reads.status_code == 200 and reads.headers["x-cafleet-read-only"] == "1"
-    assert_unchanged(before, head_db)
+    unchanged(api, before, head_db)
     with client(make_app(head_db)) as api:
         assert api.get("/api/fleets").headers["x-cafleet-read-only"] == "0"
 

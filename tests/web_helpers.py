@@ -219,3 +219,12 @@ def browser() -> Iterator[Any]:
 
 def poll(predicate: Any, timeout: float = 15, message: str = "condition never held") -> Any:
     return retry_until(predicate, timeout=timeout, message=message)
+
+
+def unchanged(api: Any, before: Any, db_path: Path | str) -> None:
+    """cli.md §4's Unchanged is checked with no connection open: close the server's idle
+    connections first (they keep -wal/-shm in place while the server runs)."""
+    from tests.cli_helpers import assert_unchanged
+
+    api.app.close()
+    assert_unchanged(before, Path(db_path))

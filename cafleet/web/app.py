@@ -1,8 +1,8 @@
 """The WebUI's FastAPI app (runtime.md §7.3).
 
-Handlers are plain `def`s, so FastAPI runs them in its worker threads; each request opens its own
-connection through the guard's `open_revalidated_connection` (storage.md §8: validated once at
-start-up, one connection per handler). cafleet's typed errors become `{"detail": <their text>}`
+Handlers are plain `def`s, so FastAPI runs them in its worker threads; each request holds its own
+connection from `cafleet.web.pool` (storage.md §8: validated once at start-up, one connection per
+handler). cafleet's typed errors become `{"detail": <their text>}`
 with the status of `ERROR_STATUS`.
 """
 
@@ -27,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from cafleet import __version__
 from cafleet.web import models as m
+from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class ApiError(Exception):
         self.detail = detail
 
 
-def _error_status() -> dict[type[BaseException], int]:
+def _error_status() -> dict[type[Exception], int]:
     from cafleet.broker import errors as be
     from cafleet.db.errors import DatabaseBusy, SchemaChanged
     from cafleet.db.guard import GuardRefused
@@ -115,16 +116,13 @@ def _config(request: Request) -> ServerConfig:
 
 
 def _connection(request: Request) -> Iterator[Connection]:
-    """The request's own connection, closed when the response is done."""
-    from cafleet.db.engine import close_connection
-    from cafleet.db.guard import open_revalidated_connection
-
-    config = _config(request)
-    conn = open_revalidated_connection(config.db_path, config.schema_version)
+    """The request's own connection, given back when the response is done."""
+    pool: Connections = request.app.state.connections
+    conn = pool.take()
     try:
         yield conn
     finally:
-        close_connection(conn, guarded=bool(conn.info.get("cafleet.refused")))
+        pool.give(conn)
 
 
 def _fleet_ctx(
@@ -225,7 +223,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(config: ServerConfig) -> Any:
+def create_app(config: ServerConfig) -> WebUI:
     """The ASGI app: the API, the page and the security checks around both."""
     app = FastAPI(
         title="cafleet",
@@ -236,6 +234,7 @@ def create_app(config: ServerConfig) -> Any:
         responses=ERRORS,
     )
     app.state.config = config
+    app.state.connections = Connections(config.db_path, config.schema_version)
     status_of = _error_status()
 
     def _typed(_request: Request, exc: Exception) -> JSONResponse:
@@ -275,7 +274,21 @@ def create_app(config: ServerConfig) -> Any:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return SecurityMiddleware(ServerTiming(app), config.policy)
+    return WebUI(SecurityMiddleware(ServerTiming(app), config.policy), app.state.connections)
+
+
+class WebUI:
+    """The ASGI app `cafleet server` runs; `close()` closes the idle connections at shutdown."""
+
+    def __init__(self, app: Any, connections: Connections) -> None:
+        self.app = app
+        self.connections = connections
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+    def close(self) -> None:
+        self.connections.close()
 
 
 class ServerTiming:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from typing import Any
 
 from cafleet.web.app import ServerConfig, create_app
 
@@ -22,7 +21,7 @@ def serve(config: ServerConfig, sock: socket.socket) -> None:
                 return True
             return bool(await super().on_tick(counter))
 
-    app: Any = create_app(config)
+    app = create_app(config)
     server = Server(
         uvicorn.Config(
             app,
@@ -34,4 +33,7 @@ def serve(config: ServerConfig, sock: socket.socket) -> None:
             timeout_keep_alive=30,
         )
     )
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        app.close()
