@@ -32,7 +32,7 @@ const $ = (id) => document.getElementById(id);
 
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...(options.headers || {}) };
-  if (state.fleetId !== null) headers["X-Fleet-Id"] = String(state.fleetId);
+  if (options.fleet !== false && state.fleetId !== null) headers["X-Fleet-Id"] = String(state.fleetId);
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
     method: options.method || "GET",
@@ -81,8 +81,7 @@ function setStatus(text, isError) {
 async function loadFleets() {
   const saved = Number(new URLSearchParams(location.hash.slice(1)).get("fleet")) || null;
   const previous = state.fleetId;
-  state.fleetId = null; // GET /api/fleets is the one route without X-Fleet-Id
-  const fleets = await api("/api/fleets");
+  const fleets = await api("/api/fleets", { fleet: false }); // the one route without X-Fleet-Id
   const picker = $("fleet");
   picker.replaceChildren();
   if (fleets.length !== 1) picker.append(el("option", { value: "" }, fleets.length ? "choose a fleet" : "no live fleet"));
