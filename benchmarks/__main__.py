@@ -26,6 +26,7 @@ from benchmarks import (
     startup,
     throughput,
     wait_latency,
+    webui,
 )
 
 FULL = {
@@ -57,6 +58,7 @@ TARGETS = [
     "0 errors and 0 lost with 16 concurrent writers",
     "message wait wake-up p50 <= 100 ms",
     "poll on 100k messages <= 5 ms of query time",
+    "GET /api/timeline on 100k messages: median server time <= 20 ms",
 ]
 
 
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
             send_paths.render,
         ),
+        "webui": (lambda t: webui.run(t, sizes["scale"], sizes["runs"]), webui.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

@@ -92,7 +92,7 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor")
+ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor", "server")
 
 
 class RootGroup(CafleetGroup):
@@ -141,7 +141,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     help=ROOT_HELP,
     context_settings=CONTEXT_SETTINGS,
     invoke_without_command=True,
-    command_modules={"setup": "cafleet.cli.setup_cmd", "doctor": "cafleet.cli.doctor"},
+    command_modules={
+        "setup": "cafleet.cli.setup_cmd",
+        "doctor": "cafleet.cli.doctor",
+        "server": "cafleet.cli.server_cmd",
+    },
 )
 @click.option(
     "--version",

@@ -58,24 +58,17 @@ LINES_RANGE = click.IntRange(1, 100000)
 
 
 def _active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `Member <id> not found` for an unknown or deregistered id (the broker
-    module is imported on first use)."""
-    from cafleet.broker.members import get_active_member
+    """The member, or `Member <id> not found` for an unknown or deregistered id."""
+    from cafleet.workflows.panes import active_member
 
-    return get_active_member(conn, member_id)
+    return active_member(conn, member_id)
 
 
 def _concrete_placement(member: Member, what: str) -> Placement:
     """The capture/prompt placement checks; `what` ends the pending message."""
-    placement = member.placement
-    if placement is None:
-        fail(
-            f"member {member.member_id} has no placement row; it was not spawned via "
-            "'cafleet member create'"
-        )
-    if placement.mux_pane_id is None:
-        fail(f"member {member.member_id} has no pane yet (pending placement) \u2014 {what}")
-    return placement
+    from cafleet.workflows.panes import concrete_placement
+
+    return concrete_placement(member, what)
 
 
 def _refuse_director(conn: Connection, member: Member) -> None:
@@ -95,14 +88,9 @@ def _refuse_director(conn: Connection, member: Member) -> None:
 
 def _backend(name: str) -> Any:
     """The placement's backend, available, or `Error: <tmux message>`."""
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.workflows.panes import backend_for
 
-    try:
-        backend = get_backend(name)
-        backend.ensure_available()
-    except MultiplexerError as exc:
-        fail(str(exc))
-    return backend
+    return backend_for(name)
 
 
 def _pane_key(placement: Placement) -> PaneKey:
@@ -475,18 +463,12 @@ def _print_delete(
 def member_capture(member_id: int, lines: int, ansi: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    member = _active_member(conn, member_id)
-    placement = _concrete_placement(member, "nothing to capture")
-    pane_id = placement.mux_pane_id
-    assert pane_id is not None
-    backend = _backend(placement.backend)
-    from cafleet.db.timefmt import now_ts
-    from cafleet.mux import MultiplexerError
+    from cafleet.workflows.panes import capture_member
 
-    try:
-        content = backend.capture(pane_id, lines, ansi=ansi)
-    except MultiplexerError as exc:
-        fail(f"capture failed: {exc}")
+    captured = capture_member(conn, member_id, lines=lines, ansi=ansi)
+    pane_id, content = captured.pane_id, captured.content
+    from cafleet.db.timefmt import now_ts
+
     if as_json:
         out_json(
             {

@@ -1,23 +1,24 @@
 """`cafleet message send | broadcast | wait | stream` (cli.md §2.14, §2.15, §2.19, §2.20).
 
-send and broadcast store first, then drain the recipients' pane notifications (runtime.md §4.5)
-and restart the fleet's monitor loop when notifications are still pending (cli.md §1.11). wait
-blocks on the member's inbox while draining the fleet; stream emits the inbox as JSON lines and
-writes nothing. The delivery and mux layers are imported only when a drain runs (cli.md §1.8).
+send and broadcast run `cafleet.workflows.messaging` (store, drain the recipients' pane
+notifications, restart the fleet's monitor loop when notifications are still pending) and render
+its result. wait blocks on the member's inbox while draining the fleet; stream emits the inbox as
+JSON lines and writes nothing. The delivery and mux layers are imported only when a drain runs
+(cli.md §1.8).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from cafleet import signals
 from cafleet.cli.app import message_group
-from cafleet.cli.context import Invocation, invocation
+from cafleet.cli.context import invocation
 from cafleet.cli.params import (
     body_argument,
     check_body_choice,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     from cafleet.delivery import DrainReport
     from cafleet.records import Message
 
-SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (cli.md §1.11)
 WAIT_CYCLE = 0.05  # message wait polls PRAGMA data_version every 50 ms (cli.md §2.19)
 WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
 STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (cli.md §2.20)
@@ -76,81 +76,11 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
     )
 
 
-def _send_keep_going() -> bool:
-    """send/broadcast: keep attempting (and keep waiting for a lock) until a signal arrives."""
-    return not signals.stop_requested()
-
-
 def _print_failures(report: DrainReport) -> None:
     from cafleet.delivery import warning_line
 
     for failure in report.failures:
         err(warning_line(failure))
-
-
-def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int]) -> None:
-    """cli.md §1.11: after draining, start the loop of a fleet that still has a pending
-    notification when tmux was usable and the loop is not live. Failure only warns."""
-    from cafleet import broker
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
-
-    for fleet_id in sorted(set(fleet_ids)):
-        if signals.stop_requested():
-            return
-        if broker.next_pending_notification(conn, fleet_id=fleet_id) is None:
-            continue
-        try:
-            ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
-        except StartAbandoned:
-            return
-        except MonitorStartError as exc:
-            err(
-                f"Warning: monitor loop for fleet {fleet_id} is not running and could not be "
-                f"started: {exc.detail}; see {exc.log_path}"
-            )
-
-
-def _fleet_of(conn: Connection, member_id: int) -> int | None:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
-    try:
-        return broker.get_member(conn, member_id).fleet_id
-    except MemberNotFound:
-        return None
-
-
-def _drain_recipients(
-    inv: Invocation, conn: Connection, recipients: Iterable[int]
-) -> tuple[set[tuple[int, int]], bool]:
-    """One recipient drain per id, in the order given, sharing one `attempted` set.
-
-    Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
-    Warnings are printed as they happen.
-    """
-    from cafleet.delivery import drain_recipient
-
-    settings = inv.settings
-    attempted: set[int] = set()
-    notified: set[tuple[int, int]] = set()
-    tmux_usable = False
-    lock_timeout = float(min(settings.pane_lock_timeout, SEND_LOCK_CAP))
-    for recipient_id in recipients:
-        if signals.stop_requested():
-            break
-        report = drain_recipient(
-            conn,
-            recipient_id,
-            attempted=attempted,
-            lock_timeout=lock_timeout,
-            before_attempt=_send_keep_going,
-            keep_waiting=_send_keep_going,
-            max_text_len=settings.max_text_len,
-        )
-        _print_failures(report)
-        notified.update(report.notified)
-        tmux_usable = tmux_usable or report.tmux_usable
-    return notified, tmux_usable
 
 
 def _data_version(conn: Connection) -> int:
@@ -221,24 +151,19 @@ def message_send(
     body = read_body(text, file)
     signals.check()  # nothing written yet: a signal stops the command here
 
-    from cafleet import broker
+    from cafleet.workflows.messaging import send
 
-    message = broker.send_message(
-        conn, from_member_id=from_member_id, to_member_id=to_member_id, text=body
+    result = send(
+        conn,
+        inv.settings,
+        from_member_id=from_member_id,
+        to_member_id=to_member_id,
+        text=body,
+        warn=err,
     )
-    notification_sent = False
-    if from_member_id != to_member_id:
-        # A self-send is born notified and runs no drain (runtime.md §4.5). For the Director or
-        # a paneless recipient the drain finds nothing pending and never touches tmux.
-        notified, tmux_usable = _drain_recipients(inv, conn, [to_member_id])
-        notification_sent = (message.message_id, to_member_id) in notified
-        if tmux_usable and not signals.stop_requested():
-            fleet_id = _fleet_of(conn, to_member_id)
-            if fleet_id is not None:
-                _restart_loop_if_needed(conn, [fleet_id])
-
+    message = result.message
     if as_json:
-        out_json({"message": message_dict(message), "notification_sent": notification_sent})
+        out_json({"message": message_dict(message), "notification_sent": result.notification_sent})
     else:
         out("Message sent.")
         out_lines(envelope_lines(message, inv.max_text_len))
@@ -267,32 +192,21 @@ def message_broadcast(
     body = read_body(text, file)
     signals.check()
 
-    from cafleet import broker
+    from cafleet.workflows.messaging import broadcast
 
-    result = broker.broadcast_message(conn, from_member_id=from_member_id, text=body)
-    recipients = sorted(d.owner_member_id for d in result.deliveries)
-    delivery_ids = {(d.message_id, d.owner_member_id) for d in result.deliveries}
-    notified: set[tuple[int, int]] = set()
-    if recipients:
-        notified, tmux_usable = _drain_recipients(inv, conn, recipients)
-        if tmux_usable and not signals.stop_requested():
-            fleet_id = _fleet_of(conn, from_member_id)
-            if fleet_id is not None:
-                _restart_loop_if_needed(conn, [fleet_id])
-    count = len(delivery_ids & notified)
-
+    result = broadcast(conn, inv.settings, from_member_id=from_member_id, text=body, warn=err)
     if as_json:
         out_json(
             {
                 "message": message_dict(result.summary),
-                "recipients": len(result.deliveries),
-                "notified": count,
+                "recipients": result.recipients,
+                "notified": result.notified,
             }
         )
     else:
         out(
-            f"broadcast id={result.summary.message_id} recipients={len(result.deliveries)} "
-            f"notified={count}"
+            f"broadcast id={result.summary.message_id} recipients={result.recipients} "
+            f"notified={result.notified}"
         )
 
 

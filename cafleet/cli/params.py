@@ -19,10 +19,11 @@ from typing import Any, TypeVar
 
 import click
 
+from cafleet.text import BODY_LIMIT, check_inline_body
+
 MAX_ID = 9223372036854775807
 ID = click.IntRange(1, MAX_ID)
 
-BODY_LIMIT = 1_048_576
 NAME_LIMIT = 100
 DESCRIPTION_LIMIT = 2000
 
@@ -140,23 +141,6 @@ def check_body_choice(text: str | None, file: str | None, arg: str = "TEXT") -> 
         )
     if text is None and file is None:
         raise click.UsageError(f"missing {arg} or --file", click.get_current_context(silent=True))
-
-
-def check_inline_body(text: str) -> str:
-    """The positional checks, first failure wins; raises ValueError with the exact message."""
-    try:
-        size = len(text.encode("utf-8", "surrogateescape"))
-    except UnicodeEncodeError:
-        size = len(text.encode("utf-8", "surrogatepass"))
-    if size > BODY_LIMIT:
-        raise ValueError(f"text is too long ({size} bytes; the limit is {BODY_LIMIT})")
-    if _has_surrogates(text):
-        raise ValueError("text is not valid UTF-8")
-    if "\x00" in text:
-        raise ValueError("text may not contain NUL characters")
-    if text.strip() == "":
-        raise ValueError("text may not be empty")
-    return text
 
 
 def read_body_file(path: str, flag: str = "--file") -> str:

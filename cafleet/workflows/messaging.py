@@ -1,0 +1,170 @@
+"""send and broadcast (cli.md §2.14, §2.15): store, drain the recipients' pane notifications
+(runtime.md §4.5), then start the fleet's monitor loop when a notification is still pending and
+tmux was usable (cli.md §1.11).
+
+`cafleet message send`/`broadcast` and the WebUI's `POST /api/messages/send` both run these. The
+delivery and mux layers are imported only when a drain runs (cli.md §1.8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cafleet import signals
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cafleet.config import Settings
+    from cafleet.records import Message
+
+SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (cli.md §1.11)
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    message: Message
+    notification_sent: bool  # this message's line was typed into the recipient's pane
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastResult:
+    summary: Message
+    recipients: int  # deliveries stored
+    notified: int  # of those, typed into their recipients' panes
+
+
+def send(
+    conn: Connection,
+    settings: Settings,
+    *,
+    from_member_id: int,
+    to_member_id: int,
+    text: str,
+    warn: Warn,
+) -> SendResult:
+    """Store one delivery, drain its recipient, restart the loop when needed.
+
+    Broker refusals (`SenderNotActive`, `RecipientNotFound`, `NotSameFleet`, `DatabaseBusy`)
+    propagate before anything is typed.
+    """
+    from cafleet import broker
+
+    message = broker.send_message(
+        conn, from_member_id=from_member_id, to_member_id=to_member_id, text=text
+    )
+    notification_sent = False
+    if from_member_id != to_member_id:
+        # A self-send is born notified and runs no drain (runtime.md §4.5). For the Director or
+        # a paneless recipient the drain finds nothing pending and never touches tmux.
+        notified, tmux_usable = _drain_recipients(conn, settings, [to_member_id], warn)
+        notification_sent = (message.message_id, to_member_id) in notified
+        if tmux_usable and not signals.stop_requested():
+            fleet_id = _fleet_of(conn, to_member_id)
+            if fleet_id is not None:
+                _restart_loop_if_needed(conn, [fleet_id], warn)
+    return SendResult(message=message, notification_sent=notification_sent)
+
+
+def broadcast(
+    conn: Connection, settings: Settings, *, from_member_id: int, text: str, warn: Warn
+) -> BroadcastResult:
+    """Store the summary and one delivery per other active member, drain each recipient in id
+    order, restart the loop when needed."""
+    from cafleet import broker
+
+    result = broker.broadcast_message(conn, from_member_id=from_member_id, text=text)
+    recipients = sorted(d.owner_member_id for d in result.deliveries)
+    delivery_ids = {(d.message_id, d.owner_member_id) for d in result.deliveries}
+    notified: set[tuple[int, int]] = set()
+    if recipients:
+        notified, tmux_usable = _drain_recipients(conn, settings, recipients, warn)
+        if tmux_usable and not signals.stop_requested():
+            fleet_id = _fleet_of(conn, from_member_id)
+            if fleet_id is not None:
+                _restart_loop_if_needed(conn, [fleet_id], warn)
+    return BroadcastResult(
+        summary=result.summary,
+        recipients=len(result.deliveries),
+        notified=len(delivery_ids & notified),
+    )
+
+
+# --- the pieces ---------------------------------------------------------------------------------
+
+
+def _keep_going() -> bool:
+    """Keep attempting (and keep waiting for a lock) until a signal arrives."""
+    return not signals.stop_requested()
+
+
+def _drain_recipients(
+    conn: Connection, settings: Settings, recipients: Iterable[int], warn: Warn
+) -> tuple[set[tuple[int, int]], bool]:
+    """One recipient drain per id, in the order given, sharing one `attempted` set.
+
+    Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
+    Each failure is warned about as it happens.
+    """
+    from cafleet.delivery import drain_recipient, warning_line
+
+    attempted: set[int] = set()
+    notified: set[tuple[int, int]] = set()
+    tmux_usable = False
+    lock_timeout = float(min(settings.pane_lock_timeout, SEND_LOCK_CAP))
+    for recipient_id in recipients:
+        if signals.stop_requested():
+            break
+        report = drain_recipient(
+            conn,
+            recipient_id,
+            attempted=attempted,
+            lock_timeout=lock_timeout,
+            before_attempt=_keep_going,
+            keep_waiting=_keep_going,
+            max_text_len=settings.max_text_len,
+        )
+        for failure in report.failures:
+            warn(warning_line(failure))
+        notified.update(report.notified)
+        tmux_usable = tmux_usable or report.tmux_usable
+    return notified, tmux_usable
+
+
+def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:
+    """cli.md §1.11: after draining, start the loop of a fleet that still has a pending
+    notification when tmux was usable and the loop is not live. Failure only warns."""
+    from cafleet import broker
+    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+
+    for fleet_id in sorted(set(fleet_ids)):
+        if signals.stop_requested():
+            return
+        if broker.next_pending_notification(conn, fleet_id=fleet_id) is None:
+            continue
+        try:
+            ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
+        except StartAbandoned:
+            return
+        except MonitorStartError as exc:
+            warn(
+                f"Warning: monitor loop for fleet {fleet_id} is not running and could not be "
+                f"started: {exc.detail}; see {exc.log_path}"
+            )
+
+
+def _fleet_of(conn: Connection, member_id: int) -> int | None:
+    from cafleet import broker
+    from cafleet.broker.errors import MemberNotFound
+
+    try:
+        return broker.get_member(conn, member_id).fleet_id
+    except MemberNotFound:
+        return None
+
+
+__all__ = ["SEND_LOCK_CAP", "BroadcastResult", "SendResult", "broadcast", "send"]
