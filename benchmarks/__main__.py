@@ -14,7 +14,9 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import (
     concurrency,
@@ -24,6 +26,7 @@ from benchmarks import (
     startup,
     throughput,
     wait_latency,
+    webui,
 )
 
 FULL = {
@@ -55,6 +58,7 @@ TARGETS = [
     "0 errors and 0 lost with 16 concurrent writers",
     "message wait wake-up p50 <= 100 ms",
     "poll on 100k messages <= 5 ms of query time",
+    "GET /api/timeline on 100k messages: median server time <= 20 ms",
 ]
 
 
@@ -66,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     out = args.out or Path("benchmarks/results") / ("smoke.json" if args.smoke else "latest.json")
-    sections = {
+    sections: dict[str, tuple[Callable[[Path], dict[str, Any]], Callable[[Any], list[str]]]] = {
         "startup": (lambda t: startup.run(t, sizes["runs"]), startup.render),
         "throughput": (lambda t: throughput.run(t, sizes["sends"]), throughput.render),
         "concurrency": (
@@ -85,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
             send_paths.render,
         ),
+        "webui": (lambda t: webui.run(t, sizes["scale"], sizes["runs"]), webui.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

@@ -78,14 +78,6 @@ class DrainReport:
     tmux_usable = False
     stopped = False
 
-    def merge(self, other: DrainReport) -> None:
-        self.notified.extend(other.notified)
-        self.failures.extend(other.failures)
-        if other.not_attempted is not None and self.not_attempted is None:
-            self.not_attempted = other.not_attempted
-        self.tmux_usable = self.tmux_usable or other.tmux_usable
-        self.stopped = self.stopped or other.stopped
-
 
 LockTimeout = float | Callable[[], float]
 

@@ -125,9 +125,8 @@ def next_pending_notification(
 
 def recheck_pending(conn: Connection, *, message_id: int, pane_key: Sequence[str]) -> RecheckResult:
     """Under the pane lock: `pending` when the predicate still holds and the recipient's
-    placement key still equals `pane_key` (a `(backend, session, pane_id)` sequence or the mux
-    layer's `PaneKey`); `rebound` when it holds with another key;
-    `not_pending` otherwise."""
+    placement key still equals `pane_key` (a `PaneKey` or any `(backend, session, pane_id)`
+    sequence); `rebound` when it holds with another key; `not_pending` otherwise."""
     with tx.read(conn):
         row = conn.execute(_RECHECK, {"message_id": message_id}).mappings().first()
     if row is None:
@@ -147,17 +146,9 @@ def recheck_pending(conn: Connection, *, message_id: int, pane_key: Sequence[str
     director_key = (row["d_backend"], row["d_mux_session"], row["d_mux_pane_id"])
     if director_key[2] is not None and key == director_key:
         return "not_pending"
-    if key != _key_tuple(pane_key):
+    if key != tuple(pane_key):
         return "rebound"
     return "pending"
-
-
-def _key_tuple(pane_key: Any) -> tuple[str, str, str]:
-    """Accept a `(backend, session, pane_id)` sequence or the mux layer's `PaneKey` object."""
-    if hasattr(pane_key, "backend"):
-        return (pane_key.backend, pane_key.session, pane_key.pane_id)
-    backend, session, pane_id = pane_key
-    return (backend, session, pane_id)
 
 
 def stamp_notified(conn: Connection, *, message_id: int, now: datetime | None = None) -> bool:

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 
 from cafleet import signals
+from cafleet.config import locks_dir
 from cafleet.db import engine
-from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
+from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection
@@ -81,7 +83,7 @@ def script_location() -> Path:
 
 
 def setup_lock_path(path: str) -> str:
-    return os.path.join(os.path.dirname(path), "locks", "setup.lock")
+    return os.path.join(locks_dir(os.path.dirname(path)), "setup.lock")
 
 
 def _take_setup_lock(path: str) -> int:
@@ -105,7 +107,7 @@ def _take_setup_lock(path: str) -> int:
 # --- the driver --------------------------------------------------------------------------------
 
 
-class _Rollback(Exception):
+class _Rollback(CafleetError):
     """Raised inside tx.write to roll back; carries the outcome."""
 
     def __init__(self, result: str | None = None, failure: str | None = None) -> None:
@@ -115,8 +117,6 @@ class _Rollback(Exception):
 
 
 def _guard_text(d: Diagnosis) -> str:
-    from cafleet.cli.guard import guard_text
-
     return guard_text(d) or ""
 
 

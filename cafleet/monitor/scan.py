@@ -85,7 +85,7 @@ def capture_entries(
             backend = cache.get(placement.backend)
             if backend is None:
                 backend = get_backend(placement.backend)
-                backend.ensure_available()  # type: ignore[attr-defined]
+                backend.ensure_available()
                 cache[placement.backend] = backend
             content = backend.capture(pane_id, lines, ansi=ansi)  # type: ignore[attr-defined]
         except PaneGone:

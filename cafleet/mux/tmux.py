@@ -1,7 +1,7 @@
 """TmuxBackend (runtime.md §1.3–§1.10).
 
 Every call runs ``[tmux_bin, "-u", "-S", <socket>, <command>, <args...>]`` through one timed
-runner; no shell is involved. libtmux is imported only when ``server`` is first used.
+runner; no shell is involved. cafleet never imports libtmux (only the test harness uses it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from cafleet.mux import (
     MSG_NO_PANE_ID,
@@ -34,9 +34,6 @@ from cafleet.mux import (
     msg_unreachable,
 )
 from cafleet.text import window_capture
-
-if TYPE_CHECKING:
-    import libtmux
 
 log = logging.getLogger(__name__)
 
@@ -149,19 +146,8 @@ class TmuxBackend:
             tmux_bin = shutil.which("tmux", path=self._env.get("PATH"))
         self.tmux_bin: str | None = tmux_bin
         self.socket_path: str | None = socket_path_from(self._env.get("TMUX"))
-        self._server: libtmux.Server | None = None
 
     # ------------------------------------------------------------------ plumbing
-
-    @property
-    def server(self) -> libtmux.Server:
-        """A libtmux handle on the same server (imported lazily, never used for commands)."""
-        if self._server is None:
-            import libtmux
-
-            self._require_socket()
-            self._server = libtmux.Server(socket_path=self.socket_path, tmux_bin=self.tmux_bin)
-        return self._server
 
     def _require_bin(self) -> str:
         if not self.tmux_bin:
