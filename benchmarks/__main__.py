@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks import (
     concurrency,
+    drains,
     notify,
     scale,
     send_paths,
@@ -36,6 +37,8 @@ FULL = {
     "notify_runs": 7,
     "send_paths": 2000,
     "send_path_rounds": 3,
+    "drain_sizes": [1000, 5000],
+    "dead_panes": [1000, 5000],
 }
 SMOKE = {
     "runs": 1,
@@ -47,6 +50,8 @@ SMOKE = {
     "notify_runs": 1,
     "send_paths": 20,
     "send_path_rounds": 1,
+    "drain_sizes": [50],
+    "dead_panes": [20],
 }
 
 TARGETS = [
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, drains)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -84,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         "send_paths": (
             lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
             send_paths.render,
+        ),
+        "drains": (
+            lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
+            drains.render,
         ),
     }
     chosen = args.only or list(sections)
