@@ -128,29 +128,22 @@ def _drain_recipients(
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
     Warnings are printed as they happen.
     """
-    from cafleet.delivery import drain_recipient
+    from cafleet.delivery import drain_recipients
 
     settings = inv.settings
-    attempted: set[int] = set()
-    notified: set[tuple[int, int]] = set()
-    tmux_usable = False
-    lock_timeout = float(min(settings.pane_lock_timeout, SEND_LOCK_CAP))
-    for recipient_id in recipients:
-        if signals.stop_requested():
-            break
-        report = drain_recipient(
-            conn,
-            recipient_id,
-            attempted=attempted,
-            lock_timeout=lock_timeout,
-            before_attempt=_send_keep_going,
-            keep_waiting=_send_keep_going,
-            max_text_len=settings.max_text_len,
-        )
-        _print_failures(report)
-        notified.update(report.notified)
-        tmux_usable = tmux_usable or report.tmux_usable
-    return notified, tmux_usable
+    if signals.stop_requested():
+        return set(), False
+    report = drain_recipients(
+        conn,
+        list(recipients),
+        attempted=set(),
+        lock_timeout=float(min(settings.pane_lock_timeout, SEND_LOCK_CAP)),
+        before_attempt=_send_keep_going,
+        keep_waiting=_send_keep_going,
+        max_text_len=settings.max_text_len,
+        on_recipient=_print_failures,
+    )
+    return set(report.notified), report.tmux_usable
 
 
 def _data_version(conn: Connection) -> int:
