@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks import (
     concurrency,
+    drains,
     notify,
     scale,
     send_paths,
@@ -29,7 +30,7 @@ from benchmarks import (
     webui,
 )
 
-FULL = {
+FULL: dict[str, Any] = {
     "runs": 11,
     "sends": 5000,
     "procs": 16,
@@ -39,8 +40,10 @@ FULL = {
     "notify_runs": 7,
     "send_paths": 2000,
     "send_path_rounds": 3,
+    "drain_sizes": [1000, 5000],
+    "dead_panes": [1000, 5000],
 }
-SMOKE = {
+SMOKE: dict[str, Any] = {
     "runs": 1,
     "sends": 50,
     "procs": 2,
@@ -50,6 +53,8 @@ SMOKE = {
     "notify_runs": 1,
     "send_paths": 20,
     "send_path_rounds": 1,
+    "drain_sizes": [50],
+    "dead_panes": [20],
 }
 
 TARGETS = [
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -90,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             send_paths.render,
         ),
         "webui": (lambda t: webui.run(t, sizes["scale"], sizes["runs"]), webui.render),
+        "drains": (
+            lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
+            drains.render,
+        ),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

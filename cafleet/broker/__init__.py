@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.broker.notifications import (
         next_pending_notification,
+        oldest_pending_by_recipient,
         recheck_pending,
         stamp_notified,
     )
@@ -121,6 +122,7 @@ _HOMES: dict[str, str] = {
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
     "next_pending_notification": "notifications",
+    "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
 }
@@ -178,6 +180,7 @@ __all__ = [
     "member_names",
     "member_roster",
     "next_pending_notification",
+    "oldest_pending_by_recipient",
     "pane_shared_with",
     "poll_inbox",
     "recheck_pending",

@@ -235,9 +235,29 @@ def _run(path: str, target: str) -> str:
         os.close(lock_fd)  # releases the setup lock, after the connection is closed
 
 
+def stray_companions_text(path: str) -> str | None:
+    """The refusal for an absent `path` with a `-wal` or `-shm` beside it (issue 8), else None.
+
+    SQLite would adopt such a `-wal` as the new file's log, or delete it, and it may hold
+    another database's committed frames; so setup creates nothing next to one."""
+    stray = [path + suffix for suffix in ("-wal", "-shm") if os.path.lexists(path + suffix)]
+    if not stray:
+        return None
+    names = " and ".join(stray)
+    verb, pronoun, obj = ("exist", "they", "them") if len(stray) > 1 else ("exists", "it", "it")
+    return (
+        f"{path} does not exist but {names} {verb} beside it; {pronoun} may hold another "
+        f"database's data, so cafleet will not create a database next to {obj}: restore "
+        f"{path}, or move {names} away, then run 'cafleet setup' again"
+    )
+
+
 def _run_locked(path: str, target: str) -> str:
     absent = not os.path.exists(path)
     if absent:
+        stray = stray_companions_text(path)
+        if stray is not None:
+            raise SetupFailed(stray)
         script_location()  # fail before creating anything when the scripts are missing
     conn = _open(path, "rwc" if absent else "rw")
     use_file = False  # True once cafleet wrote to the file: a plain close is then ordinary
