@@ -34,7 +34,9 @@ class _Backend:
         return self.live
 
 
-def _fill(conn: Any, members: int, *, session: str, window: str, director_pane: str) -> dict[str, Any]:
+def _fill(
+    conn: Any, members: int, *, session: str, window: str, director_pane: str
+) -> dict[str, Any]:
     """A fleet with `members` placed members on panes that do not exist, in one transaction
     (register_member would commit twice per member), then one broadcast from the Director."""
     from benchmarks.common import FakePane
