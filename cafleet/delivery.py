@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cafleet.errors import error_text
-
 if TYPE_CHECKING:
     from sqlalchemy import Connection
+
+    from cafleet.keystrokes import RecheckState
 
 EM_DASH = "\u2014"  # —
 
@@ -164,6 +164,14 @@ class _Attempt:
     stop: bool = False  # abandoned lock wait: end the drain, not a failure
 
 
+# broker.recheck_pending's answer in the typing path's terms.
+_RECHECKED: dict[str, RecheckState] = {
+    "pending": "pending",
+    "not_pending": "stale",
+    "rebound": "changed",
+}
+
+
 def _attempt(
     conn: Connection,
     pending: Any,
@@ -185,7 +193,7 @@ def _attempt(
         return _Attempt(failure=DrainFailure(message.message_id, recipient_id, pane_id, reason))
 
     # 3. Backend.
-    from cafleet.mux import MultiplexerError, PaneGone, PaneKey
+    from cafleet.mux import MultiplexerError, PaneKey
 
     try:
         backend = backends.get(placement.backend)
@@ -193,70 +201,37 @@ def _attempt(
         return fail(str(exc))
     report.tmux_usable = True
 
-    # 4. Lock.
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, pane_input_lock
+    # 4.-9. Lock, recheck, probe, type, stamp (False: ACKed meanwhile, counts), release.
+    from cafleet.keystrokes import type_into_pane
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
-    try:
-        lock = pane_input_lock(
-            _db_dir(conn),
-            key,
-            timeout=_resolve_timeout(lock_timeout),
-            purpose=f"notify msg {message.message_id}",
-            keep_waiting=keep_waiting,
-        )
-        lock.__enter__()
-    except PaneLockAbandoned:
-        return _Attempt(stop=True)
-    except PaneLockTimeout:
-        return fail(f"pane {pane_id} is receiving another keystroke")
-    try:
-        # 5. Recheck under the lock.
-        state = broker.recheck_pending(conn, message_id=message.message_id, pane_key=key)
-        if state == "not_pending":
-            return _Attempt()
-        if state == "rebound":
-            return fail("placement changed during delivery")
-
-        # 6. Probe.
-        try:
-            status = backend.pane_status(pane_id)
-        except PaneGone:
-            return fail(f"typing into pane {pane_id} failed: pane not found")
-        except MultiplexerError as exc:
-            return fail(f"typing into pane {pane_id} failed: {exc}")
-        if status.mode:
-            return fail(f"typing into pane {pane_id} failed: pane is in {status.mode}")
-        if status.dead:
-            return fail(f"typing into pane {pane_id} failed: pane has exited")
-
-        # 7. Type.
-        line = notification_line(
+    outcome = type_into_pane(
+        key,
+        lambda: notification_line(
             message_id=message.message_id,
             sender_name=pending.sender_name,
             from_member_id=message.from_member_id,
             body=message.text,
             max_text_len=max_text_len,
-        )
-        try:
-            backend.type_line(pane_id, line)
-        except PaneGone:
-            return fail(f"typing into pane {pane_id} failed: pane not found")
-        except MultiplexerError as exc:
-            return fail(f"typing into pane {pane_id} failed: {exc}")
-
-        # 8. Stamp, still under the lock. False (ACKed meanwhile) counts as notified.
-        try:
-            broker.stamp_notified(conn, message_id=message.message_id)
-        except Exception as exc:  # any database error: the line was typed but not recorded
-            return fail(
-                f"typed into pane {pane_id} but could not record it: {error_text(exc)}; "
-                "it may be typed again"
-            )
+        ),
+        backend=lambda: backend,
+        db_dir=_db_dir(conn),
+        purpose=f"notify msg {message.message_id}",
+        lock_timeout=_resolve_timeout(lock_timeout),
+        keep_waiting=keep_waiting,
+        recheck=lambda: _RECHECKED[
+            broker.recheck_pending(conn, message_id=message.message_id, pane_key=key)
+        ],
+        record=lambda: broker.stamp_notified(conn, message_id=message.message_id),
+    )
+    if outcome.kind == "typed":
         return _Attempt(notified=True)
-    finally:
-        # 9. Release.
-        lock.__exit__(None, None, None)
+    if outcome.kind == "abandoned":
+        return _Attempt(stop=True)
+    if outcome.kind == "stale":
+        return _Attempt()
+    assert outcome.reason is not None
+    return fail(outcome.reason)
 
 
 def _drain_one_recipient(

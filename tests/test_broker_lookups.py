@@ -9,7 +9,8 @@ from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.broker.errors import FleetNotFound, MemberNotFound
-from tests.broker_helpers import FakePane, add_member, make_fleet, raw_connect
+from tests.broker_helpers import raw_connect
+from tests.factories import FakePane, add_member, make_fleet
 
 
 def test_get_active_member_refuses_unknown_and_deregistered_ids(conn: Connection) -> None:

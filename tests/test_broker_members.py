@@ -25,7 +25,8 @@ from cafleet.broker.members import _insert_member
 from cafleet.db import tx
 from cafleet.db.engine import close_connection
 from cafleet.records import PlacementSpec, member_card
-from tests.broker_helpers import add_member, make_fleet, raw_connect, table_counts, ts
+from tests.broker_helpers import raw_connect, table_counts, ts
+from tests.factories import add_member, make_fleet
 
 
 @pytest.fixture
@@ -507,3 +508,21 @@ def test_same_pane_key_maps_to_same_lock_file(conn: Connection, head_db: Path) -
     # the same key read back through the fleet placements
     got = {PaneKey(*p.pane_key) for p in broker.fleet_placements(conn, fid)}  # type: ignore[misc]
     assert got >= set(keys.values())
+
+
+def test_pane_shared_with_names_the_lowest_other_active_member_on_the_key(
+    conn: Connection,
+) -> None:
+    boot = make_fleet(conn)
+    fid = boot.fleet.fleet_id
+    a = add_member(conn, fid, name="a", pane_id="%60")
+    b = add_member(conn, fid, name="b", pane_id="%60")
+    c = add_member(conn, fid, name="c", pane_id="%60")
+    alone = add_member(conn, fid, name="alone", pane_id="%61")
+    assert a.placement and b.placement and c.placement and alone.placement
+    assert broker.pane_shared_with(conn, a.placement) == b.member_id
+    assert broker.pane_shared_with(conn, c.placement) == a.member_id
+    assert broker.pane_shared_with(conn, alone.placement) is None
+    broker.deregister_member(conn, member_id=a.member_id)
+    broker.deregister_member(conn, member_id=b.member_id)
+    assert broker.pane_shared_with(conn, c.placement) is None  # deregistered members do not count

@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import event
 
 from cafleet.mux import PaneStatus
-from tests.delivery_helpers import build_world, connect, sql_write, warning
+from tests.delivery_helpers import sql_write, warning
+from tests.factories import build_world, connect
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
 from tests.test_delivery_send import occupy_loop_slot

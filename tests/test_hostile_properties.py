@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.delivery_helpers import Pane, build_world, connect
+from tests.factories import FakePane, build_world, connect
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
 from tests.hostile import (
@@ -101,8 +101,8 @@ def test_member_create_spawns_exactly_what_was_asked(
     with connect(db_path) as conn:
         boot = broker.create_fleet(
             conn, name="hostile", backend="tmux", coding_agent="claude",
-            director_pane=Pane(h.session_name, h.window_id, h.director_pane),
-            spawn_monitor=lambda _f, _d, _m: Pane(h.session_name, h.window_id, "%99999"),
+            director_pane=FakePane(h.session_name, h.window_id, h.director_pane),
+            spawn_monitor=lambda _f, _d, _m: FakePane(h.session_name, h.window_id, "%99999"),
         )  # fmt: skip
     model_arg = f"{model}/{model_id}" if agent == "opencode" else model
     template = _template(prompt, placeholder)

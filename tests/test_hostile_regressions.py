@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from cafleet.mux.tmux_args import chunk_utf8
-from tests.delivery_helpers import build_world, connect, expected_line, record_of, send_json
+from tests.delivery_helpers import expected_line, record_of, send_json
+from tests.factories import build_world, connect
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
 from tests.hostile import HOME_PWNED, no_pwned, server_state

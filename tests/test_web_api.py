@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import snapshot
-from tests.delivery_helpers import World, build_world, connect, rows, sql_write
+from tests.delivery_helpers import rows, sql_write
+from tests.factories import World, build_world, connect
 from tests.web_helpers import client, fleet_headers, insert_messages, make_app, unchanged
 
 TS = "2026-01-01T00:00:%02d.000000+00:00"

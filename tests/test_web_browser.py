@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.delivery_helpers import build_world, connect, expected_line, rows
+from tests.delivery_helpers import expected_line, rows
+from tests.factories import build_world, connect
 from tests.fleet_helpers import start_loop, stop_loop
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.delivery_helpers import World, build_world, connect, sql_write
+from tests.delivery_helpers import sql_write
+from tests.factories import World, build_world, connect
 from tests.web_helpers import client, make_app
 
 pytest.importorskip("schemathesis")  # the test extra installs it; CI always has it

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.cli_helpers import assert_unchanged, call_run, snapshot
-from tests.delivery_helpers import World, build_world, rows
+from tests.delivery_helpers import rows
+from tests.factories import World, build_world
 from tests.web_helpers import client, fleet_headers, http, make_app, start_server, unchanged
 
 SEND = "/api/messages/send"

@@ -85,6 +85,13 @@ _ACTIVE_MONITOR_MEMBER = text(
     f"(SELECT member_id FROM members WHERE fleet_id = :fleet_id AND {ACTIVE_MONITOR_PREDICATE})"
 )
 _FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
+_PANE_SHARED_WITH = text(
+    "SELECT p.member_id FROM member_placements AS p "
+    "JOIN members AS m ON m.member_id = p.member_id "
+    "WHERE p.backend = :backend AND p.mux_session = :session "
+    "AND p.mux_pane_id = :pane AND p.member_id <> :member_id "
+    "AND m.status = 'active' ORDER BY p.member_id LIMIT 1"
+)
 
 # Activity: each correlated subquery is one seek to the end of a range of its covering index
 # (storage.md §7.8, §2.7), so its cost does not grow with the member's history.
@@ -279,6 +286,23 @@ def get_active_monitor(conn: Connection, fleet_id: int) -> Member | None:
     with tx.read(conn):
         row = conn.execute(_ACTIVE_MONITOR_MEMBER, {"fleet_id": fleet_id}).mappings().first()
     return None if row is None else member_from_row(row)
+
+
+def pane_shared_with(conn: Connection, placement: Placement) -> int | None:
+    """Another active member whose placement names the same pane key as the concrete
+    ``placement`` (the lowest such id), or None."""
+    assert placement.mux_pane_id is not None
+    with tx.read(conn):
+        row = conn.execute(
+            _PANE_SHARED_WITH,
+            {
+                "backend": placement.backend,
+                "session": placement.mux_session,
+                "pane": placement.mux_pane_id,
+                "member_id": placement.member_id,
+            },
+        ).first()
+    return None if row is None else int(row[0])
 
 
 def idle_seconds(

@@ -137,11 +137,6 @@ def usage_error(message: str) -> NoReturn:
     raise click.UsageError(message, click.get_current_context(silent=True))
 
 
-def lock_busy_message(member_id: int) -> str:
-    """cli.md §1.11's pane-lock message."""
-    return f"member {member_id}'s pane is receiving another keystroke; retry in a few seconds"
-
-
 class CafleetCommand(click.Command):
     """Every cafleet command: cafleet exceptions raised by the body become `Error: <text>`.
 
@@ -160,4 +155,22 @@ class CafleetCommand(click.Command):
 
             if isinstance(exc, Interrupted) or not is_user_facing(exc):
                 raise
+            _workflow_error(exc, ctx)
             raise to_click_error(exc) from exc
+
+
+def _workflow_error(exc: Exception, ctx: click.Context) -> None:
+    """The workflow errors Click cannot say by itself: a usage problem (exit 2) and a
+    compensated failure (its primary error, then every cleanup line)."""
+    from cafleet.workflows.spawning import CompensatedError, WorkflowUsageError
+
+    if isinstance(exc, WorkflowUsageError):
+        raise click.UsageError(str(exc), ctx) from exc
+    if isinstance(exc, CompensatedError):
+        from cafleet.output import err
+
+        if exc.primary is not None:
+            err(f"Error: {exc.primary}")
+        for line in exc.cleanup:
+            err(line)
+        raise click.exceptions.Exit(1) from exc

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from cafleet.cli.app import fleet_group
-from cafleet.cli.context import fail, invocation, lock_busy_message
+from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
 from cafleet.output import (
     cell,
@@ -21,7 +19,7 @@ from cafleet.output import (
 )
 
 if TYPE_CHECKING:
-    from cafleet.records import FleetSummary, PaneKey, Placement
+    from cafleet.records import FleetSummary
 
 SHOW_LABEL_WIDTH = 12
 FLEET_ID_HELP = "Fleet ID."
@@ -91,39 +89,6 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
 # --- fleet delete --------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _fleet_pane_locks(
-    db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
-) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
-    """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
-    most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
-    callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
-    released on exit. A busy lock fails with §1.11's message naming that placement's member.
-    """
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
-
-    owners: dict[PaneKey, int] = {}
-    for placement in placements:
-        if placement.pane_key is not None:
-            owners.setdefault(placement.pane_key, placement.member_id)
-    try:
-        held = acquire_pane_locks(
-            db_dir,
-            owners,
-            timeout=timeout,
-            purpose=f"fleet delete {fleet_id}",
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout as exc:
-        fail(lock_busy_message(owners[exc.key]))
-    with held:
-        yield set(held.keys), held.try_add
-
-
 @fleet_group.command(
     "delete",
     help=(
@@ -136,21 +101,9 @@ def _fleet_pane_locks(
 def fleet_delete(fleet_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet import signals
-    from cafleet.broker.errors import PlacementsChanged
-    from cafleet.broker.fleets import delete_fleet, fleet_placements, get_fleet
+    from cafleet.workflows import fleets
 
-    get_fleet(conn, fleet_id)  # unknown: `fleet '<id>' not found.`
-    placements = fleet_placements(conn, fleet_id)
-    with _fleet_pane_locks(inv.db_dir, fleet_id, placements, inv.settings.pane_lock_timeout) as (
-        locked,
-        try_lock,
-    ):
-        signals.check()
-        try:
-            count = delete_fleet(conn, fleet_id=fleet_id, locked_panes=locked, try_lock=try_lock)
-        except PlacementsChanged as exc:
-            fail(lock_busy_message(exc.member_id))
+    count = fleets.delete(conn, inv.settings, fleet_id).deregistered_count
     if as_json:
         out_json({"fleet_id": fleet_id, "deregistered_count": count})
     else:

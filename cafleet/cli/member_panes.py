@@ -1,22 +1,20 @@
 """The member commands that touch panes (cli.md §2.7, §2.10–§2.13):
 `member create`, `member delete`, `member capture`, `member prompt`, `member ping`.
 
-libtmux is never imported here; the tmux backend only runs tmux through its timed runner, and
-`member delete` of a pending or placementless member never builds a backend at all.
+Each parses, runs one workflow of `cafleet.workflows.members` and renders its result.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import os
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any
 
 import click
 
 from cafleet.cli.app import member_group
-from cafleet.cli.context import fail, invocation, lock_busy_message
+from cafleet.cli.context import invocation
 from cafleet.cli.params import (
+    agent_choice,
     body_argument,
     check_body_choice,
     description_option,
@@ -27,98 +25,10 @@ from cafleet.cli.params import (
     name_option,
     read_body,
 )
-from cafleet.cli.spawn_common import (
-    AGENT_CHOICE,
-    MSG_KILL_FAILED,
-    Cleanup,
-    fail_with_cleanup,
-    outcome_unknown,
-    spawn_env,
-    spawn_plan,
-    unconfirmed_detail,
-    validate_agent_options,
-)
-from cafleet.errors import error_text
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
-if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
-    from cafleet.records import Member, PaneKey, Placement
-
 MEMBER_ID_HELP = "Member ID."
-PING_LINE = (
-    "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
-    "resume your work if something was still running."
-)
 LINES_RANGE = click.IntRange(1, 100000)
-
-
-# --- shared lookups ------------------------------------------------------------------------------
-
-
-def _active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `Member <id> not found` for an unknown or deregistered id."""
-    from cafleet.workflows.panes import active_member
-
-    return active_member(conn, member_id)
-
-
-def _concrete_placement(member: Member, what: str) -> Placement:
-    """The capture/prompt placement checks; `what` ends the pending message."""
-    from cafleet.workflows.panes import concrete_placement
-
-    return concrete_placement(member, what)
-
-
-def _refuse_director(conn: Connection, member: Member) -> None:
-    """cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
-    refusal = f"cafleet never types into the root Director's pane (member {member.member_id})"
-    if member.kind == "director":
-        fail(refusal)
-    key = member.placement.pane_key if member.placement is not None else None
-    if key is None:
-        return
-    from cafleet.broker.fleets import director_placement
-
-    director = director_placement(conn, member.fleet_id)
-    if director is not None and key == director.pane_key:
-        fail(refusal)
-
-
-def _backend(name: str) -> Any:
-    """The placement's backend, available, or `Error: <tmux message>`."""
-    from cafleet.workflows.panes import backend_for
-
-    return backend_for(name)
-
-
-def _pane_key(placement: Placement) -> PaneKey:
-    key = placement.pane_key
-    assert key is not None
-    return key
-
-
-def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> Any:
-    """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
-    `lock_busy_message` (exit 1), an abandoned wait re-checks for a signal and re-raises."""
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
-
-    signals.check()
-    try:
-        return acquire_pane_lock(
-            inv.db_dir,
-            _pane_key(placement),
-            timeout=inv.settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        fail(lock_busy_message(member_id))
 
 
 # --- member create -------------------------------------------------------------------------------
@@ -136,7 +46,7 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
 @description_option("One-sentence purpose of the member.")
 @click.option(
     "--coding-agent",
-    type=AGENT_CHOICE,
+    type=agent_choice(),
     default=None,
     help="Coding agent to run (default: the root Director placement's agent).",
 )
@@ -167,213 +77,33 @@ def member_create(
     file: str | None,
     as_json: bool,
 ) -> None:
-    from cafleet import signals
-
     check_body_choice(prompt, file, "PROMPT")
-    # 1. Settings and guard.
     inv = invocation()
     conn = inv.connection()
+    from cafleet.workflows import members
 
-    from cafleet.broker.errors import (
-        FleetDeleted,
-        MonitorSlotTaken,
-        NoActiveMonitor,
-        RootDirectorInactive,
-    )
-    from cafleet.broker.fleets import get_fleet
-    from cafleet.broker.members import get_active_monitor, get_member
-
-    # 2. The fleet and its Director.
-    fleet = get_fleet(conn, fleet_id)
-    if fleet.deleted_at is not None:
-        raise FleetDeleted(fleet_id)
-    director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
-    if director is None or not director.is_active:
-        raise RootDirectorInactive(fleet_id, fleet.director_member_id)
-
-    # 3. The monitor slot (re-checked at registration).
-    monitor = get_active_monitor(conn, fleet_id=fleet_id)
-    if role == "monitor" and monitor is not None:
-        raise MonitorSlotTaken(fleet_id, monitor.member_id)
-    if role is None and monitor is None:
-        raise NoActiveMonitor(fleet_id)
-
-    # 4. The agent.
-    director_placement = director.placement
-    if coding_agent is None:
-        if director_placement is None:
-            fail(
-                "cannot resolve the member's coding agent: the root Director (member "
-                f"{director.member_id}) has no placement; re-run with --coding-agent"
-            )
-        coding_agent = director_placement.coding_agent
-
-    # 5. Model, effort, prompt, availability.
-    agent = validate_agent_options(
-        coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
-    )
-    template = read_body(prompt, file)
-    plan = spawn_plan(agent, template, model, effort)
-
-    # 6. tmux, and a concrete pane to split from.
-    from cafleet.mux import MultiplexerError, tmux_backend
-
-    backend = tmux_backend()
-    try:
-        backend.ensure_available()
-    except MultiplexerError as exc:
-        fail(str(exc))
-    if director_placement is None or director_placement.mux_pane_id is None:
-        fail(f"the root Director of fleet {fleet_id} has no pane to split from")
-
-    # Safe point: nothing written yet.
-    signals.check()
-
-    # 7. Register with a pending placement.
-    from cafleet.broker.members import deregister_member, register_member
-    from cafleet.records import PlacementSpec
-
-    try:
-        member = register_member(
-            conn,
-            fleet_id=fleet_id,
-            name=name,
-            description=description,
-            role="monitor" if role == "monitor" else "member",
-            placement=PlacementSpec(
-                mux_session=director_placement.mux_session,
-                mux_window_id=director_placement.mux_window_id,
-                coding_agent=coding_agent,
-                backend="tmux",
-            ),
-            require_monitor=True,
-        )
-    except (MonitorSlotTaken, NoActiveMonitor) as exc:
-        fail(str(exc))
-    except Exception as exc:
-        fail(f"register failed: {error_text(exc)}")
-    member_id = member.member_id
-
-    def deregister(cleanup: Cleanup, *, only_if_active: bool = False) -> None:
-        def action() -> None:
-            if only_if_active:
-                current = get_member(conn, member_id)
-                if not current.is_active:
-                    return
-            deregister_member(conn, member_id=member_id)
-
-        cleanup.step(f"member {member_id}", action)
-
-    # Safe point after the commit, before the spawn: deregister.
-    if signals.stop_requested():
-        cleanup = Cleanup()
-        deregister(cleanup)
-        fail_with_cleanup(None, cleanup)
-
-    # 8. Render and spawn.
-    from cafleet.agents.prompt import render_template
-
-    rendered = render_template(
-        plan.template,
+    created = members.create(
+        conn,
+        inv.settings,
         fleet_id=fleet_id,
-        member_id=member_id,
-        director_member_id=director.member_id,
+        name=name,
+        description=description,
         coding_agent=coding_agent,
+        model=model,
+        effort=effort,
+        role="monitor" if role == "monitor" else None,
+        prompt=lambda: read_body(prompt, file),
     )
-    argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=inv.db_dir)
-    try:
-        pane_id = backend.split_window(
-            window_id=director_placement.mux_window_id,
-            argv=argv,
-            cwd=os.getcwd(),
-            env=spawn_env(),
-        )
-    except MultiplexerError as exc:
-        cleanup = Cleanup()
-        if outcome_unknown(exc):
-            cleanup.add(
-                f"pane cleanup unconfirmed: {unconfirmed_detail(director_placement.mux_window_id)}"
-            )
-        deregister(cleanup)
-        fail_with_cleanup(str(exc), cleanup)
-
-    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
-        cleanup = Cleanup()
-        cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
-        deregister(cleanup, only_if_active=only_if_active)
-        fail_with_cleanup(primary, cleanup)
-
-    # Safe point after the spawn, before the patch.
-    if signals.stop_requested():
-        kill_and_deregister(None)
-
-    # 9. Patch the pane id under the new pane's lock.
-    from cafleet.broker.errors import PlacementVanished
-    from cafleet.broker.members import set_placement_pane
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
-    from cafleet.records import PaneKey
-
-    key = PaneKey("tmux", director_placement.mux_session, pane_id)
-    try:
-        lock = acquire_pane_lock(
-            inv.db_dir,
-            key,
-            timeout=inv.settings.pane_lock_timeout,
-            purpose=f"placement patch member {member_id}",
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        kill_and_deregister(None)
-    except PaneLockTimeout:
-        kill_and_deregister(
-            f"placement update failed: pane {pane_id} is receiving another keystroke"
-        )
-    try:
-        placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
-    except PlacementVanished as exc:
-        lock.release()
-        kill_and_deregister(str(exc), only_if_active=True)
-    except Exception as exc:
-        lock.release()
-        kill_and_deregister(f"placement update failed: {error_text(exc)}")
-    lock.release()
-
-    # 10. Print.
-    member = dataclasses.replace(member, placement=placement)
     if as_json:
-        out_json(member_dict(member))
+        out_json(member_dict(created.member))
     else:
-        out(f"{member_id} {cell(name)} agent={coding_agent} pane={pane_id}")
+        out(
+            f"{created.member.member_id} {cell(name)} agent={created.coding_agent} "
+            f"pane={created.pane_id}"
+        )
 
 
 # --- member delete -------------------------------------------------------------------------------
-
-
-def _pane_shared_with(conn: Connection, member: Member) -> int | None:
-    """Another active member whose placement names the same pane key, or None."""
-    from sqlalchemy import text
-
-    from cafleet.db import tx
-
-    placement = member.placement
-    assert placement is not None and placement.mux_pane_id is not None
-    with tx.read(conn):
-        row = conn.execute(
-            text(
-                "SELECT p.member_id FROM member_placements AS p "
-                "JOIN members AS m ON m.member_id = p.member_id "
-                "WHERE p.backend = :backend AND p.mux_session = :session "
-                "AND p.mux_pane_id = :pane AND p.member_id <> :member_id "
-                "AND m.status = 'active' ORDER BY p.member_id LIMIT 1"
-            ),
-            {
-                "backend": placement.backend,
-                "session": placement.mux_session,
-                "pane": placement.mux_pane_id,
-                "member_id": member.member_id,
-            },
-        ).first()
-    return None if row is None else int(row[0])
 
 
 @member_group.command(
@@ -384,46 +114,12 @@ def _pane_shared_with(conn: Connection, member: Member) -> int | None:
 @id_argument("member_id", MEMBER_ID_HELP)
 @json_option
 def member_delete(member_id: int, as_json: bool) -> None:
-    from cafleet import signals
-    from cafleet.broker.errors import CannotDeregisterRootDirector
-    from cafleet.broker.members import deregister_member
-
     inv = invocation()
     conn = inv.connection()
-    member = _active_member(conn, member_id)
-    if member.kind == "director":
-        raise CannotDeregisterRootDirector(member_id)
+    from cafleet.workflows import members
 
-    placement = member.placement
-    if placement is None or placement.mux_pane_id is None:
-        signals.check()
-        deregister_member(conn, member_id=member_id)
-        status = "no_placement" if placement is None else "pending"
-        _print_delete(member_id, None, status, None, as_json)
-        return
-
-    pane_id = placement.mux_pane_id
-    backend = _backend(placement.backend)
-    from cafleet.mux import MultiplexerError
-
-    lock = _lock_pane(inv, placement, member_id, f"member delete {member_id}")
-    with lock:
-        # Re-read under the lock: the member may have changed while we waited.
-        member = _active_member(conn, member_id)
-        placement = member.placement
-        if placement is None or placement.mux_pane_id != pane_id:
-            fail(lock_busy_message(member_id))
-        shared = _pane_shared_with(conn, member)
-        if shared is not None:
-            status, other = "shared", shared
-        else:
-            try:
-                killed = backend.kill_pane(pane_id, ignore_missing=True)
-            except MultiplexerError as exc:
-                fail(MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc)))
-            status, other = ("killed" if killed else "already_gone"), None
-        deregister_member(conn, member_id=member_id)
-    _print_delete(member_id, pane_id, status, other, as_json)
+    deleted = members.delete(conn, inv.settings, member_id)
+    _print_delete(member_id, deleted.pane_id, deleted.pane_status, deleted.shared_with, as_json)
 
 
 def _print_delete(
@@ -493,7 +189,7 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
     if value is None:
         return value
 
-    def bad(message: str) -> NoReturn:
+    def bad(message: str) -> Any:
         raise click.UsageError(message, ctx)
 
     if "\n" in value or "\r" in value:
@@ -509,19 +205,6 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
     return value.strip()
 
 
-def _type_checked(backend: Any, pane_id: str, line: str) -> None:
-    """Probe, then type; failures read `typing into pane <pane_id> failed: <detail>`."""
-    from cafleet.mux import MultiplexerError, probe_for_typing
-
-    problem = probe_for_typing(backend, pane_id)
-    if problem is not None:
-        fail(f"typing into pane {pane_id} failed: {problem}")
-    try:
-        backend.type_line(pane_id, line)
-    except MultiplexerError as exc:
-        fail(f"typing into pane {pane_id} failed: {exc}")
-
-
 @member_group.command(
     "prompt",
     short_help="Type one line into a member's pane.",
@@ -535,22 +218,16 @@ def _type_checked(backend: Any, pane_id: str, line: str) -> None:
 )
 @json_option
 def member_prompt(member_id: int, text: str, as_json: bool) -> None:
-
     inv = invocation()
     conn = inv.connection()
-    member = _active_member(conn, member_id)
-    placement = _concrete_placement(member, "nothing to prompt")
-    _refuse_director(conn, member)
-    pane_id = placement.mux_pane_id
-    assert pane_id is not None
-    backend = _backend(placement.backend)
-    lock = _lock_pane(inv, placement, member_id, f"prompt member {member_id}")
-    with lock:
-        _type_checked(backend, pane_id, text)
+    from cafleet.workflows import members
+
+    prompted = members.prompt(conn, inv.settings, member_id, text)
+    pane_id = prompted.pane_id
     if as_json:
         out_json({"member_id": member_id, "pane_id": pane_id, "text": text})
     else:
-        out(f"Sent prompt to member {cell(member.name)} ({member_id}, pane {pane_id}).")
+        out(f"Sent prompt to member {cell(prompted.member.name)} ({member_id}, pane {pane_id}).")
 
 
 # --- member ping ---------------------------------------------------------------------------------
@@ -566,47 +243,27 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
 def member_ping(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    member = _active_member(conn, member_id)
-    placement = member.placement
-    if placement is None:
-        fail(
-            f"member {member_id} has no placement row; it was not spawned via "
-            "'cafleet member create'"
-        )
-    _refuse_director(conn, member)
-    name = cell(member.name)
-    if placement.mux_pane_id is None:
-        if as_json:
-            out_json(
-                {
-                    "member_id": member_id,
-                    "pane_id": None,
-                    "skipped": True,
-                    "reason": "pending_placement",
-                }
-            )
-        else:
-            out(f"Member {name} ({member_id}) has no pane yet (pending placement); ping skipped.")
-        return
-    pane_id = placement.mux_pane_id
-    backend = _backend(placement.backend)
-    from cafleet.mux.locks import try_pane_lock
+    from cafleet.workflows import members
 
-    lock = try_pane_lock(inv.db_dir, _pane_key(placement), purpose=f"ping member {member_id}")
-    if lock is None:
-        if as_json:
-            out_json(
-                {"member_id": member_id, "pane_id": pane_id, "skipped": True, "reason": "busy"}
-            )
-        else:
-            out(
-                f"Member {name} ({member_id}, pane {pane_id}) is receiving another keystroke; "
-                "ping skipped."
-            )
-        return
-    with lock:
-        _type_checked(backend, pane_id, PING_LINE.format(member_id=member_id))
+    pinged = members.ping(conn, inv.settings, member_id)
+    pane_id = pinged.pane_id
     if as_json:
-        out_json({"member_id": member_id, "pane_id": pane_id, "skipped": False, "reason": None})
+        out_json(
+            {
+                "member_id": member_id,
+                "pane_id": pane_id,
+                "skipped": pinged.skipped,
+                "reason": pinged.reason,
+            }
+        )
+        return
+    name = cell(pinged.member.name)
+    if pinged.reason == "pending_placement":
+        out(f"Member {name} ({member_id}) has no pane yet (pending placement); ping skipped.")
+    elif pinged.reason == "busy":
+        out(
+            f"Member {name} ({member_id}, pane {pane_id}) is receiving another keystroke; "
+            "ping skipped."
+        )
     else:
         out(f"Pinged member {name} ({member_id}, pane {pane_id}).")

@@ -2,15 +2,14 @@
 
 send and broadcast run `cafleet.workflows.messaging` (store, drain the recipients' pane
 notifications, restart the fleet's monitor loop when notifications are still pending) and render
-its result. wait blocks on the member's inbox while draining the fleet; stream emits the inbox as
-JSON lines and writes nothing. The delivery and mux layers are imported only when a drain runs
-(cli.md §1.8).
+its result. wait and stream run `cafleet.workflows.inbox` (wait blocks on the member's inbox while
+draining the fleet; stream emits the inbox as JSON lines and writes nothing) and render what it
+returns or yields. The delivery and mux layers are imported only when a drain runs (cli.md §1.8).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,17 +39,10 @@ from cafleet.output import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    pass
 
-    from cafleet.delivery import DrainReport
-    from cafleet.records import Message
 
-WAIT_CYCLE = 0.05  # message wait polls PRAGMA data_version every 50 ms (cli.md §2.19)
-WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
-STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (cli.md §2.20)
-SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (cli.md §1.4)
 MAX_TIMEOUT = 86400
-DEADLINE_GRACE = 0.2  # a deadline-bounded lock wait is abandoned (not failed) at the deadline
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -74,57 +66,6 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
         callback=_timeout_callback,
         help=help,
     )
-
-
-def _print_failures(report: DrainReport) -> None:
-    from cafleet.delivery import warning_line
-
-    for failure in report.failures:
-        err(warning_line(failure))
-
-
-def _data_version(conn: Connection) -> int:
-    """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
-    whenever another connection commits."""
-    from cafleet.db.engine import raw
-
-    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
-
-
-def _member_active(conn: Connection, member_id: int) -> bool:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
-    try:
-        return broker.get_member(conn, member_id).is_active
-    except MemberNotFound:
-        return False
-
-
-def _check_schema(conn: Connection) -> None:
-    """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed; a file that is no
-    longer current stops the command with the guard's message (exit 1). The invocation then
-    closes the refused connection the guarded way (storage.md §5.5)."""
-    from cafleet.cli.guard import GuardRefused, recheck_schema
-
-    try:
-        recheck_schema(conn)
-    except GuardRefused as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _sleep_until(moment: float) -> None:
-    """Sleep until the monotonic ``moment`` in short steps, stopping early on a signal."""
-    while not signals.stop_requested():
-        left = moment - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(SLEEP_STEP, left))
-
-
-def _poll_order(messages: list[Message]) -> list[Message]:
-    """`message poll`'s order: status_timestamp descending, then message_id descending."""
-    return sorted(messages, key=lambda m: (m.status_timestamp, m.message_id), reverse=True)
 
 
 # --- send ----------------------------------------------------------------------------------------
@@ -213,50 +154,6 @@ def message_broadcast(
 # --- wait ----------------------------------------------------------------------------------------
 
 
-class _Waiter:
-    """The state of one `message wait` (cli.md §2.19, runtime.md §4.5)."""
-
-    def __init__(
-        self, conn: Connection, member_id: int, deadline: float, pane_lock_timeout: int
-    ) -> None:
-        self.conn = conn
-        self.pane_lock_timeout = pane_lock_timeout
-        self.member_id = member_id
-        self.deadline = deadline
-        self._seen_version: int | None = None  # data_version the inbox check last looked at
-        self._inbox_not_empty = False
-
-    def time_left(self) -> float:
-        return max(0.0, self.deadline - time.monotonic())
-
-    def lock_timeout(self) -> float:
-        """At most CAFLEET_PANE_LOCK_TIMEOUT, else until just past the deadline.
-
-        Decision: when the wait's own deadline is what ends a lock wait, `keep_waiting` (which
-        checks the deadline between tries) abandons it first, so the pass simply ends with no
-        warning; only a lock wait cut short by CAFLEET_PANE_LOCK_TIMEOUT is a failed attempt.
-        """
-        return min(float(self.pane_lock_timeout), self.time_left() + DEADLINE_GRACE)
-
-    def inbox_not_empty(self) -> bool:
-        """Between attempts and lock tries: query the inbox only when data_version changed."""
-        from cafleet import broker
-
-        version = _data_version(self.conn)
-        if version != self._seen_version:
-            self._seen_version = version
-            self._inbox_not_empty = bool(broker.unacked_deliveries(self.conn, self.member_id))
-        return self._inbox_not_empty
-
-    def keep_going(self) -> bool:
-        """`before_attempt` and `keep_waiting` of the drain pass."""
-        if signals.stop_requested():
-            return False
-        if time.monotonic() >= self.deadline:
-            return False
-        return not self.inbox_not_empty()
-
-
 @message_group.command(
     "wait",
     help=(
@@ -270,69 +167,9 @@ class _Waiter:
 def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    settings = inv.settings
-    started = time.monotonic()
-    deadline = started + timeout
-    from cafleet import broker
+    from cafleet.workflows import inbox
 
-    member = broker.get_active_member(conn, member_id)
-    fleet_id = member.fleet_id
-
-    waiter = _Waiter(conn, member_id, deadline, settings.pane_lock_timeout)
-    attempted: set[int] = set()
-    blocked: set[int] = {member_id}  # its own messages go to stdout, not to its pane
-    draining = True
-    last_version: int | None = None
-    last_pass: float | None = None
-    inbox: list[Message] = []
-    while True:
-        signals.check()
-        cycle_start = time.monotonic()
-        # 1. data_version; the status and inbox queries run only when it changed.
-        version = _data_version(conn)
-        changed = version != last_version
-        if changed:
-            last_version = version
-            active = _member_active(conn, member_id)
-            inbox = broker.unacked_deliveries(conn, member_id)
-            # 2. Not empty: print it as poll does, even if the member was deregistered meanwhile.
-            if inbox:
-                break
-            # 3. Deregistered.
-            if not active:
-                raise click.ClickException(f"member {member_id} was deregistered")
-        # 4. Deadline.
-        if time.monotonic() >= deadline:
-            break
-        # 5. Drain pass: first cycle, on change, and at least every 5 s.
-        if draining and (
-            changed or last_pass is None or time.monotonic() - last_pass >= WAIT_PASS_EVERY
-        ):
-            from cafleet.delivery import drain_fleet
-
-            last_pass = time.monotonic()
-            report = drain_fleet(
-                conn,
-                fleet_id,
-                attempted=attempted,
-                blocked=blocked,
-                lock_timeout=waiter.lock_timeout,
-                before_attempt=waiter.keep_going,
-                keep_waiting=waiter.keep_going,
-                max_text_len=settings.max_text_len,
-            )
-            _print_failures(report)
-            if report.not_attempted is not None:
-                draining = False  # tmux unusable in this process: stop draining, silently
-            if report.stopped or report.notified or report.failures:
-                last_version = None  # look at the inbox again right away
-                continue
-        # 6. Schema; sleep until the next cycle.
-        _check_schema(conn)
-        _sleep_until(cycle_start + WAIT_CYCLE)
-
-    signals.check()
-    shown = _poll_order(inbox)
+    shown = inbox.wait(conn, inv.settings, member_id, timeout=timeout, warn=err)
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
@@ -359,39 +196,9 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 )
 def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None:
     del as_json  # output is always JSON Lines (cli.md §2.20)
-    inv = invocation()
-    conn = inv.connection()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    from cafleet import broker
+    conn = invocation().connection()
+    from cafleet.workflows import inbox
 
-    broker.get_active_member(conn, member_id)
-
-    last_id = 0
-    last_version: int | None = None
-    while True:
-        signals.check()
-        cycle_start = time.monotonic()
-        version = _data_version(conn)
-        if version != last_version:
-            last_version = version
-            # 1. Status first, so everything committed before a deregistration is emitted.
-            active = _member_active(conn, member_id)
-            # 2. New un-ACKed deliveries, ascending id.
-            for message in broker.unacked_deliveries(conn, member_id, after_message_id=last_id):
-                signals.check()
-                out_json(message_dict(message))
-                flush()
-                last_id = message.message_id
-            # 3. Deregistered.
-            if not active:
-                raise click.ClickException(f"member {member_id} was deregistered")
-        # 4. Deadline.
-        if deadline is not None and time.monotonic() >= deadline:
-            return
-        # 5. Schema; sleep.
-        _check_schema(conn)
-        _sleep_until(
-            cycle_start + STREAM_CYCLE
-            if deadline is None
-            else min(cycle_start + STREAM_CYCLE, deadline)
-        )
+    for message in inbox.stream(conn, member_id, timeout=timeout):
+        out_json(message_dict(message))
+        flush()

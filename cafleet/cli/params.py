@@ -43,6 +43,14 @@ def id_option(flag: str, help: str, *, required: bool = True) -> Callable[[F], F
 json_option = click.option("--json", "as_json", is_flag=True, help="Output in JSON format.")
 
 
+def agent_choice() -> click.Choice[str]:
+    """`--coding-agent`'s choice, from the agents registry (imported only by the commands that
+    spawn, when they register)."""
+    from cafleet.agents import AGENT_NAMES
+
+    return click.Choice(AGENT_NAMES)
+
+
 # --- names and descriptions (cli.md §1.9) --------------------------------------------------------
 
 

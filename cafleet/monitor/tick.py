@@ -19,6 +19,8 @@ from cafleet.errors import CafleetError
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
+    from cafleet.keystrokes import RecheckState
+
 
 class LoopStop(CafleetError):
     """A clean stop (runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
@@ -209,32 +211,15 @@ def _wake(
         _skip(state, f"monitor pane {pane_id} is the root Director's pane")
         return
 
-    from cafleet.mux import MultiplexerError, PaneKey, get_backend, probe_for_typing
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.keystrokes import type_into_pane
+    from cafleet.mux import PaneKey, get_backend
 
     member_id = monitor.member_id
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    counted: list[int] = []
 
-    def not_delivered(reason: str) -> None:
-        state.log(f"tick -> wake monitor {member_id} not delivered: {reason}")
-
-    # 9. Lock.
-    try:
-        lock = acquire_pane_lock(
-            state.db_dir,
-            key,
-            timeout=state.lock_timeout,
-            purpose=f"wake monitor {member_id}",
-            keep_waiting=lambda: not state.stop_requested(),
-        )
-    except PaneLockAbandoned:
-        return
-    except PaneLockTimeout:
-        not_delivered(f"pane {pane_id} is receiving another keystroke")
-        return
-
-    try:
-        # 10.1 Recheck the placement under the lock.
+    def recheck() -> RecheckState:
+        # 10.1 The placement under the lock.
         fresh = broker.get_active_monitor(state.conn, fleet_id=state.fleet_id)
         fp = fresh.placement if fresh is not None else None
         if (
@@ -243,32 +228,38 @@ def _wake(
             or fp is None
             or (fp.backend, fp.mux_session, fp.mux_pane_id) != (key.backend, key.session, pane_id)
         ):
-            not_delivered("placement changed during delivery")
-            return
-        # 10.2 Probe: nothing is typed when it fails.
-        try:
-            backend = get_backend(placement.backend)
-        except MultiplexerError as exc:
-            not_delivered(f"typing into pane {pane_id} failed: {exc}")
-            return
-        problem = probe_for_typing(backend, pane_id)
-        if problem is not None:
-            not_delivered(f"typing into pane {pane_id} failed: {problem}")
-            return
+            return "changed"
+        return "pending"
+
+    def wake_line() -> str:
         # 10.3 The wake line, from a fresh read.
         line, count = build_line(state.conn, state.fleet_id)
-        # 10.4 Type.
-        try:
-            backend.type_line(pane_id, line)
-        except MultiplexerError as exc:
-            not_delivered(f"typing into pane {pane_id} failed: {exc}")
-            return
-        # 11. Record.
-        broker.record_monitor_wake(
+        counted.append(count)
+        return line
+
+    # 9.-11. Lock, recheck, probe (nothing is typed when it fails), type, record.
+    outcome = type_into_pane(
+        key,
+        wake_line,
+        backend=lambda: get_backend(placement.backend),
+        db_dir=state.db_dir,
+        purpose=f"wake monitor {member_id}",
+        lock_timeout=state.lock_timeout,
+        keep_waiting=lambda: not state.stop_requested(),
+        recheck=recheck,
+        record=lambda: broker.record_monitor_wake(
             state.conn, fleet_id=state.fleet_id, pid=state.pid, now=now, seen_request=requested
-        )
-    finally:
-        lock.release()
+        ),
+    )
+    if outcome.kind == "abandoned":
+        return
+    if outcome.kind == "unrecorded":
+        assert outcome.error is not None
+        raise outcome.error  # a wake that cannot be recorded fails the tick
+    if not outcome.typed:
+        state.log(f"tick -> wake monitor {member_id} not delivered: {outcome.reason}")
+        return
+    count = counted[0]
     noun = "member" if count == 1 else "members"
     prefix = "forced wake" if forced else "wake"
     state.log(f"tick -> {prefix} monitor {member_id} ({count} {noun})")

@@ -1,32 +1,55 @@
-"""Pieces shared by the commands that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
+"""Pieces shared by the workflows that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
 
-Only Click and cafleet's light modules (the agents registry among them) are imported at load
-time; the agent implementations, the mux layer and the broker are imported inside the functions.
+Only cafleet's light modules are imported at load time; the agent implementations, the mux layer
+and the broker are imported inside the functions.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-import click
-
-from cafleet.agents import AGENT_NAMES
-from cafleet.cli.context import usage_error
 from cafleet.errors import error_text
-from cafleet.output import err
+from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.agents import CodingAgent
 
-AGENT_CHOICE = click.Choice(AGENT_NAMES)
+
+class WorkflowUsageError(WorkflowError):
+    """Bad input found only once the workflow ran (an agent option, a spawn template): the CLI
+    shows it as a usage error (exit 2)."""
+
+
+class CompensatedError(WorkflowError):
+    """A failure after something was written or spawned, and undone (cli.md §1.11).
+
+    ``primary`` is the error (None for a signal stop: only the cleanup lines are printed, and the
+    exit code becomes the signal's); ``cleanup`` holds one line per cleanup step that failed or
+    could not be confirmed, in order. The CLI prints `Error: <primary>`, then each line (exit 1).
+    """
+
+    def __init__(self, primary: str | None, cleanup: Sequence[str] = ()) -> None:
+        self.primary = primary
+        self.cleanup = tuple(cleanup)
+        super().__init__(primary or "")
+
+
+def lock_busy_message(member_id: int) -> str:
+    """cli.md §1.11's pane-lock message."""
+    return f"member {member_id}'s pane is receiving another keystroke; retry in a few seconds"
+
 
 MSG_KILL_FAILED = (
     "kill-pane failed for pane {pane_id}: {detail}; the tmux server may be unreachable "
     "\u2014 check with 'cafleet doctor', then re-run the command"
 )
+
+
+def usage(message: str) -> NoReturn:
+    raise WorkflowUsageError(message)
 
 
 @dataclass
@@ -62,7 +85,7 @@ def validate_agent_options(
         agent.validate_model(model, flag=model_flag)
         agent.validate_effort(effort, flag=effort_flag)
     except AgentUsageError as exc:
-        usage_error(str(exc))
+        usage(str(exc))
     return agent
 
 
@@ -72,7 +95,7 @@ def validate_template(template: str) -> None:
     try:
         validate_template(template)
     except PromptTemplateError as exc:
-        usage_error(str(exc))
+        usage(str(exc))
 
 
 def ensure_agent_available(agent: CodingAgent) -> str:
@@ -81,7 +104,7 @@ def ensure_agent_available(agent: CodingAgent) -> str:
     try:
         return agent.ensure_available()
     except AgentUnavailable as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise WorkflowError(str(exc)) from exc
 
 
 def spawn_plan(
@@ -137,18 +160,11 @@ class Cleanup:
     def add(self, line: str) -> None:
         self.lines.append(line)
 
-    def emit(self) -> None:
-        for line in self.lines:
-            err(line)
 
-
-def fail_with_cleanup(primary: str | None, cleanup: Cleanup, code: int = 1) -> NoReturn:
-    """Print the primary error first, then the cleanup lines, and exit with ``code``.
+def fail_with_cleanup(primary: str | None, cleanup: Cleanup) -> NoReturn:
+    """Fail with the primary error first, then the cleanup lines (exit 1).
 
     A pending signal turns the code into 130/143 (main's mapping); ``primary`` None prints
     only the cleanup lines (a signal stop).
     """
-    if primary is not None:
-        err(f"Error: {primary}")
-    cleanup.emit()
-    raise click.exceptions.Exit(code)
+    raise CompensatedError(primary, cleanup.lines)

@@ -1,0 +1,293 @@
+"""The fleet workflows (cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
+
+`create`: one write transaction inserts the fleet, the root Director (the calling pane) and the
+monitor member, spawns the monitor pane while it is still open, inserts the monitor placement and
+commits; then the fleet's monitor loop is started and must become live within 5 s. Failures undo
+exactly as the compensation table says and raise `CompensatedError`.
+
+`delete`: soft-delete under every concrete placement's pane lock (panes are not killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from cafleet.errors import error_text
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.spawning import (
+    Cleanup,
+    fail_with_cleanup,
+    lock_busy_message,
+    outcome_unknown,
+    spawn_env,
+    spawn_plan,
+    unconfirmed_detail,
+    validate_agent_options,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cafleet.config import Settings
+    from cafleet.records import FleetBootstrap, PaneKey, Placement
+
+MONITOR_DISPLAY_NAME = "monitor"
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    boot: FleetBootstrap  # the fleet, its root Director and its monitor member
+    loop_pid: int  # the fleet's live monitor loop
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    fleet_id: int
+    deregistered_count: int
+
+
+# --- create --------------------------------------------------------------------------------------
+
+
+def create(
+    conn: Connection,
+    settings: Settings,
+    *,
+    name: str,
+    coding_agent: str,
+    monitor_template: Callable[[], str] | None,
+    monitor_model: str | None,
+    monitor_effort: str | None,
+    close: Callable[[], None],
+) -> Created:
+    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (cli.md §2.3).
+
+    ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
+    the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
+    discards the open bootstrap transaction) when a step after the spawn failed.
+    """
+    from cafleet import signals
+
+    # 2. Model, effort, the prompt template, agent availability.
+    agent = validate_agent_options(
+        coding_agent,
+        model=monitor_model,
+        effort=monitor_effort,
+        model_flag="--monitor-model",
+        effort_flag="--monitor-effort",
+    )
+    if monitor_template is not None:
+        template = monitor_template()
+    else:
+        from cafleet.agents.prompt import load_default_monitor_prompt
+
+        template = load_default_monitor_prompt()
+    plan = spawn_plan(agent, template, monitor_model, monitor_effort)
+
+    # 3. tmux and the calling pane.
+    from cafleet.mux import MultiplexerError, PaneContext, tmux_backend
+
+    backend = tmux_backend()
+    try:
+        backend.ensure_available()
+        here = backend.discover_context()
+    except MultiplexerError as exc:
+        raise WorkflowError(f"cafleet fleet create must be run inside a tmux pane: {exc}") from exc
+
+    # Safe point: nothing has been written yet.
+    signals.check()
+
+    # 4. The bootstrap transaction, spawn included.
+    from cafleet.agents.prompt import render_template
+    from cafleet.broker.errors import BootstrapAborted
+    from cafleet.broker.fleets import create_fleet
+
+    db_dir = settings.db_dir
+    spawn_error: list[BaseException] = []
+
+    def spawn_monitor(fleet_id: int, director_id: int, monitor_id: int) -> PaneContext:
+        prompt = render_template(
+            plan.template,
+            fleet_id=fleet_id,
+            member_id=monitor_id,
+            director_member_id=director_id,
+            coding_agent=coding_agent,
+        )
+        argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
+        try:
+            pane_id = backend.split_window(
+                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env()
+            )
+        except BaseException as exc:
+            spawn_error.append(exc)
+            raise
+        return PaneContext(session=here.session, window_id=here.window_id, pane_id=pane_id)
+
+    try:
+        boot = create_fleet(
+            conn,
+            name=name,
+            backend="tmux",
+            coding_agent=coding_agent,
+            director_pane=here,
+            spawn_monitor=spawn_monitor,
+        )
+    except BootstrapAborted as exc:
+        _after_spawn_failure(close, backend, exc)
+    except Exception as exc:
+        if spawn_error and exc is spawn_error[0]:
+            cleanup = Cleanup()
+            if isinstance(exc, MultiplexerError) and outcome_unknown(exc):
+                cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(here.window_id)}")
+            if isinstance(exc, MultiplexerError):
+                fail_with_cleanup(str(exc), cleanup)
+            fail_with_cleanup(f"fleet creation failed: {error_text(exc)}", cleanup)
+        raise WorkflowError(f"fleet creation failed: {error_text(exc)}") from exc
+
+    fleet_id = boot.fleet.fleet_id
+    monitor_pane = boot.monitor.placement.mux_pane_id if boot.monitor.placement else None
+
+    # 5. The loop; a signal before it is live compensates like a loop that did not start.
+    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+
+    try:
+        signals.check()
+        pid = ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
+    except (MonitorStartError, StartAbandoned, signals.Interrupted) as exc:
+        cleanup = Cleanup()
+        _compensate_loop(settings, conn, backend, fleet_id, monitor_pane, cleanup)
+        primary = str(exc) if isinstance(exc, MonitorStartError) else None
+        fail_with_cleanup(primary, cleanup)
+
+    return Created(boot=boot, loop_pid=pid)
+
+
+def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> NoReturn:
+    """A step after the spawn failed: roll back and close the connection, then kill the pane."""
+    pane = exc.spawned_pane
+    pane_id = getattr(pane, "pane_id", str(pane))
+    cleanup = Cleanup()
+    if exc.rollback_error is not None:
+        cleanup.add(f"cleanup failed for the fleet transaction: {error_text(exc.rollback_error)}")
+    # Close the invocation's connection (SQLite discards anything uncommitted), then kill.
+    cleanup.step("the fleet transaction", close)
+    cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
+    fail_with_cleanup(
+        f"fleet creation failed after spawning pane {pane_id}: {error_text(exc.cause)}", cleanup
+    )
+
+
+def _compensate_loop(
+    settings: Settings,
+    conn: Connection,
+    backend: Any,
+    fleet_id: int,
+    monitor_pane: str | None,
+    cleanup: Cleanup,
+) -> None:
+    """Kill the monitor pane, then soft-delete the fleet as `fleet delete` does."""
+    if monitor_pane is not None:
+        cleanup.step(
+            f"pane {monitor_pane}", lambda: backend.kill_pane(monitor_pane, ignore_missing=True)
+        )
+    cleanup.step(
+        f"fleet {fleet_id}",
+        lambda: soft_delete_fleet(conn, settings.db_dir, fleet_id, settings.pane_lock_timeout),
+    )
+
+
+class _LockBusy(WorkflowError):
+    pass
+
+
+def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int) -> int:
+    """`fleet delete`'s locking and soft delete, without its output (used for compensation).
+
+    Takes each concrete placement's pane lock once in ascending lock-file order (waiting at
+    most ``timeout`` each), then calls `delete_fleet`. Raises on a busy lock.
+    """
+    from cafleet.broker.errors import PlacementsChanged
+    from cafleet.broker.fleets import delete_fleet, fleet_placements
+    from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
+
+    owners: dict[PaneKey, int] = {}
+    for placement in fleet_placements(conn, fleet_id):
+        if placement.pane_key is not None:
+            owners.setdefault(placement.pane_key, placement.member_id)
+    try:
+        held = acquire_pane_locks(
+            db_dir, owners, timeout=timeout, purpose=f"fleet delete {fleet_id}"
+        )
+    except PaneLockTimeout as exc:
+        member_id = owners.get(exc.key)
+        raise _LockBusy(lock_busy_message(member_id or 0)) from exc
+    with held:
+        try:
+            return delete_fleet(
+                conn,
+                fleet_id=fleet_id,
+                locked_panes=held.keys,
+                try_lock=held.try_add,
+            )
+        except PlacementsChanged as exc:
+            raise _LockBusy(lock_busy_message(exc.member_id)) from exc
+
+
+# --- delete --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _fleet_pane_locks(
+    db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
+) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
+    """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
+    most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
+    callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
+    released on exit. A busy lock fails with §1.11's message naming that placement's member.
+    """
+    from cafleet import signals
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+
+    owners: dict[PaneKey, int] = {}
+    for placement in placements:
+        if placement.pane_key is not None:
+            owners.setdefault(placement.pane_key, placement.member_id)
+    try:
+        held = acquire_pane_locks(
+            db_dir,
+            owners,
+            timeout=timeout,
+            purpose=f"fleet delete {fleet_id}",
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout as exc:
+        raise WorkflowError(lock_busy_message(owners[exc.key])) from exc
+    with held:
+        yield set(held.keys), held.try_add
+
+
+def delete(conn: Connection, settings: Settings, fleet_id: int) -> Deleted:
+    """Soft-delete a fleet: deregister its members and drop their placements (cli.md §2.6)."""
+    from cafleet import signals
+    from cafleet.broker.errors import PlacementsChanged
+    from cafleet.broker.fleets import delete_fleet, fleet_placements, get_fleet
+
+    get_fleet(conn, fleet_id)  # unknown: `fleet '<id>' not found.`
+    placements = fleet_placements(conn, fleet_id)
+    with _fleet_pane_locks(settings.db_dir, fleet_id, placements, settings.pane_lock_timeout) as (
+        locked,
+        try_lock,
+    ):
+        signals.check()
+        try:
+            count = delete_fleet(conn, fleet_id=fleet_id, locked_panes=locked, try_lock=try_lock)
+        except PlacementsChanged as exc:
+            raise WorkflowError(lock_busy_message(exc.member_id)) from exc
+    return Deleted(fleet_id, count)

@@ -1,0 +1,453 @@
+"""The member workflows that touch panes (cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
+prompt, ping (the capture is `cafleet.workflows.panes.capture_member`).
+
+`cafleet member create|delete|prompt|ping` and the WebUI both run these. libtmux is never
+imported here; the tmux backend only runs tmux through its timed runner, and `delete` of a
+pending or placementless member never builds a backend at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
+
+from cafleet.errors import error_text
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.spawning import (
+    MSG_KILL_FAILED,
+    Cleanup,
+    fail_with_cleanup,
+    lock_busy_message,
+    outcome_unknown,
+    spawn_env,
+    spawn_plan,
+    unconfirmed_detail,
+    validate_agent_options,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from cafleet.config import Settings
+    from cafleet.keystrokes import TypeOutcome
+    from cafleet.records import Member, PaneKey, Placement
+
+PING_LINE = (
+    "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
+    "resume your work if something was still running."
+)
+
+PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement"]
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    member: Member  # with its concrete placement
+    coding_agent: str
+    pane_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    member_id: int
+    pane_id: str | None  # None: the member had no pane (pending, or no placement)
+    pane_status: PaneStatus
+    shared_with: int | None  # "shared": the active member whose placement names the pane
+
+
+@dataclass(frozen=True, slots=True)
+class Prompted:
+    member: Member
+    pane_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pinged:
+    member: Member
+    pane_id: str | None
+    skipped: bool
+    reason: Literal["pending_placement", "busy"] | None
+
+
+# --- shared lookups ------------------------------------------------------------------------------
+
+
+def _placed(member: Member) -> Placement:
+    """The member's placement row, or the not-spawned-via-create error (a pending one is
+    fine: ping skips it)."""
+    placement = member.placement
+    if placement is None:
+        raise WorkflowError(
+            f"member {member.member_id} has no placement row; it was not spawned via "
+            "'cafleet member create'"
+        )
+    return placement
+
+
+def _refuse_director(conn: Connection, member: Member) -> None:
+    """cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
+    refusal = f"cafleet never types into the root Director's pane (member {member.member_id})"
+    if member.kind == "director":
+        raise WorkflowError(refusal)
+    key = member.placement.pane_key if member.placement is not None else None
+    if key is None:
+        return
+    from cafleet.broker.fleets import director_placement
+
+    director = director_placement(conn, member.fleet_id)
+    if director is not None and key == director.pane_key:
+        raise WorkflowError(refusal)
+
+
+def _pane_key(placement: Placement) -> PaneKey:
+    key = placement.pane_key
+    assert key is not None
+    return key
+
+
+def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose: str) -> Any:
+    """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
+    `lock_busy_message` (exit 1), an abandoned wait re-checks for a signal and re-raises."""
+    from cafleet import signals
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+
+    signals.check()
+    try:
+        return acquire_pane_lock(
+            settings.db_dir,
+            _pane_key(placement),
+            timeout=settings.pane_lock_timeout,
+            purpose=purpose,
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout:
+        raise WorkflowError(lock_busy_message(member_id)) from None
+
+
+# --- create --------------------------------------------------------------------------------------
+
+
+def create(
+    conn: Connection,
+    settings: Settings,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    coding_agent: str | None,
+    model: str | None,
+    effort: str | None,
+    role: Literal["monitor"] | None,
+    prompt: Callable[[], str],
+) -> Created:
+    """Register a member with a pending placement, spawn its agent next to the root Director,
+    patch the pane id under the new pane's lock (cli.md §2.7). ``prompt`` reads the spawn-prompt
+    template when its turn comes (after the fleet, monitor-slot and agent-option checks).
+
+    Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
+    """
+    from cafleet import signals
+    from cafleet.broker.errors import (
+        FleetDeleted,
+        MonitorSlotTaken,
+        NoActiveMonitor,
+        RootDirectorInactive,
+    )
+    from cafleet.broker.fleets import get_fleet
+    from cafleet.broker.members import get_active_monitor, get_member
+
+    # 2. The fleet and its Director.
+    fleet = get_fleet(conn, fleet_id)
+    if fleet.deleted_at is not None:
+        raise FleetDeleted(fleet_id)
+    director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
+    if director is None or not director.is_active:
+        raise RootDirectorInactive(fleet_id, fleet.director_member_id)
+
+    # 3. The monitor slot (re-checked at registration).
+    monitor = get_active_monitor(conn, fleet_id=fleet_id)
+    if role == "monitor" and monitor is not None:
+        raise MonitorSlotTaken(fleet_id, monitor.member_id)
+    if role is None and monitor is None:
+        raise NoActiveMonitor(fleet_id)
+
+    # 4. The agent.
+    director_placement = director.placement
+    if coding_agent is None:
+        if director_placement is None:
+            raise WorkflowError(
+                "cannot resolve the member's coding agent: the root Director (member "
+                f"{director.member_id}) has no placement; re-run with --coding-agent"
+            )
+        coding_agent = director_placement.coding_agent
+
+    # 5. Model, effort, prompt, availability.
+    agent = validate_agent_options(
+        coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
+    )
+    template = prompt()
+    plan = spawn_plan(agent, template, model, effort)
+
+    # 6. tmux, and a concrete pane to split from.
+    from cafleet.mux import MultiplexerError, tmux_backend
+
+    backend = tmux_backend()
+    try:
+        backend.ensure_available()
+    except MultiplexerError as exc:
+        raise WorkflowError(str(exc)) from exc
+    if director_placement is None or director_placement.mux_pane_id is None:
+        raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+
+    # Safe point: nothing written yet.
+    signals.check()
+
+    # 7. Register with a pending placement.
+    from cafleet.broker.members import deregister_member, register_member
+    from cafleet.records import PlacementSpec
+
+    try:
+        member = register_member(
+            conn,
+            fleet_id=fleet_id,
+            name=name,
+            description=description,
+            role="monitor" if role == "monitor" else "member",
+            placement=PlacementSpec(
+                mux_session=director_placement.mux_session,
+                mux_window_id=director_placement.mux_window_id,
+                coding_agent=coding_agent,
+                backend="tmux",
+            ),
+            require_monitor=True,
+        )
+    except (MonitorSlotTaken, NoActiveMonitor) as exc:
+        raise WorkflowError(str(exc)) from exc
+    except Exception as exc:
+        raise WorkflowError(f"register failed: {error_text(exc)}") from exc
+    member_id = member.member_id
+
+    def deregister(cleanup: Cleanup, *, only_if_active: bool = False) -> None:
+        def action() -> None:
+            if only_if_active:
+                current = get_member(conn, member_id)
+                if not current.is_active:
+                    return
+            deregister_member(conn, member_id=member_id)
+
+        cleanup.step(f"member {member_id}", action)
+
+    # Safe point after the commit, before the spawn: deregister.
+    if signals.stop_requested():
+        cleanup = Cleanup()
+        deregister(cleanup)
+        fail_with_cleanup(None, cleanup)
+
+    # 8. Render and spawn.
+    from cafleet.agents.prompt import render_template
+
+    rendered = render_template(
+        plan.template,
+        fleet_id=fleet_id,
+        member_id=member_id,
+        director_member_id=director.member_id,
+        coding_agent=coding_agent,
+    )
+    argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=settings.db_dir)
+    try:
+        pane_id = backend.split_window(
+            window_id=director_placement.mux_window_id,
+            argv=argv,
+            cwd=os.getcwd(),
+            env=spawn_env(),
+        )
+    except MultiplexerError as exc:
+        cleanup = Cleanup()
+        if outcome_unknown(exc):
+            cleanup.add(
+                f"pane cleanup unconfirmed: {unconfirmed_detail(director_placement.mux_window_id)}"
+            )
+        deregister(cleanup)
+        fail_with_cleanup(str(exc), cleanup)
+
+    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
+        cleanup = Cleanup()
+        cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
+        deregister(cleanup, only_if_active=only_if_active)
+        fail_with_cleanup(primary, cleanup)
+
+    # Safe point after the spawn, before the patch.
+    if signals.stop_requested():
+        kill_and_deregister(None)
+
+    # 9. Patch the pane id under the new pane's lock.
+    from cafleet.broker.errors import PlacementVanished
+    from cafleet.broker.members import set_placement_pane
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.records import PaneKey
+
+    key = PaneKey("tmux", director_placement.mux_session, pane_id)
+    try:
+        lock = acquire_pane_lock(
+            settings.db_dir,
+            key,
+            timeout=settings.pane_lock_timeout,
+            purpose=f"placement patch member {member_id}",
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        kill_and_deregister(None)
+    except PaneLockTimeout:
+        kill_and_deregister(
+            f"placement update failed: pane {pane_id} is receiving another keystroke"
+        )
+    try:
+        placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
+    except PlacementVanished as exc:
+        lock.release()
+        kill_and_deregister(str(exc), only_if_active=True)
+    except Exception as exc:
+        lock.release()
+        kill_and_deregister(f"placement update failed: {error_text(exc)}")
+    lock.release()
+
+    member = dataclasses.replace(member, placement=placement)
+    return Created(member=member, coding_agent=coding_agent, pane_id=pane_id)
+
+
+# --- delete --------------------------------------------------------------------------------------
+
+
+def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
+    """Deregister a member and kill its pane unless another active member shares it
+    (cli.md §2.10); the root Director cannot be deleted."""
+    from cafleet import broker, signals
+    from cafleet.broker.errors import CannotDeregisterRootDirector
+    from cafleet.broker.members import deregister_member
+
+    member = active_member(conn, member_id)
+    if member.kind == "director":
+        raise CannotDeregisterRootDirector(member_id)
+
+    placement = member.placement
+    if placement is None or placement.mux_pane_id is None:
+        signals.check()
+        deregister_member(conn, member_id=member_id)
+        status: PaneStatus = "no_placement" if placement is None else "pending"
+        return Deleted(member_id, None, status, None)
+
+    pane_id = placement.mux_pane_id
+    backend = backend_for(placement.backend)
+    from cafleet.mux import MultiplexerError
+
+    lock = _lock_pane(settings, placement, member_id, f"member delete {member_id}")
+    with lock:
+        # Re-read under the lock: the member may have changed while we waited.
+        member = active_member(conn, member_id)
+        placement = member.placement
+        if placement is None or placement.mux_pane_id != pane_id:
+            raise WorkflowError(lock_busy_message(member_id))
+        shared = broker.pane_shared_with(conn, placement)
+        other: int | None = None
+        if shared is not None:
+            status, other = "shared", shared
+        else:
+            try:
+                killed = backend.kill_pane(pane_id, ignore_missing=True)
+            except MultiplexerError as exc:
+                raise WorkflowError(
+                    MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
+                ) from exc
+            status = "killed" if killed else "already_gone"
+        deregister_member(conn, member_id=member_id)
+    return Deleted(member_id, pane_id, status, other)
+
+
+# --- prompt and ping -----------------------------------------------------------------------------
+
+
+def _type_line(
+    settings: Settings,
+    placement: Placement,
+    member_id: int,
+    backend: Any,
+    line: str,
+    *,
+    wait: bool,
+) -> TypeOutcome:
+    """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
+    timeout, busy is `lock_busy_message`) and ping (one try, busy is returned). A failure reads
+    `typing into pane <pane_id> failed: <detail>`."""
+    from cafleet import signals
+    from cafleet.keystrokes import type_into_pane
+    from cafleet.mux.locks import PaneLockAbandoned
+
+    verb = "prompt" if wait else "ping"
+    if wait:
+        signals.check()
+    outcome = type_into_pane(
+        _pane_key(placement),
+        line,
+        backend=lambda: backend,
+        db_dir=settings.db_dir,
+        purpose=f"{verb} member {member_id}",
+        lock_timeout=settings.pane_lock_timeout if wait else None,
+        keep_waiting=signals.keep_waiting,
+    )
+    if outcome.kind == "abandoned":
+        signals.check()
+        raise PaneLockAbandoned(outcome.pane_id, _pane_key(placement))
+    if outcome.kind == "busy" and wait:
+        raise WorkflowError(lock_busy_message(member_id))
+    if outcome.kind == "failed":
+        raise WorkflowError(str(outcome.reason))
+    return outcome
+
+
+def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> Prompted:
+    """Type one line into the member's pane as a user turn (cli.md §2.12)."""
+    member = active_member(conn, member_id)
+    placement = concrete_placement(member, "nothing to prompt")
+    _refuse_director(conn, member)
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    backend = backend_for(placement.backend)
+    _type_line(settings, placement, member_id, backend, text, wait=True)
+    return Prompted(member, pane_id, text)
+
+
+def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
+    """Type the fixed ping line into the member's pane, or skip a pending or busy pane
+    (cli.md §2.13)."""
+    member = active_member(conn, member_id)
+    placement = _placed(member)
+    _refuse_director(conn, member)
+    if placement.mux_pane_id is None:
+        return Pinged(member, None, True, "pending_placement")
+    pane_id = placement.mux_pane_id
+    backend = backend_for(placement.backend)
+    line = PING_LINE.format(member_id=member_id)
+    if _type_line(settings, placement, member_id, backend, line, wait=False).kind == "busy":
+        return Pinged(member, pane_id, True, "busy")
+    return Pinged(member, pane_id, False, None)
+
+
+__all__ = [
+    "PING_LINE",
+    "Created",
+    "Deleted",
+    "Pinged",
+    "Prompted",
+    "create",
+    "delete",
+    "ping",
+    "prompt",
+]
