@@ -15,9 +15,9 @@ import pytest
 from tests.fleet_helpers import (
     create_fleet,
     create_member,
-    file_state,
     ok,
     runtime_row,
+    stop_loop,
     table_dump,
 )
 from tests.harness.fixtures import TmuxHarness
@@ -28,6 +28,7 @@ from tests.harness.util import (
     retry_until,
     start_record,
 )
+from tests.storage_helpers import snapshot
 
 pytestmark = pytest.mark.tmux
 
@@ -156,7 +157,8 @@ def test_fleet_delete_waits_for_the_pane_locks(tmux_db: TmuxHarness) -> None:
 def test_one_live_fleet_per_director_pane(tmux_db: TmuxHarness) -> None:
     h = tmux_db
     ids = create_fleet(h, name="first")
-    state, panes, calls = file_state(h), h.live_panes(), len(h.shim_calls())
+    stop_loop(h, ids.fleet_id)  # a live loop's heartbeats would change the file meanwhile
+    state, panes, calls = snapshot(h.db_path), h.live_panes(), len(h.shim_calls())
     for extra in ([], ["--json"]):
         result = h.cli("fleet", "create", "--name", "second", "--coding-agent", "claude", *extra)
         assert (result.returncode, result.stdout) == (1, "")
@@ -165,7 +167,7 @@ def test_one_live_fleet_per_director_pane(tmux_db: TmuxHarness) -> None:
             f"{ids.fleet_id} (first); delete it first ('cafleet fleet delete {ids.fleet_id}') "
             "or use another pane\n"
         )
-    assert file_state(h) == state and h.live_panes() == panes
+    assert snapshot(h.db_path) == state and h.live_panes() == panes
     assert not any(c["command"] == "split-window" for c in h.shim_calls()[calls:])
 
     # Another pane may direct a fleet of its own meanwhile.

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.broker.fleets import (
         create_fleet,
         delete_fleet,
+        director_placement,
         fleet_directed_from,
         fleet_placements,
         fleet_summary,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.broker.members import (
         deregister_member,
+        get_active_member,
         get_active_monitor,
         get_member,
         idle_seconds,
@@ -81,6 +83,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.broker.notifications import (
         next_pending_notification,
+        oldest_pending_by_recipient,
         recheck_pending,
         stamp_notified,
     )
@@ -98,12 +101,14 @@ _HOMES: dict[str, str] = {
     "create_fleet": "fleets",
     "delete_fleet": "fleets",
     "fleet_directed_from": "fleets",
+    "director_placement": "fleets",
     "fleet_placements": "fleets",
     "fleet_summary": "fleets",
     "get_fleet": "fleets",
     "list_fleets": "fleets",
     "panes_shared_outside": "fleets",
     "deregister_member": "members",
+    "get_active_member": "members",
     "get_active_monitor": "members",
     "get_member": "members",
     "idle_seconds": "members",
@@ -132,6 +137,7 @@ _HOMES: dict[str, str] = {
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
     "next_pending_notification": "notifications",
+    "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
 }
@@ -175,8 +181,10 @@ __all__ = [
     "delete_fleet",
     "deregister_member",
     "fleet_directed_from",
+    "director_placement",
     "fleet_placements",
     "fleet_summary",
+    "get_active_member",
     "get_active_monitor",
     "get_fleet",
     "get_member",
@@ -190,6 +198,7 @@ __all__ = [
     "member_names",
     "member_roster",
     "next_pending_notification",
+    "oldest_pending_by_recipient",
     "pane_shared_with",
     "placed_members",
     "panes_shared_outside",

@@ -106,7 +106,7 @@ def rebind_placement(
         ts = stamp(now)
         row = conn.execute(_MEMBER, {"member_id": member_id}).mappings().first()
         if row is not None and row["kind"] == "director":
-            _refuse_directed_pane(conn, (backend, pane.session, pane.pane_id))
+            _refuse_directed_pane(conn, PaneKey(backend, pane.session, pane.pane_id))
         updated = (
             conn.execute(
                 _REBIND,

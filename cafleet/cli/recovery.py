@@ -9,8 +9,8 @@ import click
 
 from cafleet.cli.app import fleet_group, member_group
 from cafleet.cli.context import invocation
-from cafleet.cli.params import AGENT_CHOICE, id_argument, json_option, window_option
-from cafleet.output import cell, member_dict, out, out_json, warn
+from cafleet.cli.params import agent_choice, id_argument, json_option, window_option
+from cafleet.output import cell, err, member_dict, out, out_json
 
 
 @member_group.command(
@@ -52,7 +52,7 @@ def member_respawn(member_id: int, window: str | None, as_json: bool) -> None:
 @id_argument("fleet_id", "Fleet ID.")
 @click.option(
     "--coding-agent",
-    type=AGENT_CHOICE,
+    type=agent_choice(),
     default=None,
     help="The coding agent this pane runs (default: the Director's recorded agent).",
 )
@@ -64,7 +64,7 @@ def fleet_adopt(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
 
     done = recovery.adopt(conn, inv.settings, fleet_id, coding_agent=coding_agent)
     if done.loop_warning is not None:
-        warn(done.loop_warning)
+        err(f"Warning: {done.loop_warning}")
     loop = None if done.loop_pid is None else {"pid": done.loop_pid}
     if as_json:
         out_json(

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
     Cleanup,
-    error_text,
     fail_with_cleanup,
     lock_busy_message,
     outcome_unknown,
@@ -98,8 +98,9 @@ def create(
     # One live fleet per Director pane (re-checked inside the bootstrap transaction).
     from cafleet.broker.errors import PaneDirectsFleet
     from cafleet.broker.fleets import fleet_directed_from
+    from cafleet.records import PaneKey
 
-    taken = fleet_directed_from(conn, ("tmux", here.session, here.pane_id))
+    taken = fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
     if taken is not None:
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
 
@@ -163,7 +164,6 @@ def create(
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)
-        raise AssertionError("unreachable") from exc
     except PaneDirectsFleet:
         raise  # lost a race with another `fleet create` in this pane; nothing was written
     except Exception as exc:
@@ -190,12 +190,11 @@ def create(
         _compensate_loop(settings, conn, backend, fleet_id, monitor_pane, cleanup)
         primary = str(exc) if isinstance(exc, MonitorStartError) else None
         fail_with_cleanup(primary, cleanup)
-        raise AssertionError("unreachable") from exc
 
     return Created(boot=boot, loop_pid=pid)
 
 
-def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> None:
+def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> NoReturn:
     """A step after the spawn failed: roll back and close the connection, then kill the pane."""
     pane = exc.spawned_pane
     pane_id = getattr(pane, "pane_id", str(pane))
@@ -229,7 +228,7 @@ def _compensate_loop(
     )
 
 
-class _LockBusy(Exception):
+class _LockBusy(WorkflowError):
     pass
 
 
@@ -241,27 +240,26 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     """
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
 
     owners: dict[PaneKey, int] = {}
     for placement in fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
-            owners.setdefault(PaneKey(*placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir, owners, timeout=timeout, purpose=f"fleet delete {fleet_id}"
         )
     except PaneLockTimeout as exc:
-        member_id = owners.get(exc.key) if exc.key is not None else None
+        member_id = owners.get(exc.key)
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
             return delete_fleet(
                 conn,
                 fleet_id=fleet_id,
-                locked_panes={(k.backend, k.session, k.pane_id) for k in held.keys},
-                try_lock=lambda key: held.try_add(PaneKey(*key)),
+                locked_panes=held.keys,
+                try_lock=held.try_add,
             )
         except PlacementsChanged as exc:
             raise _LockBusy(lock_busy_message(exc.member_id)) from exc

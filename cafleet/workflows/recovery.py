@@ -18,12 +18,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.panes import active_member, backend_for, concrete_placement
 from cafleet.workflows.spawning import (
     Cleanup,
-    error_text,
     fail_with_cleanup,
     lock_busy_message,
     outcome_unknown,
@@ -334,7 +334,9 @@ def adopt(
         live = backend.list_panes()
     except MultiplexerError as exc:
         raise WorkflowError(f"cafleet fleet adopt must be run inside a tmux pane: {exc}") from exc
-    new_key = ("tmux", here.session, here.pane_id)
+    from cafleet.records import PaneKey as Key
+
+    new_key = Key("tmux", here.session, here.pane_id)
     if placement.pane_key == new_key:
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"

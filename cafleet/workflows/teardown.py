@@ -59,27 +59,22 @@ def msg_cannot_kill(fleet_id: int, detail: str) -> str:
     )
 
 
-def _mux_key(key: PaneKey) -> Any:
-    from cafleet.mux import PaneKey as MuxPaneKey
-
-    return MuxPaneKey(backend=key[0], session=key[1], pane_id=key[2])
-
-
 @contextlib.contextmanager
 def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
 ) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
     """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
     most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
-    callback for a placement that gained its pane meanwhile. Everything is released on exit. A busy lock fails with §1.11's message naming that member.
+    callback for a placement that gained its pane meanwhile. Everything is released on exit.
+    A busy lock fails with §1.11's message naming that member.
     """
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
-    owners: dict[Any, int] = {}
+    owners: dict[PaneKey, int] = {}
     for placement in placements:
         if placement.pane_key is not None:
-            owners.setdefault(_mux_key(placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir,
@@ -94,12 +89,7 @@ def _fleet_pane_locks(
     except PaneLockTimeout as exc:
         raise WorkflowError(lock_busy_message(owners[exc.key])) from exc
     with held:
-        locked = {(k.backend, k.session, k.pane_id) for k in held.keys}
-
-        def try_lock(key: PaneKey) -> bool:
-            return held.try_add(_mux_key(key))
-
-        yield locked, try_lock
+        yield set(held.keys), held.try_add
 
 
 # --- the plan ------------------------------------------------------------------------------------
