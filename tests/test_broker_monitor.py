@@ -15,6 +15,13 @@ from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.records import AssetInstall, MonitorRuntime
 from tests.broker_helpers import make_fleet, raw_connect, ts
 
+
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 ALWAYS_LIVE = lambda row, now: True  # noqa: E731
 NEVER_LIVE = lambda row, now: False  # noqa: E731
 

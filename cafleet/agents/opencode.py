@@ -1,9 +1,30 @@
-"""opencode (runtime.md §2.4). Wave 1 passes no `--agent` and needs no preset."""
+"""opencode (runtime.md §2.4, §7.4).
+
+`<path> --agent cafleet [--model <provider>/<model>] --prompt <prompt>`: members and the monitor
+run with the cafleet agent preset that `cafleet setup` installs in opencode's configuration
+directory (`agents/cafleet.md`), so `ensure_available` also requires that file.
+"""
 
 from __future__ import annotations
 
-from cafleet.agents import AgentUsageError
+import os
+
+from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.agents._base import BaseAgent
+
+AGENT_PRESET = "cafleet"
+
+
+def preset_path() -> str:
+    """Where opencode looks for the cafleet agent preset; raises when it cannot resolve."""
+    from cafleet.assets.bundle import OPENCODE_AGENT
+    from cafleet.assets.targets import TargetUnresolved, resolve_target
+
+    try:
+        root = resolve_target("opencode").path
+    except TargetUnresolved as exc:
+        raise AgentUnavailable(str(exc)) from None
+    return os.path.join(root, *OPENCODE_AGENT.split("/"))
 
 
 class OpencodeAgent(BaseAgent):
@@ -26,7 +47,19 @@ class OpencodeAgent(BaseAgent):
         if effort is not None:
             raise AgentUsageError(f"the opencode coding agent does not support {flag}")
 
-    # `<path> [--model <provider>/<model>] --prompt <prompt>`.
+    def ensure_available(self) -> str:
+        """The binary, then the installed preset (a missing one is refused with the remedy)."""
+        binary = super().ensure_available()
+        path = preset_path()
+        if not os.path.isfile(path):
+            raise AgentUnavailable(
+                f"the cafleet agent preset for opencode is not installed ({path} is missing); "
+                "run 'cafleet setup --coding-agent opencode'"
+            )
+        return binary
+
+    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
+        return ["--agent", AGENT_PRESET]
 
     def prompt_args(self, prompt: str) -> list[str]:
         return ["--prompt", prompt]

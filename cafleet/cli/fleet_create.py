@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cafleet.cli.app import fleet_group
+from cafleet.cli.assets_guard import require_assets
 from cafleet.cli.context import invocation
 from cafleet.cli.params import json_option, name_option
 from cafleet.cli.spawn_common import (
@@ -74,6 +75,7 @@ def fleet_create(
     # 1. Settings and guard.
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, agents=[coding_agent])  # the Director and the monitor run it
 
     # 2. Model, effort, the prompt template, agent availability.
     agent = validate_agent_options(
@@ -127,7 +129,7 @@ def fleet_create(
         argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
         try:
             pane_id = backend.split_window(
-                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env()
+                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env(coding_agent)
             )
         except BaseException as exc:
             spawn_error.append(exc)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cafleet.cli.app import member_group
+from cafleet.cli.assets_guard import require_assets
 from cafleet.cli.context import fail, invocation, lock_busy_message
 from cafleet.cli.params import (
     body_argument,
@@ -138,6 +139,16 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
 # --- member create -------------------------------------------------------------------------------
 
 
+def _spawn_template(prompt: str | None, file: str | None, role: str | None) -> str:
+    """PROMPT or `--file`, else the bundled default: the member prompt, or the monitor prompt
+    for `--role monitor`."""
+    if prompt is not None or file is not None:
+        return read_body(prompt, file)
+    from cafleet.agents.prompt import load_default_member_prompt, load_default_monitor_prompt
+
+    return load_default_monitor_prompt() if role == "monitor" else load_default_member_prompt()
+
+
 @member_group.command(
     "create",
     short_help="Register a member and spawn its agent in a new pane.",
@@ -165,7 +176,8 @@ def _lock_pane(inv: Any, placement: Placement, member_id: int, purpose: str) -> 
 @body_argument(
     "prompt",
     help="Spawn prompt (placeholders: {fleet_id}, {member_id}, "
-    "{director_member_id}, {coding_agent}).",
+    "{director_member_id}, {coding_agent}); default: the bundled member prompt, which gives the "
+    "member its ids and has it load the cafleet skill.",
 )
 @file_option(help="Read the spawn prompt from PATH ('-' reads stdin).")
 @json_option
@@ -183,7 +195,8 @@ def member_create(
 ) -> None:
     from cafleet import signals
 
-    check_body_choice(prompt, file, "PROMPT")
+    if prompt is not None and file is not None:
+        check_body_choice(prompt, file, "PROMPT")
     # 1. Settings and guard.
     inv = invocation()
     conn = inv.connection()
@@ -222,12 +235,13 @@ def member_create(
             )
         assert director_placement is not None
         coding_agent = director_placement.coding_agent
+    require_assets(conn, agents=[coding_agent])
 
     # 5. Model, effort, prompt, availability.
     agent = validate_agent_options(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
-    template = read_body(prompt, file)
+    template = _spawn_template(prompt, file, role)
     plan = spawn_plan(agent, template, model, effort)
 
     # 6. tmux, and a concrete pane to split from.
@@ -302,7 +316,7 @@ def member_create(
             window_id=director_placement.mux_window_id,
             argv=argv,
             cwd=os.getcwd(),
-            env=spawn_env(),
+            env=spawn_env(coding_agent),
         )
     except MultiplexerError as exc:
         cleanup = Cleanup()
@@ -563,9 +577,9 @@ def _type_checked(backend: Any, pane_id: str, line: str) -> None:
 )
 @json_option
 def member_prompt(member_id: int, text: str, as_json: bool) -> None:
-
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, member_id=member_id)
     member = _active_member(conn, member_id)
     placement = _concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
@@ -594,6 +608,7 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
 def member_ping(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, member_id=member_id)
     member = _active_member(conn, member_id)
     placement = member.placement
     if placement is None:

@@ -17,6 +17,7 @@ import click
 
 from cafleet import signals
 from cafleet.cli.app import message_group
+from cafleet.cli.assets_guard import require_assets
 from cafleet.cli.context import Invocation, invocation
 from cafleet.cli.params import (
     body_argument,
@@ -228,6 +229,7 @@ def message_send(
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, member_id=to_member_id)
     body = read_body(text, file)
     signals.check()  # nothing written yet: a signal stops the command here
 
@@ -274,6 +276,7 @@ def message_broadcast(
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, fleet_of_member=from_member_id)
     body = read_body(text, file)
     signals.check()
 
@@ -366,6 +369,7 @@ class _Waiter:
 def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    require_assets(conn, fleet_of_member=member_id)
     settings = inv.settings
     started = time.monotonic()
     deadline = started + timeout
