@@ -224,3 +224,15 @@ def test_version_token_renders() -> None:
     old = skill_files("cafleet", "0.0.9")["SKILL.md"].decode("utf-8")
     assert split_front_matter(old)[0]["metadata"] == {"cafleet-version": "0.0.9"}
     assert old != skill_files("cafleet", VERSION)["SKILL.md"].decode("utf-8")
+
+
+def test_readme_commands_parse_too() -> None:
+    """The README walkthrough quotes the same commands a new user types."""
+    readme = (Path(cafleet.__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    commands = [c for c in quoted_commands(readme) if c not in ("cafleet …", "cafleet --help")]
+    assert len(commands) >= 12
+    for line in commands:
+        try:
+            parse_command(line)
+        except click.ClickException as exc:
+            pytest.fail(f"README: {line!r} does not parse: {exc.format_message()}")
