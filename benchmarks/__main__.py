@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks import (
+    assets_guard,
     concurrency,
     notify,
     scale,
@@ -36,6 +37,7 @@ FULL = {
     "notify_runs": 7,
     "send_paths": 2000,
     "send_path_rounds": 3,
+    "guard_calls": 2000,
 }
 SMOKE = {
     "runs": 1,
@@ -47,6 +49,7 @@ SMOKE = {
     "notify_runs": 1,
     "send_paths": 20,
     "send_path_rounds": 1,
+    "guard_calls": 20,
 }
 
 TARGETS = [
@@ -66,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
+        help=(
+            "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
+            "send_paths, assets_guard)"
+        ),
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
             send_paths.render,
         ),
+        "assets_guard": (lambda t: assets_guard.run(t, sizes["guard_calls"]), assets_guard.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

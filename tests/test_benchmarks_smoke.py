@@ -45,6 +45,9 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     assert set(paths["sends_per_s"]) == {"core_execute", "exec_driver_sql", "repository"}
     assert all(rate > 0 for rates in paths["sends_per_s"].values() for rate in rates)
     assert paths["rows"] == paths["count"] * paths["rounds"] * 3
+    guard = results["assets_guard"]
+    assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
+    assert all(row["median_us"] > 0 for row in guard["calls"].values())
     # The printed table names every section.
-    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7."):
+    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7.", "## 8."):
         assert heading in proc.stdout
