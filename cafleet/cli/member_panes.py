@@ -177,7 +177,7 @@ def _spawn_template(prompt: str | None, file: str | None, role: str | None) -> s
     "prompt",
     help="Spawn prompt (placeholders: {fleet_id}, {member_id}, "
     "{director_member_id}, {coding_agent}); default: the bundled member prompt, which gives the "
-    "member its ids and has it load the cafleet skill.",
+    "member its ids and has it load the cafleet skill (with --role monitor: the monitor prompt).",
 )
 @file_option(help="Read the spawn prompt from PATH ('-' reads stdin).")
 @json_option
