@@ -100,6 +100,13 @@ def test_opencode_argv() -> None:
     assert build("opencode") == [BIN, *agent, "--prompt", "PROMPT"]
 
 
+def test_pane_env() -> None:
+    """Only opencode's panes get a variable of their own: it then loads its own copy of the
+    cafleet skill, never Claude Code's (it reads ~/.claude/skills too)."""
+    assert get_agent("opencode").pane_env() == {"OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1"}
+    assert get_agent("claude").pane_env() == {} and get_agent("codex").pane_env() == {}
+
+
 # --------------------------------------------------------------------------- validation
 
 

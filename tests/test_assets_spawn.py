@@ -96,6 +96,8 @@ def test_opencode_runs_with_the_preset_and_its_config_dir(
     assert rec["argv"][-2:] == ["--prompt", "hi"]
     splits = [c["argv"] for c in h.shim_calls() if c.get("command") == "split-window"]
     assert any(f"OPENCODE_CONFIG_DIR={config}" in argv for argv in splits), splits
+    # opencode reads only its own copy of the skill, not Claude Code's (see agents/opencode.py).
+    assert any("OPENCODE_DISABLE_CLAUDE_CODE_SKILLS=1" in argv for argv in splits), splits
     env_line = h.tmux("show-environment", "-t", pane, "OPENCODE_CONFIG_DIR", check=False)
     # The pane's own environment (what opencode reads) holds it; the server's global one not.
     pid = h.pane_format(pane, "#{pane_pid}")

@@ -47,7 +47,14 @@ def test_opencode_lists_our_skill_and_resolves_our_preset(
     opencode = require_binary("opencode")
     env = {"OPENCODE_CONFIG_DIR": str(tmp_path / "oc")} if own_dir else {}
     root = tmp_path / "oc" if own_dir else agent_dir("opencode")
-    setup_for("opencode", env)
+    # Every agent's assets: opencode also reads ~/.claude/skills; with the pane variables
+    # cafleet gives an opencode member it reads only its own copy (a duplicate name is otherwise
+    # resolved at random), so the location is always ours.
+    code, _out, err = run_cli("setup", env=env)
+    assert code == 0, err
+    from cafleet.agents import get_agent
+
+    env.update(get_agent("opencode").pane_env())
     project = tmp_path / "project"
 
     result = run_agent(opencode, "debug", "skill", home=home(), cwd=project, env=env)

@@ -2,7 +2,8 @@
 
 `<path> --agent cafleet [--model <provider>/<model>] --prompt <prompt>`: members and the monitor
 run with the cafleet agent preset that `cafleet setup` installs in opencode's configuration
-directory (`agents/cafleet.md`), so `ensure_available` also requires that file.
+directory (`agents/cafleet.md`), so `ensure_available` also requires that file. Their panes get
+`OPENCODE_DISABLE_CLAUDE_CODE_SKILLS=1`, so the `cafleet` skill they load is opencode's own copy.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.agents._base import BaseAgent
 
 AGENT_PRESET = "cafleet"
+# opencode also loads Claude Code's skills (~/.claude/skills), and when both hold a `cafleet`
+# skill it picks one of them at random (seen with 1.18.33): without this, a member could read
+# Claude Code's copy, which the stale-assets guard did not check for opencode.
+PANE_ENV = {"OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1"}
 
 
 def preset_path() -> str:
@@ -60,6 +65,9 @@ class OpencodeAgent(BaseAgent):
 
     def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
         return ["--agent", AGENT_PRESET]
+
+    def pane_env(self) -> dict[str, str]:
+        return dict(PANE_ENV)
 
     def prompt_args(self, prompt: str) -> list[str]:
         return ["--prompt", prompt]
