@@ -239,6 +239,39 @@ def imported_after(
     return result["code"], result["found"]
 
 
+# --- `cafleet setup`'s two halves (cli.md §3.2) ---------------------------------------------------
+
+SETUP_AGENTS = ("claude", "codex", "opencode")
+
+
+def setup_db_line(out: str) -> str:
+    """The db half's success line: the first line `cafleet setup` prints."""
+    return out.split("\n", 1)[0]
+
+
+def setup_agent_summaries(out: str) -> dict[str, str]:
+    """Each agent's summary line of `cafleet setup`'s text output (file lines dropped)."""
+    summaries: dict[str, str] = {}
+    for line in out.splitlines():
+        agent, sep, _rest = line.partition(": ")
+        if sep and agent in SETUP_AGENTS:  # `<agent>: <path> (<source>): <summary>`
+            summaries[agent] = line.rpartition(": ")[2]
+    return summaries
+
+
+def db_half_failed_err(message: str) -> str:
+    """stderr of a setup whose db half failed with ``message``: the assets half still installs
+    every agent's files but cannot record them."""
+    return (
+        f"db half failed: {message}\n"
+        + "".join(
+            f"assets half failed: {agent}: installed but not recorded: the db half failed\n"
+            for agent in SETUP_AGENTS
+        )
+        + "Error: db and assets half failed\n"
+    )
+
+
 def sql(db: Path, *statements: str) -> None:
     con = sqlite3.connect(str(db), isolation_level=None)
     try:

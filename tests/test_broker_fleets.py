@@ -19,6 +19,13 @@ from cafleet.records import PaneKey
 from tests.broker_helpers import raw_connect, table_counts, ts
 from tests.factories import FakePane, add_member, make_fleet
 
+
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 DIRECTOR_CARD = '{"name":"Director","description":"Root Director for this fleet","skills":[]}'
 MONITOR_CARD = (
     '{"name":"monitor","description":"Monitor member for this fleet","skills":[],'

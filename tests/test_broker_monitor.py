@@ -16,6 +16,13 @@ from cafleet.records import AssetInstall, MonitorRuntime
 from tests.broker_helpers import raw_connect, ts
 from tests.factories import make_fleet
 
+
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 ALWAYS_LIVE = lambda row, now: True  # noqa: E731
 NEVER_LIVE = lambda row, now: False  # noqa: E731
 

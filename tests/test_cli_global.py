@@ -309,7 +309,6 @@ def test_import_cafleet_is_stdlib_only() -> None:
     "argv",
     [
         ["--json", "fleet", "list"],
-        ["setup", "--json"],
         pytest.param(["monitor", "1", "--json"], marks=needs_loop),
     ],
 )
@@ -479,7 +478,9 @@ def test_default_path_under_home(tmp_path: Path) -> None:
     home = tmp_path / "home"
     code, out, _ = run_cli("setup", env={"CAFLEET_DATABASE_URL": "", "HOME": str(home)})
     path = home / ".local" / "share" / "cafleet" / "cafleet.db"
-    assert (code, out) == (0, f"Created {path} and applied migrations to head (2).\n")
+    assert code == 0
+    assert out.split("\n")[0] == f"Created {path} and applied migrations to head (2)."
+    assert f"claude: {home / '.claude'} (default ~/.claude): installed cafleet" in out
 
 
 # --- main's mapping (cli.md §1.4) ---------------------------------------------------------------

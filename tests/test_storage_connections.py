@@ -24,6 +24,12 @@ from tests.storage_helpers import TS, hold_lock, query, run_python, sql, start_p
 ASSET_INSERT = "INSERT INTO asset_installs VALUES ('claude', ?, '0.1.0', ?)"
 
 
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 def _asset_count(db: Path) -> int:
     return query(db, "SELECT count(*) FROM asset_installs")[0][0]
 

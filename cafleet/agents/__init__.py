@@ -42,6 +42,8 @@ class CodingAgent(Protocol):
 
     def ensure_available(self) -> str: ...
 
+    def pane_env(self) -> dict[str, str]: ...
+
     def build_argv(
         self,
         *,

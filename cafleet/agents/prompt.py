@@ -14,6 +14,7 @@ from cafleet.agents import AgentUsageError
 
 PLACEHOLDERS: tuple[str, ...] = ("fleet_id", "member_id", "director_member_id", "coding_agent")
 DEFAULT_MONITOR_PROMPT_RESOURCE = "data/monitor_prompt.md"
+DEFAULT_MEMBER_PROMPT_RESOURCE = "data/member_prompt.md"
 
 _LITERAL_HINT = "write {{ and }} for literal braces"
 MSG_LEADING_DASH = (
@@ -96,10 +97,21 @@ def load_default_monitor_prompt() -> str:
     )
 
 
+def load_default_member_prompt() -> str:
+    """The bundled default member prompt (`member create` without PROMPT): the member's ids and
+    the instruction to load the `cafleet` skill."""
+    return (
+        resources.files("cafleet")
+        .joinpath(DEFAULT_MEMBER_PROMPT_RESOURCE)
+        .read_text(encoding="utf-8")
+    )
+
+
 __all__ = [
     "MSG_LEADING_DASH",
     "PLACEHOLDERS",
     "PromptTemplateError",
+    "load_default_member_prompt",
     "load_default_monitor_prompt",
     "msg_malformed",
     "msg_unknown_placeholder",

@@ -35,7 +35,9 @@ from cafleet.broker.errors import (
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.broker.assets import (
+        all_asset_installs,
         asset_installs_for,
+        current_asset_versions,
         record_asset_install,
     )
     from cafleet.broker.fleets import (
@@ -87,7 +89,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
+    "all_asset_installs": "assets",
     "asset_installs_for": "assets",
+    "current_asset_versions": "assets",
     "record_asset_install": "assets",
     "create_fleet": "fleets",
     "delete_fleet": "fleets",
@@ -157,7 +161,9 @@ __all__ = [
     "SenderNotActive",
     "StorageIntegrityError",
     "ack_message",
+    "all_asset_installs",
     "asset_installs_for",
+    "current_asset_versions",
     "broadcast_message",
     "claim_monitor",
     "clear_monitor",

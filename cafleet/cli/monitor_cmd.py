@@ -44,7 +44,10 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
     inv = invocation()
     settings = inv.settings
     conn = inv.connection()
+    from cafleet.assets.guard import require_assets
     from cafleet.cli.guard import recheck_schema
+
+    require_assets(conn, fleet_id=fleet_id)
     from cafleet.monitor.loop import LoopStartError, run_loop
 
     # A signal is the loop's normal way to stop (cli.md §1.4): its exit code stands.

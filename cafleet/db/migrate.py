@@ -6,11 +6,13 @@ everything else) never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.resources
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,6 +104,17 @@ def _take_setup_lock(path: str) -> int:
     except BaseException:
         os.close(fd)
         raise
+
+
+@contextlib.contextmanager
+def setup_lock(path: str) -> Iterator[None]:
+    """Hold `locks/setup.lock` beside the database ``path`` (setup's assets half runs under it
+    too, so concurrent setups install one after another)."""
+    fd = _take_setup_lock(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 # --- the driver --------------------------------------------------------------------------------

@@ -71,6 +71,10 @@ def create(
     discards the open bootstrap transaction) when a step after the spawn failed.
     """
     from cafleet import signals
+    from cafleet.assets.guard import require_assets
+
+    # 1. The guard: the Director and the monitor run the agent.
+    require_assets(conn, agents=[coding_agent])
 
     # 2. Model, effort, the prompt template, agent availability.
     agent = validate_agent_options(
@@ -120,7 +124,7 @@ def create(
         argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
         try:
             pane_id = backend.split_window(
-                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env()
+                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env(coding_agent)
             )
         except BaseException as exc:
             spawn_error.append(exc)

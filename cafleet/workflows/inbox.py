@@ -120,7 +120,11 @@ def wait(
     """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed,
     draining the fleet's pending notifications meanwhile (its own excepted); return the inbox in
     `message poll`'s order (empty on timeout). Each failed attempt is warned about as it happens.
+    The stale-assets guard runs first: the drain types into the fleet's panes.
     """
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, fleet_of_member=member_id)
     started = time.monotonic()
     deadline = started + timeout
     from cafleet import broker

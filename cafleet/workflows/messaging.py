@@ -50,9 +50,13 @@ def send(
     """Store one delivery, drain its recipient, restart the loop when needed.
 
     Broker refusals (`SenderNotActive`, `RecipientNotFound`, `NotSameFleet`, `DatabaseBusy`)
-    propagate before anything is typed.
+    propagate before anything is typed. The stale-assets guard runs first: the recipient's
+    agent must have this version's skills.
     """
     from cafleet import broker
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, member_id=to_member_id)
 
     message = broker.send_message(
         conn, from_member_id=from_member_id, to_member_id=to_member_id, text=text
@@ -74,8 +78,12 @@ def broadcast(
     conn: Connection, settings: Settings, *, from_member_id: int, text: str, warn: Warn
 ) -> BroadcastResult:
     """Store the summary and one delivery per other active member, drain each recipient in id
-    order, restart the loop when needed."""
+    order, restart the loop when needed. The stale-assets guard runs first, on the agents of the
+    sender's fleet."""
     from cafleet import broker
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, fleet_of_member=from_member_id)
 
     result = broker.broadcast_message(conn, from_member_id=from_member_id, text=text)
     recipients = sorted(d.owner_member_id for d in result.deliveries)

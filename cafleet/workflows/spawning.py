@@ -119,10 +119,29 @@ def spawn_plan(
     return SpawnPlan(agent, binary_path, template, model, effort)
 
 
-def spawn_env() -> dict[str, str]:
-    """Only CAFLEET_DATABASE_URL, and only when set, reaches a spawned pane (runtime.md §1.6)."""
+def spawn_env(coding_agent: str | None = None) -> dict[str, str]:
+    """CAFLEET_DATABASE_URL, when set, reaches a spawned pane (runtime.md §1.6).
+
+    Decision (assets wave): so does each variable that moves the spawned agent's identity path
+    (`CLAUDE_CONFIG_DIR`; `CODEX_HOME`; `OPENCODE_CONFIG_DIR`, `XDG_CONFIG_HOME`), when set, and
+    the agent's own pane variables (`CodingAgent.pane_env`): the agent then reads its skills
+    exactly where the stale-assets guard found them, whatever the tmux server's own environment
+    holds.
+    """
+    env: dict[str, str] = {}
     url = os.environ.get("CAFLEET_DATABASE_URL")
-    return {"CAFLEET_DATABASE_URL": url} if url else {}
+    if url:
+        env["CAFLEET_DATABASE_URL"] = url
+    if coding_agent is not None:
+        from cafleet.agents import get_agent
+        from cafleet.assets.targets import identity_variables
+
+        for name in identity_variables(coding_agent):
+            value = os.environ.get(name)
+            if value:
+                env[name] = value
+        env.update(get_agent(coding_agent).pane_env())
+    return env
 
 
 def outcome_unknown(exc: BaseException) -> bool:
