@@ -1,5 +1,5 @@
 """Helpers for the CLI tests: run `cafleet` in a subprocess or in-process through
-`cafleet.cli.main` (cli.md §1.8), and check which modules a command imported. The "unchanged"
+`cafleet.cli.main` (docs/cli.md §1.8), and check which modules a command imported. The "unchanged"
 check is `tests.storage_helpers.snapshot`, the data builders are `tests.factories`."""
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from tests.storage_helpers import snapshot as snapshot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
-# What a command that types into no pane never needs (cli.md §1.8).
+# What a command that types into no pane never needs (docs/cli.md §1.8).
 TYPING_MODULES = ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
 
 
-# JSON records' keys in contract order (cli.md §1.10).
+# JSON records' keys in contract order (docs/cli.md §1.10).
 MESSAGE_KEYS = [
     "message_id",
     "owner_member_id",
@@ -184,7 +184,7 @@ def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
 def call_run(
     *argv: str, stdin: bytes = b"", env: Mapping[str, str | None] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`cafleet.cli.run(argv)` in this process (cli.md §1.8); returns a CompletedProcess.
+    """`cafleet.cli.run(argv)` in this process (docs/cli.md §1.8); returns a CompletedProcess.
 
     ``env`` overrides variables for the duration (None removes one).
     """
@@ -202,7 +202,7 @@ def imported_after(
 ) -> tuple[int, list[str]]:
     """Run `cafleet.cli.main(argv)` in a fresh interpreter (in ``cwd``, default the checkout);
     return its exit code and which of `modules` (or their submodules) ended up in `sys.modules`
-    (cli.md §1.8). The one import checker of the tests."""
+    (docs/cli.md §1.8). The one import checker of the tests."""
     code = f"""
         import json, os, sys
         from cafleet.cli import main
@@ -239,7 +239,7 @@ def imported_after(
     return result["code"], result["found"]
 
 
-# --- `cafleet setup`'s two halves (cli.md §3.2) ---------------------------------------------------
+# --- `cafleet setup`'s two halves (docs/cli.md §3.2) ----------------------------------------------
 
 SETUP_AGENTS = ("claude", "codex", "opencode")
 

@@ -95,7 +95,7 @@ def test_codex_db_dir_defaults_to_resolved_database(db_path: Path) -> None:
 
 
 def test_opencode_argv() -> None:
-    agent = ["--agent", "cafleet"]  # the preset `cafleet setup` installs (runtime.md §7.4)
+    agent = ["--agent", "cafleet"]  # the preset `cafleet setup` installs (docs/runtime.md §7.4)
     assert build("opencode", model="p/m") == [BIN, *agent, "--model", "p/m", "--prompt", "PROMPT"]
     assert build("opencode") == [BIN, *agent, "--prompt", "PROMPT"]
 
@@ -311,7 +311,7 @@ def test_default_member_prompt() -> None:
     assert "  cafleet message poll 12\n" in rendered
     assert "  cafleet message ack <id>\n" in rendered
     assert "{" not in rendered and "}" not in rendered
-    # Only `cafleet message …`: what a member's claude allow-list permits (runtime.md §2.2).
+    # Only `cafleet message …`: what a member's claude allow-list permits (docs/runtime.md §2.2).
     commands = [line.strip() for line in rendered.splitlines() if "cafleet " in line]
     assert commands and all(
         c.startswith("cafleet message ") for c in commands if c.startswith("cafleet ")

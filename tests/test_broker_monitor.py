@@ -1,4 +1,4 @@
-"""Monitor runtime rows (runtime.md §5.2, storage.md §7.7; §9 item 58) and asset installs."""
+"""Monitor runtime rows (docs/runtime.md §5.2, docs/storage.md §7.7; §9 item 58) and asset installs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`cafleet doctor` (cli.md §2.2; acceptance 26, 27)."""
+"""`cafleet doctor` (docs/cli.md §2.2; §4 items 26, 27)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema guard through the real CLI and `cafleet setup` (cli.md §1.7, §2.1; acceptance
+"""The schema guard through the real CLI and `cafleet setup` (docs/cli.md §1.7, §2.1; acceptance
 16–25, 80)."""
 
 from __future__ import annotations
@@ -340,7 +340,7 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
 
 def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -> None:
     """SQLite refuses the switch to WAL while another connection reads the file (it needs the
-    file to itself); setup says so with cli.md's WAL-refused text and leaves the file as it was."""
+    file to itself); setup says so with docs/cli.md's WAL-refused text and leaves the file as it was."""
     import sqlite3
 
     db_path.parent.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""`cafleet doctor`'s coding-agents and member-permissions sections (cli.md §3.3; issue 11
+"""`cafleet doctor`'s coding-agents and member-permissions sections (docs/cli.md §3.3; issue 11
 item 8): states per agent, superseded notes, the rules that would block members, and that doctor
 changes nothing."""
 

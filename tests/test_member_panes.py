@@ -1,5 +1,5 @@
-"""`member create/delete/capture/prompt/ping` against a private tmux server (cli.md §2.7,
-§2.10–§2.13, §4 items 37–42, 46–52; runtime.md §8 items 5, 6, 8, 13–18, 38)."""
+"""`member create/delete/capture/prompt/ping` against a private tmux server (docs/cli.md §2.7,
+§2.10–§2.13, §4 items 37–42, 46–52; docs/runtime.md §8 items 5, 6, 8, 13–18, 38)."""
 
 from __future__ import annotations
 

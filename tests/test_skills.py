@@ -151,7 +151,7 @@ def test_a_drifted_command_fails_the_parse(line: str) -> None:
 
 def test_role_files_use_only_what_the_role_may_run() -> None:
     """A member's claude runs with `Bash(cafleet message *)` only; the monitor also with
-    `monitor scan` and `member ping` (runtime.md §2.2)."""
+    `monitor scan` and `member ping` (docs/runtime.md §2.2)."""
     from cafleet.agents.claude import MEMBER_RULES, MONITOR_RULES
 
     texts = skill_texts()

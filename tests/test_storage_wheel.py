@@ -1,4 +1,4 @@
-"""The wheel test of storage.md §3.5 (acceptance §9.43, installed half).
+"""The wheel test of docs/storage.md §3.5 (§9 item 43, installed half).
 
 Builds the wheel, installs it into a clean virtual environment (dependencies from the package
 index; no editable install, nothing from the checkout on sys.path), runs that environment's
@@ -36,6 +36,7 @@ def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     _run(

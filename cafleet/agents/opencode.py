@@ -1,4 +1,4 @@
-"""opencode (runtime.md §2.4, §7.4).
+"""opencode (docs/runtime.md §2.4, §7.4).
 
 `<path> --agent cafleet [--model <provider>/<model>] --prompt <prompt>`: members and the monitor
 run with the cafleet agent preset that `cafleet setup` installs in opencode's configuration

@@ -1,4 +1,4 @@
-"""Spawn-prompt templates (runtime.md §2.6, §2.7; cli.md §1.9).
+"""Spawn-prompt templates (docs/runtime.md §2.6, §2.7; docs/cli.md §1.9).
 
 A template may use exactly `{fleet_id}`, `{member_id}`, `{director_member_id}` and
 `{coding_agent}`; `{{` and `}}` are literal braces. Validation runs before any side effect, so
@@ -51,7 +51,7 @@ def _field_text(name: str, spec: str | None, conversion: str | None) -> str:
 
 
 def validate_template(template: str) -> None:
-    """Raise PromptTemplateError with cli.md §1.9's exact message, first problem wins."""
+    """Raise PromptTemplateError with docs/cli.md §1.9's exact message, first problem wins."""
     if template.startswith("-"):
         raise PromptTemplateError(MSG_LEADING_DASH)
     parsed = iter(string.Formatter().parse(template))
@@ -89,7 +89,7 @@ def render_template(
 
 
 def load_default_monitor_prompt() -> str:
-    """The bundled default monitor prompt (runtime.md §2.7), read with importlib.resources."""
+    """The bundled default monitor prompt (docs/runtime.md §2.7), read with importlib.resources."""
     return (
         resources.files("cafleet")
         .joinpath(DEFAULT_MONITOR_PROMPT_RESOURCE)

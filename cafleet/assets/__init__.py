@@ -1,4 +1,4 @@
-"""`cafleet setup`'s assets half (cli.md §3.2, runtime.md §7.4): the bundled skills and agent
+"""`cafleet setup`'s assets half (docs/cli.md §3.2, docs/runtime.md §7.4): the bundled skills and agent
 presets, where each coding agent reads them, and how they are installed.
 
 - `targets`: each agent's resolved identity path (its configuration directory) and its source;

@@ -1,8 +1,8 @@
-"""The stale-assets guard (cli.md §3.2): a command that spawns or addresses coding agents runs
+"""The stale-assets guard (docs/cli.md §3.2): a command that spawns or addresses coding agents runs
 only when each of those agents has cafleet's skills (and preset) of this very version installed
 at its resolved identity path.
 
-Which agents a command needs (the decision cli.md leaves open; docs in README, "Set-up"):
+Which agents a command needs (the decision docs/cli.md leaves open; docs in README, "Set-up"):
 
 | command | agents checked |
 |---|---|

@@ -1,8 +1,8 @@
-"""Doctor's member-permissions rows (cli.md §3.3): rules in the agents' own settings that would
+"""Doctor's member-permissions rows (docs/cli.md §3.3): rules in the agents' own settings that would
 block the cafleet commands members run.
 
 Members run `cafleet message …`; the monitor also runs `cafleet monitor scan …` and
-`cafleet member ping …` (runtime.md §2.2). Each agent is checked the way it decides:
+`cafleet member ping …` (docs/runtime.md §2.2). Each agent is checked the way it decides:
 
 - **claude** (run with `--permission-mode dontAsk --allowedTools …`): a matching `deny` rule
   wins over the allow-list, and a matching `ask` rule is a refusal in dontAsk mode. Read from the

@@ -1,4 +1,4 @@
-"""The assets half of `cafleet setup` (cli.md §3.2, runtime.md §7.4).
+"""The assets half of `cafleet setup` (docs/cli.md §3.2, docs/runtime.md §7.4).
 
 For each requested agent, in the order given: resolve its identity path, install the bundled
 units there (`install.install_units`), and — once that agent's files landed — upsert its

@@ -1,4 +1,4 @@
-"""Doctor's coding-agents rows (cli.md §3.3): per agent, the resolved identity path and its
+"""Doctor's coding-agents rows (docs/cli.md §3.3): per agent, the resolved identity path and its
 source, the install recorded there, and a state.
 
 - `ok`: the row at the resolved path has this version and the files on disk are this version's;

@@ -6,7 +6,7 @@
 | codex    | `$CODEX_HOME`, else `$HOME/.codex`                                |
 | opencode | `$OPENCODE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/opencode`, else `$HOME/.config/opencode` |
 
-As everywhere in cafleet (cli.md §1.6), a variable set to the empty string counts as unset.
+As everywhere in cafleet (docs/cli.md §1.6), a variable set to the empty string counts as unset.
 **Decision:** the resolved path is `os.path.abspath` of the value (a relative value is taken
 from the current directory, `..` and trailing slashes are folded, symlinks are *not* resolved),
 and that exact string is what `asset_installs.path` stores and the guard compares. Standard

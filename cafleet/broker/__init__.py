@@ -1,5 +1,5 @@
 """The repository: every function takes the invocation's validated connection and owns exactly
-one transaction (storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
+one transaction (docs/storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
 
 The repository modules are imported on first use of one of their names (PEP 562), so a command

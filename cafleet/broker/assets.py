@@ -1,6 +1,6 @@
-"""Asset installs (storage.md §2.5, §7.7): one upserted row per (coding_agent, path).
+"""Asset installs (docs/storage.md §2.5, §7.7): one upserted row per (coding_agent, path).
 
-`current_asset_versions` is the stale-assets guard's one read (cli.md §3.2): for the agents a
+`current_asset_versions` is the stale-assets guard's one read (docs/cli.md §3.2): for the agents a
 command needs, the version recorded at each agent's resolved path, found by the primary key.
 """
 

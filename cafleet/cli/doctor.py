@@ -1,4 +1,4 @@
-"""`cafleet doctor` (cli.md §2.2): diagnoses tmux and the database without changing anything.
+"""`cafleet doctor` (docs/cli.md §2.2): diagnoses tmux and the database without changing anything.
 
 Not guarded. Every section is rendered even after a failure; each failing section is one issue.
 Exit 0 iff there is no issue.
@@ -68,7 +68,7 @@ def multiplexer_section() -> Section:
 
 
 def database_section(path: str | None, path_error: str | None) -> Section:
-    """Resolve the path and run the read-only diagnosis (storage.md §5.4, §5.5)."""
+    """Resolve the path and run the read-only diagnosis (docs/storage.md §5.4, §5.5)."""
     from cafleet.db.diagnosis import diagnose_path, guard_text
     from cafleet.db.errors import StorageError
     from cafleet.db.shapes import HEAD_VERSION

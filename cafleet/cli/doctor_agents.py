@@ -1,4 +1,4 @@
-"""`cafleet doctor`'s coding-agents and member-permissions sections (cli.md §3.3).
+"""`cafleet doctor`'s coding-agents and member-permissions sections (docs/cli.md §3.3).
 
 Both read only: the asset rows through a read transaction closed the guarded way (no checkpoint
 on doctor's behalf), the installed files and the agents' settings files. Each failing row is one

@@ -1,4 +1,4 @@
-"""The member commands that touch panes (cli.md §2.7, §2.10–§2.13):
+"""The member commands that touch panes (docs/cli.md §2.7, §2.10–§2.13):
 `member create`, `member delete`, `member capture`, `member prompt`, `member ping`.
 
 Each parses, runs one workflow of `cafleet.workflows.members` and renders its result.

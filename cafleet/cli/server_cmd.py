@@ -1,4 +1,4 @@
-"""`cafleet server` (cli.md §3.4, runtime.md §7.3): the WebUI in the foreground.
+"""`cafleet server` (docs/cli.md §3.4, docs/runtime.md §7.3): the WebUI in the foreground.
 
 Schema-guarded at start-up (a refused file stops it with the guard's text), exempt from the
 stale-assets guard, and the only importer of FastAPI and uvicorn, which come with the `web`

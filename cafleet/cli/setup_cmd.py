@@ -1,6 +1,6 @@
-"""`cafleet setup [--coding-agent AGENT ...] [--json]` (cli.md §2.1, §3.2).
+"""`cafleet setup [--coding-agent AGENT ...] [--json]` (docs/cli.md §2.1, §3.2).
 
-Two halves, both always run: the db half (storage.md §6) creates or upgrades the database; the
+Two halves, both always run: the db half (docs/storage.md §6) creates or upgrades the database; the
 assets half installs the bundled skills and presets for each agent and records them. Not
 guarded. Each half that fails prints `<half> half failed: <message>` on stderr, and the command
 ends with `Error: <halves> half failed` (exit 1).

@@ -1,4 +1,4 @@
-"""The database half of `cafleet setup` (storage.md §6); the only importer of `alembic`.
+"""The database half of `cafleet setup` (docs/storage.md §6); the only importer of `alembic`.
 
 Alembic is imported lazily, inside the migrating function, so `setup` on a current file (and
 everything else) never imports it.
@@ -326,12 +326,12 @@ def _run_locked(path: str, target: str) -> str:
 
 
 def _close_connection(conn: Connection, *, guarded: bool) -> None:
-    """Indirection so tests can simulate a process that exits without closing (§9.66)."""
+    """Indirection so tests can simulate a process that exits without closing (§9 item 66)."""
     engine.close_connection(conn, guarded=guarded)
 
 
 def run_setup(path: str) -> str:
-    """`cafleet setup`'s database half (storage.md §6). Returns the success line; raises
+    """`cafleet setup`'s database half (docs/storage.md §6). Returns the success line; raises
     `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`."""
     return _run(path, HEAD_REVISION)
 

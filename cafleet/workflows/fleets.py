@@ -1,4 +1,4 @@
-"""The fleet workflows (cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
+"""The fleet workflows (docs/cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
 
 `create`: one write transaction inserts the fleet, the root Director (the calling pane) and the
 monitor member, spawns the monitor pane while it is still open, inserts the monitor placement and
@@ -64,7 +64,7 @@ def create(
     monitor_effort: str | None,
     close: Callable[[], None],
 ) -> Created:
-    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (cli.md §2.3).
+    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (docs/cli.md §2.3).
 
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
@@ -249,9 +249,9 @@ def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
 ) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
     """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
-    most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
+    most `timeout` seconds each (docs/runtime.md §3.3). Yields the locked keys and the one-try
     callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
-    released on exit. A busy lock fails with §1.11's message naming that placement's member.
+    released on exit. A busy lock fails with docs/cli.md §1.11's message naming that placement's member.
     """
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
@@ -278,7 +278,7 @@ def _fleet_pane_locks(
 
 
 def delete(conn: Connection, settings: Settings, fleet_id: int) -> Deleted:
-    """Soft-delete a fleet: deregister its members and drop their placements (cli.md §2.6)."""
+    """Soft-delete a fleet: deregister its members and drop their placements (docs/cli.md §2.6)."""
     from cafleet import signals
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements, get_fleet

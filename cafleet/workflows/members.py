@@ -1,4 +1,4 @@
-"""The member workflows that touch panes (cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
+"""The member workflows that touch panes (docs/cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
 prompt, ping (the capture is `cafleet.workflows.panes.capture_member`).
 
 `cafleet member create|delete|prompt|ping` and the WebUI both run these. libtmux is never
@@ -90,7 +90,7 @@ def _placed(member: Member) -> Placement:
 
 
 def _refuse_director(conn: Connection, member: Member) -> None:
-    """cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
+    """docs/cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
     refusal = f"cafleet never types into the root Director's pane (member {member.member_id})"
     if member.kind == "director":
         raise WorkflowError(refusal)
@@ -155,7 +155,7 @@ def create(
     prompt: Callable[[], str] | None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
-    patch the pane id under the new pane's lock (cli.md §2.7). ``prompt`` reads the spawn-prompt
+    patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
     template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
 
@@ -338,7 +338,7 @@ def create(
 
 def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     """Deregister a member and kill its pane unless another active member shares it
-    (cli.md §2.10); the root Director cannot be deleted."""
+    (docs/cli.md §2.10); the root Director cannot be deleted."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
     from cafleet.broker.members import deregister_member
@@ -423,7 +423,7 @@ def _type_line(
 
 
 def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> Prompted:
-    """Type one line into the member's pane as a user turn (cli.md §2.12)."""
+    """Type one line into the member's pane as a user turn (docs/cli.md §2.12)."""
     from cafleet.assets.guard import require_assets
 
     require_assets(conn, member_id=member_id)
@@ -439,7 +439,7 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     """Type the fixed ping line into the member's pane, or skip a pending or busy pane
-    (cli.md §2.13)."""
+    (docs/cli.md §2.13)."""
     from cafleet.assets.guard import require_assets
 
     require_assets(conn, member_id=member_id)
