@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    assets_guard,
     concurrency,
     drains,
     notify,
@@ -42,6 +43,7 @@ FULL: dict[str, Any] = {
     "send_path_rounds": 3,
     "drain_sizes": [1000, 5000],
     "dead_panes": [1000, 5000],
+    "guard_calls": 2000,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -55,6 +57,7 @@ SMOKE: dict[str, Any] = {
     "send_path_rounds": 1,
     "drain_sizes": [50],
     "dead_panes": [20],
+    "guard_calls": 20,
 }
 
 TARGETS = [
@@ -75,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains)",
+        help=(
+            "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
+            "send_paths, webui, drains, assets_guard)"
+        ),
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -99,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
             drains.render,
         ),
+        "assets_guard": (lambda t: assets_guard.run(t, sizes["guard_calls"]), assets_guard.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

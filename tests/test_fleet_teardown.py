@@ -1,4 +1,4 @@
-"""Fleet lifecycle against a private tmux server (issue 13 items 1 and 2; cli.md §2.3, §2.6):
+"""Fleet lifecycle against a private tmux server (issue 13 items 1 and 2; docs/cli.md §2.3, §2.6):
 `fleet delete` kills the fleet's panes under the pane locks and leaves no process of the fleet
 (checked in /proc); one live fleet per Director pane."""
 
@@ -158,6 +158,7 @@ def test_one_live_fleet_per_director_pane(tmux_db: TmuxHarness) -> None:
     h = tmux_db
     ids = create_fleet(h, name="first")
     stop_loop(h, ids.fleet_id)  # a live loop's heartbeats would change the file meanwhile
+    ok(h.cli("fleet", "list"))  # any command leaves the (empty) -wal behind: the steady state
     state, panes, calls = snapshot(h.db_path), h.live_panes(), len(h.shim_calls())
     for extra in ([], ["--json"]):
         result = h.cli("fleet", "create", "--name", "second", "--coding-agent", "claude", *extra)

@@ -1,4 +1,4 @@
-"""Fleets: bootstrap, soft deletion and reads (storage.md §7.3)."""
+"""Fleets: bootstrap, soft deletion and reads (docs/storage.md §7.3)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ _LIST_FLEETS = text(
     f"SELECT {_SUMMARY_COLUMNS} FROM fleets AS f WHERE f.deleted_at IS NULL "
     "ORDER BY f.created_at DESC, f.fleet_id DESC"
 )
-# One live fleet per Director pane (cli.md §2.3): the live fleet whose active root Director's
+# One live fleet per Director pane (docs/cli.md §2.3): the live fleet whose active root Director's
 # placement names the pane key.
 _FLEET_DIRECTED_FROM = text(
     "SELECT f.fleet_id, f.name, f.created_at, f.deleted_at, f.director_member_id FROM fleets AS f "

@@ -1,5 +1,5 @@
 """Recovery: what each member was spawned with, moving a placement to a new pane, and recording
-a lost pane with its report to the Director (storage.md §7.10).
+a lost pane with its report to the Director (docs/storage.md §7.10).
 
 `member_spawns` (revision 0003) keeps a member's spawn-prompt template, model and effort so
 `member respawn` can start the same agent again; `member_placements.lost_at` marks a pane the

@@ -1,4 +1,4 @@
-"""Recovering lost panes (cli.md §2.23, §2.24): `member respawn` and `fleet adopt`.
+"""Recovering lost panes (docs/cli.md §2.23, §2.24): `member respawn` and `fleet adopt`.
 
 Each parses, runs one workflow of `cafleet.workflows.recovery` and renders its result.
 """

@@ -1,4 +1,4 @@
-"""The fleet workflows (cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
+"""The fleet workflows (docs/cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
 
 `create`: one write transaction inserts the fleet, the root Director (the calling pane) and the
 monitor member, spawns the monitor pane while it is still open, inserts the monitor placement and
@@ -61,13 +61,17 @@ def create(
     monitor_effort: str | None,
     close: Callable[[], None],
 ) -> Created:
-    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (cli.md §2.3).
+    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (docs/cli.md §2.3).
 
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
     discards the open bootstrap transaction) when a step after the spawn failed.
     """
     from cafleet import signals
+    from cafleet.assets.guard import require_assets
+
+    # 1. The guard: the Director and the monitor run the agent.
+    require_assets(conn, agents=[coding_agent])
 
     # 2. Model, effort, the prompt template, agent availability.
     agent = validate_agent_options(
@@ -141,7 +145,7 @@ def create(
                 window_name=placing.window_name(fleet_id, name),
                 argv=argv,
                 cwd=os.getcwd(),
-                env=spawn_env(),
+                env=spawn_env(coding_agent),
             )
         except BaseException as exc:
             spawn_error.append(exc)

@@ -1,5 +1,5 @@
-"""The monitor controls of the WebUI (runtime.md §7.3): status, the stored wake interval, and
-"wake now" (a request the live loop answers on its next tick, runtime.md §5.5)."""
+"""The monitor controls of the WebUI (docs/runtime.md §7.3): status, the stored wake interval, and
+"wake now" (a request the live loop answers on its next tick, docs/runtime.md §5.5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recovering lost panes (cli.md §2.23, §2.24; docs/runtime.md §5.11).
+"""Recovering lost panes (docs/cli.md §2.23, §2.24; docs/runtime.md §5.11).
 
 `respawn`: a member (the monitor included) whose pane is gone gets a new pane running the same
 agent with its original spawn prompt (`member_spawns`; the bundled prompt for a monitor without
@@ -56,7 +56,7 @@ class Adopted:
     director: Member  # with its new placement
     previous_pane_id: str | None
     loop_pid: int | None
-    loop_warning: str | None  # the loop could not be started (cli.md §1.11's warning text)
+    loop_warning: str | None  # the loop could not be started (docs/cli.md §1.11's warning text)
 
 
 def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
@@ -102,10 +102,10 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
             "cafleet kept them); delete it and create a new member"
         )
     template = spec.prompt if spec is not None else None
-    if template is None:  # a monitor with the bundled prompt
-        from cafleet.agents.prompt import load_default_monitor_prompt
+    if template is None:  # spawned with the bundled prompt of its kind
+        from cafleet.workflows.members import _default_template
 
-        template = load_default_monitor_prompt()
+        template = _default_template("monitor" if member.kind == "monitor" else None)
     return template, spec.model if spec else None, spec.effort if spec else None
 
 
@@ -152,6 +152,9 @@ def respawn(
 
     template, model, effort = _spawn_template(conn, member)
     agent_name = placement.coding_agent
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, agents=[agent_name])
     agent = validate_agent_options(
         agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
@@ -223,7 +226,7 @@ def _spawn_and_rebind(
     coding_agent: str,
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
-    after the spawn kills the new pane (cli.md §1.11's cleanup lines)."""
+    after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
     from cafleet import broker, signals
     from cafleet.mux import MultiplexerError, PaneKey
 
@@ -244,7 +247,7 @@ def _spawn_and_rebind(
             window_name=window_name,
             argv=argv,
             cwd=os.getcwd(),
-            env=spawn_env(),
+            env=spawn_env(coding_agent),
         )
     except MultiplexerError as exc:
         cleanup = Cleanup()

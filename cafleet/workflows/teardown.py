@@ -1,4 +1,4 @@
-"""`fleet delete` (cli.md §2.6): kill the fleet's monitor and member panes under the pane locks,
+"""`fleet delete` (docs/cli.md §2.6): kill the fleet's monitor and member panes under the pane locks,
 then deregister everyone, then stop the fleet's loop; afterwards no process of the fleet runs.
 
 Under every concrete placement's pane lock (ascending lock-file order, as before): re-read the
@@ -64,9 +64,9 @@ def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
 ) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
     """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
-    most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
+    most `timeout` seconds each (docs/runtime.md §3.3). Yields the locked keys and the one-try
     callback for a placement that gained its pane meanwhile. Everything is released on exit.
-    A busy lock fails with §1.11's message naming that member.
+    A busy lock fails with docs/cli.md §1.11's message naming that member.
     """
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
@@ -225,7 +225,7 @@ def stop_fleet_loop(fleet_id: int, pid: int | None, *, timeout: float = LOOP_STO
 def delete(
     conn: Connection, settings: Settings, fleet_id: int, *, keep_panes: bool = False
 ) -> Deleted:
-    """Tear a fleet down (cli.md §2.6); see the module docstring for the order."""
+    """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order."""
     from cafleet import broker, signals
     from cafleet.broker.errors import PlacementsChanged
 
