@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cafleet import status
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     sanitize_multiline,
@@ -34,6 +35,8 @@ class BrokenStdout(Exception):
 
 class OutputFailed(Exception):
     """Writing stdout failed for another reason; str() is the user-facing message."""
+
+    error_code = status.CODE_OUTPUT
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"cannot write output: {detail}")

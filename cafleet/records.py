@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from cafleet import status
+
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
 MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
 MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
@@ -32,6 +34,8 @@ class StorageIntegrityError(Exception):
     `key` names the row, e.g. ``"member_id 7"``; str() is
     ``integrity error: members.status is 'paused' for member_id 7 (expected one of: active, deregistered)``.
     """
+
+    error_code = status.CODE_DATABASE
 
     def __init__(
         self, table: str, key: str, column: str, value: object, expected: tuple[str, ...]

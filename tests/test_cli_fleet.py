@@ -131,7 +131,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
 
 def test_show_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet '77' not found.\n")
+    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet 77 not found\n")
     assert_unchanged(before, head_db)
 
 
@@ -197,7 +197,7 @@ def test_delete_one_member_plural(head_db: Path) -> None:
 
 def test_delete_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet '5' not found.\n")
+    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet 5 not found\n")
     assert_unchanged(before, head_db)
 
 

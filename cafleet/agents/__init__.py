@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from cafleet import status
+
 
 class AgentError(Exception):
     """Base of the agent errors; ``str()`` is the user-facing message."""
@@ -23,6 +25,8 @@ class AgentError(Exception):
 
 class AgentUsageError(AgentError):
     """A bad model, effort or spawn-prompt template: a usage error (exit 2)."""
+
+    error_code = status.CODE_USAGE
 
 
 class AgentUnavailable(AgentError):

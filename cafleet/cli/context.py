@@ -120,18 +120,34 @@ def is_user_facing(exc: BaseException) -> bool:
     return any(cls.__module__.startswith(_USER_FACING_MODULES) for cls in type(exc).__mro__[:-1])
 
 
+class CafleetClickError(click.ClickException):
+    """A runtime failure on its way to `cafleet.cli.run`'s renderer: the message, its
+    `cafleet.status` code (which decides the exit status) and any cleanup lines."""
+
+    def __init__(
+        self, message: str | None, code: str = "error", cleanup: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message or "")
+        self.error_code = code  # run() renders it and takes the exit status from the code
+        self.cleanup = cleanup
+
+
 def to_click_error(exc: BaseException) -> click.ClickException:
-    """`Error: <message>`, exit 1. SQLite errors are quoted as `str(exc.orig)`."""
+    """`Error: <message>` with the exception's code. SQLite errors are quoted as
+    `str(exc.orig)`; an OSError reads as a sentence naming its path and the remedy."""
     if isinstance(exc, click.ClickException):
         return exc
+    from cafleet import status
     from cafleet.cli import error_text
 
-    return click.ClickException(error_text(exc))
+    if isinstance(exc, OSError):
+        return CafleetClickError(status.os_error_text(exc), status.CODE_OS)
+    return CafleetClickError(error_text(exc), status.error_code(exc))
 
 
-def fail(message: str) -> Any:
-    """Stop with `Error: <message>`, exit 1."""
-    raise click.ClickException(message)
+def fail(message: str, code: str = "error") -> Any:
+    """Stop with `Error: <message>` (exit status from ``code``: 1 unless a usage or timeout)."""
+    raise CafleetClickError(message, code)
 
 
 def usage_error(message: str) -> Any:
@@ -169,10 +185,7 @@ def _workflow_error(exc: Exception, ctx: click.Context) -> None:
     if isinstance(exc, WorkflowUsageError):
         raise click.UsageError(str(exc), ctx) from exc
     if isinstance(exc, CompensatedError):
-        from cafleet.output import err
+        from cafleet import status
 
-        if exc.primary is not None:
-            err(f"Error: {exc.primary}")
-        for line in exc.cleanup:
-            err(line)
-        raise click.exceptions.Exit(1) from exc
+        code = status.CODE_ERROR if exc.primary is not None else status.CODE_INTERRUPTED
+        raise CafleetClickError(exc.primary, code, exc.cleanup) from exc

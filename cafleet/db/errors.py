@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cafleet import status
+
 
 def error_text(exc: BaseException) -> str:
     """An SQLite error is quoted as ``str(exc.orig)`` (storage.md §4.2), anything else as str(),
@@ -16,6 +18,8 @@ def error_text(exc: BaseException) -> str:
 class StorageError(Exception):
     """Base class of storage-layer errors."""
 
+    error_code = status.CODE_DATABASE
+
 
 class StorageUsageError(StorageError):
     """A programming error: a statement outside tx.read/tx.write, or a write on an
@@ -24,6 +28,8 @@ class StorageUsageError(StorageError):
 
 class DatabaseBusy(StorageError):
     """The writer lock or SQLite's busy_timeout ran out."""
+
+    error_code = status.CODE_BUSY
 
     def __init__(self, message: str = "database is locked") -> None:
         super().__init__(message)

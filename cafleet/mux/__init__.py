@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cafleet import status
+
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
 
@@ -80,6 +82,8 @@ class PaneStatus:
 
 class MultiplexerError(Exception):
     """Base of the tree; ``str()`` is the user-facing message."""
+
+    error_code = status.CODE_TMUX
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet import status
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 class WorkflowUsageError(WorkflowError):
     """Bad input found only once the workflow ran (an agent option, a spawn template): the CLI
     shows it as a usage error (exit 2)."""
+
+    error_code = status.CODE_USAGE
 
 
 class CompensatedError(WorkflowError):
