@@ -201,6 +201,32 @@ def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_d
     )
 
 
+def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_it(
+    tmux_db,
+) -> None:
+    """Issue 13: the lock-wait warning is about this send's message (not the older one its
+    drain selected first), and a pane another notification drain holds gives no warning."""
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    pane = w.pane(b)
+    older = sent_id(send(h, a, b, "older", env={"TMUX": ""}).stdout)  # stays pending
+    with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose="prompt member 3"):
+        result = send(h, a, b, "mine")
+        mine = sent_id(result.stdout)
+        assert result.returncode == 0
+        assert result.stderr == (
+            f"Warning: message {mine} not notified to member {b}: pane {pane} is receiving "
+            "another keystroke (it stays in the inbox; delivery will be retried)\n"
+        )
+    with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose=f"notify msg {older}"):
+        quiet = send(h, a, b, "handed off")
+        assert (quiet.returncode, quiet.stderr) == (0, "")
+    assert notified_at(h.db_path, older) is None  # nothing was typed while the locks were held
+    assert util.line_records(pane) == []
+
+
 def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))

@@ -181,7 +181,8 @@ def wait(
                 max_text_len=settings.max_text_len,
             )
             for failure in report.failures:
-                warn(warning_line(failure))
+                if not failure.handed_off:  # another drain is typing into that pane
+                    warn(warning_line(failure))
             if report.not_attempted is not None:
                 draining = False  # tmux unusable in this process: stop draining, silently
             if report.stopped or report.notified or report.failures:

@@ -8,7 +8,8 @@ delivery and mux layers are imported only when a drain runs (cli.md §1.8).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,9 @@ def send(
     if from_member_id != to_member_id:
         # A self-send is born notified and runs no drain (runtime.md §4.5). For the Director or
         # a paneless recipient the drain finds nothing pending and never touches tmux.
-        notified, tmux_usable = _drain_recipients(conn, settings, [to_member_id], warn)
+        notified, tmux_usable = _drain_recipients(
+            conn, settings, {to_member_id: message.message_id}, warn
+        )
         notification_sent = (message.message_id, to_member_id) in notified
         if tmux_usable and not signals.stop_requested():
             fleet_id = _fleet_of(conn, to_member_id)
@@ -82,7 +85,8 @@ def broadcast(
     delivery_ids = {(d.message_id, d.owner_member_id) for d in result.deliveries}
     notified: set[tuple[int, int]] = set()
     if recipients:
-        notified, tmux_usable = _drain_recipients(conn, settings, recipients, warn)
+        own = {d.owner_member_id: d.message_id for d in result.deliveries}
+        notified, tmux_usable = _drain_recipients(conn, settings, own, warn)
         if tmux_usable and not signals.stop_requested():
             fleet_id = _fleet_of(conn, from_member_id)
             if fleet_id is not None:
@@ -103,12 +107,15 @@ def _keep_going() -> bool:
 
 
 def _drain_recipients(
-    conn: Connection, settings: Settings, recipients: Iterable[int], warn: Warn
+    conn: Connection, settings: Settings, own: Mapping[int, int], warn: Warn
 ) -> tuple[set[tuple[int, int]], bool]:
-    """One recipient drain per id, in the order given, sharing one `attempted` set.
+    """One recipient drain per recipient of ``own`` (recipient id -> this command's message to
+    it), in ascending id, sharing one `attempted` set.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
-    Each failure is warned about as it happens.
+    Each failure is warned about as it happens, except a busy pane that another drain is
+    typing into (it types this line too); a busy pane's warning names this command's message,
+    the one its lock wait was for.
     """
     from cafleet.delivery import drain_recipient, warning_line
 
@@ -116,7 +123,7 @@ def _drain_recipients(
     notified: set[tuple[int, int]] = set()
     tmux_usable = False
     lock_timeout = float(min(settings.pane_lock_timeout, SEND_LOCK_CAP))
-    for recipient_id in recipients:
+    for recipient_id in sorted(own):
         if signals.stop_requested():
             break
         report = drain_recipient(
@@ -129,6 +136,10 @@ def _drain_recipients(
             max_text_len=settings.max_text_len,
         )
         for failure in report.failures:
+            if failure.handed_off:
+                continue
+            if failure.busy:
+                failure = dataclasses.replace(failure, message_id=own[recipient_id])
             warn(warning_line(failure))
         notified.update(report.notified)
         tmux_usable = tmux_usable or report.tmux_usable
