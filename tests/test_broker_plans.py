@@ -20,7 +20,8 @@ from sqlalchemy import Connection, event
 from cafleet import broker
 from cafleet.db.engine import close_connection
 from cafleet.db.migrate import run_setup
-from tests.broker_helpers import add_member, make_fleet, raw_connect
+from tests.broker_helpers import raw_connect
+from tests.factories import add_member, make_fleet
 
 HEAVY_ROWS = 100_000
 

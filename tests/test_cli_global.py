@@ -15,13 +15,13 @@ import cafleet
 from cafleet.cli.app import LOOP_COMMAND_NAME, cli
 from tests.cli_helpers import (
     FORBIDDEN_ALWAYS,
-    Db,
     assert_unchanged,
     call_main,
     imported_after,
     run_cli,
     snapshot,
 )
+from tests.factories import Db
 
 
 def walk(

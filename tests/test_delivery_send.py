@@ -12,10 +12,9 @@ import subprocess
 
 import pytest
 
+from tests.cli_helpers import TYPING_MODULES, imported_after
 from tests.delivery_helpers import (
-    build_world,
     expected_line,
-    imports_after,
     message_row,
     record_ids,
     record_of,
@@ -24,6 +23,7 @@ from tests.delivery_helpers import (
     send_keys_runs,
     typed_ids,
 )
+from tests.factories import build_world
 from tests.harness import util
 
 pytestmark = pytest.mark.tmux
@@ -184,9 +184,9 @@ def test_paneless_self_and_director_sends_never_import_libtmux(tmux_db) -> None:
             "p",
         ),
     ):
-        report = imports_after(*argv, env=h.env, cwd=str(h.project_dir))
-        assert report["code"] == 0, (argv, report)
-        assert set(report["modules"]) <= {"cafleet.delivery"}, (argv, report)
+        code, found = imported_after(argv, TYPING_MODULES, env=h.env, cwd=h.project_dir)
+        assert code == 0, (argv, found)
+        assert set(found) <= {"cafleet.delivery"}, (argv, found)
     assert util.shim_calls() == []
 
 

@@ -8,7 +8,8 @@ import pytest
 from cafleet.workflows import fleets, members, panes
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import WorkflowUsageError
-from tests.broker_helpers import add_member, make_fleet, table_counts
+from tests.broker_helpers import table_counts
+from tests.factories import add_member, make_fleet
 
 
 @pytest.fixture
