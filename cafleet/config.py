@@ -119,4 +119,6 @@ def locks_dir(db_path: str) -> str:
 
 
 def monitor_log_path(db_path: str, fleet_id: int) -> str:
-    return os.path.join(os.path.dirname(db_path), f"monitor-{fleet_id}.log")
+    """`<db path>.monitor-<fleet_id>.log`: named after the database file, so databases that
+    share a directory never share a loop's log (fleet ids repeat across databases)."""
+    return f"{db_path}.monitor-{fleet_id}.log"

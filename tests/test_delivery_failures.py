@@ -29,6 +29,7 @@ from tests.delivery_helpers import (
     warning,
 )
 from tests.factories import build_world
+from tests.fleet_helpers import log_path as monitor_log
 from tests.harness import util
 from tests.test_delivery_send import occupy_loop_slot, send
 
@@ -47,7 +48,7 @@ def loop_row(h, fleet_id: int) -> tuple | None:
 
 
 def log_text(h, fleet_id: int) -> str:
-    path = h.db_path.parent / f"monitor-{fleet_id}.log"
+    path = monitor_log(h, fleet_id)
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
@@ -107,7 +108,7 @@ def test_loop_that_cannot_start_only_warns(tmux_db) -> None:
     result = send(h, a, b, "hello")
     assert result.returncode == 0
     m1 = sent_id(result.stdout)
-    log = h.db_path.parent / f"monitor-{w.fleet_id}.log"
+    log = monitor_log(h, w.fleet_id)
     assert result.stderr.splitlines() == [
         warning(m1, b, f"typing into pane {w.pane(b)} failed: pane is in copy-mode"),
         f"Warning: monitor loop for fleet {w.fleet_id} is not running and could not be started: "

@@ -69,7 +69,7 @@ def ensure_monitor_loop(
 
     The child is ``python -m cafleet monitor <fleet_id>`` with the inherited environment, run
     from the database directory in its own session, its stdout and stderr appended to
-    ``<db dir>/monitor-<fleet_id>.log``. Readiness is the runtime row turning live (whoever's
+    ``<db path>.monitor-<fleet_id>.log`` (`config.monitor_log_path`). Readiness is the runtime row turning live (whoever's
     pid it holds), polled every 0.1 s for up to ``timeout`` seconds. ``keep_waiting`` is
     consulted before the spawn and between checks; False raises :class:`StartAbandoned`.
     """
