@@ -158,7 +158,6 @@ def run_loop(
     backend, tick_seconds, wake_interval = _startup(conn, settings, fleet_id, tick, interval)
 
     # 6. From here on the slot is ours: every exit clears it.
-    from cafleet import broker
     from cafleet.monitor.tick import LoopState
 
     code = 0
