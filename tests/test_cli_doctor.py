@@ -33,6 +33,8 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "✗ database\n"
         f"  path:      {db_path}\n"
         "  no cafleet database; run 'cafleet setup'\n"
+        "✓ fleets\n"
+        "  skipped: the database is not usable\n"
         "2 issues found\n"
     )
     assert not db_path.parent.exists()
@@ -40,7 +42,8 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
     code, out, err = run_cli("doctor", "--json")
     assert (code, err) == (1, "")
     data = json.loads(out)
-    assert list(data) == ["cafleet_version", "multiplexer", "database", "issues"]
+    assert list(data) == ["cafleet_version", "multiplexer", "database", "fleets", "issues"]
+    assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
     assert data["multiplexer"] == {
@@ -128,7 +131,10 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, _ = run_cli("doctor")
     assert code == 1
-    assert f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n1 issue found\n" in out
+    assert (
+        f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n✓ fleets\n  no live fleets\n"
+        "1 issue found\n"
+    ) in out
     assert_unchanged(before, head_db)
 
 
@@ -150,6 +156,8 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "✓ database\n"
         f"  path:      {h.db_path}\n"
         "  schema 2 (head)\n"
+        "✓ fleets\n"
+        "  no live fleets\n"
         "no issues found\n"
     )
     result = h.cli("doctor", "--json")
@@ -185,7 +193,8 @@ def test_in_tmux_bad_url_is_one_issue(tmux_db) -> None:
     assert "✓ multiplexer\n" in out
     assert (
         "✗ database\n  database URL must use the sqlite scheme (sqlite:///<absolute path>); "
-        "got 'postgresql://x'\n1 issue found\n" in out
+        "got 'postgresql://x'\n✓ fleets\n  skipped: the database is not usable\n1 issue found\n"
+        in out
     )
 
 

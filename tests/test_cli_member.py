@@ -89,13 +89,14 @@ def test_roster_text_table(head_db: Path) -> None:
     assert (code, err) == (0, "")
     assert out == (
         "5 members:\n"
-        "  member_id  name      kind      agent   pane_id    idle\n"
-        "  ---------  --------  --------  ------  ---------  ----\n"
-        f"  {d}          Director  director  claude  %1         59s\n"
-        f"  {m}          monitor   monitor   claude  %2         1m\n"
-        f"  {coder}          coder     member    codex   (pending)  59m\n"
-        f"  {ghost}          ghost     member    -       -          1h\n"
-        f"  {ghost + 1}          idle      member    codex   %7         -\n"
+        "  member_id  name      kind      agent   pane_id    pane     idle\n"
+        "  ---------  --------  --------  ------  ---------  -------  ----\n"
+        f"  {d}          Director  director  claude  %1         ?        59s\n"
+        f"  {m}          monitor   monitor   claude  %2         ?        1m\n"
+        f"  {coder}          coder     member    codex   (pending)  pending  59m\n"
+        f"  {ghost}          ghost     member    -       -          -        1h\n"
+        f"  {ghost + 1}          idle      member    codex   %7         ?        -\n"
+        "monitor loop: never started\n"  # no TMUX here: the panes read `?`
     )
 
 

@@ -32,6 +32,8 @@ class Invocation:
         self._root = root
         self._settings: Settings | None = None
         self._conn: Connection | None = None
+        # The monitor loop itself (and nothing else) turns this off.
+        self.heal_on_close = True
 
     # --- settings ------------------------------------------------------------------------------
 
@@ -87,8 +89,40 @@ class Invocation:
             except Exception as exc:
                 raise to_click_error(exc) from exc
             self._conn = conn
-            self._root.call_on_close(self.close)
+            self._root.call_on_close(self.finish)
         return self._conn
+
+    def finish(self) -> None:
+        """End of the invocation: heal dead monitor loops (`heal_on_close`), then close."""
+        try:
+            if self.heal_on_close:
+                self._heal()
+        finally:
+            self.close()
+
+    def _heal(self) -> None:
+        """Issue 13: any command that reached the database restarts, in the background, a dead
+        loop of a fleet with pending notifications on the tmux server it runs in. Without TMUX
+        nothing is imported or read; with every loop live it costs one indexed read."""
+        import os
+
+        from cafleet import signals
+
+        conn = self._conn
+        if (
+            conn is None
+            or not os.environ.get("TMUX")
+            or signals.stop_requested()
+            or conn.info.get("cafleet.refused")
+            or conn.in_transaction()
+        ):
+            return
+        import contextlib
+
+        from cafleet.monitor.ensure import heal_dead_loops
+
+        with contextlib.suppress(Exception):  # best effort: the command's own result stands
+            heal_dead_loops(conn)
 
     def close(self) -> None:
         """Close the connection now (idempotent); also runs when the root context closes."""

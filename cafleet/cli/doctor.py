@@ -16,7 +16,7 @@ from cafleet import __version__
 from cafleet.cli.app import cli
 from cafleet.cli.context import invocation
 from cafleet.cli.params import json_option
-from cafleet.output import label_lines, out, out_json, plural
+from cafleet.output import cell, label_lines, out, out_json, plural
 
 OK_MARK = "\u2713"
 FAIL_MARK = "\u2717"
@@ -105,20 +105,61 @@ def database_section(path: str | None, path_error: str | None) -> Section:
     return Section("database", False, [*path_line, f"  {error}"], data)
 
 
+def fleets_section(path: str | None, database_ok: bool) -> Section:
+    """Every live fleet's monitor loop and member panes (issue 13); an issue when a loop is not
+    live or a pane is gone. Read-only: the file is opened as the diagnosis opens it and closed
+    the guarded way; skipped (not an issue of its own) when the database section failed."""
+    data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}
+    if path is None or not database_ok:
+        data["skipped"] = True
+        return Section("fleets", True, ["  skipped: the database is not usable"], data)
+    from cafleet import broker
+    from cafleet.db.engine import close_connection, open_connection
+    from cafleet.supervision import fleet_report
+
+    conn = open_connection(path, mode="rw", purpose="command")
+    try:
+        reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
+    finally:
+        close_connection(conn, guarded=True)
+    lines: list[str] = []
+    for report in sorted(reports, key=lambda r: r.summary.fleet_id):
+        healthy = report.loop.state == "live" and not report.panes.gone()
+        data["ok"] = data["ok"] and healthy
+        name = f" ({cell(report.summary.name)})" if report.summary.name else ""
+        lines.append(
+            f"  {OK_MARK if healthy else FAIL_MARK} fleet {report.summary.fleet_id}{name}: "
+            f"loop {report.loop.text}; panes {cell(report.panes.summary())}"
+        )
+        data["fleets"].append(
+            {
+                "fleet_id": report.summary.fleet_id,
+                "name": report.summary.name,
+                "ok": healthy,
+                "loop": report.loop.as_dict(),
+                "panes": [p.as_dict() for p in report.panes.panes.values()],
+            }
+        )
+    return Section("fleets", data["ok"], lines or ["  no live fleets"], data)
+
+
 @cli.command(
     "doctor",
     short_help="Diagnose tmux and the database without changing anything.",
     help=(
-        "Diagnose the multiplexer (tmux) and the database without changing anything. "
-        "Exits 1 when an issue is found."
+        "Diagnose the multiplexer (tmux), the database and every live fleet (its monitor "
+        "loop and its members' panes) without changing anything. Exits 1 when an issue is "
+        "found."
     ),
 )
 @json_option
 def doctor(as_json: bool) -> None:
     settings = invocation().doctor_settings()  # a bad integer variable still aborts
+    database = database_section(settings.database_path, settings.path_error)
     sections = [
         multiplexer_section(),
-        database_section(settings.database_path, settings.path_error),
+        database,
+        fleets_section(settings.database_path, database.ok),
     ]
     issues = sum(1 for section in sections if not section.ok)
     if as_json:

@@ -148,14 +148,30 @@ def _drain_recipients(
 
 def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:
     """cli.md §1.11: after draining, start the loop of a fleet that still has a pending
-    notification when tmux was usable and the loop is not live. Failure only warns."""
-    from cafleet import broker
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+    notification when tmux was usable and the loop is not live (`ensure.needs_restart`, which
+    leaves a loop `cafleet monitor stop` holds alone: that only warns). Failure only warns."""
+    from cafleet.monitor.ensure import (
+        MonitorStartError,
+        StartAbandoned,
+        ensure_monitor_loop,
+        live_pid,
+        needs_restart,
+    )
+    from cafleet.supervision import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():
             return
-        if broker.next_pending_notification(conn, fleet_id=fleet_id) is None:
+        if not needs_restart(conn, fleet_id):
+            if (
+                is_held(conn.info["cafleet.path"], fleet_id)
+                and live_pid(conn, fleet_id) is None
+                and _pending(conn, fleet_id)
+            ):
+                warn(
+                    f"Warning: monitor loop for fleet {fleet_id} is stopped by 'cafleet monitor "
+                    f"stop'; pending notifications wait for 'cafleet monitor start {fleet_id}'"
+                )
             continue
         try:
             ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
@@ -166,6 +182,12 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
                 f"Warning: monitor loop for fleet {fleet_id} is not running and could not be "
                 f"started: {exc.detail}; see {exc.log_path}"
             )
+
+
+def _pending(conn: Connection, fleet_id: int) -> bool:
+    from cafleet import broker
+
+    return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
 
 
 def _fleet_of(conn: Connection, member_id: int) -> int | None:
