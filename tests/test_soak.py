@@ -52,6 +52,7 @@ class Figures:
     acked: int = 0
     pending: Counter[str] = field(default_factory=Counter)
     lost: list[int] = field(default_factory=list)
+    lost_detail: list[str] = field(default_factory=list)
     ack_seconds: list[float] = field(default_factory=list)
     left_after_delete: dict[str, list[int]] = field(default_factory=dict)
 
@@ -75,7 +76,9 @@ class Soak:
         self.h = h
         self.rng = random.Random(seed)
         self.fig = Figures(seed=seed, members=members)
-        self.fleet = create_fleet(h, name="soak")
+        monitor_prompt = h.dir / "monitor-prompt.txt"  # the monitor ACKs what it gets, too
+        monitor_prompt.write_text("#fake auto-ack\nsoak monitor of fleet {fleet_id}")
+        self.fleet = create_fleet(h, "--monitor-file", str(monitor_prompt), name="soak")
         self.fig.loop_pids.add(self.fleet.loop_pid)
         self.alive: dict[int, str] = {}  # member id -> pane, panes not killed
         self.dead: dict[int, str] = {}  # member id -> its killed pane (still registered)
@@ -236,6 +239,24 @@ class Soak:
                 self.fig.pending[reason] += 1
             else:
                 self.fig.lost.append(d["id"])
+                self.fig.lost_detail.append(self._explain(d))
+
+    def _explain(self, d: dict[str, Any]) -> str:
+        """What the database, the recipient's fake and the loop log say about a lost one."""
+        from tests.fleet_helpers import log_path
+        from tests.harness.util import read_jsonl
+
+        pane = self._pane_of(d["owner"]) or "-"
+        needle = f"msg {d['id']} "
+        seen = []
+        for path in sorted(self.h.fake_dir.glob("*.jsonl")):
+            for rec in read_jsonl(path):
+                text = json.dumps(rec)
+                if needle in text or f'"ack", "{d["id"]}"' in text:
+                    seen.append(f"{path.stem}: {text[:300]}")
+        log = [x for x in log_path(self.h, self.fleet.fleet_id).read_text().splitlines()
+               if needle in x or "stopping" in x or "started" in x]  # fmt: skip
+        return f"{d} pane={pane} fake={seen} loop={log[-12:]}"
 
     def delete_and_look(self) -> None:
         ok(self.h.cli("fleet", "delete", str(self.fleet.fleet_id)))
@@ -288,7 +309,7 @@ def _soak(h: TmuxHarness, members: int, seconds: float = 0, script: str = "") ->
 
 
 def _verdict(fig: Figures) -> None:
-    assert fig.lost == [], f"lost deliveries {fig.lost}: {fig.line()}"
+    assert fig.lost == [], f"lost deliveries {fig.lost}: {fig.line()} {fig.lost_detail}"
     assert fig.acked + sum(fig.pending.values()) == fig.deliveries
     assert fig.sends > 0 and fig.acked > 0, fig.line()
     assert fig.left_after_delete["loop"] == [], fig.line()
