@@ -67,8 +67,8 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     assert data["notification_sent"] is True
     assert data["message"]["text"] == body
     util.wait_records(pane, 1)
-    assert util.line_bytes(pane) == [
-        record_of(expected_line(m1, "a`b$(c)", a, "a⏎b⏎c⏎d\tef😀שלום"))
+    assert util.line_bytes(pane) == [  # TAB typed as a space (issue 8), stored unchanged
+        record_of(expected_line(m1, "a`b$(c)", a, "a⏎b⏎c⏎d ef😀שלום"))
     ]
     row = message_row(h.db_path, m1)
     assert row["notified_at"] is not None and row["notified_at"] >= row["created_at"]

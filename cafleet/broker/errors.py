@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cafleet import status
 from cafleet.db.errors import DatabaseBusy
+from cafleet.errors import CafleetError
 from cafleet.records import StorageIntegrityError
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 
-class BrokerError(Exception):
+class BrokerError(CafleetError):
     """Base class of the repository's errors; ``error_code`` is its `cafleet.status` code."""
 
     error_code = status.CODE_ERROR

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "report_error", "run", "error_text", "signal_stop_is_clean", "wants_json"]
+__all__ = ["main", "report_error", "run", "run_started", "signal_stop_is_clean", "wants_json"]
 
 # The exit statuses live in cafleet.status (the one map); these names stay for the callers.
 EXIT_OK = 0
@@ -70,6 +70,7 @@ def _invoke(args: list[str]) -> int:
     import click
 
     from cafleet import status
+    from cafleet.errors import error_text
     from cafleet.output import BrokenStdout, OutputFailed
     from cafleet.signals import Interrupted
 
@@ -153,15 +154,6 @@ def _show_usage_error(exc: object) -> None:
 
     with contextlib.suppress(OSError, BrokenStdout):
         exc.show()  # type: ignore[attr-defined]
-
-
-def error_text(exc: BaseException) -> str:
-    """An exception's user-facing text; SQLite errors as `str(exc.orig)` (storage.md §4.2)."""
-    orig = getattr(exc, "orig", None)
-    text = str(orig) if isinstance(orig, BaseException) else str(exc)
-    if not text:
-        text = type(exc).__name__
-    return text
 
 
 def _final_flush(code: int) -> int:

@@ -17,7 +17,7 @@ import click
 
 from cafleet import signals
 from cafleet.cli.app import message_group
-from cafleet.cli.context import fail, invocation
+from cafleet.cli.context import invocation
 from cafleet.cli.params import (
     body_argument,
     check_body_choice,
@@ -36,11 +36,11 @@ from cafleet.output import (
     out,
     out_json,
     out_lines,
-    truncate,
 )
+from cafleet.text import truncate
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    pass
 
 
 MAX_TIMEOUT = 86400
@@ -67,18 +67,6 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
         callback=_timeout_callback,
         help=help,
     )
-
-
-def _check_schema(conn: Connection) -> None:
-    """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed; a file that is no
-    longer current stops the command with the guard's message (exit 1). The invocation then
-    closes the refused connection the guarded way (storage.md §5.5)."""
-    from cafleet.cli.guard import GuardRefused, recheck_schema
-
-    try:
-        recheck_schema(conn)
-    except GuardRefused as exc:
-        fail(str(exc), exc.error_code)
 
 
 # --- send ----------------------------------------------------------------------------------------
@@ -195,13 +183,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     from cafleet.workflows import inbox
 
     shown = inbox.wait(  # an empty inbox at the deadline raises WaitTimedOut (exit 124)
-        conn,
-        inv.settings,
-        member_id,
-        timeout=timeout,
-        warn=err,
-        recheck_schema=_check_schema,
-        started=run_started(),
+        conn, inv.settings, member_id, timeout=timeout, warn=err, started=run_started()
     )
     if as_json:
         out_json([message_dict(m) for m in shown])
@@ -232,6 +214,6 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
     conn = invocation().connection()
     from cafleet.workflows import inbox
 
-    for message in inbox.stream(conn, member_id, timeout=timeout, recheck_schema=_check_schema):
+    for message in inbox.stream(conn, member_id, timeout=timeout):
         out_json(message_dict(message))
         flush()

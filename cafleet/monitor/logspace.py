@@ -30,7 +30,7 @@ def _libc_fallocate() -> _Fallocate | None:
         return None
     fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong)
     fn.restype = ctypes.c_int
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 class LogReserve:

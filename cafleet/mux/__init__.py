@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cafleet import status
+from cafleet.errors import CafleetError
+from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
@@ -56,13 +58,6 @@ class PaneContext:
 
 
 @dataclass(frozen=True)
-class PaneKey:
-    backend: str
-    session: str
-    pane_id: str
-
-
-@dataclass(frozen=True)
 class PaneStatus:
     pane_id: str
     mode: str | None  # "copy-mode", "view-mode", ...; None when in no mode
@@ -80,7 +75,7 @@ class PaneStatus:
 # --------------------------------------------------------------------------- errors
 
 
-class MultiplexerError(Exception):
+class MultiplexerError(CafleetError):
     """Base of the tree; ``str()`` is the user-facing message."""
 
     error_code = status.CODE_TMUX
@@ -178,11 +173,6 @@ def _make_tmux(**kwargs: Any) -> Multiplexer:
 _REGISTRY: dict[str, Callable[..., Multiplexer]] = {TMUX: _make_tmux}
 
 
-def register_backend(name: str, factory: Callable[..., Multiplexer]) -> None:
-    """Register a backend constructor (wave 1 registers only `tmux`)."""
-    _REGISTRY[name] = factory
-
-
 def backend_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
@@ -229,6 +219,5 @@ __all__ = [
     "msg_unreachable",
     "msg_unsupported_backend",
     "probe_for_typing",
-    "register_backend",
     "tmux_backend",
 ]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from cafleet import status
+from cafleet.errors import CafleetError
 
 
-class WorkflowError(Exception):
+class WorkflowError(CafleetError):
     """Base of the workflow refusals."""
 
     error_code = status.CODE_ERROR
