@@ -25,6 +25,7 @@ from benchmarks import (
     scale,
     send_paths,
     startup,
+    supervision,
     throughput,
     wait_latency,
     webui,
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains, supervision)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
             drains.render,
         ),
+        "supervision": (lambda t: supervision.run(t, sizes["runs"]), supervision.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

@@ -52,6 +52,9 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         assert row["drain_queries"] == 1
         assert row["wake_line_bytes"] < 3000
     assert all(r["broadcast_rc"] == 0 and r["scan_rc"] == 0 for r in drains["whole_process"])
+    supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
+    assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
+    assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
     # The printed table names every section.
     for heading in (
         "## 1.",
@@ -63,5 +66,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 7.",
         "## 8.",
         "## 9.",
+        "## 10.",
     ):
         assert heading in proc.stdout

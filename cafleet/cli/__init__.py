@@ -29,11 +29,23 @@ _started: float | None = None
 
 
 def run_started() -> float:
-    """`time.monotonic()` when this invocation's `run` began: deadlines (`message wait
-    --timeout`) count from here, so start-up time is inside them."""
+    """When this process started, on the `time.monotonic()` clock: deadlines (`message wait
+    --timeout`) count from here, so the interpreter's and cafleet's start-up are inside them.
+    Linux tells the process's start time (/proc/self/stat, in clock ticks since boot); elsewhere
+    it is when `run` began."""
     import time
 
-    return time.monotonic() if _started is None else _started
+    fallback = time.monotonic() if _started is None else _started
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        started_after_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_after_boot
+    except (OSError, ValueError, IndexError, AttributeError):
+        return fallback
+    if not 0 <= age < 3600:  # a clock that disagrees: trust run() instead
+        return fallback
+    return min(fallback, time.monotonic() - age)
 
 
 def signal_stop_is_clean() -> None:
