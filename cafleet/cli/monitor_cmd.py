@@ -107,9 +107,9 @@ def monitor_scan(fleet_id: int, lines: int, ansi: bool, as_json: bool) -> None:
 @json_option
 def monitor_start(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows import loops
+    from cafleet.workflows import monitor
 
-    result = loops.start(conn, fleet_id)
+    result = monitor.start(conn, fleet_id)
     if as_json:
         out_json(
             {
@@ -137,9 +137,9 @@ def monitor_start(fleet_id: int, as_json: bool) -> None:
 @json_option
 def monitor_stop(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows import loops
+    from cafleet.workflows import monitor
 
-    result = loops.stop(conn, fleet_id)
+    result = monitor.stop(conn, fleet_id)
     if as_json:
         out_json({"fleet_id": fleet_id, "pid": result.pid, "stopped": result.stopped})
         return
