@@ -1,4 +1,4 @@
-"""Alembic environment for cafleet (storage.md §3.4, §3.5).
+"""Alembic environment for cafleet (docs/storage.md §3.4, §3.5).
 
 Two paths:
 

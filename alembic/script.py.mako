@@ -4,7 +4,7 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
-A landed revision file is never edited (storage.md §3.1). With this revision, also add:
+A landed revision file is never edited (docs/storage.md §3.1). With this revision, also add:
   - its recorded shape to cafleet/db/shapes.py (REVISIONS, SHAPES[<rev>]);
   - its line to tests/revision_manifest.txt (sha256 of this file, \r\n normalised to \n).
 Never import cafleet.db.schema here; write the literals you need into this file.

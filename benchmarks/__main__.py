@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    assets_guard,
     concurrency,
     drains,
     notify,
@@ -43,6 +44,7 @@ FULL: dict[str, Any] = {
     "send_path_rounds": 3,
     "drain_sizes": [1000, 5000],
     "dead_panes": [1000, 5000],
+    "guard_calls": 2000,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -56,6 +58,7 @@ SMOKE: dict[str, Any] = {
     "send_path_rounds": 1,
     "drain_sizes": [50],
     "dead_panes": [20],
+    "guard_calls": 20,
 }
 
 TARGETS = [
@@ -76,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains, supervision)",
+        help=(
+            "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
+            "send_paths, webui, drains, assets_guard, supervision)"
+        ),
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -100,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
             drains.render,
         ),
+        "assets_guard": (lambda t: assets_guard.run(t, sizes["guard_calls"]), assets_guard.render),
         "supervision": (lambda t: supervision.run(t, sizes["runs"]), supervision.render),
     }
     chosen = args.only or list(sections)

@@ -33,8 +33,23 @@ class BenchFleet:
     member_ids: tuple[int, ...]
 
 
+# The coding agents' own configuration variables (cafleet/assets/targets.py): removed, so each
+# agent's directory is under the benchmark's own HOME and nothing touches the user's.
+AGENT_VARIABLES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME")
+
+
+def bench_home(db_path: Path) -> Path:
+    """The HOME every benchmark command runs with: beside its temporary database."""
+    return db_path.parent / "home"
+
+
 def base_env(db_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CAFLEET_", "TMUX")) and k not in AGENT_VARIABLES
+    }
+    env["HOME"] = str(bench_home(db_path))
     env["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
     env["PYTHONPATH"] = str(REPO) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
@@ -48,9 +63,24 @@ def use_db(db_path: Path) -> None:
 
 
 def setup_db(db_path: Path) -> None:
+    """`cafleet setup`'s two halves: the database, and every agent's assets installed under
+    `bench_home` and recorded, so the stale-assets guard lets the measured commands run."""
+    import cafleet
+    from cafleet.assets.setup import run_assets_half
     from cafleet.db.migrate import run_setup
 
     run_setup(str(db_path))
+    bench_home(db_path).mkdir(parents=True, exist_ok=True)
+    results = run_assets_half(
+        ("claude", "codex", "opencode"),
+        db_path=str(db_path),
+        record=True,
+        version=cafleet.__version__,
+        env=base_env(db_path),
+    )
+    failed = [f"{r.coding_agent}: {r.error}" for r in results if not r.ok]
+    if failed:
+        raise RuntimeError(f"assets half failed: {failed}")
 
 
 def connect(db_path: Path) -> Connection:

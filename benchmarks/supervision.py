@@ -1,4 +1,4 @@
-"""10. Supervision costs (issue 13): what every command's loop healing adds while every loop is
+"""11. Supervision costs (issue 13): what every command's loop healing adds while every loop is
 live, and how close `message wait --timeout` keeps to its deadline.
 
 - healing, in process: `monitor.ensure.heal_dead_loops` on a database with F live fleets whose
@@ -122,7 +122,7 @@ def render(result: dict[str, Any]) -> list[str]:
     heal = result["heal_call_us"]
     poll = result["poll_process_ms"]
     lines = [
-        f"## 10. supervision ({result['fleets']} live fleets, {result['invocation']})",
+        f"## 11. supervision ({result['fleets']} live fleets, {result['invocation']})",
         f"  heal_dead_loops per call: {heal['TMUX set']:.1f} us with TMUX set (one read), "
         f"{heal['TMUX unset']:.2f} us unset",
         f"  message poll, whole process (median of {result['poll_runs']}): "

@@ -1,4 +1,4 @@
-"""CAFLEET_* settings and the database path (cli.md §1.6, storage.md §4.1).
+"""CAFLEET_* settings and the database path (docs/cli.md §1.6, docs/storage.md §4.1).
 
 Every command that loads settings validates all four variables, in table order, before anything
 else, so a bad value fails fast and the same way everywhere.
@@ -88,7 +88,7 @@ def _parse_int(env: Mapping[str, str], name: str) -> int | None:
 def load_settings(
     env: Mapping[str, str] | None = None, *, tolerate_path_error: bool = False
 ) -> Settings:
-    """Validate every variable in cli.md §1.6's table order.
+    """Validate every variable in docs/cli.md §1.6's table order.
 
     With ``tolerate_path_error`` (doctor), a URL/HOME problem is recorded instead of raised;
     a bad integer still raises.

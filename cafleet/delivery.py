@@ -1,12 +1,12 @@
-"""Notification delivery (runtime.md §4): the notification line and the recipient/fleet drains.
+"""Notification delivery (docs/runtime.md §4): the notification line and the recipient/fleet drains.
 
 A *drain* types one line per pending message into its recipient's pane, oldest first, each under
 the pane-input lock, and stamps ``notified_at`` only after the complete submission. A failed
 attempt ends the drain for that recipient and is reported as a :class:`DrainFailure` whose
-``reason`` is cli.md §1.11's text; callers print it (the CLI) or log it (the monitor loop).
+``reason`` is docs/cli.md §1.11's text; callers print it (the CLI) or log it (the monitor loop).
 
 Nothing here imports libtmux or the multiplexer package until an attempt actually happens
-(cli.md §1.8): a drain that finds nothing pending costs one indexed read.
+(docs/cli.md §1.8): a drain that finds nothing pending costs one indexed read.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ EM_DASH = "\u2014"  # —
 NOTIFY_PURPOSE = "notify msg "  # the pane-lock purpose of a notification attempt
 
 
-# --- the notification line (runtime.md §4.2) --------------------------------------------------
+# --- the notification line (docs/runtime.md §4.2) -------------------------------------------------
 
 
 def notification_line(
     *, message_id: int, sender_name: str | None, from_member_id: int, body: str, max_text_len: int
 ) -> str:
-    """The exact one-line notification for one message (runtime.md §4.2).
+    """The exact one-line notification for one message (docs/runtime.md §4.2).
 
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
@@ -51,7 +51,7 @@ def notification_line(
 
 @dataclass(frozen=True, slots=True)
 class DrainFailure:
-    """One failed attempt (runtime.md §4.3): the message stays pending."""
+    """One failed attempt (docs/runtime.md §4.3): the message stays pending."""
 
     message_id: int
     recipient_id: int
@@ -70,14 +70,14 @@ class DrainFailure:
 
 @dataclass
 class DrainReport:
-    """runtime.md §4.3's report.
+    """docs/runtime.md §4.3's report.
 
     ``notified`` holds ``(message_id, recipient_id)`` pairs (an ACK before the stamp counts);
     ``failures`` one :class:`DrainFailure` per failed attempt; ``not_attempted`` the fleet-level
     reason of §4.4 (tmux unusable, or ``list_panes`` failed), else None.
 
     Two plain attributes, not dataclass fields, carry what the CLI needs besides: ``tmux_usable``
-    (some attempt resolved its backend in this process, cli.md §1.11's loop-restart condition)
+    (some attempt resolved its backend in this process, docs/cli.md §1.11's loop-restart condition)
     and ``stopped`` (``before_attempt`` or an abandoned lock wait ended the drain early).
     """
 
@@ -102,7 +102,7 @@ LockTimeout = float | Callable[[], float]
 
 
 def warning_line(failure: DrainFailure) -> str:
-    """cli.md §1.11's not-notified warning (without the trailing newline)."""
+    """docs/cli.md §1.11's not-notified warning (without the trailing newline)."""
     return (
         f"Warning: message {failure.message_id} not notified to member {failure.recipient_id}: "
         f"{failure.reason} (it stays in the inbox; delivery will be retried)"
@@ -128,7 +128,7 @@ def _max_text_len() -> int:
 
 
 class _Backends:
-    """Resolves and caches one backend per name for an invocation (runtime.md §4.3 step 3)."""
+    """Resolves and caches one backend per name for an invocation (docs/runtime.md §4.3 step 3)."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self._env = env
@@ -162,7 +162,7 @@ def _resolve_timeout(lock_timeout: LockTimeout) -> float:
     return max(0.0, float(value))
 
 
-# --- the recipient drain (runtime.md §4.3) -----------------------------------------------------
+# --- the recipient drain (docs/runtime.md §4.3) ---------------------------------------------------
 
 
 @dataclass
@@ -337,7 +337,7 @@ def drain_recipient(
     return report
 
 
-# --- several recipients at once (broadcast; runtime.md §4.5) -------------------------------------
+# --- several recipients at once (broadcast; docs/runtime.md §4.5) ---------------------------------
 
 
 def _live_tmux_panes(backends: _Backends, report: DrainReport) -> frozenset[str] | None:
@@ -422,7 +422,7 @@ def drain_recipients(
     return report
 
 
-# --- the fleet drain (runtime.md §4.4) ---------------------------------------------------------
+# --- the fleet drain (docs/runtime.md §4.4) -------------------------------------------------------
 
 
 def drain_fleet(
@@ -438,7 +438,7 @@ def drain_fleet(
     max_text_len: int | None = None,
     env: Mapping[str, str] | None = None,
 ) -> DrainReport:
-    """One recipient drain per eligible recipient of ``fleet_id`` (runtime.md §4.4).
+    """One recipient drain per eligible recipient of ``fleet_id`` (docs/runtime.md §4.4).
 
     ``live_panes`` is the live pane set when the caller already listed it (the monitor tick);
     otherwise ``list_panes()`` runs once, and its failure, or tmux being unavailable, returns

@@ -1,5 +1,5 @@
 """The one typing path: every keystroke cafleet sends into a pane goes through
-:func:`type_into_pane` (runtime.md §3.2, §4.3 steps 4–9, §5.5 steps 9–11; cli.md §2.12, §2.13).
+:func:`type_into_pane` (docs/runtime.md §3.2, §4.3 steps 4–9, §5.5 steps 9–11; docs/cli.md §2.12, §2.13).
 
 A notification (`cafleet.delivery`), the monitor's wake line (`cafleet.monitor.tick`), `member
 prompt` and `member ping` (`cafleet.workflows.members`) differ only in what they pass; the
@@ -12,7 +12,7 @@ classifies the pane before anything is typed and may hold the line; verify captu
 Enter and confirms the line was taken, else nothing is recorded. Both default to no-ops, so today
 "typed" means every tmux call exited 0.
 
-Nothing here imports the multiplexer or lock modules until an attempt runs (cli.md §1.8).
+Nothing here imports the multiplexer or lock modules until an attempt runs (docs/cli.md §1.8).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def no_verify(_backend: Multiplexer, _pane_id: str, _line: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class TypeOutcome:
-    """What one attempt did. ``reason`` is the cli.md §1.11 text of a refusal or failure."""
+    """What one attempt did. ``reason`` is the docs/cli.md §1.11 text of a refusal or failure."""
 
     kind: Kind
     pane_id: str

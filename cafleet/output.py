@@ -1,4 +1,4 @@
-"""What commands print (cli.md §1.3, §1.10): JSON encoding, records in contract key order, text
+"""What commands print (docs/cli.md §1.3, §1.10): JSON encoding, records in contract key order, text
 envelopes, tables, label lines, plurals, truncation and the display sanitizer.
 
 Standard library only (plus `cafleet.text`), so every command module can import it at load
@@ -105,7 +105,7 @@ def err(text: str) -> None:
 
 
 def dumps_json(value: Any) -> str:
-    """cli.md §1.3: compact, non-ASCII raw, control characters escaped by the encoder."""
+    """docs/cli.md §1.3: compact, non-ASCII raw, control characters escaped by the encoder."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -204,7 +204,7 @@ def idle_text(seconds: int | None) -> str:
     return f"{seconds // 3600}h"
 
 
-# --- records (cli.md §1.10), keys in contract order -------------------------------------------
+# --- records (docs/cli.md §1.10), keys in contract order ------------------------------------------
 
 
 def placement_dict(placement: Any) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
-"""Frozen records decoded from rows (storage.md §7.2).
+"""Frozen records decoded from rows (docs/storage.md §7.2).
 
-Every enumeration column (storage.md §2.6) is checked on decode; an unknown stored value raises
+Every enumeration column (docs/storage.md §2.6) is checked on decode; an unknown stored value raises
 `StorageIntegrityError` and nothing is coerced. `Member.placement is None` (no row) differs from a
 pending placement (`placement.mux_pane_id is None`).
 
@@ -38,7 +38,7 @@ class PaneKey(NamedTuple):
 
 
 class StorageIntegrityError(CafleetError):
-    """A stored enumeration value outside its allowed set (storage.md §7.2).
+    """A stored enumeration value outside its allowed set (docs/storage.md §7.2).
 
     `key` names the row, e.g. ``"member_id 7"``; str() is
     ``integrity error: members.status is 'paused' for member_id 7 (expected one of: active, deregistered)``.
@@ -87,7 +87,7 @@ def decode_skills(card_json: str | None) -> list[Any]:
 def member_card(
     name: str, description: str, skills: tuple[Any, ...] | list[Any] = (), *, monitor: bool = False
 ) -> str:
-    """The card JSON of storage.md §2.6: keys name, description, skills[, cafleet]."""
+    """The card JSON of docs/storage.md §2.6: keys name, description, skills[, cafleet]."""
     card: dict[str, Any] = {"name": name, "description": description, "skills": list(skills)}
     if monitor:
         card["cafleet"] = {"kind": "monitor"}
@@ -95,7 +95,7 @@ def member_card(
 
 
 class PaneLike(Protocol):
-    """What the repository needs of a mux `PaneContext` (runtime.md §1.1)."""
+    """What the repository needs of a mux `PaneContext` (docs/runtime.md §1.1)."""
 
     @property
     def session(self) -> str: ...
@@ -210,7 +210,7 @@ class RosterEntry:
 
 @dataclass(frozen=True, slots=True)
 class WakeRosterEntry:
-    """One entry of the monitor's wake line (runtime.md §5.7)."""
+    """One entry of the monitor's wake line (docs/runtime.md §5.7)."""
 
     member_id: int
     name: str

@@ -1,4 +1,4 @@
-"""One signal policy for every command (cli.md §1.4).
+"""One signal policy for every command (docs/cli.md §1.4).
 
 The handlers only record the first SIGINT/SIGTERM; code acts on it at safe points by calling
 `stop_requested()` (or `check()`, which raises `Interrupted`). The exit code becomes 130/143.

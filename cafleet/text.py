@@ -1,6 +1,6 @@
-"""Text rules, one implementation each: ANSI stripping and capture windowing (runtime.md §1.9),
-the notification normaliser (runtime.md §4.2), the wake-line sanitiser (runtime.md §5.7), and
-cli.md §1.3's display sanitizers and truncation.
+"""Text rules, one implementation each: ANSI stripping and capture windowing (docs/runtime.md §1.9),
+the notification normaliser (docs/runtime.md §4.2), the wake-line sanitiser (docs/runtime.md §5.7), and
+docs/cli.md §1.3's display sanitizers and truncation.
 
 Standard library only and outside `cafleet.mux`, so the output module every command loads does
 not pull in the multiplexer package.
@@ -15,7 +15,7 @@ RETURN_SYMBOL = "\u23ce"  # ⏎
 
 # ESC [ , parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
 _CSI_RE = re.compile(r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]")
-# ESC ] through BEL or ESC \ (runtime.md §1.9 Decision: hyperlinks appear in captures).
+# ESC ] through BEL or ESC \ (docs/runtime.md §1.9 Decision: hyperlinks appear in captures).
 _OSC_RE = re.compile(r"\x1b\].*?(?:\x07|\x1b\\)", re.DOTALL)
 
 
@@ -36,7 +36,7 @@ def strip_ansi(text: str) -> str:
 
 
 def window_capture(raw: str, lines: int, *, ansi: bool = False) -> str:
-    """runtime.md §1.9's windowing of a `capture-pane -p` output.
+    """docs/runtime.md §1.9's windowing of a `capture-pane -p` output.
 
     Split on LF; drop the trailing run of lines that are blank after ANSI stripping; return the
     last ``lines`` lines joined with LF, no trailing newline. Default mode returns the stripped
@@ -72,7 +72,7 @@ def _fix_surrogates(text: str) -> str:
 def truncate(text: str, limit: int) -> str:
     """Keep the first ``limit`` code points and append `…` only if something was cut.
 
-    With limit 0 any non-empty text becomes `…` (cli.md §1.3).
+    With limit 0 any non-empty text becomes `…` (docs/cli.md §1.3).
     """
     if limit < 0:
         raise ValueError("limit must not be negative")
@@ -85,7 +85,7 @@ def truncate(text: str, limit: int) -> str:
 
 
 def normalize_notification_text(text: str) -> str:
-    """runtime.md §4.2's normaliser (body and sender name of a notification line).
+    """docs/runtime.md §4.2's normaliser (body and sender name of a notification line).
 
     1. CRLF, then each remaining CR, LF, U+2028 and U+2029 becomes `⏎`;
     2. other controls are removed (C0 except TAB, U+007F, C1);
@@ -98,7 +98,7 @@ def normalize_notification_text(text: str) -> str:
 
 
 def sanitize_wake_field(text: str) -> str:
-    """runtime.md §5.7's sanitiser for NAME and AGENT in the wake line."""
+    """docs/runtime.md §5.7's sanitiser for NAME and AGENT in the wake line."""
     text = text.replace("\r\n", RETURN_SYMBOL)
     text = re.sub("[\r\n\t\u2028\u2029]", RETURN_SYMBOL, text)
     text = "".join(ch for ch in text if not _is_removed_control(ch))
@@ -107,7 +107,7 @@ def sanitize_wake_field(text: str) -> str:
     return text.replace("$(", "$\ufe59")
 
 
-# --------------------------------------------------------------------------- display (cli.md §1.3)
+# --------------------------------------------------------------------------- display (docs/cli.md §1.3)
 
 
 def _display_char(ch: str, keep: frozenset[str]) -> str:

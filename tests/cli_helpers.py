@@ -1,5 +1,5 @@
 """Helpers for the CLI tests: run `cafleet` in a subprocess or in-process through
-`cafleet.cli.main` (cli.md §1.8), and check which modules a command imported. The "unchanged"
+`cafleet.cli.main` (docs/cli.md §1.8), and check which modules a command imported. The "unchanged"
 check is `tests.storage_helpers.snapshot`, the data builders are `tests.factories`."""
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from tests.storage_helpers import snapshot as snapshot
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
-# What a command that types into no pane never needs (cli.md §1.8).
+# What a command that types into no pane never needs (docs/cli.md §1.8).
 TYPING_MODULES = ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
 
 
-# JSON records' keys in contract order (cli.md §1.10).
+# JSON records' keys in contract order (docs/cli.md §1.10).
 MESSAGE_KEYS = [
     "message_id",
     "owner_member_id",
@@ -184,7 +184,7 @@ def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
 def call_run(
     *argv: str, stdin: bytes = b"", env: Mapping[str, str | None] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`cafleet.cli.run(argv)` in this process (cli.md §1.8); returns a CompletedProcess.
+    """`cafleet.cli.run(argv)` in this process (docs/cli.md §1.8); returns a CompletedProcess.
 
     ``env`` overrides variables for the duration (None removes one).
     """
@@ -202,7 +202,7 @@ def imported_after(
 ) -> tuple[int, list[str]]:
     """Run `cafleet.cli.main(argv)` in a fresh interpreter (in ``cwd``, default the checkout);
     return its exit code and which of `modules` (or their submodules) ended up in `sys.modules`
-    (cli.md §1.8). The one import checker of the tests."""
+    (docs/cli.md §1.8). The one import checker of the tests."""
     code = f"""
         import json, os, sys
         from cafleet.cli import main
@@ -237,6 +237,39 @@ def imported_after(
     proc.wait(timeout=60)
     result = json.loads(raw)
     return result["code"], result["found"]
+
+
+# --- `cafleet setup`'s two halves (docs/cli.md §3.2) ----------------------------------------------
+
+SETUP_AGENTS = ("claude", "codex", "opencode")
+
+
+def setup_db_line(out: str) -> str:
+    """The db half's success line: the first line `cafleet setup` prints."""
+    return out.split("\n", 1)[0]
+
+
+def setup_agent_summaries(out: str) -> dict[str, str]:
+    """Each agent's summary line of `cafleet setup`'s text output (file lines dropped)."""
+    summaries: dict[str, str] = {}
+    for line in out.splitlines():
+        agent, sep, _rest = line.partition(": ")
+        if sep and agent in SETUP_AGENTS:  # `<agent>: <path> (<source>): <summary>`
+            summaries[agent] = line.rpartition(": ")[2]
+    return summaries
+
+
+def db_half_failed_err(message: str) -> str:
+    """stderr of a setup whose db half failed with ``message``: the assets half still installs
+    every agent's files but cannot record them."""
+    return (
+        f"db half failed: {message}\n"
+        + "".join(
+            f"assets half failed: {agent}: installed but not recorded: the db half failed\n"
+            for agent in SETUP_AGENTS
+        )
+        + "Error: db and assets half failed\n"
+    )
 
 
 def sql(db: Path, *statements: str) -> None:

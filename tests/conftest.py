@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test gets its own database path and HOME under tmp_path, so no test
-can touch the user's database, home directory or tmux server."""
+"""Shared fixtures. Every test gets its own database path and HOME under tmp_path, and the coding
+agents' own configuration variables are removed (so their directories are under that HOME too):
+no test can touch the user's database, home directory, agent configuration or tmux server."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ _CLEARED = (
     "CAFLEET_TMUX_FAULTS",
     "TMUX",
     "TMUX_PANE",
+    # The coding agents' identity paths (cafleet/assets/targets.py): without them every agent
+    # directory is under the test's HOME.
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
+    "OPENCODE_CONFIG_DIR",
+    "XDG_CONFIG_HOME",
 )
 
 
@@ -55,12 +62,38 @@ def db_path(isolated_env: Path) -> Path:
 
 
 @pytest.fixture
-def head_db(db_path: Path) -> Path:
-    """A database migrated to head by the real setup path."""
+def bare_head_db(db_path: Path) -> Path:
+    """A database migrated to head by the real db half, and nothing else (no asset rows)."""
     from cafleet.db.migrate import run_setup
 
     run_setup(str(db_path))
     return db_path
+
+
+@pytest.fixture
+def head_db(db_path: Path) -> Path:
+    """A database migrated to head by the real setup path, with every agent's assets installed
+    under the test's HOME and recorded (what `cafleet setup` does), so the stale-assets guard
+    lets commands through."""
+    from cafleet.db.migrate import run_setup
+
+    run_setup(str(db_path))
+    install_assets(db_path)
+    return db_path
+
+
+def install_assets(
+    db_path: Path, agents: tuple[str, ...] = ("claude", "codex", "opencode")
+) -> None:
+    """`cafleet setup`'s assets half for ``agents``, in process; fails the test on a failure."""
+    import cafleet
+    from cafleet.assets.setup import run_assets_half
+
+    results = run_assets_half(
+        agents, db_path=str(db_path), record=True, version=cafleet.__version__
+    )
+    failed = [f"{r.coding_agent}: {r.error}" for r in results if not r.ok]
+    assert not failed, f"assets half failed: {failed}"
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def wait_log(path: Path, pattern: str, timeout: float = 10) -> list[str]:
 def inproc(
     *argv: str, env: dict[str, str | None] | None = None, stdin: bytes = b""
 ) -> subprocess.CompletedProcess[str]:
-    """`cafleet.cli.run(argv)` in this process (cli.md §1.8), for refusals that need no tmux.
+    """`cafleet.cli.run(argv)` in this process (docs/cli.md §1.8), for refusals that need no tmux.
 
     The test process never has TMUX/TMUX_PANE set, so these runs are "outside tmux". ``env``
     overrides variables for the duration (None removes one).

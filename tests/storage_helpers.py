@@ -1,4 +1,4 @@
-"""Shared builders and checks for the storage tests (storage.md §9).
+"""Shared builders and checks for the storage tests (docs/storage.md §9).
 
 Databases at a revision are built by the real driver (`cafleet.db.migrate.upgrade_to` /
 `run_setup`); rows are inserted by plain SQL. "Preserved" means the SHA-256 of P (and of
@@ -202,7 +202,7 @@ def templates_fixture(tmp_path_factory: pytest.TempPathFactory) -> Templates:
 
 
 def populate_0001(db: Path | str) -> None:
-    """Representative rows in every table of a 0001 file (storage.md §9.34)."""
+    """Representative rows in every table of a 0001 file (docs/storage.md §9 item 34)."""
     sql(
         db,
         f"""

@@ -16,6 +16,7 @@ from cafleet.agents import (
 )
 from cafleet.agents.prompt import (
     PromptTemplateError,
+    load_default_member_prompt,
     load_default_monitor_prompt,
     render_template,
     validate_template,
@@ -94,8 +95,16 @@ def test_codex_db_dir_defaults_to_resolved_database(db_path: Path) -> None:
 
 
 def test_opencode_argv() -> None:
-    assert build("opencode", model="p/m") == [BIN, "--model", "p/m", "--prompt", "PROMPT"]
-    assert build("opencode") == [BIN, "--prompt", "PROMPT"]
+    agent = ["--agent", "cafleet"]  # the preset `cafleet setup` installs (docs/runtime.md §7.4)
+    assert build("opencode", model="p/m") == [BIN, *agent, "--model", "p/m", "--prompt", "PROMPT"]
+    assert build("opencode") == [BIN, *agent, "--prompt", "PROMPT"]
+
+
+def test_pane_env() -> None:
+    """Only opencode's panes get a variable of their own: it then loads its own copy of the
+    cafleet skill, never Claude Code's (it reads ~/.claude/skills too)."""
+    assert get_agent("opencode").pane_env() == {"OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1"}
+    assert get_agent("claude").pane_env() == {} and get_agent("codex").pane_env() == {}
 
 
 # --------------------------------------------------------------------------- validation
@@ -261,7 +270,8 @@ def test_default_monitor_prompt() -> None:
     assert rendered.startswith(
         "You are the monitor of cafleet fleet 3. You watch the fleet; you never edit files and "
         "never do the members' work.\n\nFLEET ID: 3\nYOUR MEMBER ID: 11\n"
-        "DIRECTOR MEMBER ID: 10\nCODING AGENT: claude\n"
+        "DIRECTOR MEMBER ID: 10\nCODING AGENT: claude\n\n"
+        "Load the `cafleet` skill now and follow its monitor role (monitor.md).\n\n"
     )
     assert '  cafleet message send --from-member-id 11 --to-member-id 10 "ready"\n' in rendered
     assert "  cafleet message poll 11\n" in rendered
@@ -284,6 +294,45 @@ def test_default_monitor_prompt() -> None:
                 assert stripped.split()[2] == "scan"
 
 
+def test_default_member_prompt() -> None:
+    """`member create` without PROMPT: the member's ids and the skill to load (issue 11)."""
+    text = load_default_member_prompt()
+    validate_template(text)
+    rendered = render_template(
+        text, fleet_id=3, member_id=12, director_member_id=10, coding_agent="codex"
+    )
+    assert rendered.startswith(
+        "You are a member of cafleet fleet 3. The Director gives you your work as cafleet "
+        "messages; you do it and report back the same way.\n\nFLEET ID: 3\n"
+        "YOUR MEMBER ID: 12\nDIRECTOR MEMBER ID: 10\nCODING AGENT: codex\n\n"
+        "Load the `cafleet` skill now and follow its member role (member.md).\n"
+    )
+    assert '  cafleet message send --from-member-id 12 --to-member-id 10 "ready"\n' in rendered
+    assert "  cafleet message poll 12\n" in rendered
+    assert "  cafleet message ack <id>\n" in rendered
+    assert "{" not in rendered and "}" not in rendered
+    # Only `cafleet message …`: what a member's claude allow-list permits (docs/runtime.md §2.2).
+    commands = [line.strip() for line in rendered.splitlines() if "cafleet " in line]
+    assert commands and all(
+        c.startswith("cafleet message ") for c in commands if c.startswith("cafleet ")
+    )
+
+
 def test_fake_bin_fixture_provides_every_agent(fake_bin: Path) -> None:
-    for name in AGENT_NAMES:
+    """claude and codex need only their binary; opencode also needs the installed preset."""
+    from cafleet.assets.bundle import units_for
+    from cafleet.assets.install import install_units
+    from cafleet.assets.targets import resolve_target
+
+    for name in ("claude", "codex"):
         assert get_agent(name).ensure_available() == str(fake_bin / name)
+    preset = Path(os.environ["HOME"]) / ".config" / "opencode" / "agents" / "cafleet.md"
+    with pytest.raises(AgentUnavailable) as exc:
+        get_agent("opencode").ensure_available()
+    assert str(exc.value) == (
+        f"the cafleet agent preset for opencode is not installed ({preset} is missing); "
+        "run 'cafleet setup --coding-agent opencode'"
+    )
+    install_units(resolve_target("opencode").path, units_for("opencode", "0.1.0"))
+    assert preset.is_file()
+    assert get_agent("opencode").ensure_available() == str(fake_bin / "opencode")

@@ -52,6 +52,9 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         assert row["drain_queries"] == 1
         assert row["wake_line_bytes"] < 3000
     assert all(r["broadcast_rc"] == 0 and r["scan_rc"] == 0 for r in drains["whole_process"])
+    guard = results["assets_guard"]
+    assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
+    assert all(row["median_us"] > 0 for row in guard["calls"].values())
     supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
     assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
@@ -67,5 +70,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 8.",
         "## 9.",
         "## 10.",
+        "## 11.",
     ):
         assert heading in proc.stdout

@@ -1,4 +1,4 @@
-"""Concurrency on one file (storage.md §4.3; §9 items 13, 14, 63, and 16 x 500 send+ack)."""
+"""Concurrency on one file (docs/storage.md §4.3; §9 items 13, 14, 63, and 16 x 500 send+ack)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_readers_do_not_wait_for_a_held_write_lock(conn: Connection, head_db: Path) -> None:
-    """§13: while another connection holds BEGIN IMMEDIATE (with an uncommitted row), poll,
+    """§9 item 13: while another connection holds BEGIN IMMEDIATE (with an uncommitted row), poll,
     roster and diagnosis complete at once and see the committed state."""
     boot = make_fleet(conn)
     fid = boot.fleet.fleet_id
@@ -125,21 +125,24 @@ def _check(path: Path, results: list[dict[str, Any]], expected: int, *, acked: b
         db.close()
 
 
+@pytest.mark.slow
 def test_eight_processes_send_and_ack(conn: Connection, head_db: Path) -> None:
-    """§14: 8 processes x 100 send_message + ack_message pairs."""
+    """§9 item 14: 8 processes x 100 send_message + ack_message pairs."""
     pairs = _fleet_pairs(conn, 8)
     results = _run_workers(head_db, pairs, 100, ack=True, pin=False)
     _check(head_db, results, 800, acked=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 def test_sixteen_processes_pinned_to_two_cpus_send(conn: Connection, head_db: Path) -> None:
-    """§63: 16 processes pinned to two CPUs, 50 send_message calls each."""
+    """§9 item 63: 16 processes pinned to two CPUs, 50 send_message calls each."""
     pairs = _fleet_pairs(conn, 16)
     results = _run_workers(head_db, pairs, 50, ack=False, pin=True)
     _check(head_db, results, 800, acked=False)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 def test_sixteen_processes_500_send_and_ack_each(conn: Connection, head_db: Path) -> None:
     """16 processes x 500 send+ack through the repository on one file: zero lock errors and

@@ -1,4 +1,4 @@
-"""Fleets (storage.md §7.3; §9 items 15, 45, 48, 49, 59)."""
+"""Fleets (docs/storage.md §7.3; §9 items 15, 45, 48, 49, 59)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ from cafleet.records import PaneKey
 from tests.broker_helpers import raw_connect, table_counts, ts
 from tests.factories import FakePane, add_member, make_fleet
 
+
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 DIRECTOR_CARD = '{"name":"Director","description":"Root Director for this fleet","skills":[]}'
 MONITOR_CARD = (
     '{"name":"monitor","description":"Monitor member for this fleet","skills":[],'
@@ -30,7 +37,7 @@ def _is_ts(value: object) -> bool:
     return isinstance(value, str) and len(value) == 32 and value.endswith("+00:00")
 
 
-# --- §45 bootstrap -----------------------------------------------------------------------------
+# --- §9 item 45 bootstrap -------------------------------------------------------------------------
 
 
 def test_bootstrap_writes_fleet_director_backref_monitor_and_placements(
@@ -146,7 +153,7 @@ def test_failure_after_callback_raises_bootstrap_aborted_with_the_pane(
     assert make_fleet(conn).fleet.fleet_id >= 1
 
 
-# --- §15 a writer queued behind the bootstrap's spawn -----------------------------------------
+# --- §9 item 15 a writer queued behind the bootstrap's spawn --------------------------------------
 
 _WRITER = textwrap.dedent(
     """
@@ -202,7 +209,7 @@ def test_writer_started_during_callback_succeeds_right_after_commit(
     assert table_counts(head_db)["asset_installs"] == 1
 
 
-# --- §48 kinds ---------------------------------------------------------------------------------
+# --- §9 item 48 kinds -----------------------------------------------------------------------------
 
 
 def test_kind_director_beats_marker_monitor_and_member(conn: Connection, head_db: Path) -> None:
@@ -232,7 +239,7 @@ def test_kind_director_beats_marker_monitor_and_member(conn: Connection, head_db
     assert kinds == ["director", "member"]
 
 
-# --- §49 delete_fleet --------------------------------------------------------------------------
+# --- §9 item 49 delete_fleet ----------------------------------------------------------------------
 
 
 def _keys(conn: Connection, fleet_id: int) -> set[PaneKey]:
@@ -340,7 +347,7 @@ def test_delete_fleet_tries_each_new_key_once(conn: Connection) -> None:
     assert calls == [("tmux", "s", "%600")]
 
 
-# --- §59 list_fleets / get_fleet / fleet_summary ----------------------------------------------
+# --- §9 item 59 list_fleets / get_fleet / fleet_summary -------------------------------------------
 
 
 def test_list_fleets_order_counts_and_deleted(conn: Connection) -> None:

@@ -1,4 +1,4 @@
-"""Decoding, foreign keys, ids and all-or-nothing writes (storage.md §7.2; §9 items 16, 18, 19,
+"""Decoding, foreign keys, ids and all-or-nothing writes (docs/storage.md §7.2; §9 items 16, 18, 19,
 20, 57)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.storage_helpers import APP_TABLES
 
 TS = "2026-01-01T00:00:00.000000+00:00"
 
-# --- §57 unknown enum values ----------------------------------------------------------------------
+# --- §9 item 57 unknown enum values ---------------------------------------------------------------
 
 
 def test_unknown_enum_values_raise_integrity_errors(conn: Connection, head_db: Path) -> None:
@@ -174,7 +174,7 @@ def test_skills_decoding_never_raises() -> None:
     assert decode_skills("[" * 100_000) == []
 
 
-# --- §18 foreign keys ---------------------------------------------------------------------------
+# --- §9 item 18 foreign keys ----------------------------------------------------------------------
 
 
 def _sql(conn: Connection, statement: str, params: tuple[Any, ...] = ()) -> Any:
@@ -242,7 +242,7 @@ def test_restrict_and_cascade(conn: Connection, head_db: Path) -> None:
     assert after["member_placements"] == before["member_placements"] - 1  # CASCADE
 
 
-# --- §20 ids are never reused ---------------------------------------------------------------------
+# --- §9 item 20 ids are never reused --------------------------------------------------------------
 
 
 def test_ids_grow_after_hard_deletes(conn: Connection) -> None:
@@ -274,7 +274,7 @@ def test_ids_grow_after_hard_deletes(conn: Connection) -> None:
     assert min(first.fleet.fleet_id, first.director.member_id, msg.message_id) >= 1
 
 
-# --- §16 all-or-nothing writes ----------------------------------------------------------------------
+# --- §9 item 16 all-or-nothing writes -------------------------------------------------------------
 
 _FAIL_TRIGGERS = {
     "placement_insert": "BEFORE INSERT ON member_placements",

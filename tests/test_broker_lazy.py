@@ -1,4 +1,4 @@
-"""`cafleet.broker` imports its repository modules on first use (start-up cost, cli.md §1.8)."""
+"""`cafleet.broker` imports its repository modules on first use (start-up cost, docs/cli.md §1.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Members (storage.md §7.4, §7.8; §9 items 46, 47, 50, 55, 56, 58, 60)."""
+"""Members (docs/storage.md §7.4, §7.8; §9 items 46, 47, 50, 55, 56, 58, 60)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_register_member_fleet_and_director_checks(conn: Connection, head_db: Pa
     assert _autocommit(conn)
 
 
-# --- §46 the monitor race -----------------------------------------------------------------------
+# --- §9 item 46 the monitor race ------------------------------------------------------------------
 
 
 def test_monitor_race_loser_gets_slot_taken_and_writes_nothing(
@@ -232,7 +232,7 @@ def test_failed_placement_insert_undoes_the_member(conn: Connection, head_db: Pa
     assert table_counts(head_db) == before
 
 
-# --- §47 the partial unique index under direct SQL ----------------------------------------------
+# --- §9 item 47 the partial unique index under direct SQL -----------------------------------------
 
 
 def test_direct_sql_cannot_create_a_second_active_monitor(conn: Connection, head_db: Path) -> None:
@@ -278,7 +278,7 @@ def test_direct_sql_cannot_create_a_second_active_monitor(conn: Connection, head
     assert broker.get_active_monitor(conn, fa).member_id == new.member_id  # type: ignore[union-attr]
 
 
-# --- §50 deregistration ---------------------------------------------------------------------------
+# --- §9 item 50 deregistration --------------------------------------------------------------------
 
 
 def test_deregister_member_refuses_root_director_and_removes_placement(
@@ -315,7 +315,7 @@ def test_deregister_member_refuses_root_director_and_removes_placement(
         broker.get_member(conn, 999)
 
 
-# --- §58 placement states -------------------------------------------------------------------------
+# --- §9 item 58 placement states ------------------------------------------------------------------
 
 
 def test_missing_placement_differs_from_pending(conn: Connection) -> None:
@@ -330,7 +330,7 @@ def test_missing_placement_differs_from_pending(conn: Connection) -> None:
     assert roster[pending.member_id].placement == pending.placement
 
 
-# --- §55 roster and activity --------------------------------------------------------------------
+# --- §9 item 55 roster and activity ---------------------------------------------------------------
 
 
 def test_member_roster_activity_and_idle(conn: Connection, head_db: Path) -> None:
@@ -442,7 +442,7 @@ def test_wake_roster_members_with_placement_and_director(conn: Connection) -> No
     )
 
 
-# --- §56 member_names -----------------------------------------------------------------------------
+# --- §9 item 56 member_names ----------------------------------------------------------------------
 
 
 def test_member_names_batches_of_500(conn: Connection) -> None:
@@ -478,7 +478,7 @@ def test_member_names_batches_of_500(conn: Connection) -> None:
     assert [n[0] for n in names] == sorted(known)
 
 
-# --- §60 pane keys select shared lock files -----------------------------------------------------
+# --- §9 item 60 pane keys select shared lock files ------------------------------------------------
 
 
 def test_same_pane_key_maps_to_same_lock_file(conn: Connection, head_db: Path) -> None:

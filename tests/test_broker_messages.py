@@ -1,4 +1,4 @@
-"""Messages (storage.md §7.5; §9 items 51, 52, 53) and the inbox reads."""
+"""Messages (docs/storage.md §7.5; §9 items 51, 52, 53) and the inbox reads."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _row(path: Path, message_id: int) -> tuple[object, ...]:
         db.close()
 
 
-# --- §51 send ----------------------------------------------------------------------------------
+# --- §9 item 51 send ------------------------------------------------------------------------------
 
 
 def test_send_message_stores_the_unicast_row(conn: Connection, head_db: Path) -> None:
@@ -129,7 +129,7 @@ def test_bodies_round_trip_unchanged(conn: Connection, head_db: Path, body: str)
     assert pending is not None and pending.message.text == body
 
 
-# --- §52 broadcast -----------------------------------------------------------------------------
+# --- §9 item 52 broadcast -------------------------------------------------------------------------
 
 
 def test_broadcast_writes_summary_first_then_deliveries(conn: Connection, head_db: Path) -> None:
@@ -198,7 +198,7 @@ def test_broadcast_singular_and_empty(conn: Connection, head_db: Path) -> None:
         broker.broadcast_message(conn, from_member_id=404, text="x")
 
 
-# --- §53 ACK -----------------------------------------------------------------------------------
+# --- §9 item 53 ACK -------------------------------------------------------------------------------
 
 
 def test_ack_completes_once_and_leaves_notified_at(conn: Connection, head_db: Path) -> None:

@@ -1,4 +1,4 @@
-"""Monitor runtime rows (runtime.md §5.2, storage.md §7.7; §9 item 58) and asset installs."""
+"""Monitor runtime rows (docs/runtime.md §5.2, docs/storage.md §7.7; §9 item 58) and asset installs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.records import AssetInstall, MonitorRuntime
 from tests.broker_helpers import raw_connect, ts
 from tests.factories import make_fleet
+
+
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
 
 ALWAYS_LIVE = lambda row, now: True  # noqa: E731
 NEVER_LIVE = lambda row, now: False  # noqa: E731

@@ -1,4 +1,4 @@
-"""Notification state (storage.md §7.6, runtime.md §4.1; §9 item 54)."""
+"""Notification state (docs/storage.md §7.6, docs/runtime.md §4.1; docs/storage.md §9 item 54)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""storage.md §9 item 61: on a file with 100,000 messages for one member, the poll, activity,
+"""docs/storage.md §9 item 61: on a file with 100,000 messages for one member, the poll, activity,
 unacked-count and pending-notification queries are index searches (`SEARCH` of `messages` with
 the index §2.7 names) and never `SCAN messages`.
 

@@ -1,8 +1,9 @@
-"""`cafleet doctor` (cli.md §2.2; acceptance 26, 27)."""
+"""`cafleet doctor` (docs/cli.md §2.2; §4 items 26, 27)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,41 @@ MULTIPLEXER_KEYS = [
     "error",
 ]
 DATABASE_KEYS = ["ok", "path", "state", "schema_version", "head_version", "error"]
+AGENTS = ("claude", "codex", "opencode")
+
+
+def agent_dirs(home: Path) -> dict[str, Path]:
+    """Each agent's default identity path under ``home`` (the test's agent variables are unset)."""
+    return {
+        "claude": home / ".claude",
+        "codex": home / ".codex",
+        "opencode": home / ".config" / "opencode",
+    }
+
+
+def agents_ok_lines(home: Path) -> str:
+    """The coding-agents and member-permissions sections of a fully set-up HOME."""
+    dirs = agent_dirs(home)
+    defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
+    version = cafleet.__version__
+    lines = ["✓ coding agents"]
+    for agent in AGENTS:
+        label = f"{agent}:".ljust(11)
+        lines.append(f"  {label}ok  {dirs[agent]} (default {defaults[agent]}), cafleet {version}")
+    lines.append("✓ member permissions")
+    read = {"claude": "0 files", "codex": "1 file", "opencode": "0 files"}
+    lines += [f"  {(a + ':').ljust(11)}ok ({read[a]} read)" for a in AGENTS]
+    return "\n".join(lines) + "\n"
+
+
+def missing_agent_lines(home: Path) -> list[str]:
+    dirs = agent_dirs(home)
+    defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
+    return [
+        f"  {(a + ':').ljust(11)}missing  {dirs[a]} (default {defaults[a]}): no install recorded "
+        f"here; run 'cafleet setup --coding-agent {a}'"
+        for a in AGENTS
+    ]
 
 
 def test_outside_tmux_without_database(db_path: Path) -> None:
@@ -33,16 +69,31 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "✗ database\n"
         f"  path:      {db_path}\n"
         "  no cafleet database; run 'cafleet setup'\n"
+        "✗ coding agents\n"
+        + "".join(line + "\n" for line in missing_agent_lines(Path(os.environ["HOME"])))
+        + "✗ member permissions\n"
+        "  claude:    ok (0 files read)\n"
+        "  codex:     ok (0 files read)\n"
+        "  opencode:  blocked: the cafleet agent preset is missing; run 'cafleet setup "
+        "--coding-agent opencode'\n"
         "✓ fleets\n"
         "  skipped: the database is not usable\n"
-        "2 issues found\n"
+        "6 issues found\n"
     )
     assert not db_path.parent.exists()
 
     code, out, err = run_cli("doctor", "--json")
     assert (code, err) == (1, "")
     data = json.loads(out)
-    assert list(data) == ["cafleet_version", "multiplexer", "database", "fleets", "issues"]
+    assert list(data) == [
+        "cafleet_version",
+        "multiplexer",
+        "database",
+        "coding_agents",
+        "member_permissions",
+        "fleets",
+        "issues",
+    ]
     assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
@@ -65,7 +116,11 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "error": "no cafleet database; run 'cafleet setup'",
     }
     assert list(data["database"]) == DATABASE_KEYS
-    assert data["issues"] == 2
+    assert [(a["coding_agent"], a["state"], a["ok"]) for a in data["coding_agents"]] == [
+        (agent, "missing", False) for agent in AGENTS
+    ]
+    assert [p["ok"] for p in data["member_permissions"]] == [True, True, False]
+    assert data["issues"] == 6
     assert not db_path.parent.exists()
 
 
@@ -123,7 +178,9 @@ def test_foreign_file_unchanged(db_path: Path) -> None:
         f"  {db_path} is not a cafleet database (application_id is 9, not 1128351288); "
         "cafleet will not use or modify it\n" in out
     )
-    assert out.endswith("2 issues found\n")
+    # The asset rows cannot be read: each agent's row is `unknown`, one issue each.
+    assert out.count(": the database cannot be read\n") == 3
+    assert out.endswith("6 issues found\n")
     assert_unchanged(before, db_path)
 
 
@@ -131,9 +188,12 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, _ = run_cli("doctor")
     assert code == 1
+    home = Path(os.environ["HOME"])
     assert (
-        f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n✓ fleets\n  no live fleets\n"
-        "1 issue found\n"
+        f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n"
+        + agents_ok_lines(home)
+        + "✓ fleets\n  no live fleets\n"
+        + "1 issue found\n"
     ) in out
     assert_unchanged(before, head_db)
 
@@ -156,9 +216,9 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "✓ database\n"
         f"  path:      {h.db_path}\n"
         "  schema 2 (head)\n"
-        "✓ fleets\n"
-        "  no live fleets\n"
-        "no issues found\n"
+        + agents_ok_lines(Path(h.env["HOME"]))
+        + "✓ fleets\n  no live fleets\n"
+        + "no issues found\n"
     )
     result = h.cli("doctor", "--json")
     assert result.returncode == 0
@@ -193,9 +253,11 @@ def test_in_tmux_bad_url_is_one_issue(tmux_db) -> None:
     assert "✓ multiplexer\n" in out
     assert (
         "✗ database\n  database URL must use the sqlite scheme (sqlite:///<absolute path>); "
-        "got 'postgresql://x'\n✓ fleets\n  skipped: the database is not usable\n1 issue found\n"
-        in out
+        "got 'postgresql://x'\n✗ coding agents\n" in out
     )
+    # The database is the one broken thing; the three asset rows cannot be read because of it.
+    assert out.count(": the database cannot be read\n") == 3
+    assert out.endswith("\n4 issues found\n")
 
 
 @pytest.mark.tmux

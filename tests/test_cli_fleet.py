@@ -1,4 +1,4 @@
-"""`cafleet fleet list/show/delete` (cli.md §2.4–§2.6; acceptance 34–36, 79)."""
+"""`cafleet fleet list/show/delete` (docs/cli.md §2.4–§2.6; §4 items 34–36, 79)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema guard through the real CLI and `cafleet setup` (cli.md §1.7, §2.1; acceptance
+"""The schema guard through the real CLI and `cafleet setup` (docs/cli.md §1.7, §2.1; acceptance
 16–25, 80)."""
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
+import cafleet
 from tests.cli_helpers import (
     assert_unchanged,
+    db_half_failed_err,
     hold_flock,
     query,
     run_cli,
+    setup_agent_summaries,
+    setup_db_line,
     snapshot,
     sql,
     start_cli,
@@ -51,6 +55,11 @@ MONITOR_CARD = json.dumps(
     separators=(",", ":"),
 )
 TS = "2025-01-02T03:04:05.000000+00:00"
+VERSION = cafleet.__version__
+
+
+def already_at_head() -> str:
+    return "Already at head (2); nothing to do."
 
 
 def schema1(path: Path) -> Path:
@@ -77,7 +86,11 @@ def plain_sqlite(path: Path, *statements: str) -> Path:
 def refuses(args: tuple[str, ...], db: Path, message: str) -> None:
     before = snapshot(db)
     code, out, err = run_cli(*args)
-    assert (code, out, err) == (1, "", f"Error: {message}\n"), args
+    if args[0] == "setup":  # its db half fails; the assets half installs but cannot record
+        assert (code, err) == (1, db_half_failed_err(message)), args
+        assert setup_db_line(out) not in (already_at_head(), f"Created {db}")
+    else:
+        assert (code, out, err) == (1, "", f"Error: {message}\n"), args
     assert_unchanged(before, db)
 
 
@@ -224,11 +237,15 @@ def test_extra_objects_pass_the_guard(db_path: Path) -> None:
 def test_setup_creates_then_is_idempotent(db_path: Path) -> None:
     assert not db_path.parent.exists()
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, err) == (0, "")
+    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (2)."
     assert db_path.is_file()
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
-    assert run_cli("setup") == (0, "Already at head (2); nothing to do.\n", "")
+    code, out, err = run_cli("setup")
+    assert (code, err) == (0, "")
+    assert setup_db_line(out) == already_at_head()
+    assert set(setup_agent_summaries(out).values()) == {f"up to date (cafleet {VERSION})"}
     assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
@@ -251,7 +268,8 @@ def test_setup_upgrades_schema1_keeping_rows(db_path: Path) -> None:
     )
     tables = ("fleets", "members", "messages")
     rows = {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables}
-    assert run_cli("setup") == (0, "Upgraded from 1 to 2.\n", "")
+    code, out, err = run_cli("setup")
+    assert (code, setup_db_line(out), err) == (0, "Upgraded from 1 to 2.", "")
     assert {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables} == rows
     assert run_cli("message", "poll", "2")[0] == 0
 
@@ -298,7 +316,10 @@ def test_setup_refuses_with_guard_texts(case: str, db_path: Path) -> None:
     refuses(("setup",), db_path, message(db_path))
 
 
-@pytest.mark.parametrize("args", [("setup", "extra"), ("setup", "--coding-agent", "claude")])
+@pytest.mark.parametrize(
+    "args",
+    [("setup", "extra"), ("setup", "--coding-agent", "aider"), ("setup", "--coding-agent", "")],
+)
 def test_setup_usage_errors(args: tuple[str, ...], db_path: Path) -> None:
     code, out, err = run_cli(*args)
     assert (code, out) == (2, "")
@@ -311,13 +332,15 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
     blocker.write_text("x")
     path = blocker / "sub" / "cafleet.db"
     code, out, err = run_cli("setup", env={"CAFLEET_DATABASE_URL": f"sqlite:///{path}"})
-    assert (code, out) == (1, "")
-    assert err.startswith(f"Error: cannot create directory {blocker / 'sub'}: ")
+    assert code == 1
+    first, rest = err.split("\n", 1)
+    assert first.startswith(f"db half failed: cannot create directory {blocker / 'sub'}: ")
+    assert rest == db_half_failed_err("x").split("\n", 1)[1]
 
 
 def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -> None:
     """SQLite refuses the switch to WAL while another connection reads the file (it needs the
-    file to itself); setup says so with cli.md's WAL-refused text and leaves the file as it was."""
+    file to itself); setup says so with docs/cli.md's WAL-refused text and leaves the file as it was."""
     import sqlite3
 
     db_path.parent.mkdir(parents=True)
@@ -330,16 +353,21 @@ def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -
         code, out, err = run_cli("setup")  # waits out busy_timeout (5 s), then gives up
     finally:
         reader.close()
-    assert (code, out) == (1, "")
-    assert err == (
-        f"Error: cannot enable WAL journal mode for {db_path} "
-        "(SQLite reports 'database is locked'); use a local filesystem\n"
+    assert code == 1
+    assert err == db_half_failed_err(
+        f"cannot enable WAL journal mode for {db_path} "
+        "(SQLite reports 'database is locked'); use a local filesystem"
     )
     assert_unchanged(before, db_path)
     assert db_path.stat().st_size == 0
     # Nothing was half-done: once the reader is gone the same file initialises normally.
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, err) == (0, "")
+    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (2)."
+    # The files were installed by the failed run; this run records them.
+    assert set(setup_agent_summaries(out).values()) == {
+        f"files up to date; recorded cafleet {VERSION}"
+    }
 
 
 # --- 80. the setup lock -------------------------------------------------------------------------
@@ -361,17 +389,24 @@ def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
     assert proc.returncode == 0, err
-    assert out.decode() == f"Created {db_path} and applied migrations to head (2).\n"
+    assert setup_db_line(out.decode()) == f"Created {db_path} and applied migrations to head (2)."
 
 
 def test_eight_concurrent_setups(db_path: Path) -> None:
     procs = [start_cli("setup") for _ in range(8)]
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert all(code == 0 for code, _o, _e in results), results
-    outs = sorted(o.decode() for _c, o, _e in results)
-    created = f"Created {db_path} and applied migrations to head (2).\n"
-    assert outs.count(created) == 1
-    assert outs.count("Already at head (2); nothing to do.\n") == 7
+    outs = [o.decode() for _c, o, _e in results]
+    firsts = sorted(setup_db_line(o) for o in outs)
+    created = f"Created {db_path} and applied migrations to head (2)."
+    assert firsts.count(created) == 1
+    assert firsts.count(already_at_head()) == 7
+    # The setup lock serialises the assets halves too: one run installs each agent's files,
+    # the others find them up to date.
+    for agent in ("claude", "codex", "opencode"):
+        summaries = [setup_agent_summaries(o)[agent] for o in outs]
+        assert summaries.count(f"installed cafleet {VERSION}") == 1, summaries
+        assert summaries.count(f"up to date (cafleet {VERSION})") == 7, summaries
 
 
 def test_setup_signal_while_waiting(db_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`cafleet member list/show` (cli.md §2.8, §2.9; acceptance 43–45, 49)."""
+"""`cafleet member list/show` (docs/cli.md §2.8, §2.9; §4 items 43–45, 49)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""`cafleet message poll/ack/show` (cli.md §2.16–§2.18), broken pipe and a busy database
-(acceptance 15, 64–66, 78)."""
+"""`cafleet message poll/ack/show` (docs/cli.md §2.16–§2.18), broken pipe and a busy database
+(§4 items 15, 64–66, 78)."""
 
 from __future__ import annotations
 

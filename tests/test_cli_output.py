@@ -1,5 +1,5 @@
-"""cli.md §1.3/§1.10 output rules: JSON encoding and key order, truncation, the display
-sanitizer, tables, plurals (acceptance 8, 9, 10)."""
+"""docs/cli.md §1.3/§1.10 output rules: JSON encoding and key order, truncation, the display
+sanitizer, tables, plurals (§4 items 8, 9, 10)."""
 
 from __future__ import annotations
 

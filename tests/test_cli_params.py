@@ -1,4 +1,4 @@
-"""Shared input rules of cafleet/cli/params.py (cli.md §1.9) and stream encoding (§1.3)."""
+"""Shared input rules of cafleet/cli/params.py (docs/cli.md §1.9) and stream encoding (§1.3)."""
 
 from __future__ import annotations
 

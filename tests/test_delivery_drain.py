@@ -1,4 +1,4 @@
-"""`drain_recipient` / `drain_fleet` called in this process (runtime.md §4.3, §4.4), against the
+"""`drain_recipient` / `drain_fleet` called in this process (docs/runtime.md §4.3, §4.4), against the
 private tmux server. The test process never has TMUX set; the drains get the CLI environment
 through their ``env`` argument.
 """

@@ -1,5 +1,5 @@
-"""Failed notification attempts and their retries (runtime.md §4.3–§4.7; acceptance runtime 21,
-30–37, 44, 47, 55; cli 60–62).
+"""Failed notification attempts and their retries (docs/runtime.md §4.3–§4.7; §8 items 21,
+30–37, 44, 47, 55; docs/cli.md §4 items 60–62).
 
 A failed attempt leaves `notified_at` NULL, prints the not-notified warning, keeps the exit code
 and the message pollable; the next send, a `message wait` or a monitor tick retries it once the
@@ -98,7 +98,7 @@ def test_loop_that_cannot_start_only_warns(tmux_db) -> None:
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
     a, b = w.members["alice"], w.members["bob"]
-    # a Director pane that no longer exists: the loop refuses to start (runtime.md §5.4 step 3)
+    # a Director pane that no longer exists: the loop refuses to start (docs/runtime.md §5.4 step 3)
     sql_write(
         h.db_path,
         "UPDATE member_placements SET mux_pane_id = '%9999' WHERE member_id = ?",

@@ -1,4 +1,4 @@
-"""Unit tests of the notification line (runtime.md §4.2): normaliser, truncation, frame."""
+"""Unit tests of the notification line (docs/runtime.md §4.2): normaliser, truncation, frame."""
 
 from __future__ import annotations
 

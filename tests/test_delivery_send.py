@@ -1,5 +1,5 @@
 """Notification delivery through `message send` / `broadcast` against the private tmux server
-(runtime.md §4; acceptance runtime 12, 24–28, 38, 39, 41; cli 53–55, 63).
+(docs/runtime.md §4; §8 items 12, 24–28, 38, 39, 41; docs/cli.md §4 items 53–55, 63).
 
 Fleets are built with the repository (no monitor loop). Each notification costs about 1.1 s of
 real keystroke timing, so the tests keep the number of notifications small.
@@ -58,7 +58,7 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     occupy_loop_slot(h, w)
     pane = w.pane(b)
 
-    # 1. the normaliser (acceptance 25), a sender name that needs no escaping (27)
+    # 1. the normaliser (docs/runtime.md §8 item 25), a sender name that needs no escaping (27)
     body = "a\r\nb\rc\nd\te\x1b\x07\x7f\u0085f😀שלום"
     path = h.project_dir / "body.txt"
     path.write_bytes(body.encode())
@@ -86,7 +86,7 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     assert util.line_bytes(pane)[1] == record_of(expected_line(m2, "a`b$(c)", a, big[:200] + "…"))
 
     # 3. a long multi-byte body under a raised limit: typed in several 1024-byte chunks, yet one
-    #    literal record; leading '-', key names and '%1' stay literal (runtime acceptance 12)
+    #    literal record; leading '-', key names and '%1' stay literal (docs/runtime.md §8 item 12)
     long_body = "-x Enter C-c %1 " + "é😀ש" * 1_000
     result = send(h, a, b, "--json", "--", long_body, env={"CAFLEET_MAX_TEXT_LEN": "5000"})
     m3 = send_json(result)["message"]["message_id"]

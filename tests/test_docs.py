@@ -104,3 +104,172 @@ def test_every_test_id_cited_by_seed_trace_is_collected() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert uncollected(cited, collected_ids(proc.stdout.splitlines())) == []
+
+
+# --- section references: `docs/<file>.md §N` ----------------------------------------------------
+
+# Where references live; the landed Alembic revisions are frozen (their hashes are pinned), so they
+# keep citing `storage.md §…`, read as docs/storage.md.
+SCANNED_DIRS = ("cafleet", "tests", "benchmarks", "alembic", "docs", ".ci")
+SCANNED_FILES = ("README.md", "alembic.ini", "pyproject.toml")
+SCANNED_SUFFIXES = (".py", ".md", ".ini", ".toml", ".mako")
+SKIPPED = ("tests/test_docs.py",)  # its own examples below
+FROZEN_DIR = "alembic/versions"
+DOC_STEMS = ("README", "architecture", "cli", "cli-reference", "performance", "runtime")
+DOC_STEMS += ("seed-trace", "storage")
+
+_MD = re.compile(r"(?<![\w./<>-])((?:[\w.-]+/)*[\w-]+\.md)\b")
+_AFTER_MD = re.compile(r"[`'\"]?\s*§")
+_SECTION = re.compile(
+    r"§(\d+(?:\.\d+)*)"  # the section
+    r"(?:\s*[–-]\s*§?(\d+(?:\.\d+)*))?"  # a range's other end
+    r"(?:\s+items?\s+((?:\d+(?:\s*[–-]\s*\d+)?)(?:(?:[\s#]*,[\s#]*|\s+and\s+)\d+(?:\s*[–-]\s*\d+)?)*))?"
+)
+_CONTINUES = re.compile(r"[\s#,;/–-]*(?:(?:and|or)[\s#]*)?")
+_HEADING = re.compile(r"(#{1,6})\s+(\d+(?:\.\d+)*)[.\s]")
+_ITEM = re.compile(r"(\d+)\.\s")
+
+
+def scanned_files(root: Path) -> list[Path]:
+    files = [root / name for name in SCANNED_FILES if (root / name).is_file()]
+    for directory in SCANNED_DIRS:
+        for path in sorted((root / directory).rglob("*")):
+            rel = path.relative_to(root).as_posix()
+            if not path.is_file() or "__pycache__" in rel or rel in SKIPPED:
+                continue
+            if path.suffix in SCANNED_SUFFIXES or rel == ".ci/run":
+                files.append(path)
+    return files
+
+
+def outline(doc: Path) -> tuple[set[str], dict[str, set[int]]]:
+    """A document's numbered headings, and the top-level numbered items under each of them."""
+    headings: set[str] = set()
+    items: dict[str, set[int]] = {}
+    stack: list[tuple[int, str]] = []  # (level, number) of the headings enclosing the line
+    fenced = False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            level, number = len(heading.group(1)), heading.group(2)
+            stack = [(lv, n) for lv, n in stack if lv < level] + [(level, number)]
+            headings.add(number)
+            items.setdefault(number, set())
+            continue
+        item = _ITEM.match(line)
+        if item and stack:
+            items[stack[-1][1]].add(int(item.group(1)))
+    return headings, items
+
+
+def _numbers(text: str | None) -> list[int]:
+    found: list[int] = []
+    for part in re.findall(r"\d+(?:\s*[–-]\s*\d+)?", text or ""):
+        ends = [int(n) for n in re.findall(r"\d+", part)]
+        found.extend(range(ends[0], ends[-1] + 1))
+    return found
+
+
+def reference_problems(root: Path, files: Iterable[Path] | None = None) -> list[str]:
+    """Every reference to a `.md` file that is not in the repository, and every `§` section or
+    acceptance item the cited document does not have, as `<file>:<line>: <problem>`.
+
+    `doc.md §N` cites section N of doc.md (a path relative to the repository root or to a
+    directory above the citing file). A `§N` right after another reference continues it
+    (`§2.7, §2.10`, `§7.2; §9 items 16, 18`); any other `§N` means the document itself inside
+    docs/, else the last document cited earlier in the same file.
+    """
+    problems: list[str] = []
+    outlines: dict[Path, tuple[set[str], dict[str, set[int]]]] = {}
+    for path in scanned_files(root) if files is None else files:
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8", errors="replace")
+        search = [root, *(p for p in path.parents if root in p.parents)]
+        if rel.startswith(FROZEN_DIR + "/"):
+            search.append(root / "docs")
+        in_docs = rel.startswith("docs/") and path.suffix == ".md"
+
+        def where(pos: int, rel: str = rel, text: str = text) -> str:
+            return f"{rel}:{text.count(chr(10), 0, pos) + 1}"
+
+        events = [(m.start(), m) for m in _MD.finditer(text)]
+        events += [(m.start(), m) for m in _SECTION.finditer(text)]
+        last_cited: Path | None = path if in_docs else None
+        token_end, token_doc = -1, None  # the last .md token
+        ref_end, ref_doc = -1, None  # the last § reference
+        for pos, match in sorted(events, key=lambda e: e[0]):
+            if match.re is _MD:
+                token = match.group(1)
+                doc = next((d / token for d in search if (d / token).is_file()), None)
+                cited = bool(_AFTER_MD.match(text, match.end()))
+                # An installed file's path (`skills/cafleet/SKILL.md`) is not a reference to a document.
+                if doc is None and (
+                    cited or token.startswith("docs/") or Path(token).stem in DOC_STEMS
+                ):
+                    problems.append(f"{where(pos)}: {token} is not in the repository")
+                token_end, token_doc = match.end(), doc
+                if cited and doc is not None:
+                    last_cited = doc
+                continue
+            if token_end >= 0 and _AFTER_MD.fullmatch(text, token_end, pos + 1):
+                doc = token_doc
+            elif ref_end >= 0 and _CONTINUES.fullmatch(text, ref_end, pos):
+                doc = ref_doc
+            else:
+                doc = path if in_docs else last_cited
+            ref_end, ref_doc = match.end(), doc
+            if doc is None:
+                if token_end < 0 or not _AFTER_MD.fullmatch(text, token_end, pos + 1):
+                    problems.append(f"{where(pos)}: {match.group(0)} names no document")
+                continue
+            if doc not in outlines:
+                outlines[doc] = outline(doc)
+            headings, items = outlines[doc]
+            shown = doc.relative_to(root).as_posix()
+            for number in filter(None, (match.group(1), match.group(2))):
+                if number not in headings:
+                    problems.append(f"{where(pos)}: {shown} has no §{number}")
+            for item in _numbers(match.group(3)):
+                if item not in items.get(match.group(1), set()):
+                    problems.append(f"{where(pos)}: {shown} §{match.group(1)} has no item {item}")
+    return problems
+
+
+def test_every_section_reference_resolves() -> None:
+    assert reference_problems(REPO) == []
+
+
+def test_reference_problems_are_found(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(
+        "# Guide\n\n## 1. One\n\n### 1.2 Two\n\nSee §1.2 and `docs/other.md` §3.\n\n"
+        "```\n## 7. not a heading\n```\n\n## 9. Acceptance\n\n1. first\n2. second\n",
+        encoding="utf-8",
+    )
+    code = tmp_path / "pkg" / "mod.py"
+    code.parent.mkdir()
+    code.write_text(
+        '"""Cites docs/guide.md §1.2, §1; guide.md §1; docs/guide.md §9 items 1, 2\n'
+        "and 3; §7; docs/guide.md §1–§2.\n"
+        "Data, not references: tmp / 'nope.md', data/x.md, cli.md §1."
+        '"""\n# §1.2 continues the last cited document\n',
+        encoding="utf-8",
+    )
+    lone = tmp_path / "pkg" / "lone.py"
+    lone.write_text("# a bare §4 with nothing cited before it\n", encoding="utf-8")
+    found = reference_problems(tmp_path, [docs / "guide.md", code, lone])
+    assert found == [
+        "docs/guide.md:7: docs/other.md is not in the repository",
+        "pkg/mod.py:1: guide.md is not in the repository",
+        "pkg/mod.py:1: docs/guide.md §9 has no item 3",
+        "pkg/mod.py:2: docs/guide.md has no §7",
+        "pkg/mod.py:2: docs/guide.md has no §2",
+        "pkg/mod.py:3: cli.md is not in the repository",
+        "pkg/lone.py:1: §4 names no document",
+    ]

@@ -1,5 +1,5 @@
-"""`cafleet fleet create` against a private tmux server (cli.md §2.3, §4 items 28–33;
-runtime.md §8 items 4, 19, 48, 65)."""
+"""`cafleet fleet create` against a private tmux server (docs/cli.md §2.3, §4 items 28–33;
+docs/runtime.md §8 items 4, 19, 48, 65)."""
 
 from __future__ import annotations
 

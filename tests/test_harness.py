@@ -1,4 +1,4 @@
-"""The test harness itself: isolation, teardown, fake agents and the tmux shim (runtime.md §6)."""
+"""The test harness itself: isolation, teardown, fake agents and the tmux shim (docs/runtime.md §6)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ expected argv or bytes, and no tmux command runs besides the pane that was asked
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -98,6 +99,7 @@ def test_member_create_spawns_exactly_what_was_asked(
     cwd = base / "cwd" / _component(cwd_name)
     cwd.mkdir(parents=True)
     h = server
+    _install_assets_for(h, db_path)
     with connect(db_path) as conn:
         boot = broker.create_fleet(
             conn, name="hostile", backend="tmux", coding_agent="claude",
@@ -137,6 +139,21 @@ def test_member_create_spawns_exactly_what_was_asked(
 
 
 # --------------------------------------------------------------------------- notifications
+
+
+def _install_assets_for(h: TmuxHarness, db_path: Any) -> None:
+    """The stale-assets guard needs the agents' assets under the HOME the CLI runs with."""
+    from tests.conftest import install_assets
+
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = h.env.get("HOME", saved or "")
+    try:
+        install_assets(db_path)
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The pane-input lock (runtime.md §3) against a second process holding it."""
+"""The pane-input lock (docs/runtime.md §3) against a second process holding it."""
 
 from __future__ import annotations
 

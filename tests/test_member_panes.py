@@ -1,5 +1,5 @@
-"""`member create/delete/capture/prompt/ping` against a private tmux server (cli.md §2.7,
-§2.10–§2.13, §4 items 37–42, 46–52; runtime.md §8 items 5, 6, 8, 13–18, 38)."""
+"""`member create/delete/capture/prompt/ping` against a private tmux server (docs/cli.md §2.7,
+§2.10–§2.13, §4 items 37–42, 46–52; docs/runtime.md §8 items 5, 6, 8, 13–18, 38)."""
 
 from __future__ import annotations
 
@@ -182,7 +182,9 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
         )
     )
     rec = start_record(r.stdout.split("pane=")[1].strip())
-    assert rec["argv"] == [str(h.bin_dir / "opencode"), "--model", "p/m", "--prompt", "go"]
+    assert rec["argv"] == [
+        str(h.bin_dir / "opencode"), "--agent", "cafleet", "--model", "p/m", "--prompt", "go"
+    ]  # fmt: skip
     assert rec["db_url"] is None
 
     # member list shows everyone with agents and panes.
@@ -226,7 +228,15 @@ def test_member_create_refusals_change_nothing(tmux_db: TmuxHarness, fleet: Flee
     refuse(
         ["--fleet-id", f, *common, "p", "--file", "x"], 2, "give either PROMPT or --file, not both"
     )
-    refuse(["--fleet-id", f, *common], 2, "missing PROMPT or --file")
+    # The stale-assets guard: codex's assets are not where CODEX_HOME now points.
+    elsewhere = h.dir / "other-codex"
+    refuse(
+        ["--fleet-id", f, *common, "--coding-agent", "codex"],
+        1,
+        f"no cafleet skills are installed for codex at {elsewhere}; "
+        "run 'cafleet setup --coding-agent codex'",
+        env={"CODEX_HOME": str(elsewhere)},
+    )
     refuse(["--fleet-id", f, *common, ""], 2, "text may not be empty")
     refuse(
         ["--fleet-id", f, *common, "hi {name}"],

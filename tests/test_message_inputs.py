@@ -1,5 +1,5 @@
-"""`message send` / `broadcast` without tmux: stored text, outputs, refusals (cli.md §2.14,
-§2.15, §1.9; acceptance 53–59, 63, 65). Refusals leave the database unchanged.
+"""`message send` / `broadcast` without tmux: stored text, outputs, refusals (docs/cli.md §2.14,
+§2.15, §1.9; §4 items 53–59, 63, 65). Refusals leave the database unchanged.
 
 Placements here name pane ids that exist nowhere and the test process has no TMUX, so nothing is
 ever typed; draining is exercised against the private tmux server in test_delivery_*.py.

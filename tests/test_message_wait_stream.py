@@ -1,5 +1,5 @@
-"""`message wait` and `message stream` (cli.md §2.19, §2.20; acceptance cli 67–71, 77, 81;
-runtime 45, 46, 68, 71).
+"""`message wait` and `message stream` (docs/cli.md §2.19, §2.20; §4 items 67–71, 77, 81;
+docs/runtime.md §8 items 45, 46, 68, 71).
 
 Most tests need no tmux: placements name made-up panes and the test process has no TMUX, so a
 wait's drain stops silently. The lock-wait tests run against the private tmux server.
@@ -352,7 +352,7 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
 @pytest.mark.tmux
 def test_wait_reruns_its_drain_pass_every_5_s_without_any_commit(tmux_db) -> None:
     """A pane that becomes live while nothing is committed is drained by the wait's periodic pass
-    (cli.md §2.19 step 5: "and at least every 5 s")."""
+    (docs/cli.md §2.19 step 5: "and at least every 5 s")."""
     from cafleet import broker
     from tests.test_delivery_send import occupy_loop_slot
 

@@ -1,5 +1,5 @@
-"""The monitor loop as a real process against a private tmux server (cli.md §2.21, §4 items
-72–73; runtime.md §5, §8 items 48–66)."""
+"""The monitor loop as a real process against a private tmux server (docs/cli.md §2.21, §4 items
+72–73; docs/runtime.md §5, §8 items 48–66)."""
 
 from __future__ import annotations
 

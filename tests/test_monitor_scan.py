@@ -1,4 +1,4 @@
-"""`cafleet monitor scan` (cli.md §2.22, §4 item 74; runtime.md §5.10, §8 item 67)."""
+"""`cafleet monitor scan` (docs/cli.md §2.22, §4 item 74; docs/runtime.md §5.10, §8 item 67)."""
 
 from __future__ import annotations
 

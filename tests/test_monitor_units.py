@@ -1,4 +1,4 @@
-"""Unit tests: wake_due (runtime.md §5.6), the wake line and its sanitiser (§5.7), is_live (§5.2)."""
+"""Unit tests: wake_due (docs/runtime.md §5.6), the wake line and its sanitiser (§5.7), is_live (§5.2)."""
 
 from __future__ import annotations
 

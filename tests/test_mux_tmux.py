@@ -1,4 +1,4 @@
-"""TmuxBackend against a real private tmux server with fake agents (runtime.md §1, §8)."""
+"""TmuxBackend against a real private tmux server with fake agents (docs/runtime.md §1, §8)."""
 
 from __future__ import annotations
 

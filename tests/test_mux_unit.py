@@ -1,4 +1,4 @@
-"""Unit tests of TmuxBackend's argv, delays and error mapping (injected runner; runtime.md §1)."""
+"""Unit tests of TmuxBackend's argv, delays and error mapping (injected runner; docs/runtime.md §1)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 - #21: the notification stamp is written after the complete submission, while the message is
   still pending and the pane-input lock is still held.
 - #25: one `message wait` attempts each pending message at most once across all its drain passes.
-- #40: `member create`'s pane-id patch (cli.md §2.7 step 9) takes the new pane's input lock.
+- #40: `member create`'s pane-id patch (docs/cli.md §2.7 step 9) takes the new pane's input lock.
 - #45: `message send`, stamp included, uses the one connection the guard validated.
 
 All run against the private tmux server; fleets are built through the repository (no monitor

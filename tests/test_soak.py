@@ -5,8 +5,8 @@ still pending with a reason (its recipient's pane is gone, or the recipient was 
 Then `fleet delete`, and /proc must show no loop of that fleet.
 
 Two sizes: a smoke run (4 members, 13 scripted actions) in the default test command, and the soak
-proper (16 members, CAFLEET_SOAK_MINUTES minutes, default 10), marked `slow`, which the default
-command leaves out: run it with `python -m pytest -m slow -q -s tests/test_soak.py`. Both print
+proper (16 members, CAFLEET_SOAK_MINUTES minutes, default 10), marked `slow` and `soak`; the
+default command leaves `soak` out: run it with `python -m pytest -m soak -q -s tests/test_soak.py`. Both print
 their figures (with `-s`); the seed is printed so a failing run can be repeated
 (CAFLEET_SOAK_SEED).
 """
@@ -338,6 +338,7 @@ def test_fleet_delete_leaves_no_process_of_the_fleet(tmux_db: TmuxHarness) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_soak(tmux_db: TmuxHarness) -> None:
     """16 members for CAFLEET_SOAK_MINUTES minutes (default 10)."""
     minutes = float(os.environ.get("CAFLEET_SOAK_MINUTES") or 10)

@@ -1,5 +1,5 @@
-"""Connections, transactions, the writer lock and the guard's connection (storage.md §4;
-acceptance §9.9–9.13, 9.17, 9.44, 9.62)."""
+"""Connections, transactions, the writer lock and the guard's connection (docs/storage.md §4;
+§9 items 9–13, 17, 44, 62)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ from tests.storage_helpers import TS, hold_lock, query, run_python, sql, start_p
 ASSET_INSERT = "INSERT INTO asset_installs VALUES ('claude', ?, '0.1.0', ?)"
 
 
+@pytest.fixture
+def head_db(bare_head_db: Path) -> Path:
+    """These tests write asset_installs rows as their probe: the db half only, no asset rows."""
+    return bare_head_db
+
+
 def _asset_count(db: Path) -> int:
     return query(db, "SELECT count(*) FROM asset_installs")[0][0]
 
@@ -41,7 +47,7 @@ def _lock_is_free(db: Path) -> bool:
         os.close(fd)
 
 
-# --- §9.9 --------------------------------------------------------------------------------------
+# --- §9 item 9 ------------------------------------------------------------------------------------
 
 
 def test_factory_connection_pragmas(head_db: Path) -> None:
@@ -61,7 +67,7 @@ def test_factory_connection_pragmas(head_db: Path) -> None:
         close_connection(conn)
 
 
-# --- §9.10 -------------------------------------------------------------------------------------
+# --- §9 item 10 -----------------------------------------------------------------------------------
 
 
 def test_database_url_rules() -> None:
@@ -89,7 +95,7 @@ def test_database_url_rules() -> None:
         assert str(e.value) == "HOME is not set; cannot derive the default database path"
 
 
-# --- §9.11 -------------------------------------------------------------------------------------
+# --- §9 item 11 -----------------------------------------------------------------------------------
 
 
 def test_guard_and_doctor_diagnosis_create_nothing_on_absent_path(tmp_path: Path) -> None:
@@ -103,7 +109,7 @@ def test_guard_and_doctor_diagnosis_create_nothing_on_absent_path(tmp_path: Path
     assert sorted(os.listdir(tmp_path)) == ["home"]
 
 
-# --- §9.12 -------------------------------------------------------------------------------------
+# --- §9 item 12 -----------------------------------------------------------------------------------
 
 
 def test_statement_outside_a_transaction_is_refused(head_db: Path) -> None:
@@ -137,7 +143,7 @@ def test_nested_transactions_are_refused(conn: Connection) -> None:
     assert not conn.in_transaction()
 
 
-# --- §9.13 (storage half) ----------------------------------------------------------------------
+# --- §9 item 13 (storage half) --------------------------------------------------------------------
 
 
 def test_reads_and_diagnosis_do_not_wait_for_an_open_write(conn: Connection, head_db: Path) -> None:
@@ -159,7 +165,7 @@ def test_reads_and_diagnosis_do_not_wait_for_an_open_write(conn: Connection, hea
         other.close()
 
 
-# --- §9.17 and the long-running re-check -------------------------------------------------------
+# --- §9 item 17 and the long-running re-check -----------------------------------------------------
 
 
 def test_schema_changed_after_validation(conn: Connection, head_db: Path) -> None:
@@ -212,7 +218,7 @@ def test_validated_connection_writes_land_in_the_file(conn: Connection, head_db:
     assert not conn.in_transaction() and not raw(conn).in_transaction
 
 
-# --- §9.62 the writer lock -----------------------------------------------------------------------
+# --- §9 item 62 the writer lock -------------------------------------------------------------------
 
 
 def test_writer_waits_for_the_writer_lock_then_succeeds(conn: Connection, head_db: Path) -> None:
@@ -318,7 +324,7 @@ def test_writer_lock_in_a_worker_thread(conn: Connection, head_db: Path) -> None
     assert _asset_count(head_db) == 1
 
 
-# --- §9.44 -------------------------------------------------------------------------------------
+# --- §9 item 44 -----------------------------------------------------------------------------------
 
 
 def test_guard_path_never_imports_alembic(head_db: Path) -> None:

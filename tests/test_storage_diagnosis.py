@@ -1,5 +1,5 @@
-"""Diagnosis classes, guard texts and byte preservation (storage.md §5; acceptance §9.21–9.30,
-9.65, 9.66). Every refusal is checked under the guard, `setup` and doctor-style diagnosis, each
+"""Diagnosis classes, guard texts and byte preservation (docs/storage.md §5; §9 items 21–30,
+65, 66). Every refusal is checked under the guard, `setup` and doctor-style diagnosis, each
 time with the file's SHA-256 (+ -wal) and its directory listing compared with no connection
 open."""
 
@@ -54,7 +54,7 @@ def refuse_everywhere(db: Path, expected: str) -> Diagnosis:
 
 
 def doctor_json(d: Diagnosis) -> dict[str, object]:
-    """The fields doctor --json takes from a Diagnosis (storage.md §5.4)."""
+    """The fields doctor --json takes from a Diagnosis (docs/storage.md §5.4)."""
     return {
         "ok": d.ok,
         "path": d.path,
@@ -65,7 +65,7 @@ def doctor_json(d: Diagnosis) -> dict[str, object]:
     }
 
 
-# --- §9.21 missing -----------------------------------------------------------------------------
+# --- §9 item 21 missing ---------------------------------------------------------------------------
 
 
 def _zero_byte(db: Path) -> None:
@@ -139,7 +139,7 @@ def test_temp_tables_do_not_shadow_the_main_schema(db_path: Path, templates: Tem
         close_connection(conn)
 
 
-# --- §9.22 current -----------------------------------------------------------------------------
+# --- §9 item 22 current ---------------------------------------------------------------------------
 
 
 def test_current(db_path: Path, templates: Templates) -> None:
@@ -161,7 +161,7 @@ def test_current(db_path: Path, templates: Templates) -> None:
     assert_unchanged(before, db_path)
 
 
-# --- §9.23 behind ------------------------------------------------------------------------------
+# --- §9 item 23 behind ----------------------------------------------------------------------------
 
 
 def test_behind(db_path: Path, templates: Templates) -> None:
@@ -186,7 +186,7 @@ def test_behind(db_path: Path, templates: Templates) -> None:
     assert d.revision == "0001"
 
 
-# --- §9.24 ahead -------------------------------------------------------------------------------
+# --- §9 item 24 ahead -----------------------------------------------------------------------------
 
 
 def test_ahead_is_decided_before_any_shape_comparison(db_path: Path, templates: Templates) -> None:
@@ -198,7 +198,7 @@ def test_ahead_is_decided_before_any_shape_comparison(db_path: Path, templates: 
     assert (d.state, d.revision, d.schema_version, d.differences) == ("ahead", "0007", 7, ())
 
 
-# --- §9.25 foreign -----------------------------------------------------------------------------
+# --- §9 item 25 foreign ---------------------------------------------------------------------------
 
 
 def _identity(db: Path, value: int) -> None:
@@ -255,7 +255,7 @@ def test_identity_beats_a_perfect_schema(db_path: Path, templates: Templates) ->
     )
 
 
-# --- §9.26 damaged: every difference kind ------------------------------------------------------
+# --- §9 item 26 damaged: every difference kind ----------------------------------------------------
 
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "table missing": (
@@ -446,7 +446,7 @@ def test_exactly_three_differences_have_no_ellipsis() -> None:
     assert render_differences(("a",)) == "a"
 
 
-# --- §9.27 malformed ledgers -------------------------------------------------------------------
+# --- §9 item 27 malformed ledgers -----------------------------------------------------------------
 
 LEDGERS = {
     "no row": ("DELETE FROM alembic_version", "alembic_version: holds 0 rows (expected 1)"),
@@ -493,7 +493,7 @@ def test_malformed_ledger_is_damaged_with_unknown_schema(
     assert doctor_json(d)["schema_version"] is None
 
 
-# --- §9.28 a known older revision uses its own shape -------------------------------------------
+# --- §9 item 28 a known older revision uses its own shape -----------------------------------------
 
 
 def test_altered_0001_file_is_damaged_by_its_own_shape(db_path: Path, templates: Templates) -> None:
@@ -507,7 +507,7 @@ def test_altered_0001_file_is_damaged_by_its_own_shape(db_path: Path, templates:
     assert d.differences == ("missing index idx_members_fleet_status",)  # no monitor index
 
 
-# --- §9.29 tolerated extras --------------------------------------------------------------------
+# --- §9 item 29 tolerated extras ------------------------------------------------------------------
 
 
 def test_auxiliary_objects_keep_a_head_file_current(db_path: Path, templates: Templates) -> None:
@@ -540,7 +540,7 @@ def test_auxiliary_objects_keep_a_head_file_current(db_path: Path, templates: Te
     assert_unchanged(before, db_path)
 
 
-# --- §9.30 unreadable --------------------------------------------------------------------------
+# --- §9 item 30 unreadable ------------------------------------------------------------------------
 
 
 def test_unreadable_text_file(db_path: Path) -> None:
@@ -564,7 +564,7 @@ def test_unreadable_corrupted_header(db_path: Path, templates: Templates) -> Non
     assert d.reason == "file is not a database"
 
 
-# --- §9.65 WAL companions ----------------------------------------------------------------------
+# --- §9 item 65 WAL companions --------------------------------------------------------------------
 
 WAL_CASES: dict[str, tuple[list[str], bool, str]] = {
     # statements, start from a head copy?, expected text (P substituted)
@@ -631,7 +631,7 @@ def test_doctor_on_current_file_with_wal_frames_keeps_p_and_wal(
     assert companions(db_path) == ["-wal", "-shm"]
 
 
-# --- §9.66 header older than its WAL -----------------------------------------------------------
+# --- §9 item 66 header older than its WAL ---------------------------------------------------------
 
 
 def test_setup_committed_only_in_wal_is_current_and_writable(db_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Head schema and the Alembic chain (storage.md §2, §3; acceptance §9.1–9.8)."""
+"""Head schema and the Alembic chain (docs/storage.md §2, §3; §9 items 1–8)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def fresh(db_path: Path) -> Path:
     return db_path
 
 
-# --- §9.1 --------------------------------------------------------------------------------------
+# --- §9 item 1 ------------------------------------------------------------------------------------
 
 
 def test_fresh_setup_has_exactly_the_tables_and_no_rows(fresh: Path) -> None:
@@ -49,9 +49,9 @@ def test_fresh_setup_has_exactly_the_tables_and_no_rows(fresh: Path) -> None:
     assert query(fresh, "SELECT count(*) FROM sqlite_sequence") == [(0,)]
 
 
-# --- §9.2 --------------------------------------------------------------------------------------
+# --- §9 item 2 ------------------------------------------------------------------------------------
 
-# (name, type, notnull, dflt_value, pk), written from storage.md §2.1-2.5, not from SHAPES.
+# (name, type, notnull, dflt_value, pk), written from docs/storage.md §2.1-2.5, not from SHAPES.
 EXPECTED_COLUMNS = {
     "fleets": [
         ("fleet_id", "INTEGER", 1, None, 1),
@@ -119,7 +119,7 @@ def test_columns_match_the_contract(fresh: Path, table: str) -> None:
     assert all(r[6] == 0 for r in rows)  # no hidden or generated columns
 
 
-# --- §9.3 --------------------------------------------------------------------------------------
+# --- §9 item 3 ------------------------------------------------------------------------------------
 
 
 def test_autoincrement_exactly_on_three_tables_and_no_check(fresh: Path) -> None:
@@ -138,7 +138,7 @@ def test_autoincrement_exactly_on_three_tables_and_no_check(fresh: Path) -> None
     ]
 
 
-# --- §9.4 --------------------------------------------------------------------------------------
+# --- §9 item 4 ------------------------------------------------------------------------------------
 
 EXPECTED_INDEXES = {
     "idx_members_fleet_status": ("members", ["fleet_id", "status"], 0, 0),
@@ -205,7 +205,7 @@ def test_exactly_the_eight_indexes(fresh: Path) -> None:
     )
 
 
-# --- §9.5 --------------------------------------------------------------------------------------
+# --- §9 item 5 ------------------------------------------------------------------------------------
 
 
 def test_exactly_five_foreign_keys(fresh: Path) -> None:
@@ -222,7 +222,7 @@ def test_exactly_five_foreign_keys(fresh: Path) -> None:
     }
 
 
-# --- §9.6 --------------------------------------------------------------------------------------
+# --- §9 item 6 ------------------------------------------------------------------------------------
 
 
 def test_identity_ledger_and_wal(fresh: Path) -> None:
@@ -232,7 +232,7 @@ def test_identity_ledger_and_wal(fresh: Path) -> None:
     assert query(fresh, "PRAGMA journal_mode") == [("wal",)]
 
 
-# --- §9.7 drift ----------------------------------------------------------------------------------
+# --- §9 item 7 drift ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("revision", REVISIONS)
@@ -287,7 +287,7 @@ def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:
     assert canonical(reflected) != canonical(SHAPES["0002"])
 
 
-# --- §9.8 chain guard --------------------------------------------------------------------------
+# --- §9 item 8 chain guard ------------------------------------------------------------------------
 
 
 def _revision_ids(path: Path) -> tuple[str | None, str | None]:

@@ -1,5 +1,5 @@
-"""The database half of `setup` (storage.md §6, §3.3–3.5; acceptance §9.31–9.42, 9.64 and the
-checkout half of §9.43)."""
+"""The database half of `setup` (docs/storage.md §6, §3.3–3.5; §9 items 31–42, 64 and the
+checkout half of §9 item 43)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def has_monitor_index(db: Path) -> bool:
     )
 
 
-# --- §9.31–9.33 --------------------------------------------------------------------------------
+# --- §9 items 31–33 -------------------------------------------------------------------------------
 
 
 def test_setup_creates_parents_and_the_file(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_missing_migration_scripts(
     assert not db_path.exists()
 
 
-# --- §9.34 -------------------------------------------------------------------------------------
+# --- §9 item 34 -----------------------------------------------------------------------------------
 
 
 def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) -> None:
@@ -126,7 +126,7 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
-# --- §9.35–9.40 refusals -------------------------------------------------------------------------
+# --- §9 items 35–40 refusals ----------------------------------------------------------------------
 
 
 def _fleet(db: Path, fleet_id: int, director_id: int) -> None:
@@ -175,7 +175,7 @@ def test_duplicate_monitors_refuse_then_recover(db_path: Path, templates: Templa
     assert_unchanged(before, db_path)
     assert ledger(db_path) == [("0001",)]
 
-    # Manual recovery (b) of storage.md §3.3
+    # Manual recovery (b) of docs/storage.md §3.3
     sql(
         db_path,
         """
@@ -303,7 +303,7 @@ def test_foreign_key_violation_fails_the_check(db_path: Path, templates: Templat
     assert_unchanged(before, db_path)
 
 
-# --- §9.41 -------------------------------------------------------------------------------------
+# --- §9 item 41 -----------------------------------------------------------------------------------
 
 
 def test_failed_initialisation_leaves_missing_then_succeeds(
@@ -345,7 +345,7 @@ def test_resulting_schema_mismatch_is_rolled_back(
     assert_unchanged(before, db_path)
 
 
-# --- §9.42 concurrent setups -------------------------------------------------------------------
+# --- §9 item 42 concurrent setups -----------------------------------------------------------------
 
 
 def _setup_processes(db: Path, count: int) -> list[subprocess.Popen[str]]:
@@ -376,7 +376,7 @@ def test_concurrent_setups_take_turns(tmp_path: Path, count: int) -> None:
     assert diagnose_path(str(db)).state == "current"
 
 
-# --- §9.64 the setup lock ----------------------------------------------------------------------
+# --- §9 item 64 the setup lock --------------------------------------------------------------------
 
 
 def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
@@ -433,7 +433,7 @@ def test_a_signal_stops_the_setup_lock_wait(db_path: Path) -> None:
     assert not db_path.exists()
 
 
-# --- §9.43, checkout half: the alembic command -------------------------------------------------
+# --- §9 item 43, checkout half: the alembic command -----------------------------------------------
 
 
 def _alembic(*args: str, db: Path) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""The wheel test of storage.md §3.5 (acceptance §9.43, installed half).
+"""The wheel test of docs/storage.md §3.5 (§9 item 43, installed half).
 
 Builds the wheel, installs it into a clean virtual environment (dependencies from the package
 index; no editable install, nothing from the checkout on sys.path), runs that environment's
@@ -36,6 +36,7 @@ def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.slow
 def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     _run(
@@ -52,6 +53,19 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert "cafleet/_migrations/alembic/versions/0001_baseline.py" in names
     assert "cafleet/_migrations/alembic/versions/0002_unique_active_monitor.py" in names
     assert "cafleet/_migrations/alembic.ini" in names
+    # The bundled assets ship as package data (issue 11): skills, presets, default prompts.
+    for data in (
+        "skills/cafleet/SKILL.md",
+        "skills/cafleet/director.md",
+        "skills/cafleet/member.md",
+        "skills/cafleet/monitor.md",
+        "skills/cafleet/reference.md",
+        "presets/codex-cafleet.rules",
+        "presets/opencode-agent.md",
+        "member_prompt.md",
+        "monitor_prompt.md",
+    ):
+        assert f"cafleet/data/{data}" in names, data
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])
@@ -61,8 +75,13 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     _run([str(python), "-m", "pip", "install", "--quiet", str(wheels[0])], cwd="/", env=env)
 
     setup = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert setup.stdout == f"Created {db} and applied migrations to head (2).\n"
+    assert setup.stdout.split("\n")[0] == f"Created {db} and applied migrations to head (2)."
     assert setup.stderr == ""
+    # The installed skill came from the wheel's package data, rendered for its version.
+    from cafleet.assets.bundle import skill_files
+
+    installed = tmp_path / "home" / ".codex" / "skills" / "cafleet" / "SKILL.md"
+    assert installed.read_bytes() == skill_files("cafleet", "0.1.0")["SKILL.md"]
     assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
 
     probe = _run(
@@ -84,7 +103,8 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert str(REPO_ROOT) not in info["path"]
 
     again = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert again.stdout == "Already at head (2); nothing to do.\n"
+    assert again.stdout.split("\n")[0] == "Already at head (2); nothing to do."
+    assert "claude: " in again.stdout and "up to date" in again.stdout
 
 
 @pytest.mark.parametrize("name", ["env.py", "script.py.mako"])

@@ -1,4 +1,4 @@
-"""The WebUI API in process (runtime.md §7.3, seed 002): routes, X-Fleet-Id, errors as
+"""The WebUI API in process (docs/runtime.md §7.3, seed 002): routes, X-Fleet-Id, errors as
 `{"detail": …}`, the roster and timeline rules, send, monitor controls and bad input. Real files,
 the real guard, no tmux (placements name panes that exist nowhere)."""
 
@@ -263,7 +263,7 @@ def _plain_timeline(db: Path, fleet_id: int) -> list[int]:
 
 @pytest.mark.parametrize("members", [3, 300])
 def test_timeline_rows_equal_the_plain_join(head_db: Path, members: int) -> None:
-    """The per-owner compound query returns exactly the rows of storage.md §8's plain SQL, in
+    """The per-owner compound query returns exactly the rows of docs/storage.md §8's plain SQL, in
     that order, ties on status_timestamp included; 300 members take two batches."""
     from cafleet.broker.views import timeline
 

@@ -1,4 +1,4 @@
-"""The WebUI's security model and the `cafleet server` command (runtime.md §7.3, cli.md §3.4):
+"""The WebUI's security model and the `cafleet server` command (docs/runtime.md §7.3, docs/cli.md §3.4):
 Host and Origin checks, the token, `--read-only`, start-up refusals, the missing extra."""
 
 from __future__ import annotations

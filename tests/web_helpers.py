@@ -222,7 +222,7 @@ def poll(predicate: Any, timeout: float = 15, message: str = "condition never he
 
 
 def unchanged(api: Any, before: Any, db_path: Path | str) -> None:
-    """cli.md §4's Unchanged is checked with no connection open: close the server's idle
+    """docs/cli.md §4's Unchanged is checked with no connection open: close the server's idle
     connections first (they keep -wal/-shm in place while the server runs)."""
     from tests.cli_helpers import assert_unchanged
 

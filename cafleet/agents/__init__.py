@@ -1,7 +1,7 @@
-"""Coding agents (runtime.md §2): the CodingAgent protocol, the registry, and their errors.
+"""Coding agents (docs/runtime.md §2): the CodingAgent protocol, the registry, and their errors.
 
 Standard library only. `AgentUsageError` maps to exit 2, `AgentUnavailable` to exit 1; each
-error's ``str()`` is cli.md §1.9's exact message.
+error's ``str()`` is docs/cli.md §1.9's exact message.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class CodingAgent(Protocol):
     def validate_effort(self, effort: str | None, *, flag: str) -> None: ...
 
     def ensure_available(self) -> str: ...
+
+    def pane_env(self) -> dict[str, str]: ...
 
     def build_argv(
         self,

@@ -40,6 +40,10 @@ class BaseAgent:
             raise AgentUnavailable(f"binary {self.binary} not found on PATH")
         return os.path.abspath(found)
 
+    def pane_env(self) -> dict[str, str]:
+        """Variables the agent's pane gets beyond cafleet's own (none by default)."""
+        return {}
+
     def build_argv(
         self,
         *,

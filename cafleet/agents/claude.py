@@ -1,4 +1,4 @@
-"""claude (runtime.md §2.2)."""
+"""claude (docs/runtime.md §2.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""codex (runtime.md §2.3)."""
+"""codex (docs/runtime.md §2.3)."""
 
 from __future__ import annotations
 

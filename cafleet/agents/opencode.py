@@ -1,9 +1,35 @@
-"""opencode (runtime.md §2.4). Wave 1 passes no `--agent` and needs no preset."""
+"""opencode (docs/runtime.md §2.4, §7.4).
+
+`<path> --agent cafleet [--model <provider>/<model>] --prompt <prompt>`: members and the monitor
+run with the cafleet agent preset that `cafleet setup` installs in opencode's configuration
+directory (`agents/cafleet.md`), so `ensure_available` also requires that file. Their panes get
+`OPENCODE_DISABLE_CLAUDE_CODE_SKILLS=1`, so the `cafleet` skill they load is opencode's own copy.
+"""
 
 from __future__ import annotations
 
-from cafleet.agents import AgentUsageError
+import os
+
+from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.agents._base import BaseAgent
+
+AGENT_PRESET = "cafleet"
+# opencode also loads Claude Code's skills (~/.claude/skills), and when both hold a `cafleet`
+# skill it picks one of them at random (seen with 1.18.33): without this, a member could read
+# Claude Code's copy, which the stale-assets guard did not check for opencode.
+PANE_ENV = {"OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1"}
+
+
+def preset_path() -> str:
+    """Where opencode looks for the cafleet agent preset; raises when it cannot resolve."""
+    from cafleet.assets.bundle import OPENCODE_AGENT
+    from cafleet.assets.targets import TargetUnresolved, resolve_target
+
+    try:
+        root = resolve_target("opencode").path
+    except TargetUnresolved as exc:
+        raise AgentUnavailable(str(exc)) from None
+    return os.path.join(root, *OPENCODE_AGENT.split("/"))
 
 
 class OpencodeAgent(BaseAgent):
@@ -26,7 +52,22 @@ class OpencodeAgent(BaseAgent):
         if effort is not None:
             raise AgentUsageError(f"the opencode coding agent does not support {flag}")
 
-    # `<path> [--model <provider>/<model>] --prompt <prompt>`.
+    def ensure_available(self) -> str:
+        """The binary, then the installed preset (a missing one is refused with the remedy)."""
+        binary = super().ensure_available()
+        path = preset_path()
+        if not os.path.isfile(path):
+            raise AgentUnavailable(
+                f"the cafleet agent preset for opencode is not installed ({path} is missing); "
+                "run 'cafleet setup --coding-agent opencode'"
+            )
+        return binary
+
+    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
+        return ["--agent", AGENT_PRESET]
+
+    def pane_env(self) -> dict[str, str]:
+        return dict(PANE_ENV)
 
     def prompt_args(self, prompt: str) -> list[str]:
         return ["--prompt", prompt]

@@ -1,4 +1,4 @@
-"""Spawn-prompt templates (runtime.md §2.6, §2.7; cli.md §1.9).
+"""Spawn-prompt templates (docs/runtime.md §2.6, §2.7; docs/cli.md §1.9).
 
 A template may use exactly `{fleet_id}`, `{member_id}`, `{director_member_id}` and
 `{coding_agent}`; `{{` and `}}` are literal braces. Validation runs before any side effect, so
@@ -14,6 +14,7 @@ from cafleet.agents import AgentUsageError
 
 PLACEHOLDERS: tuple[str, ...] = ("fleet_id", "member_id", "director_member_id", "coding_agent")
 DEFAULT_MONITOR_PROMPT_RESOURCE = "data/monitor_prompt.md"
+DEFAULT_MEMBER_PROMPT_RESOURCE = "data/member_prompt.md"
 
 _LITERAL_HINT = "write {{ and }} for literal braces"
 MSG_LEADING_DASH = (
@@ -50,7 +51,7 @@ def _field_text(name: str, spec: str | None, conversion: str | None) -> str:
 
 
 def validate_template(template: str) -> None:
-    """Raise PromptTemplateError with cli.md §1.9's exact message, first problem wins."""
+    """Raise PromptTemplateError with docs/cli.md §1.9's exact message, first problem wins."""
     if template.startswith("-"):
         raise PromptTemplateError(MSG_LEADING_DASH)
     parsed = iter(string.Formatter().parse(template))
@@ -88,10 +89,20 @@ def render_template(
 
 
 def load_default_monitor_prompt() -> str:
-    """The bundled default monitor prompt (runtime.md §2.7), read with importlib.resources."""
+    """The bundled default monitor prompt (docs/runtime.md §2.7), read with importlib.resources."""
     return (
         resources.files("cafleet")
         .joinpath(DEFAULT_MONITOR_PROMPT_RESOURCE)
+        .read_text(encoding="utf-8")
+    )
+
+
+def load_default_member_prompt() -> str:
+    """The bundled default member prompt (`member create` without PROMPT): the member's ids and
+    the instruction to load the `cafleet` skill."""
+    return (
+        resources.files("cafleet")
+        .joinpath(DEFAULT_MEMBER_PROMPT_RESOURCE)
         .read_text(encoding="utf-8")
     )
 
@@ -100,6 +111,7 @@ __all__ = [
     "MSG_LEADING_DASH",
     "PLACEHOLDERS",
     "PromptTemplateError",
+    "load_default_member_prompt",
     "load_default_monitor_prompt",
     "msg_malformed",
     "msg_unknown_placeholder",

@@ -1,5 +1,5 @@
 """The repository: every function takes the invocation's validated connection and owns exactly
-one transaction (storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
+one transaction (docs/storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
 
 The repository modules are imported on first use of one of their names (PEP 562), so a command
@@ -36,7 +36,9 @@ from cafleet.broker.errors import (
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.broker.assets import (
+        all_asset_installs,
         asset_installs_for,
+        current_asset_versions,
         record_asset_install,
     )
     from cafleet.broker.fleets import (
@@ -89,7 +91,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
+    "all_asset_installs": "assets",
     "asset_installs_for": "assets",
+    "current_asset_versions": "assets",
     "record_asset_install": "assets",
     "create_fleet": "fleets",
     "delete_fleet": "fleets",
@@ -161,7 +165,9 @@ __all__ = [
     "SenderNotActive",
     "StorageIntegrityError",
     "ack_message",
+    "all_asset_installs",
     "asset_installs_for",
+    "current_asset_versions",
     "broadcast_message",
     "claim_monitor",
     "clear_monitor",

@@ -9,12 +9,12 @@ from cafleet.records import BACKENDS, CODING_AGENTS
 
 
 def stamp(now: datetime | None) -> str:
-    """The one timestamp a call writes; read right after BEGIN IMMEDIATE (storage.md §7.1)."""
+    """The one timestamp a call writes; read right after BEGIN IMMEDIATE (docs/storage.md §7.1)."""
     return format_ts(now if now is not None else utcnow())
 
 
 def kind_case(m: str = "m", f: str = "f") -> str:
-    """storage.md §2.6's kind CASE, for member alias `m` and fleet alias `f`."""
+    """docs/storage.md §2.6's kind CASE, for member alias `m` and fleet alias `f`."""
     return (
         f"CASE WHEN {m}.member_id = {f}.director_member_id THEN 'director' "
         f"WHEN NOT json_valid({m}.member_card_json) THEN 'member' "

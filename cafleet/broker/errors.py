@@ -1,4 +1,4 @@
-"""The repository's error catalogue (storage.md §7.9). Each str() is the exact contract text."""
+"""The repository's error catalogue (docs/storage.md §7.9). Each str() is the exact contract text."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ class PlacementVanished(BrokerError):
 class PlacementsChanged(BrokerError):
     """Internal, never retried: a placement outside the caller's locked set could not be locked.
 
-    The CLI prints cli.md §1.11's pane-lock message for `member_id`.
+    The CLI prints docs/cli.md §1.11's pane-lock message for `member_id`.
     """
 
     error_code = status.CODE_BUSY

@@ -1,4 +1,4 @@
-"""Fleets: bootstrap, soft deletion and reads (storage.md §7.3)."""
+"""Fleets: bootstrap, soft deletion and reads (docs/storage.md §7.3)."""
 
 from __future__ import annotations
 

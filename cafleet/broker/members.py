@@ -1,4 +1,4 @@
-"""Members: registration, pane-id patch, deregistration, rosters and lookups (storage.md §7.4,
+"""Members: registration, pane-id patch, deregistration, rosters and lookups (docs/storage.md §7.4,
 §7.8)."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ _PANE_SHARED_WITH = text(
 )
 
 # Activity: each correlated subquery is one seek to the end of a range of its covering index
-# (storage.md §7.8, §2.7), so its cost does not grow with the member's history.
+# (docs/storage.md §7.8, §2.7), so its cost does not grow with the member's history.
 LAST_SENT_SQL = "SELECT MAX(x.created_at) FROM messages AS x WHERE x.from_member_id = m.member_id"
 LAST_RECV_SQL = (
     "SELECT MAX(x.created_at) FROM messages AS x "
@@ -353,7 +353,7 @@ def member_roster(
 
 
 def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
-    """The monitor wake line's data (runtime.md §5.7): active members of kind `member` that
+    """The monitor wake line's data (docs/runtime.md §5.7): active members of kind `member` that
     have a placement row, by id, and the root Director (None when it is not an active member),
     each with its count of owned un-ACKed unicast rows."""
     with tx.read(conn):

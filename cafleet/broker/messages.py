@@ -1,4 +1,4 @@
-"""Messages: send, broadcast, ACK and the inbox reads (storage.md §7.5)."""
+"""Messages: send, broadcast, ACK and the inbox reads (docs/storage.md §7.5)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ _ACK = text(
 _MESSAGE_BY_ID = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = :message_id")
 _MEMBER_STATUS = text("SELECT status FROM members WHERE member_id = :member_id")
 # Equality on the index's first three columns; its order (status_timestamp, then rowid) is the
-# ORDER BY, so the cost follows the un-ACKed rows only (storage.md §7.5).
+# ORDER BY, so the cost follows the un-ACKed rows only (docs/storage.md §7.5).
 _POLL = text(
     f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY idx_messages_owner_type_state_ts "
     "WHERE owner_member_id = :member_id AND type = 'unicast' AND status_state = 'input_required' "
@@ -107,7 +107,7 @@ def send_message(
 def _delivery(
     message_id: int, sender: int, recipient: int, ts: str, text: str, *, origin: int | None
 ) -> Message:
-    """The record of a delivery just inserted (storage.md §2.4's row at insert time)."""
+    """The record of a delivery just inserted (docs/storage.md §2.4's row at insert time)."""
     return Message(
         message_id=message_id,
         owner_member_id=recipient,

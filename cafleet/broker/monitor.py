@@ -1,4 +1,4 @@
-"""The monitor loop's runtime row (runtime.md §5.2, storage.md §7.7).
+"""The monitor loop's runtime row (docs/runtime.md §5.2, docs/storage.md §7.7).
 
 No row means no loop ever ran for the fleet. A claim always writes a non-NULL wake interval; a
 stored NULL interval is never turned into 0. Only `delete_fleet` removes a row.
@@ -67,7 +67,7 @@ _SET_INTERVAL = text(
 
 
 def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
-    """runtime.md §5.2: pid and heartbeat set, the heartbeat at most max(3 x tick, 15) s old,
+    """docs/runtime.md §5.2: pid and heartbeat set, the heartbeat at most max(3 x tick, 15) s old,
     and `os.kill(pid, 0)` succeeds or raises PermissionError."""
     if row.pid is None or row.last_tick_at is None:
         return False

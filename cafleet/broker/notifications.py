@@ -1,5 +1,5 @@
 """Notification state: pending selection, recheck under the pane lock, the stamp
-(storage.md §7.6, runtime.md §4.1).
+(docs/storage.md §7.6, docs/runtime.md §4.1).
 
 A message is pending when it is an un-ACKed, un-notified unicast delivery that is not a
 self-send, owned by an active member of a live fleet who is not the root Director and whose

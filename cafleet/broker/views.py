@@ -1,4 +1,4 @@
-"""The WebUI's reads (runtime.md §7.3, storage.md §7.8 and §8): the lean roster, per-member
+"""The WebUI's reads (docs/runtime.md §7.3, docs/storage.md §7.8 and §8): the lean roster, per-member
 activity, the timeline and the inbox/sent views. Each owns one read transaction."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _timeline_sql(terms: int) -> str:
 
 def timeline(conn: Connection, *, fleet_id: int, limit: int = TIMELINE_LIMIT) -> list[Message]:
     """The newest `limit` unicast deliveries owned by the fleet's members (any status),
-    `status_timestamp DESC, message_id DESC` (storage.md §8). Broadcast summaries never take up
+    `status_timestamp DESC, message_id DESC` (docs/storage.md §8). Broadcast summaries never take up
     the cap; a broadcast may be cut."""
     with tx.read(conn):
         _check_live(conn, fleet_id)

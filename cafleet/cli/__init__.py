@@ -1,11 +1,11 @@
-"""The `cafleet` entry point (cli.md §1.1, §1.4).
+"""The `cafleet` entry point (docs/cli.md §1.1, §1.4).
 
 `main(argv)` is a plain function: it installs the signal recorders, makes stdout/stderr UTF-8,
 runs the root Click group with ``standalone_mode=False`` and maps what comes back to an exit code
 itself, so Click's own handling (`Aborted!`, its exit calls) is never in play.
 
 This module stays import-light: `--version`, help and parse failures import Click and cafleet's
-own light modules only (cli.md §1.8); command bodies import the storage and mux layers lazily.
+own light modules only (docs/cli.md §1.8); command bodies import the storage and mux layers lazily.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Run one invocation and return its exit code (cli.md §1.4)."""
+    """Run one invocation and return its exit code (docs/cli.md §1.4)."""
     global _clean_signal_stop, _started
     import time
 
@@ -191,7 +191,7 @@ def _final_flush(code: int) -> int:
 
 
 def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail (cli.md §1.4)."""
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail (docs/cli.md §1.4)."""
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
@@ -204,7 +204,7 @@ def _silence_stdout() -> None:
 
 
 def _utf8_streams() -> None:
-    """Write both streams as UTF-8 whatever the locale (cli.md §1.3)."""
+    """Write both streams as UTF-8 whatever the locale (docs/cli.md §1.3)."""
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
         if encoding != "utf8" and hasattr(stream, "reconfigure"):

@@ -1,4 +1,4 @@
-"""The Click command tree (cli.md §1.1).
+"""The Click command tree (docs/cli.md §1.1).
 
 Groups live here; commands live in their own modules, which register themselves on these groups.
 Each group names, in help order, the module that registers each of its commands
@@ -37,7 +37,7 @@ from cafleet.output import BrokenStdout, out
 ROOT_HELP = "cafleet — message broker and member registry for fleets of coding agents in tmux."
 CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
-# Hidden name of the monitor loop form. No output ever shows it (cli.md §1.1).
+# Hidden name of the monitor loop form. No output ever shows it (docs/cli.md §1.1).
 LOOP_COMMAND_NAME = "__monitor_loop__"
 
 
@@ -123,7 +123,7 @@ def _modules(*entries: tuple[str, ...]) -> dict[str, str]:
 
 
 def _print_help_if_bare(ctx: click.Context) -> None:
-    """Bare groups print their help on stdout and exit 0 (cli.md §1.1)."""
+    """Bare groups print their help on stdout and exit 0 (docs/cli.md §1.1)."""
     if ctx.invoked_subcommand is None:
         out(ctx.get_help())
 

@@ -1,4 +1,4 @@
-"""Per-invocation state and error mapping for command bodies (cli.md §1.4, §1.6, §1.7).
+"""Per-invocation state and error mapping for command bodies (docs/cli.md §1.4, §1.6, §1.7).
 
 A command body does, in order::
 
@@ -39,7 +39,7 @@ class Invocation:
 
     @property
     def settings(self) -> Settings:
-        """All four CAFLEET_* variables validated (cli.md §1.6); SettingsError → exit 1."""
+        """All four CAFLEET_* variables validated (docs/cli.md §1.6); SettingsError → exit 1."""
         if self._settings is None:
             from cafleet.config import SettingsError, load_settings
 
@@ -75,7 +75,7 @@ class Invocation:
     # --- the one connection --------------------------------------------------------------------
 
     def connection(self) -> Connection:
-        """The validated connection: settings, then the schema guard (cli.md §1.7).
+        """The validated connection: settings, then the schema guard (docs/cli.md §1.7).
 
         Opened once per invocation and closed when the root context closes. A refusal prints the
         guard's text (exit 1) and leaves the file untouched.
@@ -131,7 +131,7 @@ class Invocation:
             from cafleet.db.engine import close_connection
 
             # A connection the schema re-check refused is closed the guarded way, so the
-            # refused file keeps its bytes (storage.md §5.5).
+            # refused file keeps its bytes (docs/storage.md §5.5).
             close_connection(conn, guarded=bool(conn.info.get("cafleet.refused")))
 
 
@@ -149,8 +149,8 @@ def invocation() -> Invocation:
 
 
 def is_user_facing(exc: BaseException) -> bool:
-    """cafleet's own exceptions carry user-facing text as their str() (storage.md §7.9,
-    runtime.md §1.1, cli.md §1.4)."""
+    """cafleet's own exceptions carry user-facing text as their str() (docs/storage.md §7.9,
+    docs/runtime.md §1.1, docs/cli.md §1.4)."""
     return isinstance(exc, CafleetError)
 
 

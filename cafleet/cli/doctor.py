@@ -1,4 +1,4 @@
-"""`cafleet doctor` (cli.md §2.2): diagnoses tmux and the database without changing anything.
+"""`cafleet doctor` (docs/cli.md §2.2): diagnoses tmux and the database without changing anything.
 
 Not guarded. Every section is rendered even after a failure; each failing section is one issue.
 Exit 0 iff there is no issue.
@@ -68,7 +68,7 @@ def multiplexer_section() -> Section:
 
 
 def database_section(path: str | None, path_error: str | None) -> Section:
-    """Resolve the path and run the read-only diagnosis (storage.md §5.4, §5.5)."""
+    """Resolve the path and run the read-only diagnosis (docs/storage.md §5.4, §5.5)."""
     from cafleet.db.diagnosis import diagnose_path, guard_text
     from cafleet.db.errors import StorageError
     from cafleet.db.shapes import HEAD_VERSION
@@ -144,34 +144,50 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
 
 @cli.command(
     "doctor",
-    short_help="Diagnose tmux and the database without changing anything.",
+    short_help="Diagnose tmux, the database and the agents' set-up without changing anything.",
     help=(
-        "Diagnose the multiplexer (tmux), the database and every live fleet (its monitor "
-        "loop and its members' panes) without changing anything. Exits 1 when an issue is "
-        "found."
+        "Diagnose the multiplexer (tmux), the database, the coding agents' installed skills, "
+        "the permissions members need and every live fleet (its monitor loop and its members' "
+        "panes), without changing anything. Exits 1 when an issue is found."
     ),
 )
 @json_option
 def doctor(as_json: bool) -> None:
+    from cafleet.cli.doctor_agents import (
+        coding_agents_section,
+        member_permissions_section,
+        recorded_installs,
+    )
+
     settings = invocation().doctor_settings()  # a bad integer variable still aborts
     database = database_section(settings.database_path, settings.path_error)
-    sections = [
-        multiplexer_section(),
-        database,
-        fleets_section(settings.database_path, database.ok),
-    ]
+    sections = [multiplexer_section(), database]
     issues = sum(1 for section in sections if not section.ok)
+    rows = recorded_installs(settings.database_path, database.data["state"])
+    agents, statuses = coding_agents_section(rows, __version__)
+    permissions = member_permissions_section(statuses, __version__)
+    issues += agents.issues + permissions.issues  # each failing row is one issue
+    fleets = fleets_section(settings.database_path, database.ok)
+    issues += 0 if fleets.ok else 1
     if as_json:
         payload: dict[str, Any] = {"cafleet_version": __version__}
         for section in sections:
             payload[section.name] = section.data
+        payload["coding_agents"] = agents.data
+        payload["member_permissions"] = permissions.data
+        payload["fleets"] = fleets.data
         payload["issues"] = issues
         out_json(payload)
     else:
         out(f"cafleet {__version__}")
-        for section in sections:
-            out(f"{OK_MARK if section.ok else FAIL_MARK} {section.name}")
-            for line in section.lines:
+        for name, ok, lines in [
+            *((s.name, s.ok, s.lines) for s in sections),
+            (agents.name, agents.ok, agents.lines),
+            (permissions.name, permissions.ok, permissions.lines),
+            (fleets.name, fleets.ok, fleets.lines),
+        ]:
+            out(f"{OK_MARK if ok else FAIL_MARK} {name}")
+            for line in lines:
                 out(line)
         out("no issues found" if issues == 0 else f"{plural(issues, 'issue')} found")
     if issues:

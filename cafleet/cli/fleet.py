@@ -1,4 +1,4 @@
-"""`cafleet fleet …` commands (cli.md §2.3–§2.6)."""
+"""`cafleet fleet …` commands (docs/cli.md §2.3–§2.6)."""
 
 from __future__ import annotations
 

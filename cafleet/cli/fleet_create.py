@@ -1,4 +1,4 @@
-"""`cafleet fleet create` (cli.md §2.3): bootstrap a fleet around the calling pane.
+"""`cafleet fleet create` (docs/cli.md §2.3): bootstrap a fleet around the calling pane.
 
 Parses, runs `cafleet.workflows.fleets.create` (the bootstrap transaction, the monitor spawn, the
 loop start and their compensation) and renders its result.

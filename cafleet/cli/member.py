@@ -1,4 +1,4 @@
-"""`cafleet member …` commands (cli.md §2.7–§2.13)."""
+"""`cafleet member …` commands (docs/cli.md §2.7–§2.13)."""
 
 from __future__ import annotations
 

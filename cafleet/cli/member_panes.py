@@ -1,4 +1,4 @@
-"""The member commands that touch panes (cli.md §2.7, §2.10–§2.13):
+"""The member commands that touch panes (docs/cli.md §2.7, §2.10–§2.13):
 `member create`, `member delete`, `member capture`, `member prompt`, `member ping`.
 
 Each parses, runs one workflow of `cafleet.workflows.members` and renders its result.
@@ -61,7 +61,8 @@ LINES_RANGE = click.IntRange(1, 100000)
 @body_argument(
     "prompt",
     help="Spawn prompt (placeholders: {fleet_id}, {member_id}, "
-    "{director_member_id}, {coding_agent}).",
+    "{director_member_id}, {coding_agent}); default: the bundled member prompt, which gives the "
+    "member its ids and has it load the cafleet skill (with --role monitor: the monitor prompt).",
 )
 @file_option(help="Read the spawn prompt from PATH ('-' reads stdin).")
 @json_option
@@ -77,7 +78,8 @@ def member_create(
     file: str | None,
     as_json: bool,
 ) -> None:
-    check_body_choice(prompt, file, "PROMPT")
+    if prompt is not None and file is not None:
+        check_body_choice(prompt, file, "PROMPT")
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import members
@@ -92,7 +94,7 @@ def member_create(
         model=model,
         effort=effort,
         role="monitor" if role == "monitor" else None,
-        prompt=lambda: read_body(prompt, file),
+        prompt=None if prompt is None and file is None else lambda: read_body(prompt, file),
     )
     if as_json:
         out_json(member_dict(created.member))

@@ -1,4 +1,4 @@
-"""`cafleet message …` commands (cli.md §2.14–§2.20)."""
+"""`cafleet message …` commands (docs/cli.md §2.14–§2.20)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""`cafleet message send | broadcast | wait | stream` (cli.md §2.14, §2.15, §2.19, §2.20).
+"""`cafleet message send | broadcast | wait | stream` (docs/cli.md §2.14, §2.15, §2.19, §2.20).
 
 send and broadcast run `cafleet.workflows.messaging` (store, drain the recipients' pane
 notifications, restart the fleet's monitor loop when notifications are still pending) and render
 its result. wait and stream run `cafleet.workflows.inbox` (wait blocks on the member's inbox while
 draining the fleet; stream emits the inbox as JSON lines and writes nothing) and render what it
-returns or yields. The delivery and mux layers are imported only when a drain runs (cli.md §1.8).
+returns or yields. The delivery and mux layers are imported only when a drain runs (docs/cli.md §1.8).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     "--json", "as_json", is_flag=True, help="Accepted for habit; output is always JSON Lines."
 )
 def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None:
-    del as_json  # output is always JSON Lines (cli.md §2.20)
+    del as_json  # output is always JSON Lines (docs/cli.md §2.20)
     conn = invocation().connection()
     from cafleet.workflows import inbox
 

@@ -1,5 +1,5 @@
-"""`cafleet monitor FLEET_ID` (the loop form, cli.md §2.21) and `cafleet monitor scan FLEET_ID`
-(cli.md §2.22)."""
+"""`cafleet monitor FLEET_ID` (the loop form, docs/cli.md §2.21) and `cafleet monitor scan FLEET_ID`
+(docs/cli.md §2.22)."""
 
 from __future__ import annotations
 
@@ -45,10 +45,13 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
     inv.heal_on_close = False  # this is the loop
     settings = inv.settings
     conn = inv.connection()
+    from cafleet.assets.guard import require_assets
     from cafleet.cli.guard import recheck_schema
+
+    require_assets(conn, fleet_id=fleet_id)
     from cafleet.monitor.loop import LoopStartError, run_loop
 
-    # A signal is the loop's normal way to stop (cli.md §1.4): its exit code stands.
+    # A signal is the loop's normal way to stop (docs/cli.md §1.4): its exit code stands.
     signal_stop_is_clean()
     try:
         code = run_loop(

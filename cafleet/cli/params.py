@@ -1,4 +1,4 @@
-"""Shared parameters and input rules (cli.md §1.3, §1.5, §1.9).
+"""Shared parameters and input rules (docs/cli.md §1.3, §1.5, §1.9).
 
 - `id_argument("fleet_id", "…")`: a required positional id, `1 … 9223372036854775807`.
 - `id_option("--from-member-id", "…")`: a required id option.
@@ -31,7 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def id_argument(name: str, help: str, metavar: str | None = None) -> Callable[[F], F]:
-    """A required positional id (cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`."""
+    """A required positional id (docs/cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`."""
     return click.argument(name, type=ID, help=help, metavar=metavar or name.upper())
 
 
@@ -51,7 +51,7 @@ def agent_choice() -> click.Choice[str]:
     return click.Choice(AGENT_NAMES)
 
 
-# --- names and descriptions (cli.md §1.9) --------------------------------------------------------
+# --- names and descriptions (docs/cli.md §1.9) ----------------------------------------------------
 
 
 def _is_control(ch: str) -> bool:
@@ -115,7 +115,7 @@ def description_option(help: str, *, required: bool = True) -> Callable[[F], F]:
     )
 
 
-# --- bodies (cli.md §1.9) ------------------------------------------------------------------------
+# --- bodies (docs/cli.md §1.9) --------------------------------------------------------------------
 
 
 def _positional_body_callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""`cafleet server` (cli.md §3.4, runtime.md §7.3): the WebUI in the foreground.
+"""`cafleet server` (docs/cli.md §3.4, docs/runtime.md §7.3): the WebUI in the foreground.
 
 Schema-guarded at start-up (a refused file stops it with the guard's text), exempt from the
 stale-assets guard, and the only importer of FastAPI and uvicorn, which come with the `web`
@@ -12,12 +12,16 @@ import os
 import re
 import secrets
 import socket
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cafleet.cli.app import cli
 from cafleet.cli.context import fail, invocation, usage_error
 from cafleet.output import flush, out
+
+if TYPE_CHECKING:
+    from cafleet.web.app import ServerConfig
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -48,7 +52,6 @@ def _bind(host: str, port: int) -> socket.socket:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
-        raise AssertionError("unreachable") from exc
     family, kind, proto, _name, address = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -67,6 +70,42 @@ def _url(host: str, port: int, token: str | None) -> str:
     if shown in ("0.0.0.0", "[::]"):
         shown = socket.gethostname()
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+def _address(host: str | None, port: int | None, token: str | None) -> tuple[str, int, str | None]:
+    """The options, else their settings; checks the environment's token and the web extra."""
+    host = host or _env_host()
+    port = port or _env_port()
+    token = token or os.environ.get("CAFLEET_SERVER_TOKEN") or None
+    if token is not None and not _TOKEN_RE.fullmatch(token):
+        fail("CAFLEET_SERVER_TOKEN must be 8-256 characters from A-Z a-z 0-9 . _ ~ -")
+    if any(importlib.util.find_spec(name) is None for name in ("fastapi", "uvicorn")):
+        fail(MISSING_EXTRA)
+    return host, port, token
+
+
+def _listen(
+    inv: Any, schema_version: int | None, host: str, port: int, token: str | None, read_only: bool
+) -> tuple[socket.socket, ServerConfig, int, str | None]:
+    """Bind the socket and build the app's configuration (a non-loopback host gets a token)."""
+    from cafleet.web.app import MAX_BODY, ServerConfig
+    from cafleet.web.security import Policy, host_header_names, is_loopback
+
+    if token is None and not is_loopback(host):
+        token = secrets.token_urlsafe(24)
+    sock = _bind(host, port)
+    port = sock.getsockname()[1]
+    policy = Policy(
+        token=token,
+        hosts=host_header_names(host, port),
+        read_only=read_only,
+        cookie=f"cafleet_token_{port}",
+        max_body=MAX_BODY,
+    )
+    config = ServerConfig(
+        db_path=inv.db_path, schema_version=schema_version, settings=inv.settings, policy=policy
+    )
+    return sock, config, port, token
 
 
 @cli.command(
@@ -103,38 +142,14 @@ def server(host: str | None, port: int | None, token: str | None, read_only: boo
     if token is not None and not _TOKEN_RE.fullmatch(token):
         usage_error("--token must be 8-256 characters from A-Z a-z 0-9 . _ ~ -")
     inv = invocation()
-    settings = inv.settings
-    host = host or _env_host()
-    port = port or _env_port()
-    token = token or os.environ.get("CAFLEET_SERVER_TOKEN") or None
-    if token is not None and not _TOKEN_RE.fullmatch(token):
-        fail("CAFLEET_SERVER_TOKEN must be 8-256 characters from A-Z a-z 0-9 . _ ~ -")
-    if any(importlib.util.find_spec(name) is None for name in ("fastapi", "uvicorn")):
-        fail(MISSING_EXTRA)
+    host, port, token = _address(host, port, token)
     conn = inv.connection()  # the schema guard: a refused file stops the server here
 
     from cafleet.db.guard import SCHEMA_VERSION_KEY
-    from cafleet.web.security import Policy, host_header_names, is_loopback
-
-    if token is None and not is_loopback(host):
-        token = secrets.token_urlsafe(24)
-    sock = _bind(host, port)
-    port = sock.getsockname()[1]
-    from cafleet.web.app import MAX_BODY, ServerConfig
     from cafleet.web.serve import serve
 
-    config = ServerConfig(
-        db_path=inv.db_path,
-        schema_version=conn.info.get(SCHEMA_VERSION_KEY),
-        settings=settings,
-        policy=Policy(
-            token=token,
-            hosts=host_header_names(host, port),
-            read_only=read_only,
-            cookie=f"cafleet_token_{port}",
-            max_body=MAX_BODY,
-        ),
-    )
+    version = conn.info.get(SCHEMA_VERSION_KEY)
+    sock, config, port, token = _listen(inv, version, host, port, token, read_only)
     out(f"cafleet server: {_url(host, port, token)}" + (" (read-only)" if read_only else ""))
     flush()
     signal_stop_is_clean()  # Ctrl-C is how a foreground server stops: exit 0

@@ -1,4 +1,4 @@
-"""Diagnosis of the file at P (storage.md §5), shared by the guard, `setup` and `doctor`.
+"""Diagnosis of the file at P (docs/storage.md §5), shared by the guard, `setup` and `doctor`.
 
 Diagnosis only reads. It never creates anything: an absent path is `missing` without a
 connection being opened. The guard path imports this module, so it must never import Alembic.
@@ -93,7 +93,7 @@ def _d(path: str, state: State, **kw: Any) -> Diagnosis:
 
 
 def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
-    """Classify the file at `path` (storage.md §5.2).
+    """Classify the file at `path` (docs/storage.md §5.2).
 
     With `conn`, diagnose through that connection: inside its open transaction when it has one
     (`setup`'s in-transaction checks), else inside a fresh `tx.read`. Without `conn`, open and
@@ -115,7 +115,7 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
 
 
 def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
-    """Open, diagnose and close (storage.md §5.5); never creates anything.
+    """Open, diagnose and close (docs/storage.md §5.5); never creates anything.
 
     The close is guarded (no checkpoint on our behalf) for `doctor` and for every class but
     `current`, whenever a `-wal`/`-shm` existed at open.

@@ -1,4 +1,4 @@
-"""Connection factory, transactions and the writer lock (storage.md §4).
+"""Connection factory, transactions and the writer lock (docs/storage.md §4).
 
 Every statement runs inside `tx.read(conn)` (deferred BEGIN, one snapshot) or `tx.write(conn)`
 (writer lock, then BEGIN IMMEDIATE). The `begin` listener refuses anything else, so a stray
@@ -301,7 +301,7 @@ def driver_execute(
 
 
 def close_connection(conn: Connection, *, guarded: bool = False) -> None:
-    """Close `conn`; with `guarded`, avoid the checkpoint-on-last-close (storage.md §5.5).
+    """Close `conn`; with `guarded`, avoid the checkpoint-on-last-close (docs/storage.md §5.5).
 
     The guarded close applies only when a -wal/-shm existed at open: a read-only connection is
     opened and read first, so the read-write close is not the last one and skips the checkpoint.

@@ -1,4 +1,4 @@
-"""Storage-level exceptions (storage.md §0). Each str() is user-facing text."""
+"""Storage-level exceptions (docs/storage.md §0). Each str() is user-facing text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema guard (cli.md §1.7, storage.md §5.4): renders a `Diagnosis` as the exact error.
+"""The schema guard (docs/cli.md §1.7, docs/storage.md §5.4): renders a `Diagnosis` as the exact error.
 
 The guard diagnoses the very connection the command body then uses, so writes reach the
 diagnosed file. It never creates the file or its directory and never imports Alembic.
@@ -38,7 +38,7 @@ def _unreadable(path: str, cause: str) -> Diagnosis:
 
 
 def open_validated_connection(path: str) -> Connection:
-    """Open the command's one connection and validate it (storage.md §4.4).
+    """Open the command's one connection and validate it (docs/storage.md §4.4).
 
     Absent `path`: refuses without opening anything (nothing is created). Otherwise opens the
     file read-write, diagnoses on that connection and, for any class but `current`, closes it
@@ -82,7 +82,7 @@ def open_validated_connection(path: str) -> Connection:
 
 
 def recheck_schema(conn: Connection) -> None:
-    """For long-running commands, once per cycle (cli.md §1.7, storage.md §4.4).
+    """For long-running commands, once per cycle (docs/cli.md §1.7, docs/storage.md §4.4).
 
     Compares `PRAGMA schema_version` with the value remembered at validation; when it changed,
     re-diagnoses on the same connection and raises `GuardRefused` unless the file is still
@@ -109,7 +109,7 @@ def recheck_schema(conn: Connection) -> None:
 
 def open_revalidated_connection(path: str, schema_version: int | None) -> Connection:
     """A further connection to a file this process validated at start-up (the WebUI server
-    opens one per request, storage.md §8).
+    opens one per request, docs/storage.md §8).
 
     Opened by the factory and marked validated for `HEAD_REVISION` without a new diagnosis,
     remembering the start-up `PRAGMA schema_version`; `recheck_schema` then re-runs the guard

@@ -1,4 +1,4 @@
-"""The database half of `cafleet setup` (storage.md §6); the only importer of `alembic`.
+"""The database half of `cafleet setup` (docs/storage.md §6); the only importer of `alembic`.
 
 Alembic is imported lazily, inside the migrating function, so `setup` on a current file (and
 everything else) never imports it.
@@ -6,12 +6,13 @@ everything else) never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib.resources
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,6 +113,17 @@ def _take_setup_lock(path: str, on_wait: Callable[[str], None] | None = None) ->
     except BaseException:
         os.close(fd)
         raise
+
+
+@contextlib.contextmanager
+def setup_lock(path: str) -> Iterator[None]:
+    """Hold `locks/setup.lock` beside the database ``path`` (setup's assets half runs under it
+    too, so concurrent setups install one after another)."""
+    fd = _take_setup_lock(path)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 # --- the driver --------------------------------------------------------------------------------
@@ -323,12 +335,12 @@ def _run_locked(path: str, target: str) -> str:
 
 
 def _close_connection(conn: Connection, *, guarded: bool) -> None:
-    """Indirection so tests can simulate a process that exits without closing (§9.66)."""
+    """Indirection so tests can simulate a process that exits without closing (§9 item 66)."""
     engine.close_connection(conn, guarded=guarded)
 
 
 def run_setup(path: str, on_wait: Callable[[str], None] | None = None) -> str:
-    """`cafleet setup`'s database half (storage.md §6). Returns the success line; raises
+    """`cafleet setup`'s database half (docs/storage.md §6). Returns the success line; raises
     `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`.
     ``on_wait(lock_path)`` runs once when another setup holds the setup lock."""
     return _run(path, HEAD_REVISION, on_wait)

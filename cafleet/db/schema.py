@@ -1,4 +1,4 @@
-"""Head schema as SQLAlchemy Core MetaData (storage.md §2.8).
+"""Head schema as SQLAlchemy Core MetaData (docs/storage.md §2.8).
 
 This MetaData builds queries only. It never creates tables: the Alembic chain alone defines
 what a database looks like, and `metadata.create_all` is forbidden everywhere.
@@ -18,7 +18,7 @@ from sqlalchemy import (
     text,
 )
 
-from cafleet.db.predicates import (  # re-exported: storage.md §2.8 names them here
+from cafleet.db.predicates import (  # re-exported: docs/storage.md §2.8 names them here
     ACTIVE_MONITOR_PREDICATE,
     APPLICATION_ID,
     PENDING_NOTIFICATION_PREDICATE,

@@ -1,4 +1,4 @@
-"""Recorded shape of every revision of the Alembic chain (storage.md §3.1).
+"""Recorded shape of every revision of the Alembic chain (docs/storage.md §3.1).
 
 A shape entry lands with its revision and is never edited afterwards. Shapes live in the package
 so that the schema guard, which runs before every command, never imports Alembic.
@@ -241,7 +241,7 @@ _WS = re.compile(r"\s+")
 _WHERE = re.compile(r"\sWHERE\s", re.IGNORECASE)
 _AUTOINCREMENT = re.compile(r"\bAUTOINCREMENT\b", re.IGNORECASE)
 
-# Tables never part of a recorded shape (storage.md §2.7, §5.3).
+# Tables never part of a recorded shape (docs/storage.md §2.7, §5.3).
 IGNORED_TABLE_PREFIXES = ("sqlite_", "_alembic_tmp_")
 IGNORED_TABLES = frozenset({"alembic_version"})
 
@@ -384,7 +384,7 @@ def metadata_shape(metadata: MetaData, revision: str = "") -> SchemaShape:
 
 def canonical(shape: SchemaShape) -> SchemaShape:
     """Order-insensitive form for equality checks: tables, columns and indexes sorted by name
-    (column order is not part of a recorded shape's comparison, storage.md §5.3)."""
+    (column order is not part of a recorded shape's comparison, docs/storage.md §5.3)."""
     return SchemaShape(
         shape.revision,
         tuple(

@@ -1,4 +1,4 @@
-"""The one timestamp format (storage.md §2.6): fixed-width UTC text, lenient parsing."""
+"""The one timestamp format (docs/storage.md §2.6): fixed-width UTC text, lenient parsing."""
 
 from __future__ import annotations
 

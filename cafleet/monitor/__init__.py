@@ -1,4 +1,4 @@
-"""The per-fleet monitor loop (runtime.md §5): ensure, loop, tick, cadence, wake line, scan.
+"""The per-fleet monitor loop (docs/runtime.md §5): ensure, loop, tick, cadence, wake line, scan.
 
 Importing this package is cheap; each submodule imports what it needs lazily.
 """

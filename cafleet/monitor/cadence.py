@@ -1,4 +1,4 @@
-"""Wake cadence (runtime.md §5.6): a pure function of the clock and the runtime row."""
+"""Wake cadence (docs/runtime.md §5.6): a pure function of the clock and the runtime row."""
 
 from __future__ import annotations
 

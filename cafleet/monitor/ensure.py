@@ -1,4 +1,4 @@
-"""ensure_monitor_loop (runtime.md §5.3): start the fleet's loop detached unless one is live."""
+"""ensure_monitor_loop (docs/runtime.md §5.3): start the fleet's loop detached unless one is live."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ READY_TIMEOUT = 5.0
 READY_POLL = 0.1
 
 # Long-lived callers keep their children here and poll() them, so an exited loop never stays a
-# zombie (runtime.md §5.3).
+# zombie (docs/runtime.md §5.3).
 _children: list[subprocess.Popen[bytes]] = []
 
 
 class MonitorStartError(CafleetError):
-    """The loop did not become live. str() is fleet create's error; ``detail`` is cli.md §1.11's."""
+    """The loop did not become live. str() is fleet create's error; ``detail`` is docs/cli.md §1.11's."""
 
     def __init__(self, fleet_id: int, log_path: str, detail: str) -> None:
         self.fleet_id = fleet_id

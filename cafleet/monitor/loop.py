@@ -1,4 +1,4 @@
-"""The loop process `cafleet monitor FLEET_ID` (runtime.md §5.4): start-up, schedule, stopping.
+"""The loop process `cafleet monitor FLEET_ID` (docs/runtime.md §5.4): start-up, schedule, stopping.
 
 The loop writes its log lines (§5.9) to stdout, flushed line by line; when it runs detached,
 stdout and stderr are both the fleet's log file. A start-up failure raises
@@ -35,7 +35,7 @@ RELEASE_PAUSE = 0.5
 
 
 class LoopStartError(CafleetError):
-    """A start-up failure (cli.md §2.21); str() is the message after ``Error: ``."""
+    """A start-up failure (docs/cli.md §2.21); str() is the message after ``Error: ``."""
 
 
 class _Log:
@@ -60,7 +60,7 @@ def _startup(
     tick: int | None,
     interval: int | None,
 ) -> tuple[object, int, int]:
-    """§5.4 steps 1–5. Returns (backend, tick_seconds, wake_interval); raises LoopStartError."""
+    """docs/runtime.md §5.4 steps 1–5. Returns (backend, tick_seconds, wake_interval); raises LoopStartError."""
     from cafleet import broker
     from cafleet.broker.errors import FleetDeleted, FleetNotFound
     from cafleet.monitor.runtime import is_live

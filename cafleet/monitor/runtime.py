@@ -1,4 +1,4 @@
-"""Liveness of a monitor_runtime row (runtime.md §5.2)."""
+"""Liveness of a monitor_runtime row (docs/runtime.md §5.2)."""
 
 from __future__ import annotations
 

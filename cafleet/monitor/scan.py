@@ -1,4 +1,4 @@
-"""`monitor scan` entries (runtime.md §5.10): a one-shot capture of a fleet's panes.
+"""`monitor scan` entries (docs/runtime.md §5.10): a one-shot capture of a fleet's panes.
 
 No claim, no lock, no database writes; captures are never stored.
 """
@@ -141,7 +141,7 @@ def capture_entries(
 
 
 def entry_dict(entry: ScanEntry) -> dict[str, object]:
-    """JSON keys in cli.md §2.22's order."""
+    """JSON keys in docs/cli.md §2.22's order."""
     return {
         "member_id": entry.member_id,
         "name": entry.name,

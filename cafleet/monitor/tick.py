@@ -1,4 +1,4 @@
-"""One monitor tick (runtime.md §5.5).
+"""One monitor tick (docs/runtime.md §5.5).
 
 A tick heartbeats, checks the fleet and the Director's pane, drains the fleet's pending
 notifications and wakes the monitor member when a wake is due or was requested. It either
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class LoopStop(CafleetError):
-    """A clean stop (runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
+    """A clean stop (docs/runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
 
     def __init__(self, line: str, code: int = 0) -> None:
         self.line = line

@@ -1,4 +1,4 @@
-"""The wake line typed into the monitor member's pane (runtime.md §5.7), exact grammar.
+"""The wake line typed into the monitor member's pane (docs/runtime.md §5.7), exact grammar.
 
 The roster is bounded (issue 8): entries are listed in id order while their text stays within
 ``ROSTER_LIMIT`` code points, and the rest are counted as `… and <K> more`, so a fleet of any

@@ -1,7 +1,7 @@
-"""Multiplexer protocol, value types, errors and backend registry (runtime.md §1.1, §1.2).
+"""Multiplexer protocol, value types, errors and backend registry (docs/runtime.md §1.1, §1.2).
 
-Importing this module is cheap: it never imports libtmux (runtime.md §0.3). Each error's
-``str()`` is its user-facing message, worded exactly as cli.md §1.11's tmux messages.
+Importing this module is cheap: it never imports libtmux (docs/runtime.md §0.3). Each error's
+``str()`` is its user-facing message, worded exactly as docs/cli.md §1.11's tmux messages.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cafleet.records import PaneKey  # re-exported: the lock layer's key
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
 
-# cli.md §1.11, exact.
+# docs/cli.md §1.11, exact.
 MSG_TMUX_NOT_FOUND = "tmux binary not found on PATH"
 MSG_TMUX_UNSET = "not inside a tmux session (TMUX is not set)"
 MSG_TMUX_PANE_UNSET = "not inside a tmux pane (TMUX_PANE is not set)"
@@ -64,7 +64,7 @@ class PaneStatus:
     dead: bool  # process exited (remain-on-exit panes)
 
     def problem(self) -> str | None:
-        """cli.md §1.11's probe detail (`pane is in <mode>`, `pane has exited`) or None."""
+        """docs/cli.md §1.11's probe detail (`pane is in <mode>`, `pane has exited`) or None."""
         if self.mode is not None:
             return f"pane is in {self.mode}"
         if self.dead:
@@ -146,7 +146,7 @@ class Multiplexer(Protocol):
 
 
 def probe_for_typing(mux: Multiplexer, pane_id: str) -> str | None:
-    """Probe a pane before typing (runtime.md §1.8, §4.3 step 6).
+    """Probe a pane before typing (docs/runtime.md §1.8, §4.3 step 6).
 
     Returns None when the pane may be typed into, else the detail for
     `typing into pane <pane_id> failed: <detail>`: `pane not found`, `pane is in <mode>`,

@@ -1,4 +1,4 @@
-"""The pane-input lock (runtime.md §3): one flock'ed file per pane key.
+"""The pane-input lock (docs/runtime.md §3): one flock'ed file per pane key.
 
 File: ``<db dir>/locks/pane-<sha256 of backend NUL session NUL pane>.lock`` (0o600, never
 deleted; ``locks/`` is created 0o700). Acquisition is ``flock(LOCK_EX | LOCK_NB)`` retried every
@@ -34,7 +34,7 @@ class LockHolder:
 
 
 class PaneLockTimeout(CafleetError):
-    """The wait ran out. No user-facing text of its own; callers render cli.md §1.11's."""
+    """The wait ran out. No user-facing text of its own; callers render docs/cli.md §1.11's."""
 
     def __init__(
         self, pane_id: str, waited: float, holder: LockHolder | None, key: PaneKey
@@ -62,7 +62,7 @@ def lock_file_name(key: PaneKey) -> str:
 
 
 def pane_lock_path(db_dir: str, key: PaneKey) -> str:
-    """`<db dir>/locks/pane-<h>.lock` (runtime.md §3.1)."""
+    """`<db dir>/locks/pane-<h>.lock` (docs/runtime.md §3.1)."""
     return os.path.join(locks_dir(db_dir), lock_file_name(key))
 
 
@@ -196,7 +196,7 @@ def pane_input_lock(
     purpose: str,
     keep_waiting: Callable[[], bool] | None = None,
 ) -> Iterator[PaneLock]:
-    """Context manager form of `acquire_pane_lock` (runtime.md §3.2)."""
+    """Context manager form of `acquire_pane_lock` (docs/runtime.md §3.2)."""
     lock = acquire_pane_lock(
         db_dir, key, timeout=timeout, purpose=purpose, keep_waiting=keep_waiting
     )
@@ -252,7 +252,7 @@ class PaneLockSet:
 
 
 def sort_keys_by_lock_file(keys: Iterable[PaneKey]) -> list[PaneKey]:
-    """Distinct keys in ascending lock-file-name order (runtime.md §3.4)."""
+    """Distinct keys in ascending lock-file-name order (docs/runtime.md §3.4)."""
     unique = {lock_file_name(key): key for key in keys}
     return [unique[name] for name in sorted(unique)]
 

@@ -1,4 +1,4 @@
-"""TmuxBackend (runtime.md §1.3–§1.10).
+"""TmuxBackend (docs/runtime.md §1.3–§1.10).
 
 Every call runs ``[tmux_bin, "-u", "-S", <socket>, <command>, <args...>]`` through one timed
 runner; no shell is involved. cafleet never imports libtmux (only the test harness uses it).
@@ -117,7 +117,7 @@ def _target_of(args: Sequence[str]) -> str:
 
 
 class TmuxBackend:
-    """The wave-1 multiplexer backend (runtime.md §1.3)."""
+    """The wave-1 multiplexer backend (docs/runtime.md §1.3)."""
 
     name = "tmux"
 
@@ -187,7 +187,7 @@ class TmuxBackend:
             return MultiplexerUnavailable(msg_unreachable(detail))
         return MuxCommandFailed(command, detail)
 
-    # ------------------------------------------------------------------ §1.4
+    # ------------------------------------------------------------------------- docs/runtime.md §1.4
 
     def ensure_available(self) -> None:
         self._require_bin()
@@ -204,7 +204,7 @@ class TmuxBackend:
             raise MultiplexerUnavailable(msg_tmux_too_old(output))
         _version_checked[binary] = output
 
-    # ------------------------------------------------------------------ §1.5
+    # ------------------------------------------------------------------------- docs/runtime.md §1.5
 
     def discover_context(self) -> PaneContext:
         pane = self._env.get("TMUX_PANE")
@@ -219,7 +219,7 @@ class TmuxBackend:
             raise MuxCommandFailed("display-message", f"unexpected output '{line}'")
         return PaneContext(session=parts[0], window_id=parts[1], pane_id=parts[2])
 
-    # ------------------------------------------------------------------ §1.6
+    # ------------------------------------------------------------------------- docs/runtime.md §1.6
 
     @staticmethod
     def split_args(
@@ -258,7 +258,7 @@ class TmuxBackend:
             log.debug("select-layout main-vertical failed for %s: %s", window_id, exc)
         return first
 
-    # ------------------------------------------------------------------ §1.7
+    # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(self, pane_id: str, line: str) -> None:
         if "\r" in line or "\n" in line:
@@ -270,7 +270,7 @@ class TmuxBackend:
         self._sleep(SUBMIT_SETTLE)
         self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
 
-    # ------------------------------------------------------------------ §1.8
+    # ------------------------------------------------------------------------- docs/runtime.md §1.8
 
     def pane_status(self, pane_id: str) -> PaneStatus:
         out = self._run(
@@ -289,7 +289,7 @@ class TmuxBackend:
         mode = (parts[2].strip() or "a mode") if in_mode else None
         return PaneStatus(pane_id=pane_id, mode=mode, dead=parts[3].strip() == "1")
 
-    # ------------------------------------------------------------------ §1.9
+    # ------------------------------------------------------------------------- docs/runtime.md §1.9
 
     def capture(self, pane_id: str, lines: int, *, ansi: bool = False) -> str:
         if lines < 1:
@@ -299,7 +299,7 @@ class TmuxBackend:
             args.append("-e")
         return window_capture(self._run(args), lines, ansi=ansi)
 
-    # ------------------------------------------------------------------ §1.10
+    # ------------------------------------------------------------------------ docs/runtime.md §1.10
 
     def list_panes(self) -> frozenset[str]:
         args = ["list-panes", "-a", "-F", "#{pane_id}"]

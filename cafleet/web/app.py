@@ -1,7 +1,7 @@
-"""The WebUI's FastAPI app (runtime.md §7.3).
+"""The WebUI's FastAPI app (docs/runtime.md §7.3).
 
 Handlers are plain `def`s, so FastAPI runs them in its worker threads; each request holds its own
-connection from `cafleet.web.pool` (storage.md §8: validated once at start-up, one connection per
+connection from `cafleet.web.pool` (docs/storage.md §8: validated once at start-up, one connection per
 handler). cafleet's typed errors become `{"detail": <their text>}`
 with the status of `ERROR_STATUS`.
 """
@@ -133,7 +133,7 @@ def _fleet_ctx(
         str | None, Header(alias="X-Fleet-Id", description="The fleet this request is about.")
     ] = None,
 ) -> Ctx:
-    """runtime.md §7.3: every route but `GET /api/fleets` names its fleet in `X-Fleet-Id`."""
+    """docs/runtime.md §7.3: every route but `GET /api/fleets` names its fleet in `X-Fleet-Id`."""
     from cafleet.broker.errors import FleetNotFound
     from cafleet.broker.fleets import get_fleet
 
@@ -229,7 +229,7 @@ def create_app(config: ServerConfig) -> WebUI:
     app = FastAPI(
         title="cafleet",
         version=__version__,
-        description="The cafleet WebUI API (runtime.md §7.3).",
+        description="The cafleet WebUI API (docs/runtime.md §7.3).",
         docs_url=None,
         redoc_url=None,
         responses=ERRORS,

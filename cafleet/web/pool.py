@@ -1,5 +1,5 @@
 """The server's connections: each handler holds its own for the length of its request, and gives
-it back for a later request to reuse (storage.md §8: validated once at start-up, one connection
+it back for a later request to reuse (docs/storage.md §8: validated once at start-up, one connection
 per handler). Reuse keeps SQLite's page cache and prepared statements warm: a fresh connection
 for every request doubled the timeline's time on 100,000 messages (docs/performance.md §8).
 

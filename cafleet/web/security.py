@@ -1,4 +1,4 @@
-"""The server's request checks, in order (runtime.md §7.3; docs/webui.md "Security model"):
+"""The server's request checks, in order (docs/runtime.md §7.3; docs/webui.md "Security model"):
 
 1. Host: the Host header must name the server itself (defeats DNS rebinding: a page on another
    site whose name resolves to 127.0.0.1 sends its own name). A wildcard bind (0.0.0.0, ::)

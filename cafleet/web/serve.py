@@ -16,7 +16,7 @@ def serve(config: ServerConfig, sock: socket.socket) -> None:
     class Server(uvicorn.Server):
         async def on_tick(self, counter: int) -> bool:
             # A signal that arrived before uvicorn installed its handlers was recorded by
-            # cafleet's own (cli.md §1.4); it stops the server the same way.
+            # cafleet's own (docs/cli.md §1.4); it stops the server the same way.
             if signals.stop_requested():
                 return True
             return bool(await super().on_tick(counter))

@@ -1,4 +1,4 @@
-"""The timeline's grouping (seed 002, runtime.md §7.3): the newest unicast deliveries, grouped.
+"""The timeline's grouping (seed 002, docs/runtime.md §7.3): the newest unicast deliveries, grouped.
 
 Rows with a non-null `origin_message_id` collect into one broadcast entry per origin; a null
 origin is a standalone unicast. Entries are then ordered by creation time, separately from the

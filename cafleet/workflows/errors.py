@@ -25,7 +25,7 @@ class WaitTimedOut(WorkflowError):
 
 class PaneUnavailable(WorkflowError):
     """A member's pane cannot be captured: no placement, a pending one, tmux unusable, or the
-    capture call failed (cli.md §2.12's texts)."""
+    capture call failed (docs/cli.md §2.12's texts)."""
 
 
 class NoMonitorRuntime(WorkflowError):

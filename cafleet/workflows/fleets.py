@@ -1,4 +1,4 @@
-"""The fleet workflows (cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
+"""The fleet workflows (docs/cli.md §2.3, §2.6): create a fleet around the calling pane, delete one.
 
 `create`: one write transaction inserts the fleet, the root Director (the calling pane) and the
 monitor member, spawns the monitor pane while it is still open, inserts the monitor placement and
@@ -64,13 +64,17 @@ def create(
     monitor_effort: str | None,
     close: Callable[[], None],
 ) -> Created:
-    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (cli.md §2.3).
+    """Bootstrap a fleet from the calling tmux pane and start its monitor loop (docs/cli.md §2.3).
 
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
     discards the open bootstrap transaction) when a step after the spawn failed.
     """
     from cafleet import signals
+    from cafleet.assets.guard import require_assets
+
+    # 1. The guard: the Director and the monitor run the agent.
+    require_assets(conn, agents=[coding_agent])
 
     # 2. Model, effort, the prompt template, agent availability.
     agent = validate_agent_options(
@@ -120,7 +124,7 @@ def create(
         argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
         try:
             pane_id = backend.split_window(
-                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env()
+                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env(coding_agent)
             )
         except BaseException as exc:
             spawn_error.append(exc)
@@ -245,9 +249,9 @@ def _fleet_pane_locks(
     db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
 ) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
     """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
-    most `timeout` seconds each (runtime.md §3.3). Yields the locked keys and the one-try
+    most `timeout` seconds each (docs/runtime.md §3.3). Yields the locked keys and the one-try
     callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
-    released on exit. A busy lock fails with §1.11's message naming that placement's member.
+    released on exit. A busy lock fails with docs/cli.md §1.11's message naming that placement's member.
     """
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
@@ -274,7 +278,7 @@ def _fleet_pane_locks(
 
 
 def delete(conn: Connection, settings: Settings, fleet_id: int) -> Deleted:
-    """Soft-delete a fleet: deregister its members and drop their placements (cli.md §2.6)."""
+    """Soft-delete a fleet: deregister its members and drop their placements (docs/cli.md §2.6)."""
     from cafleet import signals
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements, get_fleet

@@ -1,10 +1,10 @@
-"""The inbox workflows (cli.md §2.19, §2.20, runtime.md §4.5): wait for an un-ACKed message
+"""The inbox workflows (docs/cli.md §2.19, §2.20, docs/runtime.md §4.5): wait for an un-ACKed message
 while draining the fleet's pane notifications, and stream the inbox as it grows.
 
 `cafleet message wait|stream` run these. The delivery and mux layers are imported only when a
-drain runs (cli.md §1.8). Each cycle re-runs the schema guard when `PRAGMA schema_version`
-changed (cli.md §1.7): a file that is no longer current raises the guard's `GuardRefused`, and
-the caller closes the refused connection the guarded way (storage.md §5.5).
+drain runs (docs/cli.md §1.8). Each cycle re-runs the schema guard when `PRAGMA schema_version`
+changed (docs/cli.md §1.7): a file that is no longer current raises the guard's `GuardRefused`, and
+the caller closes the refused connection the guarded way (docs/storage.md §5.5).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from cafleet.records import Message
     from cafleet.workflows.messaging import Warn
 
-WAIT_CYCLE = 0.05  # message wait polls PRAGMA data_version every 50 ms (cli.md §2.19)
+WAIT_CYCLE = 0.05  # message wait polls PRAGMA data_version every 50 ms (docs/cli.md §2.19)
 WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
-STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (cli.md §2.20)
-SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (cli.md §1.4)
+STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (docs/cli.md §2.20)
+SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (docs/cli.md §1.4)
 DEADLINE_GRACE = 0.2  # a deadline-bounded lock wait is abandoned (not failed) at the deadline
 # A keystroke sequence takes the Escape settle, the submit settle and a few tmux calls
 # (mux.tmux.ESCAPE_SETTLE + SUBMIT_SETTLE + margin); wait starts none it cannot finish by its
@@ -70,7 +70,7 @@ def _poll_order(messages: list[Message]) -> list[Message]:
 
 
 class _Waiter:
-    """The state of one `message wait` (cli.md §2.19, runtime.md §4.5)."""
+    """The state of one `message wait` (docs/cli.md §2.19, docs/runtime.md §4.5)."""
 
     def __init__(
         self, conn: Connection, member_id: int, deadline: float, pane_lock_timeout: int
@@ -127,8 +127,12 @@ def wait(
     since ``started`` (a `time.monotonic()` value, default now: the CLI passes its own start),
     draining the fleet's pending notifications meanwhile (its own excepted); return the inbox in
     `message poll`'s order. An empty inbox at the deadline raises `WaitTimedOut`. Each failed
-    attempt is warned about as it happens.
+    attempt is warned about as it happens. The stale-assets guard runs first: the drain types
+    into the fleet's panes.
     """
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, fleet_of_member=member_id)
     deadline = (time.monotonic() if started is None else started) + timeout
     from cafleet import broker
     from cafleet.db.guard import recheck_schema

@@ -1,4 +1,4 @@
-"""The member workflows that touch panes (cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
+"""The member workflows that touch panes (docs/cli.md §2.7, §2.10, §2.12, §2.13): create, delete,
 prompt, ping (the capture is `cafleet.workflows.panes.capture_member`).
 
 `cafleet member create|delete|prompt|ping` and the WebUI both run these. libtmux is never
@@ -90,7 +90,7 @@ def _placed(member: Member) -> Placement:
 
 
 def _refuse_director(conn: Connection, member: Member) -> None:
-    """cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
+    """docs/cli.md §1.11: never type into the root Director's pane (nor a pane it shares)."""
     refusal = f"cafleet never types into the root Director's pane (member {member.member_id})"
     if member.kind == "director":
         raise WorkflowError(refusal)
@@ -132,6 +132,12 @@ def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose
         raise WorkflowError(lock_busy_message(member_id)) from None
 
 
+def _default_template(role: Literal["monitor"] | None) -> str:
+    from cafleet.agents.prompt import load_default_member_prompt, load_default_monitor_prompt
+
+    return load_default_monitor_prompt() if role == "monitor" else load_default_member_prompt()
+
+
 # --- create --------------------------------------------------------------------------------------
 
 
@@ -146,11 +152,12 @@ def create(
     model: str | None,
     effort: str | None,
     role: Literal["monitor"] | None,
-    prompt: Callable[[], str],
+    prompt: Callable[[], str] | None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
-    patch the pane id under the new pane's lock (cli.md §2.7). ``prompt`` reads the spawn-prompt
-    template when its turn comes (after the fleet, monitor-slot and agent-option checks).
+    patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
+    template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
+    None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -188,12 +195,15 @@ def create(
                 f"{director.member_id}) has no placement; re-run with --coding-agent"
             )
         coding_agent = director_placement.coding_agent
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, agents=[coding_agent])
 
     # 5. Model, effort, prompt, availability.
     agent = validate_agent_options(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
-    template = prompt()
+    template = prompt() if prompt is not None else _default_template(role)
     plan = spawn_plan(agent, template, model, effort)
 
     # 6. tmux, and a concrete pane to split from.
@@ -267,7 +277,7 @@ def create(
             window_id=director_placement.mux_window_id,
             argv=argv,
             cwd=os.getcwd(),
-            env=spawn_env(),
+            env=spawn_env(coding_agent),
         )
     except MultiplexerError as exc:
         cleanup = Cleanup()
@@ -328,7 +338,7 @@ def create(
 
 def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     """Deregister a member and kill its pane unless another active member shares it
-    (cli.md §2.10); the root Director cannot be deleted."""
+    (docs/cli.md §2.10); the root Director cannot be deleted."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
     from cafleet.broker.members import deregister_member
@@ -413,7 +423,10 @@ def _type_line(
 
 
 def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> Prompted:
-    """Type one line into the member's pane as a user turn (cli.md §2.12)."""
+    """Type one line into the member's pane as a user turn (docs/cli.md §2.12)."""
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
@@ -426,7 +439,10 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     """Type the fixed ping line into the member's pane, or skip a pending or busy pane
-    (cli.md §2.13)."""
+    (docs/cli.md §2.13)."""
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
     placement = _placed(member)
     _refuse_director(conn, member)

@@ -1,9 +1,9 @@
-"""send and broadcast (cli.md §2.14, §2.15): store, drain the recipients' pane notifications
-(runtime.md §4.5), then start the fleet's monitor loop when a notification is still pending and
-tmux was usable (cli.md §1.11).
+"""send and broadcast (docs/cli.md §2.14, §2.15): store, drain the recipients' pane notifications
+(docs/runtime.md §4.5), then start the fleet's monitor loop when a notification is still pending and
+tmux was usable (docs/cli.md §1.11).
 
 `cafleet message send`/`broadcast` and the WebUI's `POST /api/messages/send` both run these. The
-delivery and mux layers are imported only when a drain runs (cli.md §1.8).
+delivery and mux layers are imported only when a drain runs (docs/cli.md §1.8).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.records import Message
 
-SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (cli.md §1.11)
+SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs/cli.md §1.11)
 
 Warn = Callable[[str], None]
 
@@ -51,16 +51,20 @@ def send(
     """Store one delivery, drain its recipient, restart the loop when needed.
 
     Broker refusals (`SenderNotActive`, `RecipientNotFound`, `NotSameFleet`, `DatabaseBusy`)
-    propagate before anything is typed.
+    propagate before anything is typed. The stale-assets guard runs first: the recipient's
+    agent must have this version's skills.
     """
     from cafleet import broker
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, member_id=to_member_id)
 
     message = broker.send_message(
         conn, from_member_id=from_member_id, to_member_id=to_member_id, text=text
     )
     notification_sent = False
     if from_member_id != to_member_id:
-        # A self-send is born notified and runs no drain (runtime.md §4.5). For the Director or
+        # A self-send is born notified and runs no drain (docs/runtime.md §4.5). For the Director or
         # a paneless recipient the drain finds nothing pending and never touches tmux.
         notified, tmux_usable = _drain_recipients(
             conn, settings, {to_member_id: message.message_id}, warn
@@ -77,8 +81,12 @@ def broadcast(
     conn: Connection, settings: Settings, *, from_member_id: int, text: str, warn: Warn
 ) -> BroadcastResult:
     """Store the summary and one delivery per other active member, drain each recipient in id
-    order, restart the loop when needed."""
+    order, restart the loop when needed. The stale-assets guard runs first, on the agents of the
+    sender's fleet."""
     from cafleet import broker
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, fleet_of_member=from_member_id)
 
     result = broker.broadcast_message(conn, from_member_id=from_member_id, text=text)
     recipients = sorted(d.owner_member_id for d in result.deliveries)
@@ -144,7 +152,7 @@ def _drain_recipients(
 
 
 def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:
-    """cli.md §1.11: after draining, start the loop of a fleet that still has a pending
+    """docs/cli.md §1.11: after draining, start the loop of a fleet that still has a pending
     notification when tmux was usable and the loop is not live (`ensure.needs_restart`, which
     leaves a loop `cafleet monitor stop` holds alone: that only warns). Failure only warns."""
     from cafleet.monitor.ensure import (

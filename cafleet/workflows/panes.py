@@ -3,7 +3,7 @@ pane view) and every roster member's pane state (the WebUI roster).
 
 A pane is `alive` when tmux lists it and `gone` when its placement names a pane tmux no longer
 has; `pending` (placement without a pane id yet), `none` (no placement) and `unknown` (tmux could
-not be asked) need no keystroke and no capture. The activity classifier (runtime.md §7.1) plugs in
+not be asked) need no keystroke and no capture. The activity classifier (docs/runtime.md §7.1) plugs in
 as ``classify``: given the coding agent and a capture of an alive pane it returns
 `awaiting_user | working | finished | unknown`; without one, ``activity`` stays None.
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 PaneStateName = Literal["alive", "gone", "pending", "none", "unknown"]
 Classifier = Callable[[str, str], str]  # (coding_agent, capture) -> activity
-CLASSIFY_LINES = 40  # runtime.md §7.1: the classifier reads a 40-line capture
+CLASSIFY_LINES = 40  # docs/runtime.md §7.1: the classifier reads a 40-line capture
 
 
 @dataclass(frozen=True, slots=True)

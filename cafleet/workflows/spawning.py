@@ -1,4 +1,4 @@
-"""Pieces shared by the workflows that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
+"""Pieces shared by the workflows that spawn or touch panes (docs/cli.md §1.9, §1.11, §2.3, §2.7).
 
 Only cafleet's light modules are imported at load time; the agent implementations, the mux layer
 and the broker are imported inside the functions.
@@ -27,7 +27,7 @@ class WorkflowUsageError(WorkflowError):
 
 
 class CompensatedError(WorkflowError):
-    """A failure after something was written or spawned, and undone (cli.md §1.11).
+    """A failure after something was written or spawned, and undone (docs/cli.md §1.11).
 
     ``primary`` is the error (None for a signal stop: only the cleanup lines are printed, and the
     exit code becomes the signal's); ``cleanup`` holds one line per cleanup step that failed or
@@ -41,7 +41,7 @@ class CompensatedError(WorkflowError):
 
 
 def lock_busy_message(member_id: int) -> str:
-    """cli.md §1.11's pane-lock message."""
+    """docs/cli.md §1.11's pane-lock message."""
     return f"member {member_id}'s pane is receiving another keystroke; retry in a few seconds"
 
 
@@ -80,7 +80,7 @@ class SpawnPlan:
 def validate_agent_options(
     agent_name: str, *, model: str | None, effort: str | None, model_flag: str, effort_flag: str
 ) -> CodingAgent:
-    """Resolve the agent, then model, then effort (exit 2 with cli.md §1.9's messages)."""
+    """Resolve the agent, then model, then effort (exit 2 with docs/cli.md §1.9's messages)."""
     from cafleet.agents import AgentUsageError, get_agent
 
     agent = get_agent(agent_name)
@@ -122,10 +122,29 @@ def spawn_plan(
     return SpawnPlan(agent, binary_path, template, model, effort)
 
 
-def spawn_env() -> dict[str, str]:
-    """Only CAFLEET_DATABASE_URL, and only when set, reaches a spawned pane (runtime.md §1.6)."""
+def spawn_env(coding_agent: str | None = None) -> dict[str, str]:
+    """CAFLEET_DATABASE_URL, when set, reaches a spawned pane (docs/runtime.md §1.6).
+
+    Decision (assets wave): so does each variable that moves the spawned agent's identity path
+    (`CLAUDE_CONFIG_DIR`; `CODEX_HOME`; `OPENCODE_CONFIG_DIR`, `XDG_CONFIG_HOME`), when set, and
+    the agent's own pane variables (`CodingAgent.pane_env`): the agent then reads its skills
+    exactly where the stale-assets guard found them, whatever the tmux server's own environment
+    holds.
+    """
+    env: dict[str, str] = {}
     url = os.environ.get("CAFLEET_DATABASE_URL")
-    return {"CAFLEET_DATABASE_URL": url} if url else {}
+    if url:
+        env["CAFLEET_DATABASE_URL"] = url
+    if coding_agent is not None:
+        from cafleet.agents import get_agent
+        from cafleet.assets.targets import identity_variables
+
+        for name in identity_variables(coding_agent):
+            value = os.environ.get(name)
+            if value:
+                env[name] = value
+        env.update(get_agent(coding_agent).pane_env())
+    return env
 
 
 def outcome_unknown(exc: BaseException) -> bool:
@@ -138,7 +157,7 @@ def outcome_unknown(exc: BaseException) -> bool:
 
 
 def unconfirmed_detail(window_id: str) -> str:
-    """Decision: what `pane cleanup unconfirmed: <detail>` says (cli.md leaves it open)."""
+    """Decision: what `pane cleanup unconfirmed: <detail>` says (docs/cli.md leaves it open)."""
     return (
         f"the split-window outcome is unknown, so no pane id is known; check window {window_id} "
         "for a stray pane"
@@ -146,7 +165,7 @@ def unconfirmed_detail(window_id: str) -> str:
 
 
 class Cleanup:
-    """Collects cleanup diagnostics; each step runs even if an earlier one failed (cli.md §1.11)."""
+    """Collects cleanup diagnostics; each step runs even if an earlier one failed (docs/cli.md §1.11)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []

@@ -1,4 +1,4 @@
-"""Fake coding agent (runtime.md §6.2). Installed as bin/claude, bin/codex and bin/opencode.
+"""Fake coding agent (docs/runtime.md §6.2). Installed as bin/claude, bin/codex and bin/opencode.
 
 Standalone: standard library only, because copies run under a generated shebang. (Screen mode,
 below, is the exception: it imports tests.harness.fake_screens and cafleet.panestate, both on

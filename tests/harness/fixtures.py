@@ -1,4 +1,4 @@
-"""Pytest plugin: the private tmux server fixture (runtime.md §6.1).
+"""Pytest plugin: the private tmux server fixture (docs/runtime.md §6.1).
 
 Fixtures
 --------
@@ -204,7 +204,7 @@ class TmuxHarness:
             script.chmod(0o755)
 
     def close(self) -> None:
-        """Teardown (runtime.md §6.1): stop loops, kill the server, remove the directory."""
+        """Teardown (docs/runtime.md §6.1): stop loops, kill the server, remove the directory."""
         if self.dir is None:
             return
         problems: list[str] = []

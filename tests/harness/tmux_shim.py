@@ -1,4 +1,4 @@
-"""Fault-injecting tmux shim (runtime.md §6.3), installed as ``<dir>/bin/tmux``.
+"""Fault-injecting tmux shim (docs/runtime.md §6.3), installed as ``<dir>/bin/tmux``.
 
 Standalone: standard library only. ``<dir>`` is the parent of the directory holding the shim.
 

@@ -1,4 +1,4 @@
-"""Test utilities for the tmux harness (runtime.md §6.2, §6.4).
+"""Test utilities for the tmux harness (docs/runtime.md §6.2, §6.4).
 
 Functions locate the per-test directories through the environment the private-server fixture
 sets: ``CAFLEET_FAKE_DIR`` (fake logs and control dirs) and ``TMUX_TMPDIR`` (the shim's log and

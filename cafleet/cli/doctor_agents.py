@@ -1,0 +1,169 @@
+"""`cafleet doctor`'s coding-agents and member-permissions sections (docs/cli.md §3.3).
+
+Both read only: the asset rows through a read transaction closed the guarded way (no checkpoint
+on doctor's behalf), the installed files and the agents' settings files. Each failing row is one
+issue.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from cafleet.output import label_lines
+
+LABEL_WIDTH = 11
+
+
+@dataclass
+class RowsSection:
+    name: str
+    lines: list[str]
+    data: list[dict[str, Any]]
+    issues: int
+
+    @property
+    def ok(self) -> bool:
+        return self.issues == 0
+
+
+def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | None:
+    """The asset_installs rows: [] for a missing database, None when it cannot be read."""
+    if db_state == "missing":
+        return []
+    if path is None or db_state != "current":
+        return None
+    from sqlalchemy.exc import DBAPIError
+
+    from cafleet.broker.assets import all_asset_installs
+    from cafleet.db.engine import close_connection, open_connection
+    from cafleet.db.errors import StorageError
+    from cafleet.records import StorageIntegrityError
+
+    try:
+        conn = open_connection(path, mode="rw", purpose="command")
+    except (DBAPIError, StorageError, OSError):
+        return None
+    try:
+        return all_asset_installs(conn)
+    except (DBAPIError, StorageError, StorageIntegrityError):
+        return None
+    finally:
+        close_connection(conn, guarded=True)
+
+
+def _status_dict(status: Any) -> dict[str, Any]:
+    target, current = status.target, status.current
+    return {
+        "coding_agent": status.coding_agent,
+        "path": target.path if target is not None else None,
+        "source": target.source if target is not None else None,
+        "installed_version": current.cafleet_version if current is not None else None,
+        "installed_at": current.installed_at if current is not None else None,
+        "state": status.state,
+        "ok": status.ok,
+        "superseded": [
+            {"path": r.path, "cafleet_version": r.cafleet_version, "installed_at": r.installed_at}
+            for r in status.superseded
+        ],
+        "error": None if status.ok else status.detail,
+    }
+
+
+def coding_agents_section(rows: list[Any] | None, version: str) -> tuple[RowsSection, list[Any]]:
+    from cafleet.assets.status import agent_statuses
+
+    statuses = agent_statuses(rows, version)
+    pairs: list[tuple[str, str]] = []
+    notes: list[str] = []
+    for status in statuses:
+        target = status.target
+        where = f"{target.path} ({target.source_text})" if target is not None else "(unresolved)"
+        installed = (
+            f", cafleet {status.current.cafleet_version}" if status.current is not None else ""
+        )
+        text = f"{status.state}  {where}{installed}"
+        if status.detail is not None:
+            text += f": {status.detail}"
+        pairs.append((status.coding_agent, text))
+        for row in status.superseded:
+            notes.append(
+                f"  note: {status.coding_agent} install at {row.path} (cafleet "
+                f"{row.cafleet_version}, {row.installed_at}) is superseded"
+            )
+    section = RowsSection(
+        "coding agents",
+        label_lines(pairs, LABEL_WIDTH, "  ") + notes,
+        [_status_dict(s) for s in statuses],
+        sum(1 for s in statuses if not s.ok),
+    )
+    return section, statuses
+
+
+def _permission_dict(row: Any) -> dict[str, Any]:
+    return {
+        "coding_agent": row.coding_agent,
+        "ok": row.ok,
+        "checked": list(row.checked),
+        "blocking": [{"file": b.file, "rule": b.rule, "command": b.command} for b in row.blocking],
+        "notes": list(row.notes),
+        "error": row.error,
+    }
+
+
+def _preset_state(statuses: list[Any], version: str) -> str:
+    from cafleet.assets.bundle import OPENCODE_AGENT, Unit, opencode_agent
+    from cafleet.assets.status import file_state
+
+    opencode = next(s for s in statuses if s.coding_agent == "opencode")
+    if opencode.target is None:
+        return "missing"
+    unit = Unit(OPENCODE_AGENT, {"": opencode_agent(version)})
+    return file_state(opencode.target.path, [unit])[0]
+
+
+def member_permissions_section(statuses: list[Any], version: str) -> RowsSection:
+    from cafleet.assets.permissions import check_claude, check_codex, check_opencode
+
+    cwd = os.getcwd()
+    paths = {s.coding_agent: (s.target.path if s.target is not None else None) for s in statuses}
+    rows = []
+    for agent in ("claude", "codex", "opencode"):
+        path = paths[agent]
+        if path is None:
+            from cafleet.assets.permissions import PermissionRow
+
+            rows.append(PermissionRow(agent, error="its configuration directory did not resolve"))
+        elif agent == "claude":
+            rows.append(check_claude(path, cwd))
+        elif agent == "codex":
+            rows.append(check_codex(path))
+        else:
+            rows.append(check_opencode(path, cwd, _preset_state(statuses, version)))
+    pairs: list[tuple[str, str]] = []
+    extra: list[str] = []
+    for row in rows:
+        if row.ok:
+            read = f"{len(row.checked)} file{'' if len(row.checked) == 1 else 's'} read"
+            pairs.append((row.coding_agent, f"ok ({read})"))
+        else:
+            problems = [f"{b.rule} in {b.file} blocks '{b.command}'" for b in row.blocking]
+            if row.error is not None:
+                problems.append(row.error)
+            pairs.append((row.coding_agent, "blocked: " + "; ".join(problems)))
+        extra += [f"  note: {row.coding_agent}: {note}" for note in row.notes]
+    return RowsSection(
+        "member permissions",
+        label_lines(pairs, LABEL_WIDTH, "  ") + extra,
+        [_permission_dict(r) for r in rows],
+        sum(1 for r in rows if not r.ok),
+    )
+
+
+__all__ = [
+    "RowsSection",
+    "coding_agents_section",
+    "member_permissions_section",
+    "recorded_installs",
+]
