@@ -129,5 +129,13 @@ def locks_dir(db_dir: str) -> str:
     return os.path.join(db_dir, "locks")
 
 
+def monitor_hold_path(db_path: str, fleet_id: int) -> str:
+    """`<db path>.monitor-<fleet_id>.stopped`: left by `cafleet monitor stop`, removed by
+    `cafleet monitor start`; while it exists nothing restarts the fleet's loop by itself."""
+    return f"{db_path}.monitor-{fleet_id}.stopped"
+
+
 def monitor_log_path(db_path: str, fleet_id: int) -> str:
-    return os.path.join(os.path.dirname(db_path), f"monitor-{fleet_id}.log")
+    """`<db path>.monitor-<fleet_id>.log`: named after the database file, so databases that
+    share a directory never share a loop's log (fleet ids repeat across databases)."""
+    return f"{db_path}.monitor-{fleet_id}.log"

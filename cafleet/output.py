@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cafleet import status
 from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
@@ -35,6 +36,8 @@ class BrokenStdout(CafleetError):
 
 class OutputFailed(CafleetError):
     """Writing stdout failed for another reason; str() is the user-facing message."""
+
+    error_code = status.CODE_OUTPUT
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"cannot write output: {detail}")

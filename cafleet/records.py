@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from cafleet import status
 from cafleet.errors import CafleetError
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
@@ -42,6 +43,8 @@ class StorageIntegrityError(CafleetError):
     `key` names the row, e.g. ``"member_id 7"``; str() is
     ``integrity error: members.status is 'paused' for member_id 7 (expected one of: active, deregistered)``.
     """
+
+    error_code = status.CODE_DATABASE
 
     def __init__(
         self, table: str, key: str, column: str, value: object, expected: tuple[str, ...]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cafleet.config import monitor_log_path
 from tests.cli_helpers import call_run
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import pid_alive, retry_until
@@ -116,7 +117,7 @@ def stop_loop(h: TmuxHarness, fleet_id: int, timeout: float = 10) -> None:
 
 
 def log_path(h: TmuxHarness, fleet_id: int) -> Path:
-    return h.db_path.parent / f"monitor-{fleet_id}.log"
+    return Path(monitor_log_path(str(h.db_path), fleet_id))
 
 
 def log_lines(path: Path) -> list[str]:

@@ -303,7 +303,7 @@ def test_delete_fleet_deregisters_everyone_and_keeps_messages(
     # idempotent
     assert broker.delete_fleet(conn, fleet_id=fid, locked_panes=set(), try_lock=try_lock) == 0
     assert calls == []
-    with pytest.raises(FleetNotFound, match=r"^fleet '999' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 999 not found$"):
         broker.delete_fleet(conn, fleet_id=999, locked_panes=set(), try_lock=try_lock)
 
 
@@ -385,7 +385,7 @@ def test_list_fleets_order_counts_and_deleted(conn: Connection) -> None:
         None,
     )
     assert broker.fleet_summary(conn, a.fleet.fleet_id) == fa
-    with pytest.raises(FleetNotFound, match=r"^fleet '77' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 77 not found$"):
         broker.get_fleet(conn, 77)
     with pytest.raises(FleetNotFound):
         broker.fleet_summary(conn, 77)

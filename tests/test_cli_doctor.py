@@ -76,6 +76,8 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "  codex:     ok (0 files read)\n"
         "  opencode:  blocked: the cafleet agent preset is missing; run 'cafleet setup "
         "--coding-agent opencode'\n"
+        "✓ fleets\n"
+        "  skipped: the database is not usable\n"
         "6 issues found\n"
     )
     assert not db_path.parent.exists()
@@ -89,8 +91,10 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "database",
         "coding_agents",
         "member_permissions",
+        "fleets",
         "issues",
     ]
+    assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
     assert data["multiplexer"] == {
@@ -188,6 +192,7 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     assert (
         f"✓ database\n  path:      {head_db}\n  schema 3 (head)\n"
         + agents_ok_lines(home)
+        + "✓ fleets\n  no live fleets\n"
         + "1 issue found\n"
     ) in out
     assert_unchanged(before, head_db)
@@ -210,7 +215,10 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         f"  presence:  TMUX={h.env['TMUX']}\n"
         "✓ database\n"
         f"  path:      {h.db_path}\n"
-        "  schema 3 (head)\n" + agents_ok_lines(Path(h.env["HOME"])) + "no issues found\n"
+        "  schema 3 (head)\n"
+        + agents_ok_lines(Path(h.env["HOME"]))
+        + "✓ fleets\n  no live fleets\n"
+        + "no issues found\n"
     )
     result = h.cli("doctor", "--json")
     assert result.returncode == 0

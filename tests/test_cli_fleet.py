@@ -100,7 +100,9 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         f"created_at: {stamp(T0)}\n"
         "director:   1\n"
         "monitor:    2\n"
-        "members:    2\n",
+        "members:    2\n"
+        "loop:       never started\n"  # issue 13: the loop and the panes
+        "panes:      not checked: not inside a tmux session (TMUX is not set)\n",
     )
     assert call_main(["fleet", "delete", str(fleet_id), "--keep-panes"])[0] == 0
     deleted_at = query(head_db, "SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,))[0][
@@ -115,6 +117,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    -\n"
         "members:    0\n"
+        "loop:       never started\n"
     )
     code, out, _ = call_main(["fleet", "show", str(fleet_id), "--json"])
     assert json.loads(out) == {
@@ -125,12 +128,24 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director_member_id": 1,
         "monitor_member_id": None,
         "member_count": 0,
+        "loop": {
+            "state": "never",
+            "pid": None,
+            "pid_running": None,
+            "started_at": None,
+            "last_tick_at": None,
+            "heartbeat_age": None,
+            "tick_seconds": None,
+            "held": False,
+            "log_path": f"{head_db}.monitor-{fleet_id}.log",
+        },
+        "panes": [],
     }
 
 
 def test_show_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet '77' not found.\n")
+    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet 77 not found\n")
     assert_unchanged(before, head_db)
 
 
@@ -221,7 +236,7 @@ def test_delete_one_member_plural(head_db: Path) -> None:
 
 def test_delete_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet '5' not found.\n")
+    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet 5 not found\n")
     assert_unchanged(before, head_db)
 
 

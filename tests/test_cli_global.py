@@ -347,7 +347,7 @@ def command_argument(command: list[str]) -> str:
 
 def test_largest_id_is_accepted(head_db: Path) -> None:
     code, _out, err = call_main(["member", "show", "9223372036854775807"])
-    assert (code, err) == (1, "Error: Member 9223372036854775807 not found\n")
+    assert (code, err) == (1, "Error: member 9223372036854775807 not found\n")
 
 
 def test_extra_argument_is_usage_error(db_path: Path) -> None:
@@ -516,7 +516,7 @@ def test_cafleet_errors_print_their_text(test_commands) -> None:
         raise MemberNotFound(5)
 
     test_commands("_missing", missing)
-    assert call_main(["_missing"]) == (1, "", "Error: Member 5 not found\n")
+    assert call_main(["_missing"]) == (1, "", "Error: member 5 not found\n")
 
 
 @pytest.mark.parametrize(("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

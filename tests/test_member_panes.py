@@ -213,7 +213,7 @@ def test_member_create_refusals_change_nothing(tmux_db: TmuxHarness, fleet: Flee
         assert r.stdout == ""
 
     common = ["--name", "m", "--description", "d"]
-    refuse(["--fleet-id", "99", *common, "p"], 1, "fleet '99' not found.")
+    refuse(["--fleet-id", "99", *common, "p"], 1, "fleet 99 not found")
     refuse(
         ["--fleet-id", f, *common, "--role", "monitor", "p"],
         1,
@@ -491,7 +491,7 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     # Unknown and deregistered ids.
     for member_id in (a, 999):
         r = inproc("member", "delete", str(member_id))
-        assert (r.returncode, r.stderr) == (1, f"Error: Member {member_id} not found\n")
+        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} not found\n")
 
     # Placementless and pending members are deleted outside tmux, without importing libtmux.
     none_id = _register_without_pane(h, fleet.fleet_id, "ghost", pending=False)
@@ -667,7 +667,7 @@ def test_member_prompt_and_ping(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
 
     for cmd in (["ping", "999"], ["prompt", "999", "x"], ["capture", "999"]):
         r = inproc("member", *cmd)
-        assert (r.returncode, r.stderr) == (1, "Error: Member 999 not found\n")
+        assert (r.returncode, r.stderr) == (1, "Error: member 999 not found\n")
 
 
 def test_member_create_signal_after_spawn_and_fake_run_directives(

@@ -188,7 +188,7 @@ def test_fleet_delete_stops_the_loop_and_start_up_errors(
         assert r.stderr.startswith("Usage: cafleet monitor [OPTIONS] FLEET_ID\n"), r.stderr
         assert "__monitor_loop__" not in r.stderr
     r = inproc("monitor", "99")
-    assert (r.returncode, r.stderr) == (1, "Error: fleet '99' not found.\n")
+    assert (r.returncode, r.stderr) == (1, "Error: fleet 99 not found\n")
 
     loop = start_loop(h, f, "--tick", "1")
     ok(inproc("fleet", "delete", str(f), "--keep-panes"))  # the loop stops on its own

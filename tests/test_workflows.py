@@ -112,13 +112,19 @@ def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db.engine import close_connection
     from cafleet.workflows import inbox
+    from cafleet.workflows.errors import WaitTimedOut
 
     boot = make_fleet(conn)
     fid = boot.fleet.fleet_id
     a = add_member(conn, fid, name="a", placed=False)
     b = add_member(conn, fid, name="b", placed=False)
     warned: list[str] = []
-    assert inbox.wait(conn, settings, b.member_id, timeout=0, warn=warned.append) == []
+    with pytest.raises(WaitTimedOut) as timed_out:  # an empty inbox at the deadline
+        inbox.wait(conn, settings, b.member_id, timeout=0, warn=warned.append)
+    assert (timed_out.value.error_code, str(timed_out.value)) == (
+        "timeout",
+        f"timed out after 0 s with no message for member {b.member_id}",
+    )
     m1 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="1")
     m2 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="2")
     waited = inbox.wait(conn, settings, b.member_id, timeout=5, warn=warned.append)

@@ -21,6 +21,7 @@ from cafleet.broker.errors import (
     CannotDeregisterRootDirector,
     FleetDeleted,
     FleetNotFound,
+    MemberDeregistered,
     MemberNotFound,
     MonitorSlotTaken,
     NoActiveMonitor,
@@ -263,8 +264,10 @@ def deregister_member(conn: Connection, *, member_id: int, now: datetime | None 
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
-        if row is None or row["status"] != "active":
+        if row is None:
             raise MemberNotFound(member_id)
+        if row["status"] != "active":
+            raise MemberDeregistered(member_id)
         member = member_from_row(row)
         if member.kind == "director":
             raise CannotDeregisterRootDirector(member_id)
@@ -283,10 +286,11 @@ def get_member(conn: Connection, member_id: int) -> Member:
 
 
 def get_active_member(conn: Connection, member_id: int) -> Member:
-    """`get_member` for an active member: `MemberNotFound` for an unknown or deregistered id."""
+    """`get_member` for an active member: `MemberNotFound` for an unknown id,
+    `MemberDeregistered` (a `MemberNotFound`) for a deregistered one."""
     member = get_member(conn, member_id)
     if not member.is_active:
-        raise MemberNotFound(member_id)
+        raise MemberDeregistered(member_id)
     return member
 
 

@@ -300,14 +300,17 @@ class MonitorGroup(CafleetGroup):
 @cli.group(
     "monitor",
     cls=MonitorGroup,
-    short_help="Run a fleet's monitor loop, or scan its panes once.",
+    short_help="Run, start or stop a fleet's monitor loop, or scan its panes once.",
     command_modules={
         LOOP_COMMAND_NAME: "cafleet.cli.monitor_cmd",
         "scan": "cafleet.cli.monitor_cmd",
+        "start": "cafleet.cli.monitor_cmd",
+        "stop": "cafleet.cli.monitor_cmd",
     },
     help=(
-        "Run a fleet's monitor loop (cafleet monitor FLEET_ID), "
-        "or scan its panes once (cafleet monitor scan FLEET_ID)."
+        "Run a fleet's monitor loop (cafleet monitor FLEET_ID), start or stop it in the "
+        "background (cafleet monitor start|stop FLEET_ID), or scan its panes once "
+        "(cafleet monitor scan FLEET_ID)."
     ),
 )
 def monitor_group() -> None:

@@ -21,7 +21,7 @@ from cafleet.output import (
 )
 
 if TYPE_CHECKING:
-    from cafleet.records import FleetSummary
+    from cafleet.supervision import FleetReport
     from cafleet.workflows.teardown import Deleted, PaneReport
 
 SHOW_LABEL_WIDTH = 12
@@ -59,7 +59,8 @@ def fleet_list(as_json: bool) -> None:
 # --- fleet show ----------------------------------------------------------------------------------
 
 
-def fleet_show_lines(summary: FleetSummary) -> list[str]:
+def fleet_show_lines(report: FleetReport) -> list[str]:
+    summary = report.summary
     pairs = [
         ("fleet_id", str(summary.fleet_id)),
         ("name", cell(summary.name)),
@@ -71,22 +72,37 @@ def fleet_show_lines(summary: FleetSummary) -> list[str]:
         ("director", cell(summary.director_member_id)),
         ("monitor", cell(summary.monitor_member_id)),
         ("members", str(summary.member_count)),
+        ("loop", report.loop.text),
     ]
+    if summary.deleted_at is None:
+        pairs.append(("panes", cell(report.panes.summary())))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
-@fleet_group.command("show", help="Show one fleet, soft-deleted fleets included.")
+@fleet_group.command(
+    "show",
+    help=(
+        "Show one fleet, soft-deleted fleets included, with its monitor loop (live, stale, "
+        "stopped) and its members' panes (alive, gone)."
+    ),
+)
 @id_argument("fleet_id", FLEET_ID_HELP)
 @json_option
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.fleets import fleet_summary
+    from cafleet.supervision import fleet_report
 
-    summary = fleet_summary(conn, fleet_id)
+    report = fleet_report(conn, fleet_id)
     if as_json:
-        out_json(fleet_dict(summary))
+        out_json(
+            {
+                **fleet_dict(report.summary),
+                "loop": report.loop.as_dict(),
+                "panes": [p.as_dict() for p in report.panes.panes.values()],
+            }
+        )
     else:
-        out_lines(fleet_show_lines(summary))
+        out_lines(fleet_show_lines(report))
 
 
 # --- fleet delete --------------------------------------------------------------------------------

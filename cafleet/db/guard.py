@@ -12,6 +12,7 @@ import sqlite3
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from cafleet import status
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
 from cafleet.db.shapes import HEAD_REVISION
 from cafleet.errors import CafleetError
@@ -21,6 +22,8 @@ SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
 
 class GuardRefused(CafleetError):
     """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
+
+    error_code = status.CODE_DATABASE
 
     def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:
         self.text = text

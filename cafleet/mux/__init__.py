@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cafleet import status
 from cafleet.errors import CafleetError
 from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
@@ -76,6 +77,8 @@ class PaneStatus:
 
 class MultiplexerError(CafleetError):
     """Base of the tree; ``str()`` is the user-facing message."""
+
+    error_code = status.CODE_TMUX
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
