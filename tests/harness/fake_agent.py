@@ -1,6 +1,8 @@
 """Fake coding agent (runtime.md §6.2). Installed as bin/claude, bin/codex and bin/opencode.
 
-Standalone: standard library only, because copies run under a generated shebang.
+Standalone: standard library only, because copies run under a generated shebang. (Screen mode,
+below, is the exception: it imports tests.harness.fake_screens and cafleet.panestate, both on
+the PYTHONPATH the test session sets.)
 
 - Start record ``{"kind":"start","agent","argv","cwd","pane","db_url","pid"}`` appended to
   ``$CAFLEET_FAKE_DIR/<pane with % replaced by p>.jsonl``.
@@ -9,7 +11,10 @@ Standalone: standard library only, because copies run under a generated shebang.
   since the previous CR (ESC included, CR excluded), written with one os.write (O_APPEND). Echoes
   ``got: <text>`` (ESC shown as ``^[``) and a new prompt.
 - Directives: lines of the argv (the rendered spawn prompt) starting with ``#fake ``:
-  ``run <command>``, ``auto-ack``, ``stall <s>``, ``exit-on <text>``.
+  ``run <command>``, ``auto-ack``, ``stall <s>``, ``exit-on <text>``, ``screen <options>``.
+- Screen mode (opt-in: ``#fake screen <options>`` or ``CAFLEET_FAKE_SCREEN=<options>``, even
+  empty): instead of the prompt above, the fake draws the real agent's screens (starting, ready,
+  working, a permission prompt ...) and logs only submitted lines; see tests/harness/fake_screens.py.
 - Control directory ``$CAFLEET_FAKE_DIR/<pane>.cmd/``, polled every 50 ms; each ``*.json`` file is
   ``{"argv": [...], "id"?, "env"?, "unset"?, "cwd"?}`` (run a command, log it),
   ``{"print": "<text>"}`` (write raw text to the terminal) or ``{"stall": <seconds>}``
@@ -54,6 +59,7 @@ class Fake:
         self.stall_start = 0.0
         self.exit_on: list[str] = []
         self.stalled_until = 0.0
+        self.screen: str | None = os.environ.get("CAFLEET_FAKE_SCREEN")
         self._parse_directives()
 
     # ------------------------------------------------------------------ output
@@ -90,6 +96,8 @@ class Fake:
                         self.stall_start += float(value.strip())
                 elif word == "exit-on" and value:
                     self.exit_on.append(value)
+                elif word == "screen":
+                    self.screen = value
 
     # ------------------------------------------------------------------ commands
 
@@ -203,12 +211,17 @@ class Fake:
             }
         )
         self.tty_write("got: " + text.replace("\x1b", "^[") + "\r\n> ")
+        return self.after_line(raw)
+
+    def after_line(self, raw: bytes) -> bool:
+        """Auto-ack the messages a received line names; True when the fake should exit."""
         if self.auto_ack:
             ids = dict.fromkeys(m.group(1).decode() for m in ACK_RE.finditer(raw))
             for msg_id in ids:
                 self._spawn(
                     self.run_command, ["cafleet", "message", "ack", msg_id], source="auto-ack"
                 )
+        text = raw.decode("utf-8", "backslashreplace")
         return any(needle in text for needle in self.exit_on)
 
     def main(self) -> int:
@@ -231,9 +244,13 @@ class Fake:
             restore = termios.tcgetattr(0)
             tty.setraw(0)
         try:
-            self.tty_write(f"fake-{self.agent} ready ({self.pane})\r\n> ")
             if self.runs:
                 self._spawn(self._startup_runs)
+            if self.screen is not None:
+                from tests.harness.fake_screens import Screens
+
+                return Screens(self, self.screen).run()
+            self.tty_write(f"fake-{self.agent} ready ({self.pane})\r\n> ")
             if self.stall_start > 0:
                 self.stalled_until = time.monotonic() + self.stall_start
             return self.loop()

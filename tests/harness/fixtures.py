@@ -9,6 +9,8 @@ Fixtures
     directory of ``sys.executable``. The database is the autouse fixture's
     ``CAFLEET_DATABASE_URL`` (not created). The test process never has TMUX/TMUX_PANE set.
 ``tmux_db`` -> the same harness after ``cafleet setup`` succeeded.
+``real_agent`` -> a factory starting the real Claude Code / Codex / opencode in that server
+    (tests/harness/real_agents.py); its tests get the ``real_agent`` marker.
 
 Tests using either fixture get the ``tmux`` marker automatically. Without tmux they are skipped,
 or failed when ``CAFLEET_REQUIRE_TMUX=1``.
@@ -471,13 +473,42 @@ def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return bin_dir
 
 
-_TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db"})
+@pytest.fixture
+def real_agent(tmux_harness: TmuxHarness) -> Iterator[Any]:
+    """Factory ``real_agent(agent, **kwargs) -> RealAgent`` (tests/harness/real_agents.py): the
+    real agent started in its own session of this test's private tmux server, with a private
+    HOME. Skips without the binary (fails in CI); stops every agent it started at teardown."""
+    from tests.harness.real_agents import RealAgent, require_binary
+
+    started: list[RealAgent] = []
+
+    def start(agent: str, **kwargs: Any) -> RealAgent:
+        require_binary(agent)
+        a = RealAgent(tmux_harness, agent, **kwargs)
+        started.append(a)
+        return a.start()
+
+    yield start
+    problems = []
+    for a in started:
+        try:
+            a.stop()
+        except AssertionError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise AssertionError("; ".join(problems))
+
+
+_TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db", "real_agent"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _TMUX_FIXTURES & set(getattr(item, "fixturenames", ())):
+        names = set(getattr(item, "fixturenames", ()))
+        if _TMUX_FIXTURES & names:
             item.add_marker(pytest.mark.tmux)
+        if "real_agent" in names:
+            item.add_marker(pytest.mark.real_agent)
 
 
 __all__ = [
@@ -486,6 +517,7 @@ __all__ = [
     "TmuxHarness",
     "fake_bin",
     "private_tmux",
+    "real_agent",
     "tmux_db",
     "tmux_harness",
 ]
