@@ -1,6 +1,6 @@
 """CAFLEET_* settings and the database path (cli.md §1.6, storage.md §4.1).
 
-Every command that loads settings validates all four variables, in table order, before anything
+Every command that loads settings validates all five variables, in table order, before anything
 else, so a bad value fails fast and the same way everywhere.
 """
 
@@ -17,6 +17,7 @@ _INT_RE = re.compile(r"[0-9]+")
 DEFAULT_MAX_TEXT_LEN = 200
 DEFAULT_MONITOR_WAKE_INTERVAL = 600
 DEFAULT_PANE_LOCK_TIMEOUT = 30
+DEFAULT_DELIVERY_HOLD_TIMEOUT = 300  # runtime.md §4.9; 0 = never hold
 
 
 class SettingsError(Exception):
@@ -31,6 +32,7 @@ class Settings:
     max_text_len: int
     monitor_wake_interval: int | None  # None: the variable is unset (600 applies last)
     pane_lock_timeout: int
+    delivery_hold_timeout: int = DEFAULT_DELIVERY_HOLD_TIMEOUT
 
     @property
     def db_path(self) -> str:
@@ -104,6 +106,7 @@ def load_settings(
     max_text_len = _parse_int(env, "CAFLEET_MAX_TEXT_LEN")
     wake = _parse_int(env, "CAFLEET_MONITOR_WAKE_INTERVAL")
     lock_timeout = _parse_int(env, "CAFLEET_PANE_LOCK_TIMEOUT")
+    hold_timeout = _parse_int(env, "CAFLEET_DELIVERY_HOLD_TIMEOUT")
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -111,6 +114,9 @@ def load_settings(
         max_text_len=DEFAULT_MAX_TEXT_LEN if max_text_len is None else max_text_len,
         monitor_wake_interval=wake,
         pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+        delivery_hold_timeout=(
+            DEFAULT_DELIVERY_HOLD_TIMEOUT if hold_timeout is None else hold_timeout
+        ),
     )
 
 

@@ -79,11 +79,15 @@ def build_world(
     pending: Sequence[str] = (),
     unplaced: Sequence[str] = (),
     fleet_name: str = "demo",
+    screen: str | None = None,
 ) -> World:
     """A fleet (Director, monitor, ``members``) built through the repository, no loop.
 
     With ``harness`` every placed member gets a fresh fake-agent pane; names in ``pending`` keep a
     pending placement and names in ``unplaced`` get none. Without a harness pane ids are made up.
+    ``screen`` puts those fakes in screen mode (``CAFLEET_FAKE_SCREEN``, e.g. ``""``: a ready
+    Claude Code screen), so the delivery gate sees a real agent's screens instead of
+    ``unknown``.
     """
     from cafleet import broker
     from cafleet.records import PlacementSpec
@@ -96,7 +100,8 @@ def build_world(
             harness.director_pane,
         )
         wanted = 1 + sum(1 for n in members if n not in pending and n not in unplaced)
-        spawned = [harness.spawn_fake(wait=False) for _ in range(wanted)]
+        env = None if screen is None else {"CAFLEET_FAKE_SCREEN": screen}
+        spawned = [harness.spawn_fake(wait=False, env=env) for _ in range(wanted)]
         for pane in spawned:
             util.start_record(pane, timeout=20)
     else:
@@ -206,8 +211,9 @@ def expected_line(message_id: int, sender: str, sender_id: int, shown_body: str)
 
 
 def record_of(line: str) -> bytes:
-    """What the fake logs for one submitted notification: ESC, then the line."""
-    return b"\x1b" + line.encode("utf-8")
+    """What the fake logs for one submitted notification: exactly the line (no Escape before
+    it, runtime.md §1.7)."""
+    return line.encode("utf-8")
 
 
 MSG_ID_RE = re.compile(rb"\[cafleet msg (\d+) ")
@@ -242,7 +248,8 @@ def send_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def send_keys_runs(pane: str) -> list[str]:
-    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter)."""
+    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter),
+    U (Ctrl-U)."""
     kinds = []
     for call in util.shim_calls():
         if call.get("command") != "send-keys" or call.get("target") != pane:
@@ -254,6 +261,8 @@ def send_keys_runs(pane: str) -> list[str]:
             kinds.append("L")
         elif argv[-1] == "Enter":
             kinds.append("N")
+        elif argv[-1] == "C-u":
+            kinds.append("U")
         else:
             kinds.append("?")
     return kinds

@@ -51,7 +51,7 @@ def _dead_pid() -> int:
 
 def _wake_line(fleet_id: int, roster: str, director: str) -> bytes:
     return (
-        f"\x1b[cafleet] tick: fleet {fleet_id} {EM} {roster} Director: {director}. Follow your "
+        f"[cafleet] tick: fleet {fleet_id} {EM} {roster} Director: {director}. Follow your "
         "monitor role protocol. Resume your work if something was still running."
     ).encode()
 
@@ -446,7 +446,7 @@ def test_tick_drains_live_panes_and_logs_failures(tmux_db: TmuxHarness, fleet: F
     retry_until(lambda: loop.count(rf"not notified msg {to_m1} ") >= 2, timeout=6)
     assert line_records(p1) == []
     assert line_bytes(p2) == [
-        f"\x1b[cafleet msg {to_m2} from Director ({d})] for two {EM} ack with: cafleet message "
+        f"[cafleet msg {to_m2} from Director ({d})] for two {EM} ack with: cafleet message "
         f"ack {to_m2}".encode()
     ]
     h.tmux("send-keys", "-t", p1, "-X", "cancel")

@@ -72,7 +72,8 @@ class Pinged:
     member: Member
     pane_id: str | None
     skipped: bool
-    reason: Literal["pending_placement", "busy"] | None
+    reason: Literal["pending_placement", "busy", "held"] | None
+    state: str | None = None  # the pane state the gate saw (runtime.md §4.9)
 
 
 # --- shared lookups ------------------------------------------------------------------------------
@@ -385,10 +386,14 @@ def _type_line(
     wait: bool,
 ) -> TypeOutcome:
     """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
-    timeout, busy is `lock_busy_message`) and ping (one try, busy is returned). A failure reads
-    `typing into pane <pane_id> failed: <detail>`."""
+    timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
+    held are returned). A failure reads `typing into pane <pane_id> failed: <detail>`, a line
+    the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
+    pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
+    reused`; each is exit 1."""
     from cafleet import signals
-    from cafleet.keystrokes import type_into_pane
+    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.mux import PaneOwner
     from cafleet.mux.locks import PaneLockAbandoned
 
     verb = "prompt" if wait else "ping"
@@ -401,6 +406,11 @@ def _type_line(
         db_dir=settings.db_dir,
         purpose=f"{verb} member {member_id}",
         lock_timeout=settings.pane_lock_timeout if wait else None,
+        target=Target(
+            agent=placement.coding_agent,
+            hold_timeout=settings.delivery_hold_timeout,
+            owner=PaneOwner(None, placement.mux_session, placement.mux_window_id),
+        ),
         keep_waiting=signals.keep_waiting,
     )
     if outcome.kind == "abandoned":
@@ -408,7 +418,12 @@ def _type_line(
         raise PaneLockAbandoned(outcome.pane_id, _mux_key(placement))
     if outcome.kind == "busy" and wait:
         raise WorkflowError(lock_busy_message(member_id))
-    if outcome.kind == "failed":
+    if outcome.kind == "held" and wait:
+        raise WorkflowError(
+            f"member {member_id}'s pane {outcome.pane_id} is {outcome.detail}; nothing was "
+            "typed (retry when it is ready)"
+        )
+    if outcome.kind in ("failed", "not_ours", "unverified"):
         raise WorkflowError(str(outcome.reason))
     return outcome
 
@@ -426,8 +441,8 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
 
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
-    """Type the fixed ping line into the member's pane, or skip a pending or busy pane
-    (cli.md §2.13)."""
+    """Type the fixed ping line into the member's pane, or skip a pending, busy or held pane
+    (cli.md §2.13); the result carries the pane state the gate saw."""
     member = active_member(conn, member_id)
     placement = _placed(member)
     _refuse_director(conn, member)
@@ -436,9 +451,12 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend)
     line = PING_LINE.format(member_id=member_id)
-    if _type_line(settings, placement, member_id, backend, line, wait=False).kind == "busy":
+    outcome = _type_line(settings, placement, member_id, backend, line, wait=False)
+    if outcome.kind == "busy":
         return Pinged(member, pane_id, True, "busy")
-    return Pinged(member, pane_id, False, None)
+    if outcome.kind == "held":
+        return Pinged(member, pane_id, True, "held", outcome.state)
+    return Pinged(member, pane_id, False, None, outcome.state)
 
 
 __all__ = [

@@ -224,7 +224,7 @@ class Fake:
         text = raw.decode("utf-8", "backslashreplace")
         return any(needle in text for needle in self.exit_on)
 
-    def main(self) -> int:
+    def start(self) -> None:
         self.record(
             {
                 "kind": "start",
@@ -236,6 +236,10 @@ class Fake:
                 "pid": os.getpid(),
             }
         )
+
+    def main(self) -> int:
+        if self.screen is not None:
+            self.start()
         restore = None
         if os.isatty(0):
             import termios
@@ -250,7 +254,10 @@ class Fake:
                 from tests.harness.fake_screens import Screens
 
                 return Screens(self, self.screen).run()
+            # Drawn before the start record: a test that waited for the record finds a screen,
+            # not the blank one the delivery gate holds as "starting".
             self.tty_write(f"fake-{self.agent} ready ({self.pane})\r\n> ")
+            self.start()
             if self.stall_start > 0:
                 self.stalled_until = time.monotonic() + self.stall_start
             return self.loop()
