@@ -14,13 +14,18 @@ Two paths:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from alembic import context
 from cafleet.db.schema import metadata
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 config = context.config
 
 
-def _configure(connection: object) -> None:
+def _configure(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
@@ -29,7 +34,7 @@ def _configure(connection: object) -> None:
     )
 
 
-def run_driven_by_cafleet(connection: object) -> None:
+def run_driven_by_cafleet(connection: Connection) -> None:
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()

@@ -14,19 +14,23 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import (
     concurrency,
+    drains,
     notify,
     scale,
     send_paths,
     startup,
     throughput,
     wait_latency,
+    webui,
 )
 
-FULL = {
+FULL: dict[str, Any] = {
     "runs": 11,
     "sends": 5000,
     "procs": 16,
@@ -36,8 +40,10 @@ FULL = {
     "notify_runs": 7,
     "send_paths": 2000,
     "send_path_rounds": 3,
+    "drain_sizes": [1000, 5000],
+    "dead_panes": [1000, 5000],
 }
-SMOKE = {
+SMOKE: dict[str, Any] = {
     "runs": 1,
     "sends": 50,
     "procs": 2,
@@ -47,6 +53,8 @@ SMOKE = {
     "notify_runs": 1,
     "send_paths": 20,
     "send_path_rounds": 1,
+    "drain_sizes": [50],
+    "dead_panes": [20],
 }
 
 TARGETS = [
@@ -55,6 +63,7 @@ TARGETS = [
     "0 errors and 0 lost with 16 concurrent writers",
     "message wait wake-up p50 <= 100 ms",
     "poll on 100k messages <= 5 ms of query time",
+    "GET /api/timeline on 100k messages: median server time <= 20 ms",
 ]
 
 
@@ -66,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         default=None,
-        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths)",
+        help="run only these sections (startup, throughput, concurrency, wait, scale, notify, send_paths, webui, drains)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
     out = args.out or Path("benchmarks/results") / ("smoke.json" if args.smoke else "latest.json")
-    sections = {
+    sections: dict[str, tuple[Callable[[Path], dict[str, Any]], Callable[[Any], list[str]]]] = {
         "startup": (lambda t: startup.run(t, sizes["runs"]), startup.render),
         "throughput": (lambda t: throughput.run(t, sizes["sends"]), throughput.render),
         "concurrency": (
@@ -84,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         "send_paths": (
             lambda t: send_paths.run(t, sizes["send_paths"], sizes["send_path_rounds"]),
             send_paths.render,
+        ),
+        "webui": (lambda t: webui.run(t, sizes["scale"], sizes["runs"]), webui.render),
+        "drains": (
+            lambda t: drains.run(t, sizes["drain_sizes"], sizes["dead_panes"]),
+            drains.render,
         ),
     }
     chosen = args.only or list(sections)

@@ -10,6 +10,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,13 +53,15 @@ def setup_db(db_path: Path) -> None:
     run_setup(str(db_path))
 
 
-def connect(db_path: Path):
+def connect(db_path: Path) -> Connection:
     from cafleet.cli.guard import open_validated_connection
 
     return open_validated_connection(str(db_path))
 
 
-def make_fleet(conn, members: int, *, placed: bool = False, name: str = "bench") -> BenchFleet:
+def make_fleet(
+    conn: Connection, members: int, *, placed: bool = False, name: str = "bench"
+) -> BenchFleet:
     """A fleet whose monitor 'pane' is fake: no tmux is involved (the spawn is a callback)."""
     from cafleet.broker import create_fleet, register_member, set_placement_pane
     from cafleet.records import PlacementSpec

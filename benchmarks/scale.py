@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.common import (
     base_env,
@@ -18,8 +18,13 @@ from benchmarks.common import (
     setup_db,
 )
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
-def _fill(conn, fleet, total: int) -> None:
+    from benchmarks.common import BenchFleet
+
+
+def _fill(conn: Connection, fleet: BenchFleet, total: int) -> None:
     """Plain SQL in one write transaction; timestamps increase with the id."""
     from cafleet.db import tx
     from cafleet.db.timefmt import format_ts

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cafleet.errors import CafleetError
+
 MAX_INT = 9223372036854775807
 _INT_RE = re.compile(r"[0-9]+")
 
@@ -20,7 +22,7 @@ DEFAULT_PANE_LOCK_TIMEOUT = 30
 DEFAULT_DELIVERY_HOLD_TIMEOUT = 300  # runtime.md §4.9; 0 = never hold
 
 
-class SettingsError(Exception):
+class SettingsError(CafleetError):
     """An invalid CAFLEET_* value or an underivable database path; str() is the message."""
 
 
@@ -28,7 +30,6 @@ class SettingsError(Exception):
 class Settings:
     database_path: str | None  # None only when path_error is set (doctor keeps going)
     path_error: str | None
-    database_url_set: bool
     max_text_len: int
     monitor_wake_interval: int | None  # None: the variable is unset (600 applies last)
     pane_lock_timeout: int
@@ -110,7 +111,6 @@ def load_settings(
     return Settings(
         database_path=path,
         path_error=path_error,
-        database_url_set=_get(env, "CAFLEET_DATABASE_URL") is not None,
         max_text_len=DEFAULT_MAX_TEXT_LEN if max_text_len is None else max_text_len,
         monitor_wake_interval=wake,
         pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
@@ -120,8 +120,9 @@ def load_settings(
     )
 
 
-def locks_dir(db_path: str) -> str:
-    return os.path.join(os.path.dirname(db_path), "locks")
+def locks_dir(db_dir: str) -> str:
+    """`<db dir>/locks`, home of the writer lock, the setup lock and the pane-input locks."""
+    return os.path.join(db_dir, "locks")
 
 
 def monitor_log_path(db_path: str, fleet_id: int) -> str:

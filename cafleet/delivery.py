@@ -81,6 +81,7 @@ class DrainReport:
     stopped = False
 
     def merge(self, other: DrainReport) -> None:
+        """Fold one recipient's report into a multi-recipient drain's (`drain_recipients`)."""
         self.notified.extend(other.notified)
         self.failures.extend(other.failures)
         if other.not_attempted is not None and self.not_attempted is None:
@@ -286,14 +287,20 @@ def _drain_one_recipient(
     backends: _Backends,
     max_text_len: int | None,
     report: DrainReport,
+    first: Any = None,
 ) -> None:
+    """The §4.3 loop; ``first`` is the recipient's oldest pending message when the caller
+    already selected it (one query fewer)."""
     from cafleet import broker
 
     while True:
         # 1. Select.
-        pending = broker.next_pending_notification(
-            conn, recipient_id=recipient_id, exclude=attempted
-        )
+        if first is not None:
+            pending, first = first, None
+        else:
+            pending = broker.next_pending_notification(
+                conn, recipient_id=recipient_id, exclude=attempted
+            )
         if pending is None:
             return
         attempted.add(pending.message.message_id)
@@ -358,6 +365,91 @@ def drain_recipient(
     return report
 
 
+# --- several recipients at once (broadcast; runtime.md §4.5) -------------------------------------
+
+
+def _live_tmux_panes(backends: _Backends, report: DrainReport) -> frozenset[str] | None:
+    """One `list-panes -a` for a whole drain, or None when tmux cannot say (the attempts then
+    find out pane by pane, as a single-recipient drain does)."""
+    from cafleet.mux import MultiplexerError
+
+    try:
+        live = frozenset(backends.get("tmux").list_panes())
+    except MultiplexerError:
+        return None
+    report.tmux_usable = True
+    return live
+
+
+def drain_recipients(
+    conn: Connection,
+    recipient_ids: list[int],
+    *,
+    attempted: set[int],
+    lock_timeout: LockTimeout,
+    before_attempt: Callable[[], object] | None = None,
+    keep_waiting: Callable[[], bool] | None = None,
+    max_text_len: int | None = None,
+    env: Mapping[str, str] | None = None,
+    on_recipient: Callable[[DrainReport], object] | None = None,
+) -> DrainReport:
+    """:func:`drain_recipient` for each of ``recipient_ids`` in the order given, at a cost that
+    follows the recipients: one query finds every recipient's oldest pending message, and one
+    `list-panes -a` (when more than one has something pending) tells which tmux panes are
+    alive. A recipient whose tmux pane is gone fails at once with the probe's reason
+    (`typing into pane <pane_id> failed: pane not found`) instead of a probe of its own.
+    ``on_recipient`` receives each recipient's report as soon as its drain ends; the merged
+    report is returned.
+    """
+    from cafleet import broker
+
+    report = DrainReport()
+    backends = _Backends(env)
+    heads = {
+        head.recipient.member_id: head
+        for head in broker.oldest_pending_by_recipient(
+            conn, recipient_ids=recipient_ids, exclude=attempted
+        )
+    }
+    # For a single recipient its own probe is the one cheap check; a list would be a second.
+    live = _live_tmux_panes(backends, report) if len(heads) > 1 else None
+    for recipient_id in recipient_ids:
+        head = heads.get(recipient_id)
+        if head is None:
+            continue
+        one = DrainReport()
+        one.tmux_usable = report.tmux_usable
+        pane_id = head.placement.mux_pane_id
+        if live is not None and head.placement.backend == "tmux" and pane_id not in live:
+            attempted.add(head.message.message_id)
+            if before_attempt is not None and before_attempt() is False:
+                one.stopped = True
+            else:
+                reason = f"typing into pane {pane_id} failed: pane not found"
+                one.failures.append(
+                    DrainFailure(head.message.message_id, recipient_id, pane_id, reason)
+                )
+        else:
+            _drain_one_recipient(
+                conn,
+                recipient_id,
+                attempted=attempted,
+                lock_timeout=lock_timeout,
+                before_attempt=before_attempt,
+                keep_waiting=keep_waiting,
+                backends=backends,
+                max_text_len=max_text_len,
+                report=one,
+                first=head,
+            )
+        report.merge(one)
+        if on_recipient is not None:
+            on_recipient(one)
+        if one.stopped:
+            return report
+    return report
+
+
 # --- the fleet drain (runtime.md §4.4) ---------------------------------------------------------
 
 
@@ -378,40 +470,51 @@ def drain_fleet(
 
     ``live_panes`` is the live pane set when the caller already listed it (the monitor tick);
     otherwise ``list_panes()`` runs once, and its failure, or tmux being unavailable, returns
-    with ``not_attempted`` set and nothing attempted. Messages whose recipient's pane is not
-    live, or whose recipient is in ``blocked``, are skipped without an attempt. A failed attempt
-    adds its recipient to ``blocked`` (updated in place, like ``attempted``).
+    with ``not_attempted`` set and nothing attempted. Recipients whose pane is not live, or who
+    are in ``blocked``, are skipped without an attempt. A failed attempt adds its recipient to
+    ``blocked`` (updated in place, like ``attempted``).
+
+    The cost follows the recipients, never the messages skipped: one query takes every
+    recipient's oldest pending message, and only a recipient that was just attempted is asked
+    for its next one. Attempts still go oldest first across the fleet (a heap of the
+    recipients' oldest messages); the recipients are those with a pending message when the
+    drain starts.
     """
+    import heapq
+
     from cafleet import broker
 
     report = DrainReport()
     backends = _Backends(env)
-    live = None if live_panes is None else frozenset(live_panes)
-    skipped: set[int] = set()
-    while True:
-        current = broker.next_pending_notification(
-            conn, fleet_id=fleet_id, exclude=attempted | skipped
-        )
-        if current is None:
+    heads = [
+        head
+        for head in broker.oldest_pending_by_recipient(conn, fleet_id=fleet_id, exclude=attempted)
+        if head.recipient.member_id not in blocked
+    ]
+    if not heads:
+        return report
+    if live_panes is not None:
+        live = frozenset(live_panes)
+    else:
+        # Listed once, and only when there is something to attempt (a quiet `message wait`
+        # makes no tmux call at all).
+        from cafleet.mux import MultiplexerError
+
+        try:
+            live = frozenset(backends.get("tmux").list_panes())
+        except MultiplexerError as exc:
+            report.not_attempted = str(exc)
             return report
+
+    def order(head: Any) -> tuple[str, int, Any]:
+        return (head.message.created_at, head.message.message_id, head)
+
+    queue = [order(head) for head in heads if head.placement.mux_pane_id in live]
+    heapq.heapify(queue)
+    while queue:
+        current = heapq.heappop(queue)[2]
         message_id = current.message.message_id
         recipient_id = current.recipient.member_id
-        if recipient_id in blocked:
-            skipped.add(message_id)
-            continue
-        if live is None:
-            # Listed once, and only when there is something to attempt (a quiet `message wait`
-            # makes no tmux call at all).
-            from cafleet.mux import MultiplexerError
-
-            try:
-                live = frozenset(backends.get("tmux").list_panes())
-            except MultiplexerError as exc:
-                report.not_attempted = str(exc)
-                return report
-        if current.placement.mux_pane_id not in live:
-            skipped.add(message_id)
-            continue
         attempted.add(message_id)
         if before_attempt is not None and before_attempt() is False:
             report.stopped = True
@@ -433,5 +536,12 @@ def drain_fleet(
         if outcome.failure is not None:
             report.failures.append(outcome.failure)
             blocked.add(recipient_id)
-        elif outcome.notified:
+            continue
+        if outcome.notified:
             report.notified.append((message_id, recipient_id))
+        following = broker.next_pending_notification(
+            conn, fleet_id=fleet_id, recipient_id=recipient_id, exclude=attempted
+        )
+        if following is not None and following.placement.mux_pane_id in live:
+            heapq.heappush(queue, order(following))
+    return report

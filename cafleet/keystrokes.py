@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from cafleet.db.errors import error_text
+from cafleet.errors import error_text
 
 if TYPE_CHECKING:
     from cafleet.gate import Decision

@@ -15,9 +15,10 @@ import errno
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     sanitize_multiline,
@@ -28,11 +29,11 @@ from cafleet.text import (  # noqa: F401 - re-exported for command modules
 NULL_CELL = "-"
 
 
-class BrokenStdout(Exception):
+class BrokenStdout(CafleetError):
     """stdout was closed by the reader (EPIPE). Deliberately not an OSError."""
 
 
-class OutputFailed(Exception):
+class OutputFailed(CafleetError):
     """Writing stdout failed for another reason; str() is the user-facing message."""
 
     def __init__(self, detail: str) -> None:
@@ -98,10 +99,6 @@ def err(text: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-def warn(text: str) -> None:
-    err(f"Warning: {text}")
 
 
 def dumps_json(value: Any) -> str:
@@ -315,7 +312,3 @@ def placement_text(placement: Any) -> str:
         f"window={cell(placement.mux_window_id)} pane={cell(pane)} "
         f"agent={placement.coding_agent} created_at={placement.created_at}"
     )
-
-
-def pairs_from(mapping: Mapping[str, object]) -> list[tuple[str, str]]:
-    return [(label, cell(value)) for label, value in mapping.items()]

@@ -4,8 +4,9 @@ Every enumeration column (storage.md §2.6) is checked on decode; an unknown sto
 `StorageIntegrityError` and nothing is coerced. `Member.placement is None` (no row) differs from a
 pending placement (`placement.mux_pane_id is None`).
 
-`PaneContext` belongs to the mux layer. This module never imports `cafleet.mux`; the repository
-accepts any object with `.session`, `.window_id` and `.pane_id`.
+`PaneContext` belongs to the mux layer. This module never imports `cafleet.mux` (the mux layer
+re-exports `PaneKey` from here); the repository accepts any object with `.session`,
+`.window_id` and `.pane_id`.
 """
 
 from __future__ import annotations
@@ -13,20 +14,29 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, NamedTuple, Protocol
+
+from cafleet.errors import CafleetError
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
 MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
 MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
 BACKENDS: tuple[str, ...] = ("tmux", "herdr")
 CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
-KINDS: tuple[str, ...] = ("director", "monitor", "member")
 
-Kind = Literal["director", "monitor", "member"]
-PaneKey = tuple[str, str, str]  # (backend, mux_session, mux_pane_id) of a concrete placement
+Row = Mapping[Any, Any]  # a result row by column label (SQLAlchemy's RowMapping)
 
 
-class StorageIntegrityError(Exception):
+class PaneKey(NamedTuple):
+    """A concrete placement's `(backend, mux_session, mux_pane_id)`: what names its pane and
+    its pane-input lock. A tuple, so it equals and hashes like the plain triple."""
+
+    backend: str
+    session: str
+    pane_id: str
+
+
+class StorageIntegrityError(CafleetError):
     """A stored enumeration value outside its allowed set (storage.md §7.2).
 
     `key` names the row, e.g. ``"member_id 7"``; str() is
@@ -143,7 +153,7 @@ class Placement:
         """`(backend, mux_session, mux_pane_id)`, or None while pending."""
         if self.mux_pane_id is None:
             return None
-        return (self.backend, self.mux_session, self.mux_pane_id)
+        return PaneKey(self.backend, self.mux_session, self.mux_pane_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,7 +257,7 @@ class AssetInstall:
 # --- decoders ----------------------------------------------------------------------------------
 
 
-def fleet_from_row(row: Mapping[str, Any]) -> Fleet:
+def fleet_from_row(row: Row) -> Fleet:
     return Fleet(
         fleet_id=row["fleet_id"],
         name=row["name"],
@@ -257,7 +267,7 @@ def fleet_from_row(row: Mapping[str, Any]) -> Fleet:
     )
 
 
-def fleet_summary_from_row(row: Mapping[str, Any]) -> FleetSummary:
+def fleet_summary_from_row(row: Row) -> FleetSummary:
     return FleetSummary(
         fleet_id=row["fleet_id"],
         name=row["name"],
@@ -269,7 +279,7 @@ def fleet_summary_from_row(row: Mapping[str, Any]) -> FleetSummary:
     )
 
 
-def placement_from_row(row: Mapping[str, Any], prefix: str = "") -> Placement:
+def placement_from_row(row: Row, prefix: str = "") -> Placement:
     """Decode a placement; `prefix` selects aliased columns (e.g. ``p_member_id``)."""
     member_id = row[prefix + "member_id"]
     key = f"member_id {member_id}"
@@ -286,7 +296,7 @@ def placement_from_row(row: Mapping[str, Any], prefix: str = "") -> Placement:
     )
 
 
-def member_from_row(row: Mapping[str, Any]) -> Member:
+def member_from_row(row: Row) -> Member:
     """Decode a member row carrying `kind` and optional `p_*` placement columns."""
     member_id = row["member_id"]
     placement = None
@@ -308,7 +318,7 @@ def member_from_row(row: Mapping[str, Any]) -> Member:
     )
 
 
-def message_from_row(row: Mapping[str, Any], prefix: str = "") -> Message:
+def message_from_row(row: Row, prefix: str = "") -> Message:
     """Decode a message; `prefix` selects aliased columns (e.g. ``x_message_id``)."""
     message_id = row[prefix + "message_id"]
     key = f"message_id {message_id}"
@@ -328,7 +338,7 @@ def message_from_row(row: Mapping[str, Any], prefix: str = "") -> Message:
     )
 
 
-def monitor_runtime_from_row(row: Mapping[str, Any]) -> MonitorRuntime:
+def monitor_runtime_from_row(row: Row) -> MonitorRuntime:
     return MonitorRuntime(
         fleet_id=row["fleet_id"],
         pid=row["pid"],
@@ -341,7 +351,7 @@ def monitor_runtime_from_row(row: Mapping[str, Any]) -> MonitorRuntime:
     )
 
 
-def asset_install_from_row(row: Mapping[str, Any]) -> AssetInstall:
+def asset_install_from_row(row: Row) -> AssetInstall:
     return AssetInstall(
         coding_agent=check_enum(
             "asset_installs",

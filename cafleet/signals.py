@@ -9,10 +9,12 @@ from __future__ import annotations
 import signal
 from types import FrameType
 
+from cafleet.errors import CafleetError
+
 _received: int | None = None
 
 
-class Interrupted(Exception):
+class Interrupted(CafleetError):
     """Raised at a safe point once a signal was recorded; main maps it to 130/143."""
 
 

@@ -146,6 +146,8 @@ def sanitize_single_line(text: str) -> str:
 
 
 __all__ = [
+    "BODY_LIMIT",
+    "check_inline_body",
     "ELLIPSIS",
     "RETURN_SYMBOL",
     "normalize_notification_text",
@@ -157,3 +159,26 @@ __all__ = [
     "truncate",
     "window_capture",
 ]
+
+
+# A message body: the CLI and the WebUI apply the same rules (docs/cli.md §1.9).
+BODY_LIMIT = 1_048_576
+
+
+def check_inline_body(text: str) -> str:
+    """The positional checks, first failure wins; raises ValueError with the exact message."""
+    try:
+        size = len(text.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    if size > BODY_LIMIT:
+        raise ValueError(f"text is too long ({size} bytes; the limit is {BODY_LIMIT})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text is not valid UTF-8") from None
+    if "\x00" in text:
+        raise ValueError("text may not contain NUL characters")
+    if text.strip() == "":
+        raise ValueError("text may not be empty")
+    return text

@@ -1,99 +1,14 @@
-"""Shared builders for the broker tests: real files, no tmux (a fake spawn callback)."""
+"""Shared checks for the broker tests: plain-SQL access, row counts, fixed moments and the
+concurrency worker (the fleets, members and messages come from `tests.factories`)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Connection
-
 from cafleet import broker
-from cafleet.records import FleetBootstrap, Member, PlacementSpec
 from tests.storage_helpers import APP_TABLES
-
-
-@dataclass(frozen=True)
-class FakePane:
-    """Stands in for the mux layer's PaneContext."""
-
-    session: str
-    window_id: str
-    pane_id: str
-
-
-_pane_counter = [100]
-
-
-def next_pane(session: str = "s", window_id: str = "@1") -> FakePane:
-    _pane_counter[0] += 1
-    return FakePane(session, window_id, f"%{_pane_counter[0]}")
-
-
-def fixed_spawn(pane: FakePane | None = None) -> Callable[[int, int, int], FakePane]:
-    """A spawn callback that returns a fixed (or a fresh) pane and records its calls."""
-
-    calls: list[tuple[int, int, int]] = []
-
-    def spawn(fleet_id: int, director_id: int, monitor_id: int) -> FakePane:
-        calls.append((fleet_id, director_id, monitor_id))
-        return pane if pane is not None else next_pane()
-
-    spawn.calls = calls  # type: ignore[attr-defined]
-    return spawn
-
-
-def make_fleet(
-    conn: Connection,
-    *,
-    name: str = "fleet",
-    director_pane: FakePane | None = None,
-    monitor_pane: FakePane | None = None,
-    coding_agent: str = "claude",
-    now: datetime | None = None,
-) -> FleetBootstrap:
-    return broker.create_fleet(
-        conn,
-        name=name,
-        backend="tmux",
-        coding_agent=coding_agent,
-        director_pane=director_pane or FakePane("s", "@1", "%0"),
-        spawn_monitor=fixed_spawn(monitor_pane),
-        now=now,
-    )
-
-
-def add_member(
-    conn: Connection,
-    fleet_id: int,
-    *,
-    name: str = "worker",
-    description: str = "does work",
-    pane_id: str | None = "auto",
-    role: str = "member",
-    coding_agent: str = "codex",
-    placed: bool = True,
-    skills: tuple[object, ...] = (),
-    now: datetime | None = None,
-) -> Member:
-    """Register a member; by default place it and patch a fresh concrete pane id."""
-    member = broker.register_member(
-        conn,
-        fleet_id=fleet_id,
-        name=name,
-        description=description,
-        role=role,  # type: ignore[arg-type]
-        placement=PlacementSpec("s", "@1", coding_agent) if placed else None,
-        require_monitor=False,
-        skills=skills,
-        now=now,
-    )
-    if placed and pane_id is not None:
-        pane = next_pane().pane_id if pane_id == "auto" else pane_id
-        broker.set_placement_pane(conn, member_id=member.member_id, pane_id=pane)
-    return broker.get_member(conn, member.member_id)
 
 
 def raw_connect(path: Path | str) -> sqlite3.Connection:

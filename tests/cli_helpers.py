@@ -1,10 +1,9 @@
 """Helpers for the CLI tests: run `cafleet` in a subprocess or in-process through
-`cafleet.cli.main` (cli.md §1.8), snapshot a database for the "unchanged" check, and build
-fleets, members and messages with the repository functions (no tmux)."""
+`cafleet.cli.main` (cli.md §1.8), and check which modules a command imported. The "unchanged"
+check is `tests.storage_helpers.snapshot`, the data builders are `tests.factories`."""
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -14,13 +13,19 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+# The "unchanged" check lives in tests.storage_helpers; these names stay importable from here.
+from tests.storage_helpers import Snapshot as Snapshot
+from tests.storage_helpers import assert_unchanged as assert_unchanged
+from tests.storage_helpers import snapshot as snapshot
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
+# What a command that types into no pane never needs (cli.md §1.8).
+TYPING_MODULES = ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
 
 
 # JSON records' keys in contract order (cli.md §1.10).
@@ -193,9 +198,11 @@ def imported_after(
     argv: Sequence[str],
     modules: Sequence[str] = FORBIDDEN_ALWAYS,
     env: Mapping[str, str | None] | None = None,
+    cwd: str | Path | None = None,
 ) -> tuple[int, list[str]]:
-    """Run `cafleet.cli.main(argv)` in a fresh interpreter; return its exit code and which of
-    `modules` (or their submodules) ended up in `sys.modules` (cli.md §1.8)."""
+    """Run `cafleet.cli.main(argv)` in a fresh interpreter (in ``cwd``, default the checkout);
+    return its exit code and which of `modules` (or their submodules) ended up in `sys.modules`
+    (cli.md §1.8). The one import checker of the tests."""
     code = f"""
         import json, os, sys
         from cafleet.cli import main
@@ -220,7 +227,7 @@ def imported_after(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env={**cli_env(env), "CAFLEET_TEST_REPORT_FD": str(write_fd)},
-            cwd=str(REPO_ROOT),
+            cwd=str(cwd or REPO_ROOT),
             pass_fds=(write_fd,),
         )
     finally:
@@ -230,150 +237,6 @@ def imported_after(
     proc.wait(timeout=60)
     result = json.loads(raw)
     return result["code"], result["found"]
-
-
-# --- the "unchanged" check ---------------------------------------------------------------------
-
-
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    main: str | None
-    wal: str | None
-    listing: tuple[str, ...] | None
-
-
-def snapshot(db: Path) -> Snapshot:
-    """SHA-256 of the file and its -wal, and the directory listing (`locks/` ignored)."""
-    db = Path(db)
-    main = _sha(db) if db.is_file() else ("<dir>" if db.is_dir() else None)
-    wal = Path(f"{db}-wal")
-    parent = db.parent
-    listing = (
-        tuple(sorted(p for p in os.listdir(parent) if p != "locks")) if parent.is_dir() else None
-    )
-    return Snapshot(main, _sha(wal) if wal.is_file() else None, listing)
-
-
-def assert_unchanged(before: Snapshot, db: Path) -> None:
-    after = snapshot(db)
-    assert after == before, f"database changed:\nbefore={before}\nafter={after}"
-
-
-# --- building data with the repository ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FakePane:
-    session: str
-    window_id: str
-    pane_id: str
-
-
-_panes = [500]
-
-
-def fresh_pane(session: str = "s") -> FakePane:
-    _panes[0] += 1
-    return FakePane(session, "@1", f"%{_panes[0]}")
-
-
-class Db:
-    """A validated connection to the test database for building rows; `close()` it before
-    running a command whose "unchanged" check matters."""
-
-    def __init__(self, path: Path) -> None:
-        from cafleet.cli.guard import open_validated_connection
-
-        self.path = path
-        self.conn = open_validated_connection(str(path))
-
-    def close(self) -> None:
-        from cafleet.db.engine import close_connection
-
-        close_connection(self.conn)
-
-    def __enter__(self) -> Db:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def fleet(
-        self,
-        name: str = "fleet",
-        *,
-        director_pane: FakePane | None = None,
-        monitor_pane: FakePane | None = None,
-        now: datetime | None = None,
-    ) -> Any:
-        from cafleet.broker.fleets import create_fleet
-
-        monitor = monitor_pane or fresh_pane()
-        return create_fleet(
-            self.conn,
-            name=name,
-            backend="tmux",
-            coding_agent="claude",
-            director_pane=director_pane or fresh_pane(),
-            spawn_monitor=lambda _f, _d, _m: monitor,
-            now=now,
-        )
-
-    def member(
-        self,
-        fleet_id: int,
-        name: str = "worker",
-        *,
-        description: str = "does work",
-        pane: str | None = "auto",
-        placed: bool = True,
-        agent: str = "codex",
-        now: datetime | None = None,
-    ) -> Any:
-        """A member of kind `member`; `pane=None` leaves a pending placement."""
-        from cafleet.broker.members import get_member, register_member, set_placement_pane
-        from cafleet.records import PlacementSpec
-
-        member = register_member(
-            self.conn,
-            fleet_id=fleet_id,
-            name=name,
-            description=description,
-            role="member",
-            placement=PlacementSpec("s", "@1", agent) if placed else None,
-            require_monitor=False,
-            now=now,
-        )
-        if placed and pane is not None:
-            pane_id = fresh_pane().pane_id if pane == "auto" else pane
-            set_placement_pane(self.conn, member_id=member.member_id, pane_id=pane_id)
-        return get_member(self.conn, member.member_id)
-
-    def send(self, from_id: int, to_id: int, text: str, *, now: datetime | None = None) -> Any:
-        from cafleet.broker.messages import send_message
-
-        return send_message(
-            self.conn, from_member_id=from_id, to_member_id=to_id, text=text, now=now
-        )
-
-    def broadcast(self, from_id: int, text: str, *, now: datetime | None = None) -> Any:
-        from cafleet.broker.messages import broadcast_message
-
-        return broadcast_message(self.conn, from_member_id=from_id, text=text, now=now)
-
-    def ack(self, message_id: int, *, now: datetime | None = None) -> Any:
-        from cafleet.broker.messages import ack_message
-
-        return ack_message(self.conn, message_id=message_id, now=now)
-
-    def deregister(self, member_id: int) -> Any:
-        from cafleet.broker.members import deregister_member
-
-        return deregister_member(self.conn, member_id=member_id)
 
 
 def sql(db: Path, *statements: str) -> None:

@@ -7,8 +7,21 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["tests.harness.fixtures"]
+
+# Property tests (issue 8): no example database in the checkout, no per-example deadline (tmux
+# and agent start-up times vary with load), and the fixtures they use are per-test by design
+# (each example resets what it touches). Each test sets its own modest max_examples.
+settings.register_profile(
+    "cafleet",
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "cafleet"))
 
 _CLEARED = (
     "CAFLEET_DATABASE_URL",

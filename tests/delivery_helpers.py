@@ -1,153 +1,29 @@
-"""Helpers for the messaging/delivery tests (issue 4).
+"""Helpers for the messaging/delivery tests (issue 4): plain-SQL reads of the database, the
+notification line as the fake agent records it, the CLI in and out of process.
 
-Fleets are built with the repository functions, so no monitor loop runs unless a test starts one
-(runtime.md §6.4: drain tests keep the loop out of the way). Against the private tmux server the
-Director placement is the harness's Director pane and every other placement is a fresh fake agent
-pane; without tmux, placements name pane ids that exist nowhere.
+Fleets are built by `tests.factories.build_world` (re-exported here with `World` and `connect`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import re
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.cli_helpers import call_run, cli_env
+from tests.factories import World as World
+from tests.factories import build_world as build_world
+from tests.factories import connect as connect
 from tests.harness import util
 
 EM_DASH = "\u2014"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True)
-class Pane:
-    session: str
-    window_id: str
-    pane_id: str
-
-
-@dataclass
-class World:
-    db_path: Path
-    fleet_id: int
-    director: int
-    monitor: int
-    monitor_pane: str | None
-    director_pane: str
-    session: str
-    members: dict[str, int] = field(default_factory=dict)
-    panes: dict[int, str | None] = field(default_factory=dict)
-
-    def pane(self, member_id: int) -> str:
-        pane = self.panes[member_id]
-        assert pane is not None
-        return pane
-
-    def key(self, member_id: int) -> Any:
-        from cafleet.mux import PaneKey
-
-        return PaneKey("tmux", self.session, self.pane(member_id))
-
-
-@contextlib.contextmanager
-def connect(db_path: Path | str) -> Iterator[Any]:
-    """A validated connection in this process, closed afterwards."""
-    from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection
-
-    conn = open_validated_connection(str(db_path))
-    try:
-        yield conn
-    finally:
-        close_connection(conn)
-
-
-def build_world(
-    db_path: Path | str,
-    *,
-    members: Sequence[str] = ("alice", "bob"),
-    harness: Any = None,
-    pending: Sequence[str] = (),
-    unplaced: Sequence[str] = (),
-    fleet_name: str = "demo",
-    screen: str | None = None,
-) -> World:
-    """A fleet (Director, monitor, ``members``) built through the repository, no loop.
-
-    With ``harness`` every placed member gets a fresh fake-agent pane; names in ``pending`` keep a
-    pending placement and names in ``unplaced`` get none. Without a harness pane ids are made up.
-    ``screen`` puts those fakes in screen mode (``CAFLEET_FAKE_SCREEN``, e.g. ``""``: a ready
-    Claude Code screen), so the delivery gate sees a real agent's screens instead of
-    ``unknown``.
-    """
-    from cafleet import broker
-    from cafleet.records import PlacementSpec
-
-    db_path = Path(db_path)
-    if harness is not None:
-        session, window, director_pane = (
-            harness.session_name,
-            harness.window_id,
-            harness.director_pane,
-        )
-        wanted = 1 + sum(1 for n in members if n not in pending and n not in unplaced)
-        env = None if screen is None else {"CAFLEET_FAKE_SCREEN": screen}
-        spawned = [harness.spawn_fake(wait=False, env=env) for _ in range(wanted)]
-        for pane in spawned:
-            util.start_record(pane, timeout=20)
-    else:
-        session, window, director_pane = "fake session", "@1", "%900"
-        wanted = 1 + len(members)
-        spawned = [f"%{901 + i}" for i in range(wanted)]
-    panes = iter(spawned)
-    monitor_pane = next(panes)
-    with connect(db_path) as conn:
-        boot = broker.create_fleet(
-            conn,
-            name=fleet_name,
-            backend="tmux",
-            coding_agent="claude",
-            director_pane=Pane(session, window, director_pane),
-            spawn_monitor=lambda _f, _d, _m: Pane(session, window, monitor_pane),
-        )
-        world = World(
-            db_path=db_path,
-            fleet_id=boot.fleet.fleet_id,
-            director=boot.director.member_id,
-            monitor=boot.monitor.member_id,
-            monitor_pane=monitor_pane,
-            director_pane=director_pane,
-            session=session,
-        )
-        world.panes[world.director] = director_pane
-        world.panes[world.monitor] = monitor_pane
-        for name in members:
-            placed = name not in unplaced
-            member = broker.register_member(
-                conn,
-                fleet_id=world.fleet_id,
-                name=name,
-                description=f"{name} member",
-                role="member",
-                placement=PlacementSpec(session, window, "claude") if placed else None,
-                require_monitor=False,
-            )
-            world.members[name] = member.member_id
-            world.panes[member.member_id] = None
-            if placed and name not in pending:
-                pane = next(panes)
-                broker.set_placement_pane(conn, member_id=member.member_id, pane_id=pane)
-                world.panes[member.member_id] = pane
-    return world
 
 
 # --- reading the database with plain sqlite3 -----------------------------------------------------
@@ -182,17 +58,6 @@ def sql_write(db_path: Path | str, sql: str, *params: Any) -> None:
         conn.execute(sql, params)
     finally:
         conn.close()
-
-
-def file_state(db_path: Path | str) -> tuple[str | None, str | None, tuple[str, ...]]:
-    """SHA-256 of the file and its -wal, and the directory listing (``locks/`` ignored)."""
-    db_path = Path(db_path)
-
-    def sha(p: Path) -> str | None:
-        return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
-
-    listing = tuple(sorted(p for p in os.listdir(db_path.parent) if p != "locks"))
-    return sha(db_path), sha(Path(f"{db_path}-wal")), listing
 
 
 def lock_files(db_path: Path | str) -> list[str]:
@@ -377,41 +242,3 @@ def holds_open(pid: int, path: str | os.PathLike[str]) -> bool:
         except OSError:
             continue
     return False
-
-
-_IMPORTS = """
-import json, os, sys
-fd = int(os.environ.pop("REPORT_FD"))
-from cafleet.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-mods = [m for m in ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
-        if m in sys.modules]
-os.write(fd, json.dumps({"code": code, "modules": mods}).encode())
-"""
-
-
-def imports_after(
-    *argv: str, env: Mapping[str, str] | None = None, cwd: str | None = None
-) -> dict[str, Any]:
-    """Run ``cafleet.cli.main(argv)`` in a fresh interpreter; report its exit code and which of
-    libtmux / the tmux backend / the lock module / the delivery module it imported."""
-    read_fd, write_fd = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _IMPORTS, *argv],
-            env={**(env if env is not None else os.environ), "REPORT_FD": str(write_fd)},
-            cwd=cwd or str(REPO_ROOT),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            pass_fds=(write_fd,),
-        )
-    finally:
-        os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as reader:
-        data = reader.read()
-    proc.wait(60)
-    return json.loads(data)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import signal
 import sqlite3
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,31 +128,6 @@ def table_dump(h: TmuxHarness, *, skip: tuple[str, ...] = ("monitor_runtime",)) 
             continue
         dump[table] = h.sqlite(f"SELECT * FROM {table} ORDER BY 1")
     return dump
-
-
-def file_state(h: TmuxHarness) -> tuple[str | None, tuple[str, ...]]:
-    """The database file's SHA-256 and its directory listing (locks/ ignored)."""
-    directory = h.db_path.parent
-    listing = (
-        tuple(sorted(p for p in os.listdir(directory) if p != "locks"))
-        if directory.exists()
-        else ()
-    )
-    digest = hashlib.sha256(h.db_path.read_bytes()).hexdigest() if h.db_path.exists() else None
-    return digest, listing
-
-
-@contextlib.contextmanager
-def db(h: TmuxHarness) -> Iterator[Any]:
-    """A validated connection in this process (the repository functions need one)."""
-    from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection
-
-    conn = open_validated_connection(str(h.db_path))
-    try:
-        yield conn
-    finally:
-        close_connection(conn)
 
 
 def sql_write(h: TmuxHarness, sql: str, *params: Any) -> None:

@@ -64,7 +64,9 @@ class Snapshot:
 
 
 def snapshot(db: Path | str) -> Snapshot:
-    """Hashes of P and <P>-wal plus the directory listing (`locks/` ignored)."""
+    """The one "unchanged" check of every test: SHA-256 of P (`<dir>` for a directory, None when
+    absent) and of <P>-wal, plus the directory listing (`locks/` ignored; () without a
+    directory). Take it with no connection open."""
     db = Path(db)
     main = sha256(db) if db.is_file() else ("<dir>" if db.is_dir() else None)
     wal_path = Path(str(db) + "-wal")
@@ -76,9 +78,9 @@ def snapshot(db: Path | str) -> Snapshot:
     return Snapshot(main, wal, listing)
 
 
-def assert_preserved(before: Snapshot, db: Path | str) -> None:
+def assert_unchanged(before: Snapshot, db: Path | str) -> None:
     after = snapshot(db)
-    assert after == before, f"file not preserved:\nbefore={before}\nafter={after}"
+    assert after == before, f"database changed:\nbefore={before}\nafter={after}"
 
 
 def companions(db: Path | str) -> list[str]:

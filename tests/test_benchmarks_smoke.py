@@ -45,6 +45,23 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     assert set(paths["sends_per_s"]) == {"core_execute", "exec_driver_sql", "repository"}
     assert all(rate > 0 for rates in paths["sends_per_s"].values() for rate in rates)
     assert paths["rows"] == paths["count"] * paths["rounds"] * 3
+    drains = results["drains"]
+    for row in drains["in_process"]:
+        # issue 8: an undeliverable backlog costs one selection, and the wake line stays short
+        assert row["pending"] == row["members"] + 1
+        assert row["drain_queries"] == 1
+        assert row["wake_line_bytes"] < 3000
+    assert all(r["broadcast_rc"] == 0 and r["scan_rc"] == 0 for r in drains["whole_process"])
     # The printed table names every section.
-    for heading in ("## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6.", "## 7."):
+    for heading in (
+        "## 1.",
+        "## 2.",
+        "## 3.",
+        "## 4.",
+        "## 5.",
+        "## 6.",
+        "## 7.",
+        "## 8.",
+        "## 9.",
+    ):
         assert heading in proc.stdout

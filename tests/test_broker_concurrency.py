@@ -15,7 +15,8 @@ from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.db.diagnosis import diagnose
-from tests.broker_helpers import WORKER_CODE, add_member, make_fleet, raw_connect
+from tests.broker_helpers import WORKER_CODE, raw_connect
+from tests.factories import add_member, make_fleet
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,14 +16,8 @@ from sqlalchemy import Connection
 from cafleet import broker
 from cafleet.broker.errors import BootstrapAborted, FleetNotFound, PlacementsChanged
 from cafleet.records import PaneKey
-from tests.broker_helpers import (
-    FakePane,
-    add_member,
-    make_fleet,
-    raw_connect,
-    table_counts,
-    ts,
-)
+from tests.broker_helpers import raw_connect, table_counts, ts
+from tests.factories import FakePane, add_member, make_fleet
 
 DIRECTOR_CARD = '{"name":"Director","description":"Root Director for this fleet","skills":[]}'
 MONITOR_CARD = (

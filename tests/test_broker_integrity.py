@@ -15,7 +15,8 @@ from cafleet import broker
 from cafleet.broker.errors import BootstrapAborted, StorageIntegrityError
 from cafleet.db import tx
 from cafleet.records import PlacementSpec, decode_skills
-from tests.broker_helpers import FakePane, add_member, make_fleet, raw_connect, table_counts
+from tests.broker_helpers import raw_connect, table_counts
+from tests.factories import FakePane, add_member, make_fleet
 from tests.storage_helpers import APP_TABLES
 
 TS = "2026-01-01T00:00:00.000000+00:00"

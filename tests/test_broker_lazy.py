@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import Db, imported_after
+from tests.cli_helpers import imported_after
+from tests.factories import Db
 
 REPOSITORY_MODULES = (
     "cafleet.broker.assets",

@@ -25,7 +25,8 @@ from cafleet.broker.members import _insert_member
 from cafleet.db import tx
 from cafleet.db.engine import close_connection
 from cafleet.records import PlacementSpec, member_card
-from tests.broker_helpers import add_member, make_fleet, raw_connect, table_counts, ts
+from tests.broker_helpers import raw_connect, table_counts, ts
+from tests.factories import add_member, make_fleet
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from cafleet.broker.errors import (
     RecipientNotFound,
     SenderNotActive,
 )
-from tests.broker_helpers import add_member, make_fleet, raw_connect, table_counts, ts
+from tests.broker_helpers import raw_connect, table_counts, ts
+from tests.factories import add_member, make_fleet
 
 _ROW = (
     "SELECT owner_member_id, from_member_id, to_member_id, type, created_at, status_state, "

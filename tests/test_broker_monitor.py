@@ -13,7 +13,8 @@ from sqlalchemy import Connection
 from cafleet import broker
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.records import AssetInstall, MonitorRuntime
-from tests.broker_helpers import make_fleet, raw_connect, ts
+from tests.broker_helpers import raw_connect, ts
+from tests.factories import make_fleet
 
 ALWAYS_LIVE = lambda row, now: True  # noqa: E731
 NEVER_LIVE = lambda row, now: False  # noqa: E731

@@ -8,7 +8,8 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from cafleet import broker
-from tests.broker_helpers import add_member, make_fleet, raw_connect, ts
+from tests.broker_helpers import raw_connect, ts
+from tests.factories import add_member, make_fleet
 
 _INSERT = (
     "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "

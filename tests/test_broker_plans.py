@@ -20,7 +20,8 @@ from sqlalchemy import Connection, event
 from cafleet import broker
 from cafleet.db.engine import close_connection
 from cafleet.db.migrate import run_setup
-from tests.broker_helpers import add_member, make_fleet, raw_connect
+from tests.broker_helpers import raw_connect
+from tests.factories import add_member, make_fleet
 
 HEAVY_ROWS = 100_000
 
@@ -205,6 +206,30 @@ def test_next_pending_notification_searches_pending_index(
         assert any("idx_members_fleet_status" in line for line in lines), lines
 
 
+@pytest.mark.parametrize("scope", ["fleet", "members"])
+def test_oldest_pending_by_recipient_searches_pending_index_once_per_member(
+    plans_db: Plans, scope: str
+) -> None:
+    """Issue 8: a fleet drain's one selection; a correlated search of the pending index per
+    member, each member's row fetched by primary key."""
+    kwargs: dict[str, Any] = (
+        {"fleet_id": plans_db.fleet}
+        if scope == "fleet"
+        else {"recipient_ids": [plans_db.heavy, plans_db.light]}
+    )
+    lines = plans_of(
+        plans_db,
+        lambda: broker.oldest_pending_by_recipient(plans_db.conn, exclude=(1, 2), **kwargs),
+    )
+    assert_index_search(lines, "idx_messages_pending_notification")
+    assert any("CORRELATED SCALAR SUBQUERY" in line for line in lines), lines
+    heads = broker.oldest_pending_by_recipient(plans_db.conn, **kwargs)
+    assert {h.recipient.member_id for h in heads} == {plans_db.heavy, plans_db.light}
+    for head in heads:
+        one = broker.next_pending_notification(plans_db.conn, recipient_id=head.recipient.member_id)
+        assert one is not None and one.message.message_id == head.message.message_id
+
+
 def test_pending_selection_returns_the_oldest_pending_row_of_the_heavy_member(
     plans_db: Plans,
 ) -> None:
@@ -238,13 +263,17 @@ def vm_steps(path: Path, statement: str, parameters: Any) -> int:
     return steps[0]
 
 
-@pytest.mark.parametrize("which", ["roster", "pending_by_recipient"])
+@pytest.mark.parametrize("which", ["roster", "pending_by_recipient", "pending_heads"])
 def test_cost_does_not_follow_history(plans_db: Plans, which: str) -> None:
     """The heavy member's 100,000 rows are not walked: a full walk of any messages index costs
     millions of VM instructions, these statements a few thousand."""
     call: Callable[[], object]
     if which == "roster":
         call = lambda: broker.member_roster(plans_db.conn, fleet_id=plans_db.fleet)  # noqa: E731
+    elif which == "pending_heads":
+        call = lambda: broker.oldest_pending_by_recipient(  # noqa: E731
+            plans_db.conn, fleet_id=plans_db.fleet
+        )
     else:
         call = lambda: broker.next_pending_notification(  # noqa: E731
             plans_db.conn, recipient_id=plans_db.heavy

@@ -10,8 +10,6 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import (
-    Db,
-    FakePane,
     assert_unchanged,
     call_main,
     hold_flock,
@@ -23,6 +21,7 @@ from tests.cli_helpers import (
     start_cli,
 )
 from tests.delivery_helpers import holds_open
+from tests.factories import Db, FakePane
 from tests.harness.util import retry_until
 
 T0 = datetime(2026, 11, 28, 9, 0, 0, tzinfo=UTC)

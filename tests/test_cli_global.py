@@ -15,13 +15,13 @@ import cafleet
 from cafleet.cli.app import LOOP_COMMAND_NAME, cli
 from tests.cli_helpers import (
     FORBIDDEN_ALWAYS,
-    Db,
     assert_unchanged,
     call_main,
     imported_after,
     run_cli,
     snapshot,
 )
+from tests.factories import Db
 
 
 def walk(
@@ -256,7 +256,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 9  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 10  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -384,7 +384,7 @@ def test_usage_error_precedes_the_guard(db_path: Path) -> None:
 
 
 def test_unknown_later_wave_commands_are_usage_errors() -> None:
-    for argv in (["server"], ["member", "exec", "1"], ["version"]):
+    for argv in (["member", "exec", "1"], ["version"]):
         assert call_main(argv)[0] == 2
 
 

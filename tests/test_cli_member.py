@@ -7,16 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cafleet.db.timefmt import utcnow
-from tests.cli_helpers import (
-    Db,
-    FakePane,
-    assert_unchanged,
-    call_main,
-    run_cli,
-    snapshot,
-    sql,
-    stamp,
-)
+from tests.cli_helpers import assert_unchanged, call_main, run_cli, snapshot, sql, stamp
+from tests.factories import Db, FakePane
 
 T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 T2 = T1 + timedelta(minutes=1)

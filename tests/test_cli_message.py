@@ -15,7 +15,6 @@ import pytest
 
 from tests.cli_helpers import (
     REPO_ROOT,
-    Db,
     assert_unchanged,
     call_main,
     cli_env,
@@ -28,6 +27,7 @@ from tests.cli_helpers import (
     start_cli,
 )
 from tests.delivery_helpers import holds_open
+from tests.factories import Db
 from tests.harness.util import retry_until
 
 T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from cafleet import output
-from tests.cli_helpers import MEMBER_KEYS, MESSAGE_KEYS, PLACEMENT_KEYS, Db, call_main, run_cli
+from tests.cli_helpers import MEMBER_KEYS, MESSAGE_KEYS, PLACEMENT_KEYS, call_main, run_cli
+from tests.factories import Db
 
 ROSTER_KEYS = [
     "member_id",

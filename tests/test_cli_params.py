@@ -9,7 +9,8 @@ import click
 import pytest
 
 from cafleet.cli import params
-from tests.cli_helpers import Db, run_cli
+from tests.cli_helpers import run_cli
+from tests.factories import Db
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,6 @@ from __future__ import annotations
 import pytest
 
 from tests.delivery_helpers import (
-    build_world,
-    connect,
     expected_line,
     message_row,
     notified_at,
@@ -17,6 +15,7 @@ from tests.delivery_helpers import (
     sql_write,
     typed_ids,
 )
+from tests.factories import build_world, connect
 from tests.harness import util
 
 pytestmark = pytest.mark.tmux

@@ -17,7 +17,6 @@ import pytest
 
 from tests.cli_helpers import call_run
 from tests.delivery_helpers import (
-    build_world,
     expected_line,
     holds_open,
     message_row,
@@ -30,6 +29,7 @@ from tests.delivery_helpers import (
     typed_ids,
     warning,
 )
+from tests.factories import build_world
 from tests.harness import util
 from tests.test_delivery_send import occupy_loop_slot, send
 

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import MEMBER_KEYS, PLACEMENT_KEYS
+from tests.cli_helpers import MEMBER_KEYS, PLACEMENT_KEYS, snapshot
 from tests.fleet_helpers import (
     create_fleet,
-    file_state,
     inproc,
     log_lines,
     log_path,
@@ -153,7 +152,7 @@ def test_fleet_create_json_from_inside_the_director_pane(tmux_db: TmuxHarness) -
 
 def test_fleet_create_outside_tmux_writes_nothing(tmux_db: TmuxHarness) -> None:
     h = tmux_db
-    before, panes = file_state(h), h.live_panes()
+    before, panes = snapshot(h.db_path), h.live_panes()
     result = inproc("fleet", "create", "--name", "x", "--coding-agent", "claude")
     assert result.returncode == 1
     assert result.stderr == (
@@ -166,13 +165,13 @@ def test_fleet_create_outside_tmux_writes_nothing(tmux_db: TmuxHarness) -> None:
     )
     assert result.returncode == 1
     assert result.stderr.rstrip("\n").endswith("not inside a tmux pane (TMUX_PANE is not set)")
-    assert file_state(h) == before and h.live_panes() == panes
+    assert snapshot(h.db_path) == before and h.live_panes() == panes
     assert not any(c["command"] == "split-window" for c in h.shim_calls())
 
 
 def test_fleet_create_bad_input(tmux_db: TmuxHarness, tmp_path: Path) -> None:
     h = tmux_db
-    before, panes = file_state(h), h.live_panes()
+    before, panes = snapshot(h.db_path), h.live_panes()
     base = ["fleet", "create"]
 
     def run(*args: str, **kw: object) -> tuple[int, str]:
@@ -259,7 +258,7 @@ def test_fleet_create_bad_input(tmux_db: TmuxHarness, tmp_path: Path) -> None:
     code, err = run("--name", "x", "--coding-agent", "codex", env={"PATH": no_fakes})
     assert (code, err) == (1, "Error: binary codex not found on PATH\n")
 
-    assert file_state(h) == before and h.live_panes() == panes
+    assert snapshot(h.db_path) == before and h.live_panes() == panes
     assert not any(c["command"] == "split-window" for c in h.shim_calls())
 
 
@@ -348,7 +347,7 @@ def _blocked_reading_stdin(pid: int) -> bool:
 
 def test_sigint_while_validating_writes_nothing(tmux_db: TmuxHarness) -> None:
     h = tmux_db
-    before, panes = file_state(h), h.live_panes()
+    before, panes = snapshot(h.db_path), h.live_panes()
     proc = h.popen_cli(
         "fleet",
         "create",
@@ -365,4 +364,4 @@ def test_sigint_while_validating_writes_nothing(tmux_db: TmuxHarness) -> None:
     out, err = proc.communicate(input="prompt for {member_id}\n", timeout=30)
     assert proc.returncode == 130, err
     assert out == "" and "Traceback" not in err and "Aborted!" not in err
-    assert file_state(h) == before and h.live_panes() == panes
+    assert snapshot(h.db_path) == before and h.live_panes() == panes

@@ -17,11 +17,11 @@ import pytest
 
 from tests.cli_helpers import MEMBER_KEYS
 from tests.delivery_helpers import holds_open
+from tests.factories import connect
 from tests.fleet_helpers import (
     FleetIds,
     create_fleet,
     create_member,
-    db,
     inproc,
     ok,
     popen_paused_at,
@@ -71,7 +71,7 @@ def _register_without_pane(h: TmuxHarness, fleet_id: int, name: str, *, pending:
     from cafleet.broker.members import register_member
     from cafleet.records import PlacementSpec
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         member = register_member(
             conn,
             fleet_id=fleet_id,
@@ -436,7 +436,7 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     h = tmux_db
     a, pane_a = create_member(h, fleet.fleet_id, "alpha")
     b, pane_b = create_member(h, fleet.fleet_id, "beta")
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         from cafleet.broker.messages import send_message
 
         send_message(conn, from_member_id=b, to_member_id=a, text="keep me")

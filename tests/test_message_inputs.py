@@ -12,16 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import MESSAGE_KEYS
-from tests.delivery_helpers import (
-    build_world,
-    call,
-    connect,
-    file_state,
-    message_row,
-    rows,
-    warning,
-)
+from tests.cli_helpers import MESSAGE_KEYS, snapshot
+from tests.delivery_helpers import call, message_row, rows, warning
+from tests.factories import build_world, connect
 
 
 @pytest.fixture
@@ -188,7 +181,7 @@ def test_broadcast_with_zero_and_one_recipient(head_db: Path) -> None:
 def refused(
     world, head_db: Path, argv: list[str], code: int, message: str, stdin: bytes = b""
 ) -> None:
-    before = file_state(head_db)
+    before = snapshot(head_db)
     r = call(*argv, stdin=stdin)
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     assert r.stdout == ""
@@ -196,7 +189,7 @@ def refused(
         assert r.stderr == f"Error: {message}\n"
     else:
         assert r.stderr.rstrip("\n").endswith(f"Error: {message}"), r.stderr
-    assert file_state(head_db) == before
+    assert snapshot(head_db) == before
 
 
 def test_inline_body_refusals(world, head_db: Path) -> None:
@@ -405,7 +398,7 @@ def test_member_refusals(world, head_db: Path) -> None:
 @pytest.mark.parametrize("bad", ["0", "-1", "9223372036854775808", "abc", "1.5"])
 def test_ids_out_of_range_exit_2(world, head_db: Path, bad: str) -> None:
     b = str(world.members["bob"])
-    before = file_state(head_db)
+    before = snapshot(head_db)
     for argv in (
         ["message", "send", "--from-member-id", bad, "--to-member-id", b, "x"],
         ["message", "send", "--from-member-id", b, "--to-member-id", bad, "x"],
@@ -416,7 +409,7 @@ def test_ids_out_of_range_exit_2(world, head_db: Path, bad: str) -> None:
         r = call(*argv)
         assert r.returncode == 2, (argv, r.stdout, r.stderr)
         assert r.stdout == ""
-    assert file_state(head_db) == before
+    assert snapshot(head_db) == before
 
 
 def test_role_options_only_where_documented(world) -> None:

@@ -16,23 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import MESSAGE_KEYS
+from tests.cli_helpers import MESSAGE_KEYS, TYPING_MODULES, imported_after, snapshot
 from tests.delivery_helpers import (
     LineReader,
-    build_world,
     call,
     cli,
-    connect,
     expected_line,
-    file_state,
     holds_open,
-    imports_after,
     lock_files,
     notified_at,
     popen,
     record_of,
     sent_id,
 )
+from tests.factories import build_world, connect
 from tests.harness import util
 
 
@@ -98,14 +95,14 @@ def test_wait_returns_at_once_exactly_like_poll(world, head_db: Path) -> None:
 
 def test_wait_timeout_prints_the_empty_result(world, head_db: Path) -> None:
     a = world.members["alice"]
-    before = file_state(head_db)
+    before = snapshot(head_db)
     t0 = time.monotonic()
     r = call("message", "wait", str(a), "--timeout", "0.5")
     assert time.monotonic() - t0 >= 0.5
     assert (r.returncode, r.stdout, r.stderr) == (0, "No messages found.\n", "")
     r = call("message", "wait", str(a), "--timeout", "0", "--json")
     assert (r.returncode, r.stdout, r.stderr) == (0, "[]\n", "")
-    assert file_state(head_db) == before
+    assert snapshot(head_db) == before
     for bad in ("-1", "90000", "abc", "nan", "inf"):
         r = call("message", "wait", str(a), "--timeout", bad)
         assert r.returncode == 2, (bad, r.stderr)
@@ -237,14 +234,14 @@ def test_stream_timeout_zero_writes_nothing_and_touches_no_tmux(world, head_db: 
     a, b = world.members["alice"], world.members["bob"]
     with connect(head_db) as conn:
         first = put(conn, b, a, "pending notification, never stamped by a stream")
-    before, locks_before = file_state(head_db), lock_files(head_db)
+    before, locks_before = snapshot(head_db), lock_files(head_db)
     r = cli("message", "stream", str(a), "--timeout", "0")
     assert r.returncode == 0 and r.stderr == ""
     assert [json.loads(x)["message_id"] for x in r.stdout.splitlines()] == [first]
-    assert file_state(head_db) == before
+    assert snapshot(head_db) == before
     assert lock_files(head_db) == locks_before
-    report = imports_after("message", "stream", str(a), "--timeout", "0")
-    assert report == {"code": 0, "modules": []}
+    code, found = imported_after(["message", "stream", str(a), "--timeout", "0"], TYPING_MODULES)
+    assert (code, found) == (0, [])
     assert notified_at(head_db, first) is None
 
 
@@ -457,7 +454,7 @@ def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> Non
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        before = file_state(head_db)
+        before = snapshot(head_db)
         poll = cli("message", "poll", str(b))
         assert poll.returncode == 0  # readers never wait for the writer lock
         t0 = time.monotonic()
@@ -465,7 +462,7 @@ def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> Non
         elapsed = time.monotonic() - t0
         assert (r.returncode, r.stdout, r.stderr) == (1, "", "Error: database is locked\n")
         assert elapsed >= 5.0
-        assert file_state(head_db) == before
+        assert snapshot(head_db) == before
     finally:
         holder.kill()
         holder.wait(10)

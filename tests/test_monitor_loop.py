@@ -12,13 +12,13 @@ import time
 
 import pytest
 
+from tests.factories import connect
 from tests.fleet_helpers import (
     START_RE,
     TS,
     FleetIds,
     create_fleet,
     create_member,
-    db,
     inproc,
     ok,
     parse_ts,
@@ -61,7 +61,7 @@ def _register(h: TmuxHarness, fleet_id: int, name: str, agent: str = "codex") ->
     from cafleet.broker.members import register_member
     from cafleet.records import PlacementSpec
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         return register_member(
             conn,
             fleet_id=fleet_id,
@@ -76,14 +76,14 @@ def _register(h: TmuxHarness, fleet_id: int, name: str, agent: str = "codex") ->
 def _send(h: TmuxHarness, sender: int, to: int, text: str = "hi") -> int:
     from cafleet.broker.messages import send_message
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         return send_message(conn, from_member_id=sender, to_member_id=to, text=text).message_id
 
 
 def _request_wake(h: TmuxHarness, fleet_id: int) -> None:
     from cafleet.broker.monitor import request_monitor_wake
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         request_monitor_wake(conn, fleet_id=fleet_id)
 
 
@@ -313,14 +313,14 @@ def test_wake_roster_counts_and_sanitised_names(tmux_db: TmuxHarness, fleet: Fle
     notified = _send(h, a, b)
     from cafleet.broker.notifications import stamp_notified
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         stamp_notified(conn, message_id=notified)
     _send(h, b, c)
     _send(h, c, d)
     acked = _send(h, c, d)
     from cafleet.broker.messages import ack_message
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         ack_message(conn, message_id=acked)
     _send(h, d, fleet.monitor_id)  # the monitor's own inbox is not in the line
 
@@ -394,11 +394,11 @@ def test_restart_keeps_the_cadence_and_precedence(tmux_db: TmuxHarness, fleet: F
 
     from cafleet.broker.monitor import set_wake_interval
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         set_wake_interval(conn, fleet_id=f, seconds=9)
     sql_write(h, "UPDATE monitor_runtime SET tick_seconds = 3")
     assert interval_and_tick("--interval", "7", "--tick", "2") == ("7", "2")  # flags win
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         set_wake_interval(conn, fleet_id=f, seconds=9)
     sql_write(h, "UPDATE monitor_runtime SET tick_seconds = 3")
     env4 = {"CAFLEET_MONITOR_WAKE_INTERVAL": "4"}
@@ -412,11 +412,11 @@ def test_null_interval_resolves_to_the_environment(tmux_db: TmuxHarness, fleet: 
     f = fleet.fleet_id
     from cafleet.broker.monitor import set_wake_interval
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         set_wake_interval(conn, fleet_id=f, seconds=None)
     loop = start_loop(h, f, "--tick", "1", env={"CAFLEET_MONITOR_WAKE_INTERVAL": "2"})
     assert START_RE.match(loop.lines()[0]).group(3) == "2"  # type: ignore[union-attr]
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         set_wake_interval(conn, fleet_id=f, seconds=None)
     assert runtime_row(h, f)["wake_interval_seconds"] is None  # type: ignore[index]
     decided = _wake_decisions(h, f, fleet.monitor_pane, 3)

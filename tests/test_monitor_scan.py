@@ -9,7 +9,8 @@ import sqlite3
 
 import pytest
 
-from tests.fleet_helpers import TS, create_fleet, create_member, db, inproc, ok, stop_loop
+from tests.factories import connect
+from tests.fleet_helpers import TS, create_fleet, create_member, inproc, ok, stop_loop
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_print, start_record
 
@@ -26,7 +27,7 @@ def test_monitor_scan(tmux_db: TmuxHarness) -> None:
     from cafleet.broker.members import register_member
     from cafleet.records import PlacementSpec
 
-    with db(h) as conn:
+    with connect(h.db_path) as conn:
         pending = register_member(
             conn, fleet_id=f, name="pe\tnd", description="d", role="member",
             placement=PlacementSpec("fleet test", h.window_id, "opencode"), require_monitor=True,

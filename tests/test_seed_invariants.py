@@ -21,15 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import call_main
-from tests.delivery_helpers import (
-    build_world,
-    connect,
-    expected_line,
-    message_row,
-    notified_at,
-    record_of,
-    warning,
-)
+from tests.delivery_helpers import expected_line, message_row, notified_at, record_of, warning
+from tests.factories import build_world, connect
 from tests.harness import util
 
 pytestmark = pytest.mark.tmux

@@ -21,7 +21,7 @@ from cafleet.db.migrate import run_setup
 from tests.storage_helpers import (
     TS,
     Templates,
-    assert_preserved,
+    assert_unchanged,
     companions,
     leave_wal_frames,
     query,
@@ -39,17 +39,17 @@ def refuse_everywhere(db: Path, expected: str) -> Diagnosis:
     with pytest.raises(GuardRefused) as guard:
         open_validated_connection(str(db))
     assert str(guard.value) == expected
-    assert_preserved(before, db)
+    assert_unchanged(before, db)
 
     with pytest.raises(SetupFailed) as setup:
         run_setup(str(db))
     assert str(setup.value) == expected
-    assert_preserved(before, db)
+    assert_unchanged(before, db)
 
     d = diagnose_path(str(db), for_doctor=True)
     assert guard_text(d) == expected
     assert not d.ok
-    assert_preserved(before, db)
+    assert_unchanged(before, db)
     return d
 
 
@@ -101,9 +101,9 @@ def test_missing(db_path: Path, build: Callable[[Path], None] | None) -> None:
     with pytest.raises(GuardRefused) as e:
         open_validated_connection(str(db_path))
     assert str(e.value) == "no cafleet database; run 'cafleet setup'"
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     d = diagnose_path(str(db_path), for_doctor=True)
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert doctor_json(d) == {
         "ok": False,
         "path": str(db_path),
@@ -147,7 +147,7 @@ def test_current(db_path: Path, templates: Templates) -> None:
     before = snapshot(db_path)
     conn = open_validated_connection(str(db_path))
     close_connection(conn)
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     d = diagnose_path(str(db_path), for_doctor=True)
     assert guard_text(d) is None
     assert doctor_json(d) == {
@@ -158,7 +158,7 @@ def test_current(db_path: Path, templates: Templates) -> None:
         "head_version": 2,
         "error": None,
     }
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 # --- §9.23 behind ------------------------------------------------------------------------------
@@ -172,9 +172,9 @@ def test_behind(db_path: Path, templates: Templates) -> None:
     with pytest.raises(GuardRefused) as e:
         open_validated_connection(str(db_path))
     assert str(e.value) == text
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     d = diagnose_path(str(db_path), for_doctor=True)
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert doctor_json(d) == {
         "ok": False,
         "path": str(db_path),
@@ -533,11 +533,11 @@ def test_auxiliary_objects_keep_a_head_file_current(db_path: Path, templates: Te
     before = snapshot(db_path)
     conn = open_validated_connection(str(db_path))
     close_connection(conn)
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert run_setup(str(db_path)) == "Already at head (2); nothing to do."
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert diagnose_path(str(db_path), for_doctor=True).state == "current"
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 # --- §9.30 unreadable --------------------------------------------------------------------------
@@ -627,7 +627,7 @@ def test_doctor_on_current_file_with_wal_frames_keeps_p_and_wal(
     before = snapshot(db_path)
     d = diagnose_path(str(db_path), for_doctor=True)
     assert d.state == "current"
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert companions(db_path) == ["-wal", "-shm"]
 
 

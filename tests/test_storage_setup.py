@@ -23,7 +23,7 @@ from tests.storage_helpers import (
     TS,
     TS2,
     Templates,
-    assert_preserved,
+    assert_unchanged,
     card,
     companions,
     dump,
@@ -83,7 +83,7 @@ def test_rerun_is_a_no_op(db_path: Path) -> None:
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
     assert run_setup(str(db_path)) == "Already at head (2); nothing to do."
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
 
@@ -172,7 +172,7 @@ def test_duplicate_monitors_refuse_then_recover(db_path: Path, templates: Templa
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db_path))
     assert str(e.value) == DUPLICATE_TEXT
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
     assert ledger(db_path) == [("0001",)]
 
     # Manual recovery (b) of storage.md §3.3
@@ -251,7 +251,7 @@ def test_index_failure_backstop_maps_to_the_duplicate_text(
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db_path))
     assert str(e.value) == DUPLICATE_TEXT
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 def test_malformed_card_refusal(db_path: Path, templates: Templates) -> None:
@@ -267,7 +267,7 @@ def test_malformed_card_refusal(db_path: Path, templates: Templates) -> None:
         "active members with malformed member_card_json prevent migration: members 4, 9; "
         "repair or deregister them, then run 'cafleet setup' again"
     )
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 def test_existing_index_name_fails_without_duplicate_wording(
@@ -283,7 +283,7 @@ def test_existing_index_name_fails_without_duplicate_wording(
         "migration failed: index idx_members_one_active_monitor_per_fleet already exists; "
         f"{db_path} was left unchanged"
     )
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 def test_foreign_key_violation_fails_the_check(db_path: Path, templates: Templates) -> None:
@@ -300,7 +300,7 @@ def test_foreign_key_violation_fails_the_check(db_path: Path, templates: Templat
         "migration failed: foreign key check found 1 violation(s); first: member_placements "
         f"rowid 77 references missing members row; {db_path} was left unchanged"
     )
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 # --- §9.41 -------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def test_resulting_schema_mismatch_is_rolled_back(
         "migration failed: resulting schema does not match schema 2 (missing index "
         f"idx_messages_from_created); {db_path} was left unchanged"
     )
-    assert_preserved(before, db_path)
+    assert_unchanged(before, db_path)
 
 
 # --- §9.42 concurrent setups -------------------------------------------------------------------

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from cafleet.errors import CafleetError
 
-class AgentError(Exception):
+
+class AgentError(CafleetError):
     """Base of the agent errors; ``str()`` is the user-facing message."""
 
     def __init__(self, message: str) -> None:
@@ -53,9 +55,6 @@ class CodingAgent(Protocol):
     ) -> list[str]: ...
 
 
-AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "opencode")
-
-
 def _claude() -> CodingAgent:
     from cafleet.agents.claude import ClaudeAgent
 
@@ -79,6 +78,7 @@ _REGISTRY: dict[str, Callable[[], CodingAgent]] = {
     "codex": _codex,
     "opencode": _opencode,
 }
+AGENT_NAMES: tuple[str, ...] = tuple(_REGISTRY)  # the CLI's --coding-agent choices, in order
 
 
 def get_agent(name: str) -> CodingAgent:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.broker.fleets import (
         create_fleet,
         delete_fleet,
+        director_placement,
         fleet_placements,
         fleet_summary,
         get_fleet,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.broker.members import (
         deregister_member,
+        get_active_member,
         get_active_monitor,
         get_member,
         idle_seconds,
@@ -78,6 +80,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.broker.notifications import (
         next_pending_notification,
+        oldest_pending_by_recipient,
         recheck_pending,
         stamp_notified,
     )
@@ -88,11 +91,13 @@ _HOMES: dict[str, str] = {
     "record_asset_install": "assets",
     "create_fleet": "fleets",
     "delete_fleet": "fleets",
+    "director_placement": "fleets",
     "fleet_placements": "fleets",
     "fleet_summary": "fleets",
     "get_fleet": "fleets",
     "list_fleets": "fleets",
     "deregister_member": "members",
+    "get_active_member": "members",
     "get_active_monitor": "members",
     "get_member": "members",
     "idle_seconds": "members",
@@ -117,6 +122,7 @@ _HOMES: dict[str, str] = {
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
     "next_pending_notification": "notifications",
+    "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
 }
@@ -158,8 +164,10 @@ __all__ = [
     "create_fleet",
     "delete_fleet",
     "deregister_member",
+    "director_placement",
     "fleet_placements",
     "fleet_summary",
+    "get_active_member",
     "get_active_monitor",
     "get_fleet",
     "get_member",
@@ -172,6 +180,7 @@ __all__ = [
     "member_names",
     "member_roster",
     "next_pending_notification",
+    "oldest_pending_by_recipient",
     "pane_shared_with",
     "poll_inbox",
     "recheck_pending",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cafleet.db.errors import DatabaseBusy
+from cafleet.errors import CafleetError
 from cafleet.records import StorageIntegrityError
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-class BrokerError(Exception):
+class BrokerError(CafleetError):
     """Base class of the repository's errors."""
 
 

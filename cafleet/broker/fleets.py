@@ -84,6 +84,11 @@ _FLEET_CONCRETE_PLACEMENTS = text(
     "JOIN member_placements AS p ON p.member_id = m.member_id "
     "WHERE m.fleet_id = :fleet_id AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id"
 )
+_DIRECTOR_PLACEMENT = text(
+    f"SELECT f.fleet_id AS fleet_id, {_PLACEMENT_COLUMNS} FROM fleets AS f "
+    "LEFT JOIN member_placements AS p ON p.member_id = f.director_member_id "
+    "WHERE f.fleet_id = :fleet_id"
+)
 _DEREGISTER_FLEET_MEMBERS = text(
     "UPDATE members SET status = 'deregistered', deregistered_at = :now "
     "WHERE fleet_id = :fleet_id AND status = 'active'"
@@ -232,7 +237,7 @@ def delete_fleet(
             return 0
         tried: set[PaneKey] = set()
         for row in conn.execute(_FLEET_CONCRETE_PLACEMENTS, {"fleet_id": fleet_id}).mappings():
-            key: PaneKey = (row["backend"], row["mux_session"], row["mux_pane_id"])
+            key = PaneKey(row["backend"], row["mux_session"], row["mux_pane_id"])
             if key in locked_panes or key in tried:
                 continue
             tried.add(key)
@@ -283,9 +288,22 @@ def fleet_placements(
     return [placement_from_row(row) for row in rows]
 
 
+def director_placement(conn: Connection, fleet_id: int) -> Placement | None:
+    """The root Director's placement, pending included; None when the fleet has no Director or
+    the Director has no placement row. `FleetNotFound` when no fleet row exists."""
+    with tx.read(conn):
+        row = conn.execute(_DIRECTOR_PLACEMENT, {"fleet_id": fleet_id}).mappings().first()
+    if row is None:
+        raise FleetNotFound(fleet_id)
+    if row["member_id"] is None:
+        return None
+    return placement_from_row(row)
+
+
 __all__ = [
     "create_fleet",
     "delete_fleet",
+    "director_placement",
     "fleet_placements",
     "fleet_summary",
     "get_fleet",

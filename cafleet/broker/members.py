@@ -273,6 +273,14 @@ def get_member(conn: Connection, member_id: int) -> Member:
     return member_from_row(row)
 
 
+def get_active_member(conn: Connection, member_id: int) -> Member:
+    """`get_member` for an active member: `MemberNotFound` for an unknown or deregistered id."""
+    member = get_member(conn, member_id)
+    if not member.is_active:
+        raise MemberNotFound(member_id)
+    return member
+
+
 def get_active_monitor(conn: Connection, fleet_id: int) -> Member | None:
     """The fleet's active monitor member (the index predicate, literally), or None."""
     with tx.read(conn):
@@ -386,6 +394,7 @@ def member_names(conn: Connection, ids: Iterable[int]) -> list[tuple[int, str]]:
 
 __all__ = [
     "deregister_member",
+    "get_active_member",
     "get_active_monitor",
     "get_member",
     "idle_seconds",

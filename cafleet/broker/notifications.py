@@ -8,11 +8,12 @@ concrete placement's pane key differs from the root Director's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, text
 
 from cafleet.broker._common import member_columns, message_columns, stamp
 from cafleet.db import tx
@@ -28,15 +29,20 @@ RecheckResult = Literal["pending", "not_pending", "rebound"]
 # The partial index is usable only when the query repeats its predicate literally (a bound
 # parameter hides it), and left alone the planner prefers the wider owner indexes; hence the
 # literal predicate and INDEXED BY, which makes a predicate drift fail loudly at prepare time.
-_ELIGIBLE = (
-    f"{PENDING_NOTIFICATION_PREDICATE} "
-    "AND x.from_member_id <> x.owner_member_id "
-    "AND x.message_id NOT IN :exclude "
-    "AND m.status = 'active' AND f.deleted_at IS NULL "
+# Excluded ids travel as one JSON array (`json_each`): the statement text never changes with
+# their number, so it is prepared once, and thousands of ids cost one bound parameter.
+_NOT_EXCLUDED = "x.message_id NOT IN (SELECT value FROM json_each(:exclude))"
+_MEMBER_ELIGIBLE = (
+    "m.status = 'active' AND f.deleted_at IS NULL "
     "AND m.member_id IS NOT f.director_member_id "
     "AND p.mux_pane_id IS NOT NULL "
     "AND NOT (dp.mux_pane_id IS NOT NULL AND dp.backend = p.backend "
     "AND dp.mux_session = p.mux_session AND dp.mux_pane_id = p.mux_pane_id)"
+)
+_ELIGIBLE = (
+    f"{PENDING_NOTIFICATION_PREDICATE} "
+    "AND x.from_member_id <> x.owner_member_id "
+    f"AND {_NOT_EXCLUDED} AND {_MEMBER_ELIGIBLE}"
 )
 _COLUMNS = f"{message_columns('x', 'x_')}, s.name AS sender_name, {member_columns('m', 'f', 'p')}"
 _JOINS = (
@@ -52,7 +58,7 @@ _NEXT_FOR_RECIPIENT = text(
     f"JOIN members AS m ON m.member_id = x.owner_member_id {_JOINS} "
     f"WHERE x.owner_member_id = :recipient_id AND {_ELIGIBLE} "
     "ORDER BY x.created_at, x.message_id LIMIT 1"
-).bindparams(bindparam("exclude", expanding=True))
+)
 # By fleet: the fleet's active members (idx_members_fleet_status) drive one pending-index search
 # each (CROSS JOIN fixes that nesting order), then the rows found are sorted.
 _NEXT_FOR_FLEET = text(
@@ -61,14 +67,38 @@ _NEXT_FOR_FLEET = text(
     f"ON x.owner_member_id = m.member_id {_JOINS} "
     f"WHERE m.fleet_id = :fleet_id AND m.status = 'active' AND {_ELIGIBLE} "
     "ORDER BY x.created_at, x.message_id LIMIT 1"
-).bindparams(bindparam("exclude", expanding=True))
+)
 _NEXT_FOR_BOTH = text(
     f"SELECT {_COLUMNS} "
     "FROM messages AS x INDEXED BY idx_messages_pending_notification "
     f"JOIN members AS m ON m.member_id = x.owner_member_id {_JOINS} "
     f"WHERE x.owner_member_id = :recipient_id AND m.fleet_id = :fleet_id AND {_ELIGIBLE} "
     "ORDER BY x.created_at, x.message_id LIMIT 1"
-).bindparams(bindparam("exclude", expanding=True))
+)
+# Each eligible member's oldest pending message, in one statement: per member, one correlated
+# search of the pending index for its first row (the same range search as _NEXT_FOR_RECIPIENT),
+# then the message row by its primary key. The unqualified predicate binds to `y`, the innermost
+# `messages`, so the partial index applies.
+_HEAD_OF_MEMBER = (
+    "x.message_id = (SELECT y.message_id "
+    "FROM messages AS y INDEXED BY idx_messages_pending_notification "
+    f"WHERE y.owner_member_id = m.member_id AND {PENDING_NOTIFICATION_PREDICATE} "
+    "AND y.from_member_id <> y.owner_member_id "
+    "AND y.message_id NOT IN (SELECT value FROM json_each(:exclude)) "
+    "ORDER BY y.created_at, y.message_id LIMIT 1)"
+)
+_HEADS_FOR_FLEET = text(
+    f"SELECT {_COLUMNS} "
+    f"FROM members AS m CROSS JOIN messages AS x ON {_HEAD_OF_MEMBER} {_JOINS} "
+    f"WHERE m.fleet_id = :fleet_id AND {_MEMBER_ELIGIBLE} "
+    "ORDER BY x.created_at, x.message_id"
+)
+_HEADS_FOR_MEMBERS = text(
+    f"SELECT {_COLUMNS} "
+    f"FROM members AS m CROSS JOIN messages AS x ON {_HEAD_OF_MEMBER} {_JOINS} "
+    f"WHERE m.member_id IN (SELECT value FROM json_each(:members)) AND {_MEMBER_ELIGIBLE} "
+    "ORDER BY x.created_at, x.message_id"
+)
 
 _RECHECK = text(
     "SELECT x.type AS type, x.status_state AS status_state, x.notified_at AS notified_at, "
@@ -97,7 +127,7 @@ def next_pending_notification(
 ) -> PendingNotification | None:
     """The oldest pending message (`created_at, message_id`) of one recipient or one fleet,
     skipping the ids in `exclude`; None when there is none."""
-    params: dict[str, Any] = {"exclude": sorted(set(exclude))}
+    params: dict[str, Any] = {"exclude": _id_array(exclude)}
     if recipient_id is not None and fleet_id is not None:
         statement = _NEXT_FOR_BOTH
         params.update(recipient_id=recipient_id, fleet_id=fleet_id)
@@ -111,8 +141,39 @@ def next_pending_notification(
         raise TypeError("next_pending_notification needs fleet_id or recipient_id")
     with tx.read(conn):
         row = conn.execute(statement, params).mappings().first()
-    if row is None:
-        return None
+    return None if row is None else _pending_from_row(row)
+
+
+def oldest_pending_by_recipient(
+    conn: Connection,
+    *,
+    fleet_id: int | None = None,
+    recipient_ids: Iterable[int] | None = None,
+    exclude: Iterable[int] = (),
+) -> list[PendingNotification]:
+    """Each recipient's oldest pending message (`created_at, message_id`), skipping the ids in
+    `exclude`: one row per recipient of `fleet_id`, or of `recipient_ids`, that has one, oldest
+    first. One statement whose cost follows the recipients, not their messages."""
+    params: dict[str, Any] = {"exclude": _id_array(exclude)}
+    if fleet_id is not None and recipient_ids is None:
+        statement = _HEADS_FOR_FLEET
+        params["fleet_id"] = fleet_id
+    elif recipient_ids is not None and fleet_id is None:
+        statement = _HEADS_FOR_MEMBERS
+        params["members"] = _id_array(recipient_ids)
+    else:
+        raise TypeError("oldest_pending_by_recipient needs fleet_id or recipient_ids")
+    with tx.read(conn):
+        rows = conn.execute(statement, params).mappings().all()
+    return [_pending_from_row(row) for row in rows]
+
+
+def _id_array(ids: Iterable[int]) -> str:
+    """Integer ids as the JSON array `json_each` reads (validated as integers first)."""
+    return json.dumps(sorted({int(i) for i in ids}))
+
+
+def _pending_from_row(row: Any) -> PendingNotification:
     recipient = member_from_row(row)
     assert recipient.placement is not None
     return PendingNotification(
@@ -125,9 +186,8 @@ def next_pending_notification(
 
 def recheck_pending(conn: Connection, *, message_id: int, pane_key: Sequence[str]) -> RecheckResult:
     """Under the pane lock: `pending` when the predicate still holds and the recipient's
-    placement key still equals `pane_key` (a `(backend, session, pane_id)` sequence or the mux
-    layer's `PaneKey`); `rebound` when it holds with another key;
-    `not_pending` otherwise."""
+    placement key still equals `pane_key` (a `PaneKey` or any `(backend, session, pane_id)`
+    sequence); `rebound` when it holds with another key; `not_pending` otherwise."""
     with tx.read(conn):
         row = conn.execute(_RECHECK, {"message_id": message_id}).mappings().first()
     if row is None:
@@ -147,17 +207,9 @@ def recheck_pending(conn: Connection, *, message_id: int, pane_key: Sequence[str
     director_key = (row["d_backend"], row["d_mux_session"], row["d_mux_pane_id"])
     if director_key[2] is not None and key == director_key:
         return "not_pending"
-    if key != _key_tuple(pane_key):
+    if key != tuple(pane_key):
         return "rebound"
     return "pending"
-
-
-def _key_tuple(pane_key: Any) -> tuple[str, str, str]:
-    """Accept a `(backend, session, pane_id)` sequence or the mux layer's `PaneKey` object."""
-    if hasattr(pane_key, "backend"):
-        return (pane_key.backend, pane_key.session, pane_key.pane_id)
-    backend, session, pane_id = pane_key
-    return (backend, session, pane_id)
 
 
 def stamp_notified(conn: Connection, *, message_id: int, now: datetime | None = None) -> bool:
@@ -168,4 +220,9 @@ def stamp_notified(conn: Connection, *, message_id: int, now: datetime | None = 
         return conn.execute(_STAMP, {"now": ts, "message_id": message_id}).rowcount == 1
 
 
-__all__ = ["next_pending_notification", "recheck_pending", "stamp_notified"]
+__all__ = [
+    "next_pending_notification",
+    "oldest_pending_by_recipient",
+    "recheck_pending",
+    "stamp_notified",
+]

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "run", "error_text", "signal_stop_is_clean"]
+__all__ = ["main", "run", "signal_stop_is_clean"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -56,6 +56,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _invoke(args: list[str]) -> int:
     import click
 
+    from cafleet.errors import error_text
     from cafleet.output import BrokenStdout, OutputFailed, err
     from cafleet.signals import Interrupted
 
@@ -98,15 +99,6 @@ def _show_usage_error(exc: object) -> None:
 
     with contextlib.suppress(OSError, BrokenStdout):
         exc.show()  # type: ignore[attr-defined]
-
-
-def error_text(exc: BaseException) -> str:
-    """An exception's user-facing text; SQLite errors as `str(exc.orig)` (storage.md §4.2)."""
-    orig = getattr(exc, "orig", None)
-    text = str(orig) if isinstance(orig, BaseException) else str(exc)
-    if not text:
-        text = type(exc).__name__
-    return text
 
 
 def _final_flush(code: int) -> int:

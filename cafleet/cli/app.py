@@ -26,7 +26,7 @@ from __future__ import annotations
 import errno
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -41,7 +41,10 @@ CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 LOOP_COMMAND_NAME = "__monitor_loop__"
 
 
-def _no_epipe(call: Callable[[], Any]) -> Any:
+_T = TypeVar("_T")
+
+
+def _no_epipe(call: Callable[[], _T]) -> _T:
     """Click's main turns an EPIPE OSError into its own exit; raise ours instead (exit 141)."""
     try:
         return call()
@@ -89,7 +92,7 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor")
+ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor", "server")
 
 
 class RootGroup(CafleetGroup):
@@ -138,7 +141,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
     help=ROOT_HELP,
     context_settings=CONTEXT_SETTINGS,
     invoke_without_command=True,
-    command_modules={"setup": "cafleet.cli.setup_cmd", "doctor": "cafleet.cli.doctor"},
+    command_modules={
+        "setup": "cafleet.cli.setup_cmd",
+        "doctor": "cafleet.cli.doctor",
+        "server": "cafleet.cli.server_cmd",
+    },
 )
 @click.option(
     "--version",

@@ -13,16 +13,16 @@ closed when the root context closes. Nothing here imports the storage layer at m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+
+from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
     from cafleet.config import Settings
-
-_USER_FACING_MODULES = ("cafleet.",)
 
 
 class Invocation:
@@ -117,24 +117,22 @@ def invocation() -> Invocation:
 def is_user_facing(exc: BaseException) -> bool:
     """cafleet's own exceptions carry user-facing text as their str() (storage.md §7.9,
     runtime.md §1.1, cli.md §1.4)."""
-    return any(cls.__module__.startswith(_USER_FACING_MODULES) for cls in type(exc).__mro__[:-1])
+    return isinstance(exc, CafleetError)
 
 
 def to_click_error(exc: BaseException) -> click.ClickException:
     """`Error: <message>`, exit 1. SQLite errors are quoted as `str(exc.orig)`."""
     if isinstance(exc, click.ClickException):
         return exc
-    from cafleet.cli import error_text
-
     return click.ClickException(error_text(exc))
 
 
-def fail(message: str) -> Any:
+def fail(message: str) -> NoReturn:
     """Stop with `Error: <message>`, exit 1."""
     raise click.ClickException(message)
 
 
-def usage_error(message: str) -> Any:
+def usage_error(message: str) -> NoReturn:
     """Stop with Click's usage rendering (usage line, Try line, `Error: <message>`), exit 2."""
     raise click.UsageError(message, click.get_current_context(silent=True))
 

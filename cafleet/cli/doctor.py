@@ -69,8 +69,7 @@ def multiplexer_section() -> Section:
 
 def database_section(path: str | None, path_error: str | None) -> Section:
     """Resolve the path and run the read-only diagnosis (storage.md §5.4, §5.5)."""
-    from cafleet.cli.guard import guard_text
-    from cafleet.db.diagnosis import diagnose_path
+    from cafleet.db.diagnosis import diagnose_path, guard_text
     from cafleet.db.errors import StorageError
     from cafleet.db.shapes import HEAD_VERSION
 

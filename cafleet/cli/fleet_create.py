@@ -10,7 +10,7 @@ import click
 
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
-from cafleet.cli.params import AGENT_CHOICE, json_option, name_option, read_body_file
+from cafleet.cli.params import agent_choice, json_option, name_option, read_body_file
 from cafleet.output import member_dict, out, out_json
 
 
@@ -25,7 +25,7 @@ from cafleet.output import member_dict, out, out_json
 @name_option("Fleet name.")
 @click.option(
     "--coding-agent",
-    type=AGENT_CHOICE,
+    type=agent_choice(),
     required=True,
     help="The coding agent the calling (Director) pane runs; the monitor runs it too.",
 )

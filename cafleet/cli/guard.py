@@ -1,127 +1,18 @@
-"""The schema guard (cli.md §1.7, storage.md §5.4): renders a `Diagnosis` as the exact error.
+"""The schema guard's home is `cafleet.db.guard` (the WebUI server opens its connections through
+it too); the commands import it from here."""
 
-The guard diagnoses the very connection the command body then uses, so writes reach the
-diagnosed file. It never creates the file or its directory and never imports Alembic.
-"""
+from cafleet.db.guard import (
+    SCHEMA_VERSION_KEY,
+    GuardRefused,
+    guard_text,
+    open_validated_connection,
+    recheck_schema,
+)
 
-from __future__ import annotations
-
-import os
-import sqlite3
-
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-
-from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
-from cafleet.db.shapes import HEAD_REVISION
-
-SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
-
-
-class GuardRefused(Exception):
-    """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
-
-    def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:
-        self.text = text
-        self.diagnosis = diagnosis
-        super().__init__(text)
-
-
-def guard_text(d: Diagnosis) -> str | None:
-    """The exact refusal text for every class but `current` (None)."""
-    n = d.head_version
-    if d.state == "current":
-        return None
-    if d.state == "missing":
-        return "no cafleet database; run 'cafleet setup'"
-    if d.state == "behind":
-        return f"database schema is outdated (schema {d.schema_version}, head {n}); run 'cafleet setup'"
-    if d.state == "ahead":
-        return f"database schema {d.schema_version} is newer than this cafleet (head {n}); upgrade cafleet"
-    if d.state == "foreign":
-        return f"{d.path} is not a cafleet database ({d.reason}); cafleet will not use or modify it"
-    if d.state == "damaged":
-        m = "unknown" if d.schema_version is None else str(d.schema_version)
-        return (
-            f"{d.path} is damaged (schema {m}): {render_differences(d.differences)}; "
-            "cafleet will not use or modify it"
-        )
-    if d.state == "unreadable":
-        return f"cannot read database {d.path}: {d.reason}"
-    raise ValueError(f"unknown diagnosis state {d.state!r}")  # pragma: no cover
-
-
-def _unreadable(path: str, cause: str) -> Diagnosis:
-    return Diagnosis(
-        state="unreadable", path=path, revision=None, schema_version=None, reason=cause
-    )
-
-
-def open_validated_connection(path: str) -> Connection:
-    """Open the command's one connection and validate it (storage.md §4.4).
-
-    Absent `path`: refuses without opening anything (nothing is created). Otherwise opens the
-    file read-write, diagnoses on that connection and, for any class but `current`, closes it
-    with the guarded close (§5.5) and raises `GuardRefused`. On `current` the connection is
-    marked validated for `HEAD_REVISION` and returned.
-    """
-    from cafleet.db import tx
-    from cafleet.db.engine import close_connection, mark_validated, open_connection
-
-    if not os.path.exists(path):
-        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
-        raise GuardRefused(guard_text(d) or "", d)
-    try:
-        conn = open_connection(path, mode="rw", purpose="command")
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
-        raise GuardRefused(guard_text(d) or "", d) from None
-    except sqlite3.Error as e:
-        d = _unreadable(path, str(e))
-        raise GuardRefused(guard_text(d) or "", d) from None
-    try:
-        schema_version: int | None = None
-        try:
-            with tx.read(conn):
-                d = diagnose(path, conn)
-                if d.ok:
-                    schema_version = int(
-                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar()
-                    )
-        except DBAPIError as e:
-            d = _unreadable(path, str(e.orig))
-    except BaseException:
-        close_connection(conn, guarded=True)
-        raise
-    if not d.ok:
-        close_connection(conn, guarded=True)
-        raise GuardRefused(guard_text(d) or "", d)
-    mark_validated(conn, HEAD_REVISION)
-    conn.info[SCHEMA_VERSION_KEY] = schema_version
-    return conn
-
-
-def recheck_schema(conn: Connection) -> None:
-    """For long-running commands, once per cycle (cli.md §1.7, storage.md §4.4).
-
-    Compares `PRAGMA schema_version` with the value remembered at validation; when it changed,
-    re-diagnoses on the same connection and raises `GuardRefused` unless the file is still
-    `current`. A refused connection is marked `cafleet.refused`, and the invocation closes it
-    the guarded way (`cafleet.cli.context.Invocation.close`).
-    """
-    from cafleet.db import tx
-
-    path = conn.info["cafleet.path"]
-    try:
-        with tx.read(conn):
-            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar())
-            if now == conn.info.get(SCHEMA_VERSION_KEY):
-                return
-            d = diagnose(path, conn)
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
-    if d.ok and d.revision == conn.info.get("cafleet.revision"):
-        conn.info[SCHEMA_VERSION_KEY] = now
-        return
-    conn.info["cafleet.refused"] = True
-    raise GuardRefused(guard_text(d) or "", d)
+__all__ = [
+    "SCHEMA_VERSION_KEY",
+    "GuardRefused",
+    "guard_text",
+    "open_validated_connection",
+    "recheck_schema",
+]

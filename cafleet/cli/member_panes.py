@@ -14,7 +14,7 @@ import click
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import (
-    AGENT_CHOICE,
+    agent_choice,
     body_argument,
     check_body_choice,
     description_option,
@@ -46,7 +46,7 @@ LINES_RANGE = click.IntRange(1, 100000)
 @description_option("One-sentence purpose of the member.")
 @click.option(
     "--coding-agent",
-    type=AGENT_CHOICE,
+    type=agent_choice(),
     default=None,
     help="Coding agent to run (default: the root Director placement's agent).",
 )

@@ -39,7 +39,7 @@ from cafleet.output import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    pass
 
 
 MAX_TIMEOUT = 86400
@@ -66,18 +66,6 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
         callback=_timeout_callback,
         help=help,
     )
-
-
-def _check_schema(conn: Connection) -> None:
-    """cli.md §1.7: re-run the guard when `PRAGMA schema_version` changed; a file that is no
-    longer current stops the command with the guard's message (exit 1). The invocation then
-    closes the refused connection the guarded way (storage.md §5.5)."""
-    from cafleet.cli.guard import GuardRefused, recheck_schema
-
-    try:
-        recheck_schema(conn)
-    except GuardRefused as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 # --- send ----------------------------------------------------------------------------------------
@@ -181,9 +169,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     conn = inv.connection()
     from cafleet.workflows import inbox
 
-    shown = inbox.wait(
-        conn, inv.settings, member_id, timeout=timeout, warn=err, recheck_schema=_check_schema
-    )
+    shown = inbox.wait(conn, inv.settings, member_id, timeout=timeout, warn=err)
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
@@ -213,6 +199,6 @@ def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None
     conn = invocation().connection()
     from cafleet.workflows import inbox
 
-    for message in inbox.stream(conn, member_id, timeout=timeout, recheck_schema=_check_schema):
+    for message in inbox.stream(conn, member_id, timeout=timeout):
         out_json(message_dict(message))
         flush()

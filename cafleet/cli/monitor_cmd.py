@@ -8,7 +8,8 @@ import click
 from cafleet.cli.app import monitor_group, monitor_loop_command
 from cafleet.cli.context import fail, invocation
 from cafleet.cli.params import MAX_ID, id_argument, json_option
-from cafleet.output import out, out_json, sanitize_single_line
+from cafleet.output import out, out_json
+from cafleet.text import sanitize_single_line
 
 FLEET_ID_HELP = "Fleet ID."
 
@@ -54,7 +55,6 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
         )
     except LoopStartError as exc:
         fail(str(exc))
-        raise AssertionError("unreachable") from exc
     if code:
         ctx.exit(code)
 

@@ -19,10 +19,11 @@ from typing import Any, TypeVar
 
 import click
 
+from cafleet.text import BODY_LIMIT, check_inline_body
+
 MAX_ID = 9223372036854775807
 ID = click.IntRange(1, MAX_ID)
 
-BODY_LIMIT = 1_048_576
 NAME_LIMIT = 100
 DESCRIPTION_LIMIT = 2000
 
@@ -41,7 +42,13 @@ def id_option(flag: str, help: str, *, required: bool = True) -> Callable[[F], F
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Output in JSON format.")
 
-AGENT_CHOICE = click.Choice(["claude", "codex", "opencode"])
+
+def agent_choice() -> click.Choice[str]:
+    """`--coding-agent`'s choice, from the agents registry (imported only by the commands that
+    spawn, when they register)."""
+    from cafleet.agents import AGENT_NAMES
+
+    return click.Choice(AGENT_NAMES)
 
 
 # --- names and descriptions (cli.md §1.9) --------------------------------------------------------
@@ -142,23 +149,6 @@ def check_body_choice(text: str | None, file: str | None, arg: str = "TEXT") -> 
         )
     if text is None and file is None:
         raise click.UsageError(f"missing {arg} or --file", click.get_current_context(silent=True))
-
-
-def check_inline_body(text: str) -> str:
-    """The positional checks, first failure wins; raises ValueError with the exact message."""
-    try:
-        size = len(text.encode("utf-8", "surrogateescape"))
-    except UnicodeEncodeError:
-        size = len(text.encode("utf-8", "surrogatepass"))
-    if size > BODY_LIMIT:
-        raise ValueError(f"text is too long ({size} bytes; the limit is {BODY_LIMIT})")
-    if _has_surrogates(text):
-        raise ValueError("text is not valid UTF-8")
-    if "\x00" in text:
-        raise ValueError("text may not contain NUL characters")
-    if text.strip() == "":
-        raise ValueError("text may not be empty")
-    return text
 
 
 def read_body_file(path: str, flag: str = "--file") -> str:

@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from cafleet.db.engine import close_connection, open_connection, tx
+from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -29,10 +30,7 @@ from cafleet.db.shapes import (
     normalise_type,
 )
 
-APPLICATION_ID = 1128351288  # same literal as cafleet.db.schema.APPLICATION_ID
-
 State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
-REFUSAL_STATES = frozenset({"ahead", "foreign", "damaged", "unreadable"})
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -58,6 +56,31 @@ def render_differences(differences: tuple[str, ...] | list[str]) -> str:
     if len(differences) > 3:
         shown += "; …"
     return shown
+
+
+def guard_text(d: Diagnosis) -> str | None:
+    """The schema guard's exact refusal text for every class but `current` (None); `setup` and
+    `doctor` print the same text."""
+    n = d.head_version
+    if d.state == "current":
+        return None
+    if d.state == "missing":
+        return "no cafleet database; run 'cafleet setup'"
+    if d.state == "behind":
+        return f"database schema is outdated (schema {d.schema_version}, head {n}); run 'cafleet setup'"
+    if d.state == "ahead":
+        return f"database schema {d.schema_version} is newer than this cafleet (head {n}); upgrade cafleet"
+    if d.state == "foreign":
+        return f"{d.path} is not a cafleet database ({d.reason}); cafleet will not use or modify it"
+    if d.state == "damaged":
+        m = "unknown" if d.schema_version is None else str(d.schema_version)
+        return (
+            f"{d.path} is damaged (schema {m}): {render_differences(d.differences)}; "
+            "cafleet will not use or modify it"
+        )
+    if d.state == "unreadable":
+        return f"cannot read database {d.path}: {d.reason}"
+    raise ValueError(f"unknown diagnosis state {d.state!r}")  # pragma: no cover
 
 
 def _d(path: str, state: State, **kw: Any) -> Diagnosis:

@@ -17,12 +17,14 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from sqlalchemy import Connection, TextClause, create_engine, event, exc
 from sqlalchemy.pool import NullPool
 
+from cafleet.config import locks_dir
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
+from cafleet.errors import CafleetError
 
 Mode = Literal["rw", "rwc", "ro"]
 Purpose = Literal["command", "validated", "migration", "readonly"]
@@ -70,7 +72,7 @@ def _on_begin(conn: Connection) -> None:
         raise StorageUsageError("statement issued outside tx.read()/tx.write()")
     # Straight to the driver: BEGIN runs on every transaction, and SQLAlchemy's statement
     # machinery would cost more than SQLite itself (the benchmark's send rate shows it).
-    conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
+    _driver(conn).execute("BEGIN IMMEDIATE" if mode == "write" else "BEGIN")
 
 
 def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command") -> Connection:
@@ -98,11 +100,16 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
     return conn
 
 
+def _driver(conn: Connection) -> sqlite3.Connection:
+    """The pysqlite connection under `conn` (set for as long as `conn` is open)."""
+    return cast(sqlite3.Connection, conn.connection.driver_connection)
+
+
 def raw(conn: Connection) -> sqlite3.Connection:
     """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
     if conn.in_transaction():
         raise StorageUsageError("raw PRAGMA issued inside a transaction")
-    return conn.connection.driver_connection  # type: ignore[return-value]
+    return _driver(conn)
 
 
 def mark_validated(conn: Connection, revision: str) -> None:
@@ -113,7 +120,7 @@ def mark_validated(conn: Connection, revision: str) -> None:
 # --- the writer lock ---------------------------------------------------------------------------
 
 
-class _LockTimeout(Exception):
+class _LockTimeout(CafleetError):
     pass
 
 
@@ -171,7 +178,7 @@ def flock_with_timeout(fd: int, timeout: float) -> bool:
 
 
 def writer_lock_path(db_path: str) -> str:
-    return os.path.join(os.path.dirname(db_path), "locks", "db-write.lock")
+    return os.path.join(locks_dir(os.path.dirname(db_path)), "db-write.lock")
 
 
 def _writer_fd(conn: Connection) -> int:
@@ -184,11 +191,10 @@ def _writer_fd(conn: Connection) -> int:
 
 def _is_busy(error: BaseException) -> bool:
     """SQLite's busy errors, raw (`sqlite3.OperationalError`) or wrapped by SQLAlchemy."""
-    if isinstance(error, exc.OperationalError):
-        error = error.orig
-    if not isinstance(error, sqlite3.OperationalError):
+    cause = error.orig if isinstance(error, exc.OperationalError) else error
+    if not isinstance(cause, sqlite3.OperationalError):
         return False
-    return "database is locked" in str(error) or "database is busy" in str(error)
+    return "database is locked" in str(cause) or "database is busy" in str(cause)
 
 
 # --- transactions ------------------------------------------------------------------------------
@@ -260,9 +266,7 @@ def _recheck_ledger(conn: Connection) -> None:
     validated = conn.info.get("cafleet.revision")
     try:
         # Runs in every write transaction: straight to the driver, as BEGIN does.
-        rows = conn.connection.driver_connection.execute(
-            "SELECT version_num FROM alembic_version"
-        ).fetchall()
+        rows = _driver(conn).execute("SELECT version_num FROM alembic_version").fetchall()
     except sqlite3.Error:
         now = "unreadable"
     else:
@@ -290,7 +294,7 @@ def driver_execute(
     if not conn.info.get("cafleet.begin") or not conn.in_transaction():
         raise StorageUsageError("statement issued outside tx.read()/tx.write()")
     # fetchall() steps the statement to its end, so COMMIT never meets a statement in progress.
-    return conn.connection.driver_connection.execute(statement.text, params).fetchall()
+    return _driver(conn).execute(statement.text, params).fetchall()
 
 
 # --- closing -----------------------------------------------------------------------------------

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-
-def error_text(exc: BaseException) -> str:
-    """An SQLite error is quoted as ``str(exc.orig)`` (storage.md §4.2), anything else as str(),
-    or the exception's type name when that is empty."""
-    orig = getattr(exc, "orig", None)
-    if orig is not None:
-        return str(orig)
-    text = str(exc)
-    return text if text else type(exc).__name__
+from cafleet.errors import CafleetError
 
 
-class StorageError(Exception):
+class StorageError(CafleetError):
     """Base class of storage-layer errors."""
 
 

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 
 from cafleet import signals
+from cafleet.config import locks_dir
 from cafleet.db import engine
-from cafleet.db.diagnosis import Diagnosis, diagnose, render_differences
+from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection
@@ -81,7 +83,7 @@ def script_location() -> Path:
 
 
 def setup_lock_path(path: str) -> str:
-    return os.path.join(os.path.dirname(path), "locks", "setup.lock")
+    return os.path.join(locks_dir(os.path.dirname(path)), "setup.lock")
 
 
 def _take_setup_lock(path: str) -> int:
@@ -105,7 +107,7 @@ def _take_setup_lock(path: str) -> int:
 # --- the driver --------------------------------------------------------------------------------
 
 
-class _Rollback(Exception):
+class _Rollback(CafleetError):
     """Raised inside tx.write to roll back; carries the outcome."""
 
     def __init__(self, result: str | None = None, failure: str | None = None) -> None:
@@ -115,8 +117,6 @@ class _Rollback(Exception):
 
 
 def _guard_text(d: Diagnosis) -> str:
-    from cafleet.cli.guard import guard_text
-
     return guard_text(d) or ""
 
 
@@ -235,9 +235,29 @@ def _run(path: str, target: str) -> str:
         os.close(lock_fd)  # releases the setup lock, after the connection is closed
 
 
+def stray_companions_text(path: str) -> str | None:
+    """The refusal for an absent `path` with a `-wal` or `-shm` beside it (issue 8), else None.
+
+    SQLite would adopt such a `-wal` as the new file's log, or delete it, and it may hold
+    another database's committed frames; so setup creates nothing next to one."""
+    stray = [path + suffix for suffix in ("-wal", "-shm") if os.path.lexists(path + suffix)]
+    if not stray:
+        return None
+    names = " and ".join(stray)
+    verb, pronoun, obj = ("exist", "they", "them") if len(stray) > 1 else ("exists", "it", "it")
+    return (
+        f"{path} does not exist but {names} {verb} beside it; {pronoun} may hold another "
+        f"database's data, so cafleet will not create a database next to {obj}: restore "
+        f"{path}, or move {names} away, then run 'cafleet setup' again"
+    )
+
+
 def _run_locked(path: str, target: str) -> str:
     absent = not os.path.exists(path)
     if absent:
+        stray = stray_companions_text(path)
+        if stray is not None:
+            raise SetupFailed(stray)
         script_location()  # fail before creating anything when the scripts are missing
     conn = _open(path, "rwc" if absent else "rw")
     use_file = False  # True once cafleet wrote to the file: a plain close is then ordinary

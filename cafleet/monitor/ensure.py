@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cafleet.db.timefmt import utcnow
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -22,7 +23,7 @@ READY_POLL = 0.1
 _children: list[subprocess.Popen[bytes]] = []
 
 
-class MonitorStartError(Exception):
+class MonitorStartError(CafleetError):
     """The loop did not become live. str() is fleet create's error; ``detail`` is cli.md §1.11's."""
 
     def __init__(self, fleet_id: int, log_path: str, detail: str) -> None:
@@ -32,7 +33,7 @@ class MonitorStartError(Exception):
         super().__init__(f"monitor loop for fleet {fleet_id} did not start; see {log_path}")
 
 
-class StartAbandoned(Exception):
+class StartAbandoned(CafleetError):
     """``keep_waiting`` returned False (a signal) before the loop became live."""
 
 

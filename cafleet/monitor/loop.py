@@ -17,8 +17,8 @@ import traceback
 from typing import TYPE_CHECKING, TextIO
 
 from cafleet import signals
-from cafleet.db.errors import error_text
 from cafleet.db.timefmt import now_ts, utcnow
+from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -29,12 +29,8 @@ SLEEP_STEP = 0.2  # no sleep lasts longer, so the stop flag is seen within 0.2 s
 MAX_FAILED_TICKS = 3
 
 
-class LoopStartError(Exception):
+class LoopStartError(CafleetError):
     """A start-up failure (cli.md §2.21); str() is the message after ``Error: ``."""
-
-
-class SchemaGuardStop(Exception):
-    """The schema changed and the re-run guard no longer finds the file current."""
 
 
 class _Log:

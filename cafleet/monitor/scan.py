@@ -56,13 +56,42 @@ def scan_members(conn: Connection, fleet_id: int) -> list[object]:
     return [*director, *others]
 
 
+def _live_tmux_panes(members: list[object], cache: dict[str, object]) -> frozenset[str] | None:
+    """One `list-panes -a` for the whole scan when several tmux panes are to be captured, so a
+    gone pane costs no capture of its own; None when it fails or is not worth a call."""
+    from cafleet.mux import MultiplexerError, get_backend
+
+    panes = [
+        m.placement  # type: ignore[attr-defined]
+        for m in members
+        if m.placement is not None  # type: ignore[attr-defined]
+        and m.placement.mux_pane_id is not None  # type: ignore[attr-defined]
+        and m.placement.backend == "tmux"  # type: ignore[attr-defined]
+    ]
+    if len(panes) < 2:
+        return None
+    try:
+        backend = cache.get("tmux")
+        if backend is None:
+            backend = get_backend("tmux")
+            backend.ensure_available()
+            cache["tmux"] = backend
+        return frozenset(backend.list_panes())  # type: ignore[attr-defined]
+    except MultiplexerError:
+        return None
+
+
 def capture_entries(
     members: list[object], *, lines: int, ansi: bool, backends: dict[str, object] | None = None
 ) -> list[ScanEntry]:
-    """Capture each member's pane; failures become annotations and never abort the scan."""
+    """Capture each member's pane; failures become annotations and never abort the scan.
+
+    A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
+    not found` without a capture (a dead pane costs one cheap check, issue 8)."""
     from cafleet.mux import MultiplexerError, PaneGone, get_backend
 
     cache: dict[str, object] = {} if backends is None else backends
+    live = _live_tmux_panes(members, cache)
     entries: list[ScanEntry] = []
     for member in members:
         placement = member.placement  # type: ignore[attr-defined]
@@ -81,11 +110,14 @@ def capture_entries(
             entries.append(_failed_entry(base, None, PENDING_ANNOTATION))
             continue
         pane_id = placement.mux_pane_id
+        if live is not None and placement.backend == "tmux" and pane_id not in live:
+            entries.append(_failed_entry(base, pane_id, "capture failed: pane not found"))
+            continue
         try:
             backend = cache.get(placement.backend)
             if backend is None:
                 backend = get_backend(placement.backend)
-                backend.ensure_available()  # type: ignore[attr-defined]
+                backend.ensure_available()
                 cache[placement.backend] = backend
             content = backend.capture(pane_id, lines, ansi=ansi)  # type: ignore[attr-defined]
         except PaneGone:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from cafleet.keystrokes import RecheckState
 
 
-class LoopStop(Exception):
+class LoopStop(CafleetError):
     """A clean stop (runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
 
     def __init__(self, line: str, code: int = 0) -> None:
@@ -54,7 +55,8 @@ class LoopState:
 
     @property
     def db_dir(self) -> str:
-        return os.path.dirname(self.conn.info["cafleet.path"])
+        path: str = self.conn.info["cafleet.path"]
+        return os.path.dirname(path)
 
     @property
     def lock_timeout(self) -> float:
@@ -143,25 +145,13 @@ def run_tick(state: LoopState) -> None:
 def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
     """The root Director's concrete pane id, or None (no Director, no placement, pending)."""
     from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
 
-    fleet = broker.get_fleet(conn, fleet_id=fleet_id)
-    if fleet is None or fleet.director_member_id is None:
-        return None
-    try:
-        director = broker.get_member(conn, member_id=fleet.director_member_id)
-    except MemberNotFound:
-        return None
-    if director is None or director.placement is None:
-        return None
-    return director.placement.mux_pane_id
+    placement = broker.director_placement(conn, fleet_id)
+    return None if placement is None else placement.mux_pane_id
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:
-    try:
-        from cafleet.delivery import drain_fleet
-    except ImportError:  # the messaging layer is not installed in this build
-        return
+    from cafleet.delivery import drain_fleet
 
     def before_attempt() -> bool:
         from cafleet import broker

@@ -1,13 +1,20 @@
-"""The wake line typed into the monitor member's pane (runtime.md §5.7), exact grammar."""
+"""The wake line typed into the monitor member's pane (runtime.md §5.7), exact grammar.
+
+The roster is bounded (issue 8): entries are listed in id order while their text stays within
+``ROSTER_LIMIT`` code points, and the rest are counted as `… and <K> more`, so a fleet of any
+size gets one line of bounded length (at most about 2,400 code points with 100-character names).
+`N` in `health-check your N members` is always the whole roster.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cafleet.text import sanitize_wake_field
+from cafleet.text import ELLIPSIS, sanitize_wake_field
 
 _DASH = "\u2014"  # —
+ROSTER_LIMIT = 2000  # code points of listed entries (with their ", " separators)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +32,29 @@ def render_entry(entry: WakeEntry) -> str:
     )
 
 
-def render_roster(entries: Sequence[WakeEntry]) -> str:
+def _listed(entries: Sequence[WakeEntry], limit: int) -> str:
+    """`entry, entry, …` within ``limit`` code points, then `… and <K> more` for the rest."""
+    shown: list[str] = []
+    size = 0
+    for entry in entries:
+        text = render_entry(entry)
+        added = len(text) + (2 if shown else 0)
+        if size + added > limit:
+            break
+        shown.append(text)
+        size += added
+    rest = len(entries) - len(shown)
+    if rest:
+        shown.append(f"{ELLIPSIS} and {rest} more")
+    return ", ".join(shown)
+
+
+def render_roster(entries: Sequence[WakeEntry], limit: int = ROSTER_LIMIT) -> str:
     n = len(entries)
     if n == 0:
         return "no members to health-check."
     noun = "member" if n == 1 else "members"
-    return f"health-check your {n} {noun}: " + ", ".join(render_entry(e) for e in entries) + "."
+    return f"health-check your {n} {noun}: " + _listed(entries, limit) + "."
 
 
 def build_wake_line(fleet_id: int, roster: Sequence[WakeEntry], director: WakeEntry) -> str:

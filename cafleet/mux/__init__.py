@@ -11,6 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cafleet.errors import CafleetError
+from cafleet.records import PaneKey  # re-exported: the lock layer's key
+
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
 
@@ -57,13 +60,6 @@ class PaneContext:
 
 
 @dataclass(frozen=True)
-class PaneKey:
-    backend: str
-    session: str
-    pane_id: str
-
-
-@dataclass(frozen=True)
 class PaneOwner:
     """Where a placement's pane must be: the server (its socket path, None when the placement
     predates recording it) and the session and window the placement names."""
@@ -93,7 +89,7 @@ class PaneStatus:
 # --------------------------------------------------------------------------- errors
 
 
-class MultiplexerError(Exception):
+class MultiplexerError(CafleetError):
     """Base of the tree; ``str()`` is the user-facing message."""
 
     def __init__(self, message: str) -> None:
@@ -234,11 +230,6 @@ def _make_tmux(**kwargs: Any) -> Multiplexer:
 _REGISTRY: dict[str, Callable[..., Multiplexer]] = {TMUX: _make_tmux}
 
 
-def register_backend(name: str, factory: Callable[..., Multiplexer]) -> None:
-    """Register a backend constructor (wave 1 registers only `tmux`)."""
-    _REGISTRY[name] = factory
-
-
 def backend_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
@@ -288,7 +279,6 @@ __all__ = [
     "msg_unsupported_backend",
     "owner_problem",
     "probe_for_typing",
-    "register_backend",
     "same_server",
     "tmux_backend",
 ]

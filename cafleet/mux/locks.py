@@ -16,11 +16,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
+from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
+from cafleet.errors import CafleetError
 from cafleet.mux import PaneKey
 
 RETRY_INTERVAL = 0.05
-LOCKS_DIRNAME = "locks"
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,11 @@ class LockHolder:
     purpose: str
 
 
-class PaneLockTimeout(Exception):
+class PaneLockTimeout(CafleetError):
     """The wait ran out. No user-facing text of its own; callers render cli.md §1.11's."""
 
     def __init__(
-        self, pane_id: str, waited: float, holder: LockHolder | None, key: PaneKey | None = None
+        self, pane_id: str, waited: float, holder: LockHolder | None, key: PaneKey
     ) -> None:
         super().__init__(f"pane lock for {pane_id} not acquired after {waited:.2f} s")
         self.pane_id = pane_id
@@ -45,10 +46,10 @@ class PaneLockTimeout(Exception):
         self.key = key
 
 
-class PaneLockAbandoned(Exception):
+class PaneLockAbandoned(CafleetError):
     """``keep_waiting`` returned False between tries; nothing is held. Not a failure."""
 
-    def __init__(self, pane_id: str, key: PaneKey | None = None) -> None:
+    def __init__(self, pane_id: str, key: PaneKey) -> None:
         super().__init__(f"pane lock wait for {pane_id} abandoned")
         self.pane_id = pane_id
         self.key = key
@@ -60,13 +61,9 @@ def lock_file_name(key: PaneKey) -> str:
     return f"pane-{digest}.lock"
 
 
-def locks_dir_of(db_dir: str) -> str:
-    return os.path.join(db_dir, LOCKS_DIRNAME)
-
-
 def pane_lock_path(db_dir: str, key: PaneKey) -> str:
     """`<db dir>/locks/pane-<h>.lock` (runtime.md §3.1)."""
-    return os.path.join(locks_dir_of(db_dir), lock_file_name(key))
+    return os.path.join(locks_dir(db_dir), lock_file_name(key))
 
 
 def parse_holder(text: str) -> LockHolder | None:
@@ -294,7 +291,6 @@ __all__ = [
     "acquire_pane_lock",
     "acquire_pane_locks",
     "lock_file_name",
-    "locks_dir_of",
     "pane_input_lock",
     "pane_lock_path",
     "parse_holder",

@@ -1,7 +1,7 @@
 """TmuxBackend (runtime.md §1.3–§1.10).
 
 Every call runs ``[tmux_bin, "-u", "-S", <socket>, <command>, <args...>]`` through one timed
-runner; no shell is involved. libtmux is imported only when ``server`` is first used.
+runner; no shell is involved. cafleet never imports libtmux (only the test harness uses it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from cafleet.mux import (
     MSG_NO_PANE_ID,
@@ -33,10 +33,15 @@ from cafleet.mux import (
     msg_tmux_too_old,
     msg_unreachable,
 )
+from cafleet.mux.tmux_args import (
+    CHUNK_BYTES,
+    chunk_utf8,
+    command_argv,
+    format_literal,
+    spawn_command,
+    typed_keys,
+)
 from cafleet.text import window_capture
-
-if TYPE_CHECKING:
-    import libtmux
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,6 @@ ESCAPE_SETTLE = 0.1
 SUBMIT_SETTLE = 1.0
 SUBMIT_KEY = "Enter"
 KEYS = (SUBMIT_KEY, "Escape", "C-u")  # the only named keys cafleet presses
-CHUNK_BYTES = 1024
 CAPTURE_OVERFETCH = 1000
 MIN_VERSION = (3, 0)
 
@@ -99,23 +103,6 @@ def socket_path_from(tmux_env: str | None) -> str | None:
     return tmux_env.split(",", 1)[0]
 
 
-def chunk_utf8(text: str, limit: int = CHUNK_BYTES) -> list[str]:
-    """Consecutive slices of at most ``limit`` UTF-8 bytes, cut at code point boundaries."""
-    chunks: list[str] = []
-    current: list[str] = []
-    size = 0
-    for ch in text:
-        width = len(ch.encode("utf-8", "surrogatepass"))
-        if current and size + width > limit:
-            chunks.append("".join(current))
-            current, size = [], 0
-        current.append(ch)
-        size += width
-    if current:
-        chunks.append("".join(current))
-    return chunks
-
-
 def _first_nonempty_line(text: str) -> str | None:
     for line in text.splitlines():
         if line.strip():
@@ -150,19 +137,8 @@ class TmuxBackend:
             tmux_bin = shutil.which("tmux", path=self._env.get("PATH"))
         self.tmux_bin: str | None = tmux_bin
         self.socket_path: str | None = socket_path_from(self._env.get("TMUX"))
-        self._server: libtmux.Server | None = None
 
     # ------------------------------------------------------------------ plumbing
-
-    @property
-    def server(self) -> libtmux.Server:
-        """A libtmux handle on the same server (imported lazily, never used for commands)."""
-        if self._server is None:
-            import libtmux
-
-            self._require_socket()
-            self._server = libtmux.Server(socket_path=self.socket_path, tmux_bin=self.tmux_bin)
-        return self._server
 
     def _require_bin(self) -> str:
         if not self.tmux_bin:
@@ -175,7 +151,9 @@ class TmuxBackend:
         return self.socket_path
 
     def argv(self, args: Sequence[str]) -> list[str]:
-        return [self._require_bin(), "-u", "-S", self._require_socket(), *args]
+        """The whole argv; every command argument passes the one argument rule
+        (docs/tmux-arguments.md §1), so none can end a command."""
+        return [self._require_bin(), "-u", "-S", self._require_socket(), *command_argv(args)]
 
     def _run(self, args: Sequence[str], timeout: float | None = None) -> str:
         """Run one tmux command; map failures to the error tree; return stdout."""
@@ -248,17 +226,21 @@ class TmuxBackend:
     def split_args(
         *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
     ) -> list[str]:
-        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window_id, "-c", cwd]
+        """The command before the argument rule: `-c` is a format (docs/tmux-arguments.md
+        §2), `-e` values and the agent's argv are not (§3)."""
+        args = ["split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window_id]
+        args += ["-c", format_literal(cwd)]
         for name, value in env.items():
             args += ["-e", f"{name}={value}"]
         args.append("--")
-        args.extend(argv)
+        args.extend(spawn_command(argv))
         return args
 
     @staticmethod
     def command_size(args: Sequence[str]) -> int:
-        """Bytes tmux packs for a command: sum of len(arg) + 1 after `-S <socket>`."""
-        return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in args)
+        """Bytes tmux packs for a command: sum of len(arg) + 1 after `-S <socket>`, counted
+        as sent (after the argument rule)."""
+        return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in command_argv(args))
 
     def split_window(
         self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
@@ -293,8 +275,8 @@ class TmuxBackend:
         """Type ``text`` literally, in chunks, without Enter."""
         if "\r" in text or "\n" in text:
             raise ValueError("type_text: the text may not contain CR or LF")
-        for chunk in chunk_utf8(text):
-            self._run(["send-keys", "-t", pane_id, "-l", "--", chunk])
+        for keys in typed_keys(text):  # docs/tmux-arguments.md §4
+            self._run(["send-keys", "-t", pane_id, *keys])
 
     def send_key(self, pane_id: str, key: str) -> None:
         """Press one named key (`KEYS`: Enter, Escape, C-u)."""

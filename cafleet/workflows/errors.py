@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from cafleet.errors import CafleetError
 
-class WorkflowError(Exception):
+
+class WorkflowError(CafleetError):
     """Base of the workflow refusals."""
 
 

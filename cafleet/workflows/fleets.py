@@ -14,12 +14,12 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
     Cleanup,
-    error_text,
     fail_with_cleanup,
     lock_busy_message,
     outcome_unknown,
@@ -138,7 +138,6 @@ def create(
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         if spawn_error and exc is spawn_error[0]:
             cleanup = Cleanup()
@@ -163,12 +162,11 @@ def create(
         _compensate_loop(settings, conn, backend, fleet_id, monitor_pane, cleanup)
         primary = str(exc) if isinstance(exc, MonitorStartError) else None
         fail_with_cleanup(primary, cleanup)
-        raise AssertionError("unreachable") from exc
 
     return Created(boot=boot, loop_pid=pid)
 
 
-def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> None:
+def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> NoReturn:
     """A step after the spawn failed: roll back and close the connection, then kill the pane."""
     pane = exc.spawned_pane
     pane_id = getattr(pane, "pane_id", str(pane))
@@ -202,7 +200,7 @@ def _compensate_loop(
     )
 
 
-class _LockBusy(Exception):
+class _LockBusy(WorkflowError):
     pass
 
 
@@ -214,39 +212,32 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     """
     from cafleet.broker.errors import PlacementsChanged
     from cafleet.broker.fleets import delete_fleet, fleet_placements
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
 
     owners: dict[PaneKey, int] = {}
     for placement in fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
-            owners.setdefault(PaneKey(*placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir, owners, timeout=timeout, purpose=f"fleet delete {fleet_id}"
         )
     except PaneLockTimeout as exc:
-        member_id = owners.get(exc.key) if exc.key is not None else None
+        member_id = owners.get(exc.key)
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
             return delete_fleet(
                 conn,
                 fleet_id=fleet_id,
-                locked_panes={(k.backend, k.session, k.pane_id) for k in held.keys},
-                try_lock=lambda key: held.try_add(PaneKey(*key)),
+                locked_panes=held.keys,
+                try_lock=held.try_add,
             )
         except PlacementsChanged as exc:
             raise _LockBusy(lock_busy_message(exc.member_id)) from exc
 
 
 # --- delete --------------------------------------------------------------------------------------
-
-
-def _mux_key(key: PaneKey) -> Any:
-    from cafleet.mux import PaneKey as MuxPaneKey
-
-    return MuxPaneKey(backend=key[0], session=key[1], pane_id=key[2])
 
 
 @contextlib.contextmanager
@@ -261,10 +252,10 @@ def _fleet_pane_locks(
     from cafleet import signals
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
-    owners: dict[Any, int] = {}
+    owners: dict[PaneKey, int] = {}
     for placement in placements:
         if placement.pane_key is not None:
-            owners.setdefault(_mux_key(placement.pane_key), placement.member_id)
+            owners.setdefault(placement.pane_key, placement.member_id)
     try:
         held = acquire_pane_locks(
             db_dir,
@@ -279,12 +270,7 @@ def _fleet_pane_locks(
     except PaneLockTimeout as exc:
         raise WorkflowError(lock_busy_message(owners[exc.key])) from exc
     with held:
-        locked = {(k.backend, k.session, k.pane_id) for k in held.keys}
-
-        def try_lock(key: PaneKey) -> bool:
-            return held.try_add(_mux_key(key))
-
-        yield locked, try_lock
+        yield set(held.keys), held.try_add
 
 
 def delete(conn: Connection, settings: Settings, fleet_id: int) -> Deleted:

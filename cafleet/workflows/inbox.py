@@ -2,19 +2,19 @@
 while draining the fleet's pane notifications, and stream the inbox as it grows.
 
 `cafleet message wait|stream` run these. The delivery and mux layers are imported only when a
-drain runs (cli.md §1.8). ``recheck_schema`` is the schema guard's per-cycle re-check
-(cli.md §1.7), passed in by the caller, which owns the guard; it raises the guard's refusal.
+drain runs (cli.md §1.8). Each cycle re-runs the schema guard when `PRAGMA schema_version`
+changed (cli.md §1.7): a file that is no longer current raises the guard's `GuardRefused`, and
+the caller closes the refused connection the guarded way (storage.md §5.5).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cafleet import signals
 from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -28,8 +28,6 @@ WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
 STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (cli.md §2.20)
 SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (cli.md §1.4)
 DEADLINE_GRACE = 0.2  # a deadline-bounded lock wait is abandoned (not failed) at the deadline
-
-SchemaCheck = Callable[["Connection"], None]
 
 
 def _data_version(conn: Connection) -> int:
@@ -45,7 +43,7 @@ def _member_active(conn: Connection, member_id: int) -> bool:
     from cafleet.broker.errors import MemberNotFound
 
     try:
-        return broker.get_member(conn, member_id).status == "active"
+        return broker.get_member(conn, member_id).is_active
     except MemberNotFound:
         return False
 
@@ -118,7 +116,6 @@ def wait(
     *,
     timeout: float,
     warn: Warn,
-    recheck_schema: SchemaCheck,
 ) -> list[Message]:
     """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed,
     draining the fleet's pending notifications meanwhile (its own excepted); return the inbox in
@@ -126,9 +123,10 @@ def wait(
     """
     started = time.monotonic()
     deadline = started + timeout
-    fleet_id = active_member(conn, member_id).fleet_id
-
     from cafleet import broker
+    from cafleet.db.guard import recheck_schema
+
+    fleet_id = broker.get_active_member(conn, member_id).fleet_id
 
     waiter = _Waiter(conn, member_id, deadline, settings.pane_lock_timeout)
     attempted: set[int] = set()
@@ -191,17 +189,16 @@ def wait(
 # --- stream --------------------------------------------------------------------------------------
 
 
-def stream(
-    conn: Connection, member_id: int, *, timeout: float | None, recheck_schema: SchemaCheck
-) -> Iterator[Message]:
+def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterator[Message]:
     """Yield each un-ACKed message of the member once, ascending id, as it appears, until
     ``timeout`` seconds passed (None: until stopped); read-only. A deregistration ends it with
     `WorkflowError` after everything committed before it was yielded.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    active_member(conn, member_id)
-
     from cafleet import broker
+    from cafleet.db.guard import recheck_schema
+
+    broker.get_active_member(conn, member_id)
 
     last_id = 0
     last_version: int | None = None

@@ -12,15 +12,14 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.panes import active_member, backend_for, concrete_placement
 from cafleet.workflows.spawning import (
     MSG_KILL_FAILED,
     Cleanup,
-    director_pane_key,
-    error_text,
     fail_with_cleanup,
     lock_busy_message,
     outcome_unknown,
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 
     from cafleet.config import Settings
     from cafleet.keystrokes import TypeOutcome
-    from cafleet.records import Member, Placement
+    from cafleet.records import Member, PaneKey, Placement
 
 PING_LINE = (
     "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
@@ -97,15 +96,19 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     if member.kind == "director":
         raise WorkflowError(refusal)
     key = member.placement.pane_key if member.placement is not None else None
-    if key is not None and key == director_pane_key(conn, member.fleet_id):
+    if key is None:
+        return
+    from cafleet.broker.fleets import director_placement
+
+    director = director_placement(conn, member.fleet_id)
+    if director is not None and key == director.pane_key:
         raise WorkflowError(refusal)
 
 
-def _mux_key(placement: Placement) -> Any:
-    from cafleet.mux import PaneKey
-
-    assert placement.mux_pane_id is not None
-    return PaneKey(placement.backend, placement.mux_session, placement.mux_pane_id)
+def _pane_key(placement: Placement) -> PaneKey:
+    key = placement.pane_key
+    assert key is not None
+    return key
 
 
 def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose: str) -> Any:
@@ -118,7 +121,7 @@ def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose
     try:
         return acquire_pane_lock(
             settings.db_dir,
-            _mux_key(placement),
+            _pane_key(placement),
             timeout=settings.pane_lock_timeout,
             purpose=purpose,
             keep_waiting=signals.keep_waiting,
@@ -167,7 +170,7 @@ def create(
     if fleet.deleted_at is not None:
         raise FleetDeleted(fleet_id)
     director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
-    if director is None or director.status != "active":
+    if director is None or not director.is_active:
         raise RootDirectorInactive(fleet_id, fleet.director_member_id)
 
     # 3. The monitor slot (re-checked at registration).
@@ -237,7 +240,7 @@ def create(
         def action() -> None:
             if only_if_active:
                 current = get_member(conn, member_id)
-                if current.status != "active":
+                if not current.is_active:
                     return
             deregister_member(conn, member_id=member_id)
 
@@ -276,7 +279,7 @@ def create(
         deregister(cleanup)
         fail_with_cleanup(str(exc), cleanup)
 
-    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> None:
+    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
         cleanup = Cleanup()
         cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
         deregister(cleanup, only_if_active=only_if_active)
@@ -289,8 +292,8 @@ def create(
     # 9. Patch the pane id under the new pane's lock.
     from cafleet.broker.errors import PlacementVanished
     from cafleet.broker.members import set_placement_pane
-    from cafleet.mux import PaneKey
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.records import PaneKey
 
     key = PaneKey("tmux", director_placement.mux_session, pane_id)
     try:
@@ -303,22 +306,18 @@ def create(
         )
     except PaneLockAbandoned:
         kill_and_deregister(None)
-        raise AssertionError("unreachable") from None
     except PaneLockTimeout:
         kill_and_deregister(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
-        raise AssertionError("unreachable") from None
     try:
         placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
     except PlacementVanished as exc:
         lock.release()
         kill_and_deregister(str(exc), only_if_active=True)
-        raise AssertionError("unreachable") from exc
     except Exception as exc:
         lock.release()
         kill_and_deregister(f"placement update failed: {error_text(exc)}")
-        raise AssertionError("unreachable") from exc
     lock.release()
 
     member = dataclasses.replace(member, placement=placement)
@@ -400,7 +399,7 @@ def _type_line(
     if wait:
         signals.check()
     outcome = type_into_pane(
-        _mux_key(placement),
+        _pane_key(placement),
         line,
         backend=lambda: backend,
         db_dir=settings.db_dir,
@@ -415,7 +414,7 @@ def _type_line(
     )
     if outcome.kind == "abandoned":
         signals.check()
-        raise PaneLockAbandoned(outcome.pane_id, _mux_key(placement))
+        raise PaneLockAbandoned(outcome.pane_id, _pane_key(placement))
     if outcome.kind == "busy" and wait:
         raise WorkflowError(lock_busy_message(member_id))
     if outcome.kind == "held" and wait:

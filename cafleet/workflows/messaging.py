@@ -105,34 +105,31 @@ def _keep_going() -> bool:
 def _drain_recipients(
     conn: Connection, settings: Settings, recipients: Iterable[int], warn: Warn
 ) -> tuple[set[tuple[int, int]], bool]:
-    """One recipient drain per id, in the order given, sharing one `attempted` set.
+    """The recipients' drains in the order given, sharing one `attempted` set and one pane list.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
     Each failure is warned about as it happens.
     """
-    from cafleet.delivery import drain_recipient, warning_line
+    from cafleet.delivery import DrainReport, drain_recipients, warning_line
 
-    attempted: set[int] = set()
-    notified: set[tuple[int, int]] = set()
-    tmux_usable = False
-    lock_timeout = float(min(settings.pane_lock_timeout, SEND_LOCK_CAP))
-    for recipient_id in recipients:
-        if signals.stop_requested():
-            break
-        report = drain_recipient(
-            conn,
-            recipient_id,
-            attempted=attempted,
-            lock_timeout=lock_timeout,
-            before_attempt=_keep_going,
-            keep_waiting=_keep_going,
-            max_text_len=settings.max_text_len,
-        )
+    if signals.stop_requested():
+        return set(), False
+
+    def on_recipient(report: DrainReport) -> None:
         for failure in report.failures:
             warn(warning_line(failure))
-        notified.update(report.notified)
-        tmux_usable = tmux_usable or report.tmux_usable
-    return notified, tmux_usable
+
+    report = drain_recipients(
+        conn,
+        list(recipients),
+        attempted=set(),
+        lock_timeout=float(min(settings.pane_lock_timeout, SEND_LOCK_CAP)),
+        before_attempt=_keep_going,
+        keep_waiting=_keep_going,
+        max_text_len=settings.max_text_len,
+        on_recipient=on_recipient,
+    )
+    return set(report.notified), report.tmux_usable
 
 
 def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:

@@ -1,7 +1,7 @@
 """Pieces shared by the workflows that spawn or touch panes (cli.md §1.9, §1.11, §2.3, §2.7).
 
-Only cafleet's light modules are imported at load time; the agents, the mux layer and the broker
-are imported inside the functions.
+Only cafleet's light modules are imported at load time; the agent implementations, the mux layer
+and the broker are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.agents import CodingAgent
 
 
 class WorkflowUsageError(WorkflowError):
@@ -55,7 +56,7 @@ def usage(message: str) -> NoReturn:
 class SpawnPlan:
     """Everything validated before the first write: the agent, its binary and the template."""
 
-    agent: Any  # cafleet.agents.CodingAgent
+    agent: CodingAgent
     binary_path: str
     template: str
     model: str | None
@@ -75,7 +76,7 @@ class SpawnPlan:
 
 def validate_agent_options(
     agent_name: str, *, model: str | None, effort: str | None, model_flag: str, effort_flag: str
-) -> Any:
+) -> CodingAgent:
     """Resolve the agent, then model, then effort (exit 2 with cli.md §1.9's messages)."""
     from cafleet.agents import AgentUsageError, get_agent
 
@@ -97,7 +98,7 @@ def validate_template(template: str) -> None:
         usage(str(exc))
 
 
-def ensure_agent_available(agent: Any) -> str:
+def ensure_agent_available(agent: CodingAgent) -> str:
     from cafleet.agents import AgentUnavailable
 
     try:
@@ -106,7 +107,9 @@ def ensure_agent_available(agent: Any) -> str:
         raise WorkflowError(str(exc)) from exc
 
 
-def spawn_plan(agent: Any, template: str, model: str | None, effort: str | None) -> SpawnPlan:
+def spawn_plan(
+    agent: CodingAgent, template: str, model: str | None, effort: str | None
+) -> SpawnPlan:
     """Validate the template, then (past a signal check) find the agent's binary: the plan."""
     from cafleet import signals
 
@@ -139,12 +142,6 @@ def unconfirmed_detail(window_id: str) -> str:
     )
 
 
-def error_text(exc: BaseException) -> str:
-    from cafleet.db.errors import error_text as _text
-
-    return _text(exc)
-
-
 class Cleanup:
     """Collects cleanup diagnostics; each step runs even if an earlier one failed (cli.md §1.11)."""
 
@@ -171,25 +168,3 @@ def fail_with_cleanup(primary: str | None, cleanup: Cleanup) -> NoReturn:
     only the cleanup lines (a signal stop).
     """
     raise CompensatedError(primary, cleanup.lines)
-
-
-def kill_pane(backend: Any, pane_id: str) -> bool:
-    """Kill a pane; already gone is fine (False)."""
-    return bool(backend.kill_pane(pane_id, ignore_missing=True))
-
-
-def director_pane_key(conn: Connection, fleet_id: int) -> tuple[str, str, str] | None:
-    """The root Director's pane key, or None (no Director row, no placement, pending)."""
-    from cafleet import broker
-    from cafleet.broker.errors import FleetNotFound, MemberNotFound
-
-    try:
-        fleet = broker.get_fleet(conn, fleet_id)
-        if fleet.director_member_id is None:
-            return None
-        director = broker.get_member(conn, fleet.director_member_id)
-    except (FleetNotFound, MemberNotFound):
-        return None
-    if director.placement is None:
-        return None
-    return director.placement.pane_key

@@ -1,0 +1,145 @@
+"""The schema guard (cli.md §1.7, storage.md §5.4): renders a `Diagnosis` as the exact error.
+
+The guard diagnoses the very connection the command body then uses, so writes reach the
+diagnosed file. It never creates the file or its directory and never imports Alembic.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
+from cafleet.db.shapes import HEAD_REVISION
+from cafleet.errors import CafleetError
+
+SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
+
+
+class GuardRefused(CafleetError):
+    """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
+
+    def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:
+        self.text = text
+        self.diagnosis = diagnosis
+        super().__init__(text)
+
+
+def _unreadable(path: str, cause: str) -> Diagnosis:
+    return Diagnosis(
+        state="unreadable", path=path, revision=None, schema_version=None, reason=cause
+    )
+
+
+def open_validated_connection(path: str) -> Connection:
+    """Open the command's one connection and validate it (storage.md §4.4).
+
+    Absent `path`: refuses without opening anything (nothing is created). Otherwise opens the
+    file read-write, diagnoses on that connection and, for any class but `current`, closes it
+    with the guarded close (§5.5) and raises `GuardRefused`. On `current` the connection is
+    marked validated for `HEAD_REVISION` and returned.
+    """
+    from cafleet.db import tx
+    from cafleet.db.engine import close_connection, mark_validated, open_connection
+
+    if not os.path.exists(path):
+        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
+        raise GuardRefused(guard_text(d) or "", d)
+    try:
+        conn = open_connection(path, mode="rw", purpose="command")
+    except DBAPIError as e:
+        d = _unreadable(path, str(e.orig))
+        raise GuardRefused(guard_text(d) or "", d) from None
+    except sqlite3.Error as e:
+        d = _unreadable(path, str(e))
+        raise GuardRefused(guard_text(d) or "", d) from None
+    try:
+        schema_version: int | None = None
+        try:
+            with tx.read(conn):
+                d = diagnose(path, conn)
+                if d.ok:
+                    schema_version = int(
+                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
+                    )
+        except DBAPIError as e:
+            d = _unreadable(path, str(e.orig))
+    except BaseException:
+        close_connection(conn, guarded=True)
+        raise
+    if not d.ok:
+        close_connection(conn, guarded=True)
+        raise GuardRefused(guard_text(d) or "", d)
+    mark_validated(conn, HEAD_REVISION)
+    conn.info[SCHEMA_VERSION_KEY] = schema_version
+    return conn
+
+
+def recheck_schema(conn: Connection) -> None:
+    """For long-running commands, once per cycle (cli.md §1.7, storage.md §4.4).
+
+    Compares `PRAGMA schema_version` with the value remembered at validation; when it changed,
+    re-diagnoses on the same connection and raises `GuardRefused` unless the file is still
+    `current`. A refused connection is marked `cafleet.refused`, and the invocation closes it
+    the guarded way (`cafleet.cli.context.Invocation.close`).
+    """
+    from cafleet.db import tx
+
+    path = conn.info["cafleet.path"]
+    try:
+        with tx.read(conn):
+            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
+            if now == conn.info.get(SCHEMA_VERSION_KEY):
+                return
+            d = diagnose(path, conn)
+    except DBAPIError as e:
+        d = _unreadable(path, str(e.orig))
+    if d.ok and d.revision == conn.info.get("cafleet.revision"):
+        conn.info[SCHEMA_VERSION_KEY] = now
+        return
+    conn.info["cafleet.refused"] = True
+    raise GuardRefused(guard_text(d) or "", d)
+
+
+def open_revalidated_connection(path: str, schema_version: int | None) -> Connection:
+    """A further connection to a file this process validated at start-up (the WebUI server
+    opens one per request, storage.md §8).
+
+    Opened by the factory and marked validated for `HEAD_REVISION` without a new diagnosis,
+    remembering the start-up `PRAGMA schema_version`; `recheck_schema` then re-runs the guard
+    only if the schema changed since, and a file that is no longer `current` is refused with
+    the guard's text (the connection closed the guarded way). A file gone since start-up is
+    refused as `missing`.
+    """
+    from cafleet.db.engine import close_connection, mark_validated, open_connection
+
+    if not os.path.exists(path):
+        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
+        raise GuardRefused(guard_text(d) or "", d)
+    try:
+        conn = open_connection(path, mode="rw", purpose="command")
+    except (DBAPIError, sqlite3.Error) as e:
+        cause = str(e.orig) if isinstance(e, DBAPIError) else str(e)
+        d = _unreadable(path, cause)
+        raise GuardRefused(guard_text(d) or "", d) from None
+    mark_validated(conn, HEAD_REVISION)
+    conn.info[SCHEMA_VERSION_KEY] = schema_version
+    try:
+        recheck_schema(conn)
+    except BaseException:
+        close_connection(conn, guarded=True)
+        raise
+    return conn
+
+
+__all__ = [
+    "SCHEMA_VERSION_KEY",
+    "GuardRefused",
+    "guard_text",
+    "open_revalidated_connection",
+    "open_validated_connection",
+    "recheck_schema",
+]

@@ -1,0 +1,160 @@
+"""Request and response bodies of the WebUI API (the OpenAPI schema is generated from these)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+MAX_ID = 9223372036854775807
+
+Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class PlacementOut(BaseModel):
+    backend: str
+    mux_session: str
+    mux_window_id: str
+    mux_pane_id: str | None
+    coding_agent: str
+    created_at: str
+
+
+class FleetOut(BaseModel):
+    fleet_id: int
+    name: str | None
+    created_at: str
+    director_member_id: int | None
+    monitor_member_id: int | None
+    member_count: int
+
+
+class MemberOut(BaseModel):
+    member_id: int
+    name: str
+    description: str
+    kind: Literal["director", "monitor", "member"]
+    status: Literal["active", "deregistered"]
+    registered_at: str
+    deregistered_at: str | None
+    placement: PlacementOut | None
+
+
+class ActivityOut(BaseModel):
+    member_id: int
+    idle: int | None  # seconds since the member's last send, receipt or ACK (`member list`)
+    unacked: int
+
+
+class PaneOut(BaseModel):
+    member_id: int
+    pane_id: str | None
+    state: Literal["alive", "gone", "pending", "none", "unknown"]
+    activity: str | None  # the activity classifier's verdict, once one is plugged in
+
+
+class PanesOut(BaseModel):
+    error: str | None  # why tmux could not be asked; every placed pane is then "unknown"
+    panes: list[PaneOut]
+
+
+class MessageOut(BaseModel):
+    message_id: int
+    owner_member_id: int
+    from_member_id: int
+    to_member_id: int | None
+    type: Literal["unicast", "broadcast_summary"]
+    created_at: str
+    status_state: Literal["input_required", "completed"]
+    status_timestamp: str
+    origin_message_id: int | None
+    text: str
+
+
+class DeliveryOut(BaseModel):
+    message_id: int
+    to_member_id: int
+    status_state: Literal["input_required", "completed"]
+    ack_at: str | None
+
+
+class EntryOut(BaseModel):
+    kind: Literal["unicast", "broadcast"]
+    origin_message_id: int | None
+    from_member_id: int
+    created_at: str
+    text: str
+    recipients: int  # of the returned rows only (seed 002)
+    acked: int
+    deliveries: list[DeliveryOut]
+
+
+class NameOut(BaseModel):
+    member_id: int
+    name: str
+
+
+class TimelineOut(BaseModel):
+    limit: int
+    rows: int
+    limit_reached: bool
+    entries: list[EntryOut]
+    names: list[NameOut]  # every sender and recipient named in the entries, any status
+
+
+class SendIn(Strict):
+    to_member_id: Id | Literal["*"]
+    text: str
+
+
+class SendOut(BaseModel):
+    kind: Literal["unicast", "broadcast"]
+    message: MessageOut  # the delivery, or the broadcast's summary
+    recipients: int
+    notified: int
+    warnings: list[str]  # the lines `cafleet message send` prints on stderr
+
+
+class RuntimeOut(BaseModel):
+    fleet_id: int
+    pid: int | None
+    started_at: str | None
+    last_tick_at: str | None
+    tick_seconds: int
+    last_wake_at: str | None
+    wake_interval_seconds: int | None
+    wake_requested_at: str | None
+
+
+class WakeEntryOut(BaseModel):
+    member_id: int
+    name: str
+    coding_agent: str | None
+    unacked: int
+
+
+class WakeRosterOut(BaseModel):
+    members: list[WakeEntryOut]
+    director: WakeEntryOut | None
+
+
+class MonitorOut(BaseModel):
+    live: bool
+    runtime: RuntimeOut | None  # null: no loop ever ran for this fleet
+    wake_roster: WakeRosterOut
+
+
+class IntervalIn(Strict):
+    wake_interval_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
+
+
+class WakeOut(BaseModel):
+    wake_requested_at: str

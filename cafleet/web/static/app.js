@@ -1,0 +1,345 @@
+// The cafleet WebUI page. No framework, no build step. Every string that comes from the
+// database (names, descriptions, bodies, pane captures) is inserted as a text node, never as
+// HTML: `el()` turns string children into text nodes and this file never assigns innerHTML.
+"use strict";
+
+const REFRESH_MS = 5000;
+const state = {
+  fleetId: null,
+  readOnly: false,
+  roster: [],      // GET /api/members
+  names: new Map(), // member_id -> name, from the roster and the timeline
+  paneMember: null, // member whose capture the pane view shows
+  timer: null,
+};
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const $ = (id) => document.getElementById(id);
+
+async function api(path, options = {}) {
+  const headers = { Accept: "application/json", ...(options.headers || {}) };
+  if (options.fleet !== false && state.fleetId !== null) headers["X-Fleet-Id"] = String(state.fleetId);
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {
+    method: options.method || "GET",
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    credentials: "same-origin",
+  });
+  state.readOnly = response.headers.get("X-Cafleet-Read-Only") === "1";
+  document.body.classList.toggle("read-only", state.readOnly);
+  const type = response.headers.get("Content-Type") || "";
+  const data = type.includes("application/json") ? await response.json() : await response.text();
+  if (!response.ok) {
+    const detail = data && typeof data === "object" && "detail" in data ? data.detail : String(data);
+    throw new Error(`${response.status}: ${detail}`);
+  }
+  return data;
+}
+
+function nameOf(id) {
+  if (id === null || id === undefined) return "?";
+  const name = state.names.get(id);
+  return name === undefined ? `member ${id}` : `${name} (${id})`;
+}
+
+function shortTime(ts) {
+  if (!ts) return "-";
+  const m = /T(\d\d:\d\d:\d\d)/.exec(ts);
+  return m ? m[1] : ts;
+}
+
+function idleText(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  if (seconds < 60) return `${seconds}s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`;
+  return `${Math.floor(seconds / 3600)}h`;
+}
+
+function setStatus(text, isError) {
+  const node = $("status");
+  node.textContent = text;
+  node.classList.toggle("error", Boolean(isError));
+}
+
+// --- fleets ---------------------------------------------------------------------------------
+
+async function loadFleets() {
+  const saved = Number(new URLSearchParams(location.hash.slice(1)).get("fleet")) || null;
+  const previous = state.fleetId;
+  const fleets = await api("/api/fleets", { fleet: false }); // the one route without X-Fleet-Id
+  const picker = $("fleet");
+  picker.replaceChildren();
+  if (fleets.length !== 1) picker.append(el("option", { value: "" }, fleets.length ? "choose a fleet" : "no live fleet"));
+  for (const fleet of fleets) {
+    const label = `${fleet.name === null ? "(unnamed)" : fleet.name} #${fleet.fleet_id} (${fleet.member_count} members)`;
+    picker.append(el("option", { value: fleet.fleet_id }, label));
+  }
+  const ids = fleets.map((f) => f.fleet_id);
+  let chosen = null;
+  if (ids.length === 1) chosen = ids[0];
+  else if (ids.includes(previous)) chosen = previous;
+  else if (ids.includes(saved)) chosen = saved;
+  state.fleetId = chosen;
+  picker.value = chosen === null ? "" : String(chosen);
+}
+
+// --- roster ---------------------------------------------------------------------------------
+
+function renderRoster(members, activity, panes) {
+  const act = new Map(activity.map((a) => [a.member_id, a]));
+  const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
+  const list = $("roster");
+  list.replaceChildren();
+  for (const member of members) {
+    const a = act.get(member.member_id) || { idle: null, unacked: 0 };
+    const p = pane.get(member.member_id) || { state: "none", pane_id: null, activity: null };
+    const placement = member.placement;
+    const item = el(
+      "li",
+      {
+        "data-testid": "member",
+        "data-member-id": member.member_id,
+        class: member.status === "active" ? "active" : "deregistered",
+        title: member.description,
+        onclick: () => openPane(member.member_id),
+      },
+      el("span", { class: "name", "data-testid": "member-name" }, member.name),
+      el("span", { class: "badge" }, member.kind),
+      a.unacked ? el("span", { class: "badge unacked", "data-testid": "member-unacked" }, `${a.unacked} unACKed`) : null,
+      el("div", { class: "meta" },
+        `#${member.member_id} · `,
+        placement ? placement.coding_agent : "no agent",
+        " · pane ",
+        placement ? (placement.mux_pane_id === null ? "(pending)" : placement.mux_pane_id) : "-",
+        " ",
+        el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
+        ` · idle ${idleText(a.idle)}`,
+        member.status === "active" ? null : " · deregistered",
+      ),
+    );
+    list.append(item);
+  }
+  if (panes.error) list.append(el("li", { class: "meta error" }, `tmux: ${panes.error}`));
+}
+
+// --- timeline -------------------------------------------------------------------------------
+
+function renderTimeline(data) {
+  for (const n of data.names) state.names.set(n.member_id, n.name);
+  const note = $("limit-note");
+  note.hidden = !data.limit_reached;
+  note.textContent = data.limit_reached
+    ? `Showing the newest ${data.limit} deliveries only: older messages are not shown, and a broadcast cut by the limit counts only its shown recipients.`
+    : "";
+  const list = $("timeline");
+  const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
+  list.replaceChildren();
+  for (const entry of data.entries) {
+    const time = el("time", { datetime: entry.created_at, title: entry.created_at }, shortTime(entry.created_at));
+    if (entry.kind === "broadcast") {
+      const recipients = el("ul", { class: "recipients" });
+      for (const d of entry.deliveries) {
+        recipients.append(el("li", { "data-testid": "recipient", "data-member-id": d.to_member_id },
+          nameOf(d.to_member_id), ": ",
+          d.ack_at ? el("span", { "data-testid": "ack-time", title: d.ack_at }, `ACKed ${shortTime(d.ack_at)}`) : "not ACKed"));
+      }
+      list.append(el("li", { class: "broadcast", "data-testid": "broadcast", "data-origin": entry.origin_message_id },
+        el("div", { class: "head" }, time, " ", nameOf(entry.from_member_id), " → @all ",
+          el("span", { class: "badge", "data-testid": "recipient-count" }, `${entry.recipients} recipients`),
+          el("span", { class: "badge", "data-testid": "ack-count" }, `${entry.acked} ACKed`)),
+        el("div", { class: "body", "data-testid": "body" }, entry.text),
+        recipients));
+    } else {
+      const d = entry.deliveries[0];
+      list.append(el("li", { class: "unicast", "data-testid": "unicast", "data-message-id": d.message_id },
+        el("div", { class: "head" }, time, " ", nameOf(entry.from_member_id), " → ", nameOf(d.to_member_id), " ",
+          el("span", { class: "badge", "data-testid": "ack-state", title: d.ack_at || "" }, d.ack_at ? `ACKed ${shortTime(d.ack_at)}` : "not ACKed")),
+        el("div", { class: "body", "data-testid": "body" }, entry.text)));
+    }
+  }
+  if (atBottom) list.scrollTop = list.scrollHeight;
+}
+
+// --- monitor ----------------------------------------------------------------------------------
+
+function renderMonitor(data) {
+  $("monitor-state").textContent = data.runtime === null ? "No monitor loop ever ran for this fleet." : data.live ? "Loop live" : "Loop stopped";
+  const fields = $("monitor-fields");
+  fields.replaceChildren();
+  const rt = data.runtime || {};
+  for (const [label, value] of [
+    ["pid", rt.pid], ["started", rt.started_at], ["last tick", rt.last_tick_at], ["tick", rt.tick_seconds === undefined ? null : `${rt.tick_seconds}s`],
+    ["last wake", rt.last_wake_at], ["wake interval", rt.wake_interval_seconds === null || rt.wake_interval_seconds === undefined ? "unset" : `${rt.wake_interval_seconds}s`],
+    ["wake requested", rt.wake_requested_at],
+  ]) {
+    fields.append(el("dt", {}, label), el("dd", { "data-testid": `monitor-${label.replace(/ /g, "-")}` }, value === null || value === undefined ? "-" : value));
+  }
+  const input = $("interval");
+  if (document.activeElement !== input) input.value = rt.wake_interval_seconds ?? "";
+  $("interval-form").hidden = data.runtime === null;
+  $("wake").disabled = !data.live;
+  const roster = $("wake-roster");
+  roster.replaceChildren();
+  const rows = [...(data.wake_roster.director ? [data.wake_roster.director] : []), ...data.wake_roster.members];
+  for (const e of rows) roster.append(el("li", {}, `${e.name} (${e.member_id}): ${e.unacked} pending`));
+}
+
+// --- pane view ----------------------------------------------------------------------------------
+
+async function refreshPane() {
+  if (state.paneMember === null) return;
+  const id = state.paneMember;
+  $("pane-title").textContent = nameOf(id);
+  try {
+    $("pane-text").textContent = await api(`/api/members/${id}/capture?lines=60`);
+    $("pane-text").classList.remove("error");
+  } catch (err) {
+    $("pane-text").textContent = err.message;
+    $("pane-text").classList.add("error");
+  }
+}
+
+function openPane(memberId) {
+  state.paneMember = memberId;
+  $("pane").hidden = false;
+  refreshPane();
+}
+
+// --- refresh ------------------------------------------------------------------------------------
+
+async function refresh() {
+  try {
+    await loadFleets();
+    if (state.fleetId === null) {
+      for (const id of ["roster", "timeline"]) $(id).replaceChildren();
+      setStatus("Choose a fleet.");
+      return;
+    }
+    const [members, activity, panes, timeline, monitor] = await Promise.all([
+      api("/api/members"), api("/api/members/activity"), api("/api/members/panes"),
+      api("/api/timeline"), api("/api/monitor"),
+    ]);
+    state.roster = members;
+    for (const m of members) state.names.set(m.member_id, m.name);
+    renderRoster(members, activity, panes);
+    renderTimeline(timeline);
+    renderMonitor(monitor);
+    await refreshPane();
+    setStatus(`Updated ${new Date().toLocaleTimeString()}${state.readOnly ? " · read-only" : ""}`);
+  } catch (err) {
+    setStatus(err.message, true);
+  }
+}
+
+function scheduleRefresh() {
+  clearTimeout(state.timer);
+  state.timer = setTimeout(async () => { await refresh(); scheduleRefresh(); }, REFRESH_MS);
+}
+
+// --- composer -------------------------------------------------------------------------------
+
+// `@all text` broadcasts; `@name text` sends to the active member with that name (the longest
+// name that matches, so names with spaces work); `@<id> text` names a member by id.
+function parseComposed(raw) {
+  const text = raw.replace(/^\s+/, "");
+  if (!text.startsWith("@")) return { error: "Start with @name or @all." };
+  const rest = text.slice(1);
+  const split = (len) => ({ ok: len === rest.length || /\s/.test(rest[len]), body: rest.slice(len).replace(/^\s+/, "") });
+  if (rest.startsWith("all") && split(3).ok) return { to: "*", text: split(3).body };
+  const active = state.roster.filter((m) => m.status === "active").sort((a, b) => b.name.length - a.name.length);
+  for (const member of active) {
+    if (rest.startsWith(member.name) && split(member.name.length).ok) {
+      const same = active.filter((m) => m.name === member.name);
+      if (same.length > 1) return { error: `Several members are named ${member.name}; use @<id>.` };
+      return { to: member.member_id, text: split(member.name.length).body };
+    }
+  }
+  const byId = /^(\d+)(\s|$)/.exec(rest);
+  if (byId) return { to: Number(byId[1]), text: rest.slice(byId[1].length).replace(/^\s+/, "") };
+  return { error: "No active member has that name." };
+}
+
+async function onCompose(event) {
+  event.preventDefault();
+  const result = $("compose-result");
+  const parsed = parseComposed($("compose-text").value);
+  result.classList.toggle("error", Boolean(parsed.error));
+  if (parsed.error) { result.textContent = parsed.error; return; }
+  if (!parsed.text.trim()) { result.classList.add("error"); result.textContent = "The message is empty."; return; }
+  try {
+    const sent = await api("/api/messages/send", { method: "POST", body: { to_member_id: parsed.to, text: parsed.text } });
+    const what = sent.kind === "broadcast" ? `Broadcast to ${sent.recipients} recipients, ${sent.notified} notified.` : `Sent message ${sent.message.message_id}${sent.notified ? ", notified." : "."}`;
+    result.textContent = [what, ...sent.warnings].join(" ");
+    $("compose-text").value = "";
+    await refresh();
+  } catch (err) {
+    result.classList.add("error");
+    result.textContent = err.message;
+  }
+}
+
+// --- monitor controls ---------------------------------------------------------------------------
+
+async function onInterval(event) {
+  event.preventDefault();
+  const out = $("monitor-result");
+  try {
+    const seconds = Number($("interval").value);
+    const data = await api("/api/monitor", { method: "PATCH", body: { wake_interval_seconds: seconds } });
+    renderMonitor(data);
+    out.classList.remove("error");
+    out.textContent = `Wake interval set to ${seconds}s.`;
+  } catch (err) {
+    out.classList.add("error");
+    out.textContent = err.message;
+  }
+}
+
+async function onWake() {
+  const out = $("monitor-result");
+  try {
+    const data = await api("/api/monitor/wake", { method: "POST" });
+    out.classList.remove("error");
+    out.textContent = `Wake requested at ${shortTime(data.wake_requested_at)}.`;
+    renderMonitor(await api("/api/monitor"));
+  } catch (err) {
+    out.classList.add("error");
+    out.textContent = err.message;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("fleet").addEventListener("change", (event) => {
+    const id = Number(event.target.value) || null;
+    location.hash = id === null ? "" : `fleet=${id}`;
+    state.fleetId = id;
+    state.paneMember = null;
+    $("pane").hidden = true;
+    refresh();
+  });
+  $("composer").addEventListener("submit", onCompose);
+  $("interval-form").addEventListener("submit", onInterval);
+  $("wake").addEventListener("click", onWake);
+  $("pane-close").addEventListener("click", () => { state.paneMember = null; $("pane").hidden = true; });
+  $("monitor-toggle").addEventListener("click", () => {
+    const pop = $("monitor");
+    pop.hidden = !pop.hidden;
+    $("monitor-toggle").setAttribute("aria-expanded", String(!pop.hidden));
+  });
+  refresh().then(scheduleRefresh);
+});

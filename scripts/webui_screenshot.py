@@ -1,0 +1,137 @@
+"""Regenerate docs/webui.png: a demo fleet in a temporary database, the real `cafleet server`,
+and Debian's chromium driven by Playwright (never `playwright install`).
+
+    python scripts/webui_screenshot.py [--out docs/webui.png]
+
+No tmux is needed: the demo placements name panes that exist nowhere, so the roster shows their
+state as unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+
+@dataclass(frozen=True)
+class Pane:
+    session: str
+    window_id: str
+    pane_id: str
+
+
+def seed(db_path: Path) -> int:
+    from cafleet import broker
+    from cafleet.db.engine import close_connection
+    from cafleet.db.guard import open_validated_connection
+    from cafleet.db.migrate import run_setup
+    from cafleet.records import PlacementSpec
+
+    run_setup(str(db_path))
+    conn = open_validated_connection(str(db_path))
+    try:
+        boot = broker.create_fleet(
+            conn,
+            name="review",
+            backend="tmux",
+            coding_agent="claude",
+            director_pane=Pane("work", "@1", "%1"),
+            spawn_monitor=lambda _f, _d, _m: Pane("work", "@1", "%2"),
+        )
+        director = boot.director.member_id
+        ids = {}
+        for i, (name, agent, about) in enumerate(
+            [
+                ("alice", "claude", "reviews the storage layer"),
+                ("bob", "codex", "writes the migration"),
+                ("carol", "opencode", "runs the benchmarks"),
+            ]
+        ):
+            member = broker.register_member(
+                conn,
+                fleet_id=boot.fleet.fleet_id,
+                name=name,
+                description=about,
+                role="member",
+                placement=PlacementSpec("work", "@1", agent),
+                require_monitor=False,
+            )
+            broker.set_placement_pane(conn, member_id=member.member_id, pane_id=f"%{3 + i}")
+            ids[name] = member.member_id
+        send = broker.send_message
+        send(conn, from_member_id=director, to_member_id=ids["alice"], text="Please review PR 12.")
+        reply = send(conn, from_member_id=ids["alice"], to_member_id=director, text="On it.")
+        broker.ack_message(conn, message_id=reply.message_id)
+        cast = broker.broadcast_message(conn, from_member_id=director, text="Standup in 5 minutes.")
+        for delivery in cast.deliveries[:2]:
+            broker.ack_message(conn, message_id=delivery.message_id)
+        send(conn, from_member_id=ids["bob"], to_member_id=director, text="Migration 0003 drafted.")
+        send(
+            conn,
+            from_member_id=ids["carol"],
+            to_member_id=ids["bob"],
+            text="<b>not bold</b>: shown as text",
+        )
+        return boot.fleet.fleet_id
+    finally:
+        close_connection(conn)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "webui.png")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="cafleet-shot-") as tmp:
+        db_path = Path(tmp) / "cafleet.db"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX"))}
+        env["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
+        os.environ["CAFLEET_DATABASE_URL"] = env["CAFLEET_DATABASE_URL"]
+        seed(db_path)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "server", "--port", "8765"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            if not line.startswith("cafleet server: "):
+                raise SystemExit(f"cafleet server did not start: {line}{server.stdout.read()}")
+            url = line.split(": ", 1)[1].split()[0]
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                page = browser.new_page(viewport={"width": 1280, "height": 720})
+                page.goto(url)
+                page.wait_for_selector("[data-testid=broadcast]")
+                page.locator("[data-testid=compose-text]").fill("@bob how far is the migration?")
+                page.screenshot(path=str(args.out))
+                browser.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

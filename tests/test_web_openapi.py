@@ -1,0 +1,187 @@
+"""Every route's responses checked against the served OpenAPI schema with schemathesis: chosen
+requests that reach each route's success and error answers, then generated ones."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.delivery_helpers import sql_write
+from tests.factories import World, build_world, connect
+from tests.web_helpers import client, make_app
+
+pytest.importorskip("schemathesis")  # the test extra installs it; CI always has it
+
+from schemathesis.checks import not_a_server_error  # noqa: E402
+from schemathesis.specs.openapi.checks import (  # noqa: E402
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+]
+
+
+@pytest.fixture
+def served(head_db: Path) -> tuple[Any, World]:
+    import schemathesis
+
+    world = build_world(head_db, members=("alice", "bob"), pending=("bob",))
+    from cafleet import broker
+    from cafleet.db.timefmt import now_ts
+
+    with connect(head_db) as conn:
+        broker.send_message(
+            conn, from_member_id=world.director, to_member_id=world.members["alice"], text="hi"
+        )
+        broker.broadcast_message(conn, from_member_id=world.director, text="all")
+    stamp = now_ts()
+    sql_write(
+        head_db,
+        "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, wake_interval_seconds) "
+        "VALUES (?, ?, ?, ?, 60)",
+        world.fleet_id,
+        os.getpid(),
+        stamp,
+        stamp,
+    )
+    # A wildcard bind accepts schemathesis's `testserver` Host; the Host rule has its own tests.
+    app = make_app(head_db, host="0.0.0.0")
+    return schemathesis.openapi.from_asgi("/openapi.json", app), world
+
+
+def test_the_schema_is_served_and_errors_are_detail_strings(head_db: Path) -> None:
+    build_world(head_db)
+    with client(make_app(head_db)) as api:
+        schema = api.get("/openapi.json").json()
+    assert schema["components"]["schemas"]["ErrorOut"]["properties"]["detail"]["type"] == "string"
+    assert "HTTPValidationError" not in schema["components"]["schemas"]
+    for path, ops in schema["paths"].items():
+        for op in ops.values():
+            for code, response in op["responses"].items():
+                if code[0] in "45":
+                    assert response["content"]["application/json"]["schema"] == {
+                        "$ref": "#/components/schemas/ErrorOut"
+                    }, (path, code)
+
+
+def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
+    f = {"X-Fleet-Id": str(world.fleet_id)}
+    alice = world.members["alice"]
+    bob = world.members["bob"]
+    return [
+        ("GET", "/api/fleets", {}),
+        ("GET", "/api/members", {"headers": f}),
+        ("GET", "/api/members", {"headers": {"X-Fleet-Id": "nope"}}),
+        ("GET", "/api/members", {"headers": {"X-Fleet-Id": "77"}}),
+        ("GET", "/api/members/activity", {"headers": f}),
+        ("GET", "/api/members/panes", {"headers": f}),
+        ("GET", "/api/members/{member_id}/inbox", {"headers": f, "path_parameters": {"member_id": alice}}),
+        ("GET", "/api/members/{member_id}/inbox", {"headers": f, "path_parameters": {"member_id": 999}}),
+        ("GET", "/api/members/{member_id}/inbox", {"headers": f, "path_parameters": {"member_id": alice}, "query": {"limit": 0}}),
+        ("GET", "/api/members/{member_id}/sent", {"headers": f, "path_parameters": {"member_id": world.director}, "query": {"limit": 1}}),
+        ("GET", "/api/members/{member_id}/capture", {"headers": f, "path_parameters": {"member_id": bob}}),
+        ("GET", "/api/members/{member_id}/capture", {"headers": f, "path_parameters": {"member_id": alice}}),
+        ("GET", "/api/timeline", {"headers": f}),
+        ("GET", "/api/timeline", {}),
+        ("POST", "/api/messages/send", {"headers": f, "body": {"to_member_id": alice, "text": "x"}}),
+        ("POST", "/api/messages/send", {"headers": f, "body": {"to_member_id": "*", "text": "x"}}),
+        ("POST", "/api/messages/send", {"headers": f, "body": {"to_member_id": 999, "text": "x"}}),
+        ("POST", "/api/messages/send", {"headers": f, "body": {"to_member_id": alice, "text": ""}}),
+        ("GET", "/api/monitor", {"headers": f}),
+        ("PATCH", "/api/monitor", {"headers": f, "body": {"wake_interval_seconds": 30}}),
+        ("PATCH", "/api/monitor", {"headers": f, "body": {"wake_interval_seconds": -3}}),
+        ("POST", "/api/monitor/wake", {"headers": f}),
+        ("POST", "/api/monitor/wake", {"headers": {"X-Fleet-Id": "77"}}),
+    ]  # fmt: skip
+
+
+def test_chosen_requests_reach_every_route_and_conform(served: tuple[Any, World]) -> None:
+    schema, world = served
+    operations = {(op.ok().method.upper(), op.ok().path) for op in schema.get_all_operations()}
+    covered: dict[tuple[str, str], set[int]] = {}
+    for method, path, parts in _cases(world):
+        case = schema[path][method].Case(**parts)
+        response = case.call()
+        case.validate_response(response, checks=CHECKS)
+        covered.setdefault((method, path), set()).add(response.status_code)
+    assert set(covered) == operations  # every route in the schema was called
+    # each one succeeded, but capture, which needs tmux (its own test below)
+    assert all(200 in codes for key, codes in covered.items() if "capture" not in key[1]), covered
+    assert {400, 404, 409, 422} <= set().union(*covered.values())
+
+
+@pytest.mark.parametrize(
+    "route",
+    [
+        ("GET", "/api/fleets"),
+        ("GET", "/api/members"),
+        ("GET", "/api/members/activity"),
+        ("GET", "/api/members/panes"),
+        ("GET", "/api/members/{member_id}/inbox"),
+        ("GET", "/api/members/{member_id}/sent"),
+        ("GET", "/api/members/{member_id}/capture"),
+        ("GET", "/api/timeline"),
+        ("POST", "/api/messages/send"),
+        ("GET", "/api/monitor"),
+        ("PATCH", "/api/monitor"),
+        ("POST", "/api/monitor/wake"),
+    ],
+)
+def test_generated_requests_conform(served: tuple[Any, World], route: tuple[str, str]) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    schema, world = served
+    method, path = route
+    operation = schema[path][method]
+    seen: set[int] = set()
+
+    @settings(
+        max_examples=12,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy())
+    def check(case: Any) -> None:
+        # Half the cases keep the generated header (mostly malformed); half name the fleet.
+        if case.headers is not None and "X-Fleet-Id" in case.headers and len(seen) % 2 == 0:
+            case.headers["X-Fleet-Id"] = str(world.fleet_id)
+        response = case.call()
+        seen.add(response.status_code)
+        case.validate_response(response, checks=CHECKS)
+
+    check()
+    assert seen
+
+
+def test_capture_and_pane_states_with_tmux_conform(tmux_db: Any, monkeypatch: Any) -> None:
+    import schemathesis
+
+    world = build_world(tmux_db.db_path, members=("alice",), harness=tmux_db)
+    app = make_app(tmux_db.db_path, host="0.0.0.0")
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    f = {"X-Fleet-Id": str(world.fleet_id)}
+    alice = world.members["alice"]
+    # the in-process backend reaches the private server through TMUX
+    monkeypatch.setenv("TMUX", tmux_db.env["TMUX"])
+    case = schema["/api/members/{member_id}/capture"]["GET"].Case(
+        headers=f, path_parameters={"member_id": alice}, query={"lines": 5}
+    )
+    response = case.call()
+    case.validate_response(response, checks=CHECKS)
+    assert response.status_code == 200 and "fake-claude ready" in response.text
+    case = schema["/api/members/panes"]["GET"].Case(headers=f)
+    response = case.call()
+    case.validate_response(response, checks=CHECKS)
+    states = {p["member_id"]: p["state"] for p in response.json()["panes"]}
+    assert states[alice] == "alive"
