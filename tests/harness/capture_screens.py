@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.harness.fixtures import TmuxHarness, private_tmux
+from tests.harness.mock_api import mock_anthropic
 from tests.harness.real_agents import AGENTS, RealAgent, installed_version
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "screens"
@@ -264,6 +265,18 @@ def claude(h: TmuxHarness, rec: Recorder) -> None:
         rec.save("working", a.capture(), state="working", composer="", frames=(frame(15),),
                  note="narrow 70x24 pane, working", size="70x24")  # fmt: skip
 
+    with (
+        mock_anthropic() as url,
+        agent_in(h, "claude", name="claude-perm", extra_env={"ANTHROPIC_BASE_URL": url}) as a,
+    ):
+        # A local stand-in API answers every prompt with a Bash tool call: the real prompt.
+        poll_until(a, is_ready)
+        a.submit("run the ack command", settle=1.0)
+        a.wait_screen(r"Do you want to proceed\?", timeout=60)
+        time.sleep(1.0)
+        rec.save("permission", a.capture(), state="awaiting_user", composer=None,
+                 note="Bash permission prompt (tool call from tests/harness/mock_api.py)")  # fmt: skip
+
     with agent_in(h, "claude", name="claude-notrust", trust=False) as a:
         text = a.wait_screen(r"Yes, I trust this folder", timeout=120)
         time.sleep(1.0)
@@ -475,6 +488,17 @@ def opencode(h: TmuxHarness, rec: Recorder) -> None:
         time.sleep(1.0)
         rec.save("slash", a.capture(), state="ready", composer="/",
                  note="a lone / typed: the command list opens above the composer")  # fmt: skip
+
+    config: dict[str, Any] = {"permission": {"bash": "ask"}}
+    with mock_anthropic() as url:
+        config["provider"] = {"anthropic": {"options": {"baseURL": url + "/v1"}}}
+        with agent_in(h, "opencode", name="opencode-perm", opencode_config=config) as a:
+            poll_until(a, lambda t: "Ask anything" in t and _oc_footer_ready(t), 180)
+            a.submit("run the ack command", settle=1.0)
+            a.wait_screen(r"Permission required", timeout=90)
+            time.sleep(1.0)
+            rec.save("permission", a.capture(), state="awaiting_user", composer=None,
+                     note="bash permission dialog (tool call from tests/harness/mock_api.py)")  # fmt: skip
 
 
 CAPTURES = {"claude": claude, "codex": codex, "opencode": opencode}

@@ -248,6 +248,32 @@ def codex_interruptions(codex_home: Path) -> int:
     return n
 
 
+def opencode_records(messages: Sequence[dict[str, Any]]) -> list[Received]:
+    """The user messages of ``opencode export`` output (``messages[].info.role == "user"``,
+    their non-synthetic text parts joined)."""
+    out = []
+    for message in messages:
+        if (message.get("info") or {}).get("role") != "user":
+            continue
+        texts = [
+            str(p.get("text", ""))
+            for p in message.get("parts", [])
+            if p.get("type") == "text" and not p.get("synthetic")
+        ]
+        out.append(Received("".join(texts)))
+    return out
+
+
+def opencode_interruptions(messages: Sequence[dict[str, Any]]) -> int:
+    """Assistant messages that ended with an abort error (what an interrupt records)."""
+    return sum(
+        1
+        for message in messages
+        if (message.get("info") or {}).get("role") == "assistant"
+        and "Abort" in json.dumps((message.get("info") or {}).get("error") or "")
+    )
+
+
 def _json_after_noise(text: str) -> Any:
     """opencode prints a line such as "Exporting session: ..." before the JSON on some paths."""
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
@@ -279,6 +305,7 @@ class RealAgent:
         approve_key: bool = True,
         extra_env: Mapping[str, str] | None = None,
         login: bool = True,
+        opencode_config: Mapping[str, Any] | None = None,
     ) -> None:
         if agent not in PACKAGES:
             raise ValueError(f"unknown agent {agent!r}")
@@ -289,6 +316,7 @@ class RealAgent:
         self.width, self.height = width, height
         self.trust, self.approve_key, self.login = trust, approve_key, login
         self.extra_env = dict(extra_env or {})
+        self.opencode_config = dict(opencode_config or {})
         self.binary = binary(agent)
         if self.binary is None:
             raise RuntimeError(f"real {agent} is not installed in {cache_dir()}")
@@ -372,7 +400,18 @@ class RealAgent:
             kill_pids(pids_of(self.root))
 
     def _prepare_opencode(self) -> None:
-        """Nothing is needed; opencode starts without dialogs."""
+        """opencode starts without dialogs; the config only keeps it off the network (its
+        Anthropic provider, picked because ANTHROPIC_API_KEY is set, at the dead URL)."""
+        config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {"anthropic": {"options": {"baseURL": DEAD_URL + "/v1"}}},
+        }
+        config.update(self.opencode_config)
+        path = self.home / ".config" / "opencode" / "opencode.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=1), encoding="utf-8")
 
     def _process_env(self) -> dict[str, str]:
         """The full environment of a command run for this agent outside tmux."""
@@ -491,12 +530,7 @@ class RealAgent:
             return sum(r.text == "[Request interrupted by user]" for r in self.records())
         if self.agent == "codex":
             return codex_interruptions(self.codex_home)
-        return sum(
-            1
-            for message in self._opencode_messages()
-            if (message.get("info") or {}).get("role") == "assistant"
-            and "Abort" in json.dumps((message.get("info") or {}).get("error") or "")
-        )
+        return opencode_interruptions(self._opencode_messages())
 
     def run_cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run ``<agent binary> args`` with the pane's HOME/XDG and cwd (e.g. opencode export)."""
@@ -547,17 +581,7 @@ class RealAgent:
         return False
 
     def _opencode_records(self) -> list[Received]:
-        out = []
-        for message in self._opencode_messages():
-            if (message.get("info") or {}).get("role") != "user":
-                continue
-            texts = [
-                str(p.get("text", ""))
-                for p in message.get("parts", [])
-                if p.get("type") == "text" and not p.get("synthetic")
-            ]
-            out.append(Received("".join(texts)))
-        return out
+        return opencode_records(self._opencode_messages())
 
     def describe(self) -> str:
         return (
@@ -572,8 +596,13 @@ __all__ = [
     "Received",
     "binary",
     "cache_dir",
+    "claude_records",
+    "codex_interruptions",
+    "codex_records",
     "installed_version",
     "kill_pids",
+    "opencode_interruptions",
+    "opencode_records",
     "pids_of",
     "pins",
     "real_agents_required",
