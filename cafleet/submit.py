@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
 CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
 VERIFY_POLL = 0.1  # between captures after Enter
-ENTER_AGAIN_AFTER = 1.0  # the line still in the composer this long after Enter: Enter again
-VERIFY_TIMEOUT = 5.0  # after the last Enter, the screen must show the line taken by then
+# opencode redraws seconds late under load (docs/agent-screens.md, "Judging a submit"): a taken
+# line may still show in its composer, or nowhere yet, for a while after Enter.
+ENTER_AGAIN_AFTER = 3.0  # the line still in the composer this long after Enter: Enter again
+VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
 

@@ -144,7 +144,7 @@ def test_a_line_the_pane_never_shows_is_unverified_and_not_recorded(
     h = tmux_harness
     pane = h.spawn_fake()
     recorded: list[str] = []
-    util.fake_stall(pane, 12)
+    util.fake_stall(pane, 25)
     outcome = type_into_pane(
         _key(h, pane),
         "check me",
