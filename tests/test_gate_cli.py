@@ -147,7 +147,7 @@ def test_the_wake_waits_while_the_monitor_starts(tmux_db: TmuxHarness) -> None:
         rf"^{TS} tick -> wake monitor {mon} held: pane {re.escape(ids.monitor_pane)} is "
         "starting; the line is held$"
     )
-    loop.wait_line(rf"^{TS} tick -> wake monitor {mon} \(0 members\)$", timeout=30)
+    loop.wait_line(rf"^{TS} tick -> wake monitor {mon} \(0 members\)$", timeout=60)
     assert loop.count("held:") == 1
     wakes = [r["text"] for r in line_records(ids.monitor_pane) if "tick: fleet" in r["text"]]
     assert wakes and all(w.startswith(f"[cafleet] tick: fleet {f} {EM}") for w in wakes)
