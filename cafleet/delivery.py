@@ -235,7 +235,7 @@ def _attempt(
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (runtime.md §4.9).
     from cafleet.keystrokes import Target, type_into_pane
-    from cafleet.mux import PaneOwner
+    from cafleet.mux import owner_of
     from cafleet.panestate import message_frame
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
@@ -244,7 +244,7 @@ def _attempt(
         frame=message_frame(message.message_id),
         waited=_waited(message.created_at),
         hold_timeout=_hold_timeout(),
-        owner=PaneOwner(None, placement.mux_session, placement.mux_window_id),
+        owner=owner_of(placement),
     )
     outcome = type_into_pane(
         key,

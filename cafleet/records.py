@@ -112,6 +112,7 @@ class PlacementSpec:
     mux_window_id: str
     coding_agent: str
     backend: str = "tmux"
+    mux_socket: str | None = None  # the tmux server's socket path (revision 0003)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,7 @@ class Placement:
     mux_pane_id: str | None
     coding_agent: str
     created_at: str
+    mux_socket: str | None = None  # the server the pane was made on; None: not recorded
 
     @property
     def is_concrete(self) -> bool:
@@ -293,6 +295,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
             "member_placements", key, "coding_agent", row[prefix + "coding_agent"], CODING_AGENTS
         ),
         created_at=row[prefix + "created_at"],
+        mux_socket=row.get(prefix + "mux_socket"),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import cafleet
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import assert_unchanged, run_cli, snapshot, sql
 
 MULTIPLEXER_KEYS = [
@@ -58,7 +59,7 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "path": str(db_path),
         "state": "missing",
         "schema_version": None,
-        "head_version": 2,
+        "head_version": HEAD_VERSION,
         "error": "no cafleet database; run 'cafleet setup'",
     }
     assert list(data["database"]) == DATABASE_KEYS
@@ -75,7 +76,7 @@ def test_bad_url_shows_in_database_section() -> None:
         "path": None,
         "state": None,
         "schema_version": None,
-        "head_version": 2,
+        "head_version": HEAD_VERSION,
         "error": "database URL must name an absolute file path; got 'sqlite:///rel.db'",
     }
     code, out, _ = run_cli("doctor", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
@@ -105,7 +106,7 @@ def test_schema_versions_per_class(db_path: Path) -> None:
     assert database["state"] == "behind"
     assert database["schema_version"] == 1
     assert database["error"] == (
-        "database schema is outdated (schema 1, head 2); run 'cafleet setup'"
+        f"database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'"
     )
     assert_unchanged(before, db_path)
 
@@ -128,7 +129,10 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, _ = run_cli("doctor")
     assert code == 1
-    assert f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n1 issue found\n" in out
+    assert (
+        f"✓ database\n  path:      {head_db}\n  schema {HEAD_VERSION} (head)\n1 issue found\n"
+        in out
+    )
     assert_unchanged(before, head_db)
 
 
@@ -149,7 +153,7 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         f"  presence:  TMUX={h.env['TMUX']}\n"
         "✓ database\n"
         f"  path:      {h.db_path}\n"
-        "  schema 2 (head)\n"
+        f"  schema {HEAD_VERSION} (head)\n"
         "no issues found\n"
     )
     result = h.cli("doctor", "--json")
@@ -170,8 +174,8 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "ok": True,
         "path": str(h.db_path),
         "state": "current",
-        "schema_version": 2,
-        "head_version": 2,
+        "schema_version": HEAD_VERSION,
+        "head_version": HEAD_VERSION,
         "error": None,
     }
     assert_unchanged(before, h.db_path)

@@ -13,6 +13,7 @@ import pytest
 
 import cafleet
 from cafleet.cli.app import LOOP_COMMAND_NAME, cli
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import (
     FORBIDDEN_ALWAYS,
     assert_unchanged,
@@ -479,7 +480,7 @@ def test_default_path_under_home(tmp_path: Path) -> None:
     home = tmp_path / "home"
     code, out, _ = run_cli("setup", env={"CAFLEET_DATABASE_URL": "", "HOME": str(home)})
     path = home / ".local" / "share" / "cafleet" / "cafleet.db"
-    assert (code, out) == (0, f"Created {path} and applied migrations to head (2).\n")
+    assert (code, out) == (0, f"Created {path} and applied migrations to head ({HEAD_VERSION}).\n")
 
 
 # --- main's mapping (cli.md §1.4) ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import (
     assert_unchanged,
     hold_flock,
@@ -104,7 +105,7 @@ def _ahead(p: Path) -> None:
     head(p)
     sql(
         p,
-        "UPDATE alembic_version SET version_num = '0003'",
+        f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'",
         "DROP INDEX idx_members_one_active_monitor_per_fleet",
     )
 
@@ -134,11 +135,15 @@ def _unreadable(p: Path) -> None:
 CASES: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] = {
     "behind": (
         schema1,
-        lambda p: "database schema is outdated (schema 1, head 2); run 'cafleet setup'",
+        lambda p: (
+            f"database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'"
+        ),
     ),
     "ahead": (
         _ahead,
-        lambda p: "database schema 3 is newer than this cafleet (head 2); upgrade cafleet",
+        lambda p: (
+            f"database schema {HEAD_VERSION + 1} is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet"
+        ),
     ),
     "foreign-app-id": (
         _foreign_app_id,
@@ -197,7 +202,7 @@ def test_damaged_dropped_index(db_path: Path) -> None:
     before = snapshot(db_path)
     code, out, err = run_cli("message", "poll", "1")
     assert (code, out) == (1, "")
-    prefix = f"Error: {db_path} is damaged (schema 2): "
+    prefix = f"Error: {db_path} is damaged (schema {HEAD_VERSION}): "
     assert err.startswith(prefix)
     assert err.endswith("; cafleet will not use or modify it\n")
     differences = err[len(prefix) : -len("; cafleet will not use or modify it\n")]
@@ -224,11 +229,15 @@ def test_extra_objects_pass_the_guard(db_path: Path) -> None:
 def test_setup_creates_then_is_idempotent(db_path: Path) -> None:
     assert not db_path.parent.exists()
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, out, err) == (
+        0,
+        f"Created {db_path} and applied migrations to head ({HEAD_VERSION}).\n",
+        "",
+    )
     assert db_path.is_file()
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
-    assert run_cli("setup") == (0, "Already at head (2); nothing to do.\n", "")
+    assert run_cli("setup") == (0, f"Already at head ({HEAD_VERSION}); nothing to do.\n", "")
     assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
@@ -251,7 +260,7 @@ def test_setup_upgrades_schema1_keeping_rows(db_path: Path) -> None:
     )
     tables = ("fleets", "members", "messages")
     rows = {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables}
-    assert run_cli("setup") == (0, "Upgraded from 1 to 2.\n", "")
+    assert run_cli("setup") == (0, f"Upgraded from 1 to {HEAD_VERSION}.\n", "")
     assert {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables} == rows
     assert run_cli("message", "poll", "2")[0] == 0
 
@@ -339,7 +348,11 @@ def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -
     assert db_path.stat().st_size == 0
     # Nothing was half-done: once the reader is gone the same file initialises normally.
     code, out, err = run_cli("setup")
-    assert (code, out, err) == (0, f"Created {db_path} and applied migrations to head (2).\n", "")
+    assert (code, out, err) == (
+        0,
+        f"Created {db_path} and applied migrations to head ({HEAD_VERSION}).\n",
+        "",
+    )
 
 
 # --- 80. the setup lock -------------------------------------------------------------------------
@@ -361,7 +374,7 @@ def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
     assert proc.returncode == 0, err
-    assert out.decode() == f"Created {db_path} and applied migrations to head (2).\n"
+    assert out.decode() == f"Created {db_path} and applied migrations to head ({HEAD_VERSION}).\n"
 
 
 def test_eight_concurrent_setups(db_path: Path) -> None:
@@ -369,9 +382,9 @@ def test_eight_concurrent_setups(db_path: Path) -> None:
     results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
     assert all(code == 0 for code, _o, _e in results), results
     outs = sorted(o.decode() for _c, o, _e in results)
-    created = f"Created {db_path} and applied migrations to head (2).\n"
+    created = f"Created {db_path} and applied migrations to head ({HEAD_VERSION}).\n"
     assert outs.count(created) == 1
-    assert outs.count("Already at head (2); nothing to do.\n") == 7
+    assert outs.count(f"Already at head ({HEAD_VERSION}); nothing to do.\n") == 7
 
 
 def test_setup_signal_while_waiting(db_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.factories import connect
 from tests.fleet_helpers import (
     START_RE,
@@ -478,7 +479,7 @@ def test_schema_change_stops_the_loop_with_the_guard_message(
     sql_write(h, "DROP INDEX idx_messages_from_created")
     assert loop.proc.wait(timeout=10) == 1
     err = loop.stderr()
-    assert err.startswith(f"Error: {h.db_path} is damaged (schema 2): "), err
+    assert err.startswith(f"Error: {h.db_path} is damaged (schema {HEAD_VERSION}): "), err
     assert "idx_messages_from_created" in err
     assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"
     assert runtime_row(h, f)["pid"] is None  # type: ignore[index]

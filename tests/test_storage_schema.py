@@ -15,6 +15,7 @@ from cafleet.db import schema
 from cafleet.db.migrate import run_setup, script_location, upgrade_to
 from cafleet.db.shapes import (
     HEAD_REVISION,
+    HEAD_VERSION,
     REVISIONS,
     SHAPES,
     canonical,
@@ -30,7 +31,9 @@ MANIFEST = REPO_ROOT / "tests" / "revision_manifest.txt"
 
 @pytest.fixture
 def fresh(db_path: Path) -> Path:
-    assert run_setup(str(db_path)) == (f"Created {db_path} and applied migrations to head (2).")
+    assert run_setup(str(db_path)) == (
+        f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     return db_path
 
 
@@ -78,6 +81,7 @@ EXPECTED_COLUMNS = {
         ("backend", "TEXT", 1, "'tmux'", 0),
         ("coding_agent", "TEXT", 1, None, 0),
         ("created_at", "TEXT", 1, None, 0),
+        ("mux_socket", "TEXT", 0, None, 0),  # revision 0003
     ],
     "messages": [
         ("message_id", "INTEGER", 1, None, 1),
@@ -228,7 +232,7 @@ def test_exactly_five_foreign_keys(fresh: Path) -> None:
 def test_identity_ledger_and_wal(fresh: Path) -> None:
     assert query(fresh, "PRAGMA application_id") == [(1128351288,)]
     assert schema.APPLICATION_ID == 1128351288 == 0x43414638
-    assert query(fresh, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(fresh, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
     assert query(fresh, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -266,6 +270,16 @@ def test_shapes_of_0001_and_0002() -> None:
     assert {i.name for i in s2.indexes} - {i.name for i in s1.indexes} == {
         "idx_members_one_active_monitor_per_fleet"
     }
+
+
+def test_shape_of_0003() -> None:
+    s2, s3 = SHAPES["0002"], SHAPES["0003"]
+    assert s3.indexes == s2.indexes
+    changed = [(a, b) for a, b in zip(s2.tables, s3.tables, strict=True) if a != b]
+    assert [a.name for a, _ in changed] == ["member_placements"]
+    old, new = changed[0]
+    assert new.columns[:-1] == old.columns and new.foreign_keys == old.foreign_keys
+    assert new.columns[-1].name == "mux_socket" and not new.columns[-1].notnull
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.storage_helpers import REPO_ROOT, query
 
 
@@ -61,9 +62,9 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     _run([str(python), "-m", "pip", "install", "--quiet", str(wheels[0])], cwd="/", env=env)
 
     setup = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert setup.stdout == f"Created {db} and applied migrations to head (2).\n"
+    assert setup.stdout == f"Created {db} and applied migrations to head ({HEAD_VERSION}).\n"
     assert setup.stderr == ""
-    assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(db, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
     probe = _run(
         [
@@ -84,7 +85,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert str(REPO_ROOT) not in info["path"]
 
     again = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert again.stdout == "Already at head (2); nothing to do.\n"
+    assert again.stdout == f"Already at head ({HEAD_VERSION}); nothing to do.\n"
 
 
 @pytest.mark.parametrize("name", ["env.py", "script.py.mako"])

@@ -92,6 +92,8 @@ member_placements = Table(
     Column("backend", Text, nullable=False, server_default="tmux"),
     Column("coding_agent", Text, nullable=False),
     Column("created_at", Text, nullable=False),
+    # Revision 0003: the socket path of the tmux server the pane was made on (NULL: unknown).
+    Column("mux_socket", Text, nullable=True),
 )
 
 messages = Table(

@@ -230,7 +230,7 @@ def _wake(
     import time
 
     from cafleet.keystrokes import Target, type_into_pane
-    from cafleet.mux import PaneKey, PaneOwner, get_backend
+    from cafleet.mux import PaneKey, get_backend, owner_of
 
     member_id = monitor.member_id
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
@@ -239,7 +239,7 @@ def _wake(
         agent=placement.coding_agent,
         waited=0.0 if held_since is None else time.monotonic() - held_since,
         hold_timeout=state.hold_timeout,
-        owner=PaneOwner(None, placement.mux_session, placement.mux_window_id),
+        owner=owner_of(placement),
     )
     counted: list[int] = []
 

@@ -16,6 +16,7 @@ from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
+    from cafleet.records import Placement
 
 # cli.md §1.11, exact.
 MSG_TMUX_NOT_FOUND = "tmux binary not found on PATH"
@@ -67,6 +68,11 @@ class PaneOwner:
     socket_path: str | None
     session: str
     window_id: str
+
+
+def owner_of(placement: Placement) -> PaneOwner:
+    """Where ``placement``'s pane must be (issue 10 item 7)."""
+    return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,7 @@ __all__ = [
     "msg_tmux_too_old",
     "msg_unreachable",
     "msg_unsupported_backend",
+    "owner_of",
     "owner_problem",
     "probe_for_typing",
     "same_server",

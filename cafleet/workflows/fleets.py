@@ -135,6 +135,7 @@ def create(
             coding_agent=coding_agent,
             director_pane=here,
             spawn_monitor=spawn_monitor,
+            mux_socket=backend.socket_path,
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)

@@ -207,6 +207,11 @@ def create(
         raise WorkflowError(str(exc)) from exc
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.mux import MSG_NOT_OURS, same_server
+
+    if not same_server(backend.socket_path, director_placement.mux_socket):
+        # Splitting "@<window>" here would split a window of this server, not the Director's.
+        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
 
     # Safe point: nothing written yet.
     signals.check()
@@ -227,6 +232,7 @@ def create(
                 mux_window_id=director_placement.mux_window_id,
                 coding_agent=coding_agent,
                 backend="tmux",
+                mux_socket=backend.socket_path,
             ),
             require_monitor=True,
         )
@@ -361,6 +367,11 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         if shared is not None:
             status, other = "shared", shared
         else:
+            from cafleet.mux import owner_of, owner_problem
+
+            not_ours = owner_problem(backend, pane_id, owner_of(placement))
+            if not_ours is not None:
+                raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
             try:
                 killed = backend.kill_pane(pane_id, ignore_missing=True)
             except MultiplexerError as exc:
@@ -392,7 +403,7 @@ def _type_line(
     reused`; each is exit 1."""
     from cafleet import signals
     from cafleet.keystrokes import Target, type_into_pane
-    from cafleet.mux import PaneOwner
+    from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 
     verb = "prompt" if wait else "ping"
@@ -408,7 +419,7 @@ def _type_line(
         target=Target(
             agent=placement.coding_agent,
             hold_timeout=settings.delivery_hold_timeout,
-            owner=PaneOwner(None, placement.mux_session, placement.mux_window_id),
+            owner=owner_of(placement),
         ),
         keep_waiting=signals.keep_waiting,
     )
