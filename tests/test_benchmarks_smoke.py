@@ -52,6 +52,11 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         assert row["drain_queries"] == 1
         assert row["wake_line_bytes"] < 3000
     assert all(r["broadcast_rc"] == 0 and r["scan_rc"] == 0 for r in drains["whole_process"])
+    gate = results["delivery"]
+    assert gate["classifier"]["captures"] >= 40 and gate["classifier"]["classify_us"] > 0
+    assert set(gate["send_to_verified_fake_s"]) == {"claude", "codex", "opencode"}
+    assert all(s["n"] == 2 and s["median"] > 1.0 for s in gate["send_to_verified_fake_s"].values())
+    assert "delivery_real" not in results  # opt-in only: it runs real agents for many minutes
     # The printed table names every section.
     for heading in (
         "## 1.",
@@ -63,5 +68,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 7.",
         "## 8.",
         "## 9.",
+        "## 10.",
     ):
         assert heading in proc.stdout
