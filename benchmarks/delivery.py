@@ -206,6 +206,16 @@ def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, An
         trial["received_intact"] = arrived_count(got, text)
         trial["garbled"] = sum(1 for t, _, _ in got if f"msg {message_id} from" in t and t != text)
         trial["interruptions"] = member.real.interruptions()
+        # What reached the pane (the harness's tmux shim logs every call): Enters pressed,
+        # Escapes (there must be none) and Ctrl-U clears.
+        keys = [
+            c["argv"][-1]
+            for c in h.shim_calls()
+            if c.get("command") == "send-keys" and c.get("target") == member.pane
+        ]
+        trial["enters"] = keys.count("Enter")
+        trial["escapes"] = keys.count("Escape")
+        trial["clears"] = keys.count("C-u")
         arrived = first_arrival(got, text)
         if arrived is not None and stamp is not None:
             trial["record_after_stamp_s"] = round(arrived - stamp.timestamp(), 2)
@@ -274,6 +284,8 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 "stamped_but_missing": sum(1 for r in rows if r["stamped_but_missing"]),
                 "never_stamped": sum(1 for r in rows if not r.get("stamped")),
                 "garbled": sum(r["garbled"] for r in rows),
+                "escapes": sum(r.get("escapes", 0) for r in rows),
+                "enters": _stats([r["enters"] for r in rows if "enters" in r]),
                 "interruptions": sum(r["interruptions"] for r in rows),
                 "held_at_send": sum(1 for r in rows if r["held_note"]),
                 "send_to_stamp_s": _stats([r["send_to_stamp_s"] for r in rows if r.get("stamped")]),
