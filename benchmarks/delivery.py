@@ -185,6 +185,9 @@ def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, An
         )  # fmt: skip
         trial["send_s"] = round(time.time() - sent_at, 2)
         trial["held_note"] = r.stderr.startswith("Held: ")
+        if r.returncode != 0:
+            trial["send_error"] = f"exit {r.returncode}: {r.stderr.strip()[-300:]}"
+            return trial
         message_id = int(json.loads(r.stdout)["message"]["message_id"])
         text = f"[cafleet msg {message_id} from Director ({ids.director_id})] {body} {EM} ack with: cafleet message ack {message_id}"  # noqa: E501
         stamp = None
@@ -222,6 +225,8 @@ def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, An
         trial["stamped_but_missing"] = bool(trial.get("stamped")) and trial["received_intact"] == 0
     finally:
         member.stop()
+        if member.member_id:
+            h.cli("member", "delete", str(member.member_id))
     return trial
 
 
@@ -279,14 +284,15 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
             ready = [_ready_trial(h, tmp, agent, n, api) for n in range(ready_trials)]
             out["agents"][agent] = {
                 "rows": rows,
-                "received_intact": sum(1 for r in rows if r["received_intact"] == 1),
-                "duplicates": sum(1 for r in rows if r["received_intact"] > 1),
-                "stamped_but_missing": sum(1 for r in rows if r["stamped_but_missing"]),
+                "send_errors": [r["send_error"] for r in rows if "send_error" in r],
+                "received_intact": sum(1 for r in rows if r.get("received_intact") == 1),
+                "duplicates": sum(1 for r in rows if r.get("received_intact", 0) > 1),
+                "stamped_but_missing": sum(1 for r in rows if r.get("stamped_but_missing")),
                 "never_stamped": sum(1 for r in rows if not r.get("stamped")),
-                "garbled": sum(r["garbled"] for r in rows),
+                "garbled": sum(r.get("garbled", 0) for r in rows),
                 "escapes": sum(r.get("escapes", 0) for r in rows),
                 "enters": _stats([r["enters"] for r in rows if "enters" in r]),
-                "interruptions": sum(r["interruptions"] for r in rows),
+                "interruptions": sum(r.get("interruptions", 0) for r in rows),
                 "held_at_send": sum(1 for r in rows if r["held_note"]),
                 "send_to_stamp_s": _stats([r["send_to_stamp_s"] for r in rows if r.get("stamped")]),
                 "record_after_stamp_s": _stats(

@@ -4,9 +4,10 @@ Standalone: standard library only, because copies run under a generated shebang.
 below, is the exception: it imports tests.harness.fake_screens and cafleet.panestate, both on
 the PYTHONPATH the test session sets.)
 
-- Start record ``{"kind":"start","agent","argv","cwd","pane","db_url","pid"}`` appended to
-  ``$CAFLEET_FAKE_DIR/<pane with % replaced by p>.jsonl``.
-- Raw tty; prints ``fake-<agent> ready (<pane>)`` and a ``> `` prompt; reads with os.read.
+- Raw tty; prints ``fake-<agent> ready (<pane>)`` and a ``> `` prompt, then appends the start
+  record ``{"kind":"start","agent","argv","cwd","pane","db_url","pid"}`` to
+  ``$CAFLEET_FAKE_DIR/<pane with % replaced by p>.jsonl`` (screen mode: the record first);
+  reads with os.read.
 - Each CR closes one line record ``{"kind":"line","bytes_b64","text","t"}`` holding every byte
   since the previous CR (ESC included, CR excluded), written with one os.write (O_APPEND). Echoes
   ``got: <text>`` (ESC shown as ``^[``) and a new prompt.
