@@ -65,7 +65,7 @@ def line(n: int) -> str:
 @pytest.mark.parametrize("agent", AGENTS)
 def test_starting_ready_working_ready(tmux_harness: TmuxHarness, agent: str) -> None:
     h = tmux_harness
-    pane = spawn(h, agent, "start=1.5 work=1.5")
+    pane = spawn(h, agent, "start=1 work=1")
     assert classify(agent, capture(h, pane)) == "starting"
     ready = wait_state(h, agent, pane, "ready")
     assert composer_text(agent, ready) == ""
@@ -112,7 +112,7 @@ def test_swallowed_enter_stays_in_composer(tmux_harness: TmuxHarness, agent: str
 @pytest.mark.parametrize("agent", AGENTS)
 def test_input_dropped_while_starting(tmux_harness: TmuxHarness, agent: str) -> None:
     h = tmux_harness
-    pane = spawn(h, agent, "start=3 drop-while-starting")
+    pane = spawn(h, agent, "start=2 drop-while-starting")
     before = capture(h, pane)
     assert classify(agent, before) == "starting"
     typed(h, pane, line(8))
@@ -126,7 +126,7 @@ def test_input_dropped_while_starting(tmux_harness: TmuxHarness, agent: str) -> 
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_text_kept_but_enter_lost_while_starting(tmux_harness: TmuxHarness, agent: str) -> None:
     h = tmux_harness
-    pane = spawn(h, agent, "start=2")
+    pane = spawn(h, agent, "start=1.5")
     typed(h, pane, line(9))
     retry_until(lambda: kinds(pane, "enter-lost"))
     after = wait_state(h, agent, pane, "ready")

@@ -78,13 +78,12 @@ CLAUDE = AgentScreens(
             "awaiting_user",
             r"^\s*Do you want to (proceed|make this edit to|create|delete|use this API key|allow)\b.*\?\s*$",
             "tail",
-            "  Do you want to use this API key?",
-            "dialog-api-key-1.txt",
-            "The question of the permission prompt (Bash, edits, file creation) and of the API-key "
-            "dialog. The permission variants are from the docs and issue screenshots and the "
-            "binary's strings ('Do you want to proceed?' 9x, 'Do you want to make this edit to').",
-            confidence="high for the API-key dialog (captured); high for the texts of the "
-            "permission prompt (docs + binary), medium for its exact layout",
+            " Do you want to proceed?",
+            "permission-1.txt",
+            "The question of the permission prompt (captured: a Bash call from the local mock "
+            "API) and of the API-key dialog (captured). The edit/create variants are from the "
+            "docs and the binary's strings ('Do you want to make this edit to').",
+            confidence="high (captured); medium for the edit/create wording",
         ),
         Cue(
             "awaiting_user",
@@ -108,8 +107,8 @@ CLAUDE = AgentScreens(
             "working",
             r"^[·✢✳✶✻✽*]\s+\S.*…",
             "tail",
-            "✽ Whatchamacalliting…",
-            "working-1.txt",
+            "· Contemplating…",
+            "working-4.txt",
             "The spinner line above the input box while a turn runs (a glyph, a verb, an "
             "ellipsis). A finished turn leaves '✻ Worked for 3s' (no ellipsis).",
         ),
@@ -250,13 +249,13 @@ OPENCODE = AgentScreens(
     cues=(
         Cue(
             "awaiting_user",
-            r"Permission required|^\s*(Allow once|Allow always|Reject)\s*$",
+            r"Permission required|Allow once\s+Allow always\s+Reject",
             "screen",
-            "△ Permission required",
-            "docs",
-            "The permission dialog: title 'Permission required' (△), options 'Allow once', "
-            "'Allow always', 'Reject' (docs; the 1.18.33 binary's dialog code holds these).",
-            confidence="high for the texts (binary), medium for the layout",
+            "  ┃  △ Permission required",
+            "permission-1.txt",
+            "The permission dialog, drawn in place of the input box: '△ Permission required', "
+            "the command, and the options row 'Allow once   Allow always   Reject' (captured: "
+            "a bash call from the local mock API with permission.bash = ask).",
         ),
         Cue(
             "awaiting_user",
@@ -272,7 +271,7 @@ OPENCODE = AgentScreens(
             "working",
             r"^\s*[⬝■]{4,}",
             "footer",
-            "   ■⬝⬝⬝⬝⬝⬝⬝  esc interrupt                                                                 tab agents  ctrl+p commands",
+            "   ■■⬝⬝⬝⬝⬝⬝  esc interrupt                                                                 tab agents  ctrl+p commands",
             "working-1.txt",
             "The progress bar that opens the status line while a turn runs (long retry texts "
             "can squeeze the 'esc interrupt' hint into a column, the bar stays).",
@@ -281,7 +280,7 @@ OPENCODE = AgentScreens(
             "working",
             r"esc (again to )?interrupt|\[retrying\b",
             "footer",
-            "   ⬝⬝■■■■■■  esc again to interrupt                                                        tab agents  ctrl+p commands",
+            "   ■■■■⬝⬝⬝⬝  esc again to interrupt                                                        tab agents  ctrl+p commands",
             "escape-once-1.txt",
             "The interrupt hint (after one Escape: 'esc again to interrupt') and the retry note.",
         ),

@@ -8,7 +8,12 @@ script did to reach a screen is the ground truth the unit tests check the classi
 it is written to tests/data/screens/index.json (``state`` the classifier must answer,
 ``composer`` the text in the composer or null, ``frames`` message frames visible outside it).
 The script waits on literal screen texts, never on the classifier it feeds. Run one agent at a
-time on a loaded machine; each takes one to three minutes.
+time on a loaded machine; each takes one to five minutes. Permission prompts come from a local
+stand-in API (tests/harness/mock_api.py) for Claude Code and opencode.
+
+After a re-capture run ``python -m pytest tests/test_panestate.py``: cue examples are copied
+from captures, and spinner verbs, counters and progress bars change from run to run, so a cue
+whose example is no longer in its capture must get a fresh example (or source file).
 """
 
 from __future__ import annotations
@@ -277,6 +282,17 @@ def claude(h: TmuxHarness, rec: Recorder) -> None:
         rec.save("permission", a.capture(), state="awaiting_user", composer=None,
                  note="Bash permission prompt (tool call from tests/harness/mock_api.py)")  # fmt: skip
 
+    with (
+        mock_anthropic("stall") as url,
+        agent_in(h, "claude", name="claude-stream", extra_env={"ANTHROPIC_BASE_URL": url}) as a,
+    ):
+        # A reply that streams and never ends: Claude's spinner line (offline it only retries).
+        poll_until(a, is_ready)
+        a.submit(line(16), settle=1.0)
+        a.wait_screen(r"^[·✢✳✶✻✽*] \S.*…", timeout=60)
+        rec.save("working", a.capture(), state="working", composer="", frames=(frame(16),),
+                 note="a reply streaming (stalling local API): the spinner line")  # fmt: skip
+
     with agent_in(h, "claude", name="claude-notrust", trust=False) as a:
         text = a.wait_screen(r"Yes, I trust this folder", timeout=120)
         time.sleep(1.0)
@@ -411,8 +427,17 @@ def _oc_footer_ready(t: str) -> bool:
     return "ctrl+p commands" in t and "esc interrupt" not in t
 
 
+def _stalling(url: str) -> dict[str, Any]:
+    return {"provider": {"anthropic": {"options": {"baseURL": url + "/v1"}}}}
+
+
 def opencode(h: TmuxHarness, rec: Recorder) -> None:
-    with agent_in(h, "opencode") as a:
+    # opencode gives up on an unreachable API within seconds; a local API that never finishes
+    # its reply keeps the turn running while the script types into it.
+    with (
+        mock_anthropic("stall") as url,
+        agent_in(h, "opencode", opencode_config=_stalling(url)) as a,
+    ):
         text, early = poll_until(a, lambda t: "Ask anything" in t and _oc_footer_ready(t), 180)
         save_starts(rec, early)
         rec.save(
@@ -434,9 +459,9 @@ def opencode(h: TmuxHarness, rec: Recorder) -> None:
         text = a.wait_screen(r"esc interrupt")
         rec.save("working", text, state="working", composer="", frames=(frame(12),),
                  note="right after submit (session screen)")  # fmt: skip
-        text = a.wait_screen(r"retrying", timeout=60)
-        rec.save("working", text, state="working", composer="", frames=(frame(12),),
-                 note="offline: retrying")  # fmt: skip
+        time.sleep(5)
+        rec.save("working", a.capture(), state="working", composer="", frames=(frame(12),),
+                 note="five seconds later, the reply still streaming")  # fmt: skip
 
         a.type_text(line(13, "typed while working"))
         text = a.wait_screen(r"┃\s+\[cafleet msg 13")
@@ -488,6 +513,19 @@ def opencode(h: TmuxHarness, rec: Recorder) -> None:
         time.sleep(1.0)
         rec.save("slash", a.capture(), state="ready", composer="/",
                  note="a lone / typed: the command list opens above the composer")  # fmt: skip
+
+    with agent_in(h, "opencode", name="opencode-offline") as a:
+        # The API unreachable (an unresolvable name): opencode retries, then gives up.
+        poll_until(a, lambda t: "Ask anything" in t and _oc_footer_ready(t), 180)
+        a.submit(line(12), settle=1.0)
+        text = a.wait_screen(r"\[retrying|Cannot connect to API", timeout=60)
+        if "[retrying" in text:
+            rec.save("working-offline", text, state="working", composer="", frames=(frame(12),),
+                     note="API unreachable: opencode retrying")  # fmt: skip
+        text, _ = poll_until(a, _oc_footer_ready, timeout=120)
+        time.sleep(1.0)
+        rec.save("error", a.capture(), state="ready", composer="", frames=(frame(12),),
+                 note="API unreachable: opencode gave up, the error is in the transcript")  # fmt: skip
 
     config: dict[str, Any] = {"permission": {"bash": "ask"}}
     with mock_anthropic() as url:

@@ -288,9 +288,11 @@ class Screens:
     def _claude(self) -> list[str]:
         w = self.width()
         if self.state == "starting":
-            return [] if time.monotonic() - self.started < self.start_s / 2 else [
-                _example("claude", "Claude Code v")
-            ]
+            return (
+                []
+                if time.monotonic() - self.started < self.start_s / 2
+                else [_example("claude", "Claude Code v")]
+            )
         out = [_example("claude", "Claude Code v"), ""]
         for text in self.transcript:
             out.append("❯ " + text)

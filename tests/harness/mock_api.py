@@ -1,10 +1,15 @@
-"""A local stand-in for the Anthropic Messages API that always asks to run one shell command.
+"""A local stand-in for the Anthropic Messages API, so a real agent's turn does what a test
+needs without any model. Pointed at with ``ANTHROPIC_BASE_URL`` (Claude Code) or opencode's
+``provider.anthropic.options.baseURL``; two modes:
 
-Only for the screen captures (tests/harness/capture_screens.py): pointed at it with
-``ANTHROPIC_BASE_URL`` (Claude Code) or opencode's ``provider.anthropic.options.baseURL``, an
-agent receives a streamed reply whose only content is a ``tool_use`` of its shell tool, so it
-shows its real permission prompt. Every other request (titles, token counts) gets a short text
-reply. Standard library only; serves on 127.0.0.1, one thread per request.
+``tool``  every streamed reply is one ``tool_use`` of the agent's shell tool: the agent shows its
+          real permission prompt (tests/harness/capture_screens.py).
+``stall`` every streamed reply starts and then only sends pings until the server stops: the
+          agent stays ``working`` for as long as a test needs (opencode gives up on a refused
+          connection within seconds).
+
+Every other request (titles, token counts) gets a short text reply. Standard library only;
+serves on 127.0.0.1, one daemon thread per request.
 """
 
 from __future__ import annotations
@@ -60,9 +65,21 @@ class _Handler(BaseHTTPRequestHandler):
         tool = _shell_tool(body)
         if not body.get("stream"):
             return self._json(self._message("text", "ok"))
+        if self.server.mode == "stall":  # type: ignore[attr-defined]
+            return self._stream_stall()
         if tool is None or _answered(body):
             return self._stream_text("Done.")
         return self._stream_tool(tool)
+
+    def _stream_stall(self) -> None:
+        self._start_stream()
+        stop: threading.Event = self.server.stopping  # type: ignore[attr-defined]
+        try:
+            while not stop.wait(1.0):
+                self.wfile.write(_sse("ping", {"type": "ping"}))
+                self.wfile.flush()
+        except OSError:
+            return  # the agent closed the stream (an interrupt)
 
     def _json(self, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -136,16 +153,26 @@ class _Handler(BaseHTTPRequestHandler):
         self._end_stream("tool_use")
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
 @contextmanager
-def mock_anthropic() -> Iterator[str]:
+def mock_anthropic(mode: str = "tool") -> Iterator[str]:
     """Serve the mock on a free local port; yield its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    if mode not in ("tool", "stall"):
+        raise ValueError(f"unknown mock mode {mode!r}")
+    server = _Server(("127.0.0.1", 0), _Handler)
     server.requests = []  # type: ignore[attr-defined]
+    server.mode = mode  # type: ignore[attr-defined]
+    server.stopping = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        server.stopping.set()  # type: ignore[attr-defined]
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

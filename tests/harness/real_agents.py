@@ -8,7 +8,8 @@ it when ``CI=true`` or ``CAFLEET_REQUIRE_REAL_AGENTS=1``.
 `RealAgent` starts one agent in its own session of a `TmuxHarness` server, with a private HOME,
 CLAUDE_CONFIG_DIR, CODEX_HOME and XDG directories under the harness directory, the no-dialog
 configuration of /work/shared/real-clients.md written there, and API base URLs pointing at a closed
-local port (so a dummy key never reaches a real service, with or without a network). It reads the
+local port or an unresolvable name (so a dummy key never reaches a real service, with or
+without a network). It reads the
 agent's own record of the user messages it received (Claude's session jsonl, Codex's rollout
 jsonl, opencode's ``session list``/``export``) and `stop` ends every process it started, the
 Codex app-server daemon included, by pid.
@@ -47,8 +48,12 @@ AGENTS = tuple(PACKAGES)
 # Dummy credentials: long enough to look like keys, useless anywhere.
 ANTHROPIC_KEY = "sk-ant-api03-cafleet-test-dummy-0123456789abcdefghij"
 OPENAI_KEY = "sk-proj-cafleet-test-dummy-0123456789abcdefghij"
-# A closed local port: every API call is refused at once (the agents then retry: "working").
+# A closed local port: every API call is refused at once (Claude and Codex then retry for
+# minutes: "working").
 DEAD_URL = "http://127.0.0.1:9"
+# A name that never resolves (RFC 2606): opencode gives up at once on a refused connection but
+# retries a failed lookup for as long as the turn lasts, as it does offline.
+UNRESOLVABLE_URL = "http://cafleet-offline.invalid"
 # Variables of the caller that could point an agent at a real account or another config.
 UNSET = (
     "ANTHROPIC_AUTH_TOKEN",
@@ -401,12 +406,13 @@ class RealAgent:
 
     def _prepare_opencode(self) -> None:
         """opencode starts without dialogs; the config only keeps it off the network (its
-        Anthropic provider, picked because ANTHROPIC_API_KEY is set, at the dead URL)."""
+        Anthropic provider, picked because ANTHROPIC_API_KEY is set, at a name that never
+        resolves)."""
         config: dict[str, Any] = {
             "$schema": "https://opencode.ai/config.json",
             "autoupdate": False,
             "share": "disabled",
-            "provider": {"anthropic": {"options": {"baseURL": DEAD_URL + "/v1"}}},
+            "provider": {"anthropic": {"options": {"baseURL": UNRESOLVABLE_URL + "/v1"}}},
         }
         config.update(self.opencode_config)
         path = self.home / ".config" / "opencode" / "opencode.json"
