@@ -243,11 +243,12 @@ def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str) -> float:
         a.start()
         a.wait_state("ready", timeout=240)
         assert a.pane is not None
+        backend = h.backend(tmux_bin=h.real_tmux)  # the product's cost, not the test shim's
         t0 = time.perf_counter()
         outcome = type_into_pane(
             PaneKey("tmux", a.session, a.pane),
             _line(5000 + n),
-            backend=h.backend,
+            backend=lambda: backend,
             db_dir=str(tmp),
             purpose="bench",
             lock_timeout=5,
