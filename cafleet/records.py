@@ -115,6 +115,7 @@ class PlacementSpec:
     mux_window_id: str
     coding_agent: str
     backend: str = "tmux"
+    mux_socket: str | None = None  # the tmux server's socket path (revision 0004)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,7 @@ class Placement:
     coding_agent: str
     created_at: str
     lost_at: str | None = None  # when the monitor loop found the pane gone (reported once)
+    mux_socket: str | None = None  # the server the pane was made on; None: not recorded
 
     @property
     def is_concrete(self) -> bool:
@@ -308,6 +310,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
         ),
         created_at=row[prefix + "created_at"],
         lost_at=row.get(prefix + "lost_at"),
+        mux_socket=row.get(prefix + "mux_socket"),
     )
 
 

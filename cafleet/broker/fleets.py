@@ -55,7 +55,8 @@ _INSERT_MEMBER = text(
 )
 _INSERT_PLACEMENT = text(
     "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, "
-    "coding_agent, created_at) VALUES (:member_id, :session, :window, :pane, :backend, :agent, :now)"
+    "coding_agent, created_at, mux_socket) "
+    "VALUES (:member_id, :session, :window, :pane, :backend, :agent, :now, :socket)"
 )
 _SET_DIRECTOR = text("UPDATE fleets SET director_member_id = :member_id WHERE fleet_id = :fleet_id")
 
@@ -74,7 +75,8 @@ _SOFT_DELETE = text(
 _PLACEMENT_COLUMNS = (
     "p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, "
     "p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, "
-    "p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at"
+    "p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, "
+    "p.mux_socket AS mux_socket"
 )
 _FLEET_PLACEMENTS = text(
     f"SELECT {_PLACEMENT_COLUMNS} FROM members AS m "
@@ -146,14 +148,16 @@ def create_fleet(
     director_pane: PaneLike,
     spawn_monitor: SpawnMonitor,
     monitor_spawn: SpawnSpec | None = None,
+    mux_socket: str | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
 
     `spawn_monitor(fleet_id, director_member_id, monitor_member_id)` runs with the writer lock
     and SQLite's write lock held. If it raises, everything rolls back and its exception
-    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A failure after it returned raises `BootstrapAborted` carrying the
-    spawned pane; nothing is committed.
+    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A
+    failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
+    committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
     """
     check_backend(backend)
     check_coding_agent(coding_agent)
@@ -185,6 +189,7 @@ def create_fleet(
                     "backend": backend,
                     "agent": coding_agent,
                     "now": ts,
+                    "socket": mux_socket,
                 },
             )
             conn.execute(_SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
@@ -215,6 +220,7 @@ def create_fleet(
                     "backend": backend,
                     "agent": coding_agent,
                     "now": ts,
+                    "socket": mux_socket,
                 },
             )
             fleet_row = conn.execute(_FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()

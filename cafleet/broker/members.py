@@ -66,7 +66,8 @@ _INSERT_MEMBER = text(
 )
 _INSERT_PENDING_PLACEMENT = text(
     "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, "
-    "coding_agent, created_at) VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now)"
+    "coding_agent, created_at, mux_socket) "
+    "VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now, :socket)"
 )
 _PATCH_PANE = text(
     "UPDATE member_placements SET mux_pane_id = :pane_id, "
@@ -74,7 +75,7 @@ _PATCH_PANE = text(
     "WHERE member_id = :member_id AND mux_pane_id IS NULL AND EXISTS "
     "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
     "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, "
-    "created_at, lost_at"
+    "created_at, lost_at, mux_socket"
 )
 _MEMBER_BY_ID = text(
     f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = :member_id"
@@ -215,6 +216,7 @@ def register_member(
                     "backend": placement.backend,
                     "agent": placement.coding_agent,
                     "now": ts,
+                    "socket": placement.mux_socket,
                 },
             )
             placed = Placement(
@@ -225,6 +227,7 @@ def register_member(
                 mux_pane_id=None,
                 coding_agent=placement.coding_agent,
                 created_at=ts,
+                mux_socket=placement.mux_socket,
             )
     return Member(
         member_id=member_id,

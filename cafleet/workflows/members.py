@@ -73,7 +73,8 @@ class Pinged:
     member: Member
     pane_id: str | None
     skipped: bool
-    reason: Literal["pending_placement", "busy"] | None
+    reason: Literal["pending_placement", "busy", "held"] | None
+    state: str | None = None  # the pane state the gate saw (docs/runtime.md §4.9)
 
 
 # --- shared lookups ------------------------------------------------------------------------------
@@ -220,6 +221,12 @@ def create(
         raise WorkflowError(str(exc)) from exc
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.mux import MSG_NOT_OURS, same_server
+
+    if not same_server(backend.socket_path, director_placement.mux_socket):
+        # Splitting "@<window>" here would split a window of this server, not the Director's.
+        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+
     from cafleet.broker.recovery import placed_members
 
     overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
@@ -243,6 +250,7 @@ def create(
                 mux_window_id=director_placement.mux_window_id,
                 coding_agent=coding_agent,
                 backend="tmux",
+                mux_socket=backend.socket_path,
             ),
             require_monitor=True,
             # None: the bundled prompt, so a respawn gets this cafleet's current one.
@@ -394,6 +402,11 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         if shared is not None:
             status, other = "shared", shared
         else:
+            from cafleet.mux import owner_of, owner_problem
+
+            not_ours = owner_problem(backend, pane_id, owner_of(placement))
+            if not_ours is not None:
+                raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
             try:
                 killed = backend.kill_pane(pane_id, ignore_missing=True)
             except MultiplexerError as exc:
@@ -418,10 +431,14 @@ def _type_line(
     wait: bool,
 ) -> TypeOutcome:
     """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
-    timeout, busy is `lock_busy_message`) and ping (one try, busy is returned). A failure reads
-    `typing into pane <pane_id> failed: <detail>`."""
+    timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
+    held are returned). A failure reads `typing into pane <pane_id> failed: <detail>`, a line
+    the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
+    pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
+    reused`; each is exit 1."""
     from cafleet import signals
-    from cafleet.keystrokes import type_into_pane
+    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 
     verb = "prompt" if wait else "ping"
@@ -434,6 +451,11 @@ def _type_line(
         db_dir=settings.db_dir,
         purpose=f"{verb} member {member_id}",
         lock_timeout=settings.pane_lock_timeout if wait else None,
+        target=Target(
+            agent=placement.coding_agent,
+            hold_timeout=settings.delivery_hold_timeout,
+            owner=owner_of(placement),
+        ),
         keep_waiting=signals.keep_waiting,
     )
     if outcome.kind == "abandoned":
@@ -441,7 +463,12 @@ def _type_line(
         raise PaneLockAbandoned(outcome.pane_id, _pane_key(placement))
     if outcome.kind == "busy" and wait:
         raise WorkflowError(lock_busy_message(member_id))
-    if outcome.kind == "failed":
+    if outcome.kind == "held" and wait:
+        raise WorkflowError(
+            f"member {member_id}'s pane {outcome.pane_id} is {outcome.detail}; nothing was "
+            "typed (retry when it is ready)"
+        )
+    if outcome.kind in ("failed", "not_ours", "unverified"):
         raise WorkflowError(str(outcome.reason))
     return outcome
 
@@ -462,8 +489,8 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
 
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
-    """Type the fixed ping line into the member's pane, or skip a pending or busy pane
-    (docs/cli.md §2.13)."""
+    """Type the fixed ping line into the member's pane, or skip a pending, busy or held pane
+    (docs/cli.md §2.13); the result carries the pane state the gate saw."""
     from cafleet.assets.guard import require_assets
 
     require_assets(conn, member_id=member_id)
@@ -475,9 +502,12 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend)
     line = PING_LINE.format(member_id=member_id)
-    if _type_line(settings, placement, member_id, backend, line, wait=False).kind == "busy":
+    outcome = _type_line(settings, placement, member_id, backend, line, wait=False)
+    if outcome.kind == "busy":
         return Pinged(member, pane_id, True, "busy")
-    return Pinged(member, pane_id, False, None)
+    if outcome.kind == "held":
+        return Pinged(member, pane_id, True, "held", outcome.state)
+    return Pinged(member, pane_id, False, None, outcome.state)
 
 
 __all__ = [
