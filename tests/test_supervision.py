@@ -74,7 +74,11 @@ def test_show_list_and_doctor_tell_the_loop_and_the_panes(
     assert listed[1].split() == ["member_id", "name", "kind", "agent", "pane_id", "pane", "idle"]
     assert [row.split()[5] for row in listed[3:6]] == ["alive"] * 3
     assert re.fullmatch(f"monitor loop: {LIVE}", listed[-1]), listed
-    assert ok(h.cli("doctor")).stdout.count("✓") == 4  # multiplexer, database, fleets, fleet 1
+    doctor = ok(h.cli("doctor")).stdout
+    assert "✗" not in doctor and "no issues found" in doctor
+    for section in ("multiplexer", "database", "coding agents", "fleets"):
+        assert f"\n✓ {section}\n" in doctor, section
+    assert "\n  ✓ fleet 1 (demo): loop live" in doctor
 
     # the member's pane goes: every view says so, doctor counts it
     h.tmux("kill-pane", "-t", pane)
