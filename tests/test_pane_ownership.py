@@ -8,6 +8,7 @@ same private directory, from which the commands are run.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -155,3 +156,79 @@ def test_a_pane_id_that_now_names_a_pane_elsewhere_is_not_ours(
     )
     ok(h.cli("member", "prompt", str(member_id), "back home"))
     assert [r["text"] for r in line_records(pane)] == ["back home"]
+
+
+def test_respawn_and_fleet_delete_from_another_server_touch_nothing(
+    tmux_db: TmuxHarness, fleet: FleetIds, other_server: dict[str, str]
+) -> None:
+    """Life's recovery and teardown go through the same check: from another tmux server,
+    `member respawn` refuses to split there (the Director's pane is not on it) and `fleet
+    delete` refuses to kill panes it cannot call its own; nothing is killed, split or written."""
+    h = tmux_db
+    member_id, pane = create_member(h, fleet.fleet_id, "lost")
+    start_record(pane)
+    h.tmux("kill-pane", "-t", pane)
+    there = {"TMUX": other_server["TMUX"], "TMUX_PANE": other_server["TMUX_PANE"]}
+    before, panes, calls = table_dump(h), h.live_panes(), len(h.shim_calls())
+
+    r = h.cli("member", "respawn", str(member_id), env=there)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1,
+        "",
+        f"Error: pane {h.director_pane} belongs to another tmux server or was reused\n",
+    )
+    r = h.cli("fleet", "delete", str(fleet.fleet_id), env=there)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        f"Error: cannot kill the panes of fleet {fleet.fleet_id}: pane {fleet.monitor_pane} "
+        "belongs to another tmux server or was reused; run the command inside the fleet's tmux "
+        "server, or pass --keep-panes to leave the panes running\n"
+    )
+    assert table_dump(h) == before and h.live_panes() == panes
+    touched = [
+        c for c in h.shim_calls()[calls:]
+        if c.get("command") in ("kill-pane", "split-window", "new-window")
+    ]  # fmt: skip
+    assert touched == []
+    assert other_server["pane"] in _other_panes(h)
+
+    # From the fleet's own server the respawn records this server in the moved placement.
+    sql_write(h, "UPDATE member_placements SET mux_socket = NULL WHERE member_id = ?", member_id)
+    ok(h.cli("member", "respawn", str(member_id)))
+    assert _socket(h, member_id) == h.socket_path
+
+
+def _other_panes(h: TmuxHarness) -> list[str]:
+    out = subprocess.run(
+        [h.real_tmux, "-L", f"{h.socket_name}-other", "list-panes", "-a", "-F", "#{pane_id}"],
+        env=h.server_env, check=True, capture_output=True, text=True, timeout=10,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+def test_a_reused_pane_id_is_not_killed_by_fleet_delete_nor_blocks_respawn(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """A placement whose pane id now names a pane in another window of the same server: its own
+    pane is gone, so `member respawn` re-creates it without touching the other pane, and `fleet
+    delete` reports it `already gone` and leaves that pane running."""
+    h = tmux_db
+    member_id, pane = create_member(h, fleet.fleet_id, "moved")
+    start_record(pane)
+    sql_write(
+        h, "UPDATE member_placements SET mux_window_id = '@999' WHERE member_id = ?", member_id
+    )
+    r = ok(h.cli("member", "respawn", str(member_id)))
+    assert f"(was {pane};" in r.stdout
+    assert pane in h.live_panes()  # the other pane was not killed
+    new_pane = h.sqlite("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", member_id)[
+        0
+    ][0]
+    assert new_pane != pane and _socket(h, member_id) == h.socket_path
+
+    second, second_pane = create_member(h, fleet.fleet_id, "reused")
+    sql_write(h, "UPDATE member_placements SET mux_window_id = '@999' WHERE member_id = ?", second)
+    result = json.loads(ok(h.cli("fleet", "delete", str(fleet.fleet_id), "--json")).stdout)
+    statuses = {p["member_id"]: p["pane_status"] for p in result["panes"]}
+    assert statuses[second] == "already_gone" and statuses[member_id] == "killed"
+    assert second_pane in h.live_panes() and new_pane not in h.live_panes()

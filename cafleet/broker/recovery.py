@@ -35,12 +35,13 @@ _MEMBER = text(f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_i
 # Guarded on the pane the caller locked and saw: a placement that moved meanwhile changes nothing.
 _REBIND = text(
     "UPDATE member_placements SET mux_session = :session, mux_window_id = :window, "
-    "mux_pane_id = :pane, coding_agent = :agent, created_at = :now, lost_at = NULL "
+    "mux_pane_id = :pane, coding_agent = :agent, created_at = :now, lost_at = NULL, "
+    "mux_socket = :socket "
     "WHERE member_id = :member_id AND backend = :backend AND mux_session = :old_session "
     "AND mux_pane_id IS :old_pane AND EXISTS "
     "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
     "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, "
-    "created_at, lost_at"
+    "created_at, lost_at, mux_socket"
 )
 _PLACED = text(
     f"SELECT {member_columns()} FROM {member_from()} WHERE m.fleet_id = :fleet_id "
@@ -91,10 +92,12 @@ def rebind_placement(
     expected: tuple[str, str, str | None],
     pane: PaneLike,
     coding_agent: str,
+    mux_socket: str | None = None,
     now: datetime | None = None,
 ) -> Placement:
     """Point the member's placement at ``pane`` (the caller holds the old and the new pane's
-    locks): new session, window, pane, agent and `created_at`, `lost_at` cleared.
+    locks): new session, window, pane, agent, `mux_socket` (the server ``pane`` is on; None:
+    not known) and `created_at`, `lost_at` cleared.
 
     ``expected`` is the ``(backend, session, pane id)`` the caller locked. A member that is no
     longer active or whose placement changed raises `PlacementsChanged`. When the member is its
@@ -119,6 +122,7 @@ def rebind_placement(
                     "window": pane.window_id,
                     "pane": pane.pane_id,
                     "agent": coding_agent,
+                    "socket": mux_socket,
                     "now": ts,
                 },
             )
