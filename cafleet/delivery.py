@@ -147,12 +147,14 @@ def _hold_timeout() -> int:
     return load_settings().delivery_hold_timeout
 
 
-def _waited(created_at: str) -> float:
-    """Seconds since the message was sent: how long its line has waited (the hold timeout)."""
+def _waited(created_at: str, placed_at: str | None = None) -> float:
+    """Seconds the line has waited for its pane (the hold timeout): since the message was sent,
+    or since the placement got its pane when that is later (a member respawned onto a new pane
+    is `starting` again and gets a hold of its own, not one a long-pending message used up)."""
     from cafleet.db.timefmt import parse_ts, utcnow
 
-    sent = parse_ts(created_at)
-    return 0.0 if sent is None else max(0.0, (utcnow() - sent).total_seconds())
+    since = [t for t in (parse_ts(created_at), parse_ts(placed_at)) if t is not None]
+    return 0.0 if not since else max(0.0, (utcnow() - max(since)).total_seconds())
 
 
 class _Backends:
@@ -256,7 +258,7 @@ def _attempt(
     target = Target(
         agent=placement.coding_agent,
         frame=message_frame(message.message_id),
-        waited=_waited(message.created_at),
+        waited=_waited(message.created_at, placement.created_at),
         hold_timeout=_hold_timeout(),
         owner=owner_of(placement),
     )

@@ -261,3 +261,20 @@ def test_a_composer_that_will_not_clear_fails_after_the_bound() -> None:
     bound = POLICIES["opencode"].max_clears
     assert problem == f"the composer still holds text after {bound} C-u"
     assert mux.sent == [("key", "C-u")] * bound
+
+
+def test_a_line_waits_from_the_later_of_its_send_and_its_pane() -> None:
+    """The hold timeout of a notification (docs/runtime.md §4.9): a member respawned onto a new
+    pane (its placement's `created_at` renewed) is starting again and gets a hold of its own."""
+    from datetime import timedelta
+
+    from cafleet.db.timefmt import format_ts, utcnow
+    from cafleet.delivery import _waited
+
+    now = utcnow()
+    sent, respawned = format_ts(now - timedelta(seconds=600)), format_ts(now - timedelta(seconds=5))
+    assert 600 <= _waited(sent) < 900
+    assert 600 <= _waited(sent, None) < 900
+    assert 5 <= _waited(sent, respawned) < 300
+    assert 5 <= _waited(respawned, sent) < 300
+    assert _waited("not a time", "neither") == 0.0

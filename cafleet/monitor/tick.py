@@ -52,6 +52,7 @@ class LoopState:
     held_logged: dict[int, str] = field(default_factory=dict)
     wake_held_since: float | None = None
     wake_held_state: str | None = None
+    wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
 
     @property
     def db_dir(self) -> str:
@@ -239,6 +240,8 @@ def _wake(
 
     member_id = monitor.member_id
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    if state.wake_held_pane != pane_id:
+        state.wake_held_since = state.wake_held_state = None
     held_since = state.wake_held_since
     target = Target(
         agent=placement.coding_agent,
@@ -288,6 +291,7 @@ def _wake(
         # The wake stays due; the next tick tries again (its hold timeout runs from here).
         if state.wake_held_since is None:
             state.wake_held_since = time.monotonic()
+            state.wake_held_pane = pane_id
         if outcome.detail != state.wake_held_state:
             state.wake_held_state = outcome.detail
             state.log(f"tick -> wake monitor {member_id} held: {outcome.reason}")
