@@ -8,7 +8,7 @@ live, and how close `message wait --timeout` keeps to its deadline.
   the same database, medians of alternating runs.
 - the wait deadline: how far past its deadline `workflows.inbox.wait` returns in process, and
   the wall time of `cafleet message wait M --timeout T` on an empty inbox minus T (the process
-  start is inside the deadline, cli.md §2.19; what remains is the interpreter's exit).
+  start is inside the deadline, docs/cli.md §2.19; what remains is the interpreter's exit).
 """
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
     setup_db(db_path)
     conn = connect(db_path)
     try:
-        fleets = [make_fleet(conn, 2, name=f"f{i}") for i in range(FLEETS)]
+        # One live fleet per Director pane: each fleet gets a pane of its own.
+        fleets = [
+            make_fleet(conn, 2, name=f"f{i}", director_pane_id=f"%{9000 + i}")
+            for i in range(FLEETS)
+        ]
         _live_rows(conn, [f.fleet_id for f in fleets])
         timings: dict[str, float] = {}
         for label, env in (("TMUX set", {"TMUX": FAKE_TMUX}), ("TMUX unset", {})):

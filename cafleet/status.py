@@ -1,4 +1,4 @@
-"""Exit statuses, error codes and the shared error sentences: the one map (cli.md §1.4).
+"""Exit statuses, error codes and the shared error sentences: the one map (docs/cli.md §1.4).
 
 Every layer names its failures with the codes below (an exception class's ``error_code``); the
 CLI turns a code into its exit status here and nowhere else, and renders it as ``Error: <text>``

@@ -61,7 +61,7 @@ def live_pid(conn: Connection, fleet_id: int) -> int | None:
 
 
 def start_detached(conn: Connection, fleet_id: int) -> subprocess.Popen[bytes]:
-    """Spawn ``python -m cafleet monitor <fleet_id>`` detached (runtime.md §5.3 step 2), its
+    """Spawn ``python -m cafleet monitor <fleet_id>`` detached (docs/runtime.md §5.3 step 2), its
     stdout and stderr appended to the fleet's log; raises `MonitorStartError` when it cannot
     be spawned. Does not wait for it."""
     _reap()

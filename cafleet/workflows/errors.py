@@ -13,7 +13,7 @@ class WorkflowError(CafleetError):
 
 
 class WaitTimedOut(WorkflowError):
-    """`message wait` reached its deadline with an empty inbox (exit 124, cli.md §2.19)."""
+    """`message wait` reached its deadline with an empty inbox (exit 124, docs/cli.md §2.19)."""
 
     error_code = status.CODE_TIMEOUT
 

@@ -1,5 +1,5 @@
 """The monitor controls: status, the stored wake interval and "wake now" (a request the live loop
-answers on its next tick, runtime.md §5.5) for the WebUI (docs/runtime.md §7.3); `cafleet monitor
+answers on its next tick, docs/runtime.md §5.5) for the WebUI (docs/runtime.md §7.3); `cafleet monitor
 start F` / `monitor stop F` (issue 13): start a fleet's loop in the background from any pane of
 the fleet's tmux server, or stop it and hold it stopped until the next `monitor start`."""
 
