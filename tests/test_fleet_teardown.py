@@ -163,11 +163,15 @@ def test_one_live_fleet_per_director_pane(tmux_db: TmuxHarness) -> None:
     for extra in ([], ["--json"]):
         result = h.cli("fleet", "create", "--name", "second", "--coding-agent", "claude", *extra)
         assert (result.returncode, result.stdout) == (1, "")
-        assert result.stderr == (
-            f"Error: pane {h.director_pane} is already the root Director of live fleet "
+        message = (
+            f"pane {h.director_pane} is already the root Director of live fleet "
             f"{ids.fleet_id} (first); delete it first ('cafleet fleet delete {ids.fleet_id}') "
-            "or use another pane\n"
+            "or use another pane"
         )
+        if extra:  # --json: one error object on stderr (docs/cli.md's one error style)
+            assert json.loads(result.stderr) == {"error": {"code": "error", "message": message}}
+        else:
+            assert result.stderr == f"Error: {message}\n"
     assert snapshot(h.db_path) == state and h.live_panes() == panes
     assert not any(c["command"] == "split-window" for c in h.shim_calls()[calls:])
 

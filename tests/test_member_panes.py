@@ -190,9 +190,10 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
     # member list shows everyone with agents and panes.
     listing = ok(h.cli("member", "list", str(fleet.fleet_id))).stdout.splitlines()
     assert listing[0] == "5 members:"
-    assert re.match(r"  member_id  name\s+kind\s+agent\s+pane_id\s+idle$", listing[1])
+    assert re.match(r"  member_id  name\s+kind\s+agent\s+pane_id\s+pane\s+idle$", listing[1])
     assert re.match(
-        rf"  {member_id}\s+coder\s+member\s+claude\s+{re.escape(pane)}\s+-$", listing[5]
+        rf"  {member_id}\s+coder\s+member\s+claude\s+{re.escape(pane)}\s+alive\s+-$",
+        listing[5],
     )
 
 
@@ -489,9 +490,9 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     assert r.stdout == f'{{"member_id":{b},"pane_id":"{pane_b}","pane_status":"already_gone"}}\n'
 
     # Unknown and deregistered ids.
-    for member_id in (a, 999):
+    for member_id, why in ((a, "is deregistered"), (999, "not found")):
         r = inproc("member", "delete", str(member_id))
-        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} not found\n")
+        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} {why}\n")
 
     # Placementless and pending members are deleted outside tmux, without importing libtmux.
     none_id = _register_without_pane(h, fleet.fleet_id, "ghost", pending=False)

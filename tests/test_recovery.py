@@ -71,8 +71,10 @@ def _roster_panes(h: TmuxHarness, fleet_id: int) -> dict[int, str]:
     """member id -> the `pane_id` cell of `member list` (cut at the header's columns)."""
     lines = ok(h.cli("member", "list", str(fleet_id))).stdout.splitlines()
     header = lines[1]
-    start, end = header.index("pane_id"), header.index("idle")
-    return {int(line.split()[0]): line[start:end].strip() for line in lines[3:]}
+    start = header.index("pane_id")
+    end = header.index("pane", start + len("pane_id"))  # the pane-state column follows
+    rows = [line for line in lines[3:] if line.split() and line.split()[0].isdigit()]
+    return {int(line.split()[0]): line[start:end].strip() for line in rows}
 
 
 # --- item 5: losses are reported ------------------------------------------------------------
@@ -212,7 +214,7 @@ def test_respawn_refusals_change_nothing(tmux_db: TmuxHarness, fleet: FleetIds) 
                  f"re-creates a lost pane (to replace a running one: cafleet member delete {a})"),
         (str(d), f"member {d} is the root Director of fleet {f}; run 'cafleet fleet adopt {f}' "
                  "in the pane that takes its place"),
-        ("999", "Member 999 not found"),
+        ("999", "member 999 not found"),
         (str(gone), f"member {gone} has no recorded spawn prompt (it was created before cafleet "
                     "kept them); delete it and create a new member"),
     ]  # fmt: skip

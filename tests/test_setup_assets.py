@@ -333,7 +333,9 @@ def test_setup_json_reports_a_failed_half(db_path: Path) -> None:
     assert data["failed"] == ["db", "assets"]
     assert data["database"]["ok"] is False and data["database"]["result"] is None
     assert data["assets"][0]["error"] == "installed but not recorded: the db half failed"
-    assert err.splitlines()[-1] == "Error: db and assets half failed"
+    assert json.loads(err.splitlines()[-1]) == {
+        "error": {"code": "error", "message": "db and assets half failed"}
+    }
     assert files_below(agent_dir("claude")) == expected_files("claude")
 
 

@@ -93,7 +93,10 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
     db = blocker / "sub" / "cafleet.db"
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db))
-    assert str(e.value) == f"cannot create directory {blocker / 'sub'}: Not a directory"
+    assert str(e.value) == (
+        f"cannot create directory {blocker / 'sub'}: not a directory; a component of the path "
+        "is a file, not a directory; fix the path"
+    )
 
 
 def test_missing_migration_scripts(

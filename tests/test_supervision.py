@@ -74,7 +74,11 @@ def test_show_list_and_doctor_tell_the_loop_and_the_panes(
     assert listed[1].split() == ["member_id", "name", "kind", "agent", "pane_id", "pane", "idle"]
     assert [row.split()[5] for row in listed[3:6]] == ["alive"] * 3
     assert re.fullmatch(f"monitor loop: {LIVE}", listed[-1]), listed
-    assert ok(h.cli("doctor")).stdout.count("✓") == 4  # multiplexer, database, fleets, fleet 1
+    doctor_ok = ok(h.cli("doctor")).stdout
+    for section in ("✓ multiplexer\n", "✓ database\n", "✓ fleets\n"):
+        assert section in doctor_ok, doctor_ok
+    assert f"  ✓ fleet {ids.fleet_id} (demo): loop live (pid {ids.loop_pid}" in doctor_ok
+    assert doctor_ok.endswith("no issues found\n") and "✗" not in doctor_ok
 
     # the member's pane goes: every view says so, doctor counts it
     h.tmux("kill-pane", "-t", pane)

@@ -26,16 +26,20 @@ EXIT_BROKEN_PIPE = 141
 
 _clean_signal_stop = False
 _started: float | None = None
+_whole_process = False  # main() is this process's entry point: its start is the invocation's
 
 
 def run_started() -> float:
     """When this process started, on the `time.monotonic()` clock: deadlines (`message wait
     --timeout`) count from here, so the interpreter's and cafleet's start-up are inside them.
     Linux tells the process's start time (/proc/self/stat, in clock ticks since boot); elsewhere
-    it is when `run` began."""
+    it is when `run` began, and so it is for an in-process `run` (a test, an embedding program),
+    whose process started long before this invocation."""
     import time
 
     fallback = time.monotonic() if _started is None else _started
+    if not _whole_process:
+        return fallback
     try:
         with open("/proc/self/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
@@ -56,6 +60,8 @@ def signal_stop_is_clean() -> None:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one invocation and exit with its code."""
+    global _whole_process
+    _whole_process = True
     sys.exit(run(argv))
 
 

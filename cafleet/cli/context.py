@@ -154,7 +154,7 @@ def is_user_facing(exc: BaseException) -> bool:
     return isinstance(exc, CafleetError)
 
 
-class CafleetClickError(click.ClickException):
+class CafleetClickError(click.ClickException, CafleetError):
     """A runtime failure on its way to `cafleet.cli.run`'s renderer: the message, its
     `cafleet.status` code (which decides the exit status) and any cleanup lines."""
 
