@@ -80,12 +80,16 @@ def test_setup_under_a_file_names_the_path_and_the_remedy(tmp_path: Path) -> Non
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory should be")
     url = f"sqlite:///{blocker}/db/cafleet.db"
-    code, out, err = run_cli("setup", env={"CAFLEET_DATABASE_URL": url})
-    assert (code, out) == (1, "")
+    code, out, err = run_cli("setup", "--coding-agent", "claude", env={"CAFLEET_DATABASE_URL": url})
+    assert code == 1
+    # the db half's sentence; the assets half still installs (and says it could not record)
     assert err == (
-        f"Error: cannot create directory {blocker}/db: not a directory; a component of the path "
-        "is a file, not a directory; fix the path\n"
+        f"db half failed: cannot create directory {blocker}/db: not a directory; a component of "
+        "the path is a file, not a directory; fix the path\n"
+        "assets half failed: claude: installed but not recorded: the db half failed\n"
+        "Error: db and assets half failed\n"
     )
+    assert not blocker.with_name("db").exists() and blocker.read_text().startswith("a file")
 
 
 def test_setup_on_a_read_only_file_system_names_the_path_and_the_remedy() -> None:

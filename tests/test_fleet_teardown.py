@@ -168,9 +168,8 @@ def test_one_live_fleet_per_director_pane(tmux_db: TmuxHarness) -> None:
             f"{ids.fleet_id} (first); delete it first ('cafleet fleet delete {ids.fleet_id}') "
             "or use another pane"
         )
-        if extra:  # --json: the one error object on stderr (docs/cli.md §1.4)
-            error = {"error": {"code": "error", "message": message}}
-            assert json.loads(result.stderr) == error
+        if extra:  # --json: one error object on stderr (docs/cli.md's one error style)
+            assert json.loads(result.stderr) == {"error": {"code": "error", "message": message}}
         else:
             assert result.stderr == f"Error: {message}\n"
     assert snapshot(h.db_path) == state and h.live_panes() == panes

@@ -490,9 +490,9 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     assert r.stdout == f'{{"member_id":{b},"pane_id":"{pane_b}","pane_status":"already_gone"}}\n'
 
     # Unknown and deregistered ids.
-    for member_id, problem in ((a, "is deregistered"), (999, "not found")):
+    for member_id, why in ((a, "is deregistered"), (999, "not found")):
         r = inproc("member", "delete", str(member_id))
-        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} {problem}\n")
+        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} {why}\n")
 
     # Placementless and pending members are deleted outside tmux, without importing libtmux.
     none_id = _register_without_pane(h, fleet.fleet_id, "ghost", pending=False)

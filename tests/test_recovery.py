@@ -71,8 +71,9 @@ def _roster_panes(h: TmuxHarness, fleet_id: int) -> dict[int, str]:
     """member id -> the `pane_id` cell of `member list` (cut at the header's columns)."""
     lines = ok(h.cli("member", "list", str(fleet_id))).stdout.splitlines()
     header = lines[1]
-    start, end = header.index("pane_id"), header.index(" pane ") + 1  # then the pane state
-    rows = [line for line in lines[3:] if line.split()[0].isdigit()]  # not the loop's line
+    start = header.index("pane_id")
+    end = header.index("pane", start + len("pane_id"))  # the pane-state column follows
+    rows = [line for line in lines[3:] if line.split() and line.split()[0].isdigit()]
     return {int(line.split()[0]): line[start:end].strip() for line in rows}
 
 

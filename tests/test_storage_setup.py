@@ -96,8 +96,8 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db))
     assert str(e.value) == (
-        f"cannot create directory {blocker / 'sub'}: not a directory; a component of the path is "
-        "a file, not a directory; fix the path"
+        f"cannot create directory {blocker / 'sub'}: not a directory; a component of the path "
+        "is a file, not a directory; fix the path"
     )
 
 

@@ -26,15 +26,15 @@ EXIT_BROKEN_PIPE = 141
 
 _clean_signal_stop = False
 _started: float | None = None
-_whole_process = False  # entered through main(): this process is one cafleet invocation
+_whole_process = False  # main() is this process's entry point: its start is the invocation's
 
 
 def run_started() -> float:
     """When this process started, on the `time.monotonic()` clock: deadlines (`message wait
     --timeout`) count from here, so the interpreter's and cafleet's start-up are inside them.
     Linux tells the process's start time (/proc/self/stat, in clock ticks since boot); elsewhere
-    it is when `run` began, and so it is for `run` called inside a longer-lived process (the
-    tests' in-process calls), whose start says nothing about this invocation."""
+    it is when `run` began, and so it is for an in-process `run` (a test, an embedding program),
+    whose process started long before this invocation."""
     import time
 
     fallback = time.monotonic() if _started is None else _started
@@ -61,8 +61,15 @@ def signal_stop_is_clean() -> None:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one invocation and exit with its code."""
     global _whole_process
-    _whole_process = True
-    sys.exit(run(argv))
+    # Only the console script and `python -m cafleet` read sys.argv: then this process is the
+    # invocation. A caller passing argv (a test calling main in process) is not, and the flag
+    # must not outlive the call.
+    _whole_process = argv is None
+    try:
+        code = run(argv)
+    finally:
+        _whole_process = False
+    sys.exit(code)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
