@@ -9,7 +9,6 @@ pending or placementless member never builds a backend at all.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
@@ -23,10 +22,8 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
-    outcome_unknown,
-    spawn_env,
+    spawn_member_pane,
     spawn_plan,
-    unconfirmed_detail,
     validate_agent_options,
 )
 
@@ -291,31 +288,17 @@ def create(
         coding_agent=coding_agent,
     )
     argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=settings.db_dir)
-    target: placing.Target | None = None
-    try:
-        target = placing.choose(
-            backend,
-            director_window=director_placement.mux_window_id,
-            overflow=overflow,
-            smallest=placing.minimum(settings),
-            mode=window,
-        )
-        spawned = placing.spawn_at(
-            backend,
-            target,
-            session=director_placement.mux_session,
-            window_name=placing.window_name(fleet_id, fleet.name),
-            argv=argv,
-            cwd=os.getcwd(),
-            env=spawn_env(coding_agent),
-        )
-    except MultiplexerError as exc:
-        cleanup = Cleanup()
-        if outcome_unknown(exc):
-            where = target.window_id if target is not None else director_placement.mux_window_id
-            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
-        deregister(cleanup)
-        fail_with_cleanup(str(exc), cleanup)
+    spawned = spawn_member_pane(
+        backend,
+        settings,
+        director_placement=director_placement,
+        overflow=overflow,
+        window=window,
+        window_name=placing.window_name(fleet_id, fleet.name),
+        argv=argv,
+        coding_agent=coding_agent,
+        on_failure=deregister,
+    )
     pane_id = spawned.pane_id
 
     def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:

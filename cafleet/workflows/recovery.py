@@ -26,10 +26,8 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
-    outcome_unknown,
-    spawn_env,
+    spawn_member_pane,
     spawn_plan,
-    unconfirmed_detail,
     validate_agent_options,
 )
 
@@ -246,33 +244,19 @@ def _spawn_and_rebind(
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
     from cafleet import broker, signals
-    from cafleet.mux import MultiplexerError, PaneKey
+    from cafleet.mux import PaneKey
 
     member_id = member.member_id
-    target: placing.Target | None = None
-    try:
-        target = placing.choose(
-            backend,
-            director_window=director_placement.mux_window_id,
-            overflow=overflow,
-            smallest=placing.minimum(settings),
-            mode=window,
-        )
-        spawned = placing.spawn_at(
-            backend,
-            target,
-            session=director_placement.mux_session,
-            window_name=window_name,
-            argv=argv,
-            cwd=os.getcwd(),
-            env=spawn_env(coding_agent),
-        )
-    except MultiplexerError as exc:
-        cleanup = Cleanup()
-        if outcome_unknown(exc):
-            where = target.window_id if target is not None else director_placement.mux_window_id
-            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
-        fail_with_cleanup(str(exc), cleanup)
+    spawned = spawn_member_pane(
+        backend,
+        settings,
+        director_placement=director_placement,
+        overflow=overflow,
+        window=window,
+        window_name=window_name,
+        argv=argv,
+        coding_agent=coding_agent,
+    )
 
     def kill_new(primary: str | None) -> NoReturn:
         cleanup = Cleanup()
@@ -336,7 +320,6 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     the server the placement was made on, in its session and window. A pane id reused for a pane
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
-    import os
 
     from cafleet.mux import MultiplexerError, get_backend, owner_of, same_server
 
