@@ -12,7 +12,6 @@ re-exports `PaneKey` from here); the repository accepts any object with `.sessio
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -24,7 +23,13 @@ MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
 BACKENDS: tuple[str, ...] = ("tmux", "herdr")
 CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 
-Row = Mapping[Any, Any]  # a result row by column label (SQLAlchemy's RowMapping)
+
+class Row(Protocol):
+    """A result row read by column label (`sqlite3.Row`, or any mapping)."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+    def keys(self) -> Any: ...
 
 
 class PaneKey(NamedTuple):
@@ -300,7 +305,8 @@ def member_from_row(row: Row) -> Member:
     """Decode a member row carrying `kind` and optional `p_*` placement columns."""
     member_id = row["member_id"]
     placement = None
-    if row.get("p_member_id") is not None:
+    # sqlite3.Row's `in` looks at values, not labels.
+    if "p_member_id" in row.keys() and row["p_member_id"] is not None:  # noqa: SIM118
         placement = placement_from_row(row, "p_")
     return Member(
         member_id=member_id,

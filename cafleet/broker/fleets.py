@@ -6,7 +6,7 @@ from collections.abc import Callable, Container
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from cafleet.broker._common import (
     check_backend,
@@ -22,6 +22,7 @@ from cafleet.broker.errors import (
 )
 from cafleet.db import tx
 from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.runtime import Connection
 from cafleet.records import (
     Fleet,
     FleetBootstrap,
@@ -203,16 +204,9 @@ def create_fleet(
 def _rollback_leftover(conn: Connection) -> BaseException | None:
     """After a failed bootstrap, make sure SQLite's transaction is gone; report a failure."""
     try:
-        dbapi = conn.connection.driver_connection
+        return conn.rollback_leftover()
     except Exception as exc:  # the connection itself is unusable
         return exc
-    if dbapi is None or not dbapi.in_transaction:
-        return None
-    try:
-        dbapi.execute("ROLLBACK")
-    except Exception as exc:
-        return exc
-    return None
 
 
 def delete_fleet(

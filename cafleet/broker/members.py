@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection, bindparam, exc, text
+from sqlalchemy import text
 
 from cafleet.broker._common import (
     check_backend,
@@ -29,6 +31,7 @@ from cafleet.broker.errors import (
 )
 from cafleet.db import tx
 from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import (
     CODING_AGENTS,
@@ -118,12 +121,14 @@ _WAKE_ROSTER = text(
     "WHERE m.fleet_id = :fleet_id AND m.status = 'active' ORDER BY m.member_id"
 )
 _NAMES = text(
-    "SELECT member_id, name FROM members WHERE member_id IN :ids ORDER BY member_id"
-).bindparams(bindparam("ids", expanding=True))
+    "SELECT member_id, name FROM members WHERE member_id IN (SELECT value FROM json_each(:ids)) "
+    "ORDER BY member_id"
+)
 
 
 def _active_monitor_id(conn: Connection, fleet_id: int) -> int | None:
-    return conn.execute(_ACTIVE_MONITOR, {"fleet_id": fleet_id}).scalar()
+    found = conn.execute(_ACTIVE_MONITOR, {"fleet_id": fleet_id}).scalar()
+    return None if found is None else int(found)
 
 
 def _insert_member(
@@ -142,8 +147,8 @@ def _insert_member(
                 "card": card,
             },
         ).lastrowid
-    except exc.IntegrityError as e:
-        if str(e.orig) == "UNIQUE constraint failed: members.fleet_id":
+    except sqlite3.IntegrityError as e:
+        if str(e) == "UNIQUE constraint failed: members.fleet_id":
             current = _active_monitor_id(conn, fleet_id)
             if current is not None:
                 raise MonitorSlotTaken(fleet_id, current) from e
@@ -388,7 +393,9 @@ def member_names(conn: Connection, ids: Iterable[int]) -> list[tuple[int, str]]:
     with tx.read(conn):
         for start in range(0, len(wanted), NAME_BATCH):
             batch = wanted[start : start + NAME_BATCH]
-            found.extend((row[0], row[1]) for row in conn.execute(_NAMES, {"ids": batch}))
+            found.extend(
+                (row[0], row[1]) for row in conn.execute(_NAMES, {"ids": json.dumps(batch)})
+            )
     return found
 
 

@@ -10,11 +10,12 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from cafleet.broker._common import stamp
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.db import tx
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import MonitorRuntime, monitor_runtime_from_row
 
@@ -159,7 +160,8 @@ def request_monitor_wake(
     row exists."""
     with tx.write(conn):
         ts = stamp(now)
-        return conn.execute(_REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
+        stored = conn.execute(_REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
+        return None if stored is None else str(stored)
 
 
 def set_wake_interval(conn: Connection, *, fleet_id: int, seconds: int | None) -> bool:

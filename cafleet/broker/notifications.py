@@ -13,11 +13,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from cafleet.broker._common import member_columns, message_columns, stamp
 from cafleet.db import tx
 from cafleet.db.predicates import PENDING_NOTIFICATION_PREDICATE
+from cafleet.db.runtime import Connection
 from cafleet.records import (
     PendingNotification,
     member_from_row,

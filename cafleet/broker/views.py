@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, text
+from sqlalchemy import text
 
 from cafleet.broker._common import MESSAGE_COLUMNS, member_columns, member_from
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
@@ -17,6 +17,7 @@ from cafleet.broker.members import (
     idle_seconds,
 )
 from cafleet.db import tx
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import utcnow
 from cafleet.records import MESSAGE_STATES, Member, Message, member_from_row, message_from_row
 

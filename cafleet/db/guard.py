@@ -9,10 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
+from cafleet.db.runtime import Connection
 from cafleet.db.shapes import HEAD_REVISION
 from cafleet.errors import CafleetError
 
@@ -43,16 +41,13 @@ def open_validated_connection(path: str) -> Connection:
     marked validated for `HEAD_REVISION` and returned.
     """
     from cafleet.db import tx
-    from cafleet.db.engine import close_connection, mark_validated, open_connection
+    from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
     if not os.path.exists(path):
         d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
         raise GuardRefused(guard_text(d) or "", d)
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
-        raise GuardRefused(guard_text(d) or "", d) from None
     except sqlite3.Error as e:
         d = _unreadable(path, str(e))
         raise GuardRefused(guard_text(d) or "", d) from None
@@ -65,8 +60,8 @@ def open_validated_connection(path: str) -> Connection:
                     schema_version = int(
                         conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
                     )
-        except DBAPIError as e:
-            d = _unreadable(path, str(e.orig))
+        except sqlite3.Error as e:
+            d = _unreadable(path, str(e))
     except BaseException:
         close_connection(conn, guarded=True)
         raise
@@ -95,8 +90,8 @@ def recheck_schema(conn: Connection) -> None:
             if now == conn.info.get(SCHEMA_VERSION_KEY):
                 return
             d = diagnose(path, conn)
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
+    except sqlite3.Error as e:
+        d = _unreadable(path, str(e))
     if d.ok and d.revision == conn.info.get("cafleet.revision"):
         conn.info[SCHEMA_VERSION_KEY] = now
         return
@@ -114,16 +109,15 @@ def open_revalidated_connection(path: str, schema_version: int | None) -> Connec
     the guard's text (the connection closed the guarded way). A file gone since start-up is
     refused as `missing`.
     """
-    from cafleet.db.engine import close_connection, mark_validated, open_connection
+    from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
     if not os.path.exists(path):
         d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
         raise GuardRefused(guard_text(d) or "", d)
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except (DBAPIError, sqlite3.Error) as e:
-        cause = str(e.orig) if isinstance(e, DBAPIError) else str(e)
-        d = _unreadable(path, cause)
+    except sqlite3.Error as e:
+        d = _unreadable(path, str(e))
         raise GuardRefused(guard_text(d) or "", d) from None
     mark_validated(conn, HEAD_REVISION)
     conn.info[SCHEMA_VERSION_KEY] = schema_version

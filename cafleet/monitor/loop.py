@@ -21,9 +21,8 @@ from cafleet.db.timefmt import now_ts, utcnow
 from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
 
 SLEEP_STEP = 0.2  # no sleep lasts longer, so the stop flag is seen within 0.2 s
 MAX_FAILED_TICKS = 3

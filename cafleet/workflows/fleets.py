@@ -30,9 +30,8 @@ from cafleet.workflows.spawning import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.records import FleetBootstrap, PaneKey, Placement
 
 MONITOR_DISPLAY_NAME = "monitor"

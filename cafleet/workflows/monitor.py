@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.records import MonitorRuntime, WakeRoster
 
 
