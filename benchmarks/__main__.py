@@ -26,6 +26,7 @@ from benchmarks import (
     scale,
     send_paths,
     startup,
+    supervision,
     throughput,
     wait_latency,
     webui,
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard)"
+            "send_paths, webui, drains, assets_guard, supervision)"
         ),
     )
     args = parser.parse_args(argv)
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             drains.render,
         ),
         "assets_guard": (lambda t: assets_guard.run(t, sizes["guard_calls"]), assets_guard.render),
+        "supervision": (lambda t: supervision.run(t, sizes["runs"]), supervision.render),
     }
     chosen = args.only or list(sections)
     results: dict[str, object] = {

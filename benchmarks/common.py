@@ -90,7 +90,12 @@ def connect(db_path: Path) -> Connection:
 
 
 def make_fleet(
-    conn: Connection, members: int, *, placed: bool = False, name: str = "bench"
+    conn: Connection,
+    members: int,
+    *,
+    placed: bool = False,
+    name: str = "bench",
+    director_pane_id: str = "%0",
 ) -> BenchFleet:
     """A fleet whose monitor 'pane' is fake: no tmux is involved (the spawn is a callback)."""
     from cafleet.broker import create_fleet, register_member, set_placement_pane
@@ -101,7 +106,7 @@ def make_fleet(
         name=name,
         backend="tmux",
         coding_agent="claude",
-        director_pane=FakePane("bench", "@0", "%0"),
+        director_pane=FakePane("bench", "@0", director_pane_id),
         spawn_monitor=lambda f, d, m: FakePane("bench", "@0", f"%{m}00"),
     )
     ids = []

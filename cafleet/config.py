@@ -1,6 +1,6 @@
 """CAFLEET_* settings and the database path (docs/cli.md §1.6, docs/storage.md §4.1).
 
-Every command that loads settings validates all four variables, in table order, before anything
+Every command that loads settings validates every variable, in table order, before anything
 else, so a bad value fails fast and the same way everywhere.
 """
 
@@ -19,6 +19,10 @@ _INT_RE = re.compile(r"[0-9]+")
 DEFAULT_MAX_TEXT_LEN = 200
 DEFAULT_MONITOR_WAKE_INTERVAL = 600
 DEFAULT_PANE_LOCK_TIMEOUT = 30
+# The smallest member pane worth having (docs/runtime.md §1.11): below it an agent's TUI is
+# unusable and a capture shows nothing, so new panes go to another window instead.
+DEFAULT_MIN_PANE_COLUMNS = 40
+DEFAULT_MIN_PANE_ROWS = 8
 
 
 class SettingsError(CafleetError):
@@ -32,6 +36,8 @@ class Settings:
     max_text_len: int
     monitor_wake_interval: int | None  # None: the variable is unset (600 applies last)
     pane_lock_timeout: int
+    min_pane_columns: int = DEFAULT_MIN_PANE_COLUMNS
+    min_pane_rows: int = DEFAULT_MIN_PANE_ROWS
 
     @property
     def db_path(self) -> str:
@@ -105,12 +111,16 @@ def load_settings(
     max_text_len = _parse_int(env, "CAFLEET_MAX_TEXT_LEN")
     wake = _parse_int(env, "CAFLEET_MONITOR_WAKE_INTERVAL")
     lock_timeout = _parse_int(env, "CAFLEET_PANE_LOCK_TIMEOUT")
+    min_columns = _parse_int(env, "CAFLEET_MIN_PANE_COLUMNS")
+    min_rows = _parse_int(env, "CAFLEET_MIN_PANE_ROWS")
     return Settings(
         database_path=path,
         path_error=path_error,
         max_text_len=DEFAULT_MAX_TEXT_LEN if max_text_len is None else max_text_len,
         monitor_wake_interval=wake,
         pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+        min_pane_columns=DEFAULT_MIN_PANE_COLUMNS if min_columns is None else min_columns,
+        min_pane_rows=DEFAULT_MIN_PANE_ROWS if min_rows is None else min_rows,
     )
 
 
@@ -119,5 +129,13 @@ def locks_dir(db_dir: str) -> str:
     return os.path.join(db_dir, "locks")
 
 
+def monitor_hold_path(db_path: str, fleet_id: int) -> str:
+    """`<db path>.monitor-<fleet_id>.stopped`: left by `cafleet monitor stop`, removed by
+    `cafleet monitor start`; while it exists nothing restarts the fleet's loop by itself."""
+    return f"{db_path}.monitor-{fleet_id}.stopped"
+
+
 def monitor_log_path(db_path: str, fleet_id: int) -> str:
-    return os.path.join(os.path.dirname(db_path), f"monitor-{fleet_id}.log")
+    """`<db path>.monitor-<fleet_id>.log`: named after the database file, so databases that
+    share a directory never share a loop's log (fleet ids repeat across databases)."""
+    return f"{db_path}.monitor-{fleet_id}.log"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cafleet.keystrokes import RecheckState
 
 EM_DASH = "\u2014"  # —
+NOTIFY_PURPOSE = "notify msg "  # the pane-lock purpose of a notification attempt
 
 
 # --- the notification line (docs/runtime.md §4.2) -------------------------------------------------
@@ -55,6 +56,15 @@ class DrainFailure:
     recipient_id: int
     pane_id: str | None
     reason: str
+    busy: bool = False  # the pane lock stayed taken
+    holder: str | None = None  # a busy pane lock: its holder's purpose (`notify msg 36`)
+
+    @property
+    def handed_off(self) -> bool:
+        """The pane lock was busy because another drain is typing notifications into that pane:
+        it goes on with every pending line of its recipient, so this one is not lost and not
+        worth a warning (8 parallel sends to one pane must not warn 7 times)."""
+        return self.holder is not None and self.holder.startswith(NOTIFY_PURPOSE)
 
 
 @dataclass
@@ -188,8 +198,10 @@ def _attempt(
     recipient_id = pending.recipient.member_id
     pane_id = placement.mux_pane_id
 
-    def fail(reason: str) -> _Attempt:
-        return _Attempt(failure=DrainFailure(message.message_id, recipient_id, pane_id, reason))
+    def fail(reason: str, busy: bool = False, holder: str | None = None) -> _Attempt:
+        return _Attempt(
+            failure=DrainFailure(message.message_id, recipient_id, pane_id, reason, busy, holder)
+        )
 
     # 3. Backend.
     from cafleet.mux import MultiplexerError, PaneKey
@@ -215,7 +227,7 @@ def _attempt(
         ),
         backend=lambda: backend,
         db_dir=_db_dir(conn),
-        purpose=f"notify msg {message.message_id}",
+        purpose=f"{NOTIFY_PURPOSE}{message.message_id}",
         lock_timeout=_resolve_timeout(lock_timeout),
         keep_waiting=keep_waiting,
         recheck=lambda: _RECHECKED[
@@ -230,6 +242,8 @@ def _attempt(
     if outcome.kind == "stale":
         return _Attempt()
     assert outcome.reason is not None
+    if outcome.kind == "busy":
+        return fail(outcome.reason, True, outcome.detail)
     return fail(outcome.reason)
 
 

@@ -60,7 +60,7 @@ class TypeOutcome:
 
     kind: Kind
     pane_id: str
-    detail: str | None = None
+    detail: str | None = None  # "busy": the lock holder's purpose, when it recorded one
     error: Exception | None = None  # "unrecorded": what the record step raised
 
     @property
@@ -127,8 +127,10 @@ def type_into_pane(
             )
         except PaneLockAbandoned:
             return TypeOutcome("abandoned", pane_id)
-        except PaneLockTimeout:
-            return TypeOutcome("busy", pane_id)
+        except PaneLockTimeout as exc:
+            # detail: the holder's purpose (`notify msg 36`), so a caller can tell a pane that
+            # another drain is already typing into from one taken by a prompt or a wake.
+            return TypeOutcome("busy", pane_id, exc.holder.purpose if exc.holder else None)
     try:
         return _under_lock(pane_id, line, backend, recheck, record, gate, verify)
     finally:

@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from cafleet import status
 from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
@@ -35,6 +36,8 @@ class BrokenStdout(CafleetError):
 
 class OutputFailed(CafleetError):
     """Writing stdout failed for another reason; str() is the user-facing message."""
+
+    error_code = status.CODE_OUTPUT
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"cannot write output: {detail}")
@@ -214,6 +217,7 @@ def placement_dict(placement: Any) -> dict[str, Any] | None:
         "mux_pane_id": placement.mux_pane_id,
         "coding_agent": placement.coding_agent,
         "created_at": placement.created_at,
+        "lost_at": placement.lost_at,
     }
 
 
@@ -307,8 +311,9 @@ def placement_text(placement: Any) -> str:
     if placement is None:
         return "(none)"
     pane = placement.mux_pane_id if placement.mux_pane_id is not None else "(pending)"
+    lost = f" lost_at={placement.lost_at}" if placement.lost_at is not None else ""
     return (
         f"{placement.backend} session={cell(placement.mux_session)} "
         f"window={cell(placement.mux_window_id)} pane={cell(pane)} "
-        f"agent={placement.coding_agent} created_at={placement.created_at}"
+        f"agent={placement.coding_agent} created_at={placement.created_at}{lost}"
     )

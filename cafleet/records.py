@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from cafleet import status
 from cafleet.errors import CafleetError
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
@@ -47,6 +48,8 @@ class StorageIntegrityError(CafleetError):
     `key` names the row, e.g. ``"member_id 7"``; str() is
     ``integrity error: members.status is 'paused' for member_id 7 (expected one of: active, deregistered)``.
     """
+
+    error_code = status.CODE_DATABASE
 
     def __init__(
         self, table: str, key: str, column: str, value: object, expected: tuple[str, ...]
@@ -120,6 +123,16 @@ class PlacementSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SpawnSpec:
+    """What a member is spawned with (`member_spawns`, revision 0003): its spawn-prompt template
+    (None: the bundled monitor prompt), model and effort. `member respawn` starts it again."""
+
+    prompt: str | None
+    model: str | None
+    effort: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Fleet:
     fleet_id: int
     name: str | None
@@ -148,6 +161,7 @@ class Placement:
     mux_pane_id: str | None
     coding_agent: str
     created_at: str
+    lost_at: str | None = None  # when the monitor loop found the pane gone (reported once)
 
     @property
     def is_concrete(self) -> bool:
@@ -284,6 +298,12 @@ def fleet_summary_from_row(row: Row) -> FleetSummary:
     )
 
 
+def _optional(row: Row, label: str) -> Any:
+    """The column's value, or None when the row has no such column (sqlite3.Row's `in` looks
+    at values, not labels)."""
+    return row[label] if label in row.keys() else None  # noqa: SIM118
+
+
 def placement_from_row(row: Row, prefix: str = "") -> Placement:
     """Decode a placement; `prefix` selects aliased columns (e.g. ``p_member_id``)."""
     member_id = row[prefix + "member_id"]
@@ -298,6 +318,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
             "member_placements", key, "coding_agent", row[prefix + "coding_agent"], CODING_AGENTS
         ),
         created_at=row[prefix + "created_at"],
+        lost_at=_optional(row, prefix + "lost_at"),
     )
 
 
@@ -305,8 +326,7 @@ def member_from_row(row: Row) -> Member:
     """Decode a member row carrying `kind` and optional `p_*` placement columns."""
     member_id = row["member_id"]
     placement = None
-    # sqlite3.Row's `in` looks at values, not labels.
-    if "p_member_id" in row.keys() and row["p_member_id"] is not None:  # noqa: SIM118
+    if _optional(row, "p_member_id") is not None:
         placement = placement_from_row(row, "p_")
     return Member(
         member_id=member_id,

@@ -48,6 +48,7 @@ PLACEMENT_KEYS = [
     "mux_pane_id",
     "coding_agent",
     "created_at",
+    "lost_at",
 ]
 MEMBER_KEYS = [
     "member_id",

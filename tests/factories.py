@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cafleet.db.runtime import Connection
-from cafleet.records import Broadcast, FleetBootstrap, Member, Message
+from cafleet.records import Broadcast, FleetBootstrap, Member, Message, PaneKey
 from tests.harness import util
 
 
@@ -88,12 +88,18 @@ def make_fleet(
     pane)."""
     from cafleet import broker
 
+    if director_pane is None:
+        # `%0` for a test's first fleet; one live fleet per Director pane, so later fleets of
+        # the same test get panes of their own.
+        director_pane = FakePane("s", "@1", "%0")
+        if broker.fleet_directed_from(conn, ("tmux", "s", "%0")) is not None:
+            director_pane = fresh_pane()
     return broker.create_fleet(
         conn,
         name=name,
         backend="tmux",
         coding_agent=coding_agent,
-        director_pane=director_pane or FakePane("s", "@1", "%0"),
+        director_pane=director_pane,
         spawn_monitor=spawn_returning(monitor_pane),
         now=now,
     )
@@ -297,6 +303,14 @@ def build_world(
     panes = iter(spawned)
     monitor_pane = next(panes)
     with connect(db_path) as conn:
+        from cafleet import broker
+
+        if broker.fleet_directed_from(conn, PaneKey("tmux", session, director_pane)):
+            # A second world: one live fleet per Director pane, so it gets a pane of its own.
+            if harness is not None:
+                director_pane = harness.spawn_fake()
+            else:
+                director_pane = fresh_pane(session, window).pane_id
         boot = make_fleet(
             conn,
             name=fleet_name,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cafleet.config import monitor_log_path
 from tests.cli_helpers import call_run
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import pid_alive, retry_until
@@ -52,7 +53,12 @@ def create_fleet(
 
 
 def create_member(
-    h: TmuxHarness, fleet_id: int, name: str, prompt: str = "hello {member_id}", *extra: str
+    h: TmuxHarness,
+    fleet_id: int,
+    name: str,
+    prompt: str = "hello {member_id}",
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str]:
     result = ok(
         h.cli(
@@ -66,6 +72,7 @@ def create_member(
             f"{name} member",
             *extra,
             prompt,
+            env=env,
         )
     )
     m = re.fullmatch(r"(\d+) (.+) agent=(\w+) pane=(%\d+)\n", result.stdout)
@@ -110,7 +117,7 @@ def stop_loop(h: TmuxHarness, fleet_id: int, timeout: float = 10) -> None:
 
 
 def log_path(h: TmuxHarness, fleet_id: int) -> Path:
-    return h.db_path.parent / f"monitor-{fleet_id}.log"
+    return Path(monitor_log_path(str(h.db_path), fleet_id))
 
 
 def log_lines(path: Path) -> list[str]:

@@ -122,13 +122,18 @@ APP_TABLES = (
     "messages",
     "monitor_runtime",
     "asset_installs",
+    "member_spawns",
 )
 
 
 def dump(db: Path | str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every application row, ordered by rowid (asset_installs by key)."""
+    """Every application row, ordered by rowid (asset_installs by key); a table the file's
+    revision does not have yet is left out."""
     out: dict[str, list[tuple[Any, ...]]] = {}
+    present = {r[0] for r in query(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table in APP_TABLES:
+        if table not in present:
+            continue
         order = "coding_agent, path" if table == "asset_installs" else "rowid"
         out[table] = query(db, f"SELECT * FROM {table} ORDER BY {order}")
     out["sqlite_sequence"] = query(db, "SELECT name, seq FROM sqlite_sequence ORDER BY name")

@@ -55,6 +55,9 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     guard = results["assets_guard"]
     assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
     assert all(row["median_us"] > 0 for row in guard["calls"].values())
+    supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
+    assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
+    assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
     # The printed table names every section.
     for heading in (
         "## 1.",
@@ -67,5 +70,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 8.",
         "## 9.",
         "## 10.",
+        "## 11.",
     ):
         assert heading in proc.stdout

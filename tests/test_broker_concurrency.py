@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +39,17 @@ def test_readers_do_not_wait_for_a_held_write_lock(conn: Connection, head_db: Pa
         (w.member_id, boot.director.member_id, w.member_id),
     )
     try:
-        started = time.monotonic()
+        # a reader blocked by the writer would raise "database is locked" after busy_timeout,
+        # since the writer holds its lock until the finally below
         inbox = broker.poll_inbox(conn, w.member_id)
         roster = broker.member_roster(conn, fleet_id=fid)
         diagnosis = diagnose(str(head_db), conn)
-        elapsed = time.monotonic() - started
     finally:
         writer.execute("ROLLBACK")
         writer.close()
     assert [m.message_id for m in inbox] == [sent.message_id]
     assert len(roster) == 3
     assert diagnosis.state == "current"
-    assert elapsed < 1.0  # a blocked reader would wait for busy_timeout (5 s)
 
 
 def _run_workers(

@@ -303,7 +303,7 @@ def test_delete_fleet_deregisters_everyone_and_keeps_messages(
     # idempotent
     assert broker.delete_fleet(conn, fleet_id=fid, locked_panes=set(), try_lock=try_lock) == 0
     assert calls == []
-    with pytest.raises(FleetNotFound, match=r"^fleet '999' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 999 not found$"):
         broker.delete_fleet(conn, fleet_id=999, locked_panes=set(), try_lock=try_lock)
 
 
@@ -385,8 +385,50 @@ def test_list_fleets_order_counts_and_deleted(conn: Connection) -> None:
         None,
     )
     assert broker.fleet_summary(conn, a.fleet.fleet_id) == fa
-    with pytest.raises(FleetNotFound, match=r"^fleet '77' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 77 not found$"):
         broker.get_fleet(conn, 77)
     with pytest.raises(FleetNotFound):
         broker.fleet_summary(conn, 77)
     assert broker.list_fleets(conn)[0].created_at == "2026-01-02T03:04:15.000000+00:00"
+
+
+# --- one live fleet per Director pane (docs/cli.md §2.3) ----------------------------------------------
+
+
+def test_a_live_fleets_director_pane_cannot_bootstrap_another(
+    conn: Connection, head_db: Path
+) -> None:
+    from cafleet.broker.errors import PaneDirectsFleet
+
+    pane = FakePane("s", "@1", "%7")
+    first = make_fleet(conn, name="first", director_pane=pane)
+    key = ("tmux", "s", "%7")
+    assert broker.fleet_directed_from(conn, key) == first.fleet
+    assert broker.fleet_directed_from(conn, ("tmux", "other", "%7")) is None
+    before = table_counts(head_db)
+    spawned: list[int] = []
+    with pytest.raises(PaneDirectsFleet) as info:
+        broker.create_fleet(
+            conn,
+            name="second",
+            backend="tmux",
+            coding_agent="claude",
+            director_pane=pane,
+            spawn_monitor=lambda f, d, m: spawned.append(f) or FakePane("s", "@1", "%8"),
+        )
+    assert str(info.value) == (
+        f"pane %7 is already the root Director of live fleet {first.fleet.fleet_id} (first); "
+        f"delete it first ('cafleet fleet delete {first.fleet.fleet_id}') or use another pane"
+    )
+    assert (info.value.fleet_id, info.value.pane_id) == (first.fleet.fleet_id, "%7")
+    assert spawned == [] and table_counts(head_db) == before and not conn.in_transaction()
+    # A member placement naming the pane is not a Director placement: no refusal from it.
+    add_member(conn, first.fleet.fleet_id, pane_id="%9")
+    assert broker.fleet_directed_from(conn, ("tmux", "s", "%9")) is None
+    # Once the fleet is deleted the pane may direct a new one.
+    broker.delete_fleet(
+        conn, fleet_id=first.fleet.fleet_id, locked_panes=set(), try_lock=lambda k: True
+    )
+    assert broker.fleet_directed_from(conn, key) is None
+    second = make_fleet(conn, name="second", director_pane=pane)
+    assert broker.fleet_directed_from(conn, key) == second.fleet

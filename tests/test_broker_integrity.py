@@ -341,7 +341,7 @@ _WRITES: dict[str, tuple[str, Callable[[Connection, dict[str, int]], object]]] =
             name="n",
             backend="tmux",
             coding_agent="claude",
-            director_pane=FakePane("s", "@1", "%0"),
+            director_pane=FakePane("s", "@1", "%1000"),
             spawn_monitor=lambda f, d, m: FakePane("s", "@1", "%5"),
         ),
     ),

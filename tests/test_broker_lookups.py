@@ -18,10 +18,10 @@ def test_get_active_member_refuses_unknown_and_deregistered_ids(conn: Connection
     worker = add_member(conn, boot.fleet.fleet_id)
     assert broker.get_active_member(conn, worker.member_id) == worker
     broker.deregister_member(conn, member_id=worker.member_id)
-    for member_id in (worker.member_id, 999):
-        with pytest.raises(MemberNotFound) as exc:
+    for member_id, text in ((worker.member_id, "is deregistered"), (999, "not found")):
+        with pytest.raises(MemberNotFound) as exc:  # MemberDeregistered is a MemberNotFound
             broker.get_active_member(conn, member_id)
-        assert str(exc.value) == f"Member {member_id} not found"
+        assert str(exc.value) == f"member {member_id} {text}"
     assert broker.get_member(conn, worker.member_id).status == "deregistered"  # still readable
 
 

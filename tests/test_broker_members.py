@@ -15,6 +15,7 @@ from cafleet.broker.errors import (
     CannotDeregisterRootDirector,
     FleetDeleted,
     FleetNotFound,
+    MemberDeregistered,
     MemberNotFound,
     MonitorSlotTaken,
     NoActiveMonitor,
@@ -102,7 +103,7 @@ def test_register_member_fleet_and_director_checks(conn: Connection, head_db: Pa
             require_monitor=require,
         )
 
-    with pytest.raises(FleetNotFound, match=r"^fleet '42' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 42 not found$"):
         register(42)
     broker.deregister_member(conn, member_id=boot.monitor.member_id)
     with pytest.raises(
@@ -307,11 +308,11 @@ def test_deregister_member_refuses_root_director_and_removes_placement(
         == 0
     )
     db.close()
-    with pytest.raises(MemberNotFound, match=rf"^Member {worker.member_id} not found$"):
+    with pytest.raises(MemberDeregistered, match=rf"^member {worker.member_id} is deregistered$"):
         broker.deregister_member(conn, member_id=worker.member_id)
-    with pytest.raises(MemberNotFound, match="^Member 999 not found$"):
+    with pytest.raises(MemberNotFound, match="^member 999 not found$"):
         broker.deregister_member(conn, member_id=999)
-    with pytest.raises(MemberNotFound, match="^Member 999 not found$"):
+    with pytest.raises(MemberNotFound, match="^member 999 not found$"):
         broker.get_member(conn, 999)
 
 
@@ -391,7 +392,7 @@ def test_member_roster_activity_and_idle(conn: Connection, head_db: Path) -> Non
 
 def test_member_roster_unknown_and_deleted_fleet(conn: Connection) -> None:
     boot = make_fleet(conn)
-    with pytest.raises(FleetNotFound, match=r"^fleet '5' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 5 not found$"):
         broker.member_roster(conn, fleet_id=5)
     broker.delete_fleet(
         conn, fleet_id=boot.fleet.fleet_id, locked_panes=set(), try_lock=lambda k: True

@@ -81,11 +81,11 @@ def test_send_message_party_errors(conn: Connection, head_db: Path) -> None:
     d = a.director.member_id
     before = table_counts(head_db)
     cases: list[tuple[int, int, type[Exception], str]] = [
-        (gone, w, SenderNotActive, f"Sender member not found or not active: {gone}"),
-        (999, w, SenderNotActive, "Sender member not found or not active: 999"),
-        (d, gone, RecipientNotFound, f"Destination member not found: {gone}"),
-        (d, 999, RecipientNotFound, "Destination member not found: 999"),
-        (999, 998, SenderNotActive, "Sender member not found or not active: 999"),
+        (gone, w, SenderNotActive, f"member {gone} is deregistered"),
+        (999, w, SenderNotActive, "member 999 not found"),
+        (d, gone, RecipientNotFound, f"member {gone} is deregistered"),
+        (d, 999, RecipientNotFound, "member 999 not found"),
+        (999, 998, SenderNotActive, "member 999 not found"),
         (
             d,
             b.director.member_id,
@@ -194,7 +194,7 @@ def test_broadcast_singular_and_empty(conn: Connection, head_db: Path) -> None:
     one = broker.broadcast_message(conn, from_member_id=d, text="hi")
     assert one.summary.text == "Broadcast sent to 1 recipient"
     assert [m.to_member_id for m in one.deliveries] == [w]
-    with pytest.raises(SenderNotActive, match="^Sender member not found or not active: 404$"):
+    with pytest.raises(SenderNotActive, match="^member 404 not found$"):
         broker.broadcast_message(conn, from_member_id=404, text="x")
 
 
@@ -224,9 +224,9 @@ def test_ack_completes_once_and_leaves_notified_at(conn: Connection, head_db: Pa
     summary = broker.broadcast_message(conn, from_member_id=d, text="x").summary
     with pytest.raises(CannotAck, match="^Cannot ACK message in state completed$"):
         broker.ack_message(conn, message_id=summary.message_id)
-    with pytest.raises(MessageNotFound, match="^Message 9999 not found$"):
+    with pytest.raises(MessageNotFound, match="^message 9999 not found$"):
         broker.ack_message(conn, message_id=9999)
-    with pytest.raises(MessageNotFound, match="^Message 9999 not found$"):
+    with pytest.raises(MessageNotFound, match="^message 9999 not found$"):
         broker.get_message(conn, 9999)
 
 
@@ -251,11 +251,11 @@ def test_poll_inbox_order_and_filter(conn: Connection) -> None:
     assert asc == [m1.message_id, m2.message_id, m3.message_id]
     after = broker.unacked_deliveries(conn, w, after_message_id=m1.message_id)
     assert [m.message_id for m in after] == [m2.message_id, m3.message_id]
-    with pytest.raises(MemberNotFound, match="^Member 999 not found$"):
+    with pytest.raises(MemberNotFound, match="^member 999 not found$"):
         broker.poll_inbox(conn, 999)
     broker.deregister_member(conn, member_id=w)
-    with pytest.raises(MemberNotFound):
-        broker.poll_inbox(conn, w)
+    # a deregistered member's un-ACKed messages can still be polled (and ACKed)
+    assert [m.message_id for m in broker.poll_inbox(conn, w)] == got
     # unacked_deliveries does not check status: what was committed stays readable
     assert [m.message_id for m in broker.unacked_deliveries(conn, w)] == asc
 

@@ -110,7 +110,7 @@ def test_stale_row_is_taken_over_keeping_last_wake(conn: Connection) -> None:
 
 
 def test_claim_on_missing_or_deleted_fleet(conn: Connection) -> None:
-    with pytest.raises(FleetNotFound, match=r"^fleet '8' not found\.$"):
+    with pytest.raises(FleetNotFound, match=r"^fleet 8 not found$"):
         broker.claim_monitor(conn, fleet_id=8, pid=1, tick_seconds=None, wake_interval_seconds=1)
     fid = make_fleet(conn).fleet.fleet_id
     broker.delete_fleet(conn, fleet_id=fid, locked_panes=set(), try_lock=lambda k: True)

@@ -76,6 +76,8 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "  codex:     ok (0 files read)\n"
         "  opencode:  blocked: the cafleet agent preset is missing; run 'cafleet setup "
         "--coding-agent opencode'\n"
+        "✓ fleets\n"
+        "  skipped: the database is not usable\n"
         "6 issues found\n"
     )
     assert not db_path.parent.exists()
@@ -89,8 +91,10 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "database",
         "coding_agents",
         "member_permissions",
+        "fleets",
         "issues",
     ]
+    assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
     assert data["multiplexer"] == {
@@ -108,7 +112,7 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "path": str(db_path),
         "state": "missing",
         "schema_version": None,
-        "head_version": 2,
+        "head_version": 3,
         "error": "no cafleet database; run 'cafleet setup'",
     }
     assert list(data["database"]) == DATABASE_KEYS
@@ -129,7 +133,7 @@ def test_bad_url_shows_in_database_section() -> None:
         "path": None,
         "state": None,
         "schema_version": None,
-        "head_version": 2,
+        "head_version": 3,
         "error": "database URL must name an absolute file path; got 'sqlite:///rel.db'",
     }
     code, out, _ = run_cli("doctor", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
@@ -159,7 +163,7 @@ def test_schema_versions_per_class(db_path: Path) -> None:
     assert database["state"] == "behind"
     assert database["schema_version"] == 1
     assert database["error"] == (
-        "database schema is outdated (schema 1, head 2); run 'cafleet setup'"
+        "database schema is outdated (schema 1, head 3); run 'cafleet setup'"
     )
     assert_unchanged(before, db_path)
 
@@ -186,8 +190,9 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     assert code == 1
     home = Path(os.environ["HOME"])
     assert (
-        f"✓ database\n  path:      {head_db}\n  schema 2 (head)\n"
+        f"✓ database\n  path:      {head_db}\n  schema 3 (head)\n"
         + agents_ok_lines(home)
+        + "✓ fleets\n  no live fleets\n"
         + "1 issue found\n"
     ) in out
     assert_unchanged(before, head_db)
@@ -210,7 +215,10 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         f"  presence:  TMUX={h.env['TMUX']}\n"
         "✓ database\n"
         f"  path:      {h.db_path}\n"
-        "  schema 2 (head)\n" + agents_ok_lines(Path(h.env["HOME"])) + "no issues found\n"
+        "  schema 3 (head)\n"
+        + agents_ok_lines(Path(h.env["HOME"]))
+        + "✓ fleets\n  no live fleets\n"
+        + "no issues found\n"
     )
     result = h.cli("doctor", "--json")
     assert result.returncode == 0
@@ -230,8 +238,8 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "ok": True,
         "path": str(h.db_path),
         "state": "current",
-        "schema_version": 2,
-        "head_version": 2,
+        "schema_version": 3,
+        "head_version": 3,
         "error": None,
     }
     assert_unchanged(before, h.db_path)

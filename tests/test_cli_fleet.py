@@ -44,7 +44,7 @@ def test_list_order_table_and_hidden_deleted(head_db: Path) -> None:
         db.member(review.fleet.fleet_id, "coder")
         db.member(review.fleet.fleet_id, "tester", placed=False)
         db.deregister(build.monitor.member_id)
-    code, out, err = call_main(["fleet", "delete", str(gone.fleet.fleet_id)])
+    code, out, err = call_main(["fleet", "delete", str(gone.fleet.fleet_id), "--keep-panes"])
     assert code == 0, err
     code, out, err = call_main(["fleet", "list"])
     assert (code, err) == (0, "")
@@ -100,9 +100,11 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         f"created_at: {stamp(T0)}\n"
         "director:   1\n"
         "monitor:    2\n"
-        "members:    2\n",
+        "members:    2\n"
+        "loop:       never started\n"  # issue 13: the loop and the panes
+        "panes:      not checked: not inside a tmux session (TMUX is not set)\n",
     )
-    assert call_main(["fleet", "delete", str(fleet_id)])[0] == 0
+    assert call_main(["fleet", "delete", str(fleet_id), "--keep-panes"])[0] == 0
     deleted_at = query(head_db, "SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,))[0][
         0
     ]
@@ -115,6 +117,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    -\n"
         "members:    0\n"
+        "loop:       never started\n"
     )
     code, out, _ = call_main(["fleet", "show", str(fleet_id), "--json"])
     assert json.loads(out) == {
@@ -125,12 +128,24 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director_member_id": 1,
         "monitor_member_id": None,
         "member_count": 0,
+        "loop": {
+            "state": "never",
+            "pid": None,
+            "pid_running": None,
+            "started_at": None,
+            "last_tick_at": None,
+            "heartbeat_age": None,
+            "tick_seconds": None,
+            "held": False,
+            "log_path": f"{head_db}.monitor-{fleet_id}.log",
+        },
+        "panes": [],
     }
 
 
 def test_show_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet '77' not found.\n")
+    assert run_cli("fleet", "show", "77") == (1, "", "Error: fleet 77 not found\n")
     assert_unchanged(before, head_db)
 
 
@@ -152,8 +167,31 @@ def test_delete_deregisters_keeps_messages(head_db: Path) -> None:
         f"VALUES ({fleet_id}, 999999, 'x', 'x')",
     )
     messages = query(head_db, "SELECT * FROM messages ORDER BY message_id")
-    code, out, err = run_cli("fleet", "delete", str(fleet_id))
-    assert (code, out, err) == (0, f"Deleted fleet {fleet_id}. Deregistered 4 members.\n", "")
+    # Outside tmux the panes cannot be killed: refused, nothing changed.
+    before = snapshot(head_db)
+    assert run_cli("fleet", "delete", str(fleet_id)) == (
+        1,
+        "",
+        f"Error: cannot kill the panes of fleet {fleet_id}: not inside a tmux session (TMUX is "
+        "not set); run the command inside the fleet's tmux server, or pass --keep-panes to "
+        "leave the panes running\n",
+    )
+    assert_unchanged(before, head_db)
+    d_pane = fleet.director.placement.mux_pane_id  # type: ignore[union-attr]
+    m_pane = fleet.monitor.placement.mux_pane_id  # type: ignore[union-attr]
+    w_pane = worker.placement.mux_pane_id  # type: ignore[union-attr]
+    d, m, w = fleet.director.member_id, fleet.monitor.member_id, worker.member_id
+    code, out, err = run_cli("fleet", "delete", str(fleet_id), "--keep-panes")
+    assert (code, err) == (0, "")
+    assert out == (
+        f"Deleted fleet {fleet_id}. Deregistered 4 members.\n"
+        "  member_id  name      pane_id    pane\n"
+        "  ---------  --------  ---------  -------------------------------------\n"
+        f"  {d}          Director  {d_pane:<9}  not killed (the root Director's pane)\n"
+        f"  {m}          monitor   {m_pane:<9}  kept (--keep-panes)\n"
+        f"  {w}          coder     {w_pane:<9}  kept (--keep-panes)\n"
+        f"  {w + 1}          pending   (pending)  -\n"
+    )
     assert query(
         head_db,
         "SELECT count(*) FROM members WHERE fleet_id = ? AND status = 'active'",
@@ -178,7 +216,9 @@ def test_delete_deregisters_keeps_messages(head_db: Path) -> None:
     # idempotent
     code, out, err = run_cli("fleet", "delete", str(fleet_id), "--json")
     assert (code, err) == (0, "")
-    assert out == f'{{"fleet_id":{fleet_id},"deregistered_count":0}}\n'
+    assert out == (
+        f'{{"fleet_id":{fleet_id},"deregistered_count":0,"panes":[],"loop_stopped_pid":null}}\n'
+    )
     assert run_cli("fleet", "delete", str(fleet_id)) == (
         0,
         f"Deleted fleet {fleet_id}. Deregistered 0 members.\n",
@@ -190,13 +230,13 @@ def test_delete_one_member_plural(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         db.deregister(fleet.monitor.member_id)
-    code, out, _ = call_main(["fleet", "delete", str(fleet.fleet.fleet_id)])
-    assert out == f"Deleted fleet {fleet.fleet.fleet_id}. Deregistered 1 member.\n"
+    code, out, _ = call_main(["fleet", "delete", str(fleet.fleet.fleet_id), "--keep-panes"])
+    assert out.startswith(f"Deleted fleet {fleet.fleet.fleet_id}. Deregistered 1 member.\n")
 
 
 def test_delete_unknown(head_db: Path) -> None:
     before = snapshot(head_db)
-    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet '5' not found.\n")
+    assert run_cli("fleet", "delete", "5") == (1, "", "Error: fleet 5 not found\n")
     assert_unchanged(before, head_db)
 
 
@@ -221,7 +261,11 @@ def test_delete_with_a_held_pane_lock(head_db: Path, held: str) -> None:
         before = snapshot(head_db)
         start = time.monotonic()
         proc = start_cli(
-            "fleet", "delete", str(fleet.fleet.fleet_id), env={"CAFLEET_PANE_LOCK_TIMEOUT": "1"}
+            "fleet",
+            "delete",
+            str(fleet.fleet.fleet_id),
+            "--keep-panes",
+            env={"CAFLEET_PANE_LOCK_TIMEOUT": "1"},
         )
         # The wait is timed from the moment the delete opens the held lock file, so the
         # interpreter's start-up (seconds on a loaded machine) is not counted against it.
@@ -244,13 +288,13 @@ def test_delete_with_a_held_pane_lock(head_db: Path, held: str) -> None:
     assert waited < 5.0, waited  # from the wait's start: 1 s, then a prompt exit (not 30 s)
     assert_unchanged(before, head_db)
     # once the lock is free, the delete goes through
-    assert run_cli("fleet", "delete", str(fleet.fleet.fleet_id))[0] == 0
+    assert run_cli("fleet", "delete", str(fleet.fleet.fleet_id), "--keep-panes")[0] == 0
 
 
 def test_delete_releases_its_locks(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet("build", director_pane=FakePane("s", "@1", "%1"))
-    assert run_cli("fleet", "delete", str(fleet.fleet.fleet_id))[0] == 0
+    assert run_cli("fleet", "delete", str(fleet.fleet.fleet_id), "--keep-panes")[0] == 0
     from cafleet.mux import PaneKey
     from cafleet.mux.locks import try_pane_lock
 

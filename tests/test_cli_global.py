@@ -205,7 +205,7 @@ def test_light_paths_import_nothing_heavy(argv: list[str]) -> None:
         ["message", "show", "1"],
         ["fleet", "list"],
         ["fleet", "show", "1"],
-        ["fleet", "delete", "1"],
+        ["fleet", "delete", "1", "--keep-panes"],
         ["member", "list", "1"],
         ["member", "show", "1"],
         ["setup"],
@@ -286,7 +286,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 10  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 11  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -298,6 +298,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
          ["cafleet.cli.message_delivery"]),
         (["fleet", "list"], ["cafleet.cli.fleet"]),
         (["member", "list", "1"], ["cafleet.cli.member"]),
+        (["member", "respawn", "1"], ["cafleet.cli.recovery"]),
         (["setup"], ["cafleet.cli.setup_cmd"]),
         (["--version"], []),
         (["message", "--help"], ["cafleet.cli.message", "cafleet.cli.message_delivery"]),
@@ -376,7 +377,7 @@ def command_argument(command: list[str]) -> str:
 
 def test_largest_id_is_accepted(head_db: Path) -> None:
     code, _out, err = call_main(["member", "show", "9223372036854775807"])
-    assert (code, err) == (1, "Error: Member 9223372036854775807 not found\n")
+    assert (code, err) == (1, "Error: member 9223372036854775807 not found\n")
 
 
 def test_extra_argument_is_usage_error(db_path: Path) -> None:
@@ -509,7 +510,7 @@ def test_default_path_under_home(tmp_path: Path) -> None:
     code, out, _ = run_cli("setup", env={"CAFLEET_DATABASE_URL": "", "HOME": str(home)})
     path = home / ".local" / "share" / "cafleet" / "cafleet.db"
     assert code == 0
-    assert out.split("\n")[0] == f"Created {path} and applied migrations to head (2)."
+    assert out.split("\n")[0] == f"Created {path} and applied migrations to head (3)."
     assert f"claude: {home / '.claude'} (default ~/.claude): installed cafleet" in out
 
 
@@ -545,7 +546,7 @@ def test_cafleet_errors_print_their_text(test_commands) -> None:
         raise MemberNotFound(5)
 
     test_commands("_missing", missing)
-    assert call_main(["_missing"]) == (1, "", "Error: Member 5 not found\n")
+    assert call_main(["_missing"]) == (1, "", "Error: member 5 not found\n")
 
 
 @pytest.mark.parametrize(("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

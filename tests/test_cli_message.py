@@ -98,7 +98,7 @@ def test_ack(inbox: SimpleNamespace, head_db: Path) -> None:
         )
         assert_unchanged(before, head_db)
     before = snapshot(head_db)
-    assert run_cli("message", "ack", "999") == (1, "", "Error: Message 999 not found\n")
+    assert run_cli("message", "ack", "999") == (1, "", "Error: message 999 not found\n")
     assert_unchanged(before, head_db)
 
     code, out, _ = call_main(["message", "ack", str(inbox.m2.message_id), "--json"])
@@ -134,7 +134,7 @@ def test_show(inbox: SimpleNamespace, head_db: Path) -> None:
     assert message["to_member_id"] == inbox.w
     code, out, _ = run_cli("message", "show", str(inbox.summary.message_id), "--json")
     assert json.loads(out)["message"]["to_member_id"] is None
-    assert run_cli("message", "show", "424242") == (1, "", "Error: Message 424242 not found\n")
+    assert run_cli("message", "show", "424242") == (1, "", "Error: message 424242 not found\n")
     assert_unchanged(before, head_db)
 
 

@@ -132,6 +132,6 @@ def test_streams_are_utf8_whatever_the_locale(head_db: Path) -> None:
     assert (code, err) == (0, "")
     assert "équipe ✓" in out
     code, out, err = run_cli("fleet", "show", "99", env=env)
-    assert err == "Error: fleet '99' not found.\n"
+    assert err == "Error: fleet 99 not found\n"
     code, out, _ = run_cli("doctor", env=env)
     assert "✗ multiplexer" in out

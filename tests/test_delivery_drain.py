@@ -145,7 +145,7 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
         m1 = put(conn, a, b, "stamp me")
 
         def change_schema() -> bool:  # the stamp's write-time ledger check then refuses
-            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0003'")
+            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0004'")
             return True
 
         try:
@@ -153,7 +153,7 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
                 conn, b, attempted=set(), lock_timeout=1, before_attempt=change_schema, env=h.env
             )
         finally:
-            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0002'")
+            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0003'")
     pane = w.pane(b)
     assert report.notified == []
     assert report.failures == [
@@ -162,7 +162,7 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
             b,
             pane,
             f"typed into pane {pane} but could not record it: the database schema changed while "
-            "this command was running (validated schema 2, now schema 3); re-run the command; "
+            "this command was running (validated schema 3, now schema 4); re-run the command; "
             "it may be typed again",
         )
     ]

@@ -29,6 +29,7 @@ from tests.delivery_helpers import (
     warning,
 )
 from tests.factories import build_world
+from tests.fleet_helpers import log_path as monitor_log
 from tests.harness import util
 from tests.test_delivery_send import occupy_loop_slot, send
 
@@ -47,7 +48,7 @@ def loop_row(h, fleet_id: int) -> tuple | None:
 
 
 def log_text(h, fleet_id: int) -> str:
-    path = h.db_path.parent / f"monitor-{fleet_id}.log"
+    path = monitor_log(h, fleet_id)
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
@@ -107,7 +108,7 @@ def test_loop_that_cannot_start_only_warns(tmux_db) -> None:
     result = send(h, a, b, "hello")
     assert result.returncode == 0
     m1 = sent_id(result.stdout)
-    log = h.db_path.parent / f"monitor-{w.fleet_id}.log"
+    log = monitor_log(h, w.fleet_id)
     assert result.stderr.splitlines() == [
         warning(m1, b, f"typing into pane {w.pane(b)} failed: pane is in copy-mode"),
         f"Warning: monitor loop for fleet {w.fleet_id} is not running and could not be started: "
@@ -199,6 +200,32 @@ def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_d
     util.retry_until(
         lambda: f"tick -> notify msg {m1} member {b}" in log_text(h, w.fleet_id), timeout=10
     )
+
+
+def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_it(
+    tmux_db,
+) -> None:
+    """Issue 13: the lock-wait warning is about this send's message (not the older one its
+    drain selected first), and a pane another notification drain holds gives no warning."""
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    pane = w.pane(b)
+    older = sent_id(send(h, a, b, "older", env={"TMUX": ""}).stdout)  # stays pending
+    with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose="prompt member 3"):
+        result = send(h, a, b, "mine")
+        mine = sent_id(result.stdout)
+        assert result.returncode == 0
+        assert result.stderr == (
+            f"Warning: message {mine} not notified to member {b}: pane {pane} is receiving "
+            "another keystroke (it stays in the inbox; delivery will be retried)\n"
+        )
+    with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose=f"notify msg {older}"):
+        quiet = send(h, a, b, "handed off")
+        assert (quiet.returncode, quiet.stderr) == (0, "")
+    assert notified_at(h.db_path, older) is None  # nothing was typed while the locks were held
+    assert util.line_records(pane) == []
 
 
 def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:

@@ -208,11 +208,9 @@ def test_eight_concurrent_senders_never_interleave(tmux_db) -> None:
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
         sent.append(json.loads(stdout)["message"]["message_id"])
-        for line in stderr.splitlines():  # a lock wait that ran out is the only allowed warning
-            assert line.endswith(
-                f": pane {pane} is receiving another keystroke "
-                "(it stays in the inbox; delivery will be retried)"
-            ), line
+        # issue 13: a send whose lock wait ran out while another send typed into the pane does
+        # not warn (that drain types every pending line, this one too); all 8 lines arrive
+        assert stderr == "", stderr
     records = util.wait_records(pane, 8, timeout=60)
     got = util.line_bytes(pane)
     assert len(got) == 8, got

@@ -103,9 +103,11 @@ def test_fleet_create_success(tmux_db: TmuxHarness) -> None:
 
 
 def test_fleet_create_json_from_inside_the_director_pane(tmux_db: TmuxHarness) -> None:
-    """Run from the Director pane itself (its own TMUX/TMUX_PANE); several fleets may share it."""
+    """Run from the Director pane itself (its own TMUX/TMUX_PANE), after the pane's first fleet
+    was deleted (one live fleet per Director pane)."""
     h = tmux_db
-    create_fleet(h, name="first")
+    first = create_fleet(h, name="first")
+    assert h.cli("fleet", "delete", str(first.fleet_id)).returncode == 0
     rec = fake_run(
         h.director_pane,
         [
@@ -137,13 +139,10 @@ def test_fleet_create_json_from_inside_the_director_pane(tmux_db: TmuxHarness) -
     assert list(data["monitor_loop"]) == ["pid"]
     row = runtime_row(h, data["fleet_id"])
     assert row is not None and row["pid"] == data["monitor_loop"]["pid"]
-    # Both fleets' Director placements name the same pane.
-    assert (
-        h.sqlite("SELECT COUNT(*) FROM member_placements WHERE mux_pane_id = ?", h.director_pane)[
-            0
-        ][0]
-        == 2
-    )
+    # Only the live fleet's Director placement names the pane.
+    assert h.sqlite(
+        "SELECT member_id FROM member_placements WHERE mux_pane_id = ?", h.director_pane
+    ) == [(data["director"]["member_id"],)]
     argv = start_record(data["monitor"]["placement"]["mux_pane_id"])["argv"]
     assert argv[1:6] == ["--ask-for-approval", "never", "--sandbox", "workspace-write", "--add-dir"]
     assert argv[6] == str(h.db_path.parent)

@@ -190,9 +190,10 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
     # member list shows everyone with agents and panes.
     listing = ok(h.cli("member", "list", str(fleet.fleet_id))).stdout.splitlines()
     assert listing[0] == "5 members:"
-    assert re.match(r"  member_id  name\s+kind\s+agent\s+pane_id\s+idle$", listing[1])
+    assert re.match(r"  member_id  name\s+kind\s+agent\s+pane_id\s+pane\s+idle$", listing[1])
     assert re.match(
-        rf"  {member_id}\s+coder\s+member\s+claude\s+{re.escape(pane)}\s+-$", listing[5]
+        rf"  {member_id}\s+coder\s+member\s+claude\s+{re.escape(pane)}\s+alive\s+-$",
+        listing[5],
     )
 
 
@@ -213,7 +214,7 @@ def test_member_create_refusals_change_nothing(tmux_db: TmuxHarness, fleet: Flee
         assert r.stdout == ""
 
     common = ["--name", "m", "--description", "d"]
-    refuse(["--fleet-id", "99", *common, "p"], 1, "fleet '99' not found.")
+    refuse(["--fleet-id", "99", *common, "p"], 1, "fleet 99 not found")
     refuse(
         ["--fleet-id", f, *common, "--role", "monitor", "p"],
         1,
@@ -489,9 +490,9 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
     assert r.stdout == f'{{"member_id":{b},"pane_id":"{pane_b}","pane_status":"already_gone"}}\n'
 
     # Unknown and deregistered ids.
-    for member_id in (a, 999):
+    for member_id, why in ((a, "is deregistered"), (999, "not found")):
         r = inproc("member", "delete", str(member_id))
-        assert (r.returncode, r.stderr) == (1, f"Error: Member {member_id} not found\n")
+        assert (r.returncode, r.stderr) == (1, f"Error: member {member_id} {why}\n")
 
     # Placementless and pending members are deleted outside tmux, without importing libtmux.
     none_id = _register_without_pane(h, fleet.fleet_id, "ghost", pending=False)
@@ -667,7 +668,7 @@ def test_member_prompt_and_ping(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
 
     for cmd in (["ping", "999"], ["prompt", "999", "x"], ["capture", "999"]):
         r = inproc("member", *cmd)
-        assert (r.returncode, r.stderr) == (1, "Error: Member 999 not found\n")
+        assert (r.returncode, r.stderr) == (1, "Error: member 999 not found\n")
 
 
 def test_member_create_signal_after_spawn_and_fake_run_directives(

@@ -41,8 +41,9 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     r = send(world, a, b, body, "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert list(data) == ["message", "notification_sent"]
+    assert list(data) == ["message", "notification_sent", "text_truncated"]
     assert list(data["message"]) == MESSAGE_KEYS
+    assert data["text_truncated"] is False
     msg = data["message"]
     assert msg["text"] == body
     assert (msg["owner_member_id"], msg["from_member_id"], msg["to_member_id"]) == (b, a, b)
@@ -291,7 +292,7 @@ def test_file_bodies_are_stored_byte_exact(world, head_db: Path, tmp_path: Path)
     assert shown.encode("utf-8") == crlf
     assert message_row(head_db, mid)["text"].encode("utf-8") == crlf
 
-    # exactly the limit is accepted and returned whole
+    # exactly the limit is accepted and stored whole; the echo stops at the display limit
     limit = ("é" * 524_288).encode()  # 1,048,576 bytes
     assert len(limit) == 1_048_576
     (tmp_path / "limit.txt").write_bytes(limit)
@@ -307,7 +308,11 @@ def test_file_bodies_are_stored_byte_exact(world, head_db: Path, tmp_path: Path)
         "--json",
     )
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["message"]["text"].encode() == limit
+    echoed = json.loads(r.stdout)
+    assert echoed["message"]["text"] == "é" * 200 + "…"  # CAFLEET_MAX_TEXT_LEN's default
+    assert echoed["text_truncated"] is True
+    stored = call("message", "show", str(echoed["message"]["message_id"]), "--json")
+    assert json.loads(stored.stdout)["message"]["text"].encode() == limit
 
     # stdin
     r = call(
@@ -346,24 +351,24 @@ def test_member_refusals(world, head_db: Path) -> None:
     def s(frm: int, to: int) -> list[str]:
         return ["message", "send", "--from-member-id", str(frm), "--to-member-id", str(to), "hi"]
 
-    refused(world, head_db, s(999, b), 1, "Sender member not found or not active: 999")
-    refused(world, head_db, s(gone, b), 1, f"Sender member not found or not active: {gone}")
-    refused(world, head_db, s(a, 999), 1, "Destination member not found: 999")
-    refused(world, head_db, s(a, gone), 1, f"Destination member not found: {gone}")
+    refused(world, head_db, s(999, b), 1, "member 999 not found")
+    refused(world, head_db, s(gone, b), 1, f"member {gone} is deregistered")
+    refused(world, head_db, s(a, 999), 1, "member 999 not found")
+    refused(world, head_db, s(a, gone), 1, f"member {gone} is deregistered")
     refused(world, head_db, s(a, carol), 1, f"members {a} and {carol} are not in the same fleet.")
     refused(
         world,
         head_db,
         ["message", "broadcast", "--from-member-id", "999", "hi"],
         1,
-        "Sender member not found or not active: 999",
+        "member 999 not found",
     )
     refused(
         world,
         head_db,
         ["message", "broadcast", "--from-member-id", str(gone), "hi"],
         1,
-        f"Sender member not found or not active: {gone}",
+        f"member {gone} is deregistered",
     )
     # members of a deleted fleet are deregistered: both directions refuse
     with connect(head_db) as conn:
@@ -375,9 +380,9 @@ def test_member_refusals(world, head_db: Path) -> None:
         head_db,
         s(carol, other.members["dave"]),
         1,
-        f"Sender member not found or not active: {carol}",
+        f"member {carol} is deregistered",
     )
-    refused(world, head_db, s(a, carol), 1, f"Destination member not found: {carol}")
+    refused(world, head_db, s(a, carol), 1, f"member {carol} is deregistered")
     # an ACK of an ACKed message and of a summary
     sent = json.loads(call(*s(a, world.director)[:-1], "x", "--json").stdout)["message"][
         "message_id"
@@ -392,7 +397,7 @@ def test_member_refusals(world, head_db: Path) -> None:
     refused(
         world, head_db, ["message", "ack", str(summary)], 1, "Cannot ACK message in state completed"
     )
-    refused(world, head_db, ["message", "ack", "99999"], 1, "Message 99999 not found")
+    refused(world, head_db, ["message", "ack", "99999"], 1, "message 99999 not found")
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "9223372036854775808", "abc", "1.5"])

@@ -188,10 +188,10 @@ def test_fleet_delete_stops_the_loop_and_start_up_errors(
         assert r.stderr.startswith("Usage: cafleet monitor [OPTIONS] FLEET_ID\n"), r.stderr
         assert "__monitor_loop__" not in r.stderr
     r = inproc("monitor", "99")
-    assert (r.returncode, r.stderr) == (1, "Error: fleet '99' not found.\n")
+    assert (r.returncode, r.stderr) == (1, "Error: fleet 99 not found\n")
 
     loop = start_loop(h, f, "--tick", "1")
-    ok(inproc("fleet", "delete", str(f)))
+    ok(inproc("fleet", "delete", str(f), "--keep-panes"))  # the loop stops on its own
     assert loop.proc.wait(timeout=10) == 0
     assert re.fullmatch(rf"{TS} fleet {f} is deleted; stopping", loop.lines()[-2])
     assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"
@@ -478,7 +478,7 @@ def test_schema_change_stops_the_loop_with_the_guard_message(
     sql_write(h, "DROP INDEX idx_messages_from_created")
     assert loop.proc.wait(timeout=10) == 1
     err = loop.stderr()
-    assert err.startswith(f"Error: {h.db_path} is damaged (schema 2): "), err
+    assert err.startswith(f"Error: {h.db_path} is damaged (schema 3): "), err
     assert "idx_messages_from_created" in err
     assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"
     assert runtime_row(h, f)["pid"] is None  # type: ignore[index]

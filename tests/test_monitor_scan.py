@@ -115,9 +115,9 @@ def test_monitor_scan(tmux_db: TmuxHarness) -> None:
     r = inproc("monitor", "scan", str(f))
     assert (r.returncode, r.stderr) == (1, "Error: not inside a tmux session (TMUX is not set)\n")
     r = inproc("monitor", "scan", "99")
-    assert (r.returncode, r.stderr) == (1, "Error: fleet '99' not found.\n")
+    assert (r.returncode, r.stderr) == (1, "Error: fleet 99 not found\n")
     r = inproc("monitor", "scan", str(f), "--lines", "0")
     assert r.returncode == 2
-    ok(inproc("fleet", "delete", str(f)))
+    ok(inproc("fleet", "delete", str(f), "--keep-panes"))
     r = inproc("monitor", "scan", str(f))
     assert (r.returncode, r.stderr) == (1, f"Error: fleet {f} is deleted\n")

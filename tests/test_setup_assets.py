@@ -41,7 +41,7 @@ def test_setup_installs_every_file_where_each_agent_reads_it(db_path: Path) -> N
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[0] == f"Created {db_path} and applied migrations to head (2)."
+    assert lines[0] == f"Created {db_path} and applied migrations to head (3)."
     expected_out = [lines[0]]
     for agent in AGENTS:
         root = agent_dir(agent)
@@ -71,7 +71,7 @@ def test_a_second_setup_changes_no_byte(db_path: Path) -> None:
     stamps = query(db_path, "SELECT installed_at FROM asset_installs ORDER BY coding_agent")
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
-    assert setup_db_line(out) == "Already at head (2); nothing to do."
+    assert setup_db_line(out) == "Already at head (3); nothing to do."
     assert setup_agent_summaries(out) == {a: f"up to date (cafleet {VERSION})" for a in AGENTS}
     assert len(out.splitlines()) == 4  # no file lines: nothing changed
     assert all_trees() == trees  # bytes and modification times
@@ -272,7 +272,7 @@ def test_a_read_only_target_fails_the_assets_half_and_writes_nothing(db_path: Pa
     assert list(codex.iterdir()) == []
     # The other agents landed and are recorded; codex has no row.
     assert [r[0] for r in asset_rows(db_path)] == ["claude", "opencode"]
-    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (2)."
+    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (3)."
 
 
 def test_a_unit_that_cannot_be_staged_leaves_the_agent_as_it_was(db_path: Path) -> None:
@@ -301,7 +301,7 @@ def test_setup_json(db_path: Path) -> None:
     assert data["database"] == {
         "ok": True,
         "path": str(db_path),
-        "result": f"Created {db_path} and applied migrations to head (2).",
+        "result": f"Created {db_path} and applied migrations to head (3).",
         "error": None,
     }
     assert data["failed"] == []
@@ -333,7 +333,9 @@ def test_setup_json_reports_a_failed_half(db_path: Path) -> None:
     assert data["failed"] == ["db", "assets"]
     assert data["database"]["ok"] is False and data["database"]["result"] is None
     assert data["assets"][0]["error"] == "installed but not recorded: the db half failed"
-    assert err.splitlines()[-1] == "Error: db and assets half failed"
+    assert json.loads(err.splitlines()[-1]) == {
+        "error": {"code": "error", "message": "db and assets half failed"}
+    }
     assert files_below(agent_dir("claude")) == expected_files("claude")
 
 

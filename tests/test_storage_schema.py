@@ -30,7 +30,7 @@ MANIFEST = REPO_ROOT / "tests" / "revision_manifest.txt"
 
 @pytest.fixture
 def fresh(db_path: Path) -> Path:
-    assert run_setup(str(db_path)) == (f"Created {db_path} and applied migrations to head (2).")
+    assert run_setup(str(db_path)) == (f"Created {db_path} and applied migrations to head (3).")
     return db_path
 
 
@@ -78,6 +78,13 @@ EXPECTED_COLUMNS = {
         ("backend", "TEXT", 1, "'tmux'", 0),
         ("coding_agent", "TEXT", 1, None, 0),
         ("created_at", "TEXT", 1, None, 0),
+        ("lost_at", "TEXT", 0, None, 0),
+    ],
+    "member_spawns": [
+        ("member_id", "INTEGER", 1, None, 1),
+        ("prompt", "TEXT", 0, None, 0),
+        ("model", "TEXT", 0, None, 0),
+        ("effort", "TEXT", 0, None, 0),
     ],
     "messages": [
         ("message_id", "INTEGER", 1, None, 1),
@@ -208,7 +215,7 @@ def test_exactly_the_eight_indexes(fresh: Path) -> None:
 # --- §9 item 5 ------------------------------------------------------------------------------------
 
 
-def test_exactly_five_foreign_keys(fresh: Path) -> None:
+def test_exactly_six_foreign_keys(fresh: Path) -> None:
     found = set()
     for table in EXPECTED_COLUMNS:
         for r in query(fresh, f"PRAGMA foreign_key_list({table})"):
@@ -217,6 +224,7 @@ def test_exactly_five_foreign_keys(fresh: Path) -> None:
         ("fleets", "director_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
         ("members", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
         ("member_placements", "member_id", "members", "member_id", "CASCADE", "NO ACTION"),
+        ("member_spawns", "member_id", "members", "member_id", "CASCADE", "NO ACTION"),
         ("messages", "owner_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
         ("monitor_runtime", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
     }
@@ -228,7 +236,7 @@ def test_exactly_five_foreign_keys(fresh: Path) -> None:
 def test_identity_ledger_and_wal(fresh: Path) -> None:
     assert query(fresh, "PRAGMA application_id") == [(1128351288,)]
     assert schema.APPLICATION_ID == 1128351288 == 0x43414638
-    assert query(fresh, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(fresh, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
     assert query(fresh, "PRAGMA journal_mode") == [("wal",)]
 
 
@@ -258,14 +266,24 @@ def test_metadata_equals_head_shape() -> None:
     )
 
 
-def test_shapes_of_0001_and_0002() -> None:
-    s1, s2 = SHAPES["0001"], SHAPES["0002"]
+def test_shapes_of_0001_0002_and_0003() -> None:
+    s1, s2, s3 = SHAPES["0001"], SHAPES["0002"], SHAPES["0003"]
     assert len(s1.tables) == 6 and len(s1.indexes) == 7
     assert s2.tables == s1.tables
     assert len(s2.indexes) == 8
     assert {i.name for i in s2.indexes} - {i.name for i in s1.indexes} == {
         "idx_members_one_active_monitor_per_fleet"
     }
+    # 0003: one new table, one new nullable column, no new index.
+    assert s3.indexes == s2.indexes
+    assert {t.name for t in s3.tables} - {t.name for t in s2.tables} == {"member_spawns"}
+    old, new = s2.table("member_placements"), s3.table("member_placements")
+    assert old is not None and new is not None
+    assert new.columns[: len(old.columns)] == old.columns
+    assert [c.name for c in new.columns[len(old.columns) :]] == ["lost_at"]
+    assert [t for t in s3.tables if t.name not in ("member_spawns", "member_placements")] == [
+        t for t in s2.tables if t.name != "member_placements"
+    ]
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:
@@ -281,10 +299,10 @@ def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:
     conn = open_connection(str(db), mode="rw", purpose="command")
     try:
         with tx.read(conn):
-            reflected = reflect_shape(conn, "0002")
+            reflected = reflect_shape(conn, HEAD_REVISION)
     finally:
         close_connection(conn)
-    assert canonical(reflected) != canonical(SHAPES["0002"])
+    assert canonical(reflected) != canonical(SHAPES[HEAD_REVISION])
 
 
 # --- §9 item 8 chain guard ------------------------------------------------------------------------

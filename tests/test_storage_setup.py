@@ -16,7 +16,7 @@ from sqlalchemy import Connection
 import cafleet.db.migrate as migrate
 from cafleet.db.diagnosis import diagnose_path
 from cafleet.db.errors import SetupFailed
-from cafleet.db.migrate import run_setup
+from cafleet.db.migrate import run_setup, upgrade_to
 from tests.storage_helpers import (
     MONITOR_CARD,
     REPO_ROOT,
@@ -46,7 +46,7 @@ DUPLICATE_TEXT = (
 
 
 def created(db: Path) -> str:
-    return f"Created {db} and applied migrations to head (2)."
+    return f"Created {db} and applied migrations to head (3)."
 
 
 def has_monitor_index(db: Path) -> bool:
@@ -82,7 +82,7 @@ def test_rerun_is_a_no_op(db_path: Path) -> None:
     run_setup(str(db_path))
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
-    assert run_setup(str(db_path)) == "Already at head (2); nothing to do."
+    assert run_setup(str(db_path)) == "Already at head (3); nothing to do."
     assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
@@ -93,7 +93,10 @@ def test_setup_cannot_create_directory(tmp_path: Path) -> None:
     db = blocker / "sub" / "cafleet.db"
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db))
-    assert str(e.value) == f"cannot create directory {blocker / 'sub'}: Not a directory"
+    assert str(e.value) == (
+        f"cannot create directory {blocker / 'sub'}: not a directory; a component of the path "
+        "is a file, not a directory; fix the path"
+    )
 
 
 def test_missing_migration_scripts(
@@ -118,11 +121,47 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     populate_0001(db_path)
     before = dump(db_path)
     assert all(before[t] for t in before), before  # rows in every table
-    assert run_setup(str(db_path)) == "Upgraded from 1 to 2."
-    assert dump(db_path) == before
+    assert run_setup(str(db_path)) == "Upgraded from 1 to 3."
+    after = dump(db_path)
+    # 0003 adds member_placements.lost_at (NULL everywhere) and an empty member_spawns.
+    assert after.pop("member_spawns") == []
+    assert after["member_placements"] == [(*row, None) for row in before["member_placements"]]
+    after["member_placements"] = before["member_placements"]
+    assert after == before
     assert has_monitor_index(db_path)
-    assert ledger(db_path) == [("0002",)]
+    assert ledger(db_path) == [("0003",)]
     assert diagnose_path(str(db_path)).state == "current"
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
+def test_upgrade_from_0002_adds_member_spawns_and_lost_at(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0003 (docs/storage.md §3.6): every row kept, the new column NULL, the new table
+    empty and usable."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0002")
+    before = dump(db_path)
+    placements = query(db_path, "PRAGMA table_xinfo(member_placements)")
+    assert [r[1] for r in placements][-1] == "created_at"
+    assert diagnose_path(str(db_path)).state == "behind"
+    assert run_setup(str(db_path)) == "Upgraded from 2 to 3."
+    after = dump(db_path)
+    assert after.pop("member_spawns") == []
+    assert after["member_placements"] == [(*row, None) for row in before["member_placements"]]
+    after["member_placements"] = before["member_placements"]
+    assert after == before
+    assert ledger(db_path) == [("0003",)]
+    assert diagnose_path(str(db_path)).state == "current"
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+    sql(
+        db_path,
+        "PRAGMA foreign_keys = ON; "
+        "INSERT INTO member_spawns VALUES (3, 'hello {member_id}', NULL, 'high'); "
+        "UPDATE member_placements SET lost_at = 'x' WHERE member_id = 3;",
+    )
+    assert query(db_path, "SELECT * FROM member_spawns") == [(3, "hello {member_id}", None, "high")]
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
@@ -187,7 +226,7 @@ def test_duplicate_monitors_refuse_then_recover(db_path: Path, templates: Templa
         COMMIT;
         """,
     )
-    assert run_setup(str(db_path)) == "Upgraded from 1 to 2."
+    assert run_setup(str(db_path)) == "Upgraded from 1 to 3."
     assert has_monitor_index(db_path)
     deregistered_at = query(db_path, "SELECT deregistered_at FROM members WHERE member_id = 8")
     assert len(deregistered_at[0][0]) == 32
@@ -339,7 +378,7 @@ def test_resulting_schema_mismatch_is_rolled_back(
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db_path))
     assert str(e.value) == (
-        "migration failed: resulting schema does not match schema 2 (missing index "
+        "migration failed: resulting schema does not match schema 3 (missing index "
         f"idx_messages_from_created); {db_path} was left unchanged"
     )
     assert_unchanged(before, db_path)
@@ -372,7 +411,7 @@ def test_concurrent_setups_take_turns(tmp_path: Path, count: int) -> None:
         assert proc.returncode == 0, err
         outputs.append(out.strip())
     assert outputs.count(created(db)) == 1
-    assert outputs.count("Already at head (2); nothing to do.") == count - 1
+    assert outputs.count("Already at head (3); nothing to do.") == count - 1
     assert diagnose_path(str(db)).state == "current"
 
 
@@ -453,14 +492,15 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert history.returncode == 0, history.stderr
     assert "0001" in history.stdout and "0002" in history.stdout
     assert "<base> -> 0001, baseline" in history.stdout
-    assert "0001 -> 0002 (head), unique_active_monitor" in history.stdout
+    assert "0001 -> 0002, unique_active_monitor" in history.stdout
+    assert "0002 -> 0003 (head), member_spawns_and_pane_loss" in history.stdout
     assert not db_path.exists()
 
-    templates.copy("0002", db_path)
+    templates.copy("0003", db_path)
     before = sha256(db_path)
     current = _alembic("current", db=db_path)
     assert current.returncode == 0, current.stderr
-    assert current.stdout.strip().splitlines()[-1] == "0002 (head)"
+    assert current.stdout.strip().splitlines()[-1] == "0003 (head)"
     assert sha256(db_path) == before
 
 

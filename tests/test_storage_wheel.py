@@ -52,6 +52,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert "cafleet/_migrations/alembic/env.py" in names
     assert "cafleet/_migrations/alembic/versions/0001_baseline.py" in names
     assert "cafleet/_migrations/alembic/versions/0002_unique_active_monitor.py" in names
+    assert "cafleet/_migrations/alembic/versions/0003_member_spawns_and_pane_loss.py" in names
     assert "cafleet/_migrations/alembic.ini" in names
     # The bundled assets ship as package data (issue 11): skills, presets, default prompts.
     for data in (
@@ -75,14 +76,14 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     _run([str(python), "-m", "pip", "install", "--quiet", str(wheels[0])], cwd="/", env=env)
 
     setup = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert setup.stdout.split("\n")[0] == f"Created {db} and applied migrations to head (2)."
+    assert setup.stdout.split("\n")[0] == f"Created {db} and applied migrations to head (3)."
     assert setup.stderr == ""
     # The installed skill came from the wheel's package data, rendered for its version.
     from cafleet.assets.bundle import skill_files
 
     installed = tmp_path / "home" / ".codex" / "skills" / "cafleet" / "SKILL.md"
     assert installed.read_bytes() == skill_files("cafleet", "0.1.0")["SKILL.md"]
-    assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert query(db, "SELECT version_num FROM alembic_version") == [("0003",)]
 
     probe = _run(
         [
@@ -103,7 +104,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert str(REPO_ROOT) not in info["path"]
 
     again = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert again.stdout.split("\n")[0] == "Already at head (2); nothing to do."
+    assert again.stdout.split("\n")[0] == "Already at head (3); nothing to do."
     assert "claude: " in again.stdout and "up to date" in again.stdout
 
 

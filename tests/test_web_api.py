@@ -336,7 +336,7 @@ def test_member_routes_refuse_unknown_and_foreign_members(
     for path in ("inbox", "sent", "capture"):
         for member in (foreign, 999):
             response = get(api, world, f"/api/members/{member}/{path}")
-            assert (response.status_code, detail(response)) == (404, f"Member {member} not found")
+            assert (response.status_code, detail(response)) == (404, f"member {member} not found")
         response = get(api, world, f"/api/members/0/{path}")
         assert response.status_code == 422
 
@@ -411,7 +411,7 @@ BIG = "x" * (1_048_576 + 1)
 @pytest.mark.parametrize(
     ("payload", "status", "text"),
     [
-        ({"to_member_id": 999, "text": "x"}, 404, "Member 999 not found"),
+        ({"to_member_id": 999, "text": "x"}, 404, "member 999 not found"),
         ({"to_member_id": "3", "text": "x"}, 422, None),
         ({"to_member_id": True, "text": "x"}, 422, None),
         ({"to_member_id": 0, "text": "x"}, 422, None),
@@ -452,7 +452,7 @@ def test_send_to_a_member_of_another_fleet_is_not_found(
     )
     assert (response.status_code, detail(response)) == (
         404,
-        f"Member {other.members['x']} not found",
+        f"member {other.members['x']} not found",
     )
     unchanged(api, before, head_db)
 
@@ -466,7 +466,7 @@ def test_send_to_a_deregistered_member_uses_the_broker_text(
     with connect(head_db) as conn:
         broker.deregister_member(conn, member_id=bob)
     response = post(api, world, "/api/messages/send", {"to_member_id": bob, "text": "x"})
-    assert (response.status_code, detail(response)) == (404, f"Destination member not found: {bob}")
+    assert (response.status_code, detail(response)) == (404, f"member {bob} is deregistered")
 
 
 def test_invalid_json_and_oversized_requests(head_db: Path, world: World, api: Any) -> None:

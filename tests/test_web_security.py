@@ -302,13 +302,12 @@ def test_a_missing_database_refuses_to_start(db_path: Path) -> None:
 def test_a_database_failing_diagnosis_refuses_to_start_unchanged(head_db: Path) -> None:
     from tests.delivery_helpers import sql_write
 
-    sql_write(head_db, "UPDATE alembic_version SET version_num = '0001'")
+    sql_write(head_db, "UPDATE alembic_version SET version_num = '0004'")
     before = snapshot(head_db)
     result = call_run("server")
     assert result.returncode == 1
-    assert (
-        result.stderr
-        == "Error: database schema is outdated (schema 1, head 2); run 'cafleet setup'\n"
+    assert result.stderr == (
+        "Error: database schema 4 is newer than this cafleet (head 3); upgrade cafleet\n"
     )
     assert result.stdout == ""
     assert_unchanged(before, head_db)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cafleet import broker
 from cafleet.workflows import fleets, members, panes
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import WorkflowUsageError
@@ -89,8 +90,19 @@ def test_member_create_checks_options_before_reading_the_prompt(conn, settings) 
 def test_fleet_delete_returns_the_count(conn, settings) -> None:
     boot = make_fleet(conn)
     fid = boot.fleet.fleet_id
-    add_member(conn, fid, name="a")
-    assert fleets.delete(conn, settings, fid) == fleets.Deleted(fid, 3)
+    a = add_member(conn, fid, name="a")
+    deleted = fleets.delete(conn, settings, fid, keep_panes=True)
+    assert (deleted.fleet_id, deleted.deregistered_count, deleted.loop_stopped) == (fid, 3, None)
+    assert [(r.member_id, r.status) for r in deleted.panes] == [
+        (boot.director.member_id, "director"),
+        (boot.monitor.member_id, "kept"),
+        (a.member_id, "kept"),
+    ]
+    # Without --keep-panes and outside tmux, the panes cannot be killed: nothing happens.
+    other = make_fleet(conn, name="other")
+    with pytest.raises(WorkflowError, match="^cannot kill the panes of fleet "):
+        fleets.delete(conn, settings, other.fleet.fleet_id)
+    assert broker.get_fleet(conn, other.fleet.fleet_id).deleted_at is None
 
 
 def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
@@ -100,13 +112,19 @@ def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db.runtime import close_connection
     from cafleet.workflows import inbox
+    from cafleet.workflows.errors import WaitTimedOut
 
     boot = make_fleet(conn)
     fid = boot.fleet.fleet_id
     a = add_member(conn, fid, name="a", placed=False)
     b = add_member(conn, fid, name="b", placed=False)
     warned: list[str] = []
-    assert inbox.wait(conn, settings, b.member_id, timeout=0, warn=warned.append) == []
+    with pytest.raises(WaitTimedOut) as timed_out:  # an empty inbox at the deadline
+        inbox.wait(conn, settings, b.member_id, timeout=0, warn=warned.append)
+    assert (timed_out.value.error_code, str(timed_out.value)) == (
+        "timeout",
+        f"timed out after 0 s with no message for member {b.member_id}",
+    )
     m1 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="1")
     m2 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="2")
     waited = inbox.wait(conn, settings, b.member_id, timeout=5, warn=warned.append)

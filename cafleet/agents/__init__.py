@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from cafleet import status
 from cafleet.errors import CafleetError
 
 
@@ -25,6 +26,8 @@ class AgentError(CafleetError):
 
 class AgentUsageError(AgentError):
     """A bad model, effort or spawn-prompt template: a usage error (exit 2)."""
+
+    error_code = status.CODE_USAGE
 
 
 class AgentUnavailable(AgentError):

@@ -33,7 +33,7 @@ def member_columns(m: str = "m", f: str = "f", p: str = "p") -> str:
         f"{p}.member_id AS p_member_id, {p}.backend AS p_backend, "
         f"{p}.mux_session AS p_mux_session, {p}.mux_window_id AS p_mux_window_id, "
         f"{p}.mux_pane_id AS p_mux_pane_id, {p}.coding_agent AS p_coding_agent, "
-        f"{p}.created_at AS p_created_at"
+        f"{p}.created_at AS p_created_at, {p}.lost_at AS p_lost_at"
     )
 
 

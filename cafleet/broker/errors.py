@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cafleet import status
 from cafleet.db.errors import DatabaseBusy
 from cafleet.errors import CafleetError
 from cafleet.records import StorageIntegrityError
@@ -14,11 +15,13 @@ __all__ = [
     "DatabaseBusy",
     "FleetDeleted",
     "FleetNotFound",
+    "MemberDeregistered",
     "MemberNotFound",
     "MessageNotFound",
     "MonitorSlotTaken",
     "NoActiveMonitor",
     "NotSameFleet",
+    "PaneDirectsFleet",
     "PlacementVanished",
     "PlacementsChanged",
     "RecipientNotFound",
@@ -29,22 +32,30 @@ __all__ = [
 
 
 class BrokerError(CafleetError):
-    """Base class of the repository's errors."""
+    """Base class of the repository's errors; ``error_code`` is its `cafleet.status` code."""
+
+    error_code = status.CODE_ERROR
 
 
 class FleetNotFound(BrokerError):
+    error_code = status.CODE_NOT_FOUND
+
     def __init__(self, fleet_id: int) -> None:
         self.fleet_id = fleet_id
-        super().__init__(f"fleet '{fleet_id}' not found.")
+        super().__init__(status.not_found("fleet", fleet_id))
 
 
 class FleetDeleted(BrokerError):
+    error_code = status.CODE_DELETED
+
     def __init__(self, fleet_id: int) -> None:
         self.fleet_id = fleet_id
         super().__init__(f"fleet {fleet_id} is deleted")
 
 
 class RootDirectorInactive(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, fleet_id: int, member_id: int | None) -> None:
         self.fleet_id = fleet_id
         self.member_id = member_id
@@ -52,6 +63,8 @@ class RootDirectorInactive(BrokerError):
 
 
 class MonitorSlotTaken(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, fleet_id: int, member_id: int) -> None:
         self.fleet_id = fleet_id
         self.member_id = member_id
@@ -61,6 +74,8 @@ class MonitorSlotTaken(BrokerError):
 
 
 class NoActiveMonitor(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, fleet_id: int) -> None:
         self.fleet_id = fleet_id
         super().__init__(
@@ -69,30 +84,59 @@ class NoActiveMonitor(BrokerError):
 
 
 class MemberNotFound(BrokerError):
+    """No such member (or, as `MemberDeregistered`, no longer an active one)."""
+
+    error_code = status.CODE_NOT_FOUND
+
     def __init__(self, member_id: int) -> None:
         self.member_id = member_id
-        super().__init__(f"Member {member_id} not found")
+        super().__init__(status.not_found("member", member_id))
+
+
+class MemberDeregistered(MemberNotFound):
+    """The member exists but the command needs an active one."""
+
+    error_code = status.CODE_DEREGISTERED
+
+    def __init__(self, member_id: int) -> None:  # noqa: B042 - the text differs from the base's
+        self.member_id = member_id
+        BrokerError.__init__(self, status.deregistered(member_id))
 
 
 class CannotDeregisterRootDirector(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, member_id: int | None = None) -> None:
         self.member_id = member_id
         super().__init__("cannot deregister the root Director; use 'cafleet fleet delete' instead")
 
 
-class SenderNotActive(BrokerError):
-    def __init__(self, member_id: int) -> None:
+class _PartyRefused(BrokerError):
+    """A sender or recipient that is unknown (`member <id> not found`) or deregistered
+    (`member <id> is deregistered`)."""
+
+    def __init__(self, member_id: int, *, deregistered: bool = False) -> None:
         self.member_id = member_id
-        super().__init__(f"Sender member not found or not active: {member_id}")
+        self.deregistered = deregistered
+        self.error_code = status.CODE_DEREGISTERED if deregistered else status.CODE_NOT_FOUND
+        super().__init__(
+            status.deregistered(member_id)
+            if deregistered
+            else status.not_found("member", member_id)
+        )
 
 
-class RecipientNotFound(BrokerError):
-    def __init__(self, member_id: int) -> None:
-        self.member_id = member_id
-        super().__init__(f"Destination member not found: {member_id}")
+class SenderNotActive(_PartyRefused):
+    """The sender is unknown or deregistered."""
+
+
+class RecipientNotFound(_PartyRefused):
+    """The recipient is unknown or deregistered."""
 
 
 class NotSameFleet(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, from_member_id: int, to_member_id: int) -> None:
         self.from_member_id = from_member_id
         self.to_member_id = to_member_id
@@ -100,12 +144,16 @@ class NotSameFleet(BrokerError):
 
 
 class MessageNotFound(BrokerError):
+    error_code = status.CODE_NOT_FOUND
+
     def __init__(self, message_id: int) -> None:
         self.message_id = message_id
-        super().__init__(f"Message {message_id} not found")
+        super().__init__(status.not_found("message", message_id))
 
 
 class CannotAck(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, state: str, message_id: int | None = None) -> None:
         self.state = state
         self.message_id = message_id
@@ -113,6 +161,8 @@ class CannotAck(BrokerError):
 
 
 class PlacementVanished(BrokerError):
+    error_code = status.CODE_CONFLICT
+
     def __init__(self, member_id: int | None = None) -> None:
         self.member_id = member_id
         super().__init__("placement row vanished before pane-id patch")
@@ -124,10 +174,26 @@ class PlacementsChanged(BrokerError):
     The CLI prints docs/cli.md §1.11's pane-lock message for `member_id`.
     """
 
+    error_code = status.CODE_BUSY
+
     def __init__(self, member_id: int, pane_id: str) -> None:
         self.member_id = member_id
         self.pane_id = pane_id
         super().__init__(f"placement of member {member_id} (pane {pane_id}) could not be locked")
+
+
+class PaneDirectsFleet(BrokerError):
+    """One live fleet per Director pane: the pane already is a live fleet's root Director."""
+
+    def __init__(self, pane_id: str, fleet_id: int, name: str | None) -> None:
+        self.pane_id = pane_id
+        self.fleet_id = fleet_id
+        self.name = name
+        shown = f" ({name})" if name is not None else ""
+        super().__init__(
+            f"pane {pane_id} is already the root Director of live fleet {fleet_id}{shown}; "
+            f"delete it first ('cafleet fleet delete {fleet_id}') or use another pane"
+        )
 
 
 class BootstrapAborted(BrokerError):

@@ -18,6 +18,7 @@ from cafleet.broker._common import (
 from cafleet.broker.errors import (
     BootstrapAborted,
     FleetNotFound,
+    PaneDirectsFleet,
     PlacementsChanged,
 )
 from cafleet.db import tx
@@ -30,6 +31,7 @@ from cafleet.records import (
     PaneKey,
     PaneLike,
     Placement,
+    SpawnSpec,
     fleet_from_row,
     fleet_summary_from_row,
     member_card,
@@ -73,7 +75,7 @@ _SOFT_DELETE = text(
 _PLACEMENT_COLUMNS = (
     "p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, "
     "p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, "
-    "p.coding_agent AS coding_agent, p.created_at AS created_at"
+    "p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at"
 )
 _FLEET_PLACEMENTS = text(
     f"SELECT {_PLACEMENT_COLUMNS} FROM members AS m "
@@ -112,6 +114,27 @@ _LIST_FLEETS = text(
     f"SELECT {_SUMMARY_COLUMNS} FROM fleets AS f WHERE f.deleted_at IS NULL "
     "ORDER BY f.created_at DESC, f.fleet_id DESC"
 )
+# One live fleet per Director pane (docs/cli.md §2.3): the live fleet whose active root Director's
+# placement names the pane key.
+_FLEET_DIRECTED_FROM = text(
+    "SELECT f.fleet_id, f.name, f.created_at, f.deleted_at, f.director_member_id FROM fleets AS f "
+    "JOIN members AS d ON d.member_id = f.director_member_id "
+    "JOIN member_placements AS p ON p.member_id = d.member_id "
+    "WHERE f.deleted_at IS NULL AND d.status = 'active' AND p.backend = :backend "
+    "AND p.mux_session = :session AND p.mux_pane_id = :pane ORDER BY f.fleet_id LIMIT 1"
+)
+# Panes of the fleet's active members that an active member of another fleet also names
+# (`fleet delete` never kills those), with the lowest such member.
+_SHARED_OUTSIDE = text(
+    "SELECT p.backend, p.mux_session, p.mux_pane_id, MIN(o.member_id) "
+    "FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id "
+    "JOIN member_placements AS op ON op.backend = p.backend "
+    "AND op.mux_session = p.mux_session AND op.mux_pane_id = p.mux_pane_id "
+    "JOIN members AS o ON o.member_id = op.member_id "
+    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' AND p.mux_pane_id IS NOT NULL "
+    "AND o.fleet_id <> :fleet_id AND o.status = 'active' "
+    "GROUP BY p.backend, p.mux_session, p.mux_pane_id"
+)
 _FLEET_SUMMARY = text(f"SELECT {_SUMMARY_COLUMNS} FROM fleets AS f WHERE f.fleet_id = :fleet_id")
 
 
@@ -123,13 +146,14 @@ def create_fleet(
     coding_agent: str,
     director_pane: PaneLike,
     spawn_monitor: SpawnMonitor,
+    monitor_spawn: SpawnSpec | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
 
     `spawn_monitor(fleet_id, director_member_id, monitor_member_id)` runs with the writer lock
     and SQLite's write lock held. If it raises, everything rolls back and its exception
-    propagates unchanged. A failure after it returned raises `BootstrapAborted` carrying the
+    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A failure after it returned raises `BootstrapAborted` carrying the
     spawned pane; nothing is committed.
     """
     check_backend(backend)
@@ -138,6 +162,9 @@ def create_fleet(
     try:
         with tx.write(conn):
             ts = stamp(now)
+            _refuse_directed_pane(
+                conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
+            )
             fleet_id = conn.execute(_INSERT_FLEET, {"name": name, "now": ts}).lastrowid
             director_id = conn.execute(
                 _INSERT_MEMBER,
@@ -173,6 +200,10 @@ def create_fleet(
                 },
             ).lastrowid
             assert fleet_id is not None and director_id is not None and monitor_id is not None
+            if monitor_spawn is not None:
+                from cafleet.broker.recovery import insert_spawn
+
+                insert_spawn(conn, monitor_id, monitor_spawn)
             pane = spawn_monitor(fleet_id, director_id, monitor_id)
             spawned.append(pane)
             conn.execute(
@@ -201,6 +232,27 @@ def create_fleet(
     )
 
 
+def _directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
+    row = (
+        conn.execute(_FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
+        .mappings()
+        .first()
+    )
+    return None if row is None else fleet_from_row(row)
+
+
+def _refuse_directed_pane(conn: Connection, key: PaneKey) -> None:
+    fleet = _directed_from(conn, key)
+    if fleet is not None:
+        raise PaneDirectsFleet(key[2], fleet.fleet_id, fleet.name)
+
+
+def fleet_directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
+    """The live fleet whose active root Director's placement names ``key``, or None."""
+    with tx.read(conn):
+        return _directed_from(conn, key)
+
+
 def _rollback_leftover(conn: Connection) -> BaseException | None:
     """After a failed bootstrap, make sure SQLite's transaction is gone; report a failure."""
     try:
@@ -215,13 +267,15 @@ def delete_fleet(
     fleet_id: int,
     locked_panes: Container[PaneKey],
     try_lock: Callable[[PaneKey], bool],
+    locked_late: list[tuple[int, PaneKey]] | None = None,
     now: datetime | None = None,
 ) -> int:
     """Soft-delete a fleet; return how many active members were deregistered (0 on a repeat).
 
     `locked_panes` holds the pane keys whose locks the caller already holds; every other
     concrete placement found inside the transaction gets exactly one `try_lock(key)`. A failed
-    try rolls back and raises `PlacementsChanged(member_id, pane_id)`.
+    try rolls back and raises `PlacementsChanged(member_id, pane_id)`. Each successful try is
+    appended to ``locked_late`` as ``(member_id, key)`` (a pane the caller did not know of).
     """
     with tx.write(conn):
         ts = stamp(now)
@@ -237,6 +291,8 @@ def delete_fleet(
             tried.add(key)
             if not try_lock(key):
                 raise PlacementsChanged(row["member_id"], row["mux_pane_id"])
+            if locked_late is not None:
+                locked_late.append((row["member_id"], key))
         count = conn.execute(_DEREGISTER_FLEET_MEMBERS, {"now": ts, "fleet_id": fleet_id}).rowcount
         conn.execute(_DELETE_FLEET_PLACEMENTS, {"fleet_id": fleet_id})
         conn.execute(_DELETE_RUNTIME, {"fleet_id": fleet_id})
@@ -268,6 +324,14 @@ def fleet_summary(conn: Connection, fleet_id: int) -> FleetSummary:
     return fleet_summary_from_row(row)
 
 
+def panes_shared_outside(conn: Connection, fleet_id: int) -> dict[PaneKey, int]:
+    """Pane keys of the fleet's active members that an active member of another fleet also
+    names, each with the lowest such member id."""
+    with tx.read(conn):
+        rows = conn.execute(_SHARED_OUTSIDE, {"fleet_id": fleet_id}).all()
+    return {PaneKey(r[0], r[1], r[2]): int(r[3]) for r in rows}
+
+
 def fleet_placements(
     conn: Connection, fleet_id: int, *, concrete_only: bool = True
 ) -> list[Placement]:
@@ -297,9 +361,11 @@ def director_placement(conn: Connection, fleet_id: int) -> Placement | None:
 __all__ = [
     "create_fleet",
     "delete_fleet",
+    "fleet_directed_from",
     "director_placement",
     "fleet_placements",
     "fleet_summary",
     "get_fleet",
     "list_fleets",
+    "panes_shared_outside",
 ]

@@ -23,6 +23,7 @@ from cafleet.broker.errors import (
     CannotDeregisterRootDirector,
     FleetDeleted,
     FleetNotFound,
+    MemberDeregistered,
     MemberNotFound,
     MonitorSlotTaken,
     NoActiveMonitor,
@@ -39,6 +40,7 @@ from cafleet.records import (
     Placement,
     PlacementSpec,
     RosterEntry,
+    SpawnSpec,
     WakeRoster,
     WakeRosterEntry,
     check_enum,
@@ -70,10 +72,12 @@ _INSERT_PENDING_PLACEMENT = text(
     "coding_agent, created_at) VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now)"
 )
 _PATCH_PANE = text(
-    "UPDATE member_placements SET mux_pane_id = :pane_id "
+    "UPDATE member_placements SET mux_pane_id = :pane_id, "
+    "mux_window_id = COALESCE(:window_id, mux_window_id) "
     "WHERE member_id = :member_id AND mux_pane_id IS NULL AND EXISTS "
     "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
-    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, created_at"
+    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, "
+    "created_at, lost_at"
 )
 _MEMBER_BY_ID = text(
     f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = :member_id"
@@ -167,11 +171,13 @@ def register_member(
     placement: PlacementSpec | None,
     require_monitor: bool,
     skills: Sequence[Any] = (),
+    spawn: SpawnSpec | None = None,
     now: datetime | None = None,
 ) -> Member:
     """Register a member (role `member`) or the fleet's monitor (role `monitor`), with an
-    optional pending placement, in one BEGIN IMMEDIATE transaction that re-checks the root
-    Director and the monitor slot before inserting anything."""
+    optional pending placement and what it is spawned with (``spawn``, for `member respawn`),
+    in one BEGIN IMMEDIATE transaction that re-checks the root Director and the monitor slot
+    before inserting anything."""
     if role not in ("member", "monitor"):
         raise ValueError(f"unknown role {role!r}")
     if placement is not None:
@@ -199,6 +205,10 @@ def register_member(
             card=member_card(name, description, list(skills), monitor=role == "monitor"),
             now=ts,
         )
+        if spawn is not None:
+            from cafleet.broker.recovery import insert_spawn
+
+            insert_spawn(conn, member_id, spawn)
         placed: Placement | None = None
         if placement is not None:
             conn.execute(
@@ -235,17 +245,17 @@ def register_member(
     )
 
 
-def set_placement_pane(conn: Connection, *, member_id: int, pane_id: str) -> Placement:
-    """Patch a pending placement's pane id (the caller holds the new key's lock).
+def set_placement_pane(
+    conn: Connection, *, member_id: int, pane_id: str, window_id: str | None = None
+) -> Placement:
+    """Patch a pending placement's pane id, and its window when the pane landed in another
+    one (the caller holds the new key's lock).
 
     `PlacementVanished` when the member is not active or has no pending placement.
     """
     with tx.write(conn):
-        row = (
-            conn.execute(_PATCH_PANE, {"member_id": member_id, "pane_id": pane_id})
-            .mappings()
-            .first()
-        )
+        params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
+        row = conn.execute(_PATCH_PANE, params).mappings().first()
         if row is None:
             raise PlacementVanished(member_id)
         return placement_from_row(row)
@@ -259,8 +269,10 @@ def deregister_member(conn: Connection, *, member_id: int, now: datetime | None 
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
-        if row is None or row["status"] != "active":
+        if row is None:
             raise MemberNotFound(member_id)
+        if row["status"] != "active":
+            raise MemberDeregistered(member_id)
         member = member_from_row(row)
         if member.kind == "director":
             raise CannotDeregisterRootDirector(member_id)
@@ -279,10 +291,11 @@ def get_member(conn: Connection, member_id: int) -> Member:
 
 
 def get_active_member(conn: Connection, member_id: int) -> Member:
-    """`get_member` for an active member: `MemberNotFound` for an unknown or deregistered id."""
+    """`get_member` for an active member: `MemberNotFound` for an unknown id,
+    `MemberDeregistered` (a `MemberNotFound`) for a deregistered one."""
     member = get_member(conn, member_id)
     if not member.is_active:
-        raise MemberNotFound(member_id)
+        raise MemberDeregistered(member_id)
     return member
 
 

@@ -70,10 +70,10 @@ def _refuse_send(conn: Connection, from_member_id: int, to_member_id: int) -> No
     }
     sender = parties.get(from_member_id)
     if sender is None or sender[1] != "active":
-        raise SenderNotActive(from_member_id)
+        raise SenderNotActive(from_member_id, deregistered=sender is not None)
     recipient = parties.get(to_member_id)
     if recipient is None or recipient[1] != "active":
-        raise RecipientNotFound(to_member_id)
+        raise RecipientNotFound(to_member_id, deregistered=recipient is not None)
     raise NotSameFleet(from_member_id, to_member_id)
 
 
@@ -86,7 +86,7 @@ def broadcast_message(
         ts = stamp(now)
         sender = conn.execute(q.BROADCAST_SENDER, {"from_id": from_member_id}).mappings().first()
         if sender is None or sender["status"] != "active":
-            raise SenderNotActive(from_member_id)
+            raise SenderNotActive(from_member_id, deregistered=sender is not None)
         fleet_id, count = sender["fleet_id"], sender["recipients"]
         body = summary_text(count)
         summary_id = conn.execute(
@@ -151,11 +151,12 @@ def get_message(conn: Connection, message_id: int) -> Message:
 
 
 def poll_inbox(conn: Connection, member_id: int) -> list[Message]:
-    """The active member's un-ACKed deliveries, newest state change first (regardless of
-    `notified_at`); `MemberNotFound` unless the member is active."""
+    """The member's un-ACKed deliveries, newest state change first (regardless of
+    `notified_at`); a deregistered member's too (they stay ACKable); `MemberNotFound` when no
+    such member exists."""
     with tx.read(conn):
         status = conn.execute(q.MEMBER_STATUS, {"member_id": member_id}).scalar()
-        if status != "active":
+        if status is None:
             raise MemberNotFound(member_id)
         rows = conn.execute(q.POLL, {"member_id": member_id}).mappings().all()
     return [message_from_row(row) for row in rows]

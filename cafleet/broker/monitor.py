@@ -6,7 +6,6 @@ stored NULL interval is never turned into 0. Only `delete_fleet` removes a row.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime
 
@@ -27,6 +26,13 @@ _RUNTIME_COLUMNS = (
 )
 _FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
 _RUNTIME = text(f"SELECT {_RUNTIME_COLUMNS} FROM monitor_runtime WHERE fleet_id = :fleet_id")
+# Every live fleet's runtime row: what a command reads to see whether a loop needs restarting
+# (monitor_runtime is one row per fleet that ever ran a loop; fleets by primary key).
+_LIVE_FLEET_RUNTIMES = text(
+    f"SELECT {', '.join('r.' + c.strip() for c in _RUNTIME_COLUMNS.split(','))} "
+    "FROM monitor_runtime AS r JOIN fleets AS f ON f.fleet_id = r.fleet_id "
+    "WHERE f.deleted_at IS NULL ORDER BY r.fleet_id"
+)
 _INSERT_WITH_TICK = text(
     "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds, "
     "wake_interval_seconds) VALUES (:fleet_id, :pid, :now, :now, :tick, :interval)"
@@ -72,13 +78,9 @@ def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
     moment = now if now is not None else utcnow()
     if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
         return False
-    try:
-        os.kill(row.pid, 0)
-    except PermissionError:
-        return True
-    except (OSError, OverflowError, ValueError):
-        return False
-    return True
+    from cafleet.monitor.runtime import pid_alive  # standard library only
+
+    return pid_alive(row.pid)
 
 
 def claim_monitor(
@@ -170,6 +172,13 @@ def set_wake_interval(conn: Connection, *, fleet_id: int, seconds: int | None) -
         return conn.execute(_SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id}).rowcount == 1
 
 
+def live_fleet_runtimes(conn: Connection) -> list[MonitorRuntime]:
+    """The runtime rows of every live (not soft-deleted) fleet, by fleet id: one read."""
+    with tx.read(conn):
+        rows = conn.execute(_LIVE_FLEET_RUNTIMES).mappings().all()
+    return [monitor_runtime_from_row(row) for row in rows]
+
+
 def get_monitor_runtime(conn: Connection, fleet_id: int) -> MonitorRuntime | None:
     """The fleet's runtime row, or None when no loop ever ran for it."""
     with tx.read(conn):
@@ -183,6 +192,7 @@ __all__ = [
     "get_monitor_runtime",
     "heartbeat",
     "is_live",
+    "live_fleet_runtimes",
     "record_monitor_wake",
     "request_monitor_wake",
     "set_wake_interval",

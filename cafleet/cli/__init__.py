@@ -16,14 +16,40 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "run", "signal_stop_is_clean"]
+__all__ = ["main", "report_error", "run", "run_started", "signal_stop_is_clean", "wants_json"]
 
+# The exit statuses live in cafleet.status (the one map); these names stay for the callers.
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_BROKEN_PIPE = 141
 
 _clean_signal_stop = False
+_started: float | None = None
+_whole_process = False  # main() is this process's entry point: its start is the invocation's
+
+
+def run_started() -> float:
+    """When this process started, on the `time.monotonic()` clock: deadlines (`message wait
+    --timeout`) count from here, so the interpreter's and cafleet's start-up are inside them.
+    Linux tells the process's start time (/proc/self/stat, in clock ticks since boot); elsewhere
+    it is when `run` began, and so it is for an in-process `run` (a test, an embedding program),
+    whose process started long before this invocation."""
+    import time
+
+    fallback = time.monotonic() if _started is None else _started
+    if not _whole_process:
+        return fallback
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        started_after_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - started_after_boot
+    except (OSError, ValueError, IndexError, AttributeError):
+        return fallback
+    if not 0 <= age < 3600:  # a clock that disagrees: trust run() instead
+        return fallback
+    return min(fallback, time.monotonic() - age)
 
 
 def signal_stop_is_clean() -> None:
@@ -34,12 +60,17 @@ def signal_stop_is_clean() -> None:
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one invocation and exit with its code."""
+    global _whole_process
+    _whole_process = True
     sys.exit(run(argv))
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Run one invocation and return its exit code (docs/cli.md §1.4)."""
-    global _clean_signal_stop
+    global _clean_signal_stop, _started
+    import time
+
+    _started = time.monotonic()
     _clean_signal_stop = False
     from cafleet import signals
 
@@ -56,20 +87,25 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _invoke(args: list[str]) -> int:
     import click
 
+    from cafleet import status
     from cafleet.errors import error_text
-    from cafleet.output import BrokenStdout, OutputFailed, err
+    from cafleet.output import BrokenStdout, OutputFailed
     from cafleet.signals import Interrupted
 
+    as_json = wants_json(args)
     try:
         from cafleet.cli.app import cli
 
         rv = cli.main(args=args, prog_name="cafleet", standalone_mode=False)
     except click.UsageError as exc:
+        if as_json:
+            return report_error(status.CODE_USAGE, exc.format_message(), as_json=True)
         _show_usage_error(exc)
         return EXIT_USAGE
     except click.ClickException as exc:
-        err(f"Error: {exc.format_message()}")
-        return exc.exit_code
+        code = getattr(exc, "error_code", None) or status.CODE_ERROR
+        message = exc.format_message() or None
+        return report_error(code, message, as_json=as_json, cleanup=getattr(exc, "cleanup", ()))
     except click.exceptions.Exit as exc:  # pragma: no cover - main returns it as a value
         return exc.exit_code
     except click.Abort:
@@ -81,17 +117,54 @@ def _invoke(args: list[str]) -> int:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
     except OutputFailed as exc:
-        err(f"Error: {exc}")
-        return EXIT_ERROR
+        return report_error(status.CODE_OUTPUT, str(exc), as_json=as_json)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        return report_error(status.CODE_OS, status.os_error_text(exc), as_json=as_json)
     except Exception as exc:
-        err(f"Error: {error_text(exc)}")
-        return EXIT_ERROR
+        return report_error(status.error_code(exc), error_text(exc), as_json=as_json)
     if isinstance(rv, bool) or not isinstance(rv, int):
         return EXIT_OK
     return rv
+
+
+def wants_json(args: Sequence[str]) -> bool:
+    """`--json` among the arguments before a `--`: errors are then one JSON object on stderr,
+    even a usage error Click raised before the option was parsed."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def report_error(
+    code: str, message: str | None, *, as_json: bool, cleanup: Sequence[str] = ()
+) -> int:
+    """Print one failure on stderr and return its exit status (`cafleet.status`).
+
+    Text: `Error: <message>`, then each cleanup line. JSON: one line
+    `{"error": {"code": …, "message": …}}` (plus `"cleanup": [...]` when there is any).
+    A failure without a message (a signal during a compensated creation) prints only the
+    cleanup lines.
+    """
+    from cafleet import status
+    from cafleet.output import dumps_json, err
+
+    if as_json:
+        body: dict[str, object] = {"code": code, "message": message or code}
+        if cleanup:
+            body["cleanup"] = list(cleanup)
+        err(dumps_json({"error": body}))
+    else:
+        if message is not None:
+            err(f"Error: {message}")
+        for line in cleanup:
+            err(line)
+    return status.exit_status(code)
 
 
 def _show_usage_error(exc: object) -> None:

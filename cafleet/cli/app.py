@@ -163,9 +163,11 @@ def cli(ctx: click.Context) -> None:
 @cli.group(
     "fleet",
     invoke_without_command=True,
-    help="Create, list, show and delete fleets.",
+    help="Create, list, show, delete and adopt fleets.",
     command_modules=_modules(
-        ("cafleet.cli.fleet_create", "create"), ("cafleet.cli.fleet", "list", "show", "delete")
+        ("cafleet.cli.fleet_create", "create"),
+        ("cafleet.cli.fleet", "list", "show", "delete"),
+        ("cafleet.cli.recovery", "adopt"),
     ),
 )
 @click.pass_context
@@ -176,9 +178,10 @@ def fleet_group(ctx: click.Context) -> None:
 @cli.group(
     "member",
     invoke_without_command=True,
-    help="Create, list, inspect, prompt and delete the members of a fleet.",
+    help="Create, list, inspect, prompt, respawn and delete the members of a fleet.",
     command_modules=_modules(
         ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping"),
+        ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
     ),
 )
@@ -297,14 +300,17 @@ class MonitorGroup(CafleetGroup):
 @cli.group(
     "monitor",
     cls=MonitorGroup,
-    short_help="Run a fleet's monitor loop, or scan its panes once.",
+    short_help="Run, start or stop a fleet's monitor loop, or scan its panes once.",
     command_modules={
         LOOP_COMMAND_NAME: "cafleet.cli.monitor_cmd",
         "scan": "cafleet.cli.monitor_cmd",
+        "start": "cafleet.cli.monitor_cmd",
+        "stop": "cafleet.cli.monitor_cmd",
     },
     help=(
-        "Run a fleet's monitor loop (cafleet monitor FLEET_ID), "
-        "or scan its panes once (cafleet monitor scan FLEET_ID)."
+        "Run a fleet's monitor loop (cafleet monitor FLEET_ID), start or stop it in the "
+        "background (cafleet monitor start|stop FLEET_ID), or scan its panes once "
+        "(cafleet monitor scan FLEET_ID)."
     ),
 )
 def monitor_group() -> None:

@@ -31,6 +31,8 @@ class Invocation:
         self._root = root
         self._settings: Settings | None = None
         self._conn: Connection | None = None
+        # The monitor loop itself (and nothing else) turns this off.
+        self.heal_on_close = True
 
     # --- settings ------------------------------------------------------------------------------
 
@@ -86,8 +88,40 @@ class Invocation:
             except Exception as exc:
                 raise to_click_error(exc) from exc
             self._conn = conn
-            self._root.call_on_close(self.close)
+            self._root.call_on_close(self.finish)
         return self._conn
+
+    def finish(self) -> None:
+        """End of the invocation: heal dead monitor loops (`heal_on_close`), then close."""
+        try:
+            if self.heal_on_close:
+                self._heal()
+        finally:
+            self.close()
+
+    def _heal(self) -> None:
+        """Issue 13: any command that reached the database restarts, in the background, a dead
+        loop of a fleet with pending notifications on the tmux server it runs in. Without TMUX
+        nothing is imported or read; with every loop live it costs one indexed read."""
+        import os
+
+        from cafleet import signals
+
+        conn = self._conn
+        if (
+            conn is None
+            or not os.environ.get("TMUX")
+            or signals.stop_requested()
+            or conn.info.get("cafleet.refused")
+            or conn.in_transaction()
+        ):
+            return
+        import contextlib
+
+        from cafleet.monitor.ensure import heal_dead_loops
+
+        with contextlib.suppress(Exception):  # best effort: the command's own result stands
+            heal_dead_loops(conn)
 
     def close(self) -> None:
         """Close the connection now (idempotent); also runs when the root context closes."""
@@ -119,16 +153,33 @@ def is_user_facing(exc: BaseException) -> bool:
     return isinstance(exc, CafleetError)
 
 
+class CafleetClickError(click.ClickException, CafleetError):
+    """A runtime failure on its way to `cafleet.cli.run`'s renderer: the message, its
+    `cafleet.status` code (which decides the exit status) and any cleanup lines."""
+
+    def __init__(
+        self, message: str | None, code: str = "error", cleanup: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message or "")
+        self.error_code = code  # run() renders it and takes the exit status from the code
+        self.cleanup = cleanup
+
+
 def to_click_error(exc: BaseException) -> click.ClickException:
-    """`Error: <message>`, exit 1. SQLite errors are quoted as `str(exc.orig)`."""
+    """`Error: <message>` with the exception's code. SQLite errors are quoted as
+    `str(exc.orig)`; an OSError reads as a sentence naming its path and the remedy."""
     if isinstance(exc, click.ClickException):
         return exc
-    return click.ClickException(error_text(exc))
+    from cafleet import status
+
+    if isinstance(exc, OSError):
+        return CafleetClickError(status.os_error_text(exc), status.CODE_OS)
+    return CafleetClickError(error_text(exc), status.error_code(exc))
 
 
-def fail(message: str) -> NoReturn:
-    """Stop with `Error: <message>`, exit 1."""
-    raise click.ClickException(message)
+def fail(message: str, code: str = "error") -> NoReturn:
+    """Stop with `Error: <message>` (exit status from ``code``: 1 unless a usage or timeout)."""
+    raise CafleetClickError(message, code)
 
 
 def usage_error(message: str) -> NoReturn:
@@ -166,10 +217,7 @@ def _workflow_error(exc: Exception, ctx: click.Context) -> None:
     if isinstance(exc, WorkflowUsageError):
         raise click.UsageError(str(exc), ctx) from exc
     if isinstance(exc, CompensatedError):
-        from cafleet.output import err
+        from cafleet import status
 
-        if exc.primary is not None:
-            err(f"Error: {exc.primary}")
-        for line in exc.cleanup:
-            err(line)
-        raise click.exceptions.Exit(1) from exc
+        code = status.CODE_ERROR if exc.primary is not None else status.CODE_INTERRUPTED
+        raise CafleetClickError(exc.primary, code, exc.cleanup) from exc

@@ -16,7 +16,7 @@ from cafleet import __version__
 from cafleet.cli.app import cli
 from cafleet.cli.context import invocation
 from cafleet.cli.params import json_option
-from cafleet.output import label_lines, out, out_json, plural
+from cafleet.output import cell, label_lines, out, out_json, plural
 
 OK_MARK = "\u2713"
 FAIL_MARK = "\u2717"
@@ -104,13 +104,51 @@ def database_section(path: str | None, path_error: str | None) -> Section:
     return Section("database", False, [*path_line, f"  {error}"], data)
 
 
+def fleets_section(path: str | None, database_ok: bool) -> Section:
+    """Every live fleet's monitor loop and member panes (issue 13); an issue when a loop is not
+    live or a pane is gone. Read-only: the file is opened as the diagnosis opens it and closed
+    the guarded way; skipped (not an issue of its own) when the database section failed."""
+    data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}
+    if path is None or not database_ok:
+        data["skipped"] = True
+        return Section("fleets", True, ["  skipped: the database is not usable"], data)
+    from cafleet import broker
+    from cafleet.db.runtime import close_connection, open_connection
+    from cafleet.supervision import fleet_report
+
+    conn = open_connection(path, mode="rw", purpose="command")
+    try:
+        reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
+    finally:
+        close_connection(conn, guarded=True)
+    lines: list[str] = []
+    for report in sorted(reports, key=lambda r: r.summary.fleet_id):
+        healthy = report.loop.state == "live" and not report.panes.gone()
+        data["ok"] = data["ok"] and healthy
+        name = f" ({cell(report.summary.name)})" if report.summary.name else ""
+        lines.append(
+            f"  {OK_MARK if healthy else FAIL_MARK} fleet {report.summary.fleet_id}{name}: "
+            f"loop {report.loop.text}; panes {cell(report.panes.summary())}"
+        )
+        data["fleets"].append(
+            {
+                "fleet_id": report.summary.fleet_id,
+                "name": report.summary.name,
+                "ok": healthy,
+                "loop": report.loop.as_dict(),
+                "panes": [p.as_dict() for p in report.panes.panes.values()],
+            }
+        )
+    return Section("fleets", data["ok"], lines or ["  no live fleets"], data)
+
+
 @cli.command(
     "doctor",
     short_help="Diagnose tmux, the database and the agents' set-up without changing anything.",
     help=(
-        "Diagnose the multiplexer (tmux), the database, the coding agents' installed skills "
-        "and the permissions members need, without changing anything. Exits 1 when an issue "
-        "is found."
+        "Diagnose the multiplexer (tmux), the database, the coding agents' installed skills, "
+        "the permissions members need and every live fleet (its monitor loop and its members' "
+        "panes), without changing anything. Exits 1 when an issue is found."
     ),
 )
 @json_option
@@ -129,12 +167,15 @@ def doctor(as_json: bool) -> None:
     agents, statuses = coding_agents_section(rows, __version__)
     permissions = member_permissions_section(statuses, __version__)
     issues += agents.issues + permissions.issues  # each failing row is one issue
+    fleets = fleets_section(settings.database_path, database.ok)
+    issues += 0 if fleets.ok else 1
     if as_json:
         payload: dict[str, Any] = {"cafleet_version": __version__}
         for section in sections:
             payload[section.name] = section.data
         payload["coding_agents"] = agents.data
         payload["member_permissions"] = permissions.data
+        payload["fleets"] = fleets.data
         payload["issues"] = issues
         out_json(payload)
     else:
@@ -143,6 +184,7 @@ def doctor(as_json: bool) -> None:
             *((s.name, s.ok, s.lines) for s in sections),
             (agents.name, agents.ok, agents.lines),
             (permissions.name, permissions.ok, permissions.lines),
+            (fleets.name, fleets.ok, fleets.lines),
         ]:
             out(f"{OK_MARK if ok else FAIL_MARK} {name}")
             for line in lines:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import click
+
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -12,14 +14,15 @@ from cafleet.output import (
     counted_table,
     fleet_dict,
     label_lines,
-    out,
     out_json,
     out_lines,
     plural,
+    table,
 )
 
 if TYPE_CHECKING:
-    from cafleet.records import FleetSummary
+    from cafleet.supervision import FleetReport
+    from cafleet.workflows.teardown import Deleted, PaneReport
 
 SHOW_LABEL_WIDTH = 12
 FLEET_ID_HELP = "Fleet ID."
@@ -56,7 +59,8 @@ def fleet_list(as_json: bool) -> None:
 # --- fleet show ----------------------------------------------------------------------------------
 
 
-def fleet_show_lines(summary: FleetSummary) -> list[str]:
+def fleet_show_lines(report: FleetReport) -> list[str]:
+    summary = report.summary
     pairs = [
         ("fleet_id", str(summary.fleet_id)),
         ("name", cell(summary.name)),
@@ -68,43 +72,112 @@ def fleet_show_lines(summary: FleetSummary) -> list[str]:
         ("director", cell(summary.director_member_id)),
         ("monitor", cell(summary.monitor_member_id)),
         ("members", str(summary.member_count)),
+        ("loop", report.loop.text),
     ]
+    if summary.deleted_at is None:
+        pairs.append(("panes", cell(report.panes.summary())))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
-@fleet_group.command("show", help="Show one fleet, soft-deleted fleets included.")
-@id_argument("fleet_id", FLEET_ID_HELP)
-@json_option
-def fleet_show(fleet_id: int, as_json: bool) -> None:
-    conn = invocation().connection()
-    from cafleet.broker.fleets import fleet_summary
-
-    summary = fleet_summary(conn, fleet_id)
-    if as_json:
-        out_json(fleet_dict(summary))
-    else:
-        out_lines(fleet_show_lines(summary))
-
-
-# --- fleet delete --------------------------------------------------------------------------------
-
-
 @fleet_group.command(
-    "delete",
+    "show",
     help=(
-        "Soft-delete a fleet: deregister its members and drop their placements "
-        "(panes are not killed; messages stay)."
+        "Show one fleet, soft-deleted fleets included, with its monitor loop (live, stale, "
+        "stopped) and its members' panes (alive, gone)."
     ),
 )
 @id_argument("fleet_id", FLEET_ID_HELP)
 @json_option
-def fleet_delete(fleet_id: int, as_json: bool) -> None:
+def fleet_show(fleet_id: int, as_json: bool) -> None:
+    conn = invocation().connection()
+    from cafleet.supervision import fleet_report
+
+    report = fleet_report(conn, fleet_id)
+    if as_json:
+        out_json(
+            {
+                **fleet_dict(report.summary),
+                "loop": report.loop.as_dict(),
+                "panes": [p.as_dict() for p in report.panes.panes.values()],
+            }
+        )
+    else:
+        out_lines(fleet_show_lines(report))
+
+
+# --- fleet delete --------------------------------------------------------------------------------
+
+PANE_STATUS_TEXT = {
+    "killed": "killed",
+    "already_gone": "already gone",
+    "kept": "kept (--keep-panes)",
+    "director": "not killed (the root Director's pane)",
+    "pending": "-",
+    "no_placement": "-",
+}
+
+
+def pane_status_text(report: PaneReport) -> str:
+    if report.status == "shared":
+        return f"not killed (shared with member {report.shared_with})"
+    return PANE_STATUS_TEXT[report.status]
+
+
+def fleet_delete_lines(deleted: Deleted) -> list[str]:
+    lines = [
+        f"Deleted fleet {deleted.fleet_id}. "
+        f"Deregistered {plural(deleted.deregistered_count, 'member')}."
+    ]
+    if deleted.panes:
+        rows = [
+            (
+                str(r.member_id),
+                cell(r.name),
+                "(pending)" if r.status == "pending" else cell(r.pane_id),
+                pane_status_text(r),
+            )
+            for r in deleted.panes
+        ]
+        lines += table(("member_id", "name", "pane_id", "pane"), rows)
+    if deleted.loop_stopped is not None:
+        lines.append(f"Stopped monitor loop (pid {deleted.loop_stopped}).")
+    return lines
+
+
+def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
+    return {
+        "fleet_id": deleted.fleet_id,
+        "deregistered_count": deleted.deregistered_count,
+        "panes": [
+            {"member_id": r.member_id, "pane_id": r.pane_id, "pane_status": r.status}
+            for r in deleted.panes
+        ],
+        "loop_stopped_pid": deleted.loop_stopped,
+    }
+
+
+@fleet_group.command(
+    "delete",
+    short_help="Delete a fleet: kill its panes, deregister everyone, stop its loop.",
+    help=(
+        "Delete a fleet: kill its monitor's and members' panes (never the root Director's), "
+        "deregister every member, stop its monitor loop. Messages stay."
+    ),
+)
+@id_argument("fleet_id", FLEET_ID_HELP)
+@click.option(
+    "--keep-panes",
+    is_flag=True,
+    help="Deregister only; leave the panes running (the loop stops at its next tick).",
+)
+@json_option
+def fleet_delete(fleet_id: int, keep_panes: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import fleets
+    from cafleet.workflows import teardown
 
-    count = fleets.delete(conn, inv.settings, fleet_id).deregistered_count
+    deleted = teardown.delete(conn, inv.settings, fleet_id, keep_panes=keep_panes)
     if as_json:
-        out_json({"fleet_id": fleet_id, "deregistered_count": count})
+        out_json(fleet_delete_dict(deleted))
     else:
-        out(f"Deleted fleet {fleet_id}. Deregistered {plural(count, 'member')}.")
+        out_lines(fleet_delete_lines(deleted))

@@ -13,6 +13,7 @@ from cafleet.output import (
     idle_text,
     label_lines,
     member_dict,
+    out,
     out_json,
     out_lines,
     placement_text,
@@ -21,6 +22,7 @@ from cafleet.output import (
 
 if TYPE_CHECKING:
     from cafleet.records import Member, RosterEntry
+    from cafleet.supervision import PaneReport
 
 SHOW_LABEL_WIDTH = 17
 MEMBER_ID_HELP = "Member ID."
@@ -30,37 +32,60 @@ FLEET_ID_HELP = "Fleet ID."
 # --- member list ---------------------------------------------------------------------------------
 
 
-def roster_row(entry: RosterEntry) -> tuple[str, ...]:
+def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str, ...]:
     member = entry.member
     placement = member.placement
     if placement is None:
-        agent, pane = "-", "-"
+        agent, pane_id = "-", "-"
     else:
         agent = cell(placement.coding_agent)
-        pane = "(pending)" if placement.mux_pane_id is None else cell(placement.mux_pane_id)
+        pane_id = "(pending)" if placement.mux_pane_id is None else cell(placement.mux_pane_id)
+        if placement.lost_at is not None:
+            pane_id += " (gone)"  # the monitor loop found it gone and told the Director
     return (
         str(member.member_id),
         cell(member.name),
         member.kind,
         agent,
-        pane,
+        pane_id,
+        "?" if pane is None else cell(pane.text),
         idle_text(entry.idle),
     )
 
 
-@member_group.command("list", help="List the active members of a fleet with their activity.")
+@member_group.command(
+    "list",
+    help=(
+        "List the active members of a fleet with their activity and whether each pane is "
+        "alive or gone, then the fleet's monitor loop."
+    ),
+)
 @id_argument("fleet_id", FLEET_ID_HELP)
 @json_option
 def member_list(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.members import member_roster
+    from cafleet.supervision import fleet_report
 
-    roster = member_roster(conn, fleet_id=fleet_id)
+    report = fleet_report(conn, fleet_id, roster_required=True)
+    panes = report.panes.panes
     if as_json:
-        out_json([roster_dict(entry) for entry in roster])
+        out_json(
+            [
+                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id))}
+                for entry in report.roster
+            ]
+        )
         return
-    headers = ("member_id", "name", "kind", "agent", "pane_id", "idle")
-    out_lines(counted_table("member", headers, [roster_row(entry) for entry in roster]))
+    headers = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
+    rows = [roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster]
+    out_lines(counted_table("member", headers, rows))
+    out(f"monitor loop: {report.loop.text}")
+
+
+def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
+    if pane is None:
+        return {"pane_state": "unknown", "agent_state": None}
+    return {"pane_state": pane.state, "agent_state": pane.agent_state}
 
 
 # --- member show ---------------------------------------------------------------------------------

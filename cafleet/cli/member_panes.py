@@ -24,6 +24,7 @@ from cafleet.cli.params import (
     json_option,
     name_option,
     read_body,
+    window_option,
 )
 from cafleet.output import cell, label_lines, member_dict, out, out_json
 
@@ -38,7 +39,9 @@ LINES_RANGE = click.IntRange(1, 100000)
     "create",
     short_help="Register a member and spawn its agent in a new pane.",
     help=(
-        "Register a member and spawn its coding agent in a new pane of the root Director's window."
+        "Register a member and spawn its coding agent in a new pane: in the root Director's "
+        "window while every member pane there stays at least CAFLEET_MIN_PANE_COLUMNS x "
+        "CAFLEET_MIN_PANE_ROWS (40x8), else in the fleet's own window of the same session."
     ),
 )
 @id_option("--fleet-id", "The fleet to join.")
@@ -58,6 +61,7 @@ LINES_RANGE = click.IntRange(1, 100000)
     default=None,
     help="Register the fleet's monitor member (to replace a dead one).",
 )
+@window_option
 @body_argument(
     "prompt",
     help="Spawn prompt (placeholders: {fleet_id}, {member_id}, "
@@ -74,6 +78,7 @@ def member_create(
     model: str | None,
     effort: str | None,
     role: str | None,
+    window: str | None,
     prompt: str | None,
     file: str | None,
     as_json: bool,
@@ -82,7 +87,7 @@ def member_create(
         check_body_choice(prompt, file, "PROMPT")
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import members
+    from cafleet.workflows import members, placing
 
     created = members.create(
         conn,
@@ -95,6 +100,7 @@ def member_create(
         effort=effort,
         role="monitor" if role == "monitor" else None,
         prompt=None if prompt is None and file is None else lambda: read_body(prompt, file),
+        window=placing.window_mode(window),
     )
     if as_json:
         out_json(member_dict(created.member))

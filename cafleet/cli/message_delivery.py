@@ -37,6 +37,7 @@ from cafleet.output import (
     out_json,
     out_lines,
 )
+from cafleet.text import truncate
 
 if TYPE_CHECKING:
     pass
@@ -75,7 +76,8 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
     "send",
     help=(
         "Send a message to one member and type a one-line notification into its pane "
-        "(stored first; the notification is retried when it cannot be typed now)."
+        "(stored first; the notification is retried when it cannot be typed now). The body "
+        "is echoed back only up to CAFLEET_MAX_TEXT_LEN."
     ),
 )
 @id_option("--from-member-id", "Sender's member ID.")
@@ -104,7 +106,16 @@ def message_send(
     )
     message = result.message
     if as_json:
-        out_json({"message": message_dict(message), "notification_sent": result.notification_sent})
+        # The body is echoed only up to the display limit, like the text envelope.
+        echoed = message_dict(message)
+        echoed["text"] = truncate(message.text, inv.max_text_len)
+        out_json(
+            {
+                "message": echoed,
+                "notification_sent": result.notification_sent,
+                "text_truncated": echoed["text"] != message.text,
+            }
+        )
     else:
         out("Message sent.")
         out_lines(envelope_lines(message, inv.max_text_len))
@@ -158,18 +169,22 @@ def message_broadcast(
     "wait",
     help=(
         "Wait until the member's inbox holds an un-ACKed message and print it like poll "
-        "(notifying the fleet's panes meanwhile); prints the empty result on timeout."
+        "(notifying the fleet's panes meanwhile); on timeout exit 124 with a timed-out error."
     ),
 )
 @id_argument("member_id", "Member ID.")
 @_timeout_option(default=60, help="Seconds to wait (0 checks once; fractions allowed).")
 @json_option
 def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
+    from cafleet.cli import run_started
+
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import inbox
 
-    shown = inbox.wait(conn, inv.settings, member_id, timeout=timeout, warn=err)
+    shown = inbox.wait(  # an empty inbox at the deadline raises WaitTimedOut (exit 124)
+        conn, inv.settings, member_id, timeout=timeout, warn=err, started=run_started()
+    )
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:

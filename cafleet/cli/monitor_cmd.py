@@ -42,6 +42,7 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
     from cafleet.cli import signal_stop_is_clean
 
     inv = invocation()
+    inv.heal_on_close = False  # this is the loop
     settings = inv.settings
     conn = inv.connection()
     from cafleet.assets.guard import require_assets
@@ -95,3 +96,58 @@ def monitor_scan(fleet_id: int, lines: int, ansi: bool, as_json: bool) -> None:
         out_json([entry_dict(e) for e in entries])
     else:
         out(render_text(entries, sanitize_single_line))
+
+
+@monitor_group.command(
+    "start",
+    short_help="Start a fleet's monitor loop in the background.",
+    help=(
+        "Start the fleet's monitor loop in the background (its output goes to the fleet's "
+        "loop log), from any pane of the fleet's tmux server; lifts 'monitor stop'."
+    ),
+)
+@id_argument("fleet_id", FLEET_ID_HELP)
+@json_option
+def monitor_start(fleet_id: int, as_json: bool) -> None:
+    conn = invocation().connection()
+    from cafleet.workflows import monitor
+
+    result = monitor.start(conn, fleet_id)
+    if as_json:
+        out_json(
+            {
+                "fleet_id": fleet_id,
+                "pid": result.pid,
+                "started": result.started,
+                "log_path": result.log_path,
+            }
+        )
+    elif result.started:
+        out(f"monitor loop for fleet {fleet_id}: pid {result.pid} (log: {result.log_path})")
+    else:
+        out(f"monitor loop for fleet {fleet_id}: pid {result.pid} (already running)")
+
+
+@monitor_group.command(
+    "stop",
+    short_help="Stop a fleet's monitor loop and keep it stopped.",
+    help=(
+        "Stop the fleet's monitor loop and keep it stopped: no command restarts it until "
+        "'cafleet monitor start'."
+    ),
+)
+@id_argument("fleet_id", FLEET_ID_HELP)
+@json_option
+def monitor_stop(fleet_id: int, as_json: bool) -> None:
+    conn = invocation().connection()
+    from cafleet.workflows import monitor
+
+    result = monitor.stop(conn, fleet_id)
+    if as_json:
+        out_json({"fleet_id": fleet_id, "pid": result.pid, "stopped": result.stopped})
+        return
+    held = f"it stays stopped until 'cafleet monitor start {fleet_id}'"
+    if result.stopped:
+        out(f"monitor loop for fleet {fleet_id} stopped (pid {result.pid}); {held}")
+    else:
+        out(f"monitor loop for fleet {fleet_id} was not running; {held}")

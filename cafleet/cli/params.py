@@ -217,3 +217,16 @@ def read_body(text: str | None, file: str | None, flag: str = "--file") -> str:
         return text
     assert file is not None
     return read_body_file(file, flag)
+
+
+# `member create` and `member respawn` (docs/runtime.md §1.11).
+window_option = click.option(
+    "--window",
+    type=click.Choice(["new", "current"]),
+    default=None,
+    help=(
+        "Where the pane goes: 'current' splits the root Director's window whatever the pane "
+        "sizes, 'new' opens a new window (default: the Director's window while panes stay "
+        "usable, then the fleet's window)."
+    ),
+)

@@ -23,6 +23,8 @@ from cafleet.output import err, out, out_json
 
 AGENTS = ("claude", "codex", "opencode")
 
+WAITING = "Waiting for another 'cafleet setup' to finish (it holds {lock})..."
+
 
 def _agents_callback(
     ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
@@ -49,7 +51,7 @@ def _db_half(path: str) -> tuple[str | None, str | None]:
     from cafleet.signals import Interrupted
 
     try:
-        return run_setup(path), None
+        return run_setup(path, on_wait=lambda lock: err(WAITING.format(lock=lock))), None
     except Interrupted:
         raise
     except Exception as exc:

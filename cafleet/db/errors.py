@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from cafleet import status
 from cafleet.errors import CafleetError
 
 
 class StorageError(CafleetError):
     """Base class of storage-layer errors."""
+
+    error_code = status.CODE_DATABASE
 
 
 class StorageUsageError(StorageError):
@@ -16,6 +19,8 @@ class StorageUsageError(StorageError):
 
 class DatabaseBusy(StorageError):
     """The writer lock or SQLite's busy_timeout ran out."""
+
+    error_code = status.CODE_BUSY
 
     def __init__(self, message: str = "database is locked") -> None:
         super().__init__(message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from cafleet import status
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
 from cafleet.db.runtime import Connection
 from cafleet.db.shapes import HEAD_REVISION
@@ -19,6 +20,8 @@ SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
 
 class GuardRefused(CafleetError):
     """The file is not `current`; str() is the guard's text (printed as `Error: <text>`)."""
+
+    error_code = status.CODE_DATABASE
 
     def __init__(self, text: str, diagnosis: Diagnosis | None = None) -> None:
         self.text = text

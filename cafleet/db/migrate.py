@@ -12,13 +12,13 @@ import importlib.resources
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 
-from cafleet import signals
+from cafleet import signals, status
 from cafleet.config import locks_dir
 from cafleet.db import engine
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
@@ -88,9 +88,15 @@ def setup_lock_path(path: str) -> str:
     return os.path.join(locks_dir(os.path.dirname(path)), "setup.lock")
 
 
-def _take_setup_lock(path: str) -> int:
-    """Exclusive flock on locks/setup.lock, tried every 50 ms with no deadline."""
-    fd = engine.lock_file_fd(setup_lock_path(path))
+def _take_setup_lock(path: str, on_wait: Callable[[str], None] | None = None) -> int:
+    """Exclusive flock on locks/setup.lock, tried every 50 ms with no deadline. When the first
+    try finds it taken, ``on_wait`` gets the lock file's path once (setup says it waits)."""
+    lock_path = setup_lock_path(path)
+    try:
+        fd = engine.lock_file_fd(lock_path)
+    except OSError as e:
+        raise SetupFailed(status.os_error_text(e, action="create")) from None
+    told = False
     try:
         while True:
             try:
@@ -98,6 +104,9 @@ def _take_setup_lock(path: str) -> int:
                 return fd
             except BlockingIOError:
                 pass
+            if not told and on_wait is not None:
+                told = True
+                on_wait(lock_path)
             if signals.stop_requested():
                 raise signals.Interrupted()
             time.sleep(SETUP_LOCK_POLL)
@@ -234,14 +243,14 @@ def _unreadable(path: str, cause: str) -> Diagnosis:
     )
 
 
-def _run(path: str, target: str) -> str:
+def _run(path: str, target: str, on_wait: Callable[[str], None] | None = None) -> str:
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         try:
             os.makedirs(parent, exist_ok=True)
         except OSError as e:
-            raise SetupFailed(f"cannot create directory {parent}: {e.strerror or e}") from None
-    lock_fd = _take_setup_lock(path)
+            raise SetupFailed(status.os_error_text(e, action="create directory")) from None
+    lock_fd = _take_setup_lock(path, on_wait)
     try:
         return _run_locked(path, target)
     finally:
@@ -330,10 +339,11 @@ def _close_connection(conn: Connection, *, guarded: bool) -> None:
     engine.close_connection(conn, guarded=guarded)
 
 
-def run_setup(path: str) -> str:
+def run_setup(path: str, on_wait: Callable[[str], None] | None = None) -> str:
     """`cafleet setup`'s database half (docs/storage.md §6). Returns the success line; raises
-    `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`."""
-    return _run(path, HEAD_REVISION)
+    `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`.
+    ``on_wait(lock_path)`` runs once when another setup holds the setup lock."""
+    return _run(path, HEAD_REVISION, on_wait)
 
 
 def upgrade_to(path: str, revision: str) -> None:

@@ -194,6 +194,11 @@ class Connection:
         finally:
             cursor.close()
 
+    def rollback(self) -> None:
+        """End an open transaction, if any (a loop's cleanup after a failed write)."""
+        if self.driver.in_transaction:
+            self.driver.execute("ROLLBACK")
+
     def rollback_leftover(self) -> BaseException | None:
         """Make sure SQLite's transaction is gone (after a failed bootstrap); report a failure."""
         if not self.driver.in_transaction:

@@ -31,6 +31,7 @@ __all__ = [
     "asset_installs",
     "fleets",
     "member_placements",
+    "member_spawns",
     "members",
     "messages",
     "metadata",
@@ -92,6 +93,22 @@ member_placements = Table(
     Column("backend", Text, nullable=False, server_default="tmux"),
     Column("coding_agent", Text, nullable=False),
     Column("created_at", Text, nullable=False),
+    Column("lost_at", Text, nullable=True),
+)
+
+member_spawns = Table(
+    "member_spawns",
+    metadata,
+    Column(
+        "member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("prompt", Text, nullable=True),
+    Column("model", Text, nullable=True),
+    Column("effort", Text, nullable=True),
 )
 
 messages = Table(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -229,9 +229,39 @@ _INDEXES_0002 = (
     ),
 )
 
+# --- revision 0003 `member_spawns_and_pane_loss` (never edit) ---------------------------------
+
+_PLACEMENTS_0003 = TableShape(
+    "member_placements",
+    (*_PLACEMENTS_0001.columns, _c("lost_at", _TEXT, False)),
+    False,
+    _PLACEMENTS_0001.foreign_keys,
+)
+_SPAWNS_0003 = TableShape(
+    "member_spawns",
+    (
+        _c("member_id", _INT, True, pk=1),
+        _c("prompt", _TEXT, False),
+        _c("model", _TEXT, False),
+        _c("effort", _TEXT, False),
+    ),
+    False,
+    frozenset({ForeignKeyShape("member_id", "members", "member_id", "CASCADE")}),
+)
+_TABLES_0003 = (
+    _FLEETS_0001,
+    _MEMBERS_0001,
+    _PLACEMENTS_0003,
+    _MESSAGES_0001,
+    _RUNTIME_0001,
+    _ASSETS_0001,
+    _SPAWNS_0003,
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
+    "0003": SchemaShape("0003", _TABLES_0003, _INDEXES_0002),
 }
 
 

@@ -23,9 +23,14 @@ from cafleet.errors import CafleetError, error_text
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
+    from cafleet.monitor.logspace import LogReserve
 
 SLEEP_STEP = 0.2  # no sleep lasts longer, so the stop flag is seen within 0.2 s
 MAX_FAILED_TICKS = 3
+# Releasing the slot is retried: on a full disk the first UPDATE fails, and a WAL checkpoint
+# between tries lets the next write reuse the WAL's already allocated pages.
+RELEASE_TRIES = 5
+RELEASE_PAUSE = 0.5
 
 
 class LoopStartError(CafleetError):
@@ -139,11 +144,15 @@ def run_loop(
     err = err if err is not None else sys.stderr
     log = _Log(out)
     pid = os.getpid()
+    from cafleet.monitor.logspace import reserve_for
+
+    reserve = reserve_for(out)
+    if reserve is not None:
+        reserve.refresh()
 
     backend, tick_seconds, wake_interval = _startup(conn, settings, fleet_id, tick, interval)
 
     # 6. From here on the slot is ours: every exit clears it.
-    from cafleet import broker
     from cafleet.monitor.tick import LoopState
 
     code = 0
@@ -165,14 +174,46 @@ def run_loop(
             log=log,
             stop_requested=signals.stop_requested,
         )
-        code = _schedule(state, log, err, recheck_schema)
+        code = _schedule(state, log, err, recheck_schema, reserve)
+    except BaseException as exc:
+        # Whatever _schedule did not handle still ends in the log with its whole traceback
+        # (then the slot is released below); an Exception is a failed stop, exit 1.
+        log(f"loop failed: {error_text(exc)}; stopping")
+        _write(err, traceback.format_exc().rstrip("\n"))
+        if not isinstance(exc, Exception):
+            raise
+        code = 1
     finally:
-        try:
-            broker.clear_monitor(conn, fleet_id=fleet_id, pid=pid)
-        except Exception as exc:  # the row goes stale; nothing else to do
-            _write(err, f"cleanup failed for the monitor slot: {error_text(exc)}")
+        _release(conn, fleet_id, pid, log, err)
         log.raw(f"monitor loop stopped (fleet {fleet_id}, pid {pid})")
     return code
+
+
+def _release(conn: Connection, fleet_id: int, pid: int, log: _Log, err: TextIO) -> None:
+    """Clear our slot (pid-matched, so a successor's claim is never undone), retrying a failed
+    write a few times with a WAL checkpoint in between; a slot that still cannot be released
+    is logged and goes stale (the next start takes it over)."""
+    from cafleet import broker
+
+    for attempt in range(1, RELEASE_TRIES + 1):
+        try:
+            broker.clear_monitor(conn, fleet_id=fleet_id, pid=pid)
+            return
+        except Exception as exc:
+            if attempt == RELEASE_TRIES:
+                log(
+                    f"cleanup failed for the monitor slot: {error_text(exc)}; the slot goes "
+                    "stale and the next loop start takes it over"
+                )
+                _write(err, traceback.format_exc().rstrip("\n"))
+                return
+        with contextlib.suppress(Exception):
+            from cafleet.db.runtime import raw
+
+            if conn.in_transaction():
+                conn.rollback()
+            raw(conn).execute("PRAGMA wal_checkpoint(RESTART)")
+        time.sleep(RELEASE_PAUSE)
 
 
 def _write(stream: TextIO, text: str) -> None:
@@ -192,7 +233,9 @@ def _signal_line() -> str:
     return f"received {name}; stopping"
 
 
-def _schedule(state: object, log: _Log, err: TextIO, recheck_schema: object) -> int:
+def _schedule(
+    state: object, log: _Log, err: TextIO, recheck_schema: object, reserve: LogReserve | None
+) -> int:
     from cafleet.monitor.tick import LoopState, LoopStop, run_tick
 
     assert isinstance(state, LoopState)
@@ -222,6 +265,8 @@ def _schedule(state: object, log: _Log, err: TextIO, recheck_schema: object) -> 
                 return 1
         else:
             failed = 0
+        if reserve is not None:
+            reserve.refresh()  # keep room for the log's last words (a full disk)
         next_start += state.tick_seconds
         now = time.monotonic()
         if next_start < now:  # the tick overran: start the next one at once

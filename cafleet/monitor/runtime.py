@@ -12,7 +12,9 @@ MIN_STALE_SECONDS = 15
 
 
 def pid_alive(pid: int) -> bool:
-    """os.kill(pid, 0) succeeds or raises PermissionError."""
+    """os.kill(pid, 0) succeeds or raises PermissionError, and the process is not a zombie
+    (an exited loop whose parent never reaped it, e.g. under a container init that does not
+    reap, still answers kill(0))."""
     if pid <= 0:
         return False
     try:
@@ -21,7 +23,18 @@ def pid_alive(pid: int) -> bool:
         return True
     except (ProcessLookupError, OverflowError, OSError):
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False  # no /proc to ask (not Linux), or it just went: kill(0) said it exists
+    # `pid (comm) S ...`: the state follows the last ')' (comm may hold spaces and parens)
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"Z", b"X")
 
 
 def is_live(row: Any, now: datetime) -> bool:

@@ -110,6 +110,11 @@ def run_tick(state: LoopState) -> None:
             raise LoopStop(f"fleet {state.fleet_id} is deleted; stopping")
         raise LoopStop(f"director pane {director_pane or '-'} is gone; stopping")
 
+    # 4a. Lost member and monitor panes: reported to the Director once each (§5.11).
+    from cafleet.monitor.losses import report_losses
+
+    report_losses(state, live, director_pane)
+
     # 5. Drain, with fresh sets, every tick.
     _drain(state, live)
     if state.displaced:

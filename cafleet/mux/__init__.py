@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from cafleet import status
 from cafleet.errors import CafleetError
 from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
@@ -77,6 +78,8 @@ class PaneStatus:
 class MultiplexerError(CafleetError):
     """Base of the tree; ``str()`` is the user-facing message."""
 
+    error_code = status.CODE_TMUX
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
@@ -128,7 +131,13 @@ class Multiplexer(Protocol):
     def discover_context(self) -> PaneContext: ...
 
     def split_window(
-        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+        self,
+        *,
+        window_id: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        layout: str = "main-vertical",
     ) -> str: ...
 
     def pane_status(self, pane_id: str) -> PaneStatus: ...
@@ -138,6 +147,8 @@ class Multiplexer(Protocol):
     def capture(self, pane_id: str, lines: int, *, ansi: bool = False) -> str: ...
 
     def list_panes(self) -> frozenset[str]: ...
+
+    def pane_pids(self) -> dict[str, int]: ...
 
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool: ...
 

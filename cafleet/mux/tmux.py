@@ -33,6 +33,7 @@ from cafleet.mux import (
     msg_tmux_too_old,
     msg_unreachable,
 )
+from cafleet.mux.layout import WindowGeometry
 from cafleet.mux.tmux_args import (
     CHUNK_BYTES,
     chunk_utf8,
@@ -54,6 +55,7 @@ CAPTURE_OVERFETCH = 1000
 MIN_VERSION = (3, 0)
 
 _PANE_ID_RE = re.compile(r"^%[0-9]+$")
+_NEW_WINDOW_RE = re.compile(r"^(@[0-9]+) (%[0-9]+)$")
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 _PANE_GONE_MARKERS = ("can't find pane", "no such pane")
 _UNREACHABLE_MARKERS = ("no server running", "error connecting to", "server exited unexpectedly")
@@ -242,7 +244,13 @@ class TmuxBackend:
         return sum(len(arg.encode("utf-8", "surrogateescape")) + 1 for arg in command_argv(args))
 
     def split_window(
-        self, *, window_id: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+        self,
+        *,
+        window_id: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        layout: str = "main-vertical",
     ) -> str:
         args = self.split_args(window_id=window_id, argv=argv, cwd=cwd, env=env)
         size = self.command_size(args)
@@ -252,11 +260,50 @@ class TmuxBackend:
         first = out.split("\n", 1)[0].strip()
         if not _PANE_ID_RE.match(first):
             raise MuxCommandFailed("split-window", MSG_NO_PANE_ID)
-        try:
-            self._run(["select-layout", "-t", window_id, "main-vertical"])
-        except MultiplexerError as exc:
-            log.debug("select-layout main-vertical failed for %s: %s", window_id, exc)
+        self._select_layout(window_id, layout)
         return first
+
+    def _select_layout(self, window_id: str, layout: str) -> None:
+        try:
+            self._run(["select-layout", "-t", window_id, layout])
+        except MultiplexerError as exc:
+            log.debug("select-layout %s failed for %s: %s", layout, window_id, exc)
+
+    def new_window(
+        self,
+        *,
+        after_window_id: str,
+        name: str,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+    ) -> tuple[str, str]:
+        """A new window right after ``after_window_id`` in its session, named ``name``, its one
+        pane running ``argv``; focus stays where it was. Returns (window id, pane id)."""
+        # `-n` and `-c` are formats (docs/tmux-arguments.md §2); `argv()` applies the
+        # argument rule (§1), so a name ending in `;` cannot end the command.
+        args = ["new-window", "-d", "-a", "-P", "-F", "#{window_id} #{pane_id}"]
+        args += ["-t", after_window_id, "-n", format_literal(name), "-c", format_literal(cwd)]
+        for key, value in env.items():
+            args += ["-e", f"{key}={value}"]
+        args += ["--", *spawn_command(argv)]
+        size = self.command_size(args)
+        if size > SPAWN_LIMIT_BYTES:
+            raise MultiplexerError(msg_spawn_too_long(size))
+        out = self._run(args, SPLIT_TIMEOUT)
+        match = _NEW_WINDOW_RE.match(out.split("\n", 1)[0].strip())
+        if match is None:
+            raise MuxCommandFailed("new-window", MSG_NO_PANE_ID)
+        return match.group(1), match.group(2)
+
+    def window_geometry(self, window_id: str) -> WindowGeometry:
+        """The window's size, pane count and `main-pane-width` (docs/runtime.md §1.11)."""
+        fmt = "#{window_id}|#{window_width}|#{window_height}|#{window_panes}|#{main-pane-width}"
+        out = self._run(["display-message", "-p", "-t", window_id, fmt])
+        parts = out.split("\n", 1)[0].strip().split("|")
+        if len(parts) != 5 or parts[0] != window_id or not all(p.isdigit() for p in parts[1:4]):
+            raise MuxCommandFailed("display-message", f"unexpected output '{out.strip()}'")
+        return WindowGeometry(parts[0], int(parts[1]), int(parts[2]), int(parts[3]), parts[4])
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
@@ -313,6 +360,16 @@ class TmuxBackend:
             # Director's pane had closed.
             raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
         return panes
+
+    def pane_pids(self) -> dict[str, int]:
+        """Every live pane's id and the pid of the process tmux started in it."""
+        args = ["list-panes", "-a", "-F", "#{pane_id} #{pane_pid}"]
+        pids: dict[str, int] = {}
+        for line in self._run(args).splitlines():
+            pane, _, pid = line.strip().partition(" ")
+            if pane and pid.isdigit():
+                pids[pane] = int(pid)
+        return pids
 
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
         try:

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from cafleet import status
 from cafleet.errors import CafleetError
 
 
 class WorkflowError(CafleetError):
     """Base of the workflow refusals."""
+
+    error_code = status.CODE_ERROR
+
+
+class WaitTimedOut(WorkflowError):
+    """`message wait` reached its deadline with an empty inbox (exit 124, docs/cli.md §2.19)."""
+
+    error_code = status.CODE_TIMEOUT
+
+    def __init__(self, member_id: int, timeout: float) -> None:
+        self.member_id = member_id
+        self.timeout = timeout
+        super().__init__(f"timed out after {timeout:g} s with no message for member {member_id}")
 
 
 class PaneUnavailable(WorkflowError):

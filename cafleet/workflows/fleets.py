@@ -5,18 +5,18 @@ monitor member, spawns the monitor pane while it is still open, inserts the moni
 commits; then the fleet's monitor loop is started and must become live within 5 s. Failures undo
 exactly as the compensation table says and raise `CompensatedError`.
 
-`delete`: soft-delete under every concrete placement's pane lock (panes are not killed).
+`delete` is `cafleet.workflows.teardown.delete` (kill the panes, deregister, stop the loop).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from cafleet.errors import error_text
+from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
     Cleanup,
@@ -28,11 +28,14 @@ from cafleet.workflows.spawning import (
     unconfirmed_detail,
     validate_agent_options,
 )
+from cafleet.workflows.teardown import Deleted, delete  # `fleet delete` lives there
+
+__all__ = ["Created", "Deleted", "create", "delete", "soft_delete_fleet"]
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.records import FleetBootstrap, PaneKey, Placement
+    from cafleet.records import FleetBootstrap, PaneKey
 
 MONITOR_DISPLAY_NAME = "monitor"
 
@@ -41,12 +44,6 @@ MONITOR_DISPLAY_NAME = "monitor"
 class Created:
     boot: FleetBootstrap  # the fleet, its root Director and its monitor member
     loop_pid: int  # the fleet's live monitor loop
-
-
-@dataclass(frozen=True, slots=True)
-class Deleted:
-    fleet_id: int
-    deregistered_count: int
 
 
 # --- create --------------------------------------------------------------------------------------
@@ -101,6 +98,15 @@ def create(
     except MultiplexerError as exc:
         raise WorkflowError(f"cafleet fleet create must be run inside a tmux pane: {exc}") from exc
 
+    # One live fleet per Director pane (re-checked inside the bootstrap transaction).
+    from cafleet.broker.errors import PaneDirectsFleet
+    from cafleet.broker.fleets import fleet_directed_from
+    from cafleet.records import PaneKey
+
+    taken = fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
+    if taken is not None:
+        raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
+
     # Safe point: nothing has been written yet.
     signals.check()
 
@@ -108,6 +114,7 @@ def create(
     from cafleet.agents.prompt import render_template
     from cafleet.broker.errors import BootstrapAborted
     from cafleet.broker.fleets import create_fleet
+    from cafleet.records import SpawnSpec
 
     db_dir = settings.db_dir
     spawn_error: list[BaseException] = []
@@ -122,13 +129,26 @@ def create(
         )
         argv = plan.argv(prompt, display_name=MONITOR_DISPLAY_NAME, monitor=True, db_dir=db_dir)
         try:
-            pane_id = backend.split_window(
-                window_id=here.window_id, argv=argv, cwd=os.getcwd(), env=spawn_env(coding_agent)
+            # The Director's window while the monitor's pane would stay usable, else a new
+            # window named after the fleet (docs/runtime.md §1.11).
+            target = placing.choose(
+                backend,
+                director_window=here.window_id,
+                overflow=[],
+                smallest=placing.minimum(settings),
+            )
+            return placing.spawn_at(
+                backend,
+                target,
+                session=here.session,
+                window_name=placing.window_name(fleet_id, name),
+                argv=argv,
+                cwd=os.getcwd(),
+                env=spawn_env(coding_agent),
             )
         except BaseException as exc:
             spawn_error.append(exc)
             raise
-        return PaneContext(session=here.session, window_id=here.window_id, pane_id=pane_id)
 
     try:
         boot = create_fleet(
@@ -138,9 +158,17 @@ def create(
             coding_agent=coding_agent,
             director_pane=here,
             spawn_monitor=spawn_monitor,
+            # None: the bundled prompt, so a respawn gets this cafleet's current one.
+            monitor_spawn=SpawnSpec(
+                prompt=None if monitor_template is None else template,
+                model=monitor_model,
+                effort=monitor_effort,
+            ),
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)
+    except PaneDirectsFleet:
+        raise  # lost a race with another `fleet create` in this pane; nothing was written
     except Exception as exc:
         if spawn_error and exc is spawn_error[0]:
             cleanup = Cleanup()
@@ -238,59 +266,3 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
             )
         except PlacementsChanged as exc:
             raise _LockBusy(lock_busy_message(exc.member_id)) from exc
-
-
-# --- delete --------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _fleet_pane_locks(
-    db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
-) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
-    """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
-    most `timeout` seconds each (docs/runtime.md §3.3). Yields the locked keys and the one-try
-    callback `delete_fleet` uses for a placement that gained its pane meanwhile. Everything is
-    released on exit. A busy lock fails with docs/cli.md §1.11's message naming that placement's member.
-    """
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
-
-    owners: dict[PaneKey, int] = {}
-    for placement in placements:
-        if placement.pane_key is not None:
-            owners.setdefault(placement.pane_key, placement.member_id)
-    try:
-        held = acquire_pane_locks(
-            db_dir,
-            owners,
-            timeout=timeout,
-            purpose=f"fleet delete {fleet_id}",
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout as exc:
-        raise WorkflowError(lock_busy_message(owners[exc.key])) from exc
-    with held:
-        yield set(held.keys), held.try_add
-
-
-def delete(conn: Connection, settings: Settings, fleet_id: int) -> Deleted:
-    """Soft-delete a fleet: deregister its members and drop their placements (docs/cli.md §2.6)."""
-    from cafleet import signals
-    from cafleet.broker.errors import PlacementsChanged
-    from cafleet.broker.fleets import delete_fleet, fleet_placements, get_fleet
-
-    get_fleet(conn, fleet_id)  # unknown: `fleet '<id>' not found.`
-    placements = fleet_placements(conn, fleet_id)
-    with _fleet_pane_locks(settings.db_dir, fleet_id, placements, settings.pane_lock_timeout) as (
-        locked,
-        try_lock,
-    ):
-        signals.check()
-        try:
-            count = delete_fleet(conn, fleet_id=fleet_id, locked_panes=locked, try_lock=try_lock)
-        except PlacementsChanged as exc:
-            raise WorkflowError(lock_busy_message(exc.member_id)) from exc
-    return Deleted(fleet_id, count)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from cafleet import signals
-from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.errors import WaitTimedOut, WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -27,6 +27,10 @@ WAIT_PASS_EVERY = 5.0  # and drains at least every 5 s
 STREAM_CYCLE = 0.2  # message stream reads every 0.2 s (docs/cli.md §2.20)
 SLEEP_STEP = 0.05  # no sleep lasts long without a signal check (docs/cli.md §1.4)
 DEADLINE_GRACE = 0.2  # a deadline-bounded lock wait is abandoned (not failed) at the deadline
+# A keystroke sequence takes the Escape settle, the submit settle and a few tmux calls
+# (mux.tmux.ESCAPE_SETTLE + SUBMIT_SETTLE + margin); wait starts none it cannot finish by its
+# deadline, so it keeps the deadline within one 50 ms cycle.
+TYPING_BUDGET = 1.3
 
 
 def _data_version(conn: Connection) -> int:
@@ -100,10 +104,11 @@ class _Waiter:
         return self._inbox_not_empty
 
     def keep_going(self) -> bool:
-        """`before_attempt` and `keep_waiting` of the drain pass."""
+        """`before_attempt` and `keep_waiting` of the drain pass: no attempt (and no lock wait
+        that would lead to one) starts unless its keystrokes can finish by the deadline."""
         if signals.stop_requested():
             return False
-        if time.monotonic() >= self.deadline:
+        if time.monotonic() + TYPING_BUDGET >= self.deadline:
             return False
         return not self.inbox_not_empty()
 
@@ -115,17 +120,19 @@ def wait(
     *,
     timeout: float,
     warn: Warn,
+    started: float | None = None,
 ) -> list[Message]:
-    """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed,
+    """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed
+    since ``started`` (a `time.monotonic()` value, default now: the CLI passes its own start),
     draining the fleet's pending notifications meanwhile (its own excepted); return the inbox in
-    `message poll`'s order (empty on timeout). Each failed attempt is warned about as it happens.
-    The stale-assets guard runs first: the drain types into the fleet's panes.
+    `message poll`'s order. An empty inbox at the deadline raises `WaitTimedOut`. Each failed
+    attempt is warned about as it happens. The stale-assets guard runs first: the drain types
+    into the fleet's panes.
     """
     from cafleet.assets.guard import require_assets
 
     require_assets(conn, fleet_of_member=member_id)
-    started = time.monotonic()
-    deadline = started + timeout
+    deadline = (time.monotonic() if started is None else started) + timeout
     from cafleet import broker
     from cafleet.db.guard import recheck_schema
 
@@ -175,7 +182,8 @@ def wait(
                 max_text_len=settings.max_text_len,
             )
             for failure in report.failures:
-                warn(warning_line(failure))
+                if not failure.handed_off:  # another drain is typing into that pane
+                    warn(warning_line(failure))
             if report.not_attempted is not None:
                 draining = False  # tmux unusable in this process: stop draining, silently
             if report.stopped or report.notified or report.failures:
@@ -186,6 +194,8 @@ def wait(
         _sleep_until(cycle_start + WAIT_CYCLE)
 
     signals.check()
+    if not inbox:
+        raise WaitTimedOut(member_id, timeout)
     return _poll_order(inbox)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from cafleet.errors import error_text
+from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.panes import active_member, backend_for, concrete_placement
 from cafleet.workflows.spawning import (
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.keystrokes import TypeOutcome
     from cafleet.records import Member, PaneKey, Placement
+    from cafleet.workflows.placing import WindowMode
 
 PING_LINE = (
     "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
@@ -152,11 +154,13 @@ def create(
     effort: str | None,
     role: Literal["monitor"] | None,
     prompt: Callable[[], str] | None,
+    window: WindowMode = "auto",
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
     patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
     template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
+    ``window`` picks the pane's window (`cafleet.workflows.placing`).
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -215,13 +219,16 @@ def create(
         raise WorkflowError(str(exc)) from exc
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.broker.recovery import placed_members
+
+    overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
 
     # Safe point: nothing written yet.
     signals.check()
 
     # 7. Register with a pending placement.
     from cafleet.broker.members import deregister_member, register_member
-    from cafleet.records import PlacementSpec
+    from cafleet.records import PlacementSpec, SpawnSpec
 
     try:
         member = register_member(
@@ -237,6 +244,10 @@ def create(
                 backend="tmux",
             ),
             require_monitor=True,
+            # None: the bundled prompt, so a respawn gets this cafleet's current one.
+            spawn=SpawnSpec(
+                prompt=template if prompt is not None else None, model=model, effort=effort
+            ),
         )
     except (MonitorSlotTaken, NoActiveMonitor) as exc:
         raise WorkflowError(str(exc)) from exc
@@ -271,9 +282,20 @@ def create(
         coding_agent=coding_agent,
     )
     argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=settings.db_dir)
+    target: placing.Target | None = None
     try:
-        pane_id = backend.split_window(
-            window_id=director_placement.mux_window_id,
+        target = placing.choose(
+            backend,
+            director_window=director_placement.mux_window_id,
+            overflow=overflow,
+            smallest=placing.minimum(settings),
+            mode=window,
+        )
+        spawned = placing.spawn_at(
+            backend,
+            target,
+            session=director_placement.mux_session,
+            window_name=placing.window_name(fleet_id, fleet.name),
             argv=argv,
             cwd=os.getcwd(),
             env=spawn_env(coding_agent),
@@ -281,11 +303,11 @@ def create(
     except MultiplexerError as exc:
         cleanup = Cleanup()
         if outcome_unknown(exc):
-            cleanup.add(
-                f"pane cleanup unconfirmed: {unconfirmed_detail(director_placement.mux_window_id)}"
-            )
+            where = target.window_id if target is not None else director_placement.mux_window_id
+            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
         deregister(cleanup)
         fail_with_cleanup(str(exc), cleanup)
+    pane_id = spawned.pane_id
 
     def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
         cleanup = Cleanup()
@@ -319,7 +341,9 @@ def create(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
     try:
-        placement = set_placement_pane(conn, member_id=member_id, pane_id=pane_id)
+        placement = set_placement_pane(
+            conn, member_id=member_id, pane_id=pane_id, window_id=spawned.window_id
+        )
     except PlacementVanished as exc:
         lock.release()
         kill_and_deregister(str(exc), only_if_active=True)

@@ -8,7 +8,8 @@ delivery and mux layers are imported only when a drain runs (docs/cli.md §1.8).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -64,7 +65,9 @@ def send(
     if from_member_id != to_member_id:
         # A self-send is born notified and runs no drain (docs/runtime.md §4.5). For the Director or
         # a paneless recipient the drain finds nothing pending and never touches tmux.
-        notified, tmux_usable = _drain_recipients(conn, settings, [to_member_id], warn)
+        notified, tmux_usable = _drain_recipients(
+            conn, settings, {to_member_id: message.message_id}, warn
+        )
         notification_sent = (message.message_id, to_member_id) in notified
         if tmux_usable and not signals.stop_requested():
             fleet_id = _fleet_of(conn, to_member_id)
@@ -89,7 +92,8 @@ def broadcast(
     delivery_ids = {(d.message_id, d.owner_member_id) for d in result.deliveries}
     notified: set[tuple[int, int]] = set()
     if recipients:
-        notified, tmux_usable = _drain_recipients(conn, settings, recipients, warn)
+        own = {d.owner_member_id: d.message_id for d in result.deliveries}
+        notified, tmux_usable = _drain_recipients(conn, settings, own, warn)
         if tmux_usable and not signals.stop_requested():
             fleet_id = _fleet_of(conn, from_member_id)
             if fleet_id is not None:
@@ -110,12 +114,15 @@ def _keep_going() -> bool:
 
 
 def _drain_recipients(
-    conn: Connection, settings: Settings, recipients: Iterable[int], warn: Warn
+    conn: Connection, settings: Settings, own: Mapping[int, int], warn: Warn
 ) -> tuple[set[tuple[int, int]], bool]:
-    """The recipients' drains in the order given, sharing one `attempted` set and one pane list.
+    """The recipients' drains in ascending id, sharing one `attempted` set and one pane list;
+    ``own`` maps each recipient to this command's message to it.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
-    Each failure is warned about as it happens.
+    Each failure is warned about as it happens, except a busy pane that another drain is
+    typing into (it types this line too); a busy pane's warning names this command's message,
+    the one its lock wait was for.
     """
     from cafleet.delivery import DrainReport, drain_recipients, warning_line
 
@@ -124,11 +131,15 @@ def _drain_recipients(
 
     def on_recipient(report: DrainReport) -> None:
         for failure in report.failures:
+            if failure.handed_off:
+                continue
+            if failure.busy:
+                failure = dataclasses.replace(failure, message_id=own[failure.recipient_id])
             warn(warning_line(failure))
 
     report = drain_recipients(
         conn,
-        list(recipients),
+        sorted(own),
         attempted=set(),
         lock_timeout=float(min(settings.pane_lock_timeout, SEND_LOCK_CAP)),
         before_attempt=_keep_going,
@@ -141,14 +152,30 @@ def _drain_recipients(
 
 def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:
     """docs/cli.md §1.11: after draining, start the loop of a fleet that still has a pending
-    notification when tmux was usable and the loop is not live. Failure only warns."""
-    from cafleet import broker
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+    notification when tmux was usable and the loop is not live (`ensure.needs_restart`, which
+    leaves a loop `cafleet monitor stop` holds alone: that only warns). Failure only warns."""
+    from cafleet.monitor.ensure import (
+        MonitorStartError,
+        StartAbandoned,
+        ensure_monitor_loop,
+        live_pid,
+        needs_restart,
+    )
+    from cafleet.supervision import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():
             return
-        if broker.next_pending_notification(conn, fleet_id=fleet_id) is None:
+        if not needs_restart(conn, fleet_id):
+            if (
+                is_held(conn.info["cafleet.path"], fleet_id)
+                and live_pid(conn, fleet_id) is None
+                and _pending(conn, fleet_id)
+            ):
+                warn(
+                    f"Warning: monitor loop for fleet {fleet_id} is stopped by 'cafleet monitor "
+                    f"stop'; pending notifications wait for 'cafleet monitor start {fleet_id}'"
+                )
             continue
         try:
             ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
@@ -159,6 +186,12 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
                 f"Warning: monitor loop for fleet {fleet_id} is not running and could not be "
                 f"started: {exc.detail}; see {exc.log_path}"
             )
+
+
+def _pending(conn: Connection, fleet_id: int) -> bool:
+    from cafleet import broker
+
+    return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
 
 
 def _fleet_of(conn: Connection, member_id: int) -> int | None:

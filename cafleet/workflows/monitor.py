@@ -1,13 +1,20 @@
-"""The monitor controls of the WebUI (docs/runtime.md §7.3): status, the stored wake interval, and
-"wake now" (a request the live loop answers on its next tick, docs/runtime.md §5.5)."""
+"""The monitor controls: status, the stored wake interval and "wake now" (a request the live loop
+answers on its next tick, docs/runtime.md §5.5) for the WebUI (docs/runtime.md §7.3); `cafleet monitor
+start F` / `monitor stop F` (issue 13): start a fleet's loop in the background from any pane of
+the fleet's tmux server, or stop it and hold it stopped until the next `monitor start`."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import signal
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime
+from cafleet import signals
+from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime, WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -65,4 +72,121 @@ def wake_now(conn: Connection, fleet_id: int) -> str:
     return requested
 
 
-__all__ = ["MonitorStatus", "monitor_status", "set_wake_interval", "wake_now"]
+# --- monitor start / stop (issue 13) ------------------------------------------------------
+
+STOP_TIMEOUT = 10.0  # a loop sees SIGTERM within 0.2 s, after at most one keystroke sequence
+STOP_POLL = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class StartResult:
+    fleet_id: int
+    pid: int
+    started: bool  # False: a loop was already live
+    log_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class StopResult:
+    fleet_id: int
+    pid: int | None  # the loop that was stopped, None when none was running
+    stopped: bool
+
+
+def _live_fleet(conn: Connection, fleet_id: int) -> None:
+    from cafleet import broker
+    from cafleet.broker.errors import FleetDeleted
+
+    if broker.get_fleet(conn, fleet_id=fleet_id).deleted_at is not None:  # FleetNotFound
+        raise FleetDeleted(fleet_id)
+
+
+def start(conn: Connection, fleet_id: int) -> StartResult:
+    """Lift `monitor stop`'s hold and make sure the loop runs: the live one's pid, or a new
+    detached loop once it is live (up to 5 s). Refused when this process's tmux server is not
+    the fleet's (its Director's pane is not on it): the loop could not type anything."""
+    from cafleet.config import monitor_hold_path
+    from cafleet.monitor.ensure import (
+        MonitorStartError,
+        ensure_monitor_loop,
+        live_pid,
+        log_path_for,
+    )
+    from cafleet.monitor.tick import director_pane_id
+    from cafleet.mux import get_backend
+
+    _live_fleet(conn, fleet_id)
+    backend = get_backend("tmux")
+    backend.ensure_available()  # MultiplexerError: not inside tmux, tmux missing, ...
+    pane = director_pane_id(conn, fleet_id)
+    if pane is None or pane not in backend.list_panes():
+        raise WorkflowError(
+            f"fleet {fleet_id}'s root Director pane {pane or '-'} is not on this tmux server; "
+            f"run 'cafleet monitor start {fleet_id}' in a pane of the fleet's tmux server"
+        )
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(monitor_hold_path(conn.info["cafleet.path"], fleet_id))
+    log_path = log_path_for(conn, fleet_id)
+    running = live_pid(conn, fleet_id)
+    if running is not None:
+        return StartResult(fleet_id, running, False, log_path)
+    try:
+        pid = ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
+    except MonitorStartError as exc:
+        raise WorkflowError(f"{exc} ({exc.detail})") from exc
+    return StartResult(fleet_id, pid, True, log_path)
+
+
+def _is_our_loop(pid: int, fleet_id: int) -> bool:
+    """The pid runs `cafleet monitor <fleet_id>` (so a recycled pid is never signalled)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no /proc to ask: the live heartbeat vouches for it
+    return b"cafleet" in argv and b"monitor" in argv and str(fleet_id).encode() in argv
+
+
+def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> StopResult:
+    """Hold the loop stopped (`config.monitor_hold_path`), then SIGTERM the running one and
+    wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
+    from cafleet import broker
+    from cafleet.config import monitor_hold_path
+    from cafleet.monitor.runtime import pid_alive
+
+    broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
+    hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)
+    with open(hold, "w", encoding="utf-8") as fh:
+        from cafleet.db.timefmt import now_ts
+
+        fh.write(f"{now_ts()} pid {os.getpid()}\n")
+    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    pid = None if row is None else row.pid
+    if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):
+        return StopResult(fleet_id, None, False)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and _is_our_loop(pid, fleet_id):
+        if time.monotonic() >= deadline:
+            raise WorkflowError(
+                f"monitor loop for fleet {fleet_id} (pid {pid}) did not stop within "
+                f"{timeout:g} s; it stays held stopped"
+            )
+        signals.check()
+        time.sleep(STOP_POLL)
+    return StopResult(fleet_id, pid, True)
+
+
+__all__ = [
+    "MonitorStatus",
+    "StartResult",
+    "StopResult",
+    "monitor_status",
+    "set_wake_interval",
+    "start",
+    "stop",
+    "wake_now",
+]

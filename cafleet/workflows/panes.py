@@ -59,14 +59,14 @@ def backend_for(name: str) -> Any:
 
 
 def active_member(conn: Connection, member_id: int) -> Member:
-    """The member, or `MemberNotFound` (`Member <id> not found`) for an unknown or deregistered
-    id."""
-    from cafleet.broker.errors import MemberNotFound
+    """The member; `MemberNotFound` (`member <id> not found`) for an unknown id,
+    `MemberDeregistered` (`member <id> is deregistered`) for a deregistered one."""
+    from cafleet.broker.errors import MemberDeregistered
     from cafleet.broker.members import get_member
 
     member = get_member(conn, member_id)
     if member.status != "active":
-        raise MemberNotFound(member_id)
+        raise MemberDeregistered(member_id)
     return member
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from cafleet import status
 from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 class WorkflowUsageError(WorkflowError):
     """Bad input found only once the workflow ran (an agent option, a spawn template): the CLI
     shows it as a usage error (exit 2)."""
+
+    error_code = status.CODE_USAGE
 
 
 class CompensatedError(WorkflowError):

@@ -1,0 +1,149 @@
+"""Processes seen through /proc (Linux): which processes run in a tmux pane, and ending them.
+
+`fleet delete` kills its members' panes; an agent's child that ignores SIGHUP (or left the
+pane's process tree) outlives `kill-pane`, so the teardown finds every process of a pane before
+killing it and makes sure each has ended afterwards (docs/runtime.md §1.10). A process is named
+by its pid and its start time, so a pid reused meanwhile is never signalled.
+
+Standard library only. Where /proc is missing every query returns nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+PROC = "/proc"
+POLL = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Proc:
+    pid: int
+    start: int  # field 22 of /proc/<pid>/stat, in clock ticks since boot
+
+
+def _stat(pid: int, proc: str = PROC) -> tuple[str, int, int] | None:
+    """(state, ppid, start time) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    try:
+        fields = data.rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[1]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _pids(proc: str = PROC) -> list[int]:
+    try:
+        return [int(name) for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return []
+
+
+def identify(pid: int, proc: str = PROC) -> Proc | None:
+    """The running process ``pid`` (None when it is gone or a zombie)."""
+    stat = _stat(pid, proc)
+    if stat is None or stat[0] in ("Z", "X"):
+        return None
+    return Proc(pid, stat[2])
+
+
+def alive(p: Proc, proc: str = PROC) -> bool:
+    """Whether ``p`` still runs: the same pid with the same start time, and not a zombie."""
+    stat = _stat(p.pid, proc)
+    return stat is not None and stat[0] not in ("Z", "X") and stat[2] == p.start
+
+
+def _environ(pid: int, proc: str = PROC) -> list[bytes]:
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def pane_processes(
+    socket_path: str, pane_pids: Mapping[str, int], proc: str = PROC
+) -> dict[str, set[Proc]]:
+    """Every running process of each pane in ``pane_pids`` (pane id -> the pane's own pid):
+    the pane's process tree, plus every process whose environment names that pane of the
+    server at ``socket_path`` (``TMUX_PANE`` and ``TMUX``), which catches a child that left the
+    tree (double fork, reparenting). One pass over /proc for all panes."""
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    by_pane: dict[str, set[Proc]] = {pane: set() for pane in pane_pids}
+    wanted_panes = {f"TMUX_PANE={pane}".encode(): pane for pane in pane_pids}
+    server = f"TMUX={socket_path},".encode()
+    for pid in _pids(proc):
+        stat = _stat(pid, proc)
+        if stat is None or stat[0] in ("Z", "X") or pid == me:
+            continue
+        starts[pid] = stat[2]
+        children.setdefault(stat[1], []).append(pid)
+        env = _environ(pid, proc)
+        if not any(entry.startswith(server) for entry in env):
+            continue
+        for entry in env:
+            pane = wanted_panes.get(entry)
+            if pane is not None:
+                by_pane[pane].add(Proc(pid, stat[2]))
+    for pane, root in pane_pids.items():
+        stack = [root]
+        while stack:
+            pid = stack.pop()
+            if pid in starts and pid != me:
+                by_pane[pane].add(Proc(pid, starts[pid]))
+            stack.extend(children.get(pid, ()))
+    return by_pane
+
+
+def end_processes(
+    procs: Iterable[Proc],
+    *,
+    grace: float = 2.0,
+    term_grace: float = 2.0,
+    kill_grace: float = 1.0,
+    sleep: Callable[[float], object] = time.sleep,
+    proc: str = PROC,
+) -> list[Proc]:
+    """Make sure every process in ``procs`` ends: wait ``grace`` seconds (killing a pane sends
+    SIGHUP), then SIGTERM the survivors and wait ``term_grace``, then SIGKILL and wait
+    ``kill_grace``. Returns the processes still running after all that (normally none)."""
+    left = [p for p in procs if alive(p, proc)]
+    for sig, wait in ((None, grace), (signal.SIGTERM, term_grace), (signal.SIGKILL, kill_grace)):
+        if not left:
+            return []
+        if sig is not None:
+            for p in left:
+                if alive(p, proc):  # re-checked right before: never signal a reused pid
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(p.pid, sig)
+        deadline = time.monotonic() + wait
+        while True:
+            left = [p for p in left if alive(p, proc)]
+            if not left or time.monotonic() >= deadline:
+                break
+            sleep(POLL)
+    return left
+
+
+def cmdline(pid: int, proc: str = PROC) -> list[str]:
+    """The argv of ``pid`` ([] when it is gone or unreadable)."""
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+
+
+__all__ = ["Proc", "alive", "cmdline", "end_processes", "identify", "pane_processes"]

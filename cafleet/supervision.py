@@ -1,0 +1,276 @@
+"""What a fleet's supervision looks like right now (issue 13 item 4): its monitor loop (live
+pid and heartbeat, stale, stopped, never started) and each member's pane (alive, gone, pending,
+no placement, or unknown when tmux cannot be asked).
+
+`fleet show`, `member list` and `doctor` render these. Reading costs one indexed read of the
+runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
+(idle, busy, asking) comes from a classifier on another branch: `AgentStateProbe` is its seam,
+and the default probe knows nothing (None).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+    from cafleet.mux import Multiplexer
+    from cafleet.records import FleetSummary, Member, MonitorRuntime, RosterEntry
+
+LoopState = Literal["live", "stale", "stopped", "never"]
+PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
+
+# agent_state(backend, pane_id) -> the agent's state in a live pane, or None when unknown.
+AgentStateProbe = Callable[["Multiplexer", str], "str | None"]
+
+
+def no_agent_state(_backend: Multiplexer, _pane_id: str) -> str | None:
+    return None
+
+
+# --- the loop ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoopStatus:
+    fleet_id: int
+    state: LoopState
+    pid: int | None  # the row's pid (live or stale), None when released or never claimed
+    pid_running: bool | None  # does that pid exist (None without a pid)
+    started_at: str | None
+    last_tick_at: str | None
+    heartbeat_age: int | None  # whole seconds since last_tick_at
+    tick_seconds: int | None
+    held: bool  # `cafleet monitor stop` holds it stopped: nothing restarts it by itself
+    log_path: str
+
+    @property
+    def text(self) -> str:
+        """`live (pid 4242, last heartbeat 3s ago)`, `stale: pid 4242 is not running (…)`,
+        `stopped`, `stopped by 'cafleet monitor stop'`, `never started`."""
+        from cafleet.output import idle_text
+
+        beat = (
+            f"last heartbeat {idle_text(self.heartbeat_age)} ago"
+            if self.heartbeat_age is not None
+            else "no heartbeat"
+        )
+        if self.state == "live":
+            return f"live (pid {self.pid}, {beat})"
+        if self.state == "stale":
+            if self.pid_running is False:
+                return f"stale: pid {self.pid} is not running ({beat})"
+            return f"stale: pid {self.pid} stopped beating ({beat})"
+        if self.state == "stopped":
+            return "stopped by 'cafleet monitor stop'" if self.held else "stopped"
+        return "never started"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "pid": self.pid,
+            "pid_running": self.pid_running,
+            "started_at": self.started_at,
+            "last_tick_at": self.last_tick_at,
+            "heartbeat_age": self.heartbeat_age,
+            "tick_seconds": self.tick_seconds,
+            "held": self.held,
+            "log_path": self.log_path,
+        }
+
+
+def is_held(db_path: str, fleet_id: int) -> bool:
+    """`cafleet monitor stop` left its hold: automatic restarts leave the loop stopped."""
+    from cafleet.config import monitor_hold_path
+
+    return os.path.exists(monitor_hold_path(db_path, fleet_id))
+
+
+def loop_status_of(
+    row: MonitorRuntime | None, *, fleet_id: int, db_path: str, now: datetime | None = None
+) -> LoopStatus:
+    """The status a runtime row (None: no loop ever ran) shows at ``now``."""
+    from cafleet.config import monitor_log_path
+    from cafleet.db.timefmt import parse_ts, utcnow
+    from cafleet.monitor.runtime import is_live, pid_alive
+
+    moment = now if now is not None else utcnow()
+    held = is_held(db_path, fleet_id)
+    log_path = monitor_log_path(db_path, fleet_id)
+    if row is None:
+        return LoopStatus(fleet_id, "never", None, None, None, None, None, None, held, log_path)
+    beat = parse_ts(row.last_tick_at)
+    age = None if beat is None else max(0, int((moment - beat).total_seconds()))
+    running = None if row.pid is None else pid_alive(int(row.pid))
+    if row.pid is None:
+        state: LoopState = "stopped"
+    elif is_live(row, moment):
+        state = "live"
+    else:
+        state = "stale"
+    return LoopStatus(
+        fleet_id,
+        state,
+        row.pid,
+        running,
+        row.started_at,
+        row.last_tick_at,
+        age,
+        row.tick_seconds,
+        held,
+        log_path,
+    )
+
+
+def loop_status(conn: Connection, fleet_id: int) -> LoopStatus:
+    """The fleet's loop now: one indexed read of its runtime row."""
+    from cafleet import broker
+
+    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
+    return loop_status_of(row, fleet_id=fleet_id, db_path=conn.info["cafleet.path"])
+
+
+# --- the panes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PaneReport:
+    member_id: int
+    pane_id: str | None
+    state: PaneState
+    agent_state: str | None = None  # the classifier's word for a live pane (None: unknown)
+
+    @property
+    def text(self) -> str:
+        """`alive`, `alive (idle)`, `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        if self.state == "alive":
+            return f"alive ({self.agent_state})" if self.agent_state else "alive"
+        return {"none": "-", "unknown": "?"}.get(self.state, self.state)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "pane_id": self.pane_id,
+            "pane_state": self.state,
+            "agent_state": self.agent_state,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PaneCheck:
+    """Each member's pane, and why tmux could not be asked (None when it could)."""
+
+    panes: dict[int, PaneReport]
+    unknown_reason: str | None
+
+    def gone(self) -> list[int]:
+        return [r.member_id for r in self.panes.values() if r.state == "gone"]
+
+    def summary(self) -> str:
+        """`3 alive`, `2 alive, 1 gone (member 5)`, `not checked: <tmux message>`."""
+        if self.unknown_reason is not None:
+            return f"not checked: {self.unknown_reason}"
+        counts: dict[str, int] = {}
+        for report in self.panes.values():
+            counts[report.state] = counts.get(report.state, 0) + 1
+        parts = [f"{counts[s]} {s}" for s in ("alive", "gone", "pending") if counts.get(s)]
+        gone = self.gone()
+        if gone:
+            noun = "member" if len(gone) == 1 else "members"
+            parts[parts.index(f"{counts['gone']} gone")] += (
+                f" ({noun} {', '.join(str(m) for m in gone)})"
+            )
+        return ", ".join(parts) if parts else "no panes"
+
+
+def check_panes(
+    members: Iterable[Member],
+    *,
+    env: Mapping[str, str] | None = None,
+    agent_state: AgentStateProbe = no_agent_state,
+) -> PaneCheck:
+    """Each member's pane against one `list-panes` of the tmux server ``env`` (default: this
+    process's environment) points at. Without a reachable tmux every concrete pane is
+    `unknown`; members without a placement are `none`, pending ones `pending`."""
+    from cafleet.mux import MultiplexerError, get_backend
+
+    members = list(members)
+    backend: Any = None
+    live: frozenset[str] | None = None
+    reason: str | None = None
+    if any(m.placement is not None and m.placement.mux_pane_id for m in members):
+        try:
+            backend = get_backend("tmux") if env is None else get_backend("tmux", env=env)
+            backend.ensure_available()
+            live = frozenset(backend.list_panes())
+        except MultiplexerError as exc:
+            reason = str(exc)
+    panes: dict[int, PaneReport] = {}
+    for member in members:
+        placement = member.placement
+        pane = None if placement is None else placement.mux_pane_id
+        if placement is None:
+            report = PaneReport(member.member_id, None, "none")
+        elif pane is None:
+            report = PaneReport(member.member_id, None, "pending")
+        elif live is None:
+            report = PaneReport(member.member_id, pane, "unknown")
+        elif pane in live:
+            report = PaneReport(member.member_id, pane, "alive", agent_state(backend, pane))
+        else:
+            report = PaneReport(member.member_id, pane, "gone")
+        panes[member.member_id] = report
+    return PaneCheck(panes, reason)
+
+
+# --- a fleet's report (fleet show, member list, doctor) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReport:
+    summary: FleetSummary
+    roster: list[RosterEntry]  # active members (empty for a soft-deleted fleet)
+    loop: LoopStatus
+    panes: PaneCheck
+
+
+def fleet_report(
+    conn: Connection,
+    fleet_id: int,
+    *,
+    roster_required: bool = False,
+    env: Mapping[str, str] | None = None,
+    agent_state: AgentStateProbe = no_agent_state,
+) -> FleetReport:
+    """The fleet's summary, active roster, loop and panes. `FleetNotFound` for an unknown id;
+    a soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member
+    list` refuses)."""
+    from cafleet import broker
+
+    summary = broker.fleet_summary(conn, fleet_id)
+    roster: list[RosterEntry] = []
+    if summary.deleted_at is None or roster_required:
+        roster = broker.member_roster(conn, fleet_id=fleet_id)
+    panes = check_panes([e.member for e in roster], env=env, agent_state=agent_state)
+    return FleetReport(summary, roster, loop_status(conn, fleet_id), panes)
+
+
+__all__ = [
+    "AgentStateProbe",
+    "FleetReport",
+    "LoopState",
+    "LoopStatus",
+    "PaneCheck",
+    "PaneReport",
+    "PaneState",
+    "check_panes",
+    "fleet_report",
+    "is_held",
+    "loop_status",
+    "loop_status_of",
+    "no_agent_state",
+]

@@ -1,0 +1,134 @@
+"""Where a new member pane goes (docs/runtime.md §1.11): no member pane below the usable minimum
+(`CAFLEET_MIN_PANE_COLUMNS` × `CAFLEET_MIN_PANE_ROWS`, default 40 × 8).
+
+`auto` (the default) splits the root Director's window (`main-vertical`) while its stacked panes
+stay at or above the minimum; then the fleet's overflow windows in turn (`tiled`); then opens a
+new window of the Director's session, named after the fleet, right after the fleet's last window.
+`current` always splits the Director's window (the wave-1 placement); `new` always opens a window.
+The choice is made from the windows' sizes just before the spawn; two creates racing for the last
+free slot may both take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from cafleet.config import Settings
+    from cafleet.mux import PaneContext
+    from cafleet.mux.layout import Size
+    from cafleet.records import Member, Placement
+
+WindowMode = Literal["auto", "new", "current"]
+DIRECTOR_LAYOUT = "main-vertical"
+OVERFLOW_LAYOUT = "tiled"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    window_id: str  # the window to split, or (new_window) the one the new window follows
+    new_window: bool
+    layout: str
+
+
+def window_mode(option: str | None) -> WindowMode:
+    """`--window new|current`, or None for `auto`."""
+    if option == "new":
+        return "new"
+    if option == "current":
+        return "current"
+    return "auto"
+
+
+def minimum(settings: Settings) -> Size:
+    from cafleet.mux.layout import Size
+
+    return Size(settings.min_pane_columns, settings.min_pane_rows)
+
+
+def fleet_windows(members: Iterable[Member], director: Placement, *, exclude: int = 0) -> list[str]:
+    """The overflow windows: windows of the fleet's placed members in the Director's session
+    other than the Director's own, in member order (``exclude``: a member to leave out)."""
+    windows: list[str] = []
+    for member in members:
+        p = member.placement
+        if p is None or p.mux_pane_id is None or member.member_id == exclude:
+            continue
+        if p.mux_session != director.mux_session or p.mux_window_id == director.mux_window_id:
+            continue
+        if p.mux_window_id not in windows:
+            windows.append(p.mux_window_id)
+    return windows
+
+
+def choose(
+    backend: Any,
+    *,
+    director_window: str,
+    overflow: Sequence[str],
+    smallest: Size,
+    mode: WindowMode = "auto",
+) -> Target:
+    """The target for one new pane. tmux errors reading the Director's window propagate."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.mux.layout import main_vertical_member, tiled_member
+
+    last = overflow[-1] if overflow else director_window
+    if mode == "current":
+        return Target(director_window, False, DIRECTOR_LAYOUT)
+    if mode == "new":
+        return Target(last, True, OVERFLOW_LAYOUT)
+    geometry = backend.window_geometry(director_window)
+    if main_vertical_member(geometry, geometry.panes + 1).at_least(smallest):
+        return Target(director_window, False, DIRECTOR_LAYOUT)
+    for window_id in overflow:
+        try:
+            geometry = backend.window_geometry(window_id)
+        except MultiplexerError:
+            continue  # the window closed meanwhile
+        if tiled_member(geometry, geometry.panes + 1).at_least(smallest):
+            return Target(window_id, False, OVERFLOW_LAYOUT)
+    return Target(last, True, OVERFLOW_LAYOUT)
+
+
+def spawn_at(
+    backend: Any,
+    target: Target,
+    *,
+    session: str,
+    window_name: str,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+) -> PaneContext:
+    """Split the target window, or open the new window; the new pane's context."""
+    from cafleet.mux import PaneContext
+
+    if target.new_window:
+        window_id, pane_id = backend.new_window(
+            after_window_id=target.window_id, name=window_name, argv=argv, cwd=cwd, env=env
+        )
+        return PaneContext(session=session, window_id=window_id, pane_id=pane_id)
+    pane_id = backend.split_window(
+        window_id=target.window_id, argv=argv, cwd=cwd, env=env, layout=target.layout
+    )
+    return PaneContext(session=session, window_id=target.window_id, pane_id=pane_id)
+
+
+def window_name(fleet_id: int, name: str | None) -> str:
+    """An overflow window is named after its fleet."""
+    return name if name else f"fleet {fleet_id}"
+
+
+__all__ = [
+    "Target",
+    "WindowMode",
+    "choose",
+    "fleet_windows",
+    "minimum",
+    "spawn_at",
+    "window_mode",
+    "window_name",
+]

@@ -1,0 +1,410 @@
+"""Recovering lost panes (docs/cli.md §2.23, §2.24; docs/runtime.md §5.11).
+
+`respawn`: a member (the monitor included) whose pane is gone gets a new pane running the same
+agent with its original spawn prompt (`member_spawns`; the bundled prompt for a monitor without
+one), placed like a new member; it keeps its member id, inbox and history. Under the old pane's
+lock: re-read, spawn, then the new pane's lock and one guarded placement update; a failure after
+the spawn kills the new pane and leaves the placement as it was.
+
+`adopt`: a fleet whose root Director's pane is gone is taken over by the pane that runs
+`cafleet fleet adopt`: the Director's placement moves to it under both panes' locks, then the
+fleet's loop is started (it stops when the Director's pane goes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from cafleet.errors import error_text
+from cafleet.workflows import placing
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.spawning import (
+    Cleanup,
+    fail_with_cleanup,
+    lock_busy_message,
+    outcome_unknown,
+    spawn_env,
+    spawn_plan,
+    unconfirmed_detail,
+    validate_agent_options,
+)
+
+if TYPE_CHECKING:
+    from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
+    from cafleet.records import Member, Placement
+    from cafleet.workflows.placing import WindowMode
+
+MONITOR_DISPLAY_NAME = "monitor"
+
+
+@dataclass(frozen=True, slots=True)
+class Respawned:
+    member: Member  # with its new placement
+    previous_pane_id: str
+    pane_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    fleet_id: int
+    director: Member  # with its new placement
+    previous_pane_id: str | None
+    loop_pid: int | None
+    loop_warning: str | None  # the loop could not be started (docs/cli.md §1.11's warning text)
+
+
+def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
+    """One pane lock, waiting up to the pane-lock timeout (a timeout is the lock message)."""
+    from cafleet import signals
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+
+    try:
+        return acquire_pane_lock(
+            settings.db_dir,
+            key,
+            timeout=settings.pane_lock_timeout,
+            purpose=purpose,
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout:
+        raise WorkflowError(lock_busy_message(member_id)) from None
+
+
+def _live_fleet(conn: Connection, fleet_id: int) -> Any:
+    from cafleet import broker
+
+    fleet = broker.get_fleet(conn, fleet_id)
+    if fleet.deleted_at is not None:
+        raise broker.FleetDeleted(fleet_id)
+    return fleet
+
+
+# --- respawn -------------------------------------------------------------------------------------
+
+
+def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, str | None]:
+    """(template, model, effort) the member was spawned with."""
+    from cafleet import broker
+
+    spec = broker.get_spawn(conn, member.member_id)
+    if spec is None and member.kind != "monitor":
+        raise WorkflowError(
+            f"member {member.member_id} has no recorded spawn prompt (it was created before "
+            "cafleet kept them); delete it and create a new member"
+        )
+    template = spec.prompt if spec is not None else None
+    if template is None:  # spawned with the bundled prompt of its kind
+        from cafleet.workflows.members import _default_template
+
+        template = _default_template("monitor" if member.kind == "monitor" else None)
+    return template, spec.model if spec else None, spec.effort if spec else None
+
+
+def _old_pane_state(backend: Any, member_id: int, pane_id: str) -> str:
+    """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal."""
+    from cafleet.mux import MultiplexerError, PaneGone
+
+    try:
+        status = backend.pane_status(pane_id)
+    except PaneGone:
+        return "gone"
+    except MultiplexerError as exc:
+        raise WorkflowError(str(exc)) from exc
+    if status.dead:
+        return "dead"
+    raise WorkflowError(
+        f"member {member_id}'s pane {pane_id} is still running; 'cafleet member respawn' "
+        f"re-creates a lost pane (to replace a running one: cafleet member delete {member_id})"
+    )
+
+
+def respawn(
+    conn: Connection, settings: Settings, member_id: int, *, window: WindowMode = "auto"
+) -> Respawned:
+    """Re-create a lost member pane with the member's agent and original prompt."""
+    from cafleet import broker, signals
+
+    member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
+    fleet = _live_fleet(conn, member.fleet_id)
+    if member.kind == "director":
+        raise WorkflowError(
+            f"member {member_id} is the root Director of fleet {fleet.fleet_id}; run "
+            f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
+        )
+    placement = concrete_placement(member, "nothing to respawn")
+    old_pane = placement.mux_pane_id
+    assert old_pane is not None
+    director = broker.get_member(conn, fleet.director_member_id)
+    director_placement = director.placement
+    if director_placement is None or director_placement.mux_pane_id is None:
+        raise WorkflowError(
+            f"the root Director of fleet {fleet.fleet_id} has no pane to split from"
+        )
+
+    template, model, effort = _spawn_template(conn, member)
+    agent_name = placement.coding_agent
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, agents=[agent_name])
+    agent = validate_agent_options(
+        agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
+    )
+    plan = spawn_plan(agent, template, model, effort)
+    backend = backend_for(placement.backend)
+    state = _old_pane_state(backend, member_id, old_pane)
+    overflow = placing.fleet_windows(
+        broker.placed_members(conn, fleet.fleet_id), director_placement, exclude=member_id
+    )
+    signals.check()
+
+    from cafleet.agents.prompt import render_template
+    from cafleet.mux import MultiplexerError, PaneKey
+
+    old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
+    with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
+        fresh = active_member(conn, member_id)
+        if fresh.placement is None or fresh.placement.pane_key != placement.pane_key:
+            raise WorkflowError(lock_busy_message(member_id))
+        if state == "dead":
+            try:
+                backend.kill_pane(old_pane, ignore_missing=True)
+            except MultiplexerError as exc:
+                raise WorkflowError(str(exc)) from exc
+        rendered = render_template(
+            plan.template,
+            fleet_id=fleet.fleet_id,
+            member_id=member_id,
+            director_member_id=director.member_id,
+            coding_agent=agent_name,
+        )
+        monitor = member.kind == "monitor"
+        argv = plan.argv(
+            rendered,
+            display_name=MONITOR_DISPLAY_NAME if monitor else member.name,
+            monitor=monitor,
+            db_dir=settings.db_dir,
+        )
+        new_placement = _spawn_and_rebind(
+            conn,
+            settings,
+            backend,
+            member=member,
+            director_placement=director_placement,
+            overflow=overflow,
+            window=window,
+            window_name=placing.window_name(fleet.fleet_id, fleet.name),
+            argv=argv,
+            expected=(placement.backend, placement.mux_session, old_pane),
+            coding_agent=agent_name,
+        )
+    pane_id = new_placement.mux_pane_id
+    assert pane_id is not None
+    return Respawned(dataclasses.replace(member, placement=new_placement), old_pane, pane_id)
+
+
+def _spawn_and_rebind(
+    conn: Connection,
+    settings: Settings,
+    backend: Any,
+    *,
+    member: Member,
+    director_placement: Placement,
+    overflow: list[str],
+    window: WindowMode,
+    window_name: str,
+    argv: list[str],
+    expected: tuple[str, str, str],
+    coding_agent: str,
+) -> Placement:
+    """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
+    after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
+    from cafleet import broker, signals
+    from cafleet.mux import MultiplexerError, PaneKey
+
+    member_id = member.member_id
+    target: placing.Target | None = None
+    try:
+        target = placing.choose(
+            backend,
+            director_window=director_placement.mux_window_id,
+            overflow=overflow,
+            smallest=placing.minimum(settings),
+            mode=window,
+        )
+        spawned = placing.spawn_at(
+            backend,
+            target,
+            session=director_placement.mux_session,
+            window_name=window_name,
+            argv=argv,
+            cwd=os.getcwd(),
+            env=spawn_env(coding_agent),
+        )
+    except MultiplexerError as exc:
+        cleanup = Cleanup()
+        if outcome_unknown(exc):
+            where = target.window_id if target is not None else director_placement.mux_window_id
+            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
+        fail_with_cleanup(str(exc), cleanup)
+
+    def kill_new(primary: str | None) -> NoReturn:
+        cleanup = Cleanup()
+        cleanup.step(
+            f"pane {spawned.pane_id}",
+            lambda: backend.kill_pane(spawned.pane_id, ignore_missing=True),
+        )
+        fail_with_cleanup(primary, cleanup)
+
+    if signals.stop_requested():
+        kill_new(None)
+    from cafleet.mux.locks import PaneLockAbandoned
+
+    try:
+        new_lock = _lock(
+            settings,
+            PaneKey(expected[0], spawned.session, spawned.pane_id),
+            member_id,
+            f"respawn member {member_id}",
+        )
+    except PaneLockAbandoned:
+        kill_new(None)
+    except WorkflowError:
+        kill_new(f"placement update failed: pane {spawned.pane_id} is receiving another keystroke")
+    with new_lock:
+        try:
+            return broker.rebind_placement(
+                conn,
+                member_id=member_id,
+                expected=expected,
+                pane=spawned,
+                coding_agent=coding_agent,
+            )
+        except broker.PlacementsChanged:
+            kill_new(lock_busy_message(member_id))
+        except Exception as exc:
+            kill_new(f"placement update failed: {error_text(exc)}")
+    raise AssertionError("unreachable")
+
+
+# --- adopt ---------------------------------------------------------------------------------------
+
+
+def _refuse_member_pane(conn: Connection, here: Any) -> None:
+    """The adopting pane must not be any active member's pane (it would never be typed into)."""
+    from cafleet import broker
+    from cafleet.records import Placement
+
+    probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, "claude", "")
+    other = broker.pane_shared_with(conn, probe)
+    if other is not None:
+        raise WorkflowError(
+            f"pane {here.pane_id} is member {other}'s pane; run 'cafleet fleet adopt' in a "
+            "pane of its own"
+        )
+
+
+def adopt(
+    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
+) -> Adopted:
+    """Make the calling pane the root Director's pane of a fleet whose Director pane is gone."""
+    from cafleet import broker, signals
+    from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
+    from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
+
+    fleet = _live_fleet(conn, fleet_id)
+    director = broker.get_member(conn, fleet.director_member_id)
+    if not director.is_active:
+        raise RootDirectorInactive(fleet_id, director.member_id)
+    placement = director.placement
+    if placement is None:
+        raise WorkflowError(
+            f"fleet {fleet_id}'s root Director (member {director.member_id}) has no placement"
+        )
+
+    backend = tmux_backend()
+    try:
+        backend.ensure_available()
+        here = backend.discover_context()
+        live = backend.list_panes()
+    except MultiplexerError as exc:
+        raise WorkflowError(f"cafleet fleet adopt must be run inside a tmux pane: {exc}") from exc
+    from cafleet.records import PaneKey as Key
+
+    new_key = Key("tmux", here.session, here.pane_id)
+    if placement.pane_key == new_key:
+        raise WorkflowError(
+            f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
+        )
+    taken = broker.fleet_directed_from(conn, new_key)
+    if taken is not None:
+        raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
+    _refuse_member_pane(conn, here)
+    old_pane = placement.mux_pane_id
+    if old_pane is not None and old_pane in live:
+        raise WorkflowError(
+            f"fleet {fleet_id}'s root Director pane {old_pane} is still open; "
+            "'cafleet fleet adopt' replaces a Director pane that is gone"
+        )
+    signals.check()
+
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+
+    keys = [PaneKey(*new_key)]
+    if placement.pane_key is not None:
+        keys.append(PaneKey(*placement.pane_key))
+    try:
+        held = acquire_pane_locks(
+            settings.db_dir,
+            keys,
+            timeout=settings.pane_lock_timeout,
+            purpose=f"adopt fleet {fleet_id}",
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout:
+        raise WorkflowError(lock_busy_message(director.member_id)) from None
+    with held:
+        try:
+            moved = broker.rebind_placement(
+                conn,
+                member_id=director.member_id,
+                expected=(placement.backend, placement.mux_session, old_pane),
+                pane=here,
+                coding_agent=coding_agent or placement.coding_agent,
+            )
+        except broker.PlacementsChanged as exc:
+            raise WorkflowError(lock_busy_message(director.member_id)) from exc
+
+    pid, warning = _start_loop(conn, fleet_id)
+    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+
+
+def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
+    """The fleet's loop (it stopped when the Director's pane went); a failure only warns."""
+    from cafleet import signals
+    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+
+    if signals.stop_requested():
+        return None, None
+    try:
+        return ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting), None
+    except StartAbandoned:
+        return None, None
+    except MonitorStartError as exc:
+        return None, (
+            f"monitor loop for fleet {fleet_id} is not running and could not be started: "
+            f"{exc.detail}; see {exc.log_path}"
+        )
+
+
+__all__ = ["Adopted", "Respawned", "adopt", "respawn"]

@@ -1,0 +1,310 @@
+"""`fleet delete` (docs/cli.md §2.6): kill the fleet's monitor and member panes under the pane locks,
+then deregister everyone, then stop the fleet's loop; afterwards no process of the fleet runs.
+
+Under every concrete placement's pane lock (ascending lock-file order, as before): re-read the
+roster, find each pane's processes (/proc), kill each pane that is neither the root Director's
+nor named by an active member of another fleet, make sure those processes ended, then the one
+soft-delete transaction. A kill that fails stops the delete before it writes anything (panes
+already killed stay killed; a repeat finishes the job). ``keep_panes`` kills nothing (the
+wave-1 behaviour): the loop then stops on its own at its next tick.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.spawning import MSG_KILL_FAILED, lock_busy_message
+
+if TYPE_CHECKING:
+    from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
+    from cafleet.procs import Proc
+    from cafleet.records import Member, PaneKey, Placement
+
+PaneStatus = Literal[
+    "killed", "already_gone", "kept", "director", "shared", "pending", "no_placement"
+]
+LOOP_STOP_TIMEOUT = 10.0  # SIGTERM, then this long for the loop to finish its keystroke and exit
+
+
+@dataclass(frozen=True, slots=True)
+class PaneReport:
+    member_id: int
+    name: str
+    pane_id: str | None
+    status: PaneStatus
+    shared_with: int | None  # "shared": the other fleet's member that names the pane
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    fleet_id: int
+    deregistered_count: int
+    panes: tuple[PaneReport, ...]  # one per member deregistered by this call, by member id
+    loop_stopped: int | None  # the pid of the loop this call stopped
+
+
+def msg_cannot_kill(fleet_id: int, detail: str) -> str:
+    return (
+        f"cannot kill the panes of fleet {fleet_id}: {detail}; run the command inside the "
+        "fleet's tmux server, or pass --keep-panes to leave the panes running"
+    )
+
+
+@contextlib.contextmanager
+def _fleet_pane_locks(
+    db_dir: str, fleet_id: int, placements: list[Placement], timeout: int
+) -> Iterator[tuple[set[PaneKey], Callable[[PaneKey], bool]]]:
+    """Take each concrete placement's pane lock once, in ascending lock-file order, waiting at
+    most `timeout` seconds each (docs/runtime.md §3.3). Yields the locked keys and the one-try
+    callback for a placement that gained its pane meanwhile. Everything is released on exit.
+    A busy lock fails with docs/cli.md §1.11's message naming that member.
+    """
+    from cafleet import signals
+    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+
+    owners: dict[PaneKey, int] = {}
+    for placement in placements:
+        if placement.pane_key is not None:
+            owners.setdefault(placement.pane_key, placement.member_id)
+    try:
+        held = acquire_pane_locks(
+            db_dir,
+            owners,
+            timeout=timeout,
+            purpose=f"fleet delete {fleet_id}",
+            keep_waiting=signals.keep_waiting,
+        )
+    except PaneLockAbandoned:
+        signals.check()
+        raise
+    except PaneLockTimeout as exc:
+        raise WorkflowError(lock_busy_message(owners[exc.key])) from exc
+    with held:
+        yield set(held.keys), held.try_add
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    rows: list[PaneReport]
+    kill: dict[PaneKey, list[int]]  # pane key -> the rows (indexes) whose status it decides
+
+
+def _plan(
+    members: Sequence[Member],
+    director_key: PaneKey | None,
+    shared: dict[PaneKey, int],
+    *,
+    keep_panes: bool,
+) -> _Plan:
+    rows: list[PaneReport] = []
+    kill: dict[PaneKey, list[int]] = {}
+    for member in members:
+        placement = member.placement
+        key = placement.pane_key if placement is not None else None
+        pane_id = placement.mux_pane_id if placement is not None else None
+        other: int | None = None
+        status: PaneStatus
+        if placement is None:
+            status = "no_placement"
+        elif key is None:
+            status = "pending"
+        elif member.kind == "director" or key == director_key:
+            status = "director"
+        elif key in shared:
+            status, other = "shared", shared[key]
+        elif keep_panes:
+            status = "kept"
+        else:
+            status = "killed"  # decided by the kill below
+            kill.setdefault(key, []).append(len(rows))
+        rows.append(PaneReport(member.member_id, member.name, pane_id, status, other))
+    return _Plan(rows, kill)
+
+
+# --- killing -------------------------------------------------------------------------------------
+
+
+def _backend(fleet_id: int, name: str) -> Any:
+    from cafleet.mux import MultiplexerError, get_backend
+
+    try:
+        backend = get_backend(name)
+        backend.ensure_available()
+    except MultiplexerError as exc:
+        raise WorkflowError(msg_cannot_kill(fleet_id, str(exc))) from exc
+    return backend
+
+
+def _processes(backend: Any, panes: Sequence[str]) -> set[Proc]:
+    """The running processes of ``panes``, found before they are killed."""
+    from cafleet.procs import pane_processes
+
+    socket_path = getattr(backend, "socket_path", None)
+    if not socket_path:
+        return set()
+    pids = {pane: pid for pane, pid in backend.pane_pids().items() if pane in set(panes)}
+    found: set[Proc] = set()
+    for procs in pane_processes(socket_path, pids).values():
+        found |= procs
+    return found
+
+
+def _kill_panes(backends: dict[str, Any], keys: Sequence[PaneKey]) -> dict[PaneKey, bool]:
+    """Kill each pane (True: killed, False: already gone), then make sure every process that
+    ran in them has ended. A failing kill ends the processes of the panes killed so far and
+    raises `kill-pane failed for pane …`."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.procs import end_processes
+
+    procs: set[Proc] = set()
+    outcome: dict[PaneKey, bool] = {}
+    try:
+        for name in sorted({k[0] for k in keys}):
+            try:
+                procs |= _processes(backends[name], [k[2] for k in keys if k[0] == name])
+            except MultiplexerError as exc:
+                first = next(k for k in keys if k[0] == name)
+                raise WorkflowError(MSG_KILL_FAILED.format(pane_id=first[2], detail=exc)) from exc
+        for key in keys:
+            try:
+                outcome[key] = bool(backends[key[0]].kill_pane(key[2], ignore_missing=True))
+            except MultiplexerError as exc:
+                raise WorkflowError(MSG_KILL_FAILED.format(pane_id=key[2], detail=exc)) from exc
+    finally:
+        end_processes(procs)
+    return outcome
+
+
+# --- the loop ------------------------------------------------------------------------------------
+
+
+def _is_loop_of(argv: Sequence[str], fleet_id: int) -> bool:
+    """`… cafleet monitor <fleet_id> …` (`python -m cafleet` or the console script)."""
+    for i, arg in enumerate(argv):
+        if arg == "monitor" and any(os.path.basename(a) == "cafleet" for a in argv[:i]):
+            return str(fleet_id) in argv[i + 1 :]
+    return False
+
+
+def stop_fleet_loop(fleet_id: int, pid: int | None, *, timeout: float = LOOP_STOP_TIMEOUT) -> bool:
+    """SIGTERM the fleet's loop process ``pid`` (when it is one) and wait until it exited;
+    SIGKILL after ``timeout``. True when a loop was stopped."""
+    from cafleet.procs import alive, cmdline, identify
+
+    if pid is None:
+        return False
+    proc = identify(pid)
+    if proc is None or not _is_loop_of(cmdline(pid), fleet_id):
+        return False
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 2.0)):
+        if not alive(proc):
+            return True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while alive(proc) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return not alive(proc)
+
+
+# --- delete --------------------------------------------------------------------------------------
+
+
+def delete(
+    conn: Connection, settings: Settings, fleet_id: int, *, keep_panes: bool = False
+) -> Deleted:
+    """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order."""
+    from cafleet import broker, signals
+    from cafleet.broker.errors import PlacementsChanged
+
+    fleet = broker.get_fleet(conn, fleet_id)  # unknown: `fleet '<id>' not found.`
+    live = fleet.deleted_at is None
+    placements = broker.fleet_placements(conn, fleet_id)
+    director_key = next(
+        (p.pane_key for p in placements if p.member_id == fleet.director_member_id), None
+    )
+    backends: dict[str, Any] = {}
+    if live and not keep_panes:
+        # Fail before any lock or write when the panes cannot be killed.
+        for name in sorted({p.backend for p in placements if p.pane_key != director_key}):
+            backends[name] = _backend(fleet_id, name)
+    runtime = broker.get_monitor_runtime(conn, fleet_id) if live else None
+
+    with _fleet_pane_locks(settings.db_dir, fleet_id, placements, settings.pane_lock_timeout) as (
+        locked,
+        try_lock,
+    ):
+        signals.check()
+        rows: list[PaneReport] = []
+        late: list[tuple[int, PaneKey]] = []
+        if live:
+            # Re-read under the locks: a member may have gained a pane while we waited.
+            members = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
+            for member in members:
+                key = member.placement.pane_key if member.placement is not None else None
+                if key is not None and key not in locked:
+                    if not try_lock(key):
+                        raise WorkflowError(lock_busy_message(member.member_id))
+                    locked.add(key)
+            plan = _plan(
+                members,
+                director_key,
+                broker.panes_shared_outside(conn, fleet_id),
+                keep_panes=keep_panes,
+            )
+            if plan.kill:
+                for name in sorted({k[0] for k in plan.kill}):
+                    if name not in backends:
+                        backends[name] = _backend(fleet_id, name)
+                killed = _kill_panes(backends, sorted(plan.kill, key=lambda k: plan.kill[k][0]))
+                for key, indexes in plan.kill.items():
+                    for i in indexes:
+                        if not killed[key]:
+                            row = plan.rows[i]
+                            plan.rows[i] = PaneReport(
+                                row.member_id, row.name, row.pane_id, "already_gone", None
+                            )
+            rows = plan.rows
+        try:
+            count = broker.delete_fleet(
+                conn, fleet_id=fleet_id, locked_panes=locked, try_lock=try_lock, locked_late=late
+            )
+        except PlacementsChanged as exc:
+            raise WorkflowError(lock_busy_message(exc.member_id)) from exc
+        if late and not keep_panes:
+            # Panes born between the re-read and the transaction (a `member create` patching
+            # its pane): their members are deregistered now; kill them too.
+            with contextlib.suppress(WorkflowError):
+                gone = _kill_panes(backends, [k for _, k in late if k[0] in backends])
+                by_member = dict(late)
+                rows = [
+                    PaneReport(
+                        r.member_id,
+                        r.name,
+                        by_member[r.member_id][2],
+                        "killed" if gone.get(by_member[r.member_id]) else "already_gone",
+                        None,
+                    )
+                    if r.member_id in by_member and r.status == "pending"
+                    else r
+                    for r in rows
+                ]
+
+    stopped = None
+    if live and not keep_panes and runtime is not None and stop_fleet_loop(fleet_id, runtime.pid):
+        stopped = runtime.pid
+    return Deleted(fleet_id, count, tuple(rows), stopped)
+
+
+__all__ = ["Deleted", "PaneReport", "delete", "msg_cannot_kill", "stop_fleet_loop"]

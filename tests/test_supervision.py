@@ -1,0 +1,213 @@
+"""Supervision (issue 13 item 4): `fleet show`, `member list` and `doctor` show the loop and the
+panes; any command that can reach the fleet's tmux server restarts a dead loop while
+notifications wait; `monitor start` / `monitor stop`. Real private tmux server, fake agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from cafleet.config import monitor_hold_path
+from tests.fleet_helpers import (
+    FleetIds,
+    create_fleet,
+    create_member,
+    ok,
+    runtime_row,
+    sql_write,
+)
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.util import line_records, pid_alive, retry_until
+
+pytestmark = pytest.mark.tmux
+
+LIVE = r"live \(pid (\d+), last heartbeat \d+s ago\)"
+
+
+def _show(h: TmuxHarness, fleet_id: int) -> dict[str, str]:
+    out = ok(h.cli("fleet", "show", str(fleet_id))).stdout
+    return {k: v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
+
+
+def _kill9_loop(h: TmuxHarness, fleet_id: int) -> int:
+    row = runtime_row(h, fleet_id)
+    assert row is not None and row["pid"] is not None
+    pid = int(row["pid"])
+    os.kill(pid, signal.SIGKILL)
+    retry_until(lambda: not pid_alive(pid), timeout=10)
+    return pid
+
+
+def _pending_send(h: TmuxHarness, sender: int, to: int, text: str) -> int:
+    """A message whose notification stays pending: sent without TMUX (no drain, no restart)."""
+    r = ok(
+        h.cli(
+            "message", "send", "--from-member-id", str(sender), "--to-member-id", str(to), text,
+            "--json", env={"TMUX": ""},
+        )
+    )  # fmt: skip
+    return int(json.loads(r.stdout)["message"]["message_id"])
+
+
+@pytest.fixture
+def fleet(tmux_db: TmuxHarness) -> tuple[FleetIds, int, str]:
+    ids = create_fleet(tmux_db)
+    member, pane = create_member(tmux_db, ids.fleet_id, "coder")
+    return ids, member, pane
+
+
+def test_show_list_and_doctor_tell_the_loop_and_the_panes(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
+) -> None:
+    h = tmux_db
+    ids, member, pane = fleet
+    shown = _show(h, ids.fleet_id)
+    m = re.fullmatch(LIVE, shown["loop"])
+    assert m and int(m.group(1)) == ids.loop_pid, shown
+    assert shown["panes"] == "3 alive"
+    listed = ok(h.cli("member", "list", str(ids.fleet_id))).stdout.splitlines()
+    assert listed[1].split() == ["member_id", "name", "kind", "agent", "pane_id", "pane", "idle"]
+    assert [row.split()[5] for row in listed[3:6]] == ["alive"] * 3
+    assert re.fullmatch(f"monitor loop: {LIVE}", listed[-1]), listed
+    doctor_ok = ok(h.cli("doctor")).stdout
+    for section in ("✓ multiplexer\n", "✓ database\n", "✓ fleets\n"):
+        assert section in doctor_ok, doctor_ok
+    assert f"  ✓ fleet {ids.fleet_id} (demo): loop live (pid {ids.loop_pid}" in doctor_ok
+    assert doctor_ok.endswith("no issues found\n") and "✗" not in doctor_ok
+
+    # the member's pane goes: every view says so, doctor counts it
+    h.tmux("kill-pane", "-t", pane)
+    assert _show(h, ids.fleet_id)["panes"] == f"2 alive, 1 gone (member {member})"
+    rows = ok(h.cli("member", "list", str(ids.fleet_id))).stdout.splitlines()[3:-1]
+    row = next(r for r in rows if r.split()[0] == str(member))
+    assert row.split()[4:6] == [pane, "gone"]
+    roster = json.loads(ok(h.cli("member", "list", str(ids.fleet_id), "--json")).stdout)
+    assert {(r["member_id"], r["pane_state"]) for r in roster} >= {(member, "gone")}
+    doctor = h.cli("doctor")
+    assert doctor.returncode == 1
+    assert f"✗ fleet {ids.fleet_id} (demo): loop live (pid {ids.loop_pid}" in doctor.stdout
+    assert doctor.stdout.endswith("1 issue found\n")
+
+    # the loop is SIGKILLed (no pending notification: nothing restarts it): stale, dead pid
+    pid = _kill9_loop(h, ids.fleet_id)
+    shown = _show(h, ids.fleet_id)
+    assert re.fullmatch(
+        rf"stale: pid {pid} is not running \(last heartbeat \d+s ago\)", shown["loop"]
+    ), shown
+    data = json.loads(ok(h.cli("fleet", "show", str(ids.fleet_id), "--json")).stdout)
+    assert (data["loop"]["state"], data["loop"]["pid"], data["loop"]["pid_running"]) == (
+        "stale",
+        pid,
+        False,
+    )
+    assert data["loop"]["log_path"] == f"{h.db_path}.monitor-{ids.fleet_id}.log"
+    assert {p["member_id"]: p["pane_state"] for p in data["panes"]}[member] == "gone"
+    report = json.loads(h.cli("doctor", "--json").stdout)["fleets"]
+    assert report["ok"] is False and report["fleets"][0]["loop"]["state"] == "stale"
+
+
+def test_any_command_restarts_a_dead_loop_while_notifications_wait(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
+) -> None:
+    h = tmux_db
+    ids, member, pane = fleet
+    dead = _kill9_loop(h, ids.fleet_id)
+    message = _pending_send(h, ids.director_id, member, "while the loop was dead")
+    # outside tmux nothing can be reached: nothing is restarted
+    ok(h.cli("message", "poll", str(member), env={"TMUX": ""}))
+    assert runtime_row(h, ids.fleet_id)["pid"] == dead  # type: ignore[index]
+    # a read-only command run in a pane of the fleet's server restarts it in the background
+    ok(h.cli("message", "poll", str(member)))
+    retry_until(
+        lambda: (
+            (r := runtime_row(h, ids.fleet_id)) is not None
+            and r["pid"] not in (None, dead)
+            and pid_alive(int(r["pid"]))
+        ),
+        timeout=20,
+        message="no loop was restarted",
+    )
+    # ...and the new loop types the waiting line
+    retry_until(
+        lambda: any(f"[cafleet msg {message} " in r["text"] for r in line_records(pane)),
+        timeout=30,
+        message=lambda: line_records(pane),
+    )
+
+
+def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
+) -> None:
+    h = tmux_db
+    ids, member, pane = fleet
+    f = str(ids.fleet_id)
+    hold = Path(monitor_hold_path(str(h.db_path), ids.fleet_id))
+    stopped = ok(h.cli("monitor", "stop", f))
+    assert stopped.stdout == (
+        f"monitor loop for fleet {f} stopped (pid {ids.loop_pid}); it stays stopped until "
+        f"'cafleet monitor start {f}'\n"
+    )
+    assert not pid_alive(ids.loop_pid) and hold.exists()
+    assert runtime_row(h, ids.fleet_id)["pid"] is None  # type: ignore[index]
+    again = ok(h.cli("monitor", "stop", f, "--json"))
+    assert json.loads(again.stdout) == {"fleet_id": ids.fleet_id, "pid": None, "stopped": False}
+
+    # held: neither a command's healing nor a send's restart rule starts it
+    message = _pending_send(h, ids.director_id, member, "held")
+    ok(h.cli("message", "poll", str(member)))
+    h.tmux("copy-mode", "-t", pane)  # the send's own line cannot be typed: it stays pending
+    sent = ok(h.cli("message", "send", "--from-member-id", str(ids.director_id),
+                    "--to-member-id", str(member), "again"))  # fmt: skip
+    assert (
+        f"Warning: monitor loop for fleet {f} is stopped by 'cafleet monitor stop'; pending "
+        f"notifications wait for 'cafleet monitor start {f}'"
+    ) in sent.stderr.splitlines()
+    assert runtime_row(h, ids.fleet_id)["pid"] is None  # type: ignore[index]
+    assert _show(h, ids.fleet_id)["loop"] == "stopped by 'cafleet monitor stop'"
+    h.tmux("send-keys", "-t", pane, "-X", "cancel")
+
+    # outside tmux `monitor start` cannot reach the fleet's server
+    outside = h.cli("monitor", "start", f, unset=("TMUX", "TMUX_PANE"))
+    assert (outside.returncode, outside.stderr) == (
+        1,
+        "Error: not inside a tmux session (TMUX is not set)\n",
+    )
+    # from another pane of that server it starts the loop in the background
+    other_pane = h.spawn_fake()
+    started = ok(h.cli("monitor", "start", f, env={"TMUX_PANE": other_pane}))
+    m = re.fullmatch(rf"monitor loop for fleet {f}: pid (\d+) \(log: (.+)\)\n", started.stdout)
+    assert m, started.stdout
+    pid = int(m.group(1))
+    assert m.group(2) == f"{h.db_path}.monitor-{f}.log" and not hold.exists()
+    assert pid_alive(pid) and runtime_row(h, ids.fleet_id)["pid"] == pid  # type: ignore[index]
+    retry_until(
+        lambda: any(f"[cafleet msg {message} " in r["text"] for r in line_records(pane)),
+        timeout=30,
+        message=lambda: line_records(pane),
+    )
+    assert ok(h.cli("monitor", "start", f)).stdout == (
+        f"monitor loop for fleet {f}: pid {pid} (already running)\n"
+    )
+    # a fleet whose Director pane is not on this server is refused
+    sql_write(
+        h,
+        "UPDATE member_placements SET mux_pane_id = '%9999' WHERE member_id = ?",
+        ids.director_id,
+    )
+    ok(h.cli("monitor", "stop", f))
+    refused = h.cli("monitor", "start", f)
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"Error: fleet {f}'s root Director pane %9999 is not on this tmux server; run "
+        f"'cafleet monitor start {f}' in a pane of the fleet's tmux server\n",
+    )
+    unknown = h.cli("monitor", "stop", "999", "--json")
+    assert (unknown.returncode, json.loads(unknown.stderr)) == (
+        1,
+        {"error": {"code": "not_found", "message": "fleet 999 not found"}},
+    )
