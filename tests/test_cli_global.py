@@ -232,6 +232,10 @@ SHORT_COMMANDS = [
     ["message", "poll", "{worker}"],
     ["message", "ack", "{message}"],
     ["message", "show", "{message}"],
+    ["message", "send", "--from-member-id", "{director}", "--to-member-id", "{worker}", "x"],
+    ["member", "list", "{fleet}"],
+    ["fleet", "list"],
+    ["message", "wait", "{worker}", "--timeout", "0"],
 ]
 
 

@@ -31,7 +31,6 @@ from cafleet.db.writelock import (
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection as SAConnection
-    from sqlalchemy import TextClause
 
 Mode = Literal["rw", "rwc", "ro"]
 Purpose = Literal["command", "validated", "migration", "readonly"]
@@ -162,16 +161,11 @@ class Connection:
         if not self.info.get("cafleet.begin") or not self.driver.in_transaction:
             raise StorageUsageError("statement issued outside tx.read()/tx.write()")
 
-    def execute(
-        self, statement: Compiled | TextClause, params: Mapping[str, Any] | None = None
-    ) -> Result:
-        """Run one catalog statement with its named parameters."""
+    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result:
+        """Run one catalog statement (`cafleet.db.catalog`) with its named parameters."""
         self._check()
-        if isinstance(statement, tuple):
-            sql, names = statement
-            args: Any = [params[name] for name in names] if params else ()
-        else:  # transitional: a text() construct of a module not converted yet
-            sql, args = statement.text, dict(params or {})
+        sql, names = statement
+        args = [params[name] for name in names] if params else ()
         cursor = self.driver.execute(sql, args)
         try:
             rows = cursor.fetchall()

@@ -25,13 +25,16 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    insert,
     literal_column,
+    null,
     select,
     text,
 )
 from sqlalchemy.sql.elements import TextClause
 
-from cafleet.db.schema import member_placements, members
+from cafleet.db import schema as _schema  # not `members`: a submodule of this package has that name
+from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
 
 SQLITE = "sqlite"
 
@@ -95,6 +98,7 @@ PLACEMENT_FIELDS = (
     "mux_pane_id",
     "coding_agent",
     "created_at",
+    "lost_at",
 )
 
 
@@ -141,6 +145,31 @@ def member_from(m: FromClause, f: FromClause, p: FromClause) -> Join:
 
 
 def member_aliases() -> tuple[FromClause, FromClause, FromClause]:
-    from cafleet.db.schema import fleets
+    """`members AS m`, `fleets AS f`, `member_placements AS p`, as `member_from` joins them."""
+    return (
+        _schema.members.alias("m"),
+        _schema.fleets.alias("f"),
+        _schema.member_placements.alias("p"),
+    )
 
-    return members.alias("m"), fleets.alias("f"), member_placements.alias("p")
+
+def insert_member() -> Any:
+    """An active member (fleets' bootstrap and members' registration)."""
+    return insert(_schema.members).values(
+        fleet_id=param("fleet_id"),
+        name=param("name"),
+        description=param("description"),
+        status=const("active"),
+        registered_at=param("now"),
+        deregistered_at=null(),
+        member_card_json=param("card"),
+    )
+
+
+def active_monitor_id(fleet_id: ColumnElement[Any]) -> Any:
+    """The fleet's active monitor member id, by the partial unique index's predicate."""
+    return (
+        select(_schema.members.c.member_id)
+        .where(_schema.members.c.fleet_id == fleet_id, predicate(ACTIVE_MONITOR_PREDICATE))
+        .scalar_subquery()
+    )
