@@ -29,6 +29,7 @@ def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> N
     target.mkdir()
     for module in MODULES:
         (target / f"{module}.py").write_text(render(module, "sqlite"))
+    (target / "heads.py").write_text(build.render_heads())
     monkeypatch.setattr(build, "_HERE", tmp_path)
     assert build.check() == []
     edited = target / "messages.py"
@@ -36,6 +37,9 @@ def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> N
     assert build.check() == [edited]
     assert build.write() == [edited]
     assert build.check() == []
+    heads = target / "heads.py"
+    heads.write_text(heads.read_text().replace("idx_members_fleet_status", "idx_renamed", 1))
+    assert build.check() == [heads]  # the migration chain's catalogue is checked too
 
 
 def test_check_command_line() -> None:
