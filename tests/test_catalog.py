@@ -1,4 +1,4 @@
-"""The statement catalog (docs/storage.md §7.10): the checked-in modules match what
+"""The statement catalog (docs/storage.md §7.11): the checked-in modules match what
 `python -m cafleet.db.catalog --write` generates from `cafleet.db.statements`, every statement
 prepares against a head database, and the build refuses what the catalog cannot carry."""
 

@@ -1,4 +1,4 @@
-"""`python -m cafleet.db.catalog --write | --check` (docs/storage.md §7.10)."""
+"""`python -m cafleet.db.catalog --write | --check` (docs/storage.md §7.11)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The repository's statements, authored as SQLAlchemy Core constructs over the Table objects of
-`cafleet.db.schema` (docs/storage.md §7.10): one module per repository module, each exposing
+`cafleet.db.schema` (docs/storage.md §7.11): one module per repository module, each exposing
 `STATEMENTS`, a name → construct mapping.
 
 Nothing at run time imports these modules. `python -m cafleet.db.catalog --write` compiles each
