@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Iterator
 from typing import cast
 
@@ -27,6 +26,7 @@ from cafleet.db.runtime import (
     companions_exist,
     guarded_close,
     recheck_ledger,
+    uri_path,
 )
 from cafleet.db.runtime import is_busy as _is_busy
 from cafleet.db.writelock import (
@@ -71,7 +71,7 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
     """Open one SQLAlchemy connection to the file at `path` (never created unless mode='rwc')."""
     check_sqlite()
     companions = companions_exist(path)
-    uri = f"file:{urllib.parse.quote(path)}?mode={mode}"
+    uri = f"file:{uri_path(path)}?mode={mode}"
 
     def creator() -> sqlite3.Connection:
         return sqlite3.connect(
