@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cafleet.broker._common import (
     check_backend,
@@ -26,14 +26,16 @@ from cafleet.records import (
     FleetSummary,
     PaneKey,
     PaneLike,
-    Placement,
-    SpawnSpec,
     fleet_from_row,
     fleet_summary_from_row,
     member_card,
-    member_from_row,
-    placement_from_row,
 )
+
+if TYPE_CHECKING:
+    from cafleet.records import Placement, SpawnSpec
+
+# Member and placement records are imported where they are decoded: `fleet list` and
+# `fleet show` create neither (each record class costs about a millisecond to create).
 
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director for this fleet"
@@ -129,6 +131,8 @@ def create_fleet(
         if not spawned:
             raise
         raise BootstrapAborted(exc, spawned[0], _rollback_leftover(conn)) from exc
+    from cafleet.records import member_from_row
+
     members = {row["member_id"]: member_from_row(row) for row in member_rows}
     return FleetBootstrap(
         fleet=fleet_from_row(fleet_row),
@@ -248,6 +252,8 @@ def fleet_placements(
     query = q.FLEET_CONCRETE_PLACEMENTS if concrete_only else q.FLEET_PLACEMENTS
     with tx.read(conn):
         rows = conn.execute(query, {"fleet_id": fleet_id}).mappings().all()
+    from cafleet.records import placement_from_row
+
     return [placement_from_row(row) for row in rows]
 
 
@@ -260,6 +266,8 @@ def director_placement(conn: Connection, fleet_id: int) -> Placement | None:
         raise FleetNotFound(fleet_id)
     if row["member_id"] is None:
         return None
+    from cafleet.records import placement_from_row
+
     return placement_from_row(row)
 
 
