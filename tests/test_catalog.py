@@ -114,3 +114,40 @@ def test_catalog_modules_import_only_the_standard_library() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "[]", "")
+
+
+RUNTIME_PACKAGES = ("cafleet.broker", "cafleet.monitor", "cafleet.workflows")
+RUNTIME_MODULES = (
+    "cafleet.delivery",
+    "cafleet.supervision",
+    "cafleet.db.guard",
+    "cafleet.db.current",
+    "cafleet.records",
+    "cafleet.web.pool",
+)
+
+
+def test_the_runtime_never_imports_sqlalchemy() -> None:
+    """Every repository module, the monitor loop, the workflows (wait and stream included), the
+    guard and the WebUI's pool: one execution path, on the standard library's sqlite3."""
+    import cafleet
+
+    package_root = Path(cafleet.__file__).parent
+    names = list(RUNTIME_MODULES)
+    for package in RUNTIME_PACKAGES:
+        folder = package_root / package.split(".", 1)[1]
+        names += [
+            f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem != "__init__"
+        ]
+    records = [f"cafleet.records.{p.stem}" for p in sorted((package_root / "records").glob("*.py"))]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names + [r for r in records if not r.endswith('__init__')]!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "[]", "")
+    assert len(names) > 30  # the scan found the modules
