@@ -8,7 +8,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from cafleet.broker._common import (
     check_backend,
@@ -34,16 +34,15 @@ from cafleet.records import (
     CODING_AGENTS,
     Member,
     Placement,
-    PlacementSpec,
     RosterEntry,
-    SpawnSpec,
-    WakeRoster,
-    WakeRosterEntry,
     check_enum,
     member_card,
     member_from_row,
     placement_from_row,
 )
+
+if TYPE_CHECKING:  # records a call only receives, or the wake line alone creates
+    from cafleet.records import PlacementSpec, SpawnSpec, WakeRoster
 
 Role = Literal["member", "monitor"]
 NAME_BATCH = 500  # at most this many bound ids per `member_names` query
@@ -291,6 +290,8 @@ def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
     each with its count of owned un-ACKed unicast rows."""
     with tx.read(conn):
         rows = conn.execute(q.WAKE_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+    from cafleet.records import WakeRoster, WakeRosterEntry
+
     entries: list[WakeRosterEntry] = []
     director: WakeRosterEntry | None = None
     for row in rows:

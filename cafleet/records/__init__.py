@@ -31,8 +31,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.records.messages import Broadcast, Message, message_from_row
     from cafleet.records.monitor import MonitorRuntime, monitor_runtime_from_row
     from cafleet.records.notifications import PendingNotification
-    from cafleet.records.rosters import RosterEntry, WakeRoster, WakeRosterEntry
+    from cafleet.records.rosters import RosterEntry
     from cafleet.records.specs import PlacementSpec, SpawnSpec
+    from cafleet.records.wake import WakeRoster, WakeRosterEntry
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
 MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
@@ -145,8 +146,8 @@ _HOMES: dict[str, str] = {
     "placement_from_row": "members",
     "member_from_row": "members",
     "RosterEntry": "rosters",
-    "WakeRosterEntry": "rosters",
-    "WakeRoster": "rosters",
+    "WakeRosterEntry": "wake",
+    "WakeRoster": "wake",
     "PlacementSpec": "specs",
     "SpawnSpec": "specs",
     "Fleet": "fleets",

@@ -1,4 +1,4 @@
-"""`member list`'s roster and the monitor wake line's (docs/storage.md §7.8, docs/runtime.md §5.7)."""
+"""`member list`'s roster entries (docs/storage.md §7.8)."""
 
 from __future__ import annotations
 
@@ -16,19 +16,3 @@ class RosterEntry:
     last_recv: str | None
     last_ack: str | None
     idle: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class WakeRosterEntry:
-    """One entry of the monitor's wake line (docs/runtime.md §5.7)."""
-
-    member_id: int
-    name: str
-    coding_agent: str | None  # None: no placement row (only possible for the Director)
-    unacked: int
-
-
-@dataclass(frozen=True, slots=True)
-class WakeRoster:
-    members: tuple[WakeRosterEntry, ...]  # active kind-`member` members with a placement row
-    director: WakeRosterEntry | None  # None: the fleet has no Director row
