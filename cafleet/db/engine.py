@@ -1,8 +1,10 @@
-"""Connection factory, transactions and the writer lock (docs/storage.md §4).
+"""SQLAlchemy's connection, for `setup` and the migrations only (docs/storage.md §4.2).
 
-Every statement runs inside `tx.read(conn)` (deferred BEGIN, one snapshot) or `tx.write(conn)`
-(writer lock, then BEGIN IMMEDIATE). The `begin` listener refuses anything else, so a stray
-statement fails loudly instead of running in an implicit transaction.
+Commands run on the runtime connection (`cafleet.db.runtime`); this one shares its PRAGMAs,
+writer lock, ledger re-check and guarded close. Every statement runs inside `tx.read(conn)`
+(deferred BEGIN, one snapshot) or `tx.write(conn)` (writer lock, then BEGIN IMMEDIATE). The
+`begin` listener refuses anything else, so a stray statement fails loudly instead of running in
+an implicit transaction.
 """
 
 from __future__ import annotations
