@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks import (
     assets_guard,
     concurrency,
+    delivery,
     drains,
     notify,
     scale,
@@ -45,6 +46,8 @@ FULL: dict[str, Any] = {
     "drain_sizes": [1000, 5000],
     "dead_panes": [1000, 5000],
     "guard_calls": 2000,
+    "delivery_rounds": 50,
+    "delivery_sends": 20,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -59,7 +62,11 @@ SMOKE: dict[str, Any] = {
     "drain_sizes": [50],
     "dead_panes": [20],
     "guard_calls": 20,
+    "delivery_rounds": 2,
+    "delivery_sends": 2,
 }
+# Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
+OPT_IN = ("delivery_real",)
 
 TARGETS = [
     "short commands: median <= 1.5 x the `import click, sqlite3, json` floor (bytecode cached), "
@@ -69,6 +76,9 @@ TARGETS = [
     "message wait wake-up p50 <= 100 ms",
     "poll on 100k messages <= 5 ms of query time",
     "GET /api/timeline on 100k messages: median server time <= 20 ms",
+    "send-to-verified into a ready pane: median <= 1.5 s (typing settles included)",
+    "fresh real members, message at 0-15 s: 20/20 received intact, 0 stamped-but-missing, "
+    "0 interruptions",
 ]
 
 
@@ -82,8 +92,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real runs "
+            "only when named)"
         ),
+    )
+    parser.add_argument(
+        "--real-trials", type=int, default=20, help="delivery_real: trials per agent"
+    )
+    parser.add_argument(
+        "--real-ready", type=int, default=3, help="delivery_real: ready-pane sends per agent"
+    )
+    parser.add_argument(
+        "--real-agents", default="claude,codex,opencode", help="delivery_real: agents"
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -109,8 +129,18 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "assets_guard": (lambda t: assets_guard.run(t, sizes["guard_calls"]), assets_guard.render),
         "supervision": (lambda t: supervision.run(t, sizes["runs"]), supervision.render),
+        "delivery": (
+            lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
+            delivery.render,
+        ),
+        "delivery_real": (
+            lambda t: delivery.run_real(
+                t, args.real_trials, args.real_ready, args.real_agents.split(",")
+            ),
+            delivery.render_real,
+        ),
     }
-    chosen = args.only or list(sections)
+    chosen = args.only or [name for name in sections if name not in OPT_IN]
     results: dict[str, object] = {
         "mode": "smoke" if args.smoke else "full",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

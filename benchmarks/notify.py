@@ -1,18 +1,23 @@
 """6. Notification cost: whole-process `message send` to a recipient with a live pane.
 
-A private tmux server on its own socket runs `cat` in three panes (Director, monitor, member);
-no user tmux server is touched. Most of the time is type_line's fixed settles (0.1 s + 1.0 s).
+A private tmux server on its own socket runs `cat` in the Director's and the monitor's panes and
+the test harness's fake claude in screen mode in the member's (the delivery gate types only into
+a ready composer, and the verified submit waits for the screen to show the line taken); no user
+tmux server is touched. Most of the time is the typing settles and the verifying captures.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import (
+    REPO,
     FakePane,
     base_env,
     cafleet_argv,
@@ -27,6 +32,40 @@ def _tmux(sock: str, *args: str) -> str:
     return subprocess.run(
         ["tmux", "-S", sock, *args], check=True, capture_output=True, text=True, timeout=10
     ).stdout.strip()
+
+
+def _ready_fake_claude(sock: str, window: str, where: Path) -> str:
+    """A pane running the fake claude in screen mode (each turn ends at once), once it is ready."""
+    from cafleet.panestate import classify
+
+    fake = where / "bin" / "claude"  # the fake names its agent after its own file
+    fake.parent.mkdir(parents=True, exist_ok=True)
+    text = (REPO / "tests" / "harness" / "fake_agent.py").read_text(encoding="utf-8")
+    if text.startswith("#!"):
+        text = text.split("\n", 1)[1]
+    fake.write_text(f"#!{sys.executable}\n{text}", encoding="utf-8")
+    fake.chmod(0o755)
+    pane = _tmux(
+        sock,
+        "split-window",
+        "-d",
+        "-P",
+        "-F",
+        "#{pane_id}",
+        "-t",
+        window,
+        "-e",
+        f"CAFLEET_FAKE_DIR={where}",
+        "-e",
+        "CAFLEET_FAKE_SCREEN=work=0",
+        str(fake),
+    )
+    deadline = time.monotonic() + 30
+    while classify("claude", _tmux(sock, "capture-pane", "-p", "-t", pane)) != "ready":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the fake claude never drew a ready screen")
+        time.sleep(0.1)
+    return pane
 
 
 def run(tmp: Path, runs: int) -> dict[str, Any]:
@@ -61,9 +100,7 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
         monitor = _tmux(
             sock, "split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window, "cat >/dev/null"
         )
-        member_pane = _tmux(
-            sock, "split-window", "-d", "-P", "-F", "#{pane_id}", "-t", window, "cat >/dev/null"
-        )
+        member_pane = _ready_fake_claude(sock, window, Path(sockdir))
         server_pid = _tmux(sock, "display-message", "-p", "#{pid}")
         conn = connect(db_path)
         try:
@@ -123,5 +160,5 @@ def render(r: dict[str, Any]) -> list[str]:
     return [
         f"## 6. message send to a live pane ({r['runs']} runs)",
         f"  median {r['median_s'] * 1000:.0f} ms per send; {r['notified']}/{r['runs']} "
-        "reported notification_sent (type_line settles alone are 1100 ms)",
+        "reported notification_sent (typed, and verified on the screen)",
     ]

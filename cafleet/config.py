@@ -23,6 +23,7 @@ DEFAULT_PANE_LOCK_TIMEOUT = 30
 # unusable and a capture shows nothing, so new panes go to another window instead.
 DEFAULT_MIN_PANE_COLUMNS = 40
 DEFAULT_MIN_PANE_ROWS = 8
+DEFAULT_DELIVERY_HOLD_TIMEOUT = 300  # docs/runtime.md §4.9; 0 = never hold
 
 
 class SettingsError(CafleetError):
@@ -38,6 +39,7 @@ class Settings:
     pane_lock_timeout: int
     min_pane_columns: int = DEFAULT_MIN_PANE_COLUMNS
     min_pane_rows: int = DEFAULT_MIN_PANE_ROWS
+    delivery_hold_timeout: int = DEFAULT_DELIVERY_HOLD_TIMEOUT
 
     @property
     def db_path(self) -> str:
@@ -113,6 +115,7 @@ def load_settings(
     lock_timeout = _parse_int(env, "CAFLEET_PANE_LOCK_TIMEOUT")
     min_columns = _parse_int(env, "CAFLEET_MIN_PANE_COLUMNS")
     min_rows = _parse_int(env, "CAFLEET_MIN_PANE_ROWS")
+    hold_timeout = _parse_int(env, "CAFLEET_DELIVERY_HOLD_TIMEOUT")
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -121,6 +124,9 @@ def load_settings(
         pane_lock_timeout=DEFAULT_PANE_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
         min_pane_columns=DEFAULT_MIN_PANE_COLUMNS if min_columns is None else min_columns,
         min_pane_rows=DEFAULT_MIN_PANE_ROWS if min_rows is None else min_rows,
+        delivery_hold_timeout=(
+            DEFAULT_DELIVERY_HOLD_TIMEOUT if hold_timeout is None else hold_timeout
+        ),
     )
 
 

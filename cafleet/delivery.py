@@ -50,7 +50,8 @@ def notification_line(
 
 @dataclass(frozen=True, slots=True)
 class DrainFailure:
-    """One failed attempt (docs/runtime.md §4.3): the message stays pending."""
+    """One failed attempt (docs/runtime.md §4.3): the message stays pending. ``held`` is the pane
+    state when the gate held the line (docs/runtime.md §4.9): not a failure to warn about."""
 
     message_id: int
     recipient_id: int
@@ -58,6 +59,7 @@ class DrainFailure:
     reason: str
     busy: bool = False  # the pane lock stayed taken
     holder: str | None = None  # a busy pane lock: its holder's purpose (`notify msg 36`)
+    held: str | None = None  # the gate held the line: the pane's state (`starting`)
 
     @property
     def handed_off(self) -> bool:
@@ -101,10 +103,22 @@ LockTimeout = float | Callable[[], float]
 
 
 def warning_line(failure: DrainFailure) -> str:
-    """docs/cli.md §1.11's not-notified warning (without the trailing newline)."""
+    """docs/cli.md §1.11's not-notified warning (without the trailing newline); a held line's is
+    `held_line`."""
+    if failure.held is not None:
+        return held_line(failure)
     return (
         f"Warning: message {failure.message_id} not notified to member {failure.recipient_id}: "
         f"{failure.reason} (it stays in the inbox; delivery will be retried)"
+    )
+
+
+def held_line(failure: DrainFailure) -> str:
+    """What send, broadcast and wait print for a held line (docs/runtime.md §4.9): it is pending,
+    the loop delivers it; not a warning."""
+    return (
+        f"Held: message {failure.message_id} for member {failure.recipient_id} waits while pane "
+        f"{failure.pane_id} is {failure.held}; the monitor loop will deliver it"
     )
 
 
@@ -124,6 +138,22 @@ def _max_text_len() -> int:
     from cafleet.config import load_settings
 
     return load_settings().max_text_len
+
+
+def _hold_timeout() -> int:
+    from cafleet.config import load_settings
+
+    return load_settings().delivery_hold_timeout
+
+
+def _waited(created_at: str, placed_at: str | None = None) -> float:
+    """Seconds the line has waited for its pane (the hold timeout): since the message was sent,
+    or since the placement got its pane when that is later (a member respawned onto a new pane
+    is `starting` again and gets a hold of its own, not one a long-pending message used up)."""
+    from cafleet.db.timefmt import parse_ts, utcnow
+
+    since = [t for t in (parse_ts(created_at), parse_ts(placed_at)) if t is not None]
+    return 0.0 if not since else max(0.0, (utcnow() - max(since)).total_seconds())
 
 
 class _Backends:
@@ -198,9 +228,13 @@ def _attempt(
     recipient_id = pending.recipient.member_id
     pane_id = placement.mux_pane_id
 
-    def fail(reason: str, busy: bool = False, holder: str | None = None) -> _Attempt:
+    def fail(
+        reason: str, busy: bool = False, holder: str | None = None, held: str | None = None
+    ) -> _Attempt:
         return _Attempt(
-            failure=DrainFailure(message.message_id, recipient_id, pane_id, reason, busy, holder)
+            failure=DrainFailure(
+                message.message_id, recipient_id, pane_id, reason, busy, holder, held
+            )
         )
 
     # 3. Backend.
@@ -212,10 +246,21 @@ def _attempt(
         return fail(str(exc))
     report.tmux_usable = True
 
-    # 4.-9. Lock, recheck, probe, type, stamp (False: ACKed meanwhile, counts), release.
-    from cafleet.keystrokes import type_into_pane
+    # 4.-9. Lock, recheck, probe, gate, type, verify, stamp (False: ACKed meanwhile, counts),
+    # release. The stamp follows the verification: "complete submission" means the agent took
+    # the line (docs/runtime.md §4.9).
+    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.mux import owner_of
+    from cafleet.panestate import message_frame
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    target = Target(
+        agent=placement.coding_agent,
+        frame=message_frame(message.message_id),
+        waited=_waited(message.created_at, placement.created_at),
+        hold_timeout=_hold_timeout(),
+        owner=owner_of(placement),
+    )
     outcome = type_into_pane(
         key,
         lambda: notification_line(
@@ -229,6 +274,7 @@ def _attempt(
         db_dir=_db_dir(conn),
         purpose=f"{NOTIFY_PURPOSE}{message.message_id}",
         lock_timeout=_resolve_timeout(lock_timeout),
+        target=target,
         keep_waiting=keep_waiting,
         recheck=lambda: _RECHECKED[
             broker.recheck_pending(conn, message_id=message.message_id, pane_key=key)
@@ -244,6 +290,8 @@ def _attempt(
     assert outcome.reason is not None
     if outcome.kind == "busy":
         return fail(outcome.reason, True, outcome.detail)
+    if outcome.kind == "held":
+        return fail(outcome.reason, held=outcome.detail)
     return fail(outcome.reason)
 
 

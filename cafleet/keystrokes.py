@@ -1,5 +1,6 @@
 """The one typing path: every keystroke cafleet sends into a pane goes through
-:func:`type_into_pane` (docs/runtime.md §3.2, §4.3 steps 4–9, §5.5 steps 9–11; docs/cli.md §2.12, §2.13).
+:func:`type_into_pane` (docs/runtime.md §3.2, §4.3 steps 4–9, §4.9, §5.5 steps 9–11; docs/cli.md
+§2.12, §2.13).
 
 A notification (`cafleet.delivery`), the monitor's wake line (`cafleet.monitor.tick`), `member
 prompt` and `member ping` (`cafleet.workflows.members`) differ only in what they pass; the
@@ -7,10 +8,10 @@ sequence and its outcome texts are one:
 
     lock → recheck → backend → pane status → gate → type → verify → record → release
 
-``gate`` and ``verify`` are where delivery learns what the agent really sees (issue 10): the gate
-classifies the pane before anything is typed and may hold the line; verify captures the pane after
-Enter and confirms the line was taken, else nothing is recorded. Both default to no-ops, so today
-"typed" means every tmux call exited 0.
+The pane status probe also checks the pane is the placement's (issue 10 item 7). The gate
+(`cafleet.gate`) classifies the pane's screen and may hold the line; typing empties the composer
+first and never starts with Escape; verify (`cafleet.submit`) reads the screen after Enter and
+only a line the agent took is recorded (issue 10 items 2–5).
 
 Nothing here imports the multiplexer or lock modules until an attempt runs (docs/cli.md §1.8).
 """
@@ -24,7 +25,11 @@ from typing import TYPE_CHECKING, Literal
 from cafleet.errors import error_text
 
 if TYPE_CHECKING:
-    from cafleet.mux import Multiplexer, PaneKey
+    from cafleet.gate import Decision
+    from cafleet.mux import Multiplexer, PaneKey, PaneOwner
+    from cafleet.submit import Clock
+
+DEFAULT_HOLD_TIMEOUT = 300  # = cafleet.config.DEFAULT_DELIVERY_HOLD_TIMEOUT (not imported: cheap)
 
 Kind = Literal[
     "typed",  # the line was typed (and verified and recorded, where asked)
@@ -33,6 +38,7 @@ Kind = Literal[
     "stale",  # recheck: there is nothing to type any more (say, ACKed meanwhile)
     "changed",  # recheck: the target's placement changed while waiting for the lock
     "failed",  # the backend, the pane status or the typing failed: nothing was recorded
+    "not_ours",  # the pane is another server's, or a reused id (issue 10 item 7): untouched
     "held",  # the gate held the line (issue 10): nothing was typed
     "unverified",  # typed, but verify could not confirm it was taken: nothing was recorded
     "unrecorded",  # typed (and verified), but the record step raised
@@ -40,18 +46,24 @@ Kind = Literal[
 
 RecheckState = Literal["pending", "stale", "changed"]
 Recheck = Callable[[], RecheckState]
-# gate(backend, pane_id) -> None to type now, or the pane state that holds the line.
-Gate = Callable[["Multiplexer", str], "str | None"]
-# verify(backend, pane_id, line) -> None when the pane took the line, or what went wrong.
-Verify = Callable[["Multiplexer", str, str], "str | None"]
 
 
-def no_gate(_backend: Multiplexer, _pane_id: str) -> str | None:
-    return None
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What the screen-aware steps need to know about one line and its pane.
 
+    ``agent``: the placement's coding agent (whose cues read the screen; None or an agent
+    without cues: the screen is ``unknown``). ``frame``: what identifies the line on screen
+    (`cafleet.panestate.message_frame` for a notification; None: the line's first characters).
+    ``waited``: seconds the line has waited already (the hold timeout counts from there).
+    ``owner``: where the placement's pane must be (None: not checked).
+    """
 
-def no_verify(_backend: Multiplexer, _pane_id: str, _line: str) -> str | None:
-    return None
+    agent: str | None
+    frame: str | None = None
+    waited: float = 0.0
+    hold_timeout: float = DEFAULT_HOLD_TIMEOUT
+    owner: PaneOwner | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +74,7 @@ class TypeOutcome:
     pane_id: str
     detail: str | None = None  # "busy": the lock holder's purpose, when it recorded one
     error: Exception | None = None  # "unrecorded": what the record step raised
+    state: str | None = None  # the pane state the gate saw (None: the gate did not run)
 
     @property
     def typed(self) -> bool:
@@ -76,10 +89,12 @@ class TypeOutcome:
             return "placement changed during delivery"
         if self.kind == "failed":
             return f"typing into pane {pane} failed: {self.detail}"
+        if self.kind == "not_ours":
+            return str(self.detail)
         if self.kind == "held":
             return f"pane {pane} is {self.detail}; the line is held"
         if self.kind == "unverified":
-            return f"typed into pane {pane} but could not verify it: {self.detail}"
+            return f"typed into pane {pane} but not verified: {self.detail}"
         if self.kind == "unrecorded":
             return (
                 f"typed into pane {pane} but could not record it: {self.detail}; "
@@ -96,20 +111,21 @@ def type_into_pane(
     db_dir: str,
     purpose: str,
     lock_timeout: float | None,
+    target: Target,
     keep_waiting: Callable[[], bool] | None = None,
     recheck: Recheck | None = None,
     record: Callable[[], object] | None = None,
-    gate: Gate = no_gate,
-    verify: Verify = no_verify,
+    clock: Clock | None = None,
 ) -> TypeOutcome:
     """Type ``line`` into ``key``'s pane under its pane-input lock; never raises for a refusal.
 
     ``lock_timeout`` is the longest lock wait in seconds (``keep_waiting`` returning False
     abandons it); None makes one try (`member ping`). Under the lock: ``recheck`` (None: no
-    re-read), then ``backend()`` (a MultiplexerError fails the attempt), the pane status probe,
-    ``gate``, the line (a callable is built only now, from a fresh read), the typing,
-    ``verify`` and ``record``; an exception from ``record`` is the "unrecorded" outcome.
-    Anything ``recheck`` or ``line`` raises propagates, with the lock released.
+    re-read), then ``backend()`` (a MultiplexerError fails the attempt), the pane status probe
+    (with ``target.owner``), the gate on the pane's screen, emptying the composer, the line (a
+    callable is built only now, from a fresh read), typing it with Enter, verifying it was
+    taken, and ``record``; an exception from ``record`` is the "unrecorded" outcome. Anything
+    ``recheck`` or ``line`` raises propagates, with the lock released.
     """
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
 
@@ -131,8 +147,10 @@ def type_into_pane(
             # detail: the holder's purpose (`notify msg 36`), so a caller can tell a pane that
             # another drain is already typing into from one taken by a prompt or a wake.
             return TypeOutcome("busy", pane_id, exc.holder.purpose if exc.holder else None)
+    from cafleet.submit import Clock
+
     try:
-        return _under_lock(pane_id, line, backend, recheck, record, gate, verify)
+        return _under_lock(pane_id, line, backend, recheck, record, target, clock or Clock())
     finally:
         lock.release()
 
@@ -143,55 +161,108 @@ def _under_lock(
     backend: Callable[[], Multiplexer],
     recheck: Recheck | None,
     record: Callable[[], object] | None,
-    gate: Gate,
-    verify: Verify,
+    target: Target,
+    clock: Clock,
 ) -> TypeOutcome:
-    from cafleet.mux import MultiplexerError, probe_for_typing
+    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, probe_for_typing
 
     # Recheck: the target may have changed while we waited for the lock.
     if recheck is not None:
-        state = recheck()
-        if state != "pending":
-            return TypeOutcome(state, pane_id)
+        rechecked = recheck()
+        if rechecked != "pending":
+            return TypeOutcome(rechecked, pane_id)
     # Backend and pane status: nothing is typed when either fails.
     try:
         mux = backend()
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
-    problem = probe_for_typing(mux, pane_id)
+    problem = probe_for_typing(mux, pane_id, target.owner)
+    if problem == MSG_NOT_OURS.format(pane_id=pane_id):
+        return TypeOutcome("not_ours", pane_id, problem)
     if problem is not None:
         return TypeOutcome("failed", pane_id, problem)
-    # Gate (issue 10): classify the pane before typing.
-    state_holding = gate(mux, pane_id)
-    if state_holding is not None:
-        return TypeOutcome("held", pane_id, state_holding)
-    # Type.
-    text = line() if callable(line) else line
+    # Gate, then type and verify: a tmux failure before Enter fails the attempt; after it, the
+    # verification says what it could not see.
     try:
-        mux.type_line(pane_id, text)
+        passed = _gate(mux, pane_id, target, clock)
+        if isinstance(passed, TypeOutcome):
+            return passed
+        state = passed.state
+        text = line() if callable(line) else line
+        if passed.note is not None:
+            text += passed.note
+        from cafleet.submit import frame_of, submit_verified
+
+        frame = target.frame or frame_of(text)
+        problem = submit_verified(mux, pane_id, target.agent, text, frame, passed.screen, clock)
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
-    # Verify (issue 10): only a line the pane took is recorded.
-    problem = verify(mux, pane_id, text)
     if problem is not None:
-        return TypeOutcome("unverified", pane_id, problem)
+        return TypeOutcome("unverified", pane_id, problem, state=state)
     # Record, still under the lock.
     if record is not None:
         try:
             record()
         except Exception as exc:  # any database error: the line was typed but not recorded
-            return TypeOutcome("unrecorded", pane_id, error_text(exc), exc)
-    return TypeOutcome("typed", pane_id)
+            return TypeOutcome("unrecorded", pane_id, error_text(exc), exc, state)
+    return TypeOutcome("typed", pane_id, state=state)
+
+
+@dataclass(frozen=True, slots=True)
+class _Passed:
+    screen: str  # the screen just before typing (composer empty)
+    state: str  # what the gate saw
+    note: str | None  # appended to the line (typed after its hold ran out)
+
+
+def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeOutcome | _Passed:
+    """Classify the screen and decide (cafleet.gate); past a hold timeout dismiss a prompt once;
+    empty the composer. Returns the outcome that ends the attempt, or what typing needs."""
+    from cafleet.gate import POLICIES, decide, hold_note
+    from cafleet.mux import MultiplexerError
+    from cafleet.submit import DISMISS_SETTLE, clear_composer
+
+    def capture() -> str:
+        try:
+            return mux.screen(pane_id)
+        except MultiplexerError as exc:
+            raise MultiplexerError(f"capture failed: {exc}") from exc
+
+    def verdict(screen: str, dismissed: bool = False) -> Decision:
+        return decide(
+            target.agent,
+            screen,
+            waited=target.waited,
+            hold_timeout=target.hold_timeout,
+            dismissed=dismissed,
+        )
+
+    screen = capture()
+    decision = verdict(screen)
+    note = decision.note
+    if decision.action == "dismiss":
+        # Only once a hold ran out, and only for a prompt or menu (never a composer): one
+        # press, then a settle, so nothing typed next can join it into a control sequence.
+        mux.send_key(pane_id, POLICIES[str(target.agent)].dismiss_key)
+        clock.sleep(DISMISS_SETTLE)
+        screen = capture()
+        held_state = decision.state
+        decision = verdict(screen, dismissed=True)
+        note = decision.note or hold_note(target.waited, held_state)
+    if decision.action != "type":
+        return TypeOutcome("held", pane_id, decision.state, state=decision.state)
+    screen, problem = clear_composer(mux, pane_id, target.agent, screen, clock)
+    if problem is not None:
+        return TypeOutcome("failed", pane_id, problem, state=decision.state)
+    return _Passed(screen, decision.state, note)
 
 
 __all__ = [
-    "Gate",
+    "DEFAULT_HOLD_TIMEOUT",
     "Kind",
     "Recheck",
     "RecheckState",
+    "Target",
     "TypeOutcome",
-    "Verify",
-    "no_gate",
-    "no_verify",
     "type_into_pane",
 ]

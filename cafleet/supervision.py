@@ -4,8 +4,11 @@ no placement, or unknown when tmux cannot be asked).
 
 `fleet show`, `member list` and `doctor` render these. Reading costs one indexed read of the
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
-(idle, busy, asking) comes from a classifier on another branch: `AgentStateProbe` is its seam,
-and the default probe knows nothing (None).
+comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
+classifier (`cafleet.panestate.classify`: starting, ready, working, awaiting_user, unknown;
+issue 13 item 4), at two more tmux calls per live pane (the pane-is-ours probe and one capture),
+so `fleet show` and `member list` use it and `doctor` keeps the default, which knows nothing
+(None).
 """
 
 from __future__ import annotations
@@ -19,17 +22,36 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer
-    from cafleet.records import FleetSummary, Member, MonitorRuntime, RosterEntry
+    from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 
 LoopState = Literal["live", "stale", "stopped", "never"]
 PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
 
-# agent_state(backend, pane_id) -> the agent's state in a live pane, or None when unknown.
-AgentStateProbe = Callable[["Multiplexer", str], "str | None"]
+# agent_state(backend, placement) -> the agent's state in the placement's live pane, or None
+# when unknown.
+AgentStateProbe = Callable[["Multiplexer", "Placement"], "str | None"]
 
 
-def no_agent_state(_backend: Multiplexer, _pane_id: str) -> str | None:
+def no_agent_state(_backend: Multiplexer, _placement: Placement) -> str | None:
     return None
+
+
+def classified_state(backend: Multiplexer, placement: Placement) -> str | None:
+    """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
+    visible screen, for the placement's coding agent). None when the pane is not the
+    placement's (another server's, or a reused id: docs/runtime.md §1.8, never captured) or
+    the capture fails."""
+    from cafleet.mux import MultiplexerError, owner_of, owner_problem
+    from cafleet.panestate import classify
+
+    pane_id = placement.mux_pane_id
+    if pane_id is None or owner_problem(backend, pane_id, owner_of(placement)) is not None:
+        return None
+    try:
+        screen = backend.screen(pane_id)
+    except MultiplexerError:
+        return None
+    return classify(placement.coding_agent, screen)
 
 
 # --- the loop ----------------------------------------------------------------------------------
@@ -220,7 +242,7 @@ def check_panes(
         elif live is None:
             report = PaneReport(member.member_id, pane, "unknown")
         elif pane in live:
-            report = PaneReport(member.member_id, pane, "alive", agent_state(backend, pane))
+            report = PaneReport(member.member_id, pane, "alive", agent_state(backend, placement))
         else:
             report = PaneReport(member.member_id, pane, "gone")
         panes[member.member_id] = report
@@ -268,6 +290,7 @@ __all__ = [
     "PaneReport",
     "PaneState",
     "check_panes",
+    "classified_state",
     "fleet_report",
     "is_held",
     "loop_status",

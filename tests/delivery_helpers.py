@@ -76,8 +76,9 @@ def expected_line(message_id: int, sender: str, sender_id: int, shown_body: str)
 
 
 def record_of(line: str) -> bytes:
-    """What the fake logs for one submitted notification: ESC, then the line."""
-    return b"\x1b" + line.encode("utf-8")
+    """What the fake logs for one submitted notification: exactly the line (no Escape before
+    it, docs/runtime.md §1.7)."""
+    return line.encode("utf-8")
 
 
 MSG_ID_RE = re.compile(rb"\[cafleet msg (\d+) ")
@@ -112,7 +113,8 @@ def send_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def send_keys_runs(pane: str) -> list[str]:
-    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter)."""
+    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter),
+    U (Ctrl-U)."""
     kinds = []
     for call in util.shim_calls():
         if call.get("command") != "send-keys" or call.get("target") != pane:
@@ -124,6 +126,8 @@ def send_keys_runs(pane: str) -> list[str]:
             kinds.append("L")
         elif argv[-1] == "Enter":
             kinds.append("N")
+        elif argv[-1] == "C-u":
+            kinds.append("U")
         else:
             kinds.append("?")
     return kinds

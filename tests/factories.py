@@ -278,12 +278,16 @@ def build_world(
     pending: Sequence[str] = (),
     unplaced: Sequence[str] = (),
     fleet_name: str = "demo",
+    screen: str | None = None,
 ) -> World:
     """A fleet (Director, monitor, ``members``) built through the repository, no loop.
 
     With ``harness`` every placed member gets a fresh fake-agent pane; names in ``pending`` keep a
     pending placement and names in ``unplaced`` get none. Without a harness pane ids are made up
     (the same ones in every world: `%900` for the Director, then `%901`, `%902`, ...).
+    ``screen`` puts those fakes in screen mode (``CAFLEET_FAKE_SCREEN``, e.g. ``""``: a ready
+    Claude Code screen), so the delivery gate sees a real agent's screens instead of
+    ``unknown``.
     """
     db_path = Path(db_path)
     if harness is not None:
@@ -293,7 +297,8 @@ def build_world(
             harness.director_pane,
         )
         wanted = 1 + sum(1 for n in members if n not in pending and n not in unplaced)
-        spawned = [harness.spawn_fake(wait=False) for _ in range(wanted)]
+        env = None if screen is None else {"CAFLEET_FAKE_SCREEN": screen}
+        spawned = [harness.spawn_fake(wait=False, env=env) for _ in range(wanted)]
         for pane in spawned:
             util.start_record(pane, timeout=20)
     else:

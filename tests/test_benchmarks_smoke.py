@@ -58,6 +58,11 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
     assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
+    gate = results["delivery"]
+    assert gate["classifier"]["captures"] >= 40 and gate["classifier"]["classify_us"] > 0
+    assert set(gate["send_to_verified_fake_s"]) == {"claude", "codex", "opencode"}
+    assert all(s["n"] == 2 and s["median"] > 1.0 for s in gate["send_to_verified_fake_s"].values())
+    assert "delivery_real" not in results  # opt-in only: it runs real agents for many minutes
     # The printed table names every section.
     for heading in (
         "## 1.",
@@ -71,5 +76,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 9.",
         "## 10.",
         "## 11.",
+        "## 12.",
     ):
         assert heading in proc.stdout

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import cafleet
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import assert_unchanged, run_cli, snapshot, sql
 
 MULTIPLEXER_KEYS = [
@@ -112,7 +113,7 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "path": str(db_path),
         "state": "missing",
         "schema_version": None,
-        "head_version": 3,
+        "head_version": HEAD_VERSION,
         "error": "no cafleet database; run 'cafleet setup'",
     }
     assert list(data["database"]) == DATABASE_KEYS
@@ -133,7 +134,7 @@ def test_bad_url_shows_in_database_section() -> None:
         "path": None,
         "state": None,
         "schema_version": None,
-        "head_version": 3,
+        "head_version": HEAD_VERSION,
         "error": "database URL must name an absolute file path; got 'sqlite:///rel.db'",
     }
     code, out, _ = run_cli("doctor", env={"CAFLEET_DATABASE_URL": "sqlite:///rel.db"})
@@ -163,7 +164,7 @@ def test_schema_versions_per_class(db_path: Path) -> None:
     assert database["state"] == "behind"
     assert database["schema_version"] == 1
     assert database["error"] == (
-        "database schema is outdated (schema 1, head 3); run 'cafleet setup'"
+        f"database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'"
     )
     assert_unchanged(before, db_path)
 
@@ -190,7 +191,7 @@ def test_current_database_outside_tmux(head_db: Path) -> None:
     assert code == 1
     home = Path(os.environ["HOME"])
     assert (
-        f"✓ database\n  path:      {head_db}\n  schema 3 (head)\n"
+        f"✓ database\n  path:      {head_db}\n  schema {HEAD_VERSION} (head)\n"
         + agents_ok_lines(home)
         + "✓ fleets\n  no live fleets\n"
         + "1 issue found\n"
@@ -215,7 +216,7 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         f"  presence:  TMUX={h.env['TMUX']}\n"
         "✓ database\n"
         f"  path:      {h.db_path}\n"
-        "  schema 3 (head)\n"
+        f"  schema {HEAD_VERSION} (head)\n"
         + agents_ok_lines(Path(h.env["HOME"]))
         + "✓ fleets\n  no live fleets\n"
         + "no issues found\n"
@@ -238,8 +239,8 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "ok": True,
         "path": str(h.db_path),
         "state": "current",
-        "schema_version": 3,
-        "head_version": 3,
+        "schema_version": HEAD_VERSION,
+        "head_version": HEAD_VERSION,
         "error": None,
     }
     assert_unchanged(before, h.db_path)

@@ -13,6 +13,7 @@ import pytest
 
 import cafleet
 from cafleet.cli.app import LOOP_COMMAND_NAME, cli
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import (
     FORBIDDEN_ALWAYS,
     assert_unchanged,
@@ -514,7 +515,9 @@ def test_default_path_under_home(tmp_path: Path) -> None:
     code, out, _ = run_cli("setup", env={"CAFLEET_DATABASE_URL": "", "HOME": str(home)})
     path = home / ".local" / "share" / "cafleet" / "cafleet.db"
     assert code == 0
-    assert out.split("\n")[0] == f"Created {path} and applied migrations to head (3)."
+    assert out.split("\n")[0] == (
+        f"Created {path} and applied migrations to head ({HEAD_VERSION})."
+    )
     assert f"claude: {home / '.claude'} (default ~/.claude): installed cafleet" in out
 
 

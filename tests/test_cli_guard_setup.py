@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import cafleet
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import (
     assert_unchanged,
     db_half_failed_err,
@@ -59,7 +60,7 @@ VERSION = cafleet.__version__
 
 
 def already_at_head() -> str:
-    return "Already at head (3); nothing to do."
+    return f"Already at head ({HEAD_VERSION}); nothing to do."
 
 
 def schema1(path: Path) -> Path:
@@ -117,7 +118,7 @@ def _ahead(p: Path) -> None:
     head(p)
     sql(
         p,
-        "UPDATE alembic_version SET version_num = '0004'",
+        f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'",
         "DROP INDEX idx_members_one_active_monitor_per_fleet",
     )
 
@@ -147,11 +148,15 @@ def _unreadable(p: Path) -> None:
 CASES: dict[str, tuple[Callable[[Path], object], Callable[[Path], str]]] = {
     "behind": (
         schema1,
-        lambda p: "database schema is outdated (schema 1, head 3); run 'cafleet setup'",
+        lambda p: (
+            f"database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'"
+        ),
     ),
     "ahead": (
         _ahead,
-        lambda p: "database schema 4 is newer than this cafleet (head 3); upgrade cafleet",
+        lambda p: (
+            f"database schema {HEAD_VERSION + 1} is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet"
+        ),
     ),
     "foreign-app-id": (
         _foreign_app_id,
@@ -210,7 +215,7 @@ def test_damaged_dropped_index(db_path: Path) -> None:
     before = snapshot(db_path)
     code, out, err = run_cli("message", "poll", "1")
     assert (code, out) == (1, "")
-    prefix = f"Error: {db_path} is damaged (schema 3): "
+    prefix = f"Error: {db_path} is damaged (schema {HEAD_VERSION}): "
     assert err.startswith(prefix)
     assert err.endswith("; cafleet will not use or modify it\n")
     differences = err[len(prefix) : -len("; cafleet will not use or modify it\n")]
@@ -238,7 +243,9 @@ def test_setup_creates_then_is_idempotent(db_path: Path) -> None:
     assert not db_path.parent.exists()
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
-    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        setup_db_line(out) == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     assert db_path.is_file()
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
@@ -269,7 +276,7 @@ def test_setup_upgrades_schema1_keeping_rows(db_path: Path) -> None:
     tables = ("fleets", "members", "messages")
     rows = {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables}
     code, out, err = run_cli("setup")
-    assert (code, setup_db_line(out), err) == (0, "Upgraded from 1 to 3.", "")
+    assert (code, setup_db_line(out), err) == (0, f"Upgraded from 1 to {HEAD_VERSION}.", "")
     assert {t: query(db_path, f"SELECT * FROM {t} ORDER BY rowid") for t in tables} == rows
     assert run_cli("message", "poll", "2")[0] == 0
 
@@ -363,7 +370,9 @@ def test_setup_reports_a_refused_wal_switch_and_leaves_the_file(db_path: Path) -
     # Nothing was half-done: once the reader is gone the same file initialises normally.
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
-    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        setup_db_line(out) == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     # The files were installed by the failed run; this run records them.
     assert set(setup_agent_summaries(out).values()) == {
         f"files up to date; recorded cafleet {VERSION}"
@@ -389,7 +398,10 @@ def test_setup_waits_for_the_setup_lock(db_path: Path) -> None:
         if holder.poll() is None:
             holder.kill()
     assert proc.returncode == 0, err
-    assert setup_db_line(out.decode()) == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        setup_db_line(out.decode())
+        == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
 
 
 def test_eight_concurrent_setups(db_path: Path) -> None:
@@ -398,7 +410,7 @@ def test_eight_concurrent_setups(db_path: Path) -> None:
     assert all(code == 0 for code, _o, _e in results), results
     outs = [o.decode() for _c, o, _e in results]
     firsts = sorted(setup_db_line(o) for o in outs)
-    created = f"Created {db_path} and applied migrations to head (3)."
+    created = f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
     assert firsts.count(created) == 1
     assert firsts.count(already_at_head()) == 7
     # The setup lock serialises the assets halves too: one run installs each agent's files,

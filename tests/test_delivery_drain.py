@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.delivery_helpers import (
     expected_line,
     message_row,
@@ -145,7 +146,9 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
         m1 = put(conn, a, b, "stamp me")
 
         def change_schema() -> bool:  # the stamp's write-time ledger check then refuses
-            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0004'")
+            sql_write(
+                h.db_path, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'"
+            )
             return True
 
         try:
@@ -153,7 +156,7 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
                 conn, b, attempted=set(), lock_timeout=1, before_attempt=change_schema, env=h.env
             )
         finally:
-            sql_write(h.db_path, "UPDATE alembic_version SET version_num = '0003'")
+            sql_write(h.db_path, f"UPDATE alembic_version SET version_num = '{HEAD_REVISION}'")
     pane = w.pane(b)
     assert report.notified == []
     assert report.failures == [
@@ -162,7 +165,8 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
             b,
             pane,
             f"typed into pane {pane} but could not record it: the database schema changed while "
-            "this command was running (validated schema 3, now schema 4); re-run the command; "
+            f"this command was running (validated schema {HEAD_VERSION}, now schema "
+            f"{HEAD_VERSION + 1}); re-run the command; "
             "it may be typed again",
         )
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -249,9 +250,11 @@ def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db)
     assert loop_row(h, w.fleet_id) is None  # nothing pending afterwards: no loop needed
 
 
-def test_failed_enter_is_one_attempt_and_the_retry_resubmits_the_stranded_text(tmux_db) -> None:
+def test_failed_enter_is_one_attempt_and_the_retry_clears_the_stranded_text(tmux_db) -> None:
+    """The Enter fails after the text landed in Claude's composer (screen mode): one attempt;
+    the next send empties the composer first, so the retry is one clean submission."""
     h = tmux_db
-    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"), screen="")
     a, b = w.members["alice"], w.members["bob"]
     pane = w.pane(b)
     occupy_loop_slot(h, w)
@@ -273,7 +276,7 @@ def test_failed_enter_is_one_attempt_and_the_retry_resubmits_the_stranded_text(t
     assert r3.returncode == 0
     reason = f"typing into pane {pane} failed: tmux send-keys failed: injected"
     assert r3.stderr == warning(older[0], b, reason) + "\n"
-    assert send_keys_runs(pane) == ["E", "L", "N"]  # one attempt, nothing else tried
+    assert send_keys_runs(pane) == ["L", "N"]  # one attempt, nothing else tried
     for mid in (*older, m3):
         assert notified_at(h.db_path, mid) is None
 
@@ -284,13 +287,15 @@ def test_failed_enter_is_one_attempt_and_the_retry_resubmits_the_stranded_text(t
     util.wait_records(pane, 4, timeout=30)
     line1 = expected_line(older[0], "alice", a, "older 0")
     assert util.line_bytes(pane) == [
-        b"\x1b" + line1.encode() + b"\x1b" + line1.encode(),  # stranded text, then the retry
+        record_of(line1),  # the stranded text was cleared (Ctrl-U), then typed again
         record_of(expected_line(older[1], "alice", a, "older 1")),
         record_of(expected_line(m3, "alice", a, "third")),
         record_of(expected_line(m4, "alice", a, "fourth")),
     ]
     for mid in (*older, m3, m4):
         assert notified_at(h.db_path, mid) is not None
+    assert re.fullmatch(r"LNU+(LN){4}", "".join(send_keys_runs(pane)))
+    assert "E" not in send_keys_runs(pane)
 
 
 def test_ack_between_typing_and_stamping_counts_as_notified(tmux_db) -> None:

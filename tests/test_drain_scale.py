@@ -39,7 +39,9 @@ def pending_selections(conn: Any) -> Iterator[list[str]]:
 
 
 class StandIn:
-    """A `tmux` backend that types into a list: every pane is alive, idle and in no mode."""
+    """A `tmux` backend that types into a list: every pane is alive, idle and in no mode. Its
+    screen is a shell prompt and the lines typed so far, so the delivery gate reads `unknown`
+    (it types) and the verified submit sees each line arrive (docs/runtime.md §4.9)."""
 
     name = "tmux"
 
@@ -58,6 +60,9 @@ class StandIn:
 
     def type_line(self, pane_id: str, line: str) -> None:
         self.typed.append((pane_id, line))
+
+    def screen(self, pane_id: str) -> str:
+        return "\n".join(["$ ", *(line for pane, line in self.typed if pane == pane_id)])
 
 
 @pytest.fixture

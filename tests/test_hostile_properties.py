@@ -205,7 +205,7 @@ def test_notification_reaches_the_agent_exactly(
     )  # fmt: skip
     records = util.wait_records(pane, seen + 1, timeout=20)
     assert len(records) == seen + 1
-    assert util.record_bytes(records[-1]) == b"\x1b" + line.replace("\t", " ").encode("utf-8")
+    assert util.record_bytes(records[-1]) == line.replace("\t", " ").encode("utf-8")
     assert server_state(server) == before
     db = sqlite3.connect(f"file:{mailbox.db_path}?mode=ro", uri=True)
     try:
@@ -248,5 +248,5 @@ def test_wake_line_reaches_the_monitor_exactly(
         entry = render_entry(WakeEntry(member_id, name, "claude", 0))
         assert entry in line
     records = util.wait_records(pane, seen + 1, timeout=20)
-    assert util.record_bytes(records[-1]) == b"\x1b" + line.encode("utf-8")
+    assert util.record_bytes(records[-1]) == line.encode("utf-8")
     assert server_state(server) == before

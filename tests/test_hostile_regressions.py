@@ -169,7 +169,7 @@ def test_member_prompt_types_semicolons_exactly(tmux_db: TmuxHarness) -> None:
         assert result.returncode == 0, result.stderr
         assert result.stdout == f"Sent prompt to member typist ({member}, pane {pane}).\n"
     util.wait_records(pane, len(texts), timeout=20)
-    assert util.line_bytes(pane) == [b"\x1b" + t.encode() for t in texts]
+    assert util.line_bytes(pane) == [t.encode() for t in texts]
 
 
 def _next_message_id(db_path: Path) -> int:
@@ -284,5 +284,5 @@ def test_wake_line_with_a_semicolon_on_a_chunk_boundary(
     monitor_pane = w.monitor_pane
     assert monitor_pane is not None
     util.wait_records(monitor_pane, 1, timeout=20)
-    assert util.line_bytes(monitor_pane) == [b"\x1b" + line.encode()]
+    assert util.line_bytes(monitor_pane) == [line.encode()]
     assert f"Director: {w.director} (Director; coding_agent=claude; unacked=0)." in line

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import MESSAGE_KEYS, TYPING_MODULES, imported_after, snapshot
 from tests.delivery_helpers import (
     LineReader,
@@ -435,13 +436,14 @@ def test_a_schema_change_stops_wait_and_stream(world, head_db: Path, command: st
     a = world.members["alice"]
     proc = popen("message", command, str(a), "--timeout", "60")
     settled(proc, head_db)
-    sql_write(head_db, "UPDATE alembic_version SET version_num = '0004'")
+    sql_write(head_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
     sql_write(head_db, "CREATE TABLE unrelated_aux (x INTEGER)")  # bumps schema_version
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert stdout == b""
     assert stderr == (
-        b"Error: database schema 4 is newer than this cafleet (head 3); upgrade cafleet\n"
+        f"Error: database schema {HEAD_VERSION + 1} is newer than this cafleet (head "
+        f"{HEAD_VERSION}); upgrade cafleet\n".encode()
     )
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.factories import connect
 from tests.fleet_helpers import (
     START_RE,
@@ -51,7 +52,7 @@ def _dead_pid() -> int:
 
 def _wake_line(fleet_id: int, roster: str, director: str) -> bytes:
     return (
-        f"\x1b[cafleet] tick: fleet {fleet_id} {EM} {roster} Director: {director}. Follow your "
+        f"[cafleet] tick: fleet {fleet_id} {EM} {roster} Director: {director}. Follow your "
         "monitor role protocol. Resume your work if something was still running."
     ).encode()
 
@@ -446,7 +447,7 @@ def test_tick_drains_live_panes_and_logs_failures(tmux_db: TmuxHarness, fleet: F
     retry_until(lambda: loop.count(rf"not notified msg {to_m1} ") >= 2, timeout=6)
     assert line_records(p1) == []
     assert line_bytes(p2) == [
-        f"\x1b[cafleet msg {to_m2} from Director ({d})] for two {EM} ack with: cafleet message "
+        f"[cafleet msg {to_m2} from Director ({d})] for two {EM} ack with: cafleet message "
         f"ack {to_m2}".encode()
     ]
     h.tmux("send-keys", "-t", p1, "-X", "cancel")
@@ -478,7 +479,7 @@ def test_schema_change_stops_the_loop_with_the_guard_message(
     sql_write(h, "DROP INDEX idx_messages_from_created")
     assert loop.proc.wait(timeout=10) == 1
     err = loop.stderr()
-    assert err.startswith(f"Error: {h.db_path} is damaged (schema 3): "), err
+    assert err.startswith(f"Error: {h.db_path} is damaged (schema {HEAD_VERSION}): "), err
     assert "idx_messages_from_created" in err
     assert loop.lines()[-1] == f"monitor loop stopped (fleet {f}, pid {loop.proc.pid})"
     assert runtime_row(h, f)["pid"] is None  # type: ignore[index]

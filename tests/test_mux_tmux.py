@@ -94,18 +94,18 @@ LINE = (
 )
 
 
-def test_type_line_arrives_as_esc_plus_line(tmux_harness: TmuxHarness) -> None:
+def test_type_line_arrives_as_the_line_alone(tmux_harness: TmuxHarness) -> None:
+    """No Escape before it (docs/runtime.md §1.7): the pane gets exactly the line, then Enter."""
     h = tmux_harness
     pane = h.spawn_fake()
     backend = h.backend()
     backend.type_line(pane, LINE)
     typed = LINE.replace("\t", " ")  # TAB is typed as a space (issue 8)
     records = wait_records(pane, 1)
-    assert [r["text"] for r in records] == ["\x1b" + typed]
-    assert line_bytes(pane) == [b"\x1b" + typed.encode()]
+    assert [r["text"] for r in records] == [typed]
+    assert line_bytes(pane) == [typed.encode()]
     send_keys = [c["argv"][3:] for c in calls_of(h, "send-keys")]
     assert send_keys == [
-        ["send-keys", "-t", pane, "Escape"],
         ["send-keys", "-t", pane, "-l", "--", typed],
         ["send-keys", "-t", pane, "Enter"],
     ]
@@ -129,7 +129,7 @@ def test_type_line_literal_bodies(tmux_harness: TmuxHarness) -> None:
         thread.join()
     for pane, body in zip(panes, LITERAL_BODIES, strict=True):
         wait_records(pane, 1)
-        assert line_bytes(pane) == [b"\x1b" + body.encode()]
+        assert line_bytes(pane) == [body.encode()]
 
 
 def test_type_line_long_line_is_chunked_and_arrives_whole(tmux_harness: TmuxHarness) -> None:
@@ -138,7 +138,7 @@ def test_type_line_long_line_is_chunked_and_arrives_whole(tmux_harness: TmuxHarn
     line = "[" + "".join("aé😀ש-"[i % 5] for i in range(3000)) + "]"
     h.backend().type_line(pane, line)
     wait_records(pane, 1)
-    assert line_bytes(pane) == [b"\x1b" + line.encode()]
+    assert line_bytes(pane) == [line.encode()]
     chunks = [c["argv"][-1] for c in calls_of(h, "send-keys") if "-l" in c["argv"]]
     assert len(chunks) > 1
     assert "".join(chunks) == line
@@ -152,7 +152,7 @@ def test_consecutive_lines_stay_separate(tmux_harness: TmuxHarness) -> None:
     backend.type_line(pane, "[one]")
     backend.type_line(pane, "[two]")
     wait_records(pane, 2)
-    assert line_bytes(pane) == [b"\x1b[one]", b"\x1b[two]"]
+    assert line_bytes(pane) == [b"[one]", b"[two]"]
 
 
 def test_type_line_into_missing_pane(tmux_harness: TmuxHarness) -> None:
@@ -161,7 +161,7 @@ def test_type_line_into_missing_pane(tmux_harness: TmuxHarness) -> None:
         h.backend().type_line("%999", "[x]")
     assert str(exc.value) == "pane not found"
     assert exc.value.pane_id == "%999"
-    assert [c["argv"][-1] for c in calls_of(h, "send-keys")] == ["Escape"]
+    assert [c["argv"][-1] for c in calls_of(h, "send-keys")] == ["[x]"]
 
 
 # --------------------------------------------------------------------------- capture
@@ -206,10 +206,11 @@ def test_pane_status_copy_mode(tmux_harness: TmuxHarness) -> None:
     h = tmux_harness
     pane = h.spawn_fake()
     backend = h.backend()
-    assert backend.pane_status(pane) == PaneStatus(pane, None, False)
+    where = (h.session_name, h.window_id)
+    assert backend.pane_status(pane) == PaneStatus(pane, None, False, *where)
     assert probe_for_typing(backend, pane) is None
     h.tmux("copy-mode", "-t", pane)
-    assert backend.pane_status(pane) == PaneStatus(pane, "copy-mode", False)
+    assert backend.pane_status(pane) == PaneStatus(pane, "copy-mode", False, *where)
     assert probe_for_typing(backend, pane) == "pane is in copy-mode"
     h.tmux("send-keys", "-t", pane, "-X", "cancel")
     retry_until(lambda: backend.pane_status(pane).mode is None)

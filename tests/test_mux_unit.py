@@ -351,15 +351,30 @@ def test_split_window_size_cap() -> None:
 
 
 def test_type_line_sequence_and_delays() -> None:
+    """No Escape before the line (issue 10 item 3): the literal text, the settle, Enter."""
     backend, rec = make()
     backend.type_line("%4", "[cafleet msg 1 from a (2)] hi")
     assert rec.events == [
-        ("run", ["send-keys", "-t", "%4", "Escape"], 5.0),
-        ("sleep", 0.1),
         ("run", ["send-keys", "-t", "%4", "-l", "--", "[cafleet msg 1 from a (2)] hi"], 5.0),
         ("sleep", 1.0),
         ("run", ["send-keys", "-t", "%4", "Enter"], 5.0),
     ]
+
+
+def test_type_text_send_key_and_screen() -> None:
+    backend, rec = make(lambda a: RunResult(0, "a\nb\n\n", ""))
+    backend.type_text("%4", "no enter")
+    backend.send_key("%4", "C-u")
+    assert backend.screen("%4") == "a\nb"
+    assert rec.calls == [
+        ["send-keys", "-t", "%4", "-l", "--", "no enter"],
+        ["send-keys", "-t", "%4", "C-u"],
+        ["capture-pane", "-p", "-t", "%4"],
+    ]
+    with pytest.raises(ValueError):
+        backend.send_key("%4", "C-c")  # only Enter, Escape and C-u are ever pressed
+    with pytest.raises(ValueError):
+        backend.type_text("%4", "a\nb")
 
 
 def test_type_line_chunks_at_codepoint_boundaries() -> None:
@@ -370,10 +385,10 @@ def test_type_line_chunks_at_codepoint_boundaries() -> None:
     assert "".join(chunks) == line
     assert all(len(c.encode()) <= 1024 for c in chunks)
     assert len(chunks[0].encode()) == 1023  # the 3-byte euro sign did not fit
-    assert all(c[:4] == ["send-keys", "-t", "%4", "-l"] and c[4] == "--" for c in rec.calls[1:-1])
+    assert all(c[:4] == ["send-keys", "-t", "%4", "-l"] and c[4] == "--" for c in rec.calls[:-1])
     kinds = [e[0] for e in rec.events]
-    assert kinds[:2] == ["run", "sleep"] and kinds[-2:] == ["sleep", "run"]
-    assert kinds[2:-2] == ["run"] * len(chunks)
+    assert kinds[-2:] == ["sleep", "run"]
+    assert kinds[:-2] == ["run"] * len(chunks)
 
 
 def test_chunk_utf8() -> None:
@@ -401,7 +416,7 @@ def test_type_line_errors_propagate_without_cleanup() -> None:
     with pytest.raises(PaneGone):
         backend.type_line("%4", "x")
     assert rec.calls[-1] == ["send-keys", "-t", "%4", "Enter"]
-    assert len(rec.calls) == 3
+    assert len(rec.calls) == 2
 
 
 # --------------------------------------------------------------------------- pane_status
@@ -410,10 +425,12 @@ def test_type_line_errors_propagate_without_cleanup() -> None:
 @pytest.mark.parametrize(
     ("output", "status"),
     [
-        ("%4|0||0\n", PaneStatus("%4", None, False)),
-        ("%4|1|copy-mode|0\n", PaneStatus("%4", "copy-mode", False)),
-        ("%4|1|view-mode|0\n", PaneStatus("%4", "view-mode", False)),
-        ("%4|0||1\n", PaneStatus("%4", None, True)),
+        ("%4|0||0|@2|fleet test\n", PaneStatus("%4", None, False, "fleet test", "@2")),
+        ("%4|1|copy-mode|0|@2|s\n", PaneStatus("%4", "copy-mode", False, "s", "@2")),
+        ("%4|1|view-mode|0|@2|s\n", PaneStatus("%4", "view-mode", False, "s", "@2")),
+        ("%4|0||1|@2|s\n", PaneStatus("%4", None, True, "s", "@2")),
+        # The session name comes last: a `|` in it stays in it.
+        ("%4|0||0|@9|a|b c|\n", PaneStatus("%4", None, False, "a|b c|", "@9")),
     ],
 )
 def test_pane_status(output: str, status: PaneStatus) -> None:
@@ -425,7 +442,7 @@ def test_pane_status(output: str, status: PaneStatus) -> None:
             "-p",
             "-t",
             "%4",
-            "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}",
+            "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}|#{session_name}",
         ]
     ]
 
@@ -437,21 +454,44 @@ def test_pane_status_problem_texts() -> None:
 
 
 def test_pane_status_other_pane_printed_is_gone() -> None:
-    backend, _ = make(lambda a: RunResult(0, "%7|0||0\n", ""))
+    backend, _ = make(lambda a: RunResult(0, "%7|0||0|@1|s\n", ""))
     with pytest.raises(PaneGone) as exc:
         backend.pane_status("%4")
     assert exc.value.pane_id == "%4"
 
 
 def test_probe_for_typing() -> None:
-    backend, _ = make(lambda a: RunResult(0, "%4|1|copy-mode|0\n", ""))
+    backend, _ = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|s\n", ""))
     assert mux.probe_for_typing(backend, "%4") == "pane is in copy-mode"
     backend, _ = make(fail("can't find pane: %4"))
     assert mux.probe_for_typing(backend, "%4") == "pane not found"
     backend, _ = make(fail("no server running on /x"))
     assert mux.probe_for_typing(backend, "%4") == "cannot reach tmux: no server running on /x"
-    backend, _ = make(lambda a: RunResult(0, "%4|0||0\n", ""))
+    backend, _ = make(lambda a: RunResult(0, "%4|0||0|@1|s\n", ""))
     assert mux.probe_for_typing(backend, "%4") is None
+
+
+def test_probe_and_owner_check_the_placements_server_session_and_window() -> None:
+    """Issue 10 item 7: a pane id of another server, or one reused elsewhere, is not ours."""
+    not_ours = "pane %4 belongs to another tmux server or was reused"
+    backend, rec = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|s\n", ""))
+    socket = backend.socket_path
+    assert socket is not None
+    here = mux.PaneOwner(socket, "s", "@1")
+    assert mux.probe_for_typing(backend, "%4", here) == "pane is in copy-mode"
+    assert mux.probe_for_typing(backend, "%4", mux.PaneOwner(None, "s", "@1")) is not None
+    assert mux.probe_for_typing(backend, "%4", mux.PaneOwner(socket, "s", "@2")) == not_ours
+    assert mux.probe_for_typing(backend, "%4", mux.PaneOwner(socket, "t", "@1")) == not_ours
+    assert mux.owner_problem(backend, "%4", mux.PaneOwner(socket, "t", "@1")) == not_ours
+    assert mux.owner_problem(backend, "%4", here) is None
+    assert mux.owner_problem(backend, "%4", None) is None
+    rec.events.clear()
+    elsewhere = mux.PaneOwner("/tmp/another-server/default", "s", "@1")
+    assert mux.probe_for_typing(backend, "%4", elsewhere) == not_ours
+    assert mux.owner_problem(backend, "%4", elsewhere) == not_ours
+    assert rec.calls == []  # decided from the socket path alone: nothing asked of any server
+    gone, _ = make(fail("can't find pane: %4"))
+    assert mux.owner_problem(gone, "%4", mux.PaneOwner(None, "s", "@1")) is None
 
 
 # --------------------------------------------------------------------------- capture

@@ -41,5 +41,6 @@ def test_the_documented_defaults_are_the_code_s() -> None:
         ("CAFLEET_MAX_TEXT_LEN", config.DEFAULT_MAX_TEXT_LEN),
         ("CAFLEET_MONITOR_WAKE_INTERVAL", config.DEFAULT_MONITOR_WAKE_INTERVAL),
         ("CAFLEET_PANE_LOCK_TIMEOUT", config.DEFAULT_PANE_LOCK_TIMEOUT),
+        ("CAFLEET_DELIVERY_HOLD_TIMEOUT", config.DEFAULT_DELIVERY_HOLD_TIMEOUT),
     ):
         assert f"| `{name}` | `{default}` |" in text, name

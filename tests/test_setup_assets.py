@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.assets_helpers import (
     AGENTS,
     DEFAULTS,
@@ -41,7 +42,7 @@ def test_setup_installs_every_file_where_each_agent_reads_it(db_path: Path) -> N
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[0] == f"Created {db_path} and applied migrations to head (3)."
+    assert lines[0] == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
     expected_out = [lines[0]]
     for agent in AGENTS:
         root = agent_dir(agent)
@@ -71,7 +72,7 @@ def test_a_second_setup_changes_no_byte(db_path: Path) -> None:
     stamps = query(db_path, "SELECT installed_at FROM asset_installs ORDER BY coding_agent")
     code, out, err = run_cli("setup")
     assert (code, err) == (0, "")
-    assert setup_db_line(out) == "Already at head (3); nothing to do."
+    assert setup_db_line(out) == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert setup_agent_summaries(out) == {a: f"up to date (cafleet {VERSION})" for a in AGENTS}
     assert len(out.splitlines()) == 4  # no file lines: nothing changed
     assert all_trees() == trees  # bytes and modification times
@@ -272,7 +273,9 @@ def test_a_read_only_target_fails_the_assets_half_and_writes_nothing(db_path: Pa
     assert list(codex.iterdir()) == []
     # The other agents landed and are recorded; codex has no row.
     assert [r[0] for r in asset_rows(db_path)] == ["claude", "opencode"]
-    assert setup_db_line(out) == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        setup_db_line(out) == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
 
 
 def test_a_unit_that_cannot_be_staged_leaves_the_agent_as_it_was(db_path: Path) -> None:
@@ -301,7 +304,7 @@ def test_setup_json(db_path: Path) -> None:
     assert data["database"] == {
         "ok": True,
         "path": str(db_path),
-        "result": f"Created {db_path} and applied migrations to head (3).",
+        "result": f"Created {db_path} and applied migrations to head ({HEAD_VERSION}).",
         "error": None,
     }
     assert data["failed"] == []

@@ -18,6 +18,7 @@ from cafleet.db import tx
 from cafleet.db.diagnosis import diagnose, diagnose_path
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
 from cafleet.db.runtime import Connection, close_connection, open_connection, raw
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from cafleet.db.writelock import writer_lock_path
 from tests.storage_helpers import TS, hold_lock, query, run_python, sql, start_python, wait_line
 
@@ -104,7 +105,12 @@ def test_guard_and_doctor_diagnosis_create_nothing_on_absent_path(tmp_path: Path
         open_validated_connection(str(db))
     assert str(e.value) == "no cafleet database; run 'cafleet setup'"
     d = diagnose_path(str(db), for_doctor=True)
-    assert (d.state, d.path, d.schema_version, d.head_version) == ("missing", str(db), None, 3)
+    assert (d.state, d.path, d.schema_version, d.head_version) == (
+        "missing",
+        str(db),
+        None,
+        HEAD_VERSION,
+    )
     assert not db.parent.exists()
     assert sorted(os.listdir(tmp_path)) == ["home"]
 
@@ -167,12 +173,12 @@ def test_reads_and_diagnosis_do_not_wait_for_an_open_write(conn: Connection, hea
 
 
 def test_schema_changed_after_validation(conn: Connection, head_db: Path) -> None:
-    sql(head_db, "UPDATE alembic_version SET version_num = '0004'")
+    sql(head_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
     with pytest.raises(SchemaChanged) as e, tx.write(conn):
         conn.exec_driver_sql(ASSET_INSERT, ("/never", TS))  # pragma: no cover
     assert str(e.value) == (
         "the database schema changed while this command was running "
-        "(validated schema 3, now schema 4); re-run the command"
+        f"(validated schema {HEAD_VERSION}, now schema {HEAD_VERSION + 1}); re-run the command"
     )
     assert not conn.in_transaction()
     assert _asset_count(head_db) == 0
@@ -183,7 +189,7 @@ def test_schema_changed_after_validation(conn: Connection, head_db: Path) -> Non
         conn.exec_driver_sql(ASSET_INSERT, ("/never", TS))  # pragma: no cover
     assert str(e.value) == (
         "the database schema changed while this command was running "
-        "(validated schema 3, now unreadable); re-run the command"
+        f"(validated schema {HEAD_VERSION}, now unreadable); re-run the command"
     )
     assert _asset_count(head_db) == 0
 
@@ -198,14 +204,14 @@ def test_recheck_schema_tolerates_compatible_changes_and_stops_on_damage(
     with pytest.raises(GuardRefused) as e:
         recheck_schema(conn)
     assert str(e.value) == (
-        f"{head_db} is damaged (schema 3): missing index "
+        f"{head_db} is damaged (schema {HEAD_VERSION}): missing index "
         "idx_members_one_active_monitor_per_fleet; cafleet will not use or modify it"
     )
 
 
 def test_validated_connection_writes_land_in_the_file(conn: Connection, head_db: Path) -> None:
     assert conn.info["cafleet.purpose"] == "validated"
-    assert conn.info["cafleet.revision"] == "0003"
+    assert conn.info["cafleet.revision"] == HEAD_REVISION
     with tx.write(conn):
         conn.exec_driver_sql(ASSET_INSERT, ("/a", TS))
     assert _asset_count(head_db) == 1
@@ -343,7 +349,7 @@ def test_guard_path_never_imports_alembic(head_db: Path) -> None:
         """
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["Already at head (3); nothing to do.", "[]"]
+    assert result.stdout.splitlines() == [f"Already at head ({HEAD_VERSION}); nothing to do.", "[]"]
 
 
 def test_guarded_cli_command_never_imports_alembic(head_db: Path) -> None:

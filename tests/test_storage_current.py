@@ -17,6 +17,7 @@ from cafleet.cli.guard import GuardRefused, open_validated_connection
 from cafleet.db import tx
 from cafleet.db.current import is_current
 from cafleet.db.runtime import close_connection, open_connection
+from cafleet.db.shapes import HEAD_REVISION
 from tests.storage_helpers import sql
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ def test_a_file_set_up_to_head_is_current_at_a_glance(head_db: Path) -> None:
     "change",
     [
         "CREATE INDEX aux_names ON members (name)",  # compatible: still current, the long way
-        "UPDATE alembic_version SET version_num = '0002'",
+        "UPDATE alembic_version SET version_num = '0001'",
         "PRAGMA application_id = 7",
         "DROP INDEX idx_members_fleet_status",
     ],
@@ -82,7 +83,9 @@ def test_the_guard_on_a_current_file_loads_no_recorded_shapes(head_db: Path) -> 
     # ... and the file on disk was read, not changed
     db = sqlite3.connect(head_db)
     try:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0003",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (HEAD_REVISION,)
+        ]
     finally:
         db.close()
 

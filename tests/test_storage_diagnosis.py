@@ -18,6 +18,7 @@ from cafleet.db.diagnosis import Diagnosis, diagnose, diagnose_path, render_diff
 from cafleet.db.errors import SetupFailed
 from cafleet.db.migrate import run_setup
 from cafleet.db.runtime import close_connection, open_connection, raw
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.storage_helpers import (
     TS,
     Templates,
@@ -109,11 +110,14 @@ def test_missing(db_path: Path, build: Callable[[Path], None] | None) -> None:
         "path": str(db_path),
         "state": "missing",
         "schema_version": None,
-        "head_version": 3,
+        "head_version": HEAD_VERSION,
         "error": "no cafleet database; run 'cafleet setup'",
     }
     # setup initialises every missing file
-    assert run_setup(str(db_path)) == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        run_setup(str(db_path))
+        == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     assert diagnose_path(str(db_path)).state == "current"
 
 
@@ -129,7 +133,7 @@ def test_missing_on_a_connection_holding_temp_tables(db_path: Path) -> None:
 
 
 def test_temp_tables_do_not_shadow_the_main_schema(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     conn = open_connection(str(db_path), mode="rw", purpose="command")
     try:
         raw(conn).execute("CREATE TEMP TABLE members (x)")
@@ -143,7 +147,7 @@ def test_temp_tables_do_not_shadow_the_main_schema(db_path: Path, templates: Tem
 
 
 def test_current(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     before = snapshot(db_path)
     conn = open_validated_connection(str(db_path))
     close_connection(conn)
@@ -154,8 +158,8 @@ def test_current(db_path: Path, templates: Templates) -> None:
         "ok": True,
         "path": str(db_path),
         "state": "current",
-        "schema_version": 3,
-        "head_version": 3,
+        "schema_version": HEAD_VERSION,
+        "head_version": HEAD_VERSION,
         "error": None,
     }
     assert_unchanged(before, db_path)
@@ -168,7 +172,7 @@ def test_behind(db_path: Path, templates: Templates) -> None:
     templates.copy("0001", db_path)
     sql(db_path, f"INSERT INTO asset_installs VALUES ('claude', '/p', '0.0.1', '{TS}')")
     before = snapshot(db_path)
-    text = "database schema is outdated (schema 1, head 3); run 'cafleet setup'"
+    text = f"database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'"
     with pytest.raises(GuardRefused) as e:
         open_validated_connection(str(db_path))
     assert str(e.value) == text
@@ -180,7 +184,7 @@ def test_behind(db_path: Path, templates: Templates) -> None:
         "path": str(db_path),
         "state": "behind",
         "schema_version": 1,
-        "head_version": 3,
+        "head_version": HEAD_VERSION,
         "error": text,
     }
     assert d.revision == "0001"
@@ -190,10 +194,11 @@ def test_behind(db_path: Path, templates: Templates) -> None:
 
 
 def test_ahead_is_decided_before_any_shape_comparison(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(db_path, "UPDATE alembic_version SET version_num = '0007'; DROP TABLE members;")
     d = refuse_everywhere(
-        db_path, "database schema 7 is newer than this cafleet (head 3); upgrade cafleet"
+        db_path,
+        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
     )
     assert (d.state, d.revision, d.schema_version, d.differences) == ("ahead", "0007", 7, ())
 
@@ -236,7 +241,7 @@ def test_foreign_identity_0_with_tables(db_path: Path, older_cafleet: bool) -> N
 
 
 def test_foreign_identity_without_ledger(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(db_path, "DROP TABLE alembic_version")
     refuse_everywhere(
         db_path,
@@ -246,7 +251,7 @@ def test_foreign_identity_without_ledger(db_path: Path, templates: Templates) ->
 
 
 def test_identity_beats_a_perfect_schema(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(db_path, "PRAGMA application_id = 7")
     refuse_everywhere(
         db_path,
@@ -401,19 +406,22 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
 def test_damaged_difference_kinds(db_path: Path, templates: Templates, kind: str) -> None:
     damage, difference = DAMAGE[kind]
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     damage(db_path)
-    expected = f"{db_path} is damaged (schema 3): {difference}; cafleet will not use or modify it"
+    expected = (
+        f"{db_path} is damaged (schema {HEAD_VERSION}): {difference}; cafleet will not use or "
+        "modify it"
+    )
     d = refuse_everywhere(db_path, expected)
     assert d.state == "damaged" and d.differences == (difference,)
-    assert doctor_json(d)["schema_version"] == 3
+    assert doctor_json(d)["schema_version"] == HEAD_VERSION
     assert diagnose_path(str(db_path)).differences == d.differences  # stable
 
 
 def test_many_differences_render_first_three_and_ellipsis(
     db_path: Path, templates: Templates
 ) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(
         db_path,
         "DROP INDEX idx_messages_from_created; DROP INDEX idx_members_fleet_status; "
@@ -436,7 +444,7 @@ def test_many_differences_render_first_three_and_ellipsis(
     )
     refuse_everywhere(
         db_path,
-        f"{db_path} is damaged (schema 3): unexpected column fleets.color; unexpected column "
+        f"{db_path} is damaged (schema {HEAD_VERSION}): unexpected column fleets.color; unexpected column "
         "members.extra; missing table asset_installs; …; cafleet will not use or modify it",
     )
 
@@ -483,7 +491,7 @@ def test_malformed_ledger_is_damaged_with_unknown_schema(
     db_path: Path, templates: Templates, case: str
 ) -> None:
     statement, difference = LEDGERS[case]
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(db_path, statement)
     d = refuse_everywhere(
         db_path,
@@ -511,7 +519,7 @@ def test_altered_0001_file_is_damaged_by_its_own_shape(db_path: Path, templates:
 
 
 def test_auxiliary_objects_keep_a_head_file_current(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     sql(
         db_path,
         "CREATE TABLE aux_notes (a TEXT); "
@@ -534,7 +542,7 @@ def test_auxiliary_objects_keep_a_head_file_current(db_path: Path, templates: Te
     conn = open_validated_connection(str(db_path))
     close_connection(conn)
     assert_unchanged(before, db_path)
-    assert run_setup(str(db_path)) == "Already at head (3); nothing to do."
+    assert run_setup(str(db_path)) == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert_unchanged(before, db_path)
     assert diagnose_path(str(db_path), for_doctor=True).state == "current"
     assert_unchanged(before, db_path)
@@ -556,7 +564,7 @@ def test_unreadable_directory(db_path: Path) -> None:
 
 
 def test_unreadable_corrupted_header(db_path: Path, templates: Templates) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     data = bytearray(db_path.read_bytes())
     data[0:16] = b"NOT SQLITE AT AL"
     db_path.write_bytes(bytes(data))
@@ -583,7 +591,7 @@ WAL_CASES: dict[str, tuple[list[str], bool, str]] = {
     "cafleet ledger 0007": (
         ["UPDATE alembic_version SET version_num = '0007'"],
         True,
-        "database schema 7 is newer than this cafleet (head 3); upgrade cafleet",
+        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
     ),
 }
 
@@ -595,7 +603,7 @@ def test_wal_with_committed_frames_is_refused_and_preserved(
     statements, from_head, text = WAL_CASES[case]
     db_path.parent.mkdir(parents=True)
     if from_head:
-        templates.copy("0003", db_path)
+        templates.copy(HEAD_REVISION, db_path)
     leave_wal_frames(db_path, *statements)
     assert companions(db_path) == ["-wal", "-shm"]
     refuse_everywhere(db_path, text.format(P=db_path))
@@ -609,7 +617,7 @@ def test_cleanly_closed_wal_file_is_refused_and_leaves_no_companions(
     statements, from_head, text = WAL_CASES[case]
     db_path.parent.mkdir(parents=True)
     if from_head:
-        templates.copy("0003", db_path)
+        templates.copy(HEAD_REVISION, db_path)
     sql(db_path, "PRAGMA journal_mode = WAL", *[s + ";" for s in statements])
     assert query(db_path, "PRAGMA journal_mode") == [("wal",)]
     assert companions(db_path) == []
@@ -620,7 +628,7 @@ def test_cleanly_closed_wal_file_is_refused_and_leaves_no_companions(
 def test_doctor_on_current_file_with_wal_frames_keeps_p_and_wal(
     db_path: Path, templates: Templates
 ) -> None:
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     leave_wal_frames(
         db_path, f"INSERT INTO asset_installs VALUES ('claude', '/p', '0.1.0', '{TS}')"
     )
@@ -645,7 +653,10 @@ def test_setup_committed_only_in_wal_is_current_and_writable(db_path: Path) -> N
         """
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"Created {db_path} and applied migrations to head (3)."
+    assert (
+        result.stdout.strip()
+        == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     header = db_path.read_bytes()[:100]
     assert len(header) < 72 or header[68:72] == b"\x00\x00\x00\x00"  # identity 0 on disk
     assert os.path.getsize(str(db_path) + "-wal") > 0

@@ -15,6 +15,7 @@ from cafleet.db import schema
 from cafleet.db.migrate import run_setup, script_location, upgrade_to
 from cafleet.db.shapes import (
     HEAD_REVISION,
+    HEAD_VERSION,
     REVISIONS,
     SHAPES,
     canonical,
@@ -30,7 +31,9 @@ MANIFEST = REPO_ROOT / "tests" / "revision_manifest.txt"
 
 @pytest.fixture
 def fresh(db_path: Path) -> Path:
-    assert run_setup(str(db_path)) == (f"Created {db_path} and applied migrations to head (3).")
+    assert run_setup(str(db_path)) == (
+        f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
+    )
     return db_path
 
 
@@ -79,6 +82,7 @@ EXPECTED_COLUMNS = {
         ("coding_agent", "TEXT", 1, None, 0),
         ("created_at", "TEXT", 1, None, 0),
         ("lost_at", "TEXT", 0, None, 0),
+        ("mux_socket", "TEXT", 0, None, 0),  # revision 0004
     ],
     "member_spawns": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -284,6 +288,16 @@ def test_shapes_of_0001_0002_and_0003() -> None:
     assert [t for t in s3.tables if t.name not in ("member_spawns", "member_placements")] == [
         t for t in s2.tables if t.name != "member_placements"
     ]
+
+
+def test_shape_of_0004() -> None:
+    s3, s4 = SHAPES["0003"], SHAPES["0004"]
+    assert s4.indexes == s3.indexes
+    changed = [(a, b) for a, b in zip(s3.tables, s4.tables, strict=True) if a != b]
+    assert [a.name for a, _ in changed] == ["member_placements"]
+    old, new = changed[0]
+    assert new.columns[:-1] == old.columns and new.foreign_keys == old.foreign_keys
+    assert new.columns[-1].name == "mux_socket" and not new.columns[-1].notnull
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

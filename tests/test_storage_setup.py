@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Connection
@@ -17,6 +18,7 @@ import cafleet.db.migrate as migrate
 from cafleet.db.diagnosis import diagnose_path
 from cafleet.db.errors import SetupFailed
 from cafleet.db.migrate import run_setup, upgrade_to
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.storage_helpers import (
     MONITOR_CARD,
     REPO_ROOT,
@@ -46,7 +48,7 @@ DUPLICATE_TEXT = (
 
 
 def created(db: Path) -> str:
-    return f"Created {db} and applied migrations to head (3)."
+    return f"Created {db} and applied migrations to head ({HEAD_VERSION})."
 
 
 def has_monitor_index(db: Path) -> bool:
@@ -82,7 +84,7 @@ def test_rerun_is_a_no_op(db_path: Path) -> None:
     run_setup(str(db_path))
     before = snapshot(db_path)
     mtime = db_path.stat().st_mtime_ns
-    assert run_setup(str(db_path)) == "Already at head (3); nothing to do."
+    assert run_setup(str(db_path)) == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert_unchanged(before, db_path)
     assert db_path.stat().st_mtime_ns == mtime
 
@@ -121,15 +123,16 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     populate_0001(db_path)
     before = dump(db_path)
     assert all(before[t] for t in before), before  # rows in every table
-    assert run_setup(str(db_path)) == "Upgraded from 1 to 3."
+    assert run_setup(str(db_path)) == f"Upgraded from 1 to {HEAD_VERSION}."
     after = dump(db_path)
-    # 0003 adds member_placements.lost_at (NULL everywhere) and an empty member_spawns.
+    # 0003 adds an empty member_spawns; 0003 and 0004 add member_placements.lost_at and
+    # .mux_socket (NULL everywhere).
     assert after.pop("member_spawns") == []
-    assert after["member_placements"] == [(*row, None) for row in before["member_placements"]]
+    assert after["member_placements"] == [(*row, None, None) for row in before["member_placements"]]
     after["member_placements"] = before["member_placements"]
     assert after == before
     assert has_monitor_index(db_path)
-    assert ledger(db_path) == [("0003",)]
+    assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
@@ -146,14 +149,13 @@ def test_upgrade_from_0002_adds_member_spawns_and_lost_at(
     placements = query(db_path, "PRAGMA table_xinfo(member_placements)")
     assert [r[1] for r in placements][-1] == "created_at"
     assert diagnose_path(str(db_path)).state == "behind"
-    assert run_setup(str(db_path)) == "Upgraded from 2 to 3."
+    upgrade_to(str(db_path), "0003")  # the real driver, stopped at 0003 (setup goes on to head)
     after = dump(db_path)
     assert after.pop("member_spawns") == []
     assert after["member_placements"] == [(*row, None) for row in before["member_placements"]]
     after["member_placements"] = before["member_placements"]
     assert after == before
     assert ledger(db_path) == [("0003",)]
-    assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
     sql(
         db_path,
@@ -162,6 +164,66 @@ def test_upgrade_from_0002_adds_member_spawns_and_lost_at(
         "UPDATE member_placements SET lost_at = 'x' WHERE member_id = 3;",
     )
     assert query(db_path, "SELECT * FROM member_spawns") == [(3, "hello {member_id}", None, "high")]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
+def _without_socket(tables: dict[str, Any]) -> dict[str, Any]:
+    """The dump without revision 0004's ``member_placements.mux_socket`` (the last column),
+    which an upgrade adds as NULL to every placement row."""
+    out = dict(tables)
+    rows = out["member_placements"]
+    assert all(row[-1] is None for row in rows), rows
+    out["member_placements"] = [row[:-1] for row in rows]
+    return out
+
+
+def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0004 (docs/storage.md §3.7, issue 10 item 7): one nullable column; old placements
+    read as "socket not recorded" and still work (their pane key and lock file are unchanged)."""
+    from cafleet.broker.members import get_member
+    from cafleet.db.guard import open_validated_connection
+    from cafleet.db.runtime import close_connection
+    from cafleet.mux.locks import lock_file_name
+    from cafleet.records import PaneKey
+
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0003")
+    sql(db_path, "INSERT INTO member_spawns VALUES (3, 'hello {member_id}', NULL, 'high')")
+    sql(db_path, "UPDATE member_placements SET lost_at = 'x' WHERE member_id = 3")
+    before = dump(db_path)
+    assert diagnose_path(str(db_path)).state == "behind"
+    assert run_setup(str(db_path)) == "Upgraded from 3 to 4."
+    assert _without_socket(dump(db_path)) == before
+    assert ledger(db_path) == [("0004",)]
+    assert diagnose_path(str(db_path)).state == "current"
+    conn = open_validated_connection(str(db_path))
+    try:
+        placement = get_member(conn, 3).placement
+    finally:
+        close_connection(conn)
+    assert placement is not None and placement.mux_socket is None and placement.lost_at == "x"
+    assert placement.pane_key == PaneKey("tmux", "main", "%3")  # the same lock file as before
+    assert lock_file_name(placement.pane_key) == lock_file_name(PaneKey("tmux", "main", "%3"))
+    assert run_setup(str(db_path)) == "Already at head (4); nothing to do."
+
+
+def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
+    """A 0002 file goes through 0003 and 0004 in one `setup`: every row kept, both placement
+    columns NULL, `member_spawns` empty."""
+    templates.copy("0002", db_path)
+    populate_0001(db_path)
+    before = dump(db_path)
+    assert run_setup(str(db_path)) == "Upgraded from 2 to 4."
+    after = dump(db_path)
+    assert after.pop("member_spawns") == []
+    assert after["member_placements"] == [(*row, None, None) for row in before["member_placements"]]
+    after["member_placements"] = before["member_placements"]
+    assert after == before
+    assert ledger(db_path) == [("0004",)]
+    assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
@@ -226,7 +288,7 @@ def test_duplicate_monitors_refuse_then_recover(db_path: Path, templates: Templa
         COMMIT;
         """,
     )
-    assert run_setup(str(db_path)) == "Upgraded from 1 to 3."
+    assert run_setup(str(db_path)) == f"Upgraded from 1 to {HEAD_VERSION}."
     assert has_monitor_index(db_path)
     deregistered_at = query(db_path, "SELECT deregistered_at FROM members WHERE member_id = 8")
     assert len(deregistered_at[0][0]) == 32
@@ -378,7 +440,7 @@ def test_resulting_schema_mismatch_is_rolled_back(
     with pytest.raises(SetupFailed) as e:
         run_setup(str(db_path))
     assert str(e.value) == (
-        "migration failed: resulting schema does not match schema 3 (missing index "
+        f"migration failed: resulting schema does not match schema {HEAD_VERSION} (missing index "
         f"idx_messages_from_created); {db_path} was left unchanged"
     )
     assert_unchanged(before, db_path)
@@ -411,7 +473,7 @@ def test_concurrent_setups_take_turns(tmp_path: Path, count: int) -> None:
         assert proc.returncode == 0, err
         outputs.append(out.strip())
     assert outputs.count(created(db)) == 1
-    assert outputs.count("Already at head (3); nothing to do.") == count - 1
+    assert outputs.count(f"Already at head ({HEAD_VERSION}); nothing to do.") == count - 1
     assert diagnose_path(str(db)).state == "current"
 
 
@@ -493,14 +555,15 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0001" in history.stdout and "0002" in history.stdout
     assert "<base> -> 0001, baseline" in history.stdout
     assert "0001 -> 0002, unique_active_monitor" in history.stdout
-    assert "0002 -> 0003 (head), member_spawns_and_pane_loss" in history.stdout
+    assert "0002 -> 0003, member_spawns_and_pane_loss" in history.stdout
+    assert "0003 -> 0004 (head), placement_socket" in history.stdout
     assert not db_path.exists()
 
-    templates.copy("0003", db_path)
+    templates.copy(HEAD_REVISION, db_path)
     before = sha256(db_path)
     current = _alembic("current", db=db_path)
     assert current.returncode == 0, current.stderr
-    assert current.stdout.strip().splitlines()[-1] == "0003 (head)"
+    assert current.stdout.strip().splitlines()[-1] == f"{HEAD_REVISION} (head)"
     assert sha256(db_path) == before
 
 

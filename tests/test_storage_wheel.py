@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.storage_helpers import REPO_ROOT, query
 
 
@@ -76,14 +77,16 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     _run([str(python), "-m", "pip", "install", "--quiet", str(wheels[0])], cwd="/", env=env)
 
     setup = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert setup.stdout.split("\n")[0] == f"Created {db} and applied migrations to head (3)."
+    assert setup.stdout.split("\n")[0] == (
+        f"Created {db} and applied migrations to head ({HEAD_VERSION})."
+    )
     assert setup.stderr == ""
     # The installed skill came from the wheel's package data, rendered for its version.
     from cafleet.assets.bundle import skill_files
 
     installed = tmp_path / "home" / ".codex" / "skills" / "cafleet" / "SKILL.md"
     assert installed.read_bytes() == skill_files("cafleet", "0.1.0")["SKILL.md"]
-    assert query(db, "SELECT version_num FROM alembic_version") == [("0003",)]
+    assert query(db, "SELECT version_num FROM alembic_version") == [(HEAD_REVISION,)]
 
     probe = _run(
         [
@@ -104,7 +107,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert str(REPO_ROOT) not in info["path"]
 
     again = _run([str(venv / "bin" / "cafleet"), "setup"], cwd="/", env=env)
-    assert again.stdout.split("\n")[0] == "Already at head (3); nothing to do."
+    assert again.stdout.split("\n")[0] == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert "claude: " in again.stdout and "up to date" in again.stdout
 
 

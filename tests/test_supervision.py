@@ -85,7 +85,8 @@ def test_show_list_and_doctor_tell_the_loop_and_the_panes(
     assert _show(h, ids.fleet_id)["panes"] == f"2 alive, 1 gone (member {member})"
     rows = ok(h.cli("member", "list", str(ids.fleet_id))).stdout.splitlines()[3:-1]
     row = next(r for r in rows if r.split()[0] == str(member))
-    assert row.split()[4:6] == [pane, "gone"]
+    # `<pane> (gone)` once the loop has recorded the loss too (a tick may come first)
+    assert row.split()[4:6] == [pane, "gone"] or row.split()[4:7] == [pane, "(gone)", "gone"]
     roster = json.loads(ok(h.cli("member", "list", str(ids.fleet_id), "--json")).stdout)
     assert {(r["member_id"], r["pane_state"]) for r in roster} >= {(member, "gone")}
     doctor = h.cli("doctor")
@@ -211,3 +212,44 @@ def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
         1,
         {"error": {"code": "not_found", "message": "fleet 999 not found"}},
     )
+
+
+def _pane_cells(h: TmuxHarness, fleet_id: int) -> dict[int, str]:
+    """member id -> the `pane` cell of `member list` (the rows of members, not the loop line)."""
+    lines = ok(h.cli("member", "list", str(fleet_id))).stdout.splitlines()
+    header = lines[1]
+    start, end = header.index(" pane ") + 1, header.index("idle")
+    rows = [line for line in lines[3:] if line.split()[0].isdigit()]
+    return {int(line.split()[0]): line[start:end].strip() for line in rows}
+
+
+def test_member_list_and_fleet_show_name_the_agent_state_the_gate_sees(
+    tmux_db: TmuxHarness,
+) -> None:
+    """Issue 13 item 4 through issue 10's classifier: a live pane reads `alive (<state>)`, the
+    state being what `cafleet.panestate.classify` makes of its screen (screen-mode fakes)."""
+    h = tmux_db
+    ids = create_fleet(h)
+    h.tmux("set-environment", "-g", "CAFLEET_FAKE_SCREEN", "work=10")  # every new pane
+    member, pane = create_member(h, ids.fleet_id, "coder")
+
+    def state_is(wanted: str) -> bool:
+        return _pane_cells(h, ids.fleet_id)[member] == f"alive ({wanted})"
+
+    retry_until(lambda: state_is("ready"), timeout=60, message="the member never read ready")
+    shown = json.loads(ok(h.cli("fleet", "show", str(ids.fleet_id), "--json")).stdout)
+    row = next(p for p in shown["panes"] if p["member_id"] == member)
+    assert (row["pane_state"], row["agent_state"]) == ("alive", "ready")
+    ok(h.cli("member", "prompt", str(member), "a long task"))
+    retry_until(lambda: state_is("working"), timeout=20, message="the member never read working")
+    listed = json.loads(ok(h.cli("member", "list", str(ids.fleet_id), "--json")).stdout)
+    assert {r["member_id"]: r["agent_state"] for r in listed}[member] in ("working", "ready")
+    # A pane that is not the placement's (a reused id) is never captured: plain `alive`.
+    sql_write(h, "UPDATE member_placements SET mux_window_id = '@999' WHERE member_id = ?", member)
+    calls = len(h.shim_calls())
+    assert _pane_cells(h, ids.fleet_id)[member] == "alive"
+    captured = [
+        c for c in h.shim_calls()[calls:]
+        if c.get("command") == "capture-pane" and c.get("target") == pane
+    ]  # fmt: skip
+    assert captured == []

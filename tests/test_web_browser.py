@@ -173,7 +173,7 @@ def test_composed_messages_become_rows_and_reach_the_fake_agent(
         )
         (message_id,) = [r[0] for r in rows(tmux_db.db_path, "SELECT message_id FROM messages")]
         line = expected_line(message_id, "Director", world.director, "hello from the web")
-        poll(lambda: util.line_bytes(world.pane(alice)) == [b"\x1b" + line.encode()], timeout=20,
+        poll(lambda: util.line_bytes(world.pane(alice)) == [line.encode()], timeout=20,
              message=lambda: str(util.line_bytes(world.pane(alice))))  # fmt: skip
         assert rows(
             tmux_db.db_path, "SELECT from_member_id, notified_at IS NOT NULL FROM messages"

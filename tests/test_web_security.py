@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import assert_unchanged, call_run, snapshot
 from tests.delivery_helpers import rows
 from tests.factories import World, build_world
@@ -302,12 +303,15 @@ def test_a_missing_database_refuses_to_start(db_path: Path) -> None:
 def test_a_database_failing_diagnosis_refuses_to_start_unchanged(head_db: Path) -> None:
     from tests.delivery_helpers import sql_write
 
-    sql_write(head_db, "UPDATE alembic_version SET version_num = '0004'")
+    # A newer ledger: refused before any shape is compared (a stale ledger on this file would
+    # read as damaged, not behind, once a later revision changed a table).
+    sql_write(head_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
     before = snapshot(head_db)
     result = call_run("server")
     assert result.returncode == 1
     assert result.stderr == (
-        "Error: database schema 4 is newer than this cafleet (head 3); upgrade cafleet\n"
+        f"Error: database schema {HEAD_VERSION + 1} is newer than this cafleet (head "
+        f"{HEAD_VERSION}); upgrade cafleet\n"
     )
     assert result.stdout == ""
     assert_unchanged(before, head_db)

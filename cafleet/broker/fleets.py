@@ -54,14 +54,16 @@ def create_fleet(
     director_pane: PaneLike,
     spawn_monitor: SpawnMonitor,
     monitor_spawn: SpawnSpec | None = None,
+    mux_socket: str | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
 
     `spawn_monitor(fleet_id, director_member_id, monitor_member_id)` runs with the writer lock
     and SQLite's write lock held. If it raises, everything rolls back and its exception
-    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A failure after it returned raises `BootstrapAborted` carrying the
-    spawned pane; nothing is committed.
+    propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A
+    failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
+    committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
     """
     check_backend(backend)
     check_coding_agent(coding_agent)
@@ -93,6 +95,7 @@ def create_fleet(
                     "backend": backend,
                     "agent": coding_agent,
                     "now": ts,
+                    "socket": mux_socket,
                 },
             )
             conn.execute(q.SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
@@ -123,6 +126,7 @@ def create_fleet(
                     "backend": backend,
                     "agent": coding_agent,
                     "now": ts,
+                    "socket": mux_socket,
                 },
             )
             fleet_row = conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()

@@ -138,6 +138,7 @@ def register_member(
                     "backend": placement.backend,
                     "agent": placement.coding_agent,
                     "now": ts,
+                    "socket": placement.mux_socket,
                 },
             )
             placed = Placement(
@@ -148,6 +149,7 @@ def register_member(
                 mux_pane_id=None,
                 coding_agent=placement.coding_agent,
                 created_at=ts,
+                mux_socket=placement.mux_socket,
             )
     return Member(
         member_id=member_id,

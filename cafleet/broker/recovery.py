@@ -55,10 +55,12 @@ def rebind_placement(
     expected: tuple[str, str, str | None],
     pane: PaneLike,
     coding_agent: str,
+    mux_socket: str | None = None,
     now: datetime | None = None,
 ) -> Placement:
     """Point the member's placement at ``pane`` (the caller holds the old and the new pane's
-    locks): new session, window, pane, agent and `created_at`, `lost_at` cleared.
+    locks): new session, window, pane, agent, `mux_socket` (the server ``pane`` is on; None:
+    not known) and `created_at`, `lost_at` cleared.
 
     ``expected`` is the ``(backend, session, pane id)`` the caller locked. A member that is no
     longer active or whose placement changed raises `PlacementsChanged`. When the member is its
@@ -83,6 +85,7 @@ def rebind_placement(
                     "window": pane.window_id,
                     "pane": pane.pane_id,
                     "agent": coding_agent,
+                    "socket": mux_socket,
                     "now": ts,
                 },
             )

@@ -61,8 +61,15 @@ def signal_stop_is_clean() -> None:
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run one invocation and exit with its code."""
     global _whole_process
-    _whole_process = True
-    sys.exit(run(argv))
+    # Only the console script and `python -m cafleet` read sys.argv: then this process is the
+    # invocation. A caller passing argv (a test calling main in process) is not, and the flag
+    # must not outlive the call.
+    _whole_process = argv is None
+    try:
+        code = run(argv)
+    finally:
+        _whole_process = False
+    sys.exit(code)
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -90,9 +90,9 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
 @json_option
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.supervision import fleet_report
+    from cafleet.supervision import classified_state, fleet_report
 
-    report = fleet_report(conn, fleet_id)
+    report = fleet_report(conn, fleet_id, agent_state=classified_state)
     if as_json:
         out_json(
             {

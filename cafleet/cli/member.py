@@ -64,9 +64,9 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
 @json_option
 def member_list(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.supervision import fleet_report
+    from cafleet.supervision import classified_state, fleet_report
 
-    report = fleet_report(conn, fleet_id, roster_required=True)
+    report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
     if as_json:
         out_json(

@@ -262,6 +262,7 @@ def member_ping(member_id: int, as_json: bool) -> None:
                 "pane_id": pane_id,
                 "skipped": pinged.skipped,
                 "reason": pinged.reason,
+                "state": pinged.state,
             }
         )
         return
@@ -273,5 +274,7 @@ def member_ping(member_id: int, as_json: bool) -> None:
             f"Member {name} ({member_id}, pane {pane_id}) is receiving another keystroke; "
             "ping skipped."
         )
+    elif pinged.reason == "held":
+        out(f"Member {name} ({member_id}, pane {pane_id}) is {pinged.state}; ping skipped.")
     else:
-        out(f"Pinged member {name} ({member_id}, pane {pane_id}).")
+        out(f"Pinged member {name} ({member_id}, pane {pane_id}, {pinged.state}).")

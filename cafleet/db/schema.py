@@ -94,6 +94,8 @@ member_placements = Table(
     Column("coding_agent", Text, nullable=False),
     Column("created_at", Text, nullable=False),
     Column("lost_at", Text, nullable=True),
+    # Revision 0004: the socket path of the tmux server the pane was made on (NULL: unknown).
+    Column("mux_socket", Text, nullable=True),
 )
 
 member_spawns = Table(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -258,10 +258,20 @@ _TABLES_0003 = (
     _SPAWNS_0003,
 )
 
+# --- revision 0004 `placement_socket` (never edit) ---------------------------------------------
+
+_PLACEMENTS_0004 = TableShape(
+    "member_placements",
+    (*_PLACEMENTS_0003.columns, _c("mux_socket", _TEXT, False)),
+    False,
+    _PLACEMENTS_0003.foreign_keys,
+)
+_TABLES_0004 = tuple(_PLACEMENTS_0004 if t.name == "member_placements" else t for t in _TABLES_0003)
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
     "0003": SchemaShape("0003", _TABLES_0003, _INDEXES_0002),
+    "0004": SchemaShape("0004", _TABLES_0004, _INDEXES_0002),
 }
 
 

@@ -170,6 +170,7 @@ def run_loop(
             tick_seconds=tick_seconds,
             pane_lock_timeout=settings.pane_lock_timeout,
             env_wake_interval=settings.monitor_wake_interval,
+            hold_timeout=settings.delivery_hold_timeout,
             backend=backend,
             log=log,
             stop_requested=signals.stop_requested,

@@ -88,7 +88,7 @@ def capture_entries(
 
     A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
     not found` without a capture (a dead pane costs one cheap check, issue 8)."""
-    from cafleet.mux import MultiplexerError, PaneGone, get_backend
+    from cafleet.mux import MultiplexerError, PaneGone, get_backend, owner_of, owner_problem
 
     cache: dict[str, object] = {} if backends is None else backends
     live = _live_tmux_panes(members, cache)
@@ -119,6 +119,11 @@ def capture_entries(
                 backend = get_backend(placement.backend)
                 backend.ensure_available()
                 cache[placement.backend] = backend
+            # Issue 10 item 7: another server's pane, or an id reused elsewhere, is not captured.
+            not_ours = owner_problem(backend, pane_id, owner_of(placement))  # type: ignore[arg-type]
+            if not_ours is not None:
+                entries.append(_failed_entry(base, pane_id, f"capture failed: {not_ours}"))
+                continue
             content = backend.capture(pane_id, lines, ansi=ansi)  # type: ignore[attr-defined]
         except PaneGone:
             error = "capture failed: pane not found"

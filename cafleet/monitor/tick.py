@@ -43,8 +43,15 @@ class LoopState:
     backend: Any  # the tmux backend, available (ensure_available ran at start-up)
     log: Callable[[str], None]  # writes "<ts> <text>" and flushes
     stop_requested: Callable[[], bool]
+    hold_timeout: int = 300  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
     last_skip_reason: str | None = None
     displaced: bool = field(default=False)
+    # Held lines (docs/runtime.md §4.9): a hold is logged when it starts or its state changes, not
+    # every tick; the wake's hold timeout counts from its first held attempt.
+    held_logged: dict[int, str] = field(default_factory=dict)
+    wake_held_since: float | None = None
+    wake_held_state: str | None = None
+    wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
 
     @property
     def db_dir(self) -> str:
@@ -172,8 +179,18 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
         keep_waiting=lambda: not state.stop_requested(),
     )
     for message_id, member_id in report.notified:
+        state.held_logged.pop(message_id, None)
         state.log(f"tick -> notify msg {message_id} member {member_id}")
     for failure in report.failures:
+        if failure.held is not None:
+            if state.held_logged.get(failure.message_id) != failure.held:
+                state.held_logged[failure.message_id] = failure.held
+                state.log(
+                    f"tick -> held msg {failure.message_id} member {failure.recipient_id}: "
+                    f"{failure.reason}"
+                )
+            continue
+        state.held_logged.pop(failure.message_id, None)
         state.log(
             f"tick -> not notified msg {failure.message_id} member {failure.recipient_id}: "
             f"{failure.reason}"
@@ -215,11 +232,22 @@ def _wake(
         _skip(state, f"monitor pane {pane_id} is the root Director's pane")
         return
 
-    from cafleet.keystrokes import type_into_pane
-    from cafleet.mux import PaneKey, get_backend
+    import time
+
+    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.mux import PaneKey, get_backend, owner_of
 
     member_id = monitor.member_id
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    if state.wake_held_pane != pane_id:
+        state.wake_held_since = state.wake_held_state = None
+    held_since = state.wake_held_since
+    target = Target(
+        agent=placement.coding_agent,
+        waited=0.0 if held_since is None else time.monotonic() - held_since,
+        hold_timeout=state.hold_timeout,
+        owner=owner_of(placement),
+    )
     counted: list[int] = []
 
     def recheck() -> RecheckState:
@@ -249,6 +277,7 @@ def _wake(
         db_dir=state.db_dir,
         purpose=f"wake monitor {member_id}",
         lock_timeout=state.lock_timeout,
+        target=target,
         keep_waiting=lambda: not state.stop_requested(),
         recheck=recheck,
         record=lambda: broker.record_monitor_wake(
@@ -257,12 +286,22 @@ def _wake(
     )
     if outcome.kind == "abandoned":
         return
+    if outcome.kind == "held":
+        # The wake stays due; the next tick tries again (its hold timeout runs from here).
+        if state.wake_held_since is None:
+            state.wake_held_since = time.monotonic()
+            state.wake_held_pane = pane_id
+        if outcome.detail != state.wake_held_state:
+            state.wake_held_state = outcome.detail
+            state.log(f"tick -> wake monitor {member_id} held: {outcome.reason}")
+        return
     if outcome.kind == "unrecorded":
         assert outcome.error is not None
         raise outcome.error  # a wake that cannot be recorded fails the tick
     if not outcome.typed:
         state.log(f"tick -> wake monitor {member_id} not delivered: {outcome.reason}")
         return
+    state.wake_held_since = state.wake_held_state = None
     count = counted[0]
     noun = "member" if count == 1 else "members"
     prefix = "forced wake" if forced else "wake"

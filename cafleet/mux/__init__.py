@@ -6,6 +6,7 @@ Importing this module is cheap: it never imports libtmux (docs/runtime.md §0.3)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -16,6 +17,7 @@ from cafleet.records import PaneKey  # re-exported: the lock layer's key
 
 if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
+    from cafleet.records import Placement
 
 # docs/cli.md §1.11, exact.
 MSG_TMUX_NOT_FOUND = "tmux binary not found on PATH"
@@ -23,6 +25,8 @@ MSG_TMUX_UNSET = "not inside a tmux session (TMUX is not set)"
 MSG_TMUX_PANE_UNSET = "not inside a tmux pane (TMUX_PANE is not set)"
 MSG_PANE_NOT_FOUND = "pane not found"
 MSG_NO_PANE_ID = "printed no pane id"
+# Issue 10 item 7: a pane id names a pane only on one server, and ids are reused.
+MSG_NOT_OURS = "pane {pane_id} belongs to another tmux server or was reused"
 SPAWN_LIMIT_BYTES = 16000
 
 
@@ -58,10 +62,27 @@ class PaneContext:
 
 
 @dataclass(frozen=True)
+class PaneOwner:
+    """Where a placement's pane must be: the server (its socket path, None when the placement
+    predates recording it) and the session and window the placement names."""
+
+    socket_path: str | None
+    session: str
+    window_id: str
+
+
+def owner_of(placement: Placement) -> PaneOwner:
+    """Where ``placement``'s pane must be (issue 10 item 7)."""
+    return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
+
+
+@dataclass(frozen=True)
 class PaneStatus:
     pane_id: str
     mode: str | None  # "copy-mode", "view-mode", ...; None when in no mode
     dead: bool  # process exited (remain-on-exit panes)
+    session: str | None = None  # the session and window the pane is in now
+    window_id: str | None = None
 
     def problem(self) -> str | None:
         """docs/cli.md §1.11's probe detail (`pane is in <mode>`, `pane has exited`) or None."""
@@ -144,7 +165,13 @@ class Multiplexer(Protocol):
 
     def type_line(self, pane_id: str, line: str) -> None: ...
 
+    def type_text(self, pane_id: str, text: str) -> None: ...
+
+    def send_key(self, pane_id: str, key: str) -> None: ...
+
     def capture(self, pane_id: str, lines: int, *, ansi: bool = False) -> str: ...
+
+    def screen(self, pane_id: str) -> str: ...
 
     def list_panes(self) -> frozenset[str]: ...
 
@@ -153,18 +180,57 @@ class Multiplexer(Protocol):
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool: ...
 
 
-def probe_for_typing(mux: Multiplexer, pane_id: str) -> str | None:
-    """Probe a pane before typing (docs/runtime.md §1.8, §4.3 step 6).
+def probe_for_typing(mux: Multiplexer, pane_id: str, owner: PaneOwner | None = None) -> str | None:
+    """Probe a pane before typing (docs/runtime.md §1.8, §4.3 step 6), in one tmux call.
 
     Returns None when the pane may be typed into, else the detail for
     `typing into pane <pane_id> failed: <detail>`: `pane not found`, `pane is in <mode>`,
-    `pane has exited`, or the tmux message of the failing call.
+    `pane has exited`, the tmux message of the failing call, or (``owner`` given, issue 10
+    item 7) `MSG_NOT_OURS` when the pane is not the placement's.
     """
+    if owner is not None and not same_server(getattr(mux, "socket_path", None), owner.socket_path):
+        return MSG_NOT_OURS.format(pane_id=pane_id)
     try:
         status = mux.pane_status(pane_id)
     except MultiplexerError as exc:
         return str(exc)
+    if owner is not None and _elsewhere(status, owner):
+        return MSG_NOT_OURS.format(pane_id=pane_id)
     return status.problem()
+
+
+def same_server(socket_a: str | None, socket_b: str | None) -> bool:
+    """Whether two socket paths name one server (a path not recorded matches any)."""
+    if socket_a is None or socket_b is None:
+        return True
+    return os.path.realpath(socket_a) == os.path.realpath(socket_b)
+
+
+def _elsewhere(status: PaneStatus, owner: PaneOwner) -> bool:
+    if status.session is None or status.window_id is None:
+        return False  # a backend that cannot tell: nothing to compare
+    return (status.session, status.window_id) != (owner.session, owner.window_id)
+
+
+def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:
+    """Issue 10 item 7: None when ``pane_id`` is the placement's pane (``owner``: its server,
+    session and window), else `MSG_NOT_OURS`, or the tmux message when the probe fails.
+
+    Runs before a placement's pane is captured or killed (typing probes with
+    `probe_for_typing`): a pane id of another server, or one tmux reused for a pane in another
+    session or window, is not ours, and nothing is done to it.
+    """
+    if owner is None:
+        return None
+    if not same_server(getattr(mux, "socket_path", None), owner.socket_path):
+        return MSG_NOT_OURS.format(pane_id=pane_id)
+    try:
+        status = mux.pane_status(pane_id)
+    except PaneGone:
+        return None  # nothing there to mistake: the caller's own call reports it gone
+    except MultiplexerError as exc:
+        return str(exc)
+    return MSG_NOT_OURS.format(pane_id=pane_id) if _elsewhere(status, owner) else None
 
 
 # --------------------------------------------------------------------------- registry
@@ -204,6 +270,7 @@ def tmux_backend(env: Mapping[str, str] | None = None) -> TmuxBackend:
 
 
 __all__ = [
+    "MSG_NOT_OURS",
     "MSG_NO_PANE_ID",
     "MSG_PANE_NOT_FOUND",
     "MSG_TMUX_NOT_FOUND",
@@ -219,6 +286,7 @@ __all__ = [
     "PaneContext",
     "PaneGone",
     "PaneKey",
+    "PaneOwner",
     "PaneStatus",
     "backend_names",
     "get_backend",
@@ -226,6 +294,9 @@ __all__ = [
     "msg_tmux_too_old",
     "msg_unreachable",
     "msg_unsupported_backend",
+    "owner_of",
+    "owner_problem",
     "probe_for_typing",
+    "same_server",
     "tmux_backend",
 ]

@@ -51,6 +51,7 @@ DEFAULT_TIMEOUT = 5.0
 ESCAPE_SETTLE = 0.1
 SUBMIT_SETTLE = 1.0
 SUBMIT_KEY = "Enter"
+KEYS = (SUBMIT_KEY, "Escape", "C-u")  # the only named keys cafleet presses
 CAPTURE_OVERFETCH = 1000
 MIN_VERSION = (3, 0)
 
@@ -308,33 +309,53 @@ class TmuxBackend:
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(self, pane_id: str, line: str) -> None:
+        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (issue 10 item 3): Escape
+        interrupts a working Claude Code or Codex, and ESC before a line starting with `[`
+        can parse as a control sequence (`ESC [ c` is a terminal query)."""
         if "\r" in line or "\n" in line:
             raise ValueError("type_line: the line may not contain CR or LF")
-        self._run(["send-keys", "-t", pane_id, "Escape"])
-        self._sleep(ESCAPE_SETTLE)
-        for keys in typed_keys(line):  # docs/tmux-arguments.md §4
-            self._run(["send-keys", "-t", pane_id, *keys])
+        self.type_text(pane_id, line)
         self._sleep(SUBMIT_SETTLE)
         self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        """Type ``text`` literally, in chunks, without Enter."""
+        if "\r" in text or "\n" in text:
+            raise ValueError("type_text: the text may not contain CR or LF")
+        for keys in typed_keys(text):  # docs/tmux-arguments.md §4
+            self._run(["send-keys", "-t", pane_id, *keys])
+
+    def send_key(self, pane_id: str, key: str) -> None:
+        """Press one named key (`KEYS`: Enter, Escape, C-u)."""
+        if key not in KEYS:
+            raise ValueError(f"send_key: {key!r} is not one of {', '.join(KEYS)}")
+        self._run(["send-keys", "-t", pane_id, key])
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.8
 
     def pane_status(self, pane_id: str) -> PaneStatus:
+        # The session name goes last: it is the only field that may itself contain `|`.
         out = self._run(
             [
                 "display-message",
                 "-p",
                 "-t",
                 pane_id,
-                "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}",
+                "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}|#{session_name}",
             ]
         )
-        parts = out.split("\n", 1)[0].strip().split("|")
-        if len(parts) != 4 or parts[0] != pane_id:
+        parts = out.split("\n", 1)[0].split("|", 5)
+        if len(parts) != 6 or parts[0].strip() != pane_id:
             raise PaneGone(pane_id)
         in_mode = parts[1].strip() not in ("", "0")
         mode = (parts[2].strip() or "a mode") if in_mode else None
-        return PaneStatus(pane_id=pane_id, mode=mode, dead=parts[3].strip() == "1")
+        return PaneStatus(
+            pane_id=pane_id,
+            mode=mode,
+            dead=parts[3].strip() == "1",
+            session=parts[5],
+            window_id=parts[4].strip(),
+        )
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.9
 
@@ -345,6 +366,11 @@ class TmuxBackend:
         if ansi:
             args.append("-e")
         return window_capture(self._run(args), lines, ansi=ansi)
+
+    def screen(self, pane_id: str) -> str:
+        """The pane's visible screen as plain text (`capture-pane -p`, no history, no ANSI):
+        what the pane-state classifier reads (cafleet.panestate)."""
+        return self._run(["capture-pane", "-p", "-t", pane_id]).rstrip("\n")
 
     # ------------------------------------------------------------------------ docs/runtime.md §1.10
 
@@ -390,6 +416,7 @@ __all__ = [
     "CHUNK_BYTES",
     "DEFAULT_TIMEOUT",
     "ESCAPE_SETTLE",
+    "KEYS",
     "SPLIT_TIMEOUT",
     "SUBMIT_KEY",
     "SUBMIT_SETTLE",

@@ -27,6 +27,7 @@ class Placement:
     coding_agent: str
     created_at: str
     lost_at: str | None = None  # when the monitor loop found the pane gone (reported once)
+    mux_socket: str | None = None  # the server the pane was made on; None: not recorded
 
     @property
     def is_concrete(self) -> bool:
@@ -73,6 +74,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
         ),
         created_at=row[prefix + "created_at"],
         lost_at=_optional(row, prefix + "lost_at"),
+        mux_socket=_optional(row, prefix + "mux_socket"),
     )
 
 

@@ -13,6 +13,7 @@ class PlacementSpec:
     mux_window_id: str
     coding_agent: str
     backend: str = "tmux"
+    mux_socket: str | None = None  # the tmux server's socket path (revision 0004)
 
 
 @dataclass(frozen=True, slots=True)

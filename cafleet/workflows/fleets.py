@@ -164,6 +164,7 @@ def create(
                 model=monitor_model,
                 effort=monitor_effort,
             ),
+            mux_socket=backend.socket_path,
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)

@@ -9,7 +9,6 @@ pending or placementless member never builds a backend at all.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
@@ -23,10 +22,8 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
-    outcome_unknown,
-    spawn_env,
+    spawn_member_pane,
     spawn_plan,
-    unconfirmed_detail,
     validate_agent_options,
 )
 
@@ -72,7 +69,8 @@ class Pinged:
     member: Member
     pane_id: str | None
     skipped: bool
-    reason: Literal["pending_placement", "busy"] | None
+    reason: Literal["pending_placement", "busy", "held"] | None
+    state: str | None = None  # the pane state the gate saw (docs/runtime.md §4.9)
 
 
 # --- shared lookups ------------------------------------------------------------------------------
@@ -219,6 +217,12 @@ def create(
         raise WorkflowError(str(exc)) from exc
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.mux import MSG_NOT_OURS, same_server
+
+    if not same_server(backend.socket_path, director_placement.mux_socket):
+        # Splitting "@<window>" here would split a window of this server, not the Director's.
+        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+
     from cafleet.broker.recovery import placed_members
 
     overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
@@ -242,6 +246,7 @@ def create(
                 mux_window_id=director_placement.mux_window_id,
                 coding_agent=coding_agent,
                 backend="tmux",
+                mux_socket=backend.socket_path,
             ),
             require_monitor=True,
             # None: the bundled prompt, so a respawn gets this cafleet's current one.
@@ -282,31 +287,17 @@ def create(
         coding_agent=coding_agent,
     )
     argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=settings.db_dir)
-    target: placing.Target | None = None
-    try:
-        target = placing.choose(
-            backend,
-            director_window=director_placement.mux_window_id,
-            overflow=overflow,
-            smallest=placing.minimum(settings),
-            mode=window,
-        )
-        spawned = placing.spawn_at(
-            backend,
-            target,
-            session=director_placement.mux_session,
-            window_name=placing.window_name(fleet_id, fleet.name),
-            argv=argv,
-            cwd=os.getcwd(),
-            env=spawn_env(coding_agent),
-        )
-    except MultiplexerError as exc:
-        cleanup = Cleanup()
-        if outcome_unknown(exc):
-            where = target.window_id if target is not None else director_placement.mux_window_id
-            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
-        deregister(cleanup)
-        fail_with_cleanup(str(exc), cleanup)
+    spawned = spawn_member_pane(
+        backend,
+        settings,
+        director_placement=director_placement,
+        overflow=overflow,
+        window=window,
+        window_name=placing.window_name(fleet_id, fleet.name),
+        argv=argv,
+        coding_agent=coding_agent,
+        on_failure=deregister,
+    )
     pane_id = spawned.pane_id
 
     def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
@@ -393,6 +384,11 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         if shared is not None:
             status, other = "shared", shared
         else:
+            from cafleet.mux import owner_of, owner_problem
+
+            not_ours = owner_problem(backend, pane_id, owner_of(placement))
+            if not_ours is not None:
+                raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
             try:
                 killed = backend.kill_pane(pane_id, ignore_missing=True)
             except MultiplexerError as exc:
@@ -417,10 +413,14 @@ def _type_line(
     wait: bool,
 ) -> TypeOutcome:
     """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
-    timeout, busy is `lock_busy_message`) and ping (one try, busy is returned). A failure reads
-    `typing into pane <pane_id> failed: <detail>`."""
+    timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
+    held are returned). A failure reads `typing into pane <pane_id> failed: <detail>`, a line
+    the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
+    pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
+    reused`; each is exit 1."""
     from cafleet import signals
-    from cafleet.keystrokes import type_into_pane
+    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 
     verb = "prompt" if wait else "ping"
@@ -433,6 +433,11 @@ def _type_line(
         db_dir=settings.db_dir,
         purpose=f"{verb} member {member_id}",
         lock_timeout=settings.pane_lock_timeout if wait else None,
+        target=Target(
+            agent=placement.coding_agent,
+            hold_timeout=settings.delivery_hold_timeout,
+            owner=owner_of(placement),
+        ),
         keep_waiting=signals.keep_waiting,
     )
     if outcome.kind == "abandoned":
@@ -440,7 +445,12 @@ def _type_line(
         raise PaneLockAbandoned(outcome.pane_id, _pane_key(placement))
     if outcome.kind == "busy" and wait:
         raise WorkflowError(lock_busy_message(member_id))
-    if outcome.kind == "failed":
+    if outcome.kind == "held" and wait:
+        raise WorkflowError(
+            f"member {member_id}'s pane {outcome.pane_id} is {outcome.detail}; nothing was "
+            "typed (retry when it is ready)"
+        )
+    if outcome.kind in ("failed", "not_ours", "unverified"):
         raise WorkflowError(str(outcome.reason))
     return outcome
 
@@ -461,8 +471,8 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
 
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
-    """Type the fixed ping line into the member's pane, or skip a pending or busy pane
-    (docs/cli.md §2.13)."""
+    """Type the fixed ping line into the member's pane, or skip a pending, busy or held pane
+    (docs/cli.md §2.13); the result carries the pane state the gate saw."""
     from cafleet.assets.guard import require_assets
 
     require_assets(conn, member_id=member_id)
@@ -474,9 +484,12 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend)
     line = PING_LINE.format(member_id=member_id)
-    if _type_line(settings, placement, member_id, backend, line, wait=False).kind == "busy":
+    outcome = _type_line(settings, placement, member_id, backend, line, wait=False)
+    if outcome.kind == "busy":
         return Pinged(member, pane_id, True, "busy")
-    return Pinged(member, pane_id, False, None)
+    if outcome.kind == "held":
+        return Pinged(member, pane_id, True, "held", outcome.state)
+    return Pinged(member, pane_id, False, None, outcome.state)
 
 
 __all__ = [

@@ -89,15 +89,19 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     """The last ``lines`` lines of an active member's pane.
 
     Refusals, in order: `MemberNotFound` (unknown or deregistered), no placement row, a pending
-    placement, tmux unusable, the capture call failing.
+    placement, tmux unusable, a pane that is not the placement's (another server's, or an id
+    reused elsewhere: issue 10 item 7), the capture call failing.
     """
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to capture")
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend)
-    from cafleet.mux import MultiplexerError
+    from cafleet.mux import MultiplexerError, owner_of, owner_problem
 
+    not_ours = owner_problem(backend, pane_id, owner_of(placement))
+    if not_ours is not None:
+        raise PaneUnavailable(not_ours)
     try:
         content = backend.capture(pane_id, lines, ansi=ansi)
     except MultiplexerError as exc:
@@ -137,6 +141,12 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
             continue
         activity = None
         if classify is not None:
+            from cafleet.mux import owner_of, owner_problem
+
+            if owner_problem(backends[placement.backend], pane_id, owner_of(placement)):
+                # Not the placement's pane (issue 10 item 7): never captured.
+                states.append(PaneState(member.member_id, pane_id, "gone", None))
+                continue
             try:
                 content = backends[placement.backend].capture(pane_id, CLASSIFY_LINES)
             except MultiplexerError:

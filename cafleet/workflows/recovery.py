@@ -26,10 +26,8 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
-    outcome_unknown,
-    spawn_env,
+    spawn_member_pane,
     spawn_plan,
-    unconfirmed_detail,
     validate_agent_options,
 )
 
@@ -108,16 +106,29 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
     return template, spec.model if spec else None, spec.effort if spec else None
 
 
-def _old_pane_state(backend: Any, member_id: int, pane_id: str) -> str:
-    """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal."""
-    from cafleet.mux import MultiplexerError, PaneGone
+def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
+    """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal.
 
+    The pane is ours (issue 10 item 7): a placement made on another tmux server is refused
+    (its pane may well run there); a pane id this server reused for a pane in another session
+    or window means the member's pane is gone, and the other pane is never touched."""
+    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
+
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    not_ours = MSG_NOT_OURS.format(pane_id=pane_id)
+    if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        raise WorkflowError(not_ours)
     try:
         status = backend.pane_status(pane_id)
     except PaneGone:
         return "gone"
     except MultiplexerError as exc:
         raise WorkflowError(str(exc)) from exc
+    owner = owner_of(placement)
+    where = (status.session, status.window_id)
+    if None not in where and where != (owner.session, owner.window_id):
+        return "gone"
     if status.dead:
         return "dead"
     raise WorkflowError(
@@ -159,7 +170,12 @@ def respawn(
     )
     plan = spawn_plan(agent, template, model, effort)
     backend = backend_for(placement.backend)
-    state = _old_pane_state(backend, member_id, old_pane)
+    from cafleet.mux import MSG_NOT_OURS, same_server
+
+    if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
+        # Splitting "@<window>" here would split a window of this server, not the Director's.
+        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+    state = _old_pane_state(backend, member_id, placement)
     overflow = placing.fleet_windows(
         broker.placed_members(conn, fleet.fleet_id), director_placement, exclude=member_id
     )
@@ -227,33 +243,19 @@ def _spawn_and_rebind(
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
     from cafleet import broker, signals
-    from cafleet.mux import MultiplexerError, PaneKey
+    from cafleet.mux import PaneKey
 
     member_id = member.member_id
-    target: placing.Target | None = None
-    try:
-        target = placing.choose(
-            backend,
-            director_window=director_placement.mux_window_id,
-            overflow=overflow,
-            smallest=placing.minimum(settings),
-            mode=window,
-        )
-        spawned = placing.spawn_at(
-            backend,
-            target,
-            session=director_placement.mux_session,
-            window_name=window_name,
-            argv=argv,
-            cwd=os.getcwd(),
-            env=spawn_env(coding_agent),
-        )
-    except MultiplexerError as exc:
-        cleanup = Cleanup()
-        if outcome_unknown(exc):
-            where = target.window_id if target is not None else director_placement.mux_window_id
-            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
-        fail_with_cleanup(str(exc), cleanup)
+    spawned = spawn_member_pane(
+        backend,
+        settings,
+        director_placement=director_placement,
+        overflow=overflow,
+        window=window,
+        window_name=window_name,
+        argv=argv,
+        coding_agent=coding_agent,
+    )
 
     def kill_new(primary: str | None) -> NoReturn:
         cleanup = Cleanup()
@@ -286,6 +288,7 @@ def _spawn_and_rebind(
                 expected=expected,
                 pane=spawned,
                 coding_agent=coding_agent,
+                mux_socket=getattr(backend, "socket_path", None),
             )
         except broker.PlacementsChanged:
             kill_new(lock_busy_message(member_id))
@@ -309,6 +312,31 @@ def _refuse_member_pane(conn: Connection, here: Any) -> None:
             f"pane {here.pane_id} is member {other}'s pane; run 'cafleet fleet adopt' in a "
             "pane of its own"
         )
+
+
+def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[str]) -> bool:
+    """Whether the Director's own pane still runs (issue 10 item 7: the pane must be ours): on
+    the server the placement was made on, in its session and window. A pane id reused for a pane
+    elsewhere does not count; a placement of another server is asked on that server's socket
+    (a server that no longer answers has no pane open)."""
+
+    from cafleet.mux import MultiplexerError, get_backend, owner_of, same_server
+
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    socket = placement.mux_socket
+    there = backend
+    if not same_server(backend.socket_path, socket):
+        there = get_backend("tmux", env={**os.environ, "TMUX": f"{socket},0,0"})
+    elif pane_id not in live:
+        return False
+    try:
+        status = there.pane_status(pane_id)
+    except MultiplexerError:
+        return False
+    owner = owner_of(placement)
+    where = (status.session, status.window_id)
+    return None in where or where == (owner.session, owner.window_id)
 
 
 def adopt(
@@ -348,7 +376,7 @@ def adopt(
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
     _refuse_member_pane(conn, here)
     old_pane = placement.mux_pane_id
-    if old_pane is not None and old_pane in live:
+    if old_pane is not None and _director_pane_is_open(backend, placement, frozenset(live)):
         raise WorkflowError(
             f"fleet {fleet_id}'s root Director pane {old_pane} is still open; "
             "'cafleet fleet adopt' replaces a Director pane that is gone"
@@ -381,6 +409,7 @@ def adopt(
                 expected=(placement.backend, placement.mux_session, old_pane),
                 pane=here,
                 coding_agent=coding_agent or placement.coding_agent,
+                mux_socket=backend.socket_path,
             )
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc

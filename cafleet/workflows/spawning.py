@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cafleet import status
 from cafleet.errors import error_text
@@ -17,6 +17,10 @@ from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.agents import CodingAgent
+    from cafleet.config import Settings
+    from cafleet.mux import PaneContext
+    from cafleet.records import Placement
+    from cafleet.workflows.placing import WindowMode
 
 
 class WorkflowUsageError(WorkflowError):
@@ -190,3 +194,48 @@ def fail_with_cleanup(primary: str | None, cleanup: Cleanup) -> NoReturn:
     only the cleanup lines (a signal stop).
     """
     raise CompensatedError(primary, cleanup.lines)
+
+
+def spawn_member_pane(
+    backend: Any,
+    settings: Settings,
+    *,
+    director_placement: Placement,
+    overflow: list[str],
+    window: WindowMode,
+    window_name: str,
+    argv: list[str],
+    coding_agent: str,
+    on_failure: Callable[[Cleanup], None] = lambda cleanup: None,
+) -> PaneContext:
+    """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there. A tmux
+    failure fails the command with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is
+    named, then `on_failure` adds the caller's own cleanup (`member create` deregisters)."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.workflows import placing
+
+    target: placing.Target | None = None
+    try:
+        target = placing.choose(
+            backend,
+            director_window=director_placement.mux_window_id,
+            overflow=overflow,
+            smallest=placing.minimum(settings),
+            mode=window,
+        )
+        return placing.spawn_at(
+            backend,
+            target,
+            session=director_placement.mux_session,
+            window_name=window_name,
+            argv=argv,
+            cwd=os.getcwd(),
+            env=spawn_env(coding_agent),
+        )
+    except MultiplexerError as exc:
+        cleanup = Cleanup()
+        if outcome_unknown(exc):
+            where = target.window_id if target is not None else director_placement.mux_window_id
+            cleanup.add(f"pane cleanup unconfirmed: {unconfirmed_detail(where)}")
+        on_failure(cleanup)
+        fail_with_cleanup(str(exc), cleanup)

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -186,6 +186,37 @@ def _kill_panes(backends: dict[str, Any], keys: Sequence[PaneKey]) -> dict[PaneK
     return outcome
 
 
+def _not_ours(
+    fleet_id: int,
+    backends: dict[str, Any],
+    members: Sequence[Member],
+    keys: Container[PaneKey],
+) -> set[PaneKey]:
+    """The pane is ours (issue 10 item 7), checked for every pane before any is killed: a pane
+    of another tmux server refuses the whole delete (`msg_cannot_kill`, nothing killed or
+    written); a pane id this server reused for a pane in another session or window means the
+    member's own pane is gone, so it is left alone and reported `already_gone`."""
+    from cafleet.mux import MSG_NOT_OURS, owner_of, owner_problem, same_server
+
+    reused: set[PaneKey] = set()
+    for member in members:
+        placement = member.placement
+        if placement is None or placement.pane_key is None or placement.pane_key not in keys:
+            continue
+        key = placement.pane_key
+        backend = backends[key[0]]
+        problem = owner_problem(backend, key[2], owner_of(placement))
+        if problem is None:
+            continue
+        if problem == MSG_NOT_OURS.format(pane_id=key[2]) and same_server(
+            getattr(backend, "socket_path", None), placement.mux_socket
+        ):
+            reused.add(key)
+            continue
+        raise WorkflowError(msg_cannot_kill(fleet_id, problem))
+    return reused
+
+
 # --- the loop ------------------------------------------------------------------------------------
 
 
@@ -267,7 +298,12 @@ def delete(
                 for name in sorted({k[0] for k in plan.kill}):
                     if name not in backends:
                         backends[name] = _backend(fleet_id, name)
-                killed = _kill_panes(backends, sorted(plan.kill, key=lambda k: plan.kill[k][0]))
+                reused = _not_ours(fleet_id, backends, members, plan.kill)
+                killed = _kill_panes(
+                    backends,
+                    sorted(set(plan.kill) - reused, key=lambda k: plan.kill[k][0]),
+                )
+                killed.update(dict.fromkeys(reused, False))
                 for key, indexes in plan.kill.items():
                     for i in indexes:
                         if not killed[key]:

@@ -4,9 +4,10 @@ Standalone: standard library only, because copies run under a generated shebang.
 below, is the exception: it imports tests.harness.fake_screens and cafleet.panestate, both on
 the PYTHONPATH the test session sets.)
 
-- Start record ``{"kind":"start","agent","argv","cwd","pane","db_url","pid"}`` appended to
-  ``$CAFLEET_FAKE_DIR/<pane with % replaced by p>.jsonl``.
-- Raw tty; prints ``fake-<agent> ready (<pane>)`` and a ``> `` prompt; reads with os.read.
+- Raw tty; prints ``fake-<agent> ready (<pane>)`` and a ``> `` prompt, then appends the start
+  record ``{"kind":"start","agent","argv","cwd","pane","db_url","pid"}`` to
+  ``$CAFLEET_FAKE_DIR/<pane with % replaced by p>.jsonl`` (screen mode: the record first);
+  reads with os.read.
 - Each CR closes one line record ``{"kind":"line","bytes_b64","text","t"}`` holding every byte
   since the previous CR (ESC included, CR excluded), written with one os.write (O_APPEND). Echoes
   ``got: <text>`` (ESC shown as ``^[``) and a new prompt.
@@ -224,7 +225,7 @@ class Fake:
         text = raw.decode("utf-8", "backslashreplace")
         return any(needle in text for needle in self.exit_on)
 
-    def main(self) -> int:
+    def start(self) -> None:
         self.record(
             {
                 "kind": "start",
@@ -236,6 +237,10 @@ class Fake:
                 "pid": os.getpid(),
             }
         )
+
+    def main(self) -> int:
+        if self.screen is not None:
+            self.start()
         restore = None
         if os.isatty(0):
             import termios
@@ -250,7 +255,10 @@ class Fake:
                 from tests.harness.fake_screens import Screens
 
                 return Screens(self, self.screen).run()
+            # Drawn before the start record: a test that waited for the record finds a screen,
+            # not the blank one the delivery gate holds as "starting".
             self.tty_write(f"fake-{self.agent} ready ({self.pane})\r\n> ")
+            self.start()
             if self.stall_start > 0:
                 self.stalled_until = time.monotonic() + self.stall_start
             return self.loop()

@@ -99,6 +99,7 @@ PLACEMENT_FIELDS = (
     "coding_agent",
     "created_at",
     "lost_at",
+    "mux_socket",
 )
 
 

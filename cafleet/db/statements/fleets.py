@@ -39,6 +39,7 @@ INSERT_PLACEMENT = insert(member_placements).values(
     backend=param("backend"),
     coding_agent=param("agent"),
     created_at=param("now"),
+    mux_socket=param("socket"),
 )
 SET_DIRECTOR = (
     update(fleets)

@@ -46,6 +46,7 @@ INSERT_PENDING_PLACEMENT = insert(member_placements).values(
     backend=param("backend"),
     coding_agent=param("agent"),
     created_at=param("now"),
+    mux_socket=param("socket"),
 )
 _mp = member_placements.c
 

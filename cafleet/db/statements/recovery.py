@@ -51,6 +51,7 @@ REBIND = (
         coding_agent=param("agent"),
         created_at=param("now"),
         lost_at=null(),
+        mux_socket=param("socket"),
     )
     .returning(*placement_columns(member_placements))
 )

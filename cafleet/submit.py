@@ -1,0 +1,147 @@
+"""Verified submit (issue 10 items 4 and 5): empty the composer, type the line, Enter, and count
+the line as submitted only when a capture shows the agent took it.
+
+`clear_composer` presses the agent's clear key (`cafleet.gate.POLICIES`) until the composer
+reads empty, so a retry never merges with a half-typed leftover. `submit_verified` types the
+line and Enter (`Multiplexer.type_line`), then reads the screen until
+`cafleet.panestate.line_taken` says ``submitted``; while the line is still in the composer
+(Enter swallowed) it presses Enter again, at most `MAX_ENTERS` in all; a line that shows
+nowhere (dropped, or garbled so its frame is gone) is not verified.
+
+A screen without cues (an agent without a table, a shell) is judged by the frame alone: the
+attempt counts when the frame shows on screen more often after Enter than before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cafleet.panestate import Taken, composer_text, line_taken, squash
+from cafleet.panestate.cues import TABLES
+
+if TYPE_CHECKING:
+    from cafleet.mux import Multiplexer
+
+DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
+CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
+VERIFY_POLL = 0.1  # between captures after Enter
+# opencode redraws seconds late under load (docs/agent-screens.md, "Judging a submit"): a taken
+# line may still show in its composer, or nowhere yet, for a while after Enter.
+ENTER_AGAIN_AFTER = 3.0  # the line still in the composer this long after Enter: Enter again
+VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
+MAX_ENTERS = 3
+FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Injectable time for unit tests."""
+
+    sleep: Callable[[float], object] = time.sleep
+    now: Callable[[], float] = time.monotonic
+
+
+def frame_of(line: str) -> str:
+    """The frame of a line that carries no message id (a wake, a ping, a prompt)."""
+    return line[:FRAME_CHARS]
+
+
+def taken(agent: str | None, before: str, after: str, frame: str) -> Taken:
+    """`line_taken` for an agent with cues; for any other screen, the frame count."""
+    if agent in TABLES:
+        return line_taken(agent, before, after, frame)
+    needle = squash(frame)
+    if needle and squash(after).count(needle) > squash(before).count(needle):
+        return "submitted"
+    return "missing"
+
+
+def clear_composer(
+    mux: Multiplexer, pane_id: str, agent: str | None, screen: str, clock: Clock
+) -> tuple[str, str | None]:
+    """Empty the composer ``screen`` shows; return the last capture and None, or the problem.
+
+    A screen without a composer (or without cues) is left alone. MultiplexerError propagates.
+    """
+    from cafleet.gate import POLICIES
+
+    policy = POLICIES.get(agent or "")
+    if policy is None:
+        return screen, None
+    for _ in range(policy.max_clears):
+        if not composer_text(policy.agent, screen):  # "" empty, None no composer drawn
+            return screen, None
+        mux.send_key(pane_id, policy.clear_key)
+        clock.sleep(CLEAR_SETTLE)
+        screen = mux.screen(pane_id)
+    if composer_text(policy.agent, screen):
+        return screen, (
+            f"the composer still holds text after {policy.max_clears} {policy.clear_key}"
+        )
+    return screen, None
+
+
+def submit_verified(
+    mux: Multiplexer,
+    pane_id: str,
+    agent: str | None,
+    line: str,
+    frame: str,
+    before: str,
+    clock: Clock,
+) -> str | None:
+    """Type ``line`` and Enter, then verify; None when taken, else why it is not verified.
+
+    ``before`` is the screen just before typing (composer empty). A failing type or Enter
+    raises MultiplexerError (the attempt failed); a capture failing afterwards is a
+    verification problem.
+    """
+    from cafleet.mux import MultiplexerError, PaneGone
+
+    mux.type_line(pane_id, line)
+    enters = 1
+    last_enter = clock.now()
+    while True:
+        clock.sleep(VERIFY_POLL)
+        try:
+            after = mux.screen(pane_id)
+        except PaneGone:
+            return "the pane closed before the line showed"
+        except MultiplexerError as exc:
+            return f"capture failed: {exc}"
+        verdict = taken(agent, before, after, frame)
+        if verdict == "submitted":
+            return None
+        now = clock.now()
+        if (
+            verdict == "in_composer"
+            and enters < MAX_ENTERS
+            and now - last_enter >= (ENTER_AGAIN_AFTER)
+        ):
+            mux.send_key(pane_id, "Enter")
+            enters += 1
+            last_enter = now
+            continue
+        if now - last_enter >= VERIFY_TIMEOUT:
+            if verdict == "in_composer":
+                return f"the line is still in the composer after {enters} Enter"
+            return "the line is not on the screen after Enter (dropped or garbled)"
+
+
+__all__ = [
+    "CLEAR_SETTLE",
+    "DISMISS_SETTLE",
+    "ENTER_AGAIN_AFTER",
+    "FRAME_CHARS",
+    "MAX_ENTERS",
+    "VERIFY_POLL",
+    "VERIFY_TIMEOUT",
+    "Clock",
+    "clear_composer",
+    "frame_of",
+    "submit_verified",
+    "taken",
+]
