@@ -42,7 +42,7 @@ def run(tmp: Path, count: int) -> dict[str, Any]:
     import cafleet
     from cafleet.assets.guard import require_assets
     from cafleet.broker import send_message
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     db_path = tmp / "assets_guard" / "cafleet.db"
     setup_db(db_path)

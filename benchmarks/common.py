@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,7 @@ print(json.dumps({"done": done, "errors": errors}))
 
 def run(tmp: Path, processes: int, per_process: int) -> dict[str, Any]:
     from cafleet.db import tx
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     db_path = tmp / "concurrency" / "cafleet.db"
     setup_db(db_path)

@@ -81,16 +81,32 @@ def _fill(
     }
 
 
-def _count_queries(conn: Any) -> tuple[list[int], Any]:
-    from sqlalchemy import event
+_TRANSACTION_STATEMENTS = frozenset(
+    ("BEGIN", "BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "SELECT version_num FROM alembic_version")
+)
 
-    counter = [0]
 
-    def count(*_args: Any) -> None:
-        counter[0] += 1
+class _CountingDriver:
+    """Stands in for the runtime connection's `sqlite3` connection, counting the repository's
+    statements (not the transaction's own BEGIN, COMMIT and ledger re-check)."""
 
-    event.listen(conn, "before_cursor_execute", count)
-    return counter, count
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.count = 0
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        if sql not in _TRANSACTION_STATEMENTS:
+            self.count += 1
+        return self.real.execute(sql, parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def _count_queries(conn: Any) -> _CountingDriver:
+    counter = _CountingDriver(conn.driver)
+    conn.driver = counter
+    return counter
 
 
 def _pending(conn: Any, fleet_id: int) -> int:
@@ -108,10 +124,8 @@ def _pending(conn: Any, fleet_id: int) -> int:
 
 
 def _in_process(tmp: Path, members: int) -> dict[str, Any]:
-    from sqlalchemy import event
-
     from cafleet.broker import claim_monitor
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.delivery import drain_fleet
     from cafleet.monitor.tick import LoopState, build_line, run_tick
 
@@ -125,13 +139,13 @@ def _in_process(tmp: Path, members: int) -> dict[str, Any]:
         pending = _pending(conn, fleet_id)
         live = frozenset({DIRECTOR_PANE})
 
-        counter, listener = _count_queries(conn)
+        counter = _count_queries(conn)
         start = time.perf_counter()
         report = drain_fleet(
             conn, fleet_id, attempted=set(), blocked=set(), lock_timeout=1.0, live_panes=live
         )
         drain_s = time.perf_counter() - start
-        drain_queries = counter[0]
+        drain_queries = counter.count
         if report.notified or report.failures:
             raise RuntimeError("the drain benchmark typed or failed something")
 
@@ -151,16 +165,16 @@ def _in_process(tmp: Path, members: int) -> dict[str, Any]:
             log=logged.append,
             stop_requested=lambda: False,
         )
-        counter[0] = 0
+        counter.count = 0
         start = time.perf_counter()
         run_tick(state)
         tick_s = time.perf_counter() - start
-        tick_queries = counter[0]
+        tick_queries = counter.count
 
         start = time.perf_counter()
         line, count = build_line(conn, fleet_id)
         line_s = time.perf_counter() - start
-        event.remove(conn, "before_cursor_execute", listener)
+        conn.driver = counter.real
         return {
             "members": members,
             "pending": pending,
@@ -185,7 +199,7 @@ def _tmux(sock: str, *args: str) -> str:
 def _whole_process(tmp: Path, members: int) -> dict[str, Any]:
     """broadcast and monitor scan to `members` dead panes, against a private tmux server."""
     from cafleet.broker import claim_monitor
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     sockdir = tempfile.mkdtemp(prefix="cfd", dir="/tmp")
     sock = f"{sockdir}/s"

@@ -70,7 +70,7 @@ def _ready_fake_claude(sock: str, window: str, where: Path) -> str:
 
 def run(tmp: Path, runs: int) -> dict[str, Any]:
     from cafleet.broker import create_fleet, register_member, set_placement_pane
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.records import PlacementSpec
 
     if shutil.which("tmux") is None:

@@ -19,9 +19,8 @@ from benchmarks.common import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from benchmarks.common import BenchFleet
+    from cafleet.db.runtime import Connection
 
 
 def _fill(conn: Connection, fleet: BenchFleet, total: int) -> None:
@@ -72,7 +71,7 @@ def _fill(conn: Connection, fleet: BenchFleet, total: int) -> None:
 
 def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
     from cafleet.broker import member_roster, poll_inbox
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     db_path = tmp / "scale" / "cafleet.db"
     setup_db(db_path)
@@ -83,13 +82,13 @@ def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
         member = fleet.member_ids[0]
         poll_times, roster_times, sql_times = [], [], []
         pending = 0
-        from cafleet.broker.messages import _POLL
         from cafleet.db import tx
+        from cafleet.db.catalog.sqlite.messages import POLL
 
         for _ in range(max(runs, 5)):
             t0 = time.perf_counter()
             with tx.read(conn):  # the poll statement alone: SQL and row fetch, no records
-                conn.execute(_POLL, {"member_id": member}).all()
+                conn.execute(POLL, {"member_id": member}).all()
             sql_times.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             pending = len(poll_inbox(conn, member))

@@ -30,6 +30,8 @@ from benchmarks.common import (
 
 FLOORS = {
     "floor: import sqlite3": [sys.executable, "-c", "import sqlite3"],
+    # Issue 14's floor: what any Click CLI over sqlite3 and JSON pays before doing anything.
+    "floor: import click, sqlite3, json": [sys.executable, "-c", "import click, sqlite3, json"],
     "floor: import sqlalchemy, click": [sys.executable, "-c", "import sqlalchemy, click"],
 }
 
@@ -53,7 +55,7 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
             for _ in range(2 * (runs + 1) + 2)
         ]
     finally:
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
 
         close_connection(conn)
     return {
@@ -84,6 +86,13 @@ def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
         "message poll (10 pending)": ["message", "poll", str(ctx["poll_member"])],
         "message ack": ["message", "ack", "{ack}"],
         "message show": ["message", "show", str(ctx["show_id"])],
+        "message wait --timeout 0": [
+            "message",
+            "wait",
+            str(ctx["poll_member"]),
+            "--timeout",
+            "0",
+        ],
     }
 
 
@@ -159,8 +168,10 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
         }
         sqlite_floor = table["floor: import sqlite3"]["median_s"]
         sa_floor = table["floor: import sqlalchemy, click"]["median_s"]
+        click_floor = table["floor: import click, sqlite3, json"]["median_s"]
         for row in table.values():
             row["x_sqlite3_floor"] = row["median_s"] / sqlite_floor
+            row["x_click_sqlite3_json_floor"] = row["median_s"] / click_floor
             row["x_sqlalchemy_click_floor"] = row["median_s"] / sa_floor
         results["conditions"][condition] = table
         reappeared = len(bytecode_dirs(package)) if package and condition == "nocache" else 0
@@ -185,12 +196,12 @@ def render(results: dict[str, Any]) -> list[str]:
             lines.append(f"  ({note})")
         lines.append(
             f"  {'command':<34} {'median ms':>9} {'min ms':>8} {'RSS MB':>7} "
-            f"{'x sqlite3':>9} {'x sa+click':>10}"
+            f"{'x sqlite3':>9} {'x click+':>9} {'x sa+click':>10}"
         )
         for label, row in table.items():
             lines.append(
                 f"  {label:<34} {row['median_s'] * 1000:9.1f} {row['min_s'] * 1000:8.1f} "
                 f"{row['peak_rss_kb'] / 1024:7.1f} {row['x_sqlite3_floor']:9.2f} "
-                f"{row['x_sqlalchemy_click_floor']:10.2f}"
+                f"{row['x_click_sqlite3_json_floor']:9.2f} {row['x_sqlalchemy_click_floor']:10.2f}"
             )
     return lines

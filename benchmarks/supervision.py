@@ -73,7 +73,7 @@ def _wait_in_process(conn: Any, db_path: Path, member: int, rounds: int) -> dict
 
 
 def run(tmp: Path, runs: int) -> dict[str, Any]:
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.monitor.ensure import heal_dead_loops
 
     db_path = tmp / "supervision" / "cafleet.db"

@@ -30,7 +30,7 @@ def _raw_connection(directory: Path) -> tuple[sqlite3.Connection, int]:
     try:
         member = make_fleet(conn, 1).member_ids[0]
     finally:
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
 
         close_connection(conn)
     return raw, member
@@ -55,7 +55,7 @@ def _raw_block(raw: sqlite3.Connection, member: int, count: int) -> float:
 
 def run(tmp: Path, count: int) -> dict[str, Any]:
     from cafleet.broker import ack_message, send_message
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     db_path = tmp / "throughput" / "cafleet.db"
     setup_db(db_path)

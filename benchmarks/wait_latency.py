@@ -15,7 +15,7 @@ SETTLE = 0.8  # let the waiter finish start-up and its first cycle before the se
 
 def run(tmp: Path, trials: int) -> dict[str, Any]:
     from cafleet.broker import ack_message, send_message
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     db_path = tmp / "wait" / "cafleet.db"
     setup_db(db_path)

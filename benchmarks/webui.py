@@ -70,7 +70,7 @@ def _get(conn: http.client.HTTPConnection, path: str, fleet_id: int) -> tuple[fl
 def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
     from cafleet import broker
     from cafleet.broker.views import timeline
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.web.timeline import group
 
     db_path = tmp / "webui" / "cafleet.db"

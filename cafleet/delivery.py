@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.keystrokes import RecheckState
 
 EM_DASH = "\u2014"  # —

@@ -20,8 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer
     from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 

@@ -101,7 +101,7 @@ def install_assets(
 def conn(head_db: Path):
     """A validated connection to the head database (what the CLI guard hands a command)."""
     from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     connection = open_validated_connection(str(head_db))
     yield connection

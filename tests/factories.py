@@ -23,8 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection
-
+from cafleet.db.runtime import Connection
 from cafleet.records import Broadcast, FleetBootstrap, Member, Message, PaneKey
 from tests.harness import util
 
@@ -64,7 +63,7 @@ def spawn_returning(pane: FakePane | None = None) -> Callable[[int, int, int], F
 def connect(db_path: Path | str) -> Iterator[Connection]:
     """A validated connection in this process (what the guard hands a command), closed after."""
     from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
 
     conn = open_validated_connection(str(db_path))
     try:
@@ -179,7 +178,7 @@ class Db:
         self.conn = open_validated_connection(str(path))
 
     def close(self) -> None:
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
 
         close_connection(self.conn)
 

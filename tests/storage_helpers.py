@@ -8,6 +8,7 @@ with no connection open.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -322,3 +324,30 @@ def leave_wal_frames(db: Path | str, *statements: str) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert os.path.getsize(str(db) + "-wal") > 0
+
+
+class _RecordingDriver:
+    """Stands in for a runtime connection's `sqlite3` connection and reports every statement."""
+
+    def __init__(self, real: Any, sink: Any) -> None:
+        self._real = real
+        self._sink = sink
+
+    def execute(self, sql: str, parameters: Any = ()) -> Any:
+        self._sink(sql, parameters)
+        return self._real.execute(sql, parameters)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+@contextlib.contextmanager
+def recording_statements(conn: Any, sink: Any) -> Iterator[None]:
+    """Call ``sink(sql, parameters)`` for every statement the runtime connection ``conn`` runs
+    (BEGIN and COMMIT included) while the block runs."""
+    real = conn.driver
+    conn.driver = _RecordingDriver(real, sink)
+    try:
+        yield
+    finally:
+        conn.driver = real

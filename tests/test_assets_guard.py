@@ -172,7 +172,7 @@ def test_the_guard_is_one_indexed_read(fleet_db: dict[str, Any]) -> None:
     """One SELECT in one read transaction on the command's connection, answered by indexes."""
     from cafleet.assets.guard import AssetsNotCurrent, require_assets
     from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection, raw
+    from cafleet.db.runtime import close_connection, raw
 
     conn = open_validated_connection(str(fleet_db["db"]))
     statements: list[str] = []

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.db.diagnosis import diagnose
+from cafleet.db.runtime import Connection
 from tests.broker_helpers import WORKER_CODE, raw_connect
 from tests.factories import add_member, make_fleet
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.broker.errors import BootstrapAborted, FleetNotFound, PlacementsChanged
+from cafleet.db.runtime import Connection
 from cafleet.records import PaneKey
 from tests.broker_helpers import raw_connect, table_counts, ts
 from tests.factories import FakePane, add_member, make_fleet
@@ -127,7 +127,7 @@ def test_failing_callback_leaves_no_rows_and_propagates_unchanged(
         )
     assert table_counts(head_db) == dict.fromkeys(table_counts(head_db), 0)
     assert not conn.in_transaction()
-    assert not conn.connection.driver_connection.in_transaction  # type: ignore[union-attr]
+    assert not conn.driver.in_transaction
 
 
 def test_failure_after_callback_raises_bootstrap_aborted_with_the_pane(
@@ -148,7 +148,7 @@ def test_failure_after_callback_raises_bootstrap_aborted_with_the_pane(
     assert str(info.value) == "NOT NULL constraint failed: member_placements.mux_session"
     assert table_counts(head_db) == dict.fromkeys(table_counts(head_db), 0)
     assert not conn.in_transaction()
-    assert not conn.connection.driver_connection.in_transaction  # type: ignore[union-attr]
+    assert not conn.driver.in_transaction
     # the connection is usable again
     assert make_fleet(conn).fleet.fleet_id >= 1
 

@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, exc
 
 from cafleet import broker
 from cafleet.broker.errors import BootstrapAborted, StorageIntegrityError
 from cafleet.db import tx
+from cafleet.db.runtime import Connection
 from cafleet.records import PlacementSpec, decode_skills
 from tests.broker_helpers import raw_connect, table_counts
 from tests.factories import FakePane, add_member, make_fleet
@@ -206,9 +207,9 @@ def test_foreign_keys_enforced_on_factory_connections(conn: Connection) -> None:
     ]
     before = None
     for statement, params in failing:
-        with pytest.raises(exc.IntegrityError) as info:
+        with pytest.raises(sqlite3.IntegrityError) as info:
             _sql(conn, statement, params)
-        assert str(info.value.orig) == "FOREIGN KEY constraint failed"
+        assert str(info.value) == "FOREIGN KEY constraint failed"
     # from, to and origin are plain integers: history may outlive its sender
     _sql(
         conn,
@@ -232,9 +233,9 @@ def test_restrict_and_cascade(conn: Connection, head_db: Path) -> None:
         ("DELETE FROM fleets WHERE fleet_id = ?", (fid,)),
         ("DELETE FROM members WHERE member_id = ?", (owner.member_id,)),
     ]:
-        with pytest.raises(exc.IntegrityError) as info:
+        with pytest.raises(sqlite3.IntegrityError) as info:
             _sql(conn, statement, params)
-        assert str(info.value.orig) == "FOREIGN KEY constraint failed"
+        assert str(info.value) == "FOREIGN KEY constraint failed"
     before = table_counts(head_db)
     _sql(conn, "DELETE FROM members WHERE member_id = ?", (bare.member_id,))
     after = table_counts(head_db)
@@ -424,7 +425,7 @@ def test_a_failing_write_leaves_no_partial_rows(conn: Connection, head_db: Path,
         assert str(info.value) == "boom"
     assert _snapshot(head_db) == before
     assert not conn.in_transaction()
-    assert not conn.connection.driver_connection.in_transaction  # type: ignore[union-attr]
+    assert not conn.driver.in_transaction
     # the writer lock was released: another write goes through at once
     db = raw_connect(head_db)
     db.execute("DROP TRIGGER test_fail")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.broker.errors import FleetNotFound, MemberNotFound
+from cafleet.db.runtime import Connection
 from tests.broker_helpers import raw_connect
 from tests.factories import FakePane, add_member, make_fleet
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event, exc
 
 from cafleet import broker
 from cafleet.broker.errors import (
@@ -24,10 +24,11 @@ from cafleet.broker.errors import (
 )
 from cafleet.broker.members import _insert_member
 from cafleet.db import tx
-from cafleet.db.engine import close_connection
+from cafleet.db.runtime import Connection, close_connection
 from cafleet.records import PlacementSpec, member_card
 from tests.broker_helpers import raw_connect, table_counts, ts
 from tests.factories import add_member, make_fleet
+from tests.storage_helpers import recording_statements
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def conn_b(head_db: Path) -> Iterator[Connection]:
 
 
 def _autocommit(c: Connection) -> bool:
-    return not c.in_transaction() and not c.connection.driver_connection.in_transaction  # type: ignore[union-attr]
+    return not c.in_transaction() and not c.driver.in_transaction
 
 
 # --- registration -------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def test_unique_index_violation_becomes_slot_taken_naming_current_monitor(
             now="2026-01-01T00:00:00.000000+00:00",
         )
     assert info.value.member_id == boot.monitor.member_id
-    assert isinstance(info.value.__cause__, exc.IntegrityError)
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
     assert table_counts(head_db) == before
     assert _autocommit(conn)
 
@@ -200,7 +201,7 @@ def test_unrelated_unique_violation_keeps_its_own_text(conn: Connection, head_db
     db.execute("CREATE UNIQUE INDEX aux_member_names ON members (fleet_id, name)")
     db.close()
     before = table_counts(head_db)
-    with pytest.raises(exc.IntegrityError) as info:
+    with pytest.raises(sqlite3.IntegrityError) as info:
         broker.register_member(
             conn,
             fleet_id=fid,
@@ -210,7 +211,7 @@ def test_unrelated_unique_violation_keeps_its_own_text(conn: Connection, head_db
             placement=PlacementSpec("s", "@1", "claude"),
             require_monitor=True,
         )
-    assert str(info.value.orig) == "UNIQUE constraint failed: members.fleet_id, members.name"
+    assert str(info.value) == "UNIQUE constraint failed: members.fleet_id, members.name"
     assert table_counts(head_db) == before
     assert _autocommit(conn)
 
@@ -218,7 +219,7 @@ def test_unrelated_unique_violation_keeps_its_own_text(conn: Connection, head_db
 def test_failed_placement_insert_undoes_the_member(conn: Connection, head_db: Path) -> None:
     boot = make_fleet(conn)
     before = table_counts(head_db)
-    with pytest.raises(exc.IntegrityError) as info:
+    with pytest.raises(sqlite3.IntegrityError) as info:
         broker.register_member(
             conn,
             fleet_id=boot.fleet.fleet_id,
@@ -228,7 +229,7 @@ def test_failed_placement_insert_undoes_the_member(conn: Connection, head_db: Pa
             placement=PlacementSpec(None, "@1", "claude"),  # type: ignore[arg-type]
             require_monitor=True,
         )
-    assert str(info.value.orig) == "NOT NULL constraint failed: member_placements.mux_session"
+    assert str(info.value) == "NOT NULL constraint failed: member_placements.mux_session"
     assert table_counts(head_db) == before
 
 
@@ -454,20 +455,24 @@ def test_member_names_batches_of_500(conn: Connection) -> None:
     ids = list(range(1, 1202)) + [1, 2, 3, 1201, 600] * 3  # 1,201 distinct plus duplicates
     statements: list[str] = []
 
-    def record(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
-        statements.append(statement)
+    batches: list[list[int]] = []
 
-    event.listen(conn.engine, "before_cursor_execute", record)
-    try:
+    def record(statement: str, parameters: Any) -> None:
+        statements.append(statement)
+        if "FROM members" in statement:
+            batches.append(
+                json.loads(
+                    list(parameters)[0] if not isinstance(parameters, dict) else parameters["ids"]
+                )
+            )  # the ids travel as one JSON array
+
+    with recording_statements(conn, record):
         names = broker.member_names(conn, reversed(ids))
-        queries = [s for s in statements if "FROM members" in s]
-        assert len(queries) == 3
-        assert [s.count("?") for s in queries] == [500, 500, 201]
+        assert [len(b) for b in batches] == [500, 500, 201]
+        assert sorted(i for b in batches for i in b) == sorted(set(ids))
         statements.clear()
         assert broker.member_names(conn, []) == []
         assert statements == []  # no SQL at all, not even BEGIN
-    finally:
-        event.remove(conn.engine, "before_cursor_execute", record)
     assert names == [
         (boot.director.member_id, "Director"),
         (boot.monitor.member_id, "monitor"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.broker.errors import (
@@ -16,6 +15,7 @@ from cafleet.broker.errors import (
     RecipientNotFound,
     SenderNotActive,
 )
+from cafleet.db.runtime import Connection
 from tests.broker_helpers import raw_connect, table_counts, ts
 from tests.factories import add_member, make_fleet
 

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet import broker
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
+from cafleet.db.runtime import Connection
 from cafleet.records import AssetInstall, MonitorRuntime
 from tests.broker_helpers import raw_connect, ts
 from tests.factories import make_fleet

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Connection
-
 from cafleet import broker
+from cafleet.db.runtime import Connection
 from tests.broker_helpers import raw_connect, ts
 from tests.factories import add_member, make_fleet
 

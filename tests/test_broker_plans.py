@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, event
 
 from cafleet import broker
-from cafleet.db.engine import close_connection
 from cafleet.db.migrate import run_setup
+from cafleet.db.runtime import Connection, close_connection
 from tests.broker_helpers import raw_connect
 from tests.factories import add_member, make_fleet
+from tests.storage_helpers import recording_statements
 
 HEAVY_ROWS = 100_000
 
@@ -109,17 +109,12 @@ def captured(conn: Connection, call: Callable[[], object]) -> list[tuple[str, An
     """Run `call` and return the (statement, parameters) it executed that read `messages`."""
     seen: list[tuple[str, Any]] = []
 
-    def record(
-        _c: Any, _cursor: Any, statement: str, parameters: Any, _ctx: Any, _many: bool
-    ) -> None:
+    def record(statement: str, parameters: Any) -> None:
         if re.search(r"\bmessages\b", statement):
             seen.append((statement, parameters))
 
-    event.listen(conn.engine, "before_cursor_execute", record)
-    try:
+    with recording_statements(conn, record):
         call()
-    finally:
-        event.remove(conn.engine, "before_cursor_execute", record)
     assert seen, "the call executed no statement on messages"
     return seen
 

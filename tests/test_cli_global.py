@@ -219,12 +219,46 @@ def test_database_commands_import_neither_alembic_nor_libtmux(
         fleet = db.fleet()
         worker = db.member(fleet.fleet.fleet_id)
         db.send(fleet.director.member_id, worker.member_id, "hi")
-    code, found = imported_after(argv)
+    code, found = imported_after(argv, modules=(*FORBIDDEN_ALWAYS, "cafleet.db.runtime"))
     assert code == 0, argv
-    assert "sqlalchemy" in found  # sanity: the command did run against the database
+    assert "cafleet.db.runtime" in found  # sanity: the command did run against the database
     assert [
         m for m in found if m in ("alembic", "libtmux", "fastapi", "uvicorn", "starlette")
     ] == []
+
+
+# The short commands of issue 14: the runtime runs the catalog's compiled statements on the
+# standard library's sqlite3, so neither SQLAlchemy nor Alembic is imported.
+SHORT_COMMANDS = [
+    ["message", "poll", "{worker}"],
+    ["message", "ack", "{message}"],
+    ["message", "show", "{message}"],
+    ["message", "send", "--from-member-id", "{director}", "--to-member-id", "{worker}", "x"],
+    ["member", "list", "{fleet}"],
+    ["fleet", "list"],
+    ["message", "wait", "{worker}", "--timeout", "0"],
+]
+
+
+@pytest.mark.parametrize("argv", SHORT_COMMANDS)
+def test_short_commands_import_neither_sqlalchemy_nor_alembic(
+    head_db: Path, argv: list[str]
+) -> None:
+    with Db(head_db) as db:
+        fleet = db.fleet()
+        worker = db.member(fleet.fleet.fleet_id)
+        sent = db.send(fleet.director.member_id, worker.member_id, "hi")
+    ids = {
+        "fleet": fleet.fleet.fleet_id,
+        "worker": worker.member_id,
+        "director": fleet.director.member_id,
+        "message": sent.message_id,
+    }
+    code, found = imported_after(
+        [a.format(**ids) for a in argv], modules=("sqlalchemy", "alembic", "cafleet.db.runtime")
+    )
+    assert code == 0, argv
+    assert found == ["cafleet.db.runtime"]  # it ran against the database, without either
 
 
 # Every module under cafleet/cli that registers a command, found from the source: a module the

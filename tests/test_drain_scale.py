@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from cafleet.mux import PaneStatus
 from tests.delivery_helpers import sql_write, warning
 from tests.factories import build_world, connect
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
+from tests.storage_helpers import recording_statements
 from tests.test_delivery_send import occupy_loop_slot
 
 
@@ -30,15 +30,12 @@ def pending_selections(conn: Any) -> Iterator[list[str]]:
     """The statements that select pending notifications (they search the pending index)."""
     seen: list[str] = []
 
-    def record(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+    def record(statement: str, _parameters: Any) -> None:
         if "idx_messages_pending_notification" in statement:
             seen.append(statement)
 
-    event.listen(conn.engine, "before_cursor_execute", record)
-    try:
+    with recording_statements(conn, record):
         yield seen
-    finally:
-        event.remove(conn.engine, "before_cursor_execute", record)
 
 
 class StandIn:

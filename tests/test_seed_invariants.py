@@ -268,7 +268,7 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
     """Breaks if any step of `message send` (guard, insert, drain recheck/stamp, loop check)
     opens a second connection to the database file."""
     import cafleet.db.diagnosis as diagnosis
-    import cafleet.db.engine as engine
+    import cafleet.db.runtime as runtime
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -278,7 +278,7 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
 
     opened: list[str] = []
     file_connects: list[str] = []
-    real_open = engine.open_connection
+    real_open = runtime.open_connection
     real_connect = sqlite3.connect
 
     def counting_open(path, *args, **kwargs):
@@ -290,7 +290,7 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
             file_connects.append(str(database))
         return real_connect(database, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "open_connection", counting_open)  # what the guard imports
+    monkeypatch.setattr(runtime, "open_connection", counting_open)  # what the guard imports
     monkeypatch.setattr(diagnosis, "open_connection", counting_open)
     monkeypatch.setattr(sqlite3, "connect", counting_connect)  # any path to the file at all
     try:

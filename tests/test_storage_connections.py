@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Connection
 
 from cafleet.cli.guard import GuardRefused, open_validated_connection, recheck_schema
 from cafleet.config import SettingsError, resolve_database_path
 from cafleet.db import tx
 from cafleet.db.diagnosis import diagnose, diagnose_path
-from cafleet.db.engine import close_connection, open_connection, raw, writer_lock_path
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
+from cafleet.db.runtime import Connection, close_connection, open_connection, raw
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
+from cafleet.db.writelock import writer_lock_path
 from tests.storage_helpers import TS, hold_lock, query, run_python, sql, start_python, wait_line
 
 ASSET_INSERT = "INSERT INTO asset_installs VALUES ('claude', ?, '0.1.0', ?)"
@@ -130,17 +130,15 @@ def test_statement_outside_a_transaction_is_refused(head_db: Path) -> None:
         close_connection(conn)
 
 
-def test_driver_execute_runs_only_inside_a_transaction(conn: Connection) -> None:
-    from sqlalchemy import text
+def test_catalog_statement_runs_only_inside_a_transaction(conn: Connection) -> None:
+    from cafleet.db.catalog.sqlite import messages as q
 
-    from cafleet.db.engine import driver_execute
-
-    statement = text("SELECT :a + 1")
     with pytest.raises(StorageUsageError, match="outside tx.read"):
-        driver_execute(conn, statement, {"a": 1})
+        conn.execute(q.MEMBER_STATUS, {"member_id": 1})
     assert not conn.in_transaction()
     with tx.read(conn):
-        assert driver_execute(conn, statement, {"a": 1}) == [(2,)]
+        assert conn.execute(q.MEMBER_STATUS, {"member_id": 1}).all() == []
+        assert conn.exec_driver_sql("SELECT ? + 1", (1,)).scalar() == 2
 
 
 def test_nested_transactions_are_refused(conn: Connection) -> None:
@@ -339,7 +337,7 @@ def test_guard_path_never_imports_alembic(head_db: Path) -> None:
         import sys
         from cafleet.cli.guard import open_validated_connection, recheck_schema
         from cafleet.db import tx
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
         from cafleet.db.migrate import run_setup
         conn = open_validated_connection({str(head_db)!r})
         recheck_schema(conn)

@@ -15,9 +15,9 @@ import pytest
 from cafleet.cli.guard import GuardRefused, guard_text, open_validated_connection
 from cafleet.db import tx
 from cafleet.db.diagnosis import Diagnosis, diagnose, diagnose_path, render_differences
-from cafleet.db.engine import close_connection, open_connection, raw
 from cafleet.db.errors import SetupFailed
 from cafleet.db.migrate import run_setup
+from cafleet.db.runtime import close_connection, open_connection, raw
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.storage_helpers import (
     TS,

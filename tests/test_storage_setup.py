@@ -183,8 +183,8 @@ def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
     """Revision 0004 (docs/storage.md §3.7, issue 10 item 7): one nullable column; old placements
     read as "socket not recorded" and still work (their pane key and lock file are unchanged)."""
     from cafleet.broker.members import get_member
-    from cafleet.db.engine import close_connection
     from cafleet.db.guard import open_validated_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.mux.locks import lock_file_name
     from cafleet.records import PaneKey
 

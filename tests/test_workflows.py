@@ -110,7 +110,7 @@ def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
 ) -> None:
     from cafleet import broker
     from cafleet.cli.guard import open_validated_connection
-    from cafleet.db.engine import close_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.workflows import inbox
     from cafleet.workflows.errors import WaitTimedOut
 

@@ -32,8 +32,8 @@ def make_app(
 ) -> Any:
     """The ASGI app exactly as `cafleet server` builds it, validated by the real guard."""
     from cafleet.config import load_settings
-    from cafleet.db.engine import close_connection
     from cafleet.db.guard import SCHEMA_VERSION_KEY, open_validated_connection
+    from cafleet.db.runtime import close_connection
     from cafleet.web.app import MAX_BODY, ServerConfig, create_app
     from cafleet.web.security import Policy, host_header_names
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 
 class AssetsNotCurrent(CafleetError):

@@ -22,7 +22,7 @@ from cafleet.assets.install import Change, InstallFailed, install_units
 from cafleet.assets.targets import Target, TargetUnresolved, resolve_target
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 NOT_RECORDED = "installed but not recorded: the db half failed"
 
@@ -60,8 +60,8 @@ def _bookkeeping(db_path: str | None) -> Iterator[Connection | None]:
     if db_path is None:
         yield None
         return
-    from cafleet.db.engine import close_connection
     from cafleet.db.guard import GuardRefused, open_validated_connection
+    from cafleet.db.runtime import close_connection
 
     try:
         conn = open_validated_connection(db_path)

@@ -9,31 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Connection, text
-
 from cafleet.broker._common import check_coding_agent, stamp
 from cafleet.db import tx
-from cafleet.db.engine import driver_execute
+from cafleet.db.catalog.sqlite import assets as q
+from cafleet.db.runtime import Connection
 from cafleet.records import (
     CODING_AGENTS,
     AssetInstall,
     asset_install_from_row,
     check_enum,
-)
-
-_UPSERT = text(
-    "INSERT INTO asset_installs (coding_agent, path, cafleet_version, installed_at) "
-    "VALUES (:agent, :path, :version, :now) "
-    "ON CONFLICT (coding_agent, path) DO UPDATE SET "
-    "cafleet_version = excluded.cafleet_version, installed_at = excluded.installed_at"
-)
-_ALL = text(
-    "SELECT coding_agent, path, cafleet_version, installed_at FROM asset_installs "
-    "ORDER BY coding_agent, path"
-)
-_FOR_AGENT = text(
-    "SELECT coding_agent, path, cafleet_version, installed_at FROM asset_installs "
-    "WHERE coding_agent = :agent ORDER BY path"
 )
 
 
@@ -50,7 +34,7 @@ def record_asset_install(
     with tx.write(conn):
         ts = stamp(now)
         conn.execute(
-            _UPSERT, {"agent": coding_agent, "path": path, "version": cafleet_version, "now": ts}
+            q.UPSERT, {"agent": coding_agent, "path": path, "version": cafleet_version, "now": ts}
         )
     return AssetInstall(
         coding_agent=coding_agent, path=path, cafleet_version=cafleet_version, installed_at=ts
@@ -61,33 +45,21 @@ def asset_installs_for(conn: Connection, coding_agent: str) -> list[AssetInstall
     """The agent's rows ordered by path. The row at the currently resolved path is current;
     the others are superseded (the consumer decides)."""
     with tx.read(conn):
-        rows = conn.execute(_FOR_AGENT, {"agent": coding_agent}).mappings().all()
+        rows = conn.execute(q.FOR_AGENT, {"agent": coding_agent}).mappings().all()
     return [asset_install_from_row(row) for row in rows]
 
 
 def all_asset_installs(conn: Connection) -> list[AssetInstall]:
     """Every row, by agent then path (doctor partitions them by the resolved paths)."""
     with tx.read(conn):
-        rows = conn.execute(_ALL).mappings().all()
+        rows = conn.execute(q.ALL).mappings().all()
     return [asset_install_from_row(row) for row in rows]
 
 
-# The row at each placement agent's resolved path (NULL path: nothing can match).
-_PATH_CASE = (
-    "CASE p.coding_agent WHEN 'claude' THEN :path_claude WHEN 'codex' THEN :path_codex "
-    "WHEN 'opencode' THEN :path_opencode END"
-)
-_PLACED_AGENTS = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version "
-    "FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id "
-    "LEFT JOIN asset_installs AS a "
-    f"ON a.coding_agent = p.coding_agent AND a.path = {_PATH_CASE} "
-    "WHERE m.status = 'active' AND "
-)
 _SCOPES = {
-    "member": "m.member_id = :scope_id",
-    "fleet": "m.fleet_id = :scope_id",
-    "fleet_of_member": "m.fleet_id = (SELECT fleet_id FROM members WHERE member_id = :scope_id)",
+    "member": q.PLACED_AGENTS_OF_MEMBER,
+    "fleet": q.PLACED_AGENTS_OF_FLEET,
+    "fleet_of_member": q.PLACED_AGENTS_OF_FLEET_OF_MEMBER,
 }
 
 
@@ -106,12 +78,11 @@ def current_asset_versions(
     members' placements in that scope: ``"member"`` (member ``scope_id``), ``"fleet"`` (fleet
     ``scope_id``) or ``"fleet_of_member"`` (the fleet of member ``scope_id``).
     """
+    params: dict[str, object] = {f"path_{a}": paths.get(a) for a in CODING_AGENTS}
     if scope is not None:
-        statement = text(_PLACED_AGENTS + _SCOPES[scope])
-        params: dict[str, object] = {f"path_{a}": paths.get(a) for a in CODING_AGENTS}
         params["scope_id"] = scope_id
         with tx.read(conn):
-            rows = driver_execute(conn, statement, params)
+            rows = conn.execute(_SCOPES[scope], params).all()
         found: dict[str, str | None] = {}
         for agent, version in rows:
             agent = check_enum(
@@ -124,17 +95,10 @@ def current_asset_versions(
         check_coding_agent(agent)
     if not needed:
         return {}
-    clauses = " OR ".join(
-        f"(coding_agent = :agent{i} AND path = :path{i})" for i in range(len(needed))
-    )
-    params = {}
-    for i, agent in enumerate(needed):
-        params[f"agent{i}"] = agent
-        params[f"path{i}"] = paths.get(agent)
-    statement = text(f"SELECT coding_agent, cafleet_version FROM asset_installs WHERE {clauses}")
+    wanted = {f"path_{a}": paths.get(a) if a in needed else None for a in CODING_AGENTS}
     with tx.read(conn):
-        rows = driver_execute(conn, statement, params)
-    versions = dict(rows)
+        rows = conn.execute(q.VERSIONS_AT_PATHS, wanted).all()
+    versions = {agent: version for agent, version in rows}
     return {agent: versions.get(agent) for agent in needed}
 
 

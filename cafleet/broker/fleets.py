@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import Connection, text
+from typing import TYPE_CHECKING, Any
 
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
-    member_columns,
-    member_from,
     stamp,
 )
 from cafleet.broker.errors import (
@@ -22,21 +18,24 @@ from cafleet.broker.errors import (
     PlacementsChanged,
 )
 from cafleet.db import tx
-from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.catalog.sqlite import fleets as q
+from cafleet.db.runtime import Connection
 from cafleet.records import (
     Fleet,
     FleetBootstrap,
     FleetSummary,
     PaneKey,
     PaneLike,
-    Placement,
-    SpawnSpec,
     fleet_from_row,
     fleet_summary_from_row,
     member_card,
-    member_from_row,
-    placement_from_row,
 )
+
+if TYPE_CHECKING:
+    from cafleet.records import Placement, SpawnSpec
+
+# Member and placement records are imported where they are decoded: `fleet list` and
+# `fleet show` create neither (each record class costs about a millisecond to create).
 
 DIRECTOR_NAME = "Director"
 DIRECTOR_DESCRIPTION = "Root Director for this fleet"
@@ -44,99 +43,6 @@ MONITOR_NAME = "monitor"
 MONITOR_DESCRIPTION = "Monitor member for this fleet"
 
 SpawnMonitor = Callable[[int, int, int], PaneLike]
-
-_INSERT_FLEET = text(
-    "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) "
-    "VALUES (:name, :now, NULL, NULL)"
-)
-_INSERT_MEMBER = text(
-    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, "
-    "member_card_json) VALUES (:fleet_id, :name, :description, 'active', :now, NULL, :card)"
-)
-_INSERT_PLACEMENT = text(
-    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, "
-    "coding_agent, created_at, mux_socket) "
-    "VALUES (:member_id, :session, :window, :pane, :backend, :agent, :now, :socket)"
-)
-_SET_DIRECTOR = text("UPDATE fleets SET director_member_id = :member_id WHERE fleet_id = :fleet_id")
-
-_FLEET_BY_ID = text(
-    "SELECT fleet_id, name, created_at, deleted_at, director_member_id FROM fleets "
-    "WHERE fleet_id = :fleet_id"
-)
-_MEMBERS_BY_FLEET = text(
-    f"SELECT {member_columns()} FROM {member_from()} WHERE m.fleet_id = :fleet_id "
-    "ORDER BY m.member_id"
-)
-
-_SOFT_DELETE = text(
-    "UPDATE fleets SET deleted_at = :now WHERE fleet_id = :fleet_id AND deleted_at IS NULL"
-)
-_PLACEMENT_COLUMNS = (
-    "p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, "
-    "p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, "
-    "p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, "
-    "p.mux_socket AS mux_socket"
-)
-_FLEET_PLACEMENTS = text(
-    f"SELECT {_PLACEMENT_COLUMNS} FROM members AS m "
-    "JOIN member_placements AS p ON p.member_id = m.member_id "
-    "WHERE m.fleet_id = :fleet_id ORDER BY m.member_id"
-)
-_FLEET_CONCRETE_PLACEMENTS = text(
-    f"SELECT {_PLACEMENT_COLUMNS} FROM members AS m "
-    "JOIN member_placements AS p ON p.member_id = m.member_id "
-    "WHERE m.fleet_id = :fleet_id AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id"
-)
-_DIRECTOR_PLACEMENT = text(
-    f"SELECT f.fleet_id AS fleet_id, {_PLACEMENT_COLUMNS} FROM fleets AS f "
-    "LEFT JOIN member_placements AS p ON p.member_id = f.director_member_id "
-    "WHERE f.fleet_id = :fleet_id"
-)
-_DEREGISTER_FLEET_MEMBERS = text(
-    "UPDATE members SET status = 'deregistered', deregistered_at = :now "
-    "WHERE fleet_id = :fleet_id AND status = 'active'"
-)
-_DELETE_FLEET_PLACEMENTS = text(
-    "DELETE FROM member_placements WHERE member_id IN "
-    "(SELECT member_id FROM members WHERE fleet_id = :fleet_id)"
-)
-_DELETE_RUNTIME = text("DELETE FROM monitor_runtime WHERE fleet_id = :fleet_id")
-
-_SUMMARY_COLUMNS = (
-    "f.fleet_id AS fleet_id, f.name AS name, f.created_at AS created_at, "
-    "f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, "
-    "(SELECT member_id FROM members WHERE fleet_id = f.fleet_id AND "
-    f"{ACTIVE_MONITOR_PREDICATE}) AS monitor_member_id, "
-    "(SELECT COUNT(*) FROM members WHERE fleet_id = f.fleet_id AND status = 'active') "
-    "AS member_count"
-)
-_LIST_FLEETS = text(
-    f"SELECT {_SUMMARY_COLUMNS} FROM fleets AS f WHERE f.deleted_at IS NULL "
-    "ORDER BY f.created_at DESC, f.fleet_id DESC"
-)
-# One live fleet per Director pane (docs/cli.md §2.3): the live fleet whose active root Director's
-# placement names the pane key.
-_FLEET_DIRECTED_FROM = text(
-    "SELECT f.fleet_id, f.name, f.created_at, f.deleted_at, f.director_member_id FROM fleets AS f "
-    "JOIN members AS d ON d.member_id = f.director_member_id "
-    "JOIN member_placements AS p ON p.member_id = d.member_id "
-    "WHERE f.deleted_at IS NULL AND d.status = 'active' AND p.backend = :backend "
-    "AND p.mux_session = :session AND p.mux_pane_id = :pane ORDER BY f.fleet_id LIMIT 1"
-)
-# Panes of the fleet's active members that an active member of another fleet also names
-# (`fleet delete` never kills those), with the lowest such member.
-_SHARED_OUTSIDE = text(
-    "SELECT p.backend, p.mux_session, p.mux_pane_id, MIN(o.member_id) "
-    "FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id "
-    "JOIN member_placements AS op ON op.backend = p.backend "
-    "AND op.mux_session = p.mux_session AND op.mux_pane_id = p.mux_pane_id "
-    "JOIN members AS o ON o.member_id = op.member_id "
-    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' AND p.mux_pane_id IS NOT NULL "
-    "AND o.fleet_id <> :fleet_id AND o.status = 'active' "
-    "GROUP BY p.backend, p.mux_session, p.mux_pane_id"
-)
-_FLEET_SUMMARY = text(f"SELECT {_SUMMARY_COLUMNS} FROM fleets AS f WHERE f.fleet_id = :fleet_id")
 
 
 def create_fleet(
@@ -168,9 +74,9 @@ def create_fleet(
             _refuse_directed_pane(
                 conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
             )
-            fleet_id = conn.execute(_INSERT_FLEET, {"name": name, "now": ts}).lastrowid
+            fleet_id = conn.execute(q.INSERT_FLEET, {"name": name, "now": ts}).lastrowid
             director_id = conn.execute(
-                _INSERT_MEMBER,
+                q.INSERT_MEMBER,
                 {
                     "fleet_id": fleet_id,
                     "name": DIRECTOR_NAME,
@@ -180,7 +86,7 @@ def create_fleet(
                 },
             ).lastrowid
             conn.execute(
-                _INSERT_PLACEMENT,
+                q.INSERT_PLACEMENT,
                 {
                     "member_id": director_id,
                     "session": director_pane.session,
@@ -192,9 +98,9 @@ def create_fleet(
                     "socket": mux_socket,
                 },
             )
-            conn.execute(_SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
+            conn.execute(q.SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
             monitor_id = conn.execute(
-                _INSERT_MEMBER,
+                q.INSERT_MEMBER,
                 {
                     "fleet_id": fleet_id,
                     "name": MONITOR_NAME,
@@ -211,7 +117,7 @@ def create_fleet(
             pane = spawn_monitor(fleet_id, director_id, monitor_id)
             spawned.append(pane)
             conn.execute(
-                _INSERT_PLACEMENT,
+                q.INSERT_PLACEMENT,
                 {
                     "member_id": monitor_id,
                     "session": pane.session,
@@ -223,12 +129,14 @@ def create_fleet(
                     "socket": mux_socket,
                 },
             )
-            fleet_row = conn.execute(_FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()
-            member_rows = conn.execute(_MEMBERS_BY_FLEET, {"fleet_id": fleet_id}).mappings().all()
+            fleet_row = conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()
+            member_rows = conn.execute(q.MEMBERS_BY_FLEET, {"fleet_id": fleet_id}).mappings().all()
     except Exception as exc:
         if not spawned:
             raise
         raise BootstrapAborted(exc, spawned[0], _rollback_leftover(conn)) from exc
+    from cafleet.records import member_from_row
+
     members = {row["member_id"]: member_from_row(row) for row in member_rows}
     return FleetBootstrap(
         fleet=fleet_from_row(fleet_row),
@@ -239,7 +147,7 @@ def create_fleet(
 
 def _directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
     row = (
-        conn.execute(_FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
+        conn.execute(q.FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
         .mappings()
         .first()
     )
@@ -261,16 +169,9 @@ def fleet_directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
 def _rollback_leftover(conn: Connection) -> BaseException | None:
     """After a failed bootstrap, make sure SQLite's transaction is gone; report a failure."""
     try:
-        dbapi = conn.connection.driver_connection
+        return conn.rollback_leftover()
     except Exception as exc:  # the connection itself is unusable
         return exc
-    if dbapi is None or not dbapi.in_transaction:
-        return None
-    try:
-        dbapi.execute("ROLLBACK")
-    except Exception as exc:
-        return exc
-    return None
 
 
 def delete_fleet(
@@ -291,12 +192,12 @@ def delete_fleet(
     """
     with tx.write(conn):
         ts = stamp(now)
-        if conn.execute(_FLEET_BY_ID, {"fleet_id": fleet_id}).first() is None:
+        if conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).first() is None:
             raise FleetNotFound(fleet_id)
-        if conn.execute(_SOFT_DELETE, {"now": ts, "fleet_id": fleet_id}).rowcount == 0:
+        if conn.execute(q.SOFT_DELETE, {"now": ts, "fleet_id": fleet_id}).rowcount == 0:
             return 0
         tried: set[PaneKey] = set()
-        for row in conn.execute(_FLEET_CONCRETE_PLACEMENTS, {"fleet_id": fleet_id}).mappings():
+        for row in conn.execute(q.FLEET_CONCRETE_PLACEMENTS, {"fleet_id": fleet_id}).mappings():
             key = PaneKey(row["backend"], row["mux_session"], row["mux_pane_id"])
             if key in locked_panes or key in tried:
                 continue
@@ -305,16 +206,16 @@ def delete_fleet(
                 raise PlacementsChanged(row["member_id"], row["mux_pane_id"])
             if locked_late is not None:
                 locked_late.append((row["member_id"], key))
-        count = conn.execute(_DEREGISTER_FLEET_MEMBERS, {"now": ts, "fleet_id": fleet_id}).rowcount
-        conn.execute(_DELETE_FLEET_PLACEMENTS, {"fleet_id": fleet_id})
-        conn.execute(_DELETE_RUNTIME, {"fleet_id": fleet_id})
+        count = conn.execute(q.DEREGISTER_FLEET_MEMBERS, {"now": ts, "fleet_id": fleet_id}).rowcount
+        conn.execute(q.DELETE_FLEET_PLACEMENTS, {"fleet_id": fleet_id})
+        conn.execute(q.DELETE_RUNTIME, {"fleet_id": fleet_id})
         return count
 
 
 def get_fleet(conn: Connection, fleet_id: int) -> Fleet:
     """The fleet, soft-deleted included; `FleetNotFound` when no row exists."""
     with tx.read(conn):
-        row = conn.execute(_FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().first()
+        row = conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().first()
     if row is None:
         raise FleetNotFound(fleet_id)
     return fleet_from_row(row)
@@ -323,14 +224,14 @@ def get_fleet(conn: Connection, fleet_id: int) -> Fleet:
 def list_fleets(conn: Connection) -> list[FleetSummary]:
     """Live fleets, `created_at DESC, fleet_id DESC`."""
     with tx.read(conn):
-        rows = conn.execute(_LIST_FLEETS).mappings().all()
+        rows = conn.execute(q.LIST_FLEETS).mappings().all()
     return [fleet_summary_from_row(row) for row in rows]
 
 
 def fleet_summary(conn: Connection, fleet_id: int) -> FleetSummary:
     """One fleet's summary, soft-deleted included; `FleetNotFound` when no row exists."""
     with tx.read(conn):
-        row = conn.execute(_FLEET_SUMMARY, {"fleet_id": fleet_id}).mappings().first()
+        row = conn.execute(q.FLEET_SUMMARY, {"fleet_id": fleet_id}).mappings().first()
     if row is None:
         raise FleetNotFound(fleet_id)
     return fleet_summary_from_row(row)
@@ -340,7 +241,7 @@ def panes_shared_outside(conn: Connection, fleet_id: int) -> dict[PaneKey, int]:
     """Pane keys of the fleet's active members that an active member of another fleet also
     names, each with the lowest such member id."""
     with tx.read(conn):
-        rows = conn.execute(_SHARED_OUTSIDE, {"fleet_id": fleet_id}).all()
+        rows = conn.execute(q.SHARED_OUTSIDE, {"fleet_id": fleet_id}).all()
     return {PaneKey(r[0], r[1], r[2]): int(r[3]) for r in rows}
 
 
@@ -352,9 +253,11 @@ def fleet_placements(
     With `concrete_only` (the default) pending placements are left out, so every returned
     placement has a `pane_key`. Does not check that the fleet exists.
     """
-    query = _FLEET_CONCRETE_PLACEMENTS if concrete_only else _FLEET_PLACEMENTS
+    query = q.FLEET_CONCRETE_PLACEMENTS if concrete_only else q.FLEET_PLACEMENTS
     with tx.read(conn):
         rows = conn.execute(query, {"fleet_id": fleet_id}).mappings().all()
+    from cafleet.records import placement_from_row
+
     return [placement_from_row(row) for row in rows]
 
 
@@ -362,11 +265,13 @@ def director_placement(conn: Connection, fleet_id: int) -> Placement | None:
     """The root Director's placement, pending included; None when the fleet has no Director or
     the Director has no placement row. `FleetNotFound` when no fleet row exists."""
     with tx.read(conn):
-        row = conn.execute(_DIRECTOR_PLACEMENT, {"fleet_id": fleet_id}).mappings().first()
+        row = conn.execute(q.DIRECTOR_PLACEMENT, {"fleet_id": fleet_id}).mappings().first()
     if row is None:
         raise FleetNotFound(fleet_id)
     if row["member_id"] is None:
         return None
+    from cafleet.records import placement_from_row
+
     return placement_from_row(row)
 
 

@@ -4,17 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal
-
-from sqlalchemy import Connection, bindparam, exc, text
+from typing import TYPE_CHECKING, Any, Literal
 
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
-    member_columns,
-    member_from,
     stamp,
 )
 from cafleet.broker.errors import (
@@ -29,106 +27,30 @@ from cafleet.broker.errors import (
     RootDirectorInactive,
 )
 from cafleet.db import tx
-from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
+from cafleet.db.catalog.sqlite import members as q
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import (
     CODING_AGENTS,
     Member,
     Placement,
-    PlacementSpec,
     RosterEntry,
-    SpawnSpec,
-    WakeRoster,
-    WakeRosterEntry,
     check_enum,
     member_card,
     member_from_row,
     placement_from_row,
 )
 
+if TYPE_CHECKING:  # records a call only receives, or the wake line alone creates
+    from cafleet.records import PlacementSpec, SpawnSpec, WakeRoster
+
 Role = Literal["member", "monitor"]
 NAME_BATCH = 500  # at most this many bound ids per `member_names` query
 
-_ACTIVE_MONITOR = text(
-    f"SELECT member_id FROM members WHERE fleet_id = :fleet_id AND {ACTIVE_MONITOR_PREDICATE}"
-)
-_REGISTER_CHECK = text(
-    "SELECT f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, "
-    "d.status AS director_status, "
-    f"(SELECT member_id FROM members WHERE fleet_id = f.fleet_id AND {ACTIVE_MONITOR_PREDICATE}) "
-    "AS monitor_member_id "
-    "FROM fleets AS f LEFT JOIN members AS d ON d.member_id = f.director_member_id "
-    "WHERE f.fleet_id = :fleet_id"
-)
-_INSERT_MEMBER = text(
-    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, "
-    "member_card_json) VALUES (:fleet_id, :name, :description, 'active', :now, NULL, :card)"
-)
-_INSERT_PENDING_PLACEMENT = text(
-    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, "
-    "coding_agent, created_at, mux_socket) "
-    "VALUES (:member_id, :session, :window, NULL, :backend, :agent, :now, :socket)"
-)
-_PATCH_PANE = text(
-    "UPDATE member_placements SET mux_pane_id = :pane_id, "
-    "mux_window_id = COALESCE(:window_id, mux_window_id) "
-    "WHERE member_id = :member_id AND mux_pane_id IS NULL AND EXISTS "
-    "(SELECT 1 FROM members WHERE member_id = :member_id AND status = 'active') "
-    "RETURNING member_id, backend, mux_session, mux_window_id, mux_pane_id, coding_agent, "
-    "created_at, lost_at, mux_socket"
-)
-_MEMBER_BY_ID = text(
-    f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = :member_id"
-)
-_DEREGISTER = text(
-    "UPDATE members SET status = 'deregistered', deregistered_at = :now "
-    "WHERE member_id = :member_id AND status = 'active'"
-)
-_DELETE_PLACEMENT = text("DELETE FROM member_placements WHERE member_id = :member_id")
-_ACTIVE_MONITOR_MEMBER = text(
-    f"SELECT {member_columns()} FROM {member_from()} WHERE m.member_id = "
-    f"(SELECT member_id FROM members WHERE fleet_id = :fleet_id AND {ACTIVE_MONITOR_PREDICATE})"
-)
-_FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
-_PANE_SHARED_WITH = text(
-    "SELECT p.member_id FROM member_placements AS p "
-    "JOIN members AS m ON m.member_id = p.member_id "
-    "WHERE p.backend = :backend AND p.mux_session = :session "
-    "AND p.mux_pane_id = :pane AND p.member_id <> :member_id "
-    "AND m.status = 'active' ORDER BY p.member_id LIMIT 1"
-)
-
-# Activity: each correlated subquery is one seek to the end of a range of its covering index
-# (docs/storage.md §7.8, §2.7), so its cost does not grow with the member's history.
-LAST_SENT_SQL = "SELECT MAX(x.created_at) FROM messages AS x WHERE x.from_member_id = m.member_id"
-LAST_RECV_SQL = (
-    "SELECT MAX(x.created_at) FROM messages AS x "
-    "WHERE x.owner_member_id = m.member_id AND x.type = 'unicast'"
-)
-LAST_ACK_SQL = (
-    "SELECT MAX(x.status_timestamp) FROM messages AS x WHERE x.owner_member_id = m.member_id "
-    "AND x.type = 'unicast' AND x.status_state = 'completed'"
-)
-UNACKED_COUNT_SQL = (
-    "SELECT COUNT(*) FROM messages AS x WHERE x.owner_member_id = m.member_id "
-    "AND x.type = 'unicast' AND x.status_state = 'input_required'"
-)
-_ROSTER = text(
-    f"SELECT {member_columns()}, ({LAST_SENT_SQL}) AS last_sent, ({LAST_RECV_SQL}) AS last_recv, "
-    f"({LAST_ACK_SQL}) AS last_ack FROM {member_from()} "
-    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' ORDER BY m.member_id"
-)
-_WAKE_ROSTER = text(
-    f"SELECT {member_columns()}, ({UNACKED_COUNT_SQL}) AS unacked FROM {member_from()} "
-    "WHERE m.fleet_id = :fleet_id AND m.status = 'active' ORDER BY m.member_id"
-)
-_NAMES = text(
-    "SELECT member_id, name FROM members WHERE member_id IN :ids ORDER BY member_id"
-).bindparams(bindparam("ids", expanding=True))
-
 
 def _active_monitor_id(conn: Connection, fleet_id: int) -> int | None:
-    return conn.execute(_ACTIVE_MONITOR, {"fleet_id": fleet_id}).scalar()
+    found = conn.execute(q.ACTIVE_MONITOR, {"fleet_id": fleet_id}).scalar()
+    return None if found is None else int(found)
 
 
 def _insert_member(
@@ -138,7 +60,7 @@ def _insert_member(
     `MonitorSlotTaken` naming the current monitor, read on the same transaction."""
     try:
         member_id = conn.execute(
-            _INSERT_MEMBER,
+            q.INSERT_MEMBER,
             {
                 "fleet_id": fleet_id,
                 "name": name,
@@ -147,8 +69,8 @@ def _insert_member(
                 "card": card,
             },
         ).lastrowid
-    except exc.IntegrityError as e:
-        if str(e.orig) == "UNIQUE constraint failed: members.fleet_id":
+    except sqlite3.IntegrityError as e:
+        if str(e) == "UNIQUE constraint failed: members.fleet_id":
             current = _active_monitor_id(conn, fleet_id)
             if current is not None:
                 raise MonitorSlotTaken(fleet_id, current) from e
@@ -181,7 +103,7 @@ def register_member(
         check_coding_agent(placement.coding_agent)
     with tx.write(conn):
         ts = stamp(now)
-        check = conn.execute(_REGISTER_CHECK, {"fleet_id": fleet_id}).mappings().first()
+        check = conn.execute(q.REGISTER_CHECK, {"fleet_id": fleet_id}).mappings().first()
         if check is None:
             raise FleetNotFound(fleet_id)
         if check["deleted_at"] is not None:
@@ -208,7 +130,7 @@ def register_member(
         placed: Placement | None = None
         if placement is not None:
             conn.execute(
-                _INSERT_PENDING_PLACEMENT,
+                q.INSERT_PENDING_PLACEMENT,
                 {
                     "member_id": member_id,
                     "session": placement.mux_session,
@@ -253,7 +175,7 @@ def set_placement_pane(
     """
     with tx.write(conn):
         params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
-        row = conn.execute(_PATCH_PANE, params).mappings().first()
+        row = conn.execute(q.PATCH_PANE, params).mappings().first()
         if row is None:
             raise PlacementVanished(member_id)
         return placement_from_row(row)
@@ -266,7 +188,7 @@ def deregister_member(conn: Connection, *, member_id: int, now: datetime | None 
     """
     with tx.write(conn):
         ts = stamp(now)
-        row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
+        row = conn.execute(q.MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
         if row is None:
             raise MemberNotFound(member_id)
         if row["status"] != "active":
@@ -274,15 +196,15 @@ def deregister_member(conn: Connection, *, member_id: int, now: datetime | None 
         member = member_from_row(row)
         if member.kind == "director":
             raise CannotDeregisterRootDirector(member_id)
-        conn.execute(_DEREGISTER, {"member_id": member_id, "now": ts})
-        conn.execute(_DELETE_PLACEMENT, {"member_id": member_id})
+        conn.execute(q.DEREGISTER, {"member_id": member_id, "now": ts})
+        conn.execute(q.DELETE_PLACEMENT, {"member_id": member_id})
     return dataclasses.replace(member, status="deregistered", deregistered_at=ts, placement=None)
 
 
 def get_member(conn: Connection, member_id: int) -> Member:
     """The detailed view of any member, active or deregistered; `MemberNotFound` if absent."""
     with tx.read(conn):
-        row = conn.execute(_MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
+        row = conn.execute(q.MEMBER_BY_ID, {"member_id": member_id}).mappings().first()
     if row is None:
         raise MemberNotFound(member_id)
     return member_from_row(row)
@@ -300,7 +222,7 @@ def get_active_member(conn: Connection, member_id: int) -> Member:
 def get_active_monitor(conn: Connection, fleet_id: int) -> Member | None:
     """The fleet's active monitor member (the index predicate, literally), or None."""
     with tx.read(conn):
-        row = conn.execute(_ACTIVE_MONITOR_MEMBER, {"fleet_id": fleet_id}).mappings().first()
+        row = conn.execute(q.ACTIVE_MONITOR_MEMBER, {"fleet_id": fleet_id}).mappings().first()
     return None if row is None else member_from_row(row)
 
 
@@ -310,7 +232,7 @@ def pane_shared_with(conn: Connection, placement: Placement) -> int | None:
     assert placement.mux_pane_id is not None
     with tx.read(conn):
         row = conn.execute(
-            _PANE_SHARED_WITH,
+            q.PANE_SHARED_WITH,
             {
                 "backend": placement.backend,
                 "session": placement.mux_session,
@@ -345,12 +267,12 @@ def member_roster(
 ) -> list[RosterEntry]:
     """Active members of a live fleet with placements and activity, by `member_id`."""
     with tx.read(conn):
-        fleet = conn.execute(_FLEET_STATE, {"fleet_id": fleet_id}).first()
+        fleet = conn.execute(q.FLEET_STATE, {"fleet_id": fleet_id}).first()
         if fleet is None:
             raise FleetNotFound(fleet_id)
         if fleet[0] is not None:
             raise FleetDeleted(fleet_id)
-        rows = conn.execute(_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+        rows = conn.execute(q.ROSTER, {"fleet_id": fleet_id}).mappings().all()
     moment = now if now is not None else utcnow()
     return [
         RosterEntry(
@@ -369,7 +291,9 @@ def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
     have a placement row, by id, and the root Director (None when it is not an active member),
     each with its count of owned un-ACKed unicast rows."""
     with tx.read(conn):
-        rows = conn.execute(_WAKE_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+        rows = conn.execute(q.WAKE_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+    from cafleet.records import WakeRoster, WakeRosterEntry
+
     entries: list[WakeRosterEntry] = []
     director: WakeRosterEntry | None = None
     for row in rows:
@@ -404,7 +328,9 @@ def member_names(conn: Connection, ids: Iterable[int]) -> list[tuple[int, str]]:
     with tx.read(conn):
         for start in range(0, len(wanted), NAME_BATCH):
             batch = wanted[start : start + NAME_BATCH]
-            found.extend((row[0], row[1]) for row in conn.execute(_NAMES, {"ids": batch}))
+            found.extend(
+                (row[0], row[1]) for row in conn.execute(q.NAMES, {"ids": json.dumps(batch)})
+            )
     return found
 
 

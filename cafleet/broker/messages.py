@@ -5,9 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NoReturn
 
-from sqlalchemy import Connection, text
-
-from cafleet.broker._common import MESSAGE_COLUMNS, stamp
+from cafleet.broker._common import stamp
 from cafleet.broker.errors import (
     CannotAck,
     MemberNotFound,
@@ -17,65 +15,9 @@ from cafleet.broker.errors import (
     SenderNotActive,
 )
 from cafleet.db import tx
-from cafleet.db.engine import driver_execute
+from cafleet.db.catalog.sqlite import messages as q
+from cafleet.db.runtime import Connection
 from cafleet.records import Broadcast, Message, message_from_row
-
-# One statement validates both parties and inserts the row; only a refusal costs a second one.
-_SEND = text(
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
-    "status_state, status_timestamp, origin_message_id, text, notified_at) "
-    "SELECT r.member_id, s.member_id, r.member_id, 'unicast', :now, 'input_required', :now, "
-    "NULL, :text, CASE WHEN s.member_id = r.member_id THEN :now ELSE NULL END "
-    "FROM members AS s JOIN members AS r ON r.member_id = :to_id "
-    "WHERE s.member_id = :from_id AND s.status = 'active' AND r.status = 'active' "
-    "AND r.fleet_id = s.fleet_id "
-    "RETURNING message_id"
-)
-_PARTIES = text(
-    "SELECT member_id, fleet_id, status FROM members WHERE member_id IN (:from_id, :to_id)"
-)
-_BROADCAST_SENDER = text(
-    "SELECT s.fleet_id AS fleet_id, s.status AS status, "
-    "(SELECT COUNT(*) FROM members AS r WHERE r.fleet_id = s.fleet_id AND r.status = 'active' "
-    "AND r.member_id <> s.member_id) AS recipients "
-    "FROM members AS s WHERE s.member_id = :from_id"
-)
-_INSERT_SUMMARY = text(
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
-    "status_state, status_timestamp, origin_message_id, text, notified_at) "
-    "VALUES (:from_id, :from_id, NULL, 'broadcast_summary', :now, 'completed', :now, NULL, "
-    ":text, :now)"
-)
-_LINK_SUMMARY = text(
-    "UPDATE messages SET origin_message_id = :summary_id WHERE message_id = :summary_id"
-)
-_INSERT_DELIVERIES = text(
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
-    "status_state, status_timestamp, origin_message_id, text, notified_at) "
-    "SELECT r.member_id, :from_id, r.member_id, 'unicast', :now, 'input_required', :now, "
-    ":summary_id, :text, NULL "
-    "FROM members AS r WHERE r.fleet_id = :fleet_id AND r.status = 'active' "
-    "AND r.member_id <> :from_id ORDER BY r.member_id "
-    "RETURNING message_id, to_member_id"
-)
-_ACK = text(
-    "UPDATE messages SET status_state = 'completed', status_timestamp = :now "
-    f"WHERE message_id = :message_id AND status_state = 'input_required' RETURNING {MESSAGE_COLUMNS}"
-)
-_MESSAGE_BY_ID = text(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = :message_id")
-_MEMBER_STATUS = text("SELECT status FROM members WHERE member_id = :member_id")
-# Equality on the index's first three columns; its order (status_timestamp, then rowid) is the
-# ORDER BY, so the cost follows the un-ACKed rows only (docs/storage.md §7.5).
-_POLL = text(
-    f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY idx_messages_owner_type_state_ts "
-    "WHERE owner_member_id = :member_id AND type = 'unicast' AND status_state = 'input_required' "
-    "ORDER BY status_timestamp DESC, message_id DESC"
-)
-_UNACKED = text(
-    f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY idx_messages_owner_type_state_ts "
-    "WHERE owner_member_id = :member_id AND type = 'unicast' AND status_state = 'input_required' "
-    "AND message_id > :after ORDER BY message_id"
-)
 
 
 def summary_text(recipients: int) -> str:
@@ -94,10 +36,9 @@ def send_message(
     and stays `input_required` until ACKed."""
     with tx.write(conn):
         ts = stamp(now)
-        # The hottest statement in cafleet: straight to the driver (see driver_execute).
-        rows = driver_execute(
-            conn, _SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
-        )
+        rows = conn.execute(
+            q.SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
+        ).all()
         if not rows:
             _refuse_send(conn, from_member_id, to_member_id)
         message_id = rows[0][0]
@@ -125,7 +66,7 @@ def _delivery(
 def _refuse_send(conn: Connection, from_member_id: int, to_member_id: int) -> NoReturn:
     parties = {
         row[0]: (row[1], row[2])
-        for row in conn.execute(_PARTIES, {"from_id": from_member_id, "to_id": to_member_id})
+        for row in conn.execute(q.PARTIES, {"from_id": from_member_id, "to_id": to_member_id})
     }
     sender = parties.get(from_member_id)
     if sender is None or sender[1] != "active":
@@ -143,21 +84,21 @@ def broadcast_message(
     the sender's fleet (root Director and monitor included), in member-id order."""
     with tx.write(conn):
         ts = stamp(now)
-        sender = conn.execute(_BROADCAST_SENDER, {"from_id": from_member_id}).mappings().first()
+        sender = conn.execute(q.BROADCAST_SENDER, {"from_id": from_member_id}).mappings().first()
         if sender is None or sender["status"] != "active":
             raise SenderNotActive(from_member_id, deregistered=sender is not None)
         fleet_id, count = sender["fleet_id"], sender["recipients"]
         body = summary_text(count)
         summary_id = conn.execute(
-            _INSERT_SUMMARY, {"from_id": from_member_id, "now": ts, "text": body}
+            q.INSERT_SUMMARY, {"from_id": from_member_id, "now": ts, "text": body}
         ).lastrowid
-        conn.execute(_LINK_SUMMARY, {"summary_id": summary_id})
+        conn.execute(q.LINK_SUMMARY, {"summary_id": summary_id})
         delivered: list[tuple[int, int]] = []
         if count:
             delivered = sorted(
                 (row[0], row[1])
                 for row in conn.execute(
-                    _INSERT_DELIVERIES,
+                    q.INSERT_DELIVERIES,
                     {
                         "from_id": from_member_id,
                         "now": ts,
@@ -191,9 +132,9 @@ def ack_message(conn: Connection, *, message_id: int, now: datetime | None = Non
     """Complete an `input_required` row once; `notified_at` is not touched."""
     with tx.write(conn):
         ts = stamp(now)
-        row = conn.execute(_ACK, {"now": ts, "message_id": message_id}).mappings().first()
+        row = conn.execute(q.ACK, {"now": ts, "message_id": message_id}).mappings().first()
         if row is None:
-            current = conn.execute(_MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
+            current = conn.execute(q.MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
             if current is None:
                 raise MessageNotFound(message_id)
             raise CannotAck(message_from_row(current).status_state, message_id)
@@ -203,7 +144,7 @@ def ack_message(conn: Connection, *, message_id: int, now: datetime | None = Non
 def get_message(conn: Connection, message_id: int) -> Message:
     """Any message by id, any type and state; `MessageNotFound` when absent."""
     with tx.read(conn):
-        row = conn.execute(_MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
+        row = conn.execute(q.MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
     if row is None:
         raise MessageNotFound(message_id)
     return message_from_row(row)
@@ -214,10 +155,10 @@ def poll_inbox(conn: Connection, member_id: int) -> list[Message]:
     `notified_at`); a deregistered member's too (they stay ACKable); `MemberNotFound` when no
     such member exists."""
     with tx.read(conn):
-        status = conn.execute(_MEMBER_STATUS, {"member_id": member_id}).scalar()
+        status = conn.execute(q.MEMBER_STATUS, {"member_id": member_id}).scalar()
         if status is None:
             raise MemberNotFound(member_id)
-        rows = conn.execute(_POLL, {"member_id": member_id}).mappings().all()
+        rows = conn.execute(q.POLL, {"member_id": member_id}).mappings().all()
     return [message_from_row(row) for row in rows]
 
 
@@ -230,7 +171,7 @@ def unacked_deliveries(
     """
     with tx.read(conn):
         rows = (
-            conn.execute(_UNACKED, {"member_id": member_id, "after": after_message_id or 0})
+            conn.execute(q.UNACKED, {"member_id": member_id, "after": after_message_id or 0})
             .mappings()
             .all()
         )

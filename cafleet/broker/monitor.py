@@ -9,61 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import Connection, text
-
 from cafleet.broker._common import stamp
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.db import tx
+from cafleet.db.catalog.sqlite import monitor as q
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import MonitorRuntime, monitor_runtime_from_row
 
 IsLive = Callable[[MonitorRuntime, datetime], bool]
-
-_RUNTIME_COLUMNS = (
-    "fleet_id, pid, started_at, last_tick_at, tick_seconds, last_wake_at, "
-    "wake_interval_seconds, wake_requested_at"
-)
-_FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
-_RUNTIME = text(f"SELECT {_RUNTIME_COLUMNS} FROM monitor_runtime WHERE fleet_id = :fleet_id")
-# Every live fleet's runtime row: what a command reads to see whether a loop needs restarting
-# (monitor_runtime is one row per fleet that ever ran a loop; fleets by primary key).
-_LIVE_FLEET_RUNTIMES = text(
-    f"SELECT {', '.join('r.' + c.strip() for c in _RUNTIME_COLUMNS.split(','))} "
-    "FROM monitor_runtime AS r JOIN fleets AS f ON f.fleet_id = r.fleet_id "
-    "WHERE f.deleted_at IS NULL ORDER BY r.fleet_id"
-)
-_INSERT_WITH_TICK = text(
-    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds, "
-    "wake_interval_seconds) VALUES (:fleet_id, :pid, :now, :now, :tick, :interval)"
-)
-_INSERT_DEFAULT_TICK = text(  # the column default (5) applies
-    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, "
-    "wake_interval_seconds) VALUES (:fleet_id, :pid, :now, :now, :interval)"
-)
-_TAKE_OVER = text(
-    "UPDATE monitor_runtime SET pid = :pid, started_at = :now, last_tick_at = :now, "
-    "wake_interval_seconds = :interval, tick_seconds = COALESCE(:tick, tick_seconds), "
-    "wake_requested_at = NULL WHERE fleet_id = :fleet_id"
-)
-_HEARTBEAT = text(
-    "UPDATE monitor_runtime SET last_tick_at = :now WHERE fleet_id = :fleet_id AND pid = :pid"
-)
-_CLEAR = text(
-    "UPDATE monitor_runtime SET pid = NULL, started_at = NULL, last_tick_at = NULL "
-    "WHERE fleet_id = :fleet_id AND pid = :pid"
-)
-_RECORD_WAKE = text(
-    "UPDATE monitor_runtime SET last_wake_at = :now, wake_requested_at = "
-    "CASE WHEN wake_requested_at IS :seen THEN NULL ELSE wake_requested_at END "
-    "WHERE fleet_id = :fleet_id AND pid = :pid"
-)
-_REQUEST_WAKE = text(
-    "UPDATE monitor_runtime SET wake_requested_at = COALESCE(wake_requested_at, :now) "
-    "WHERE fleet_id = :fleet_id RETURNING wake_requested_at"
-)
-_SET_INTERVAL = text(
-    "UPDATE monitor_runtime SET wake_interval_seconds = :seconds WHERE fleet_id = :fleet_id"
-)
 
 
 def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
@@ -99,12 +53,12 @@ def claim_monitor(
     with tx.write(conn):
         moment = now if now is not None else utcnow()
         ts = stamp(moment)
-        fleet = conn.execute(_FLEET_STATE, {"fleet_id": fleet_id}).first()
+        fleet = conn.execute(q.FLEET_STATE, {"fleet_id": fleet_id}).first()
         if fleet is None:
             raise FleetNotFound(fleet_id)
         if fleet[0] is not None:
             raise FleetDeleted(fleet_id)
-        current = conn.execute(_RUNTIME, {"fleet_id": fleet_id}).mappings().first()
+        current = conn.execute(q.RUNTIME, {"fleet_id": fleet_id}).mappings().first()
         params = {
             "fleet_id": fleet_id,
             "pid": pid,
@@ -114,12 +68,12 @@ def claim_monitor(
         }
         if current is None:
             conn.execute(
-                _INSERT_DEFAULT_TICK if tick_seconds is None else _INSERT_WITH_TICK, params
+                q.INSERT_DEFAULT_TICK if tick_seconds is None else q.INSERT_WITH_TICK, params
             )
             return True
         if is_live(monitor_runtime_from_row(current), moment):
             return False
-        conn.execute(_TAKE_OVER, params)
+        conn.execute(q.TAKE_OVER, params)
         return True
 
 
@@ -127,13 +81,15 @@ def heartbeat(conn: Connection, *, fleet_id: int, pid: int, now: datetime | None
     """Set `last_tick_at` where the pid matches; False means this loop was displaced."""
     with tx.write(conn):
         ts = stamp(now)
-        return conn.execute(_HEARTBEAT, {"now": ts, "fleet_id": fleet_id, "pid": pid}).rowcount == 1
+        return (
+            conn.execute(q.HEARTBEAT, {"now": ts, "fleet_id": fleet_id, "pid": pid}).rowcount == 1
+        )
 
 
 def clear_monitor(conn: Connection, *, fleet_id: int, pid: int) -> bool:
     """Release `pid`, `started_at` and `last_tick_at` where the pid matches."""
     with tx.write(conn):
-        return conn.execute(_CLEAR, {"fleet_id": fleet_id, "pid": pid}).rowcount == 1
+        return conn.execute(q.CLEAR, {"fleet_id": fleet_id, "pid": pid}).rowcount == 1
 
 
 def record_monitor_wake(
@@ -149,7 +105,7 @@ def record_monitor_wake(
     with tx.write(conn):
         ts = stamp(now)
         result = conn.execute(
-            _RECORD_WAKE, {"now": ts, "seen": seen_request, "fleet_id": fleet_id, "pid": pid}
+            q.RECORD_WAKE, {"now": ts, "seen": seen_request, "fleet_id": fleet_id, "pid": pid}
         )
         return result.rowcount == 1
 
@@ -161,26 +117,29 @@ def request_monitor_wake(
     row exists."""
     with tx.write(conn):
         ts = stamp(now)
-        return conn.execute(_REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
+        stored = conn.execute(q.REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
+        return None if stored is None else str(stored)
 
 
 def set_wake_interval(conn: Connection, *, fleet_id: int, seconds: int | None) -> bool:
     """Ownership-free; False when no row exists. None stores NULL (unset)."""
     with tx.write(conn):
-        return conn.execute(_SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id}).rowcount == 1
+        return (
+            conn.execute(q.SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id}).rowcount == 1
+        )
 
 
 def live_fleet_runtimes(conn: Connection) -> list[MonitorRuntime]:
     """The runtime rows of every live (not soft-deleted) fleet, by fleet id: one read."""
     with tx.read(conn):
-        rows = conn.execute(_LIVE_FLEET_RUNTIMES).mappings().all()
+        rows = conn.execute(q.LIVE_FLEET_RUNTIMES).mappings().all()
     return [monitor_runtime_from_row(row) for row in rows]
 
 
 def get_monitor_runtime(conn: Connection, fleet_id: int) -> MonitorRuntime | None:
     """The fleet's runtime row, or None when no loop ever ran for it."""
     with tx.read(conn):
-        row = conn.execute(_RUNTIME, {"fleet_id": fleet_id}).mappings().first()
+        row = conn.execute(q.RUNTIME, {"fleet_id": fleet_id}).mappings().first()
     return None if row is None else monitor_runtime_from_row(row)
 
 

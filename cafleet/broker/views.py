@@ -3,55 +3,22 @@ activity, the timeline and the inbox/sent views. Each owns one read transaction.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
-from sqlalchemy import Connection, text
-
-from cafleet.broker._common import MESSAGE_COLUMNS, member_columns, member_from
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
-from cafleet.broker.members import (
-    LAST_ACK_SQL,
-    LAST_RECV_SQL,
-    LAST_SENT_SQL,
-    UNACKED_COUNT_SQL,
-    idle_seconds,
-)
+from cafleet.broker.members import idle_seconds
 from cafleet.db import tx
+from cafleet.db.catalog.sqlite import views as q
+from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import utcnow
 from cafleet.records import MESSAGE_STATES, Member, Message, member_from_row, message_from_row
 
 TIMELINE_LIMIT = 200
-# Two compound terms per member (one per state); SQLite allows 500 terms per compound SELECT.
-_TIMELINE_BATCH = 250
-
-_FLEET_STATE = text("SELECT deleted_at FROM fleets WHERE fleet_id = :fleet_id")
-# Seed 002: active members, plus deregistered ones only when they own a message.
-_IN_ROSTER = (
-    "m.fleet_id = :fleet_id AND (m.status = 'active' OR EXISTS "
-    "(SELECT 1 FROM messages AS o WHERE o.owner_member_id = m.member_id))"
-)
-_ROSTER = text(
-    f"SELECT {member_columns()} FROM {member_from()} WHERE {_IN_ROSTER} ORDER BY m.member_id"
-)
-_ACTIVITY = text(
-    f"SELECT m.member_id AS member_id, ({LAST_SENT_SQL}) AS last_sent, "
-    f"({LAST_RECV_SQL}) AS last_recv, ({LAST_ACK_SQL}) AS last_ack, "
-    f"({UNACKED_COUNT_SQL}) AS unacked FROM members AS m WHERE {_IN_ROSTER} ORDER BY m.member_id"
-)
-_FLEET_MEMBER_IDS = text("SELECT member_id FROM members WHERE fleet_id = :fleet_id")
-_TIMELINE_ORDER = "ORDER BY status_timestamp DESC, message_id DESC"
-_INBOX = text(
-    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE to_member_id = :member_id "
-    f"{_TIMELINE_ORDER} LIMIT :limit"
-)
-_SENT = text(
-    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE from_member_id = :member_id "
-    f"{_TIMELINE_ORDER} LIMIT :limit"
-)
 
 
 def _check_live(conn: Connection, fleet_id: int) -> None:
-    fleet = conn.execute(_FLEET_STATE, {"fleet_id": fleet_id}).first()
+    fleet = conn.execute(q.FLEET_STATE, {"fleet_id": fleet_id}).first()
     if fleet is None:
         raise FleetNotFound(fleet_id)
     if fleet[0] is not None:
@@ -63,7 +30,7 @@ def web_roster(conn: Connection, *, fleet_id: int) -> list[Member]:
     activity columns (seed 002: WebUI rosters query member and placement data directly)."""
     with tx.read(conn):
         _check_live(conn, fleet_id)
-        rows = conn.execute(_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+        rows = conn.execute(q.ROSTER, {"fleet_id": fleet_id}).mappings().all()
     return [member_from_row(row) for row in rows]
 
 
@@ -74,7 +41,7 @@ def roster_activity(
     computes it, unacked = owned `input_required` unicast deliveries."""
     with tx.read(conn):
         _check_live(conn, fleet_id)
-        rows = conn.execute(_ACTIVITY, {"fleet_id": fleet_id}).mappings().all()
+        rows = conn.execute(q.ACTIVITY, {"fleet_id": fleet_id}).mappings().all()
     moment = now if now is not None else utcnow()
     return [
         (
@@ -86,61 +53,41 @@ def roster_activity(
     ]
 
 
-def _timeline_sql(terms: int) -> str:
-    """The newest `:limit` unicast rows owned by `terms` (owner, state) pairs.
-
-    Each term reads at most `:limit` entries of `idx_messages_owner_type_state_ts` in index order
-    (its trailing `status_timestamp` and the rowid are the ORDER BY), so the cost follows the
-    number of members, not the history; the plain join sorts every row of the fleet (300 ms on
-    100,000 messages against ~6 ms, docs/performance.md). The newest `:limit` of the union of
-    every pair's newest `:limit` are the newest `:limit` overall.
-    """
-    term = (
-        "SELECT * FROM (SELECT message_id, status_timestamp FROM messages "
-        "WHERE owner_member_id = :o{i} AND type = 'unicast' AND status_state = :s{i} "
-        f"{_TIMELINE_ORDER} LIMIT :limit)"
-    )
-    union = " UNION ALL ".join(term.format(i=i) for i in range(terms))
-    return (
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id IN "
-        f"(SELECT message_id FROM ({union}) {_TIMELINE_ORDER} LIMIT :limit) {_TIMELINE_ORDER}"
-    )
-
-
 def timeline(conn: Connection, *, fleet_id: int, limit: int = TIMELINE_LIMIT) -> list[Message]:
     """The newest `limit` unicast deliveries owned by the fleet's members (any status),
     `status_timestamp DESC, message_id DESC` (docs/storage.md §8). Broadcast summaries never take up
-    the cap; a broadcast may be cut."""
+    the cap; a broadcast may be cut.
+
+    Each (owner, state) pair reads at most `limit` entries of `idx_messages_owner_type_state_ts` in
+    index order, so the cost follows the number of members, not the history (the plain join
+    sorts every row of the fleet: 300 ms on 100,000 messages against ~6 ms, docs/performance.md);
+    the newest `limit` of every pair's newest `limit` are the newest `limit` overall.
+    """
     with tx.read(conn):
         _check_live(conn, fleet_id)
-        owners = sorted(r[0] for r in conn.execute(_FLEET_MEMBER_IDS, {"fleet_id": fleet_id}))
-        rows: list[Message] = []
-        for start in range(0, len(owners), _TIMELINE_BATCH):
-            batch = owners[start : start + _TIMELINE_BATCH]
-            pairs = [(owner, state) for owner in batch for state in MESSAGE_STATES]
-            params: dict[str, object] = {"limit": limit}
-            for i, (owner, state) in enumerate(pairs):
-                params[f"o{i}"] = owner
-                params[f"s{i}"] = state
-            found = conn.execute(text(_timeline_sql(len(pairs))), params).mappings().all()
-            rows.extend(message_from_row(row) for row in found)
-    if len(owners) > _TIMELINE_BATCH:
-        rows.sort(key=lambda m: (m.status_timestamp, m.message_id), reverse=True)
-        del rows[limit:]
-    return rows
+        owners = sorted(r[0] for r in conn.execute(q.FLEET_MEMBER_IDS, {"fleet_id": fleet_id}))
+        heads: list[tuple[str, int]] = []
+        for owner in owners:
+            for state in MESSAGE_STATES:
+                params = {"owner": owner, "state": state, "limit": limit}
+                heads.extend((r[1], r[0]) for r in conn.execute(q.TIMELINE_PAIR, params))
+        heads.sort(reverse=True)
+        ids = json.dumps([message_id for _ts, message_id in heads[:limit]])
+        rows = conn.execute(q.MESSAGES_BY_IDS, {"ids": ids}).all()
+    return [message_from_row(row) for row in rows]
 
 
 def inbox_view(conn: Connection, *, member_id: int, limit: int) -> list[Message]:
     """Messages addressed to the member, newest state change first."""
     with tx.read(conn):
-        rows = conn.execute(_INBOX, {"member_id": member_id, "limit": limit}).mappings().all()
+        rows = conn.execute(q.INBOX, {"member_id": member_id, "limit": limit}).mappings().all()
     return [message_from_row(row) for row in rows]
 
 
 def sent_view(conn: Connection, *, member_id: int, limit: int) -> list[Message]:
     """Messages the member sent (broadcast summaries included), newest state change first."""
     with tx.read(conn):
-        rows = conn.execute(_SENT, {"member_id": member_id, "limit": limit}).mappings().all()
+        rows = conn.execute(q.SENT, {"member_id": member_id, "limit": limit}).mappings().all()
     return [message_from_row(row) for row in rows]
 
 

@@ -20,9 +20,8 @@ import click
 from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
 
 
 class Invocation:
@@ -128,7 +127,7 @@ class Invocation:
         """Close the connection now (idempotent); also runs when the root context closes."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            from cafleet.db.engine import close_connection
+            from cafleet.db.runtime import close_connection
 
             # A connection the schema re-check refused is closed the guarded way, so the
             # refused file keeps its bytes (docs/storage.md §5.5).

@@ -34,20 +34,20 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
         return []
     if path is None or db_state != "current":
         return None
-    from sqlalchemy.exc import DBAPIError
+    import sqlite3
 
     from cafleet.broker.assets import all_asset_installs
-    from cafleet.db.engine import close_connection, open_connection
     from cafleet.db.errors import StorageError
+    from cafleet.db.runtime import close_connection, open_connection
     from cafleet.records import StorageIntegrityError
 
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except (DBAPIError, StorageError, OSError):
+    except (sqlite3.Error, StorageError, OSError):
         return None
     try:
         return all_asset_installs(conn)
-    except (DBAPIError, StorageError, StorageIntegrityError):
+    except (sqlite3.Error, StorageError, StorageIntegrityError):
         return None
     finally:
         close_connection(conn, guarded=True)

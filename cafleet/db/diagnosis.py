@@ -10,13 +10,10 @@ import os
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-
-from cafleet.db.engine import close_connection, open_connection, tx
 from cafleet.db.predicates import APPLICATION_ID
+from cafleet.db.runtime import close_connection, open_connection, tx
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -29,6 +26,15 @@ from cafleet.db.shapes import (
     normalise_default,
     normalise_type,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection as SAConnection
+
+    from cafleet.db.runtime import Connection as RuntimeConnection
+
+    # The guard's runtime connection, or setup's SQLAlchemy one (inside its migration
+    # transaction): both offer `in_transaction()` and `exec_driver_sql(...)`.
+    Connection = RuntimeConnection | SAConnection
 
 State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
 
@@ -83,6 +89,14 @@ def guard_text(d: Diagnosis) -> str | None:
     raise ValueError(f"unknown diagnosis state {d.state!r}")  # pragma: no cover
 
 
+def sqlite_error(e: BaseException) -> sqlite3.Error | None:
+    """The SQLite error behind `e`: itself, or the one SQLAlchemy wrapped (`.orig`)."""
+    if isinstance(e, sqlite3.Error):
+        return e
+    orig = getattr(e, "orig", None)
+    return orig if isinstance(orig, sqlite3.Error) else None
+
+
 def _d(path: str, state: State, **kw: Any) -> Diagnosis:
     kw.setdefault("revision", None)
     kw.setdefault("schema_version", None)
@@ -108,10 +122,11 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
             return _diagnose_in_tx(path, conn)
         with tx.read(conn):
             return _diagnose_in_tx(path, conn)
-    except DBAPIError as e:
-        return _d(path, "unreadable", reason=str(e.orig))
-    except sqlite3.Error as e:
-        return _d(path, "unreadable", reason=str(e))
+    except Exception as e:
+        cause = sqlite_error(e)
+        if cause is None:
+            raise
+        return _d(path, "unreadable", reason=str(cause))
 
 
 def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
@@ -124,8 +139,6 @@ def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
         return _d(path, "missing")
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except DBAPIError as e:
-        return _d(path, "unreadable", reason=str(e.orig))
     except sqlite3.Error as e:
         return _d(path, "unreadable", reason=str(e))
     result: Diagnosis | None = None

@@ -1,69 +1,63 @@
-"""Connection factory, transactions and the writer lock (docs/storage.md §4).
+"""SQLAlchemy's connection, for `setup` and the migrations only (docs/storage.md §4.2).
 
-Every statement runs inside `tx.read(conn)` (deferred BEGIN, one snapshot) or `tx.write(conn)`
-(writer lock, then BEGIN IMMEDIATE). The `begin` listener refuses anything else, so a stray
-statement fails loudly instead of running in an implicit transaction.
+Commands run on the runtime connection (`cafleet.db.runtime`); this one shares its PRAGMAs,
+writer lock, ledger re-check and guarded close. Every statement runs inside `tx.read(conn)`
+(deferred BEGIN, one snapshot) or `tx.write(conn)` (writer lock, then BEGIN IMMEDIATE). The
+`begin` listener refuses anything else, so a stray statement fails loudly instead of running in
+an implicit transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
-import signal
 import sqlite3
-import threading
-import time
-import urllib.parse
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal, cast
+from collections.abc import Iterator
+from typing import cast
 
-from sqlalchemy import Connection, TextClause, create_engine, event, exc
+from sqlalchemy import Connection, create_engine, event, exc
 from sqlalchemy.pool import NullPool
 
-from cafleet.config import locks_dir
-from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
-from cafleet.errors import CafleetError
+from cafleet.db.errors import DatabaseBusy, StorageUsageError
+from cafleet.db.runtime import (
+    BUSY_TIMEOUT_MS,
+    PRAGMAS,
+    Mode,
+    Purpose,
+    check_sqlite,
+    companions_exist,
+    guarded_close,
+    recheck_ledger,
+    uri_path,
+)
+from cafleet.db.runtime import is_busy as _is_busy
+from cafleet.db.writelock import (
+    WRITER_LOCK_TIMEOUT,
+    flock_with_timeout,
+    lock_file_fd,
+    unlock,
+    writer_lock_path,
+)
 
-Mode = Literal["rw", "rwc", "ro"]
-Purpose = Literal["command", "validated", "migration", "readonly"]
-
-BUSY_TIMEOUT_MS = 5000
-WRITER_LOCK_TIMEOUT = 5.0  # seconds; the same bound as busy_timeout
-
-_sqlite_checked = False
-
-
-def check_sqlite() -> None:
-    """SQLite >= 3.35 with JSON functions; checked once per process."""
-    global _sqlite_checked
-    if _sqlite_checked:
-        return
-    version = sqlite3.sqlite_version
-    ok = sqlite3.sqlite_version_info >= (3, 35, 0)
-    if ok:
-        probe = sqlite3.connect(":memory:")
-        try:
-            probe.execute("SELECT json_valid('{}')")
-        except sqlite3.Error:
-            ok = False
-        finally:
-            probe.close()
-    if not ok:
-        raise SqliteTooOld(version)
-    _sqlite_checked = True
-
-
-def companions_exist(path: str) -> bool:
-    return os.path.exists(path + "-wal") or os.path.exists(path + "-shm")
+# The runtime connection's own definitions; this module adds SQLAlchemy's connection for setup
+# and the migrations.
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "Mode",
+    "Purpose",
+    "WRITER_LOCK_TIMEOUT",
+    "check_sqlite",
+    "companions_exist",
+    "flock_with_timeout",
+    "lock_file_fd",
+    "writer_lock_path",
+]
 
 
 def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
     dbapi_connection.isolation_level = None  # the driver must issue no BEGIN/COMMIT of its own
-    dbapi_connection.execute("PRAGMA foreign_keys = ON")
-    dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    dbapi_connection.execute("PRAGMA synchronous = FULL")
+    for pragma in PRAGMAS:
+        dbapi_connection.execute(pragma)
 
 
 def _on_begin(conn: Connection) -> None:
@@ -79,7 +73,7 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
     """Open one SQLAlchemy connection to the file at `path` (never created unless mode='rwc')."""
     check_sqlite()
     companions = companions_exist(path)
-    uri = f"file:{urllib.parse.quote(path)}?mode={mode}"
+    uri = f"file:{uri_path(path)}?mode={mode}"
 
     def creator() -> sqlite3.Connection:
         return sqlite3.connect(
@@ -117,68 +111,7 @@ def mark_validated(conn: Connection, revision: str) -> None:
     conn.info["cafleet.revision"] = revision
 
 
-# --- the writer lock ---------------------------------------------------------------------------
-
-
-class _LockTimeout(CafleetError):
-    pass
-
-
-def lock_file_fd(path: str) -> int:
-    """Open (creating) a lock file under locks/, 0o600, in a 0o700 directory."""
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-
-
-def flock_with_timeout(fd: int, timeout: float) -> bool:
-    """Blocking exclusive flock bounded by `timeout`; True when taken.
-
-    A blocked flock is woken the moment the holder releases, so waiters take turns (SQLite's
-    busy handler is not a queue). In the main thread an interval timer bounds the wait; other
-    threads cannot take signals, so they poll instead.
-    """
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        pass
-    if timeout <= 0:
-        return False
-    if threading.current_thread() is not threading.main_thread():
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            time.sleep(0.005)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
-            except BlockingIOError:
-                continue
-        return False
-
-    def _alarm(_signum: int, _frame: object) -> None:
-        raise _LockTimeout
-
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return True
-    except _LockTimeout:
-        return False
-    except OSError as e:  # pragma: no cover - EINTR is retried by Python itself
-        if e.errno == errno.EINTR:
-            return False
-        raise
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def writer_lock_path(db_path: str) -> str:
-    return os.path.join(locks_dir(os.path.dirname(db_path)), "db-write.lock")
+# --- the writer lock (cafleet.db.writelock) -----------------------------------------------
 
 
 def _writer_fd(conn: Connection) -> int:
@@ -187,14 +120,6 @@ def _writer_fd(conn: Connection) -> int:
         fd = lock_file_fd(writer_lock_path(conn.info["cafleet.path"]))
         conn.info["cafleet.writer_fd"] = fd
     return fd
-
-
-def _is_busy(error: BaseException) -> bool:
-    """SQLite's busy errors, raw (`sqlite3.OperationalError`) or wrapped by SQLAlchemy."""
-    cause = error.orig if isinstance(error, exc.OperationalError) else error
-    if not isinstance(cause, sqlite3.OperationalError):
-        return False
-    return "database is locked" in str(cause) or "database is busy" in str(cause)
 
 
 # --- transactions ------------------------------------------------------------------------------
@@ -259,42 +184,12 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
                     raise
         finally:
             conn.info.pop("cafleet.begin", None)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            unlock(fd)
 
 
 def _recheck_ledger(conn: Connection) -> None:
-    validated = conn.info.get("cafleet.revision")
-    try:
-        # Runs in every write transaction: straight to the driver, as BEGIN does.
-        rows = _driver(conn).execute("SELECT version_num FROM alembic_version").fetchall()
-    except sqlite3.Error:
-        now = "unreadable"
-    else:
-        if len(rows) == 1 and str(rows[0][0]).isdigit():
-            if rows[0][0] == validated:
-                return
-            now = f"schema {int(rows[0][0])}"
-        else:
-            now = "unreadable"
-    raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
-
-
-def driver_execute(
-    conn: Connection, statement: TextClause, params: Mapping[str, Any]
-) -> list[tuple[Any, ...]]:
-    """Run one `text()` statement on the DBAPI connection inside the current transaction and
-    return all its rows.
-
-    Only for the hottest statement paths, like BEGIN and the ledger re-check above: SQLAlchemy's
-    execution path adds ~90 µs per statement, a third of a send on this machine's disk
-    (`python -m benchmarks --only send_paths`). The statement stays a SQLAlchemy `text()`
-    construct with named parameters; the outside-a-transaction guard of the `begin` listener is
-    repeated here because this path does not pass through it.
-    """
-    if not conn.info.get("cafleet.begin") or not conn.in_transaction():
-        raise StorageUsageError("statement issued outside tx.read()/tx.write()")
-    # fetchall() steps the statement to its end, so COMMIT never meets a statement in progress.
-    return _driver(conn).execute(statement.text, params).fetchall()
+    # Runs in every write transaction: straight to the driver, as BEGIN does.
+    recheck_ledger(_driver(conn), conn.info.get("cafleet.revision"))
 
 
 # --- closing -----------------------------------------------------------------------------------
@@ -309,21 +204,8 @@ def close_connection(conn: Connection, *, guarded: bool = False) -> None:
     fd = conn.info.pop("cafleet.writer_fd", None)
     try:
         if guarded and conn.info.get("cafleet.companions_at_open"):
-            path = conn.info["cafleet.path"]
-            try:
-                ro = sqlite3.connect(
-                    f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, isolation_level=None
-                )
-            except sqlite3.Error:
-                ro = None
-            try:
-                if ro is not None:
-                    with contextlib.suppress(sqlite3.Error):
-                        ro.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            with guarded_close(conn.info["cafleet.path"]):
                 _close_quietly(conn)
-            finally:
-                if ro is not None:
-                    ro.close()
         else:
             _close_quietly(conn)
     finally:

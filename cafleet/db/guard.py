@@ -1,21 +1,25 @@
 """The schema guard (docs/cli.md §1.7, docs/storage.md §5.4): renders a `Diagnosis` as the exact error.
 
 The guard diagnoses the very connection the command body then uses, so writes reach the
-diagnosed file. It never creates the file or its directory and never imports Alembic.
+diagnosed file. It never creates the file or its directory and never imports Alembic. A file at
+head is recognised by `cafleet.db.current` (its catalogue equals head's, read in one statement);
+only another file loads the full diagnosis and the recorded shapes of every revision.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING, Any
 
 from cafleet import status
-from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text
-from cafleet.db.shapes import HEAD_REVISION
+from cafleet.db.catalog.sqlite.heads import HEAD_REVISION
+from cafleet.db.current import is_current
+from cafleet.db.runtime import Connection
 from cafleet.errors import CafleetError
+
+if TYPE_CHECKING:
+    from cafleet.db.diagnosis import Diagnosis
 
 SCHEMA_VERSION_KEY = "cafleet.schema_version_pragma"
 
@@ -31,10 +35,38 @@ class GuardRefused(CafleetError):
         super().__init__(text)
 
 
-def _unreadable(path: str, cause: str) -> Diagnosis:
-    return Diagnosis(
-        state="unreadable", path=path, revision=None, schema_version=None, reason=cause
-    )
+def guard_text(d: Diagnosis) -> str | None:
+    """`cafleet.db.diagnosis.guard_text`, imported only when a file is refused."""
+    from cafleet.db.diagnosis import guard_text as text
+
+    return text(d)
+
+
+def _refusal(d: Diagnosis) -> GuardRefused:
+    return GuardRefused(guard_text(d) or "", d)
+
+
+def _refused(path: str, state: str, **kw: Any) -> GuardRefused:
+    """The refusal of a file classified without reading its catalogue (missing, unreadable)."""
+    from cafleet.db.diagnosis import Diagnosis
+
+    kw.setdefault("revision", None)
+    kw.setdefault("schema_version", None)
+    return _refusal(Diagnosis(state=state, path=path, **kw))  # type: ignore[arg-type]
+
+
+def _unreadable(path: str, cause: str) -> GuardRefused:
+    return _refused(path, "unreadable", reason=cause)
+
+
+def _diagnose(path: str, conn: Connection) -> GuardRefused | None:
+    """Inside a read transaction: None when the file is current, else its refusal."""
+    if is_current(conn):
+        return None
+    from cafleet.db.diagnosis import diagnose
+
+    d = diagnose(path, conn)
+    return None if d.ok else _refusal(d)
 
 
 def open_validated_connection(path: str) -> Connection:
@@ -46,36 +78,31 @@ def open_validated_connection(path: str) -> Connection:
     marked validated for `HEAD_REVISION` and returned.
     """
     from cafleet.db import tx
-    from cafleet.db.engine import close_connection, mark_validated, open_connection
+    from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
     if not os.path.exists(path):
-        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
-        raise GuardRefused(guard_text(d) or "", d)
+        raise _refused(path, "missing")
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
-        raise GuardRefused(guard_text(d) or "", d) from None
     except sqlite3.Error as e:
-        d = _unreadable(path, str(e))
-        raise GuardRefused(guard_text(d) or "", d) from None
+        raise _unreadable(path, str(e)) from None
+    schema_version: int | None = None
     try:
-        schema_version: int | None = None
         try:
             with tx.read(conn):
-                d = diagnose(path, conn)
-                if d.ok:
+                refusal = _diagnose(path, conn)
+                if refusal is None:
                     schema_version = int(
                         conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
                     )
-        except DBAPIError as e:
-            d = _unreadable(path, str(e.orig))
+        except sqlite3.Error as e:
+            refusal = _unreadable(path, str(e))
     except BaseException:
         close_connection(conn, guarded=True)
         raise
-    if not d.ok:
+    if refusal is not None:
         close_connection(conn, guarded=True)
-        raise GuardRefused(guard_text(d) or "", d)
+        raise refusal
     mark_validated(conn, HEAD_REVISION)
     conn.info[SCHEMA_VERSION_KEY] = schema_version
     return conn
@@ -86,8 +113,9 @@ def recheck_schema(conn: Connection) -> None:
 
     Compares `PRAGMA schema_version` with the value remembered at validation; when it changed,
     re-diagnoses on the same connection and raises `GuardRefused` unless the file is still
-    `current`. A refused connection is marked `cafleet.refused`, and the invocation closes it
-    the guarded way (`cafleet.cli.context.Invocation.close`).
+    `current` (at head, the revision every connection is validated for). A refused connection
+    is marked `cafleet.refused`, and the invocation closes it the guarded way
+    (`cafleet.cli.context.Invocation.close`).
     """
     from cafleet.db import tx
 
@@ -97,14 +125,14 @@ def recheck_schema(conn: Connection) -> None:
             now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
             if now == conn.info.get(SCHEMA_VERSION_KEY):
                 return
-            d = diagnose(path, conn)
-    except DBAPIError as e:
-        d = _unreadable(path, str(e.orig))
-    if d.ok and d.revision == conn.info.get("cafleet.revision"):
+            refusal = _diagnose(path, conn)
+    except sqlite3.Error as e:
+        refusal = _unreadable(path, str(e))
+    if refusal is None:
         conn.info[SCHEMA_VERSION_KEY] = now
         return
     conn.info["cafleet.refused"] = True
-    raise GuardRefused(guard_text(d) or "", d)
+    raise refusal
 
 
 def open_revalidated_connection(path: str, schema_version: int | None) -> Connection:
@@ -117,17 +145,14 @@ def open_revalidated_connection(path: str, schema_version: int | None) -> Connec
     the guard's text (the connection closed the guarded way). A file gone since start-up is
     refused as `missing`.
     """
-    from cafleet.db.engine import close_connection, mark_validated, open_connection
+    from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
     if not os.path.exists(path):
-        d = Diagnosis(state="missing", path=path, revision=None, schema_version=None)
-        raise GuardRefused(guard_text(d) or "", d)
+        raise _refused(path, "missing")
     try:
         conn = open_connection(path, mode="rw", purpose="command")
-    except (DBAPIError, sqlite3.Error) as e:
-        cause = str(e.orig) if isinstance(e, DBAPIError) else str(e)
-        d = _unreadable(path, cause)
-        raise GuardRefused(guard_text(d) or "", d) from None
+    except sqlite3.Error as e:
+        raise _unreadable(path, str(e)) from None
     mark_validated(conn, HEAD_REVISION)
     conn.info[SCHEMA_VERSION_KEY] = schema_version
     try:

@@ -1,6 +1,6 @@
 """`from cafleet.db import tx` then `with tx.read(conn):` / `with tx.write(conn):`."""
 
-from cafleet.db.engine import tx as _tx
+from cafleet.db.runtime import tx as _tx
 
 read = _tx.read
 write = _tx.write

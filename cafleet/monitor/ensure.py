@@ -13,7 +13,7 @@ from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 READY_TIMEOUT = 5.0
 READY_POLL = 0.1

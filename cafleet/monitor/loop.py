@@ -21,9 +21,8 @@ from cafleet.db.timefmt import now_ts, utcnow
 from cafleet.errors import CafleetError, error_text
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.monitor.logspace import LogReserve
 
 SLEEP_STEP = 0.2  # no sleep lasts longer, so the stop flag is seen within 0.2 s
@@ -210,7 +209,7 @@ def _release(conn: Connection, fleet_id: int, pid: int, log: _Log, err: TextIO) 
                 _write(err, traceback.format_exc().rstrip("\n"))
                 return
         with contextlib.suppress(Exception):
-            from cafleet.db.engine import raw
+            from cafleet.db.runtime import raw
 
             if conn.in_transaction():
                 conn.rollback()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cafleet.db.timefmt import now_ts
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 PENDING_ANNOTATION = "pane not available (pending placement)"
 

@@ -17,8 +17,7 @@ from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.keystrokes import RecheckState
 
 

@@ -21,11 +21,11 @@ from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
-from sqlalchemy import Connection
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from cafleet import __version__
+from cafleet.db.runtime import Connection
 from cafleet.errors import CafleetError
 from cafleet.web import models as m
 from cafleet.web.pool import Connections

@@ -14,7 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from cafleet.db.runtime import Connection
 
 KEEP_IDLE = 4  # the page's refresh makes 6 requests; FastAPI's thread pool runs them in parallel
 
@@ -29,8 +29,8 @@ class Connections:
 
     def take(self) -> Connection:
         """A connection for one request, current per the guard (else `GuardRefused`)."""
-        from cafleet.db.engine import close_connection
         from cafleet.db.guard import open_revalidated_connection, recheck_schema
+        from cafleet.db.runtime import close_connection
 
         with self._lock:
             conn = self._idle.pop() if self._idle else None
@@ -46,7 +46,7 @@ class Connections:
     def give(self, conn: Connection) -> None:
         """Back from a finished request; kept for reuse unless refused, mid-transaction or
         surplus."""
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
 
         reusable = not conn.info.get("cafleet.refused") and not conn.in_transaction()
         if reusable:
@@ -57,7 +57,7 @@ class Connections:
         close_connection(conn, guarded=bool(conn.info.get("cafleet.refused")))
 
     def close(self) -> None:
-        from cafleet.db.engine import close_connection
+        from cafleet.db.runtime import close_connection
 
         with self._lock:
             idle, self._idle = self._idle, []

@@ -33,9 +33,8 @@ from cafleet.workflows.teardown import Deleted, delete  # `fleet delete` lives t
 __all__ = ["Created", "Deleted", "create", "delete", "soft_delete_fleet"]
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.records import FleetBootstrap, PaneKey
 
 MONITOR_DISPLAY_NAME = "monitor"

@@ -17,9 +17,8 @@ from cafleet import signals
 from cafleet.workflows.errors import WaitTimedOut, WorkflowError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.records import Message
     from cafleet.workflows.messaging import Warn
 
@@ -37,7 +36,7 @@ TYPING_BUDGET = 1.3
 def _data_version(conn: Connection) -> int:
     """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
     whenever another connection commits."""
-    from cafleet.db.engine import raw
+    from cafleet.db.runtime import raw
 
     return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
 

@@ -28,9 +28,8 @@ from cafleet.workflows.spawning import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.keystrokes import TypeOutcome
     from cafleet.records import Member, PaneKey, Placement
     from cafleet.workflows.placing import WindowMode

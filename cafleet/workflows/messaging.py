@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING
 from cafleet import signals
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.records import Message
 
 SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs/cli.md §1.11)

@@ -17,8 +17,7 @@ from cafleet import signals
 from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime, WorkflowError
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.records import MonitorRuntime, WakeRoster
 
 

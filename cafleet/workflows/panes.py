@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from cafleet.workflows.errors import PaneUnavailable
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
+    from cafleet.db.runtime import Connection
     from cafleet.records import Member, Placement
 
 PaneStateName = Literal["alive", "gone", "pending", "none", "unknown"]

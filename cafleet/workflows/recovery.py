@@ -32,9 +32,8 @@ from cafleet.workflows.spawning import (
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.records import Member, Placement
     from cafleet.workflows.placing import WindowMode
 

@@ -23,9 +23,8 @@ from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import MSG_KILL_FAILED, lock_busy_message
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
     from cafleet.procs import Proc
     from cafleet.records import Member, PaneKey, Placement
 

@@ -1,0 +1,7 @@
+"""The compiled statement catalog, one package per dialect (`cafleet.db.catalog.sqlite`).
+
+Generated from `cafleet.db.statements` by `python -m cafleet.db.catalog --write`; checked in,
+and checked by tests/test_catalog.py (`--check`). Importing a generated module imports nothing
+but the standard library: each statement is a `(sql, parameter names in placeholder order)`
+tuple that `cafleet.db.runtime.Connection.execute` runs.
+"""

@@ -1,0 +1,1 @@
+"""The catalog for SQLite (generated modules; see `cafleet.db.catalog`)."""

@@ -1,0 +1,104 @@
+"""Statements of `cafleet.broker.monitor` (docs/storage.md §7.7, docs/runtime.md §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import case, func, insert, null, select, update
+
+from cafleet.db.schema import fleets, monitor_runtime
+from cafleet.db.statements import param
+
+_rt = monitor_runtime.c
+_RUNTIME_FIELDS = (
+    "fleet_id",
+    "pid",
+    "started_at",
+    "last_tick_at",
+    "tick_seconds",
+    "last_wake_at",
+    "wake_interval_seconds",
+    "wake_requested_at",
+)
+_r = monitor_runtime.alias("r")
+_f = fleets.alias("f")
+
+FLEET_STATE = select(fleets.c.deleted_at).where(fleets.c.fleet_id == param("fleet_id"))
+RUNTIME = select(*[_rt[n] for n in _RUNTIME_FIELDS]).where(_rt.fleet_id == param("fleet_id"))
+# Every live fleet's runtime row: what a command reads to see whether a loop needs restarting
+# (monitor_runtime is one row per fleet that ever ran a loop; fleets by primary key).
+LIVE_FLEET_RUNTIMES = (
+    select(*[_r.c[n].label(n) for n in _RUNTIME_FIELDS])
+    .select_from(_r.join(_f, _f.c.fleet_id == _r.c.fleet_id))
+    .where(_f.c.deleted_at.is_(None))
+    .order_by(_r.c.fleet_id)
+)
+INSERT_WITH_TICK = insert(monitor_runtime).values(
+    fleet_id=param("fleet_id"),
+    pid=param("pid"),
+    started_at=param("now"),
+    last_tick_at=param("now"),
+    tick_seconds=param("tick"),
+    wake_interval_seconds=param("interval"),
+)
+INSERT_DEFAULT_TICK = insert(monitor_runtime).values(  # the column default (5) applies
+    fleet_id=param("fleet_id"),
+    pid=param("pid"),
+    started_at=param("now"),
+    last_tick_at=param("now"),
+    wake_interval_seconds=param("interval"),
+)
+TAKE_OVER = (
+    update(monitor_runtime)
+    .where(_rt.fleet_id == param("fleet_id"))
+    .values(
+        pid=param("pid"),
+        started_at=param("now"),
+        last_tick_at=param("now"),
+        wake_interval_seconds=param("interval"),
+        tick_seconds=func.coalesce(param("tick"), _rt.tick_seconds),
+        wake_requested_at=null(),
+    )
+)
+_OWNED = (_rt.fleet_id == param("fleet_id"), _rt.pid == param("pid"))
+HEARTBEAT = update(monitor_runtime).where(*_OWNED).values(last_tick_at=param("now"))
+CLEAR = (
+    update(monitor_runtime)
+    .where(*_OWNED)
+    .values(pid=null(), started_at=null(), last_tick_at=null())
+)
+RECORD_WAKE = (
+    update(monitor_runtime)
+    .where(*_OWNED)
+    .values(
+        last_wake_at=param("now"),
+        wake_requested_at=case(
+            (_rt.wake_requested_at.is_(param("seen")), null()), else_=_rt.wake_requested_at
+        ),
+    )
+)
+REQUEST_WAKE = (
+    update(monitor_runtime)
+    .where(_rt.fleet_id == param("fleet_id"))
+    .values(wake_requested_at=func.coalesce(_rt.wake_requested_at, param("now")))
+    .returning(_rt.wake_requested_at)
+)
+SET_INTERVAL = (
+    update(monitor_runtime)
+    .where(_rt.fleet_id == param("fleet_id"))
+    .values(wake_interval_seconds=param("seconds"))
+)
+
+STATEMENTS: dict[str, Any] = {
+    "FLEET_STATE": FLEET_STATE,
+    "RUNTIME": RUNTIME,
+    "LIVE_FLEET_RUNTIMES": LIVE_FLEET_RUNTIMES,
+    "INSERT_WITH_TICK": INSERT_WITH_TICK,
+    "INSERT_DEFAULT_TICK": INSERT_DEFAULT_TICK,
+    "TAKE_OVER": TAKE_OVER,
+    "HEARTBEAT": HEARTBEAT,
+    "CLEAR": CLEAR,
+    "RECORD_WAKE": RECORD_WAKE,
+    "REQUEST_WAKE": REQUEST_WAKE,
+    "SET_INTERVAL": SET_INTERVAL,
+}

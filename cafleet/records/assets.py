@@ -1,0 +1,30 @@
+"""An asset install row (docs/storage.md §2.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cafleet.records import CODING_AGENTS, Row, check_enum
+
+
+@dataclass(frozen=True, slots=True)
+class AssetInstall:
+    coding_agent: str
+    path: str
+    cafleet_version: str
+    installed_at: str
+
+
+def asset_install_from_row(row: Row) -> AssetInstall:
+    return AssetInstall(
+        coding_agent=check_enum(
+            "asset_installs",
+            f"path '{row['path']}'",
+            "coding_agent",
+            row["coding_agent"],
+            CODING_AGENTS,
+        ),
+        path=row["path"],
+        cafleet_version=row["cafleet_version"],
+        installed_at=row["installed_at"],
+    )

@@ -1,0 +1,32 @@
+"""A fleet's monitor runtime row (docs/storage.md §2.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cafleet.records import Row
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorRuntime:
+    fleet_id: int
+    pid: int | None
+    started_at: str | None
+    last_tick_at: str | None
+    tick_seconds: int
+    last_wake_at: str | None
+    wake_interval_seconds: int | None  # None = unset (env/default apply); never turned into 0
+    wake_requested_at: str | None
+
+
+def monitor_runtime_from_row(row: Row) -> MonitorRuntime:
+    return MonitorRuntime(
+        fleet_id=row["fleet_id"],
+        pid=row["pid"],
+        started_at=row["started_at"],
+        last_tick_at=row["last_tick_at"],
+        tick_seconds=row["tick_seconds"],
+        last_wake_at=row["last_wake_at"],
+        wake_interval_seconds=row["wake_interval_seconds"],
+        wake_requested_at=row["wake_requested_at"],
+    )

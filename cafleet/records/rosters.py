@@ -1,0 +1,18 @@
+"""`member list`'s roster entries (docs/storage.md §7.8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cafleet.records.members import Member
+
+
+@dataclass(frozen=True, slots=True)
+class RosterEntry:
+    member: Member
+    last_sent: str | None
+    last_recv: str | None
+    last_ack: str | None
+    idle: int | None

@@ -1,0 +1,21 @@
+"""The monitor wake line's roster (docs/runtime.md §5.7)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class WakeRosterEntry:
+    """One entry of the monitor's wake line (docs/runtime.md §5.7)."""
+
+    member_id: int
+    name: str
+    coding_agent: str | None  # None: no placement row (only possible for the Director)
+    unacked: int
+
+
+@dataclass(frozen=True, slots=True)
+class WakeRoster:
+    members: tuple[WakeRosterEntry, ...]  # active kind-`member` members with a placement row
+    director: WakeRosterEntry | None  # None: the fleet has no Director row
