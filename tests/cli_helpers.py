@@ -173,9 +173,8 @@ def call_main(argv: Sequence[str], stdin: bytes = b"") -> tuple[int, str, str]:
     def entry(args: list[str]) -> Any:
         try:
             main(args)
-        except SystemExit as exc:
+        except SystemExit as exc:  # main() always exits
             return exc.code
-        return None
 
     code, out, err = run_in_process(entry, argv, stdin)
     assert isinstance(code, int), f"main did not exit with an int: {code!r}"

@@ -82,10 +82,17 @@ class TmuxHarness:
         self.mp = monkeypatch
         self._procs: list[subprocess.Popen[Any]] = []
         self.server: Any = None
-        self.dir: Path | None = None
+        self._dir: Path | None = None  # set by start(), cleared by the teardown
         # Teardown fails the test when the shim refused a call outside this test's server
         # (acceptance: every logged -S path lies inside TMUX_TMPDIR); guard tests opt out.
         self.allow_guard_violations = False
+
+    @property
+    def dir(self) -> Path:
+        """The harness's TMUX_TMPDIR (only while started)."""
+        if self._dir is None:
+            raise RuntimeError("the tmux harness is not started")
+        return self._dir
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -93,7 +100,7 @@ class TmuxHarness:
         self.real_tmux = _require_tmux()
         for name in ("TMUX", "TMUX_PANE"):
             self.mp.delenv(name, raising=False)
-        self.dir = Path(tempfile.mkdtemp(prefix="cft", dir="/tmp"))
+        self._dir = Path(tempfile.mkdtemp(prefix="cft", dir="/tmp"))
         self.bin_dir = self.dir / "bin"
         self.fake_dir = self.dir / "fake"
         self.project_dir = self.dir / "project"
@@ -111,8 +118,8 @@ class TmuxHarness:
         Path(home).mkdir(parents=True, exist_ok=True)
 
         exe_dir = os.path.dirname(sys.executable)
-        path = os.pathsep.join([str(self.bin_dir), exe_dir, os.environ.get("PATH", "")])
-        self.mp.setenv("PATH", path)
+        search_path = os.pathsep.join([str(self.bin_dir), exe_dir, os.environ.get("PATH", "")])
+        self.mp.setenv("PATH", search_path)
         self.mp.setenv("HOME", home)
         self.mp.setenv("TMUX_TMPDIR", str(self.dir))
         self.mp.setenv("CAFLEET_FAKE_DIR", str(self.fake_dir))
@@ -205,7 +212,7 @@ class TmuxHarness:
 
     def close(self) -> None:
         """Teardown (docs/runtime.md §6.1): stop loops, kill the server, remove the directory."""
-        if self.dir is None:
+        if self._dir is None:
             return
         problems: list[str] = []
         marker = f"CAFLEET_FAKE_DIR={self.fake_dir}".encode()
@@ -251,7 +258,7 @@ class TmuxHarness:
             shutil.rmtree(self.dir, ignore_errors=True)
             if self.dir.exists():
                 problems.append(f"{self.dir} was not removed")
-            self.dir = None
+            self._dir = None
         if problems:
             raise AssertionError("; ".join(problems))
 
@@ -423,7 +430,7 @@ class TmuxHarness:
     # ------------------------------------------------------------------ shortcuts
 
     def shim_calls(self) -> list[dict[str, Any]]:
-        return util.read_jsonl(self.dir / util.SHIM_LOG) if self.dir else []
+        return util.read_jsonl(self._dir / util.SHIM_LOG) if self._dir else []
 
     def set_faults(self, rules: list[dict[str, Any]]) -> Path:
         return util.set_tmux_faults(rules)

@@ -26,7 +26,7 @@ SHIM_LOG = "tmux-calls.jsonl"
 
 
 def retry_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     timeout: float = 10.0,
     interval: float = 0.05,
     message: str | Callable[[], str] = "",
@@ -144,7 +144,7 @@ def command_records(pane: str) -> list[dict[str, Any]]:
 
 
 def _control(pane: str, spec: dict[str, Any]) -> str:
-    cmd_id = spec.setdefault("id", uuid.uuid4().hex)
+    cmd_id: str = spec.setdefault("id", uuid.uuid4().hex)
     directory = fake_dir() / f"{pane_stem(pane)}.cmd"
     directory.mkdir(parents=True, exist_ok=True)
     name = f"{time.time_ns():020d}-{cmd_id}"
