@@ -9,9 +9,9 @@ run when PYTHONDONTWRITEBYTECODE is set. The errors are imported at once; every 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from cafleet import lazy
 from cafleet.broker.errors import (
     BootstrapAborted,
     BrokerError,
@@ -151,12 +151,7 @@ _HOMES: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return lazy.load(__name__, _HOMES, name)
 
 
 __all__ = [

@@ -11,11 +11,10 @@ re-exports `PaneKey` from here); the repository accepts any object with `.sessio
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from cafleet import status
+from cafleet import lazy, status
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
@@ -164,12 +163,7 @@ _HOMES: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+    return lazy.load(__name__, _HOMES, name)
 
 
 __all__ = [
