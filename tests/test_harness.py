@@ -108,7 +108,7 @@ def test_teardown_reports_guard_violations(monkeypatch: pytest.MonkeyPatch) -> N
         private_tmux(monkeypatch) as h,
     ):
         shim(h, "-S", "/tmp/not-this-test/sock", "list-sessions")
-    assert h.dir is None
+    assert h._dir is None  # torn down
 
 
 def test_teardown_tolerates_missing_database(monkeypatch: pytest.MonkeyPatch) -> None:
