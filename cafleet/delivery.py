@@ -260,6 +260,7 @@ def _attempt(
         waited=_waited(message.created_at, placement.created_at),
         hold_timeout=_hold_timeout(),
         owner=owner_of(placement),
+        spawned=pending.recipient.kind != "director",
     )
     outcome = type_into_pane(
         key,

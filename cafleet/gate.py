@@ -10,7 +10,8 @@ Per state:
     is queued by the agent (``type``) or must wait (``hold``); docs/runtime.md §4.9 and
     docs/agent-screens.md give the observations behind each choice.
 ``starting``
-    hold: a freshly spawned agent gets nothing until its input is live.
+    hold: a freshly spawned agent gets nothing until its input is live and it has taken its
+    spawn prompt (opencode submits it from its home screen a moment after drawing it).
 ``awaiting_user``
     hold: never type into a permission prompt, a dialog or a menu.
 ``unknown``
@@ -112,14 +113,17 @@ def decide(
     waited: float,
     hold_timeout: float,
     dismissed: bool = False,
+    spawned: bool = False,
 ) -> Decision:
     """The gate's verdict for one attempt.
 
     ``waited``: seconds the line has been waiting already (a message: since it was sent);
     ``hold_timeout``: `CAFLEET_DELIVERY_HOLD_TIMEOUT` (0 = never hold); ``dismissed``: the
-    dismiss key was already pressed in this attempt (a prompt still showing stays held).
+    dismiss key was already pressed in this attempt (a prompt still showing stays held);
+    ``spawned``: the pane is a member cafleet spawned, whose agent submits its spawn prompt
+    itself (`cafleet.panestate.classify`): until it has, the member is ``starting``.
     """
-    state = classify(agent, capture) if agent else "unknown"
+    state = classify(agent, capture, spawned=spawned) if agent else "unknown"
     if not holds(agent, state):
         return Decision("type", state)
     expired = hold_timeout <= 0 or waited >= hold_timeout

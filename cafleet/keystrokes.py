@@ -56,7 +56,9 @@ class Target:
     without cues: the screen is ``unknown``). ``frame``: what identifies the line on screen
     (`cafleet.panestate.message_frame` for a notification; None: the line's first characters).
     ``waited``: seconds the line has waited already (the hold timeout counts from there).
-    ``owner``: where the placement's pane must be (None: not checked).
+    ``owner``: where the placement's pane must be (None: not checked). ``spawned``: the pane is
+    a member's or the monitor's, spawned by cafleet with its prompt (not a Director's): its
+    agent's first-turn screens hold the line (`cafleet.panestate.classify`).
     """
 
     agent: str | None
@@ -64,6 +66,7 @@ class Target:
     waited: float = 0.0
     hold_timeout: float = DEFAULT_HOLD_TIMEOUT
     owner: PaneOwner | None = None
+    spawned: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +238,7 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
             waited=target.waited,
             hold_timeout=target.hold_timeout,
             dismissed=dismissed,
+            spawned=target.spawned,
         )
 
     screen = capture()

@@ -27,16 +27,16 @@ if TYPE_CHECKING:
 LoopState = Literal["live", "stale", "stopped", "never"]
 PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
 
-# agent_state(backend, placement) -> the agent's state in the placement's live pane, or None
-# when unknown.
-AgentStateProbe = Callable[["Multiplexer", "Placement"], "str | None"]
+# agent_state(backend, placement, spawned) -> the agent's state in the placement's live pane, or
+# None when unknown; spawned: the member is not a Director (cafleet spawned it with its prompt).
+AgentStateProbe = Callable[["Multiplexer", "Placement", bool], "str | None"]
 
 
-def no_agent_state(_backend: Multiplexer, _placement: Placement) -> str | None:
+def no_agent_state(_backend: Multiplexer, _placement: Placement, _spawned: bool) -> str | None:
     return None
 
 
-def classified_state(backend: Multiplexer, placement: Placement) -> str | None:
+def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
     """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
     visible screen, for the placement's coding agent). None when the pane is not the
     placement's (another server's, or a reused id: docs/runtime.md §1.8, never captured) or
@@ -51,7 +51,7 @@ def classified_state(backend: Multiplexer, placement: Placement) -> str | None:
         screen = backend.screen(pane_id)
     except MultiplexerError:
         return None
-    return classify(placement.coding_agent, screen)
+    return classify(placement.coding_agent, screen, spawned=spawned)
 
 
 # --- the loop ----------------------------------------------------------------------------------
@@ -242,7 +242,8 @@ def check_panes(
         elif live is None:
             report = PaneReport(member.member_id, pane, "unknown")
         elif pane in live:
-            report = PaneReport(member.member_id, pane, "alive", agent_state(backend, placement))
+            state = agent_state(backend, placement, member.kind != "director")
+            report = PaneReport(member.member_id, pane, "alive", state)
         else:
             report = PaneReport(member.member_id, pane, "gone")
         panes[member.member_id] = report

@@ -44,7 +44,8 @@ def screen(name: str) -> str:
 @pytest.mark.parametrize("name", sorted(INDEX))
 def test_each_real_screen_gets_its_states_verdict(name: str) -> None:
     agent, state = name.split("/", 1)[0], INDEX[name]["state"]
-    d = decide(agent, screen(name), waited=0, hold_timeout=300)
+    spawned = INDEX[name].get("spawned", False)
+    d = decide(agent, screen(name), waited=0, hold_timeout=300, spawned=spawned)
     assert d.state == state
     expected = "hold" if state in ("starting", "awaiting_user") else "type"
     assert (d.action, d.note) == (expected, None)
@@ -61,6 +62,17 @@ def test_every_agent_types_while_working_and_nothing_holds_ready_or_unknown() ->
     for agent in (*TABLES, "aider", None):
         assert not holds(agent, "ready") and not holds(agent, "unknown")
         assert holds(agent, "starting") and holds(agent, "awaiting_user")
+
+
+def test_a_spawned_member_gets_nothing_before_its_agent_took_the_spawn_prompt() -> None:
+    # opencode's home screen with the spawn prompt still in its composer: a Director's pane
+    # there is ready (and its composer would be cleared); a spawned member's is held.
+    home = screen("opencode/home-spawn-prompt-1.txt")
+    assert decide("opencode", home, waited=0, hold_timeout=300).action == "type"
+    held = decide("opencode", home, waited=0, hold_timeout=300, spawned=True)
+    assert (held.action, held.state) == ("hold", "starting")
+    late = decide("opencode", home, waited=301, hold_timeout=300, spawned=True)
+    assert late.action == "type" and late.note == hold_note(301, "starting")
 
 
 def test_a_screen_without_cues_is_unknown_and_typed() -> None:

@@ -160,6 +160,30 @@ def test_a_starting_agent_holds_the_line_until_its_input_is_live(
     assert texts(pane) == [line(12)] and kinds(pane, "dropped") == []
 
 
+def test_a_spawned_member_gets_nothing_until_its_agent_submitted_the_spawn_prompt(
+    tmux_harness: TmuxHarness, tmp_path: Path
+) -> None:
+    """opencode started with --prompt shows the prompt in its home screen's composer and submits
+    it itself a moment later: a delivery then would Ctrl-U the spawn prompt away. A spawned
+    member's line waits for the session screen; the spawn prompt and the line arrive whole."""
+    h = tmux_harness
+    pane = spawn(h, "opencode", "auto-submit=3 work=0")
+    wait_state(h, "opencode", pane, "ready")
+    held = attempt(h, tmp_path, pane, "opencode", line(15), 15, spawned=True)
+    assert (held.kind, held.state) == ("held", "starting")
+    assert keys_to(pane) == []
+
+    def delivered() -> TypeOutcome | None:
+        outcome = attempt(h, tmp_path, pane, "opencode", line(15), 15, spawned=True)
+        return outcome if outcome.kind != "held" else None
+
+    assert retry_until(delivered, timeout=30, interval=0.5).kind == "typed"
+    from tests.harness.fake_screens import SPAWN_PROMPT
+
+    assert [r["text"] for r in kinds(pane, "auto-submit")] == [SPAWN_PROMPT]
+    assert texts(pane) == [SPAWN_PROMPT, line(15)]
+
+
 def test_a_line_typed_into_a_starting_agent_that_drops_it_is_not_verified(
     tmux_harness: TmuxHarness, tmp_path: Path
 ) -> None:

@@ -52,7 +52,27 @@ def test_every_capture_is_indexed_and_every_agent_state_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(INDEX))
 def test_classify_real_capture(name: str) -> None:
-    assert classify(agent_of(name), screen(name)) == INDEX[name]["state"]
+    spawned = INDEX[name].get("spawned", False)
+    assert classify(agent_of(name), screen(name), spawned=spawned) == INDEX[name]["state"]
+
+
+def test_a_spawned_opencode_on_its_home_screen_has_not_taken_its_prompt_yet() -> None:
+    """opencode started with --prompt submits the prompt itself from its home screen: until the
+    session screen replaces it, a spawned member is starting; a Director there is ready."""
+    for name in ("home-spawn-prompt-1.txt", "home-spawn-submitted-1.txt", "ready-1.txt"):
+        capture = screen(f"opencode/{name}")
+        assert classify("opencode", capture, spawned=True) == "starting", name
+        assert classify("opencode", capture) == "ready", name
+    # The session screen after the submit is ready whoever the pane belongs to.
+    session = screen("opencode/session-first-1.txt")
+    assert classify("opencode", session, spawned=True) == "ready"
+    # Only the first-turn cues depend on it: every other capture reads the same spawned or not.
+    for name in INDEX:
+        if agent_of(name) != "opencode" or INDEX[name]["state"] == "starting":
+            continue
+        if "█▀▀█ █▀▀█ █▀▀█" not in screen(name):
+            got = classify(agent_of(name), screen(name), spawned=True)
+            assert got == INDEX[name]["state"], name
 
 
 @pytest.mark.parametrize("name", sorted(k for k, v in INDEX.items() if "composer" in v))
@@ -96,7 +116,9 @@ def test_placeholders_read_as_empty() -> None:
 # --------------------------------------------------------------------------- the cue tables
 
 
-ALL_CUES = [(agent, i, cue) for agent, t in TABLES.items() for i, cue in enumerate(t.cues)]
+ALL_CUES = [
+    (agent, i, cue) for agent, t in TABLES.items() for i, cue in enumerate(t.cues + t.first_turn)
+]
 
 
 @pytest.mark.parametrize(

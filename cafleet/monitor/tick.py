@@ -247,6 +247,7 @@ def _wake(
         waited=0.0 if held_since is None else time.monotonic() - held_since,
         hold_timeout=state.hold_timeout,
         owner=owner_of(placement),
+        spawned=True,  # the monitor is always spawned by cafleet
     )
     counted: list[int] = []
 

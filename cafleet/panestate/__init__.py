@@ -50,9 +50,12 @@ def _region(cue: Cue, capture: str, layout: Layout) -> str:
     return "\n".join(nonblank[-TAIL_LINES:])
 
 
-def _classify(table: AgentScreens, capture: str, layout: Layout) -> State:
+def _classify(table: AgentScreens, capture: str, layout: Layout, spawned: bool = False) -> State:
     if not capture.strip():
         return "starting"
+    for cue in table.first_turn if spawned else ():
+        if _rx(cue.pattern).search(_region(cue, capture, layout)):
+            return cue.state
     for cue in table.cues:
         if cue.state == "ready" and layout.composer is None:
             continue
@@ -61,12 +64,16 @@ def _classify(table: AgentScreens, capture: str, layout: Layout) -> State:
     return "unknown"
 
 
-def classify(agent: str, capture: str) -> State:
-    """The pane's state (see the module docstring and `cafleet.panestate.cues`)."""
+def classify(agent: str, capture: str, *, spawned: bool = False) -> State:
+    """The pane's state (see the module docstring and `cafleet.panestate.cues`).
+
+    ``spawned``: the pane is a member cafleet spawned with its prompt on the agent's command
+    line (every member and monitor; not a Director), so the table's ``first_turn`` cues apply.
+    """
     table = TABLES.get(agent)
     if table is None:
         return "unknown"
-    return _classify(table, capture, split(table, capture))
+    return _classify(table, capture, split(table, capture), spawned)
 
 
 def _composer(table: AgentScreens, capture: str, layout: Layout) -> str | None:

@@ -13,7 +13,7 @@ searched in one *region* of a plain-text capture (``tmux capture-pane -p``, the 
 ``footer``
     the lines below the composer.
 
-`cafleet.panestate.classify` tries the cues in table order and the first match decides the state
+`cafleet.panestate.classify` tries a spawned member's ``first_turn`` cues first, then the cues in table order and the first match decides the state
 (so the order is the priority: dialogs before "working" before "ready"); a ``ready`` cue counts
 only when the composer was found; a blank screen is ``starting``; nothing matching is
 ``unknown``.
@@ -60,6 +60,11 @@ class AgentScreens:
     placeholders: tuple[str, ...] = ()
     # Texts that stand for a paste held in the composer (the line is there, folded).
     pastes: tuple[str, ...] = ()
+    # Screens on which a member cafleet spawned (its spawn prompt on the agent's command line,
+    # submitted by the agent itself) has not taken that prompt yet: tried first, and only for
+    # such a pane (``classify(..., spawned=True)``); the same screen in a Director's pane is
+    # whatever the cues say.
+    first_turn: tuple[Cue, ...] = ()
 
 
 NBSP = "\u00a0"
@@ -301,6 +306,20 @@ OPENCODE = AgentScreens(
             "ready-1.txt",
             "The logo without the input box and hints (the TUI is still being drawn).",
             confidence="medium: such a partial screen was not caught on this machine",
+        ),
+    ),
+    first_turn=(
+        Cue(
+            "starting",
+            r"█▀▀█ █▀▀█ █▀▀█",
+            "screen",
+            "                                    █▀▀█ █▀▀█ █▀▀█ █▀▀▄ █▀▀▀ █▀▀█ █▀▀█ █▀▀█",
+            "home-spawn-prompt-1.txt",
+            "The home screen's logo. opencode started with --prompt draws its home screen with "
+            "the prompt in the composer and submits it itself a moment later (0.2 s here, "
+            "seconds under load), then replaces the home screen with the session's. Until then "
+            "a delivery would clear the spawn prompt with Ctrl-U or race its submit, so a "
+            "spawned member on its home screen is still starting.",
         ),
     ),
 )

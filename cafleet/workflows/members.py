@@ -437,6 +437,7 @@ def _type_line(
             agent=placement.coding_agent,
             hold_timeout=settings.delivery_hold_timeout,
             owner=owner_of(placement),
+            spawned=True,  # prompt and ping refuse the Director: the pane is a spawned member's
         ),
         keep_waiting=signals.keep_waiting,
     )

@@ -14,6 +14,9 @@ fake keeps its plain behaviour (tests/harness/fake_agent.py). Options, space-sep
 ``permission``           a submit opens a permission prompt (awaiting_user) before the turn
 ``escapes=<n>``          Escapes that interrupt a working turn (default: 1 for claude and
                          codex, 2 for opencode, like the real ones)
+``auto-submit=<s>``      opencode started with ``--prompt``: once started, its home screen
+                         (the logo) shows `SPAWN_PROMPT` in the composer for ``s`` seconds,
+                         then submits whatever the composer holds (recorded ``auto-submit``)
 
 Records (appended to the fake's log, as in plain mode): ``line`` for every submitted message
 (``text`` is what the agent got, ``bytes_b64`` its UTF-8 bytes, ``queued`` true when it was
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 POLL = 0.05
+SPAWN_PROMPT = "You are member 3 of a cafleet fleet. Wait for messages from the Director."
 ESC_WAIT = 0.05  # a lone ESC is the Escape key once this long passes without a follow-up
 
 
@@ -46,6 +50,12 @@ def _example(agent: str, needle: str) -> str:
         if needle in cue.example:
             return cue.example.rstrip()
     raise KeyError(f"no {agent} cue example contains {needle!r}")
+
+
+def _first_turn_logo() -> str:
+    from cafleet.panestate.cues import TABLES
+
+    return TABLES["opencode"].first_turn[0].example.rstrip()
 
 
 def parse_options(text: str) -> dict[str, Any]:
@@ -69,11 +79,17 @@ class Screens:
         self.work_s = float(opts.get("work", 3) or 0)
         self.permission = "permission" in opts
         self.escapes_needed = int(opts.get("escapes", 2 if self.agent == "opencode" else 1))
+        auto = opts.get("auto-submit")
+        self.auto_submit_s = None if auto is None else float(auto or 0)
+        self.auto_submit_at: float | None = None  # when the spawn prompt is submitted
         self.started = time.monotonic()
         self.composer = ""
         self.transcript: list[str] = []
         self.queue: list[str] = []
         self.state = "starting" if self.start_s > 0 else "ready"
+        if self.state == "ready" and self.auto_submit_s is not None:
+            self.composer = SPAWN_PROMPT
+            self.auto_submit_at = self.started + self.auto_submit_s
         self.work_until = 0.0
         self.prompting: str | None = None  # the line waiting for the permission answer
         self.escapes = 0
@@ -249,7 +265,16 @@ class Screens:
         self.flush_escape()
         now = time.monotonic()
         if self.state == "starting" and now - self.started >= self.start_s:
+            if self.auto_submit_s is not None:
+                self.composer = SPAWN_PROMPT
+                self.auto_submit_at = now + self.auto_submit_s
             self.set_state("ready")
+        if self.auto_submit_at is not None and now >= self.auto_submit_at:
+            self.auto_submit_at = None
+            text, self.composer = self.composer.strip(), ""
+            self.log("auto-submit", text=text)
+            if text:
+                self.begin(text)
         if self.state == "working" and now >= self.work_until:
             if self.queue:
                 self.transcript.append(self.queue.pop(0))
@@ -385,6 +410,8 @@ class Screens:
                 "   Allow once   Allow always   Reject",
                 "",
             ]
+        if self.auto_submit_at is not None:  # the home screen, before the spawn prompt's submit
+            out += [_first_turn_logo(), ""]
         if not self.transcript and not self.composer:
             rows = ['Ask anything… "Fix broken tests"']
         else:

@@ -91,9 +91,28 @@ class RealMember:
     def agent(self) -> str:
         return self.real.agent
 
+    def _share_installed_assets(self) -> None:
+        """opencode runs with a private config dir, but `cafleet setup` installed the cafleet
+        agent preset (`--agent cafleet`) and skill into the harness's: copy them in, as a user's
+        own opencode finds them (without the preset it draws an `Agent not found` toast over
+        its first screens). Claude Code and Codex need nothing from there to start."""
+        import shutil
+
+        if self.agent != "opencode":
+            return
+
+        from cafleet.assets.targets import resolve_target
+
+        installed = Path(resolve_target(self.agent, self.harness.env).path)
+        private = Path(resolve_target(self.agent, self.real.env).path)
+        for sub in ("agents", "skills"):
+            if (installed / sub).is_dir():
+                shutil.copytree(installed / sub, private / sub, dirs_exist_ok=True)
+
     def create(self, fleet_id: int, prompt: str) -> RealMember:
         """`cafleet member create` with the wrapper first on PATH, from the agent's project."""
         h = self.harness
+        self._share_installed_assets()
         env = {"PATH": os.pathsep.join([str(self.bin_dir), h.env["PATH"]])}
         result = h.cli(
             "member", "create", "--fleet-id", str(fleet_id), "--name", self.name,
