@@ -46,6 +46,9 @@ class InputPolicy:
     max_clears: int  # presses before giving up (Claude's Ctrl-U deletes one visual row)
     dismiss_key: str  # closes a prompt or menu (only once a hold has run out)
     why: str
+    # Seconds a line may sit in the composer after Enter before Enter is pressed again
+    # (cafleet.submit): long where a taken line can still be drawn there for a while.
+    enter_again_after: float = 3.0
 
 
 POLICIES: dict[str, InputPolicy] = {
@@ -78,7 +81,10 @@ POLICIES: dict[str, InputPolicy] = {
             6,
             "Escape",
             "A line submitted while opencode works is listed QUEUED and handled after the turn; "
-            "two Escapes would interrupt. Ctrl-U empties the composer.",
+            "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
+            "freshly drawn screen is often lost, and an Enter on its empty composer does "
+            "nothing, so Enter is pressed again after 1 s rather than 3.",
+            enter_again_after=1.0,
         ),
     )
 }

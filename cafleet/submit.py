@@ -31,6 +31,7 @@ VERIFY_POLL = 0.1  # between captures after Enter
 # opencode redraws seconds late under load (docs/agent-screens.md, "Judging a submit"): a taken
 # line may still show in its composer, or nowhere yet, for a while after Enter.
 ENTER_AGAIN_AFTER = 3.0  # the line still in the composer this long after Enter: Enter again
+# (the default; an agent's InputPolicy.enter_again_after overrides it)
 VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
@@ -99,8 +100,11 @@ def submit_verified(
     raises MultiplexerError (the attempt failed); a capture failing afterwards is a
     verification problem.
     """
+    from cafleet.gate import POLICIES
     from cafleet.mux import MultiplexerError, PaneGone
 
+    policy = POLICIES.get(agent or "")
+    again_after = ENTER_AGAIN_AFTER if policy is None else policy.enter_again_after
     mux.type_line(pane_id, line)
     enters = 1
     last_enter = clock.now()
@@ -116,11 +120,7 @@ def submit_verified(
         if verdict == "submitted":
             return None
         now = clock.now()
-        if (
-            verdict == "in_composer"
-            and enters < MAX_ENTERS
-            and now - last_enter >= (ENTER_AGAIN_AFTER)
-        ):
+        if verdict == "in_composer" and enters < MAX_ENTERS and now - last_enter >= again_after:
             mux.send_key(pane_id, "Enter")
             enters += 1
             last_enter = now

@@ -177,6 +177,29 @@ def test_a_line_left_in_the_composer_gets_enter_again_then_is_verified() -> None
     assert submit_verified(mux, "%1", "claude", "x", message_frame(15), before, t.clock()) is None
     assert mux.sent == [("line", "x"), ("key", "Enter"), ("key", "Enter")]
     assert t.t >= ENTER_AGAIN_AFTER  # Enter again only after giving the first one its time
+    assert POLICIES["claude"].enter_again_after == ENTER_AGAIN_AFTER
+
+
+def test_opencode_gets_its_second_enter_after_one_second() -> None:
+    """opencode loses the first Enter at a freshly drawn screen and ignores an Enter on its
+    empty composer: its re-Enter wait is 1 s (the verified send was 3.1 s with 3 s)."""
+    held = screen("opencode/working-composer-1.txt")  # msg 13 typed, still in the composer
+    done = screen("opencode/queued-1.txt")  # msg 13 listed QUEUED
+    t = FakeClock()
+    mux = Scripted([held])
+    enters_at: list[float] = []
+
+    def on_key(key: str) -> None:
+        if key == "Enter":
+            enters_at.append(t.t)
+            mux.screens = [done]
+
+    mux.on_key = on_key
+    before = screen("opencode/working-1.txt")
+    assert submit_verified(mux, "%1", "opencode", "x", message_frame(13), before, t.clock()) is None
+    assert [s for s in mux.sent if s[0] == "key"] == [("key", "Enter")] * 2
+    assert POLICIES["opencode"].enter_again_after == 1.0
+    assert len(enters_at) == 1 and 1.0 <= enters_at[0] < 1.0 + 0.2  # the second Enter, at 1 s
 
 
 def test_enter_is_pressed_at_most_three_times_then_not_verified() -> None:
