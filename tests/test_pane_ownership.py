@@ -232,3 +232,40 @@ def test_a_reused_pane_id_is_not_killed_by_fleet_delete_nor_blocks_respawn(
     statuses = {p["member_id"]: p["pane_status"] for p in result["panes"]}
     assert statuses[second] == "already_gone" and statuses[member_id] == "killed"
     assert second_pane in h.live_panes() and new_pane not in h.live_panes()
+
+
+def test_fleet_adopt_from_another_server_asks_the_directors_own_server(
+    tmux_db: TmuxHarness, fleet: FleetIds, other_server: dict[str, str]
+) -> None:
+    """Pane ids are per server: `fleet adopt` run in a pane of another tmux server asks the
+    Director's own server (its placement's socket) whether the Director's pane is still open.
+    Open there: refused, nothing written. Gone: the pane of the other server becomes the
+    Director's, with that server recorded; the fleet's panes on the first server are untouched."""
+    h = tmux_db
+    f, d = fleet.fleet_id, fleet.director_id
+    member_id, member_pane = create_member(h, f, "stays")
+    there = {"TMUX": other_server["TMUX"], "TMUX_PANE": other_server["TMUX_PANE"]}
+    before = table_dump(h)
+    r = h.cli("fleet", "adopt", str(f), env=there)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1,
+        "",
+        f"Error: fleet {f}'s root Director pane {h.director_pane} is still open; "
+        "'cafleet fleet adopt' replaces a Director pane that is gone\n",
+    )
+    assert table_dump(h) == before
+
+    h.tmux("kill-pane", "-t", h.director_pane)
+    panes = h.live_panes()
+    result = ok(h.cli("fleet", "adopt", str(f), env=there))
+    assert result.stdout.splitlines()[0] == (
+        f"Adopted fleet {f}: its root Director (member {d}) is now pane {other_server['pane']} "
+        f"(was {h.director_pane})."
+    )
+    assert h.sqlite(
+        "SELECT mux_session, mux_pane_id, mux_socket FROM member_placements WHERE member_id = ?",
+        d,
+    ) == [("other", other_server["pane"], other_server["socket"])]
+    assert _socket(h, member_id) == h.socket_path and h.live_panes() == panes
+    assert member_pane in panes
+    ok(h.cli("monitor", "stop", str(f), env=there))
