@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -566,3 +567,28 @@ def test_list_panes_of_a_server_being_killed_is_a_failure_not_an_empty_set() -> 
     # Panes with a stray warning are still panes.
     backend, _ = make(lambda a: RunResult(0, "%3\n", "warning\n"))
     assert backend.list_panes() == frozenset({"%3"})
+
+
+def test_find_executable_agrees_with_shutil_which(tmp_path: Path) -> None:
+    """The backend finds tmux without importing shutil (docs/performance.md): same answers."""
+    import shutil
+
+    from cafleet.mux.tmux import find_executable
+
+    exe = tmp_path / "bin" / "tmux"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n", encoding="utf-8")
+    exe.chmod(0o755)
+    plain = tmp_path / "plain" / "tmux"  # not executable: skipped
+    plain.parent.mkdir()
+    plain.write_text("", encoding="utf-8")
+    for path in (
+        str(exe.parent),
+        f"{plain.parent}:{exe.parent}",
+        str(plain.parent),
+        "",
+        "/nonexistent",
+        None,
+    ):
+        assert find_executable("tmux", path) == shutil.which("tmux", path=path), path
+    assert find_executable("tmux", f"{plain.parent}:{exe.parent}") == str(exe)

@@ -6,10 +6,8 @@ runner; no shell is involved. cafleet never imports libtmux (only the test harne
 
 from __future__ import annotations
 
-import logging
 import os
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,8 +42,6 @@ from cafleet.mux.tmux_args import (
 )
 from cafleet.text import window_capture
 
-log = logging.getLogger(__name__)
-
 SPLIT_TIMEOUT = 10.0
 DEFAULT_TIMEOUT = 5.0
 ESCAPE_SETTLE = 0.1
@@ -60,6 +56,18 @@ _NEW_WINDOW_RE = re.compile(r"^(@[0-9]+) (%[0-9]+)$")
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)")
 _PANE_GONE_MARKERS = ("can't find pane", "no such pane")
 _UNREACHABLE_MARKERS = ("no server running", "error connecting to", "server exited unexpectedly")
+
+
+def find_executable(name: str, path: str | None) -> str | None:
+    """`shutil.which(name, path=path)` for a plain command name, without importing shutil
+    (which loads its archive modules: several ms of every short command's start)."""
+    if path is None:
+        path = os.environ.get("PATH", os.defpath)
+    for directory in path.split(os.pathsep) if path else ():
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ class TmuxBackend:
         self._runner = runner if runner is not None else subprocess_runner
         self._sleep = sleep if sleep is not None else time.sleep
         if tmux_bin is None:
-            tmux_bin = shutil.which("tmux", path=self._env.get("PATH"))
+            tmux_bin = find_executable("tmux", self._env.get("PATH"))
         self.tmux_bin: str | None = tmux_bin
         self.socket_path: str | None = socket_path_from(self._env.get("TMUX"))
 
@@ -268,7 +276,11 @@ class TmuxBackend:
         try:
             self._run(["select-layout", "-t", window_id, layout])
         except MultiplexerError as exc:
-            log.debug("select-layout %s failed for %s: %s", layout, window_id, exc)
+            import logging  # only here: logging costs every short command ~3 ms to import
+
+            logging.getLogger(__name__).debug(
+                "select-layout %s failed for %s: %s", layout, window_id, exc
+            )
 
     def new_window(
         self,
