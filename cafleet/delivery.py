@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -48,8 +48,7 @@ def notification_line(
 # --- reports ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class DrainFailure:
+class DrainFailure(NamedTuple):
     """One failed attempt (docs/runtime.md §4.3): the message stays pending. ``held`` is the pane
     state when the gate held the line (docs/runtime.md §4.9): not a failure to warn about."""
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -57,8 +56,7 @@ def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) 
 # --- the loop ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LoopStatus:
+class LoopStatus(NamedTuple):
     fleet_id: int
     state: LoopState
     pid: int | None  # the row's pid (live or stale), None when released or never claimed
@@ -159,8 +157,7 @@ def loop_status(conn: Connection, fleet_id: int) -> LoopStatus:
 # --- the panes ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PaneReport:
+class PaneReport(NamedTuple):
     member_id: int
     pane_id: str | None
     state: PaneState
@@ -182,8 +179,7 @@ class PaneReport:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class PaneCheck:
+class PaneCheck(NamedTuple):
     """Each member's pane, and why tmux could not be asked (None when it could)."""
 
     panes: dict[int, PaneReport]
@@ -253,8 +249,7 @@ def check_panes(
 # --- a fleet's report (fleet show, member list, doctor) ---------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FleetReport:
+class FleetReport(NamedTuple):
     summary: FleetSummary
     roster: list[RosterEntry]  # active members (empty for a soft-deleted fleet)
     loop: LoopStatus

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.errors import CafleetError
 
@@ -28,8 +28,7 @@ class TargetUnresolved(CafleetError):
     """No path can be derived (HOME unset and no agent variable); str() is the message."""
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     coding_agent: str
     path: str  # absolute, as resolved
     source: str  # the variable it came from, or "default"

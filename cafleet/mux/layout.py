@@ -9,14 +9,13 @@ servers at several window sizes (tests/test_layout.py checks them against a real
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 DEFAULT_MAIN_PANE_WIDTH = 80  # tmux's default `main-pane-width`
 _PERCENT = re.compile(r"([0-9]+)%")
 
 
-@dataclass(frozen=True, slots=True)
-class Size:
+class Size(NamedTuple):
     columns: int
     rows: int
 
@@ -24,8 +23,7 @@ class Size:
         return self.columns >= minimum.columns and self.rows >= minimum.rows
 
 
-@dataclass(frozen=True, slots=True)
-class WindowGeometry:
+class WindowGeometry(NamedTuple):
     window_id: str
     columns: int
     rows: int

@@ -11,8 +11,7 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cafleet.mux import (
     MSG_NO_PANE_ID,
@@ -70,8 +69,7 @@ def find_executable(name: str, path: str | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(NamedTuple):
     returncode: int
     stdout: str
     stderr: str

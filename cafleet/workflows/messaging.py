@@ -8,10 +8,8 @@ delivery and mux layers are imported only when a drain runs (docs/cli.md §1.8).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import signals
 
@@ -25,14 +23,12 @@ SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs
 Warn = Callable[[str], None]
 
 
-@dataclass(frozen=True, slots=True)
-class SendResult:
+class SendResult(NamedTuple):
     message: Message
     notification_sent: bool  # this message's line was typed into the recipient's pane
 
 
-@dataclass(frozen=True, slots=True)
-class BroadcastResult:
+class BroadcastResult(NamedTuple):
     summary: Message
     recipients: int  # deliveries stored
     notified: int  # of those, typed into their recipients' panes
@@ -134,7 +130,7 @@ def _drain_recipients(
             if failure.handed_off:
                 continue
             if failure.busy:
-                failure = dataclasses.replace(failure, message_id=own[failure.recipient_id])
+                failure = failure._replace(message_id=own[failure.recipient_id])
             warn(warning_line(failure))
 
     report = drain_recipients(
