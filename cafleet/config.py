@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.errors import CafleetError
 
@@ -30,8 +30,7 @@ class SettingsError(CafleetError):
     """An invalid CAFLEET_* value or an underivable database path; str() is the message."""
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
+class Settings(NamedTuple):  # not a dataclass: built by every command, ~1 ms cheaper to create
     database_path: str | None  # None only when path_error is set (doctor keeps going)
     path_error: str | None
     max_text_len: int
