@@ -100,7 +100,8 @@ def test_timeout_reports_holder(db_dir: Path) -> None:
         ):
             pytest.fail("acquired a held lock")
         elapsed = time.monotonic() - start
-    assert 0.3 <= exc.value.waited <= elapsed < 2
+    # The 0.3 s timeout ended the wait (the holder holds until the block ends).
+    assert 0.3 <= exc.value.waited <= elapsed < 30
     assert exc.value.pane_id == "%3"
     assert exc.value.key == KEY
     assert exc.value.holder is not None
@@ -110,16 +111,18 @@ def test_timeout_reports_holder(db_dir: Path) -> None:
 
 def test_timeout_zero_is_a_single_try(db_dir: Path) -> None:
     calls = []
-    with held_elsewhere(db_dir):
-        start = time.monotonic()
-        with pytest.raises(PaneLockTimeout) as exc, pane_input_lock(
+    with (
+        held_elsewhere(db_dir),
+        pytest.raises(PaneLockTimeout) as exc,
+        pane_input_lock(
             str(db_dir), KEY, timeout=0, purpose="ping member 1",
             keep_waiting=lambda: calls.append(1) or True,
-        ):  # fmt: skip
-            pass
-        assert time.monotonic() - start < 0.05
+        ),
+    ):  # fmt: skip
+        pass
+    # A second try comes only after asking keep_waiting: none was made (no clock involved).
     assert calls == []
-    assert exc.value.waited < 0.05
+    assert exc.value.holder is not None
     assert try_pane_lock(str(db_dir), KEY) is not None  # released by the holder's death
 
 
@@ -156,7 +159,7 @@ def test_keep_waiting_abandons(db_dir: Path) -> None:
         elapsed = time.monotonic() - start
     assert exc.value.pane_id == "%3"
     assert len(calls) == 3
-    assert elapsed < 1
+    assert elapsed < 15  # abandoned by keep_waiting, not by the 30 s timeout
     # Tries were spaced by about 50 ms.
     assert calls[2] - calls[0] >= 0.08
 
@@ -165,10 +168,9 @@ def test_sigkilled_holder_does_not_delay(db_dir: Path) -> None:
     with held_elsewhere(db_dir) as proc:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        start = time.monotonic()
-        with pane_input_lock(str(db_dir), KEY, timeout=0, purpose="x"):
-            pass
-        assert time.monotonic() - start < 0.1
+        # timeout=0 is one try: acquiring proves the dead holder's lock was free at once.
+        with pane_input_lock(str(db_dir), KEY, timeout=0, purpose="x") as lock:
+            assert lock.held
 
 
 def test_same_process_second_acquisition_is_excluded(db_dir: Path) -> None:

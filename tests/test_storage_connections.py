@@ -258,7 +258,8 @@ def test_writer_lock_held_too_long_raises_database_busy(conn: Connection, head_d
             conn.exec_driver_sql(ASSET_INSERT, ("/never", TS))  # pragma: no cover
         elapsed = time.monotonic() - start
         assert str(e.value) == "database is locked"
-        assert 4.5 <= elapsed < 5.9, elapsed
+        # The 5 s busy timeout, not the 6 s holder, ended it: past the holder the write works.
+        assert elapsed >= 4.5, elapsed
         assert not conn.in_transaction()
     finally:
         holder.kill()  # the 6 s hold has made its point
@@ -285,7 +286,8 @@ def test_begin_immediate_busy_maps_to_database_busy(conn: Connection, head_db: P
             conn.exec_driver_sql(ASSET_INSERT, ("/never", TS))  # pragma: no cover
         elapsed = time.monotonic() - start
         assert str(e.value) == "database is locked"
-        assert 4.5 <= elapsed < 5.9, elapsed
+        # The 5 s busy timeout, not the 6 s holder, ended it: past the holder the write works.
+        assert elapsed >= 4.5, elapsed
         assert _lock_is_free(head_db)
         assert not conn.in_transaction()
     finally:
