@@ -6,9 +6,9 @@ no placement, or unknown when tmux cannot be asked).
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
 comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
 classifier (`cafleet.panestate.classify`: starting, ready, working, awaiting_user, unknown;
-issue 13 item 4), at two more tmux calls per live pane (the pane-is-ours probe and one capture),
-so `fleet show` and `member list` use it and `doctor` keeps the default, which knows nothing
-(None).
+issue 13 item 4), at one more tmux call per live pane (its capture; the `list-panes` call also
+says where each pane is, which is the pane-is-ours check), so `fleet show` and `member list`
+use it and `doctor` keeps the default, which knows nothing (None).
 """
 
 from __future__ import annotations
@@ -37,14 +37,14 @@ def no_agent_state(_backend: Multiplexer, _placement: Placement, _spawned: bool)
 
 def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
     """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
-    visible screen, for the placement's coding agent). None when the pane is not the
-    placement's (another server's, or a reused id: docs/runtime.md §1.8, never captured) or
-    the capture fails."""
-    from cafleet.mux import MultiplexerError, owner_of, owner_problem
+    visible screen, for the placement's coding agent); None when the capture fails.
+    `check_panes` calls it only for a live pane it found to be the placement's (docs/runtime.md
+    §1.8: another server's pane, or a reused id, is never captured)."""
+    from cafleet.mux import MultiplexerError
     from cafleet.panestate import classify
 
     pane_id = placement.mux_pane_id
-    if pane_id is None or owner_problem(backend, pane_id, owner_of(placement)) is not None:
+    if pane_id is None:
         return None
     try:
         screen = backend.screen(pane_id)
@@ -213,18 +213,21 @@ def check_panes(
 ) -> PaneCheck:
     """Each member's pane against one `list-panes` of the tmux server ``env`` (default: this
     process's environment) points at. Without a reachable tmux every concrete pane is
-    `unknown`; members without a placement are `none`, pending ones `pending`."""
+    `unknown`; members without a placement are `none`, pending ones `pending`. That one call
+    also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
+    the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
+    `alive`, never captured."""
     from cafleet.mux import MultiplexerError, get_backend
 
     members = list(members)
     backend: Any = None
-    live: frozenset[str] | None = None
+    live: dict[str, tuple[str, str]] | None = None  # pane id -> (session, window_id)
     reason: str | None = None
     if any(m.placement is not None and m.placement.mux_pane_id for m in members):
         try:
             backend = get_backend("tmux") if env is None else get_backend("tmux", env=env)
             backend.ensure_available()
-            live = frozenset(backend.list_panes())
+            live = backend.pane_places()
         except MultiplexerError as exc:
             reason = str(exc)
     panes: dict[int, PaneReport] = {}
@@ -238,12 +241,24 @@ def check_panes(
         elif live is None:
             report = PaneReport(member.member_id, pane, "unknown")
         elif pane in live:
-            state = agent_state(backend, placement, member.kind != "director")
+            state = None
+            if _is_ours(backend, placement, live[pane]):
+                state = agent_state(backend, placement, member.kind != "director")
             report = PaneReport(member.member_id, pane, "alive", state)
         else:
             report = PaneReport(member.member_id, pane, "gone")
         panes[member.member_id] = report
     return PaneCheck(panes, reason)
+
+
+def _is_ours(backend: Multiplexer, placement: Placement, where: tuple[str, str]) -> bool:
+    """The live pane at ``where`` (session, window_id) is the placement's: on its server, in
+    its session and window (`cafleet.mux.owner_problem` without asking tmux again)."""
+    from cafleet.mux import same_server
+
+    if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        return False
+    return where == (placement.mux_session, placement.mux_window_id)
 
 
 # --- a fleet's report (fleet show, member list, doctor) ---------------------------------------

@@ -4,6 +4,7 @@ notifications wait; `monitor start` / `monitor stop`. Real private tmux server, 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -253,3 +254,21 @@ def test_member_list_and_fleet_show_name_the_agent_state_the_gate_sees(
         if c.get("command") == "capture-pane" and c.get("target") == pane
     ]  # fmt: skip
     assert captured == []
+
+
+def test_member_list_asks_tmux_once_for_every_pane_then_captures_each(
+    tmux_db: TmuxHarness,
+) -> None:
+    """One `list-panes` tells which panes live and where (session, window), so the pane-is-ours
+    check costs no call per pane: the only call per live pane is its one capture."""
+    h = tmux_db
+    ids = create_fleet(h)
+    panes = [create_member(h, ids.fleet_id, name)[1] for name in ("a", "b", "c")]
+    calls = len(h.shim_calls())
+    ok(h.cli("member", "list", str(ids.fleet_id)))
+    made = h.shim_calls()[calls:]
+    counted = collections.Counter(c.get("command") for c in made if c.get("command"))
+    live = len(panes) + 2  # the members, the monitor and the Director
+    assert counted == {"list-panes": 1, "capture-pane": live}, counted
+    captured = {c.get("target") for c in made if c.get("command") == "capture-pane"}
+    assert set(panes) <= captured

@@ -397,6 +397,22 @@ class TmuxBackend:
             raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
         return panes
 
+    def pane_places(self) -> dict[str, tuple[str, str]]:
+        """Every live pane's id and its ``(session, window_id)``, in one call: `list_panes`
+        plus what `owner_problem` would ask each pane for."""
+        # The session name goes last: it is the only field that may itself contain `|`.
+        args = ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
+        result = self._run_result(args)
+        places: dict[str, tuple[str, str]] = {}
+        for line in result.stdout.splitlines():
+            parts = line.split("|", 2)
+            if len(parts) == 3 and parts[0].strip():
+                places[parts[0].strip()] = (parts[2], parts[1].strip())
+        if not places and (result.stderr or "").strip():
+            # As in list_panes: no panes and a message is an unreachable server.
+            raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
+        return places
+
     def pane_pids(self) -> dict[str, int]:
         """Every live pane's id and the pid of the process tmux started in it."""
         args = ["list-panes", "-a", "-F", "#{pane_id} #{pane_pid}"]
