@@ -217,7 +217,7 @@ def check_panes(
     also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
     the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
     `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, get_backend, is_owners_place, owner_of
 
     members = list(members)
     backend: Any = None
@@ -242,23 +242,13 @@ def check_panes(
             report = PaneReport(member.member_id, pane, "unknown")
         elif pane in live:
             state = None
-            if _is_ours(backend, placement, live[pane]):
+            if is_owners_place(backend, owner_of(placement), live[pane]):
                 state = agent_state(backend, placement, member.kind != "director")
             report = PaneReport(member.member_id, pane, "alive", state)
         else:
             report = PaneReport(member.member_id, pane, "gone")
         panes[member.member_id] = report
     return PaneCheck(panes, reason)
-
-
-def _is_ours(backend: Multiplexer, placement: Placement, where: tuple[str, str]) -> bool:
-    """The live pane at ``where`` (session, window_id) is the placement's: on its server, in
-    its session and window (`cafleet.mux.owner_problem` without asking tmux again)."""
-    from cafleet.mux import same_server
-
-    if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
-        return False
-    return where == (placement.mux_session, placement.mux_window_id)
 
 
 # --- a fleet's report (fleet show, member list, doctor) ---------------------------------------

@@ -214,6 +214,14 @@ def _elsewhere(status: PaneStatus, owner: PaneOwner) -> bool:
     return (status.session, status.window_id) != (owner.session, owner.window_id)
 
 
+def is_owners_place(mux: Multiplexer, owner: PaneOwner, where: tuple[str, str]) -> bool:
+    """`owner_problem` for a pane already found at ``where`` (its session and window, from
+    `Multiplexer.pane_places`): True when it is the owner's, without asking tmux again."""
+    if not same_server(getattr(mux, "socket_path", None), owner.socket_path):
+        return False
+    return where == (owner.session, owner.window_id)
+
+
 def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:
     """Issue 10 item 7: None when ``pane_id`` is the placement's pane (``owner``: its server,
     session and window), else `MSG_NOT_OURS`, or the tmux message when the probe fails.
@@ -292,6 +300,7 @@ __all__ = [
     "PaneStatus",
     "backend_names",
     "get_backend",
+    "is_owners_place",
     "msg_spawn_too_long",
     "msg_tmux_too_old",
     "msg_unreachable",

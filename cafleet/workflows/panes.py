@@ -113,13 +113,13 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
     """The pane state of each member, in the order given; one `list-panes` per backend."""
     from cafleet.mux import MultiplexerError
 
-    live: dict[str, frozenset[str]] = {}
+    live: dict[str, dict[str, tuple[str, str]]] = {}  # backend -> pane id -> (session, window)
     error: str | None = None
     backends: dict[str, Any] = {}
     for name in sorted({m.placement.backend for m in members if m.placement is not None}):
         try:
             backends[name] = backend_for(name)
-            live[name] = backends[name].list_panes()
+            live[name] = backends[name].pane_places()
         except (PaneUnavailable, MultiplexerError) as exc:
             error = error or str(exc)
     states: list[PaneState] = []
@@ -141,9 +141,10 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
             continue
         activity = None
         if classify is not None:
-            from cafleet.mux import owner_of, owner_problem
+            from cafleet.mux import is_owners_place, owner_of
 
-            if owner_problem(backends[placement.backend], pane_id, owner_of(placement)):
+            where = panes[pane_id]
+            if not is_owners_place(backends[placement.backend], owner_of(placement), where):
                 # Not the placement's pane (issue 10 item 7): never captured.
                 states.append(PaneState(member.member_id, pane_id, "gone", None))
                 continue
