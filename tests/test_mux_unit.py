@@ -592,3 +592,16 @@ def test_find_executable_agrees_with_shutil_which(tmp_path: Path) -> None:
     ):
         assert find_executable("tmux", path) == shutil.which("tmux", path=path), path
     assert find_executable("tmux", f"{plain.parent}:{exe.parent}") == str(exe)
+
+
+def test_pane_places_reads_each_panes_session_and_window_in_one_call() -> None:
+    out = "%1|@1|main\n%7|@3|fleet 2|odd\n\n"  # a session name may hold spaces and `|`
+    backend, rec = make(lambda a: RunResult(0, out, ""))
+    assert backend.pane_places() == {"%1": ("main", "@1"), "%7": ("fleet 2|odd", "@3")}
+    assert rec.events == [
+        ("run", ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"], 5.0)
+    ]
+    backend, _ = make(lambda a: RunResult(0, "", "no current target\n"))
+    with pytest.raises(MuxCommandFailed) as info:
+        backend.pane_places()
+    assert str(info.value) == "tmux list-panes failed: no current target"
