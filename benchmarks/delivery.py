@@ -230,18 +230,26 @@ def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, An
     return trial
 
 
-def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str) -> float:
-    """Send-to-verified through the one typing path into a real agent's first ready screen."""
+SETTLED_FOR = 3.0  # s: the second ready case, an agent whose ready screen has stood this long
+
+
+def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str, settle: float = 0.0) -> float:
+    """Send-to-verified through the one typing path into a real agent's first ready screen
+    (``settle`` 0), or into one that has been ready for ``settle`` seconds (a pane that was
+    idle, not one that has just drawn its screen)."""
     from cafleet.keystrokes import Target, type_into_pane
     from cafleet.mux import PaneKey
     from cafleet.panestate import message_frame
     from tests.harness.real_agents import RealAgent
 
     config = {"provider": {"anthropic": {"options": {"baseURL": api + "/v1"}}}}
-    a = RealAgent(h, agent, name=f"ready-{agent}-{n}", opencode_config=config)
+    a = RealAgent(h, agent, name=f"ready-{agent}-{n}-{settle:g}", opencode_config=config)
     try:
         a.start()
         a.wait_state("ready", timeout=240)
+        if settle:
+            time.sleep(settle)
+            a.wait_state("ready", timeout=30)
         assert a.pane is not None
         backend = h.backend(tmux_bin=h.real_tmux)  # the product's cost, not the test shim's
         t0 = time.perf_counter()
@@ -283,6 +291,9 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             ready = [_ready_trial(h, tmp, agent, n, api) for n in range(ready_trials)]
+            settled = [
+                _ready_trial(h, tmp, agent, n, api, settle=SETTLED_FOR) for n in range(ready_trials)
+            ]
             out["agents"][agent] = {
                 "rows": rows,
                 "send_errors": [r["send_error"] for r in rows if "send_error" in r],
@@ -300,6 +311,7 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                     [r["record_after_stamp_s"] for r in rows if "record_after_stamp_s" in r]
                 ),
                 "send_to_verified_ready_s": _stats(ready),
+                "send_to_verified_settled_s": _stats(settled),
             }
     return out
 
@@ -318,9 +330,10 @@ def render_real(r: dict[str, Any]) -> list[str]:
             f"{s['interruptions']} interruptions; {s['held_at_send']} held at send; send to "
             f"stamp median {s['send_to_stamp_s'].get('median', 0):.1f} s (max "
             f"{s['send_to_stamp_s'].get('max', 0):.1f} s); record after stamp max "
-            f"{lag.get('max', 0):+.2f} s; send-to-verified at ready median "
-            f"{s['send_to_verified_ready_s'].get('median', 0):.2f} s "
-            f"(n={s['send_to_verified_ready_s'].get('n', 0)})"
+            f"{lag.get('max', 0):+.2f} s; send-to-verified at the first ready screen median "
+            f"{s['send_to_verified_ready_s'].get('median', 0):.2f} s, ready for "
+            f"{SETTLED_FOR:g} s median {s.get('send_to_verified_settled_s', {}).get('median', 0):.2f}"
+            f" s (n={s['send_to_verified_ready_s'].get('n', 0)} each)"
         )
     return lines
 
