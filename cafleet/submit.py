@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
 CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
 VERIFY_POLL = 0.1  # between captures after Enter
-# opencode redraws seconds late under load (docs/agent-screens.md, "Judging a submit"): a taken
-# line may still show in its composer, or nowhere yet, for a while after Enter.
-ENTER_AGAIN_AFTER = 3.0  # the line still in the composer this long after Enter: Enter again
-# (the default; an agent's InputPolicy.enter_again_after overrides it)
+# A taken line may still show in the composer for a while after Enter (opencode redraws seconds
+# late under load: docs/agent-screens.md, "Judging a submit"), so by default Enter is pressed
+# again only after it stayed there this long. An agent's InputPolicy.enter_again_after overrides
+# it: opencode's 1 s is safe because an Enter on its empty composer does nothing (cafleet.gate).
+ENTER_AGAIN_AFTER = 3.0
 VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters

@@ -38,8 +38,10 @@ def no_agent_state(_backend: Multiplexer, _placement: Placement, _spawned: bool)
 def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
     """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
     visible screen, for the placement's coding agent); None when the capture fails.
-    `check_panes` calls it only for a live pane it found to be the placement's (docs/runtime.md
-    §1.8: another server's pane, or a reused id, is never captured)."""
+
+    It captures without checking the pane is the placement's: pass it only as `check_panes`'s
+    ``agent_state``, which asks it about a live pane it found to be the placement's
+    (docs/runtime.md §1.8: another server's pane, or a reused id, is never captured)."""
     from cafleet.mux import MultiplexerError
     from cafleet.panestate import classify
 
@@ -221,7 +223,7 @@ def check_panes(
 
     members = list(members)
     backend: Any = None
-    live: dict[str, tuple[str, str]] | None = None  # pane id -> (session, window_id)
+    live: dict[str, frozenset[tuple[str, str]]] | None = None  # pane -> (session, window)s
     reason: str | None = None
     if any(m.placement is not None and m.placement.mux_pane_id for m in members):
         try:

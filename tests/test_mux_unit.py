@@ -595,9 +595,14 @@ def test_find_executable_agrees_with_shutil_which(tmp_path: Path) -> None:
 
 
 def test_pane_places_reads_each_panes_session_and_window_in_one_call() -> None:
-    out = "%1|@1|main\n%7|@3|fleet 2|odd\n\n"  # a session name may hold spaces and `|`
+    # A session name may hold spaces and `|`; a pane is listed once per session its window is
+    # in (%1's window is in main and in its group peer zz).
+    out = "%1|@1|main\n%7|@3|fleet 2|odd\n%1|@1|zz\n\n"
     backend, rec = make(lambda a: RunResult(0, out, ""))
-    assert backend.pane_places() == {"%1": ("main", "@1"), "%7": ("fleet 2|odd", "@3")}
+    assert backend.pane_places() == {
+        "%1": frozenset({("main", "@1"), ("zz", "@1")}),
+        "%7": frozenset({("fleet 2|odd", "@3")}),
+    }
     assert rec.events == [
         ("run", ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"], 5.0)
     ]

@@ -260,10 +260,13 @@ def test_member_list_asks_tmux_once_for_every_pane_then_captures_each(
     tmux_db: TmuxHarness,
 ) -> None:
     """One `list-panes` tells which panes live and where (session, window), so the pane-is-ours
-    check costs no call per pane: the only call per live pane is its one capture."""
+    check costs no call per pane: the only call per live pane is its one capture. A session
+    group lists every pane once more, under the other session's name (sorting last here):
+    each pane is still the placement's."""
     h = tmux_db
     ids = create_fleet(h)
     panes = [create_member(h, ids.fleet_id, name)[1] for name in ("a", "b", "c")]
+    h.tmux("new-session", "-d", "-t", h.session_name, "-s", "zzz-group")
     calls = len(h.shim_calls())
     ok(h.cli("member", "list", str(ids.fleet_id)))
     made = h.shim_calls()[calls:]

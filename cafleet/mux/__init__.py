@@ -7,7 +7,7 @@ Importing this module is cheap: it never imports libtmux (docs/runtime.md §0.3)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -175,7 +175,7 @@ class Multiplexer(Protocol):
 
     def list_panes(self) -> frozenset[str]: ...
 
-    def pane_places(self) -> dict[str, tuple[str, str]]: ...
+    def pane_places(self) -> dict[str, frozenset[tuple[str, str]]]: ...
 
     def pane_pids(self) -> dict[str, int]: ...
 
@@ -214,12 +214,15 @@ def _elsewhere(status: PaneStatus, owner: PaneOwner) -> bool:
     return (status.session, status.window_id) != (owner.session, owner.window_id)
 
 
-def is_owners_place(mux: Multiplexer, owner: PaneOwner, where: tuple[str, str]) -> bool:
-    """`owner_problem` for a pane already found at ``where`` (its session and window, from
-    `Multiplexer.pane_places`): True when it is the owner's, without asking tmux again."""
+def is_owners_place(
+    mux: Multiplexer, owner: PaneOwner, places: Collection[tuple[str, str]]
+) -> bool:
+    """`owner_problem` for a pane already found at ``places`` (each session and window it is
+    in, from `Multiplexer.pane_places`): True when it is the owner's, without asking tmux
+    again."""
     if not same_server(getattr(mux, "socket_path", None), owner.socket_path):
         return False
-    return where == (owner.session, owner.window_id)
+    return (owner.session, owner.window_id) in places
 
 
 def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:

@@ -397,17 +397,20 @@ class TmuxBackend:
             raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
         return panes
 
-    def pane_places(self) -> dict[str, tuple[str, str]]:
-        """Every live pane's id and its ``(session, window_id)``, in one call: `list_panes`
-        plus what `owner_problem` would ask each pane for."""
+    def pane_places(self) -> dict[str, frozenset[tuple[str, str]]]:
+        """Every live pane's id and each ``(session, window_id)`` it is in, in one call:
+        `list_panes` plus what `owner_problem` would ask each pane for. A pane is listed once
+        per session its window is in (a session group, a linked window), so it may have
+        several places."""
         # The session name goes last: it is the only field that may itself contain `|`.
         args = ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
         result = self._run_result(args)
-        places: dict[str, tuple[str, str]] = {}
+        found: dict[str, set[tuple[str, str]]] = {}
         for line in result.stdout.splitlines():
             parts = line.split("|", 2)
             if len(parts) == 3 and parts[0].strip():
-                places[parts[0].strip()] = (parts[2], parts[1].strip())
+                found.setdefault(parts[0].strip(), set()).add((parts[2], parts[1].strip()))
+        places = {pane: frozenset(where) for pane, where in found.items()}
         if not places and (result.stderr or "").strip():
             # As in list_panes: no panes and a message is an unreachable server.
             raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")

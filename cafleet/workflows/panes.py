@@ -113,7 +113,7 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
     """The pane state of each member, in the order given; one `list-panes` per backend."""
     from cafleet.mux import MultiplexerError
 
-    live: dict[str, dict[str, tuple[str, str]]] = {}  # backend -> pane id -> (session, window)
+    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
     error: str | None = None
     backends: dict[str, Any] = {}
     for name in sorted({m.placement.backend for m in members if m.placement is not None}):
