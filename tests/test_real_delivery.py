@@ -50,17 +50,26 @@ def api() -> Iterator[str]:
         yield url
 
 
-def _send(h: TmuxHarness, director: int, member: int, body: str) -> int:
+def _screen(member: RealMember) -> str:
+    """The member's screen now, for a failure message (what the gate saw is usually still
+    there, or what replaced it)."""
+    try:
+        return member.real.capture()
+    except Exception as exc:  # a diagnostic must not hide the failure it explains
+        return f"(capture failed: {exc})"
+
+
+def _send(h: TmuxHarness, director: int, member: RealMember, body: str) -> int:
     r = h.cli(
-        "message", "send", "--from-member-id", str(director), "--to-member-id", str(member),
-        body, "--json",
+        "message", "send", "--from-member-id", str(director), "--to-member-id",
+        str(member.member_id), body, "--json",
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, (r.stderr, _screen(member))
     for note in r.stderr.splitlines():
         # Held (the pane is starting) or busy (the loop is typing into it): the loop delivers.
         assert note.startswith("Held: ") or note.endswith(
             "is receiving another keystroke (it stays in the inbox; delivery will be retried)"
-        ), note
+        ), f"{note}\n--- the member's screen now:\n{_screen(member)}"
     return int(json.loads(r.stdout)["message"]["message_id"])
 
 
@@ -86,7 +95,6 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
     member = RealMember(h, agent, f"real-{agent}", api_url=api)
     try:
         member.create(ids.fleet_id, PROMPT)
-        m = member.member_id
         sent: dict[int, str] = {}
         errors: list[BaseException] = []
         lock = threading.Lock()
@@ -95,7 +103,7 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
             time.sleep(max(0.0, member.created_at + offset - time.time()))
             body = f"sent {offset:g} s after create"
             try:
-                message_id = _send(h, d, m, body)
+                message_id = _send(h, d, member, body)
             except BaseException as exc:  # reported by the test thread below
                 errors.append(exc)
                 return
@@ -111,7 +119,7 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
         # And once more while it works on its spawn prompt (offline it keeps working).
         member.real.wait_state("working", timeout=240)
         body = "sent while you work"
-        message_id = _send(h, d, m, body)
+        message_id = _send(h, d, member, body)
         sent[message_id] = line(message_id, d, body)
 
         message_ids = sorted(sent)
@@ -119,7 +127,7 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
             lambda: all(_stamps(h, message_ids).values()),
             timeout=300,
             interval=1.0,
-            message=lambda: f"not all stamped: {_stamps(h, message_ids)}",
+            message=lambda: f"not all stamped: {_stamps(h, message_ids)}\n{_screen(member)}",
         )
         stamps = _stamps(h, message_ids)
         records: dict[str, list[tuple[str, float | None, bool]]] = {}
