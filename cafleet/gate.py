@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from cafleet.panestate import State, classify
+from cafleet.submit import ENTER_AGAIN_AFTER
 
 Action = Literal["type", "hold", "dismiss"]
 UNKNOWN_TYPES = True
@@ -48,7 +49,7 @@ class InputPolicy:
     why: str
     # Seconds a line may sit in the composer after Enter before Enter is pressed again
     # (cafleet.submit): long where a taken line can still be drawn there for a while.
-    enter_again_after: float = 3.0
+    enter_again_after: float = ENTER_AGAIN_AFTER
 
 
 POLICIES: dict[str, InputPolicy] = {

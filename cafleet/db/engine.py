@@ -10,7 +10,6 @@ an implicit transaction.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from collections.abc import Iterator
 from typing import cast
@@ -25,8 +24,8 @@ from cafleet.db.runtime import (
     Mode,
     Purpose,
     check_sqlite,
+    close_tracked,
     companions_exist,
-    guarded_close,
     recheck_ledger,
     uri_path,
 )
@@ -201,16 +200,7 @@ def close_connection(conn: Connection, *, guarded: bool = False) -> None:
     The guarded close applies only when a -wal/-shm existed at open: a read-only connection is
     opened and read first, so the read-write close is not the last one and skips the checkpoint.
     """
-    fd = conn.info.pop("cafleet.writer_fd", None)
-    try:
-        if guarded and conn.info.get("cafleet.companions_at_open"):
-            with guarded_close(conn.info["cafleet.path"]):
-                _close_quietly(conn)
-        else:
-            _close_quietly(conn)
-    finally:
-        if fd is not None:
-            os.close(fd)
+    close_tracked(conn.info, lambda: _close_quietly(conn), guarded=guarded)
 
 
 def _close_quietly(conn: Connection) -> None:

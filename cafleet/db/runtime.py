@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
@@ -366,13 +366,20 @@ def close_connection(conn: Connection | SAConnection, *, guarded: bool = False) 
 
         engine_close(conn, guarded=guarded)
         return
-    fd = conn.info.pop("cafleet.writer_fd", None)
+    close_tracked(conn.info, lambda: _close_quietly(conn), guarded=guarded)
+
+
+def close_tracked(info: dict[str, Any], close: Callable[[], None], *, guarded: bool) -> None:
+    """Run ``close`` for a connection whose ``info`` this module filled at open (either kind:
+    this runtime's or the SQLAlchemy engine's): inside `guarded_close` when asked and companions
+    existed at open, then release its writer-lock descriptor."""
+    fd = info.pop("cafleet.writer_fd", None)
     try:
-        if guarded and conn.info.get("cafleet.companions_at_open"):
-            with guarded_close(conn.info["cafleet.path"]):
-                _close_quietly(conn)
+        if guarded and info.get("cafleet.companions_at_open"):
+            with guarded_close(info["cafleet.path"]):
+                close()
         else:
-            _close_quietly(conn)
+            close()
     finally:
         if fd is not None:
             os.close(fd)
@@ -412,6 +419,7 @@ __all__ = [
     "Row",
     "check_sqlite",
     "close_connection",
+    "close_tracked",
     "companions_exist",
     "is_busy",
     "mark_validated",

@@ -111,6 +111,15 @@ def socket_path_from(tmux_env: str | None) -> str | None:
     return tmux_env.split(",", 1)[0]
 
 
+def _refuse_empty_listing(result: RunResult, found_any: bool) -> None:
+    """A server in the middle of kill-server answers `list-panes` with exit 0, no panes and
+    "no current target". A live server always has a pane (tmux exits with its last session),
+    so that is an unreachable server, not "every pane is gone": treating it as an empty live
+    set would stop a monitor loop as if the Director's pane had closed."""
+    if not found_any and (result.stderr or "").strip():
+        raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
+
+
 def _first_nonempty_line(text: str) -> str | None:
     for line in text.splitlines():
         if line.strip():
@@ -388,13 +397,7 @@ class TmuxBackend:
         args = ["list-panes", "-a", "-F", "#{pane_id}"]
         result = self._run_result(args)
         panes = frozenset(line.strip() for line in result.stdout.splitlines() if line.strip())
-        if not panes and (result.stderr or "").strip():
-            # A server in the middle of kill-server answers exit 0, no panes and
-            # "no current target". A live server always has a pane (tmux exits with its
-            # last session), so this is an unreachable server, not "every pane is gone":
-            # treating it as an empty live set would stop a monitor loop as if the
-            # Director's pane had closed.
-            raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
+        _refuse_empty_listing(result, bool(panes))
         return panes
 
     def pane_places(self) -> dict[str, frozenset[tuple[str, str]]]:
@@ -410,11 +413,8 @@ class TmuxBackend:
             parts = line.split("|", 2)
             if len(parts) == 3 and parts[0].strip():
                 found.setdefault(parts[0].strip(), set()).add((parts[2], parts[1].strip()))
-        places = {pane: frozenset(where) for pane, where in found.items()}
-        if not places and (result.stderr or "").strip():
-            # As in list_panes: no panes and a message is an unreachable server.
-            raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
-        return places
+        _refuse_empty_listing(result, bool(found))
+        return {pane: frozenset(where) for pane, where in found.items()}
 
     def pane_pids(self) -> dict[str, int]:
         """Every live pane's id and the pid of the process tmux started in it."""

@@ -46,16 +46,11 @@ def _example(agent: str, needle: str) -> str:
     """The real text of the first cue of ``agent`` whose example contains ``needle``."""
     from cafleet.panestate.cues import TABLES
 
-    for cue in TABLES[agent].cues:
+    table = TABLES[agent]
+    for cue in table.cues + table.first_turn:
         if needle in cue.example:
             return cue.example.rstrip()
     raise KeyError(f"no {agent} cue example contains {needle!r}")
-
-
-def _first_turn_logo() -> str:
-    from cafleet.panestate.cues import TABLES
-
-    return TABLES["opencode"].first_turn[0].example.rstrip()
 
 
 def parse_options(text: str) -> dict[str, Any]:
@@ -411,7 +406,7 @@ class Screens:
                 "",
             ]
         if self.auto_submit_at is not None:  # the home screen, before the spawn prompt's submit
-            out += [_first_turn_logo(), ""]
+            out += [_example("opencode", "█▀▀█ █▀▀█"), ""]
         if not self.transcript and not self.composer:
             rows = ['Ask anything… "Fix broken tests"']
         else:
