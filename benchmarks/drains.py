@@ -126,7 +126,7 @@ def _pending(conn: Any, fleet_id: int) -> int:
 def _in_process(tmp: Path, members: int) -> dict[str, Any]:
     from cafleet.broker import claim_monitor
     from cafleet.db.runtime import close_connection
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
     from cafleet.monitor.tick import LoopState, build_line, run_tick
 
     db_path = tmp / f"drains-{members}" / "cafleet.db"

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import CafleetError
 
 MAX_INT = 9223372036854775807
@@ -23,7 +24,8 @@ DEFAULT_PANE_LOCK_TIMEOUT = 30
 # unusable and a capture shows nothing, so new panes go to another window instead.
 DEFAULT_MIN_PANE_COLUMNS = 40
 DEFAULT_MIN_PANE_ROWS = 8
-DEFAULT_DELIVERY_HOLD_TIMEOUT = 300  # docs/runtime.md §4.9; 0 = never hold
+# docs/runtime.md §4.9; 0 = never hold. Defined with the other delivery constants.
+DEFAULT_DELIVERY_HOLD_TIMEOUT = DEFAULT_HOLD_TIMEOUT
 
 
 class SettingsError(CafleetError):

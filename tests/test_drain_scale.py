@@ -89,7 +89,7 @@ def _put(conn: Any, frm: int, to: int, text: str) -> int:
 def test_undeliverable_fleet_drain_is_one_query_whatever_the_backlog(
     head_db: Path, members: int
 ) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     w = _world(head_db, members)
     with connect(head_db) as conn:
@@ -110,7 +110,7 @@ def test_undeliverable_fleet_drain_is_one_query_whatever_the_backlog(
 def test_fleet_drain_selects_once_plus_once_per_attempt_oldest_first(
     head_db: Path, stand_in: tuple[set[str], list[tuple[str, str]]]
 ) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     live, typed = stand_in
     w = _world(head_db, 4)

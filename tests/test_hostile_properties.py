@@ -179,7 +179,7 @@ def test_notification_reaches_the_agent_exactly(
     server: TmuxHarness, mailbox: Any, no_settles: None, sender: str, body: str
 ) -> None:
     from cafleet import broker
-    from cafleet.delivery import drain_recipient, notification_line
+    from cafleet.delivery.drains import drain_recipient, notification_line
 
     bob = mailbox.members["bob"]
     pane = mailbox.pane(bob)

@@ -228,7 +228,7 @@ def test_member_list_and_fleet_show_name_the_agent_state_the_gate_sees(
     tmux_db: TmuxHarness,
 ) -> None:
     """Issue 13 item 4 through issue 10's classifier: a live pane reads `alive (<state>)`, the
-    state being what `cafleet.panestate.classify` makes of its screen (screen-mode fakes)."""
+    state being what `cafleet.delivery.screens.classify` makes of its screen (screen-mode fakes)."""
     h = tmux_db
     ids = create_fleet(h)
     h.tmux("set-environment", "-g", "CAFLEET_FAKE_SCREEN", "work=10")  # every new pane

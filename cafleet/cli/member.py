@@ -22,7 +22,7 @@ from cafleet.output import (
 
 if TYPE_CHECKING:
     from cafleet.records import Member, RosterEntry
-    from cafleet.supervision import PaneReport
+    from cafleet.workflows.supervision import PaneReport
 
 SHOW_LABEL_WIDTH = 17
 MEMBER_ID_HELP = "Member ID."
@@ -64,7 +64,7 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
 @json_option
 def member_list(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.supervision import classified_state, fleet_report
+    from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes

@@ -143,7 +143,7 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
     notification is pending (held lines are pending too: nothing stamped them)."""
     from cafleet import broker
     from cafleet.monitor.runtime import is_live
-    from cafleet.supervision import is_held
+    from cafleet.workflows.supervision import is_held
 
     if row is None:
         row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)

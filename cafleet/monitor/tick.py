@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import RecheckState
+    from cafleet.delivery.keys import RecheckState
 
 
 class LoopStop(CafleetError):
@@ -43,7 +44,7 @@ class LoopState:
     backend: Any  # the tmux backend, available (ensure_available ran at start-up)
     log: Callable[[str], None]  # writes "<ts> <text>" and flushes
     stop_requested: Callable[[], bool]
-    hold_timeout: int = 300  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
+    hold_timeout: int = DEFAULT_HOLD_TIMEOUT  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
     last_skip_reason: str | None = None
     displaced: bool = field(default=False)
     # Held lines (docs/runtime.md §4.9): a hold is logged when it starts or its state changes, not
@@ -156,7 +157,7 @@ def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     def before_attempt() -> bool:
         from cafleet import broker
@@ -234,7 +235,7 @@ def _wake(
 
     import time
 
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.mux import PaneKey, get_backend, owner_of
 
     member_id = monitor.member_id

@@ -388,7 +388,7 @@ class TmuxBackend:
 
     def screen(self, pane_id: str) -> str:
         """The pane's visible screen as plain text (`capture-pane -p`, no history, no ANSI):
-        what the pane-state classifier reads (cafleet.panestate)."""
+        what the pane-state classifier reads (cafleet.delivery.screens)."""
         return self._run(["capture-pane", "-p", "-t", pane_id]).rstrip("\n")
 
     # ------------------------------------------------------------------------ docs/runtime.md §1.10

@@ -30,7 +30,7 @@ from cafleet.workflows.spawning import (
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import TypeOutcome
+    from cafleet.delivery.keys import TypeOutcome
     from cafleet.records import Member, PaneKey, Placement
     from cafleet.workflows.placing import WindowMode
 
@@ -412,14 +412,14 @@ def _type_line(
     *,
     wait: bool,
 ) -> TypeOutcome:
-    """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
+    """The one typing path (cafleet.delivery.keys) for prompt (``wait``: up to the pane-lock
     timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
     held are returned). A failure reads `typing into pane <pane_id> failed: <detail>`, a line
     the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
     pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
     reused`; each is exit 1."""
     from cafleet import signals
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 

@@ -5,7 +5,7 @@ no placement, or unknown when tmux cannot be asked).
 `fleet show`, `member list` and `doctor` render these. Reading costs one indexed read of the
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
 comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
-classifier (`cafleet.panestate.classify`: starting, ready, working, awaiting_user, unknown;
+classifier (`cafleet.delivery.screens.classify`: starting, ready, working, awaiting_user, unknown;
 issue 13 item 4), at one more tmux call per live pane (its capture; the `list-panes` call also
 says where each pane is, which is the pane-is-ours check), so `fleet show` and `member list`
 use it and `doctor` keeps the default, which knows nothing (None).
@@ -36,14 +36,14 @@ def no_agent_state(_backend: Multiplexer, _placement: Placement, _spawned: bool)
 
 
 def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
-    """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
+    """The pane's state as the delivery gate sees it (`cafleet.delivery.screens.classify` on the
     visible screen, for the placement's coding agent); None when the capture fails.
 
     It captures without checking the pane is the placement's: pass it only as `check_panes`'s
     ``agent_state``, which asks it about a live pane it found to be the placement's
     (docs/runtime.md §1.8: another server's pane, or a reused id, is never captured)."""
+    from cafleet.delivery.screens import classify
     from cafleet.mux import MultiplexerError
-    from cafleet.panestate import classify
 
     pane_id = placement.mux_pane_id
     if pane_id is None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import RecheckState
+    from cafleet.delivery.keys import RecheckState
 
 EM_DASH = "\u2014"  # —
 NOTIFY_PURPOSE = "notify msg "  # the pane-lock purpose of a notification attempt
@@ -248,9 +248,9 @@ def _attempt(
     # 4.-9. Lock, recheck, probe, gate, type, verify, stamp (False: ACKed meanwhile, counts),
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (docs/runtime.md §4.9).
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.screens import message_frame
     from cafleet.mux import owner_of
-    from cafleet.panestate import message_frame
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
     target = Target(
