@@ -171,13 +171,10 @@ class _Backends:
             raise MultiplexerUnavailable(self._errors[name])
         backend = self._cache.get(name)
         if backend is None:
-            from cafleet.mux import MultiplexerError, get_backend
+            from cafleet.mux import MultiplexerError, usable_backend
 
             try:
-                backend = (
-                    get_backend(name) if self._env is None else get_backend(name, env=self._env)
-                )
-                backend.ensure_available()
+                backend = usable_backend(name, env=self._env)
             except MultiplexerError as exc:
                 self._errors[name] = str(exc)
                 raise

@@ -177,11 +177,10 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     candidates = [r.fleet_id for r in dead if needs_restart(conn, r.fleet_id, r)]
     if not candidates:
         return []
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend("tmux", env=env)
-        backend.ensure_available()
+        backend = usable_backend(env=env)
         live = backend.list_panes()
     except MultiplexerError:
         return []

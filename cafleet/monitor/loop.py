@@ -76,11 +76,10 @@ def _startup(
         raise LoopStartError(str(FleetDeleted(fleet_id)))
 
     # 2. tmux availability, then one list_panes() probe.
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend("tmux")
-        backend.ensure_available()
+        backend = usable_backend()
         live = backend.list_panes()
     except MultiplexerError as exc:
         raise LoopStartError(str(exc)) from None

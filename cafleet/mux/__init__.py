@@ -275,6 +275,15 @@ def get_backend(name: str, **kwargs: Any) -> Multiplexer:
     return factory(**kwargs)
 
 
+def usable_backend(name: str = "tmux", env: Mapping[str, str] | None = None) -> Multiplexer:
+    """The backend ``name`` names (a placement's; default tmux), built for ``env`` (default: this
+    process's environment) and checked available: the one way every caller gets a backend it
+    can use. MultiplexerError (its ``str()`` the tmux message) when it cannot be used."""
+    backend = get_backend(name) if env is None else get_backend(name, env=env)
+    backend.ensure_available()
+    return backend
+
+
 def tmux_backend(env: Mapping[str, str] | None = None) -> TmuxBackend:
     """The backend for context discovery and new panes (always tmux)."""
     from cafleet.mux.tmux import TmuxBackend
@@ -313,4 +322,5 @@ __all__ = [
     "probe_for_typing",
     "same_server",
     "tmux_backend",
+    "usable_backend",
 ]

@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from cafleet import __version__
+from cafleet.config import MAX_ID
 from cafleet.db.runtime import Connection
 from cafleet.errors import CafleetError
 from cafleet.web import models as m
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from cafleet.records import Fleet, Message
     from cafleet.workflows.panes import Classifier
 
-MAX_ID = 9223372036854775807
 MAX_BODY = 8 * 1_048_576  # a 1 MiB text (the CLI's limit) JSON-escaped, with room to spare
 _INT_RE = re.compile(r"[0-9]+")
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-MAX_ID = 9223372036854775807
+from cafleet.config import MAX_ID
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 

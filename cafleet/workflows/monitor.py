@@ -113,11 +113,10 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
         log_path_for,
     )
     from cafleet.monitor.tick import director_pane_id
-    from cafleet.mux import get_backend
+    from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
-    backend = get_backend("tmux")
-    backend.ensure_available()  # MultiplexerError: not inside tmux, tmux missing, ...
+    backend = usable_backend()  # MultiplexerError: not inside tmux, tmux missing, ...
     pane = director_pane_id(conn, fleet_id)
     if pane is None or pane not in backend.list_panes():
         raise WorkflowError(

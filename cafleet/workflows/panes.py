@@ -48,14 +48,12 @@ class PaneStates:
 
 def backend_for(name: str) -> Any:
     """The placement's backend, available; the tmux message as `PaneUnavailable` otherwise."""
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend(name)
-        backend.ensure_available()
+        return usable_backend(name)
     except MultiplexerError as exc:
         raise PaneUnavailable(str(exc)) from exc
-    return backend
 
 
 def active_member(conn: Connection, member_id: int) -> Member:

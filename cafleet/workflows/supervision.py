@@ -219,7 +219,7 @@ def check_panes(
     also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
     the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
     `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, get_backend, is_owners_place, owner_of
+    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, usable_backend
 
     members = list(members)
     backend: Any = None
@@ -227,8 +227,7 @@ def check_panes(
     reason: str | None = None
     if any(m.placement is not None and m.placement.mux_pane_id for m in members):
         try:
-            backend = get_backend("tmux") if env is None else get_backend("tmux", env=env)
-            backend.ensure_available()
+            backend = usable_backend(env=env)
             live = backend.pane_places()
         except MultiplexerError as exc:
             reason = str(exc)

@@ -136,14 +136,12 @@ def _plan(
 
 
 def _backend(fleet_id: int, name: str) -> Any:
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend(name)
-        backend.ensure_available()
+        return usable_backend(name)
     except MultiplexerError as exc:
         raise WorkflowError(msg_cannot_kill(fleet_id, str(exc))) from exc
-    return backend
 
 
 def _processes(backend: Any, panes: Sequence[str]) -> set[Proc]:
