@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from cafleet import status
 from cafleet.errors import CafleetError
@@ -69,6 +69,27 @@ class PaneOwner:
     socket_path: str | None
     session: str
     window_id: str
+
+
+# What a placement's pane is doing, seen from one listing of the server's panes: the one answer
+# `member list`, `fleet show`, `doctor`, the WebUI roster and the monitor's lost-pane check give
+# (docs/cli.md §2.5). A live pane's agent state (the delivery classifier's) comes on top of it.
+PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
+
+
+def pane_state(placement: Placement | None, live: Collection[str] | None) -> PaneState:
+    """``none`` without a placement, ``pending`` without a pane id, ``unknown`` when the server
+    could not be asked (``live`` None), else ``alive`` or ``gone`` by ``live`` (the pane ids of
+    one `list-panes -a`). A listed pane that sits elsewhere than the placement (another
+    session or window: a reused id) still counts as ``alive``; it is only never captured."""
+    if placement is None:
+        return "none"
+    pane_id = placement.mux_pane_id
+    if pane_id is None:
+        return "pending"
+    if live is None:
+        return "unknown"
+    return "alive" if pane_id in live else "gone"
 
 
 def owner_of(placement: Placement) -> PaneOwner:
@@ -309,6 +330,7 @@ __all__ = [
     "PaneGone",
     "PaneKey",
     "PaneOwner",
+    "PaneState",
     "PaneStatus",
     "backend_names",
     "get_backend",
@@ -319,6 +341,7 @@ __all__ = [
     "msg_unsupported_backend",
     "owner_of",
     "owner_problem",
+    "pane_state",
     "probe_for_typing",
     "same_server",
     "tmux_backend",

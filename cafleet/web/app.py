@@ -35,7 +35,6 @@ from cafleet.web.security import Policy, SecurityMiddleware
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.records import Fleet, Message
-    from cafleet.workflows.panes import Classifier
 
 MAX_BODY = 8 * 1_048_576  # a 1 MiB text (the CLI's limit) JSON-escaped, with room to spare
 _INT_RE = re.compile(r"[0-9]+")
@@ -47,7 +46,6 @@ class ServerConfig:
     schema_version: int | None  # PRAGMA schema_version when the guard validated the file
     settings: Settings
     policy: Policy
-    classify: Classifier | None = None  # the pane activity classifier, once one exists
 
 
 class ApiError(CafleetError):
@@ -402,15 +400,18 @@ def _routes(app: FastAPI) -> None:
     @_raw
     def panes(ctx: FleetCtx) -> Any:
         from cafleet.broker.views import web_roster
-        from cafleet.workflows.panes import pane_states
+        from cafleet.workflows.supervision import check_panes, classified_state
 
         roster = web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
-        states = pane_states(roster, classify=ctx.config.classify)
+        # The same answer as `member list` (docs/cli.md §2.8): the classifier's word on a live pane.
+        check = check_panes(roster, agent_state=classified_state)
         return dict(
-            error=states.error,
+            error=check.unknown_reason,
             panes=[
-                dict(member_id=p.member_id, pane_id=p.pane_id, state=p.state, activity=p.activity)
-                for p in states.panes
+                dict(
+                    member_id=p.member_id, pane_id=p.pane_id, state=p.state, activity=p.agent_state
+                )
+                for p in (check.panes[m.member_id] for m in roster)
             ],
         )
 

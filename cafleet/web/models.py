@@ -58,7 +58,7 @@ class PaneOut(BaseModel):
     member_id: int
     pane_id: str | None
     state: Literal["alive", "gone", "pending", "none", "unknown"]
-    activity: str | None  # the activity classifier's verdict, once one is plugged in
+    activity: str | None  # a live pane's agent state (the delivery classifier's), as member list
 
 
 class PanesOut(BaseModel):

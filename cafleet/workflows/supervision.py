@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.mux import Multiplexer
+    from cafleet.mux import Multiplexer, PaneState
     from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 
 LoopState = Literal["live", "stale", "stopped", "never"]
-PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
 
 # agent_state(backend, placement, spawned) -> the agent's state in the placement's live pane, or
 # None when unknown; spawned: the member is not a Director (cafleet spawned it with its prompt).
@@ -213,42 +212,40 @@ def check_panes(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> PaneCheck:
-    """Each member's pane against one `list-panes` of the tmux server ``env`` (default: this
-    process's environment) points at. Without a reachable tmux every concrete pane is
-    `unknown`; members without a placement are `none`, pending ones `pending`. That one call
+    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per backend of the
+    server ``env`` (default: this process's environment) points at: the one implementation
+    behind `fleet show`, `member list`, `doctor` and the WebUI roster. Without a reachable
+    server every concrete pane is `unknown`; members without a placement are `none`, pending
+    ones `pending`, and no server is asked when no member has a concrete pane. That one call
     also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
     the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
     `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, usable_backend
+    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, usable_backend
 
     members = list(members)
-    backend: Any = None
-    live: dict[str, frozenset[tuple[str, str]]] | None = None  # pane -> (session, window)s
+    backends: dict[str, Any] = {}
+    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
     reason: str | None = None
-    if any(m.placement is not None and m.placement.mux_pane_id for m in members):
+    names = {m.placement.backend for m in members if m.placement and m.placement.mux_pane_id}
+    for name in sorted(names):
         try:
-            backend = usable_backend(env=env)
-            live = backend.pane_places()
+            backends[name] = usable_backend(name, env=env)
+            live[name] = backends[name].pane_places()
         except MultiplexerError as exc:
-            reason = str(exc)
+            reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
     for member in members:
         placement = member.placement
+        places = None if placement is None else live.get(placement.backend)
+        state = pane_state(placement, places)
         pane = None if placement is None else placement.mux_pane_id
-        if placement is None:
-            report = PaneReport(member.member_id, None, "none")
-        elif pane is None:
-            report = PaneReport(member.member_id, None, "pending")
-        elif live is None:
-            report = PaneReport(member.member_id, pane, "unknown")
-        elif pane in live:
-            state = None
-            if is_owners_place(backend, owner_of(placement), live[pane]):
-                state = agent_state(backend, placement, member.kind != "director")
-            report = PaneReport(member.member_id, pane, "alive", state)
-        else:
-            report = PaneReport(member.member_id, pane, "gone")
-        panes[member.member_id] = report
+        agent: str | None = None
+        if state == "alive":
+            assert placement is not None and places is not None and pane is not None
+            backend = backends[placement.backend]
+            if is_owners_place(backend, owner_of(placement), places[pane]):
+                agent = agent_state(backend, placement, member.kind != "director")
+        panes[member.member_id] = PaneReport(member.member_id, pane, state, agent)
     return PaneCheck(panes, reason)
 
 
@@ -290,7 +287,6 @@ __all__ = [
     "LoopStatus",
     "PaneCheck",
     "PaneReport",
-    "PaneState",
     "check_panes",
     "classified_state",
     "fleet_report",
