@@ -127,7 +127,8 @@ def _in_process(tmp: Path, members: int) -> dict[str, Any]:
     from cafleet.broker import claim_monitor
     from cafleet.db.runtime import close_connection
     from cafleet.delivery.drains import drain_fleet
-    from cafleet.monitor.tick import LoopState, build_line, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import build_line, run_tick
 
     db_path = tmp / f"drains-{members}" / "cafleet.db"
     setup_db(db_path)

@@ -134,7 +134,8 @@ def test_fleet_drain_selects_once_plus_once_per_attempt_oldest_first(
 
 def test_monitor_tick_over_an_undeliverable_backlog_is_one_selection(head_db: Path) -> None:
     from cafleet import broker
-    from cafleet.monitor.tick import LoopState, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import run_tick
 
     w = _world(head_db, 40)
     with connect(head_db) as conn:

@@ -255,7 +255,8 @@ def test_wake_line_with_a_semicolon_on_a_chunk_boundary(
     names = _wake_names(last_id)
     assert names is not None
     from cafleet import broker
-    from cafleet.monitor.tick import LoopState, build_line, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import build_line, run_tick
     from cafleet.records import PlacementSpec
 
     with connect(h.db_path) as conn:

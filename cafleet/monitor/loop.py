@@ -152,7 +152,7 @@ def run_loop(
     backend, tick_seconds, wake_interval = _startup(conn, settings, fleet_id, tick, interval)
 
     # 6. From here on the slot is ours: every exit clears it.
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
 
     code = 0
     try:
@@ -236,7 +236,8 @@ def _signal_line() -> str:
 def _schedule(
     state: object, log: _Log, err: TextIO, recheck_schema: object, reserve: LogReserve | None
 ) -> int:
-    from cafleet.monitor.tick import LoopState, LoopStop, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import LoopStop, run_tick
 
     assert isinstance(state, LoopState)
     failed = 0

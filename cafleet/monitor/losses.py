@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
     from cafleet.records import Member
 
 
