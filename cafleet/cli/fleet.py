@@ -35,9 +35,9 @@ FLEET_ID_HELP = "Fleet ID."
 @json_option
 def fleet_list(as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.fleets import list_fleets
+    from cafleet import broker
 
-    fleets = list_fleets(conn)
+    fleets = broker.list_fleets(conn)
     if as_json:
         out_json([fleet_dict(f) for f in fleets])
         return

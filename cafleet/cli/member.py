@@ -112,9 +112,9 @@ def member_show_lines(member: Member) -> list[str]:
 @json_option
 def member_show(member_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.members import get_member
+    from cafleet import broker
 
-    member = get_member(conn, member_id)
+    member = broker.get_member(conn, member_id)
     if as_json:
         out_json(member_dict(member))
     else:

@@ -99,11 +99,11 @@ def create(
         raise WorkflowError(f"cafleet fleet create must be run inside a tmux pane: {exc}") from exc
 
     # One live fleet per Director pane (re-checked inside the bootstrap transaction).
+    from cafleet import broker
     from cafleet.broker.errors import PaneDirectsFleet
-    from cafleet.broker.fleets import fleet_directed_from
     from cafleet.records import PaneKey
 
-    taken = fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
+    taken = broker.fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
     if taken is not None:
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
 
@@ -111,9 +111,9 @@ def create(
     signals.check()
 
     # 4. The bootstrap transaction, spawn included.
+    from cafleet import broker
     from cafleet.agents.prompt import render_template
     from cafleet.broker.errors import BootstrapAborted
-    from cafleet.broker.fleets import create_fleet
     from cafleet.records import SpawnSpec
 
     db_dir = settings.db_dir
@@ -151,7 +151,7 @@ def create(
             raise
 
     try:
-        boot = create_fleet(
+        boot = broker.create_fleet(
             conn,
             name=name,
             backend="tmux",
@@ -240,14 +240,14 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     """`fleet delete`'s locking and soft delete, without its output (used for compensation).
 
     Takes each concrete placement's pane lock once in ascending lock-file order (waiting at
-    most ``timeout`` each), then calls `delete_fleet`. Raises on a busy lock.
+    most ``timeout`` each), then calls `broker.delete_fleet`. Raises on a busy lock.
     """
+    from cafleet import broker
     from cafleet.broker.errors import PlacementsChanged
-    from cafleet.broker.fleets import delete_fleet, fleet_placements
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
 
     owners: dict[PaneKey, int] = {}
-    for placement in fleet_placements(conn, fleet_id):
+    for placement in broker.fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
             owners.setdefault(placement.pane_key, placement.member_id)
     try:
@@ -259,7 +259,7 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
-            return delete_fleet(
+            return broker.delete_fleet(
                 conn,
                 fleet_id=fleet_id,
                 locked_panes=held.keys,

@@ -96,9 +96,9 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     key = member.placement.pane_key if member.placement is not None else None
     if key is None:
         return
-    from cafleet.broker.fleets import director_placement
+    from cafleet import broker
 
-    director = director_placement(conn, member.fleet_id)
+    director = broker.director_placement(conn, member.fleet_id)
     if director is not None and key == director.pane_key:
         raise WorkflowError(refusal)
 
@@ -162,26 +162,26 @@ def create(
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
-    from cafleet import signals
+    from cafleet import broker, signals
     from cafleet.broker.errors import (
         FleetDeleted,
         MonitorSlotTaken,
         NoActiveMonitor,
         RootDirectorInactive,
     )
-    from cafleet.broker.fleets import get_fleet
-    from cafleet.broker.members import get_active_monitor, get_member
 
     # 2. The fleet and its Director.
-    fleet = get_fleet(conn, fleet_id)
+    fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
         raise FleetDeleted(fleet_id)
-    director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
+    director = (
+        broker.get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
+    )
     if director is None or not director.is_active:
         raise RootDirectorInactive(fleet_id, fleet.director_member_id)
 
     # 3. The monitor slot (re-checked at registration).
-    monitor = get_active_monitor(conn, fleet_id=fleet_id)
+    monitor = broker.get_active_monitor(conn, fleet_id=fleet_id)
     if role == "monitor" and monitor is not None:
         raise MonitorSlotTaken(fleet_id, monitor.member_id)
     if role is None and monitor is None:
@@ -223,19 +223,19 @@ def create(
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
 
-    from cafleet.broker.recovery import placed_members
+    from cafleet import broker
 
-    overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
+    overflow = placing.fleet_windows(broker.placed_members(conn, fleet_id), director_placement)
 
     # Safe point: nothing written yet.
     signals.check()
 
     # 7. Register with a pending placement.
-    from cafleet.broker.members import deregister_member, register_member
+    from cafleet import broker
     from cafleet.records import PlacementSpec, SpawnSpec
 
     try:
-        member = register_member(
+        member = broker.register_member(
             conn,
             fleet_id=fleet_id,
             name=name,
@@ -263,10 +263,10 @@ def create(
     def deregister(cleanup: Cleanup, *, only_if_active: bool = False) -> None:
         def action() -> None:
             if only_if_active:
-                current = get_member(conn, member_id)
+                current = broker.get_member(conn, member_id)
                 if not current.is_active:
                     return
-            deregister_member(conn, member_id=member_id)
+            broker.deregister_member(conn, member_id=member_id)
 
         cleanup.step(f"member {member_id}", action)
 
@@ -311,8 +311,8 @@ def create(
         kill_and_deregister(None)
 
     # 9. Patch the pane id under the new pane's lock.
+    from cafleet import broker
     from cafleet.broker.errors import PlacementVanished
-    from cafleet.broker.members import set_placement_pane
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
     from cafleet.records import PaneKey
 
@@ -332,7 +332,7 @@ def create(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
     try:
-        placement = set_placement_pane(
+        placement = broker.set_placement_pane(
             conn, member_id=member_id, pane_id=pane_id, window_id=spawned.window_id
         )
     except PlacementVanished as exc:
@@ -355,7 +355,6 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     (docs/cli.md §2.10); the root Director cannot be deleted."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
-    from cafleet.broker.members import deregister_member
 
     member = active_member(conn, member_id)
     if member.kind == "director":
@@ -364,7 +363,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     placement = member.placement
     if placement is None or placement.mux_pane_id is None:
         signals.check()
-        deregister_member(conn, member_id=member_id)
+        broker.deregister_member(conn, member_id=member_id)
         status: PaneStatus = "no_placement" if placement is None else "pending"
         return Deleted(member_id, None, status, None)
 
@@ -396,7 +395,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
                     MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
                 ) from exc
             status = "killed" if killed else "already_gone"
-        deregister_member(conn, member_id=member_id)
+        broker.deregister_member(conn, member_id=member_id)
     return Deleted(member_id, pane_id, status, other)
 
 

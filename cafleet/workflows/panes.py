@@ -35,10 +35,10 @@ def backend_for(name: str) -> Any:
 def active_member(conn: Connection, member_id: int) -> Member:
     """The member; `MemberNotFound` (`member <id> not found`) for an unknown id,
     `MemberDeregistered` (`member <id> is deregistered`) for a deregistered one."""
+    from cafleet import broker
     from cafleet.broker.errors import MemberDeregistered
-    from cafleet.broker.members import get_member
 
-    member = get_member(conn, member_id)
+    member = broker.get_member(conn, member_id)
     if member.status != "active":
         raise MemberDeregistered(member_id)
     return member
