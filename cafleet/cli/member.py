@@ -10,7 +10,6 @@ from cafleet.cli.params import id_argument, json_option
 from cafleet.output import (
     cell,
     counted_table,
-    idle_text,
     label_lines,
     member_dict,
     out,
@@ -19,6 +18,7 @@ from cafleet.output import (
     placement_text,
     roster_dict,
 )
+from cafleet.text import idle_text
 
 if TYPE_CHECKING:
     from cafleet.records import Member, RosterEntry

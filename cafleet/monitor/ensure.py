@@ -142,8 +142,7 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
     """The fleet's loop is not live, `cafleet monitor stop` does not hold it, and a
     notification is pending (held lines are pending too: nothing stamped them)."""
     from cafleet import broker
-    from cafleet.monitor.runtime import is_live
-    from cafleet.workflows.supervision import is_held
+    from cafleet.monitor.runtime import is_held, is_live
 
     if row is None:
         row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)

@@ -157,7 +157,7 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
         live_pid,
         needs_restart,
     )
-    from cafleet.workflows.supervision import is_held
+    from cafleet.monitor.runtime import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():

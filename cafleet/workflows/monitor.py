@@ -153,7 +153,7 @@ def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> S
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
     from cafleet import broker
     from cafleet.config import monitor_hold_path
-    from cafleet.monitor.runtime import pid_alive
+    from cafleet.procs import pid_alive
 
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
     hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)

@@ -13,7 +13,6 @@ use it and `doctor` keeps the default, which knows nothing (None).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -73,7 +72,7 @@ class LoopStatus(NamedTuple):
     def text(self) -> str:
         """`live (pid 4242, last heartbeat 3s ago)`, `stale: pid 4242 is not running (…)`,
         `stopped`, `stopped by 'cafleet monitor stop'`, `never started`."""
-        from cafleet.output import idle_text
+        from cafleet.text import idle_text
 
         beat = (
             f"last heartbeat {idle_text(self.heartbeat_age)} ago"
@@ -104,20 +103,14 @@ class LoopStatus(NamedTuple):
         }
 
 
-def is_held(db_path: str, fleet_id: int) -> bool:
-    """`cafleet monitor stop` left its hold: automatic restarts leave the loop stopped."""
-    from cafleet.config import monitor_hold_path
-
-    return os.path.exists(monitor_hold_path(db_path, fleet_id))
-
-
 def loop_status_of(
     row: MonitorRuntime | None, *, fleet_id: int, db_path: str, now: datetime | None = None
 ) -> LoopStatus:
     """The status a runtime row (None: no loop ever ran) shows at ``now``."""
     from cafleet.config import monitor_log_path
     from cafleet.db.timefmt import parse_ts, utcnow
-    from cafleet.monitor.runtime import is_live, pid_alive
+    from cafleet.monitor.runtime import is_held, is_live
+    from cafleet.procs import pid_alive
 
     moment = now if now is not None else utcnow()
     held = is_held(db_path, fleet_id)
@@ -290,7 +283,6 @@ __all__ = [
     "check_panes",
     "classified_state",
     "fleet_report",
-    "is_held",
     "loop_status",
     "loop_status_of",
     "no_agent_state",
