@@ -1,4 +1,4 @@
-"""10. Verified, idle-aware delivery (issue 10): what the gate and the verified submit cost, and
+"""10. Verified, idle-aware delivery (docs/runtime.md §4.9): what the gate and the verified submit cost, and
 whether lines reach freshly spawned real agents.
 
 ``run`` (section 12, in every run): the classifier's cost per capture (`classify`,
@@ -141,7 +141,7 @@ def run(tmp: Path, rounds: int, sends: int) -> dict[str, Any]:
 def render(r: dict[str, Any]) -> list[str]:
     c = r["classifier"]
     lines = [
-        "## 12. delivery gate and verified submit (issue 10)",
+        "## 12. delivery gate and verified submit (docs/runtime.md §4.9)",
         f"  classifier per capture ({c['captures']} real captures, median of {c['rounds']}): "
         f"classify {c['classify_us']:.0f} µs, composer_text {c['composer_text_us']:.0f} µs, "
         f"line_taken {c['line_taken_us']:.0f} µs",

@@ -1,4 +1,4 @@
-"""8. Drains at scale (issue 8): N members whose panes are gone, one pending notification each.
+"""8. Drains at scale (docs/runtime.md §4.3, §4.4): N members whose panes are gone, one pending notification each.
 
 In-process, without tmux: one `drain_fleet` with a live set holding only the Director's pane
 (every message is undeliverable, so nothing is typed), one monitor `run_tick` over the same

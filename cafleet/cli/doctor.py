@@ -105,7 +105,7 @@ def database_section(path: str | None, path_error: str | None) -> Section:
 
 
 def fleets_section(path: str | None, database_ok: bool) -> Section:
-    """Every live fleet's monitor loop and member panes (issue 13); an issue when a loop is not
+    """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when a loop is not
     live or a pane is gone. Read-only: the file is opened as the diagnosis opens it and closed
     the guarded way; skipped (not an issue of its own) when the database section failed."""
     data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}

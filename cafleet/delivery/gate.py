@@ -1,4 +1,4 @@
-"""The delivery gate (issue 10 item 2): whether a line may be typed into a pane now, from what
+"""The delivery gate (docs/runtime.md §4.9): whether a line may be typed into a pane now, from what
 the pane's screen shows (`cafleet.delivery.screens.classify`). Pure: no tmux, no clock.
 
 Per state:

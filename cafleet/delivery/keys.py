@@ -8,10 +8,10 @@ sequence and its outcome texts are one:
 
     lock → recheck → backend → pane status → gate → type → verify → record → release
 
-The pane status probe also checks the pane is the placement's (issue 10 item 7). The gate
+The pane status probe also checks the pane is the placement's (§1.8). The gate
 (`cafleet.delivery.gate`) classifies the pane's screen and may hold the line; typing empties the composer
 first and never starts with Escape; verify (`cafleet.delivery.submit`) reads the screen after Enter and
-only a line the agent took is recorded (issue 10 items 2–5).
+only a line the agent took is recorded (docs/runtime.md §4.9).
 
 Nothing here imports the multiplexer or lock modules until an attempt runs (docs/cli.md §1.8).
 """
@@ -37,8 +37,8 @@ Kind = Literal[
     "stale",  # recheck: there is nothing to type any more (say, ACKed meanwhile)
     "changed",  # recheck: the target's placement changed while waiting for the lock
     "failed",  # the backend, the pane status or the typing failed: nothing was recorded
-    "not_ours",  # the pane is another server's, or a reused id (issue 10 item 7): untouched
-    "held",  # the gate held the line (issue 10): nothing was typed
+    "not_ours",  # the pane is another server's, or a reused id (docs/runtime.md §1.8): untouched
+    "held",  # the gate held the line (docs/runtime.md §4.9): nothing was typed
     "unverified",  # typed, but verify could not confirm it was taken: nothing was recorded
     "unrecorded",  # typed (and verified), but the record step raised
 ]

@@ -1,4 +1,4 @@
-"""Verified submit (issue 10 items 4 and 5): empty the composer, type the line, Enter, and count
+"""Verified submit (docs/runtime.md §4.9): empty the composer, type the line, Enter, and count
 the line as submitted only when a capture shows the agent took it.
 
 `clear_composer` presses the agent's clear key (`cafleet.delivery.policy.POLICIES`) until the composer

@@ -135,7 +135,7 @@ def ensure_monitor_loop(
         time.sleep(READY_POLL)
 
 
-# --- restarting dead loops (issue 13: any command heals) -------------------------------------
+# --- restarting dead loops (docs/cli.md §1.11: every command heals) ----------------------------------
 
 
 def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:

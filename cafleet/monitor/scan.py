@@ -86,7 +86,7 @@ def capture_entries(
     """Capture each member's pane; failures become annotations and never abort the scan.
 
     A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
-    not found` without a capture (a dead pane costs one cheap check, issue 8)."""
+    not found` without a capture (a dead pane costs one cheap check: docs/runtime.md §5.10)."""
     from cafleet.mux import MultiplexerError, PaneGone, owner_of, owner_problem, usable_backend
 
     cache: dict[str, object] = {} if backends is None else backends
@@ -117,7 +117,7 @@ def capture_entries(
             if backend is None:
                 backend = usable_backend(placement.backend)
                 cache[placement.backend] = backend
-            # Issue 10 item 7: another server's pane, or an id reused elsewhere, is not captured.
+            # docs/runtime.md §1.8: another server's pane, or an id reused elsewhere, is not captured.
             not_ours = owner_problem(backend, pane_id, owner_of(placement))  # type: ignore[arg-type]
             if not_ours is not None:
                 entries.append(_failed_entry(base, pane_id, f"capture failed: {not_ours}"))

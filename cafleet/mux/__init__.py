@@ -25,7 +25,7 @@ MSG_TMUX_UNSET = "not inside a tmux session (TMUX is not set)"
 MSG_TMUX_PANE_UNSET = "not inside a tmux pane (TMUX_PANE is not set)"
 MSG_PANE_NOT_FOUND = "pane not found"
 MSG_NO_PANE_ID = "printed no pane id"
-# Issue 10 item 7: a pane id names a pane only on one server, and ids are reused.
+# docs/runtime.md §1.8: a pane id names a pane only on one server, and ids are reused.
 MSG_NOT_OURS = "pane {pane_id} belongs to another tmux server or was reused"
 SPAWN_LIMIT_BYTES = 16000
 
@@ -93,7 +93,7 @@ def pane_state(placement: Placement | None, live: Collection[str] | None) -> Pan
 
 
 def owner_of(placement: Placement) -> PaneOwner:
-    """Where ``placement``'s pane must be (issue 10 item 7)."""
+    """Where ``placement``'s pane must be (docs/runtime.md §1.8, the pane is ours)."""
     return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
 
 
@@ -208,7 +208,7 @@ def probe_for_typing(mux: Multiplexer, pane_id: str, owner: PaneOwner | None = N
 
     Returns None when the pane may be typed into, else the detail for
     `typing into pane <pane_id> failed: <detail>`: `pane not found`, `pane is in <mode>`,
-    `pane has exited`, the tmux message of the failing call, or (``owner`` given, issue 10
+    `pane has exited`, the tmux message of the failing call, or (``owner`` given, docs/runtime.md
     item 7) `MSG_NOT_OURS` when the pane is not the placement's.
     """
     if owner is not None and not same_server(getattr(mux, "socket_path", None), owner.socket_path):
@@ -247,7 +247,7 @@ def is_owners_place(
 
 
 def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:
-    """Issue 10 item 7: None when ``pane_id`` is the placement's pane (``owner``: its server,
+    """docs/runtime.md §1.8: None when ``pane_id`` is the placement's pane (``owner``: its server,
     session and window), else `MSG_NOT_OURS`, or the tmux message when the probe fails.
 
     Runs before a placement's pane is captured or killed (typing probes with

@@ -328,7 +328,7 @@ class TmuxBackend:
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(self, pane_id: str, line: str) -> None:
-        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (issue 10 item 3): Escape
+        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (docs/runtime.md §1.7): Escape
         interrupts a working Claude Code or Codex, and ESC before a line starting with `[`
         can parse as a control sequence (`ESC [ c` is a terminal query)."""
         if "\r" in line or "\n" in line:

@@ -1,6 +1,6 @@
 """The monitor controls: status, the stored wake interval and "wake now" (a request the live loop
 answers on its next tick, docs/runtime.md §5.5) for the WebUI (docs/runtime.md §7.3); `cafleet monitor
-start F` / `monitor stop F` (issue 13): start a fleet's loop in the background from any pane of
+start F` / `monitor stop F` (docs/cli.md §2.25): start a fleet's loop in the background from any pane of
 the fleet's tmux server, or stop it and hold it stopped until the next `monitor start`."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def wake_now(conn: Connection, fleet_id: int) -> str:
     return requested
 
 
-# --- monitor start / stop (issue 13) ------------------------------------------------------
+# --- monitor start / stop (docs/cli.md §2.25) ---------------------------------------------------
 
 STOP_TIMEOUT = 10.0  # a loop sees SIGTERM within 0.2 s, after at most one keystroke sequence
 STOP_POLL = 0.05

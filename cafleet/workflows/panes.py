@@ -64,7 +64,7 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
 
     Refusals, in order: `MemberNotFound` (unknown or deregistered), no placement row, a pending
     placement, tmux unusable, a pane that is not the placement's (another server's, or an id
-    reused elsewhere: issue 10 item 7), the capture call failing.
+    reused elsewhere: docs/runtime.md §1.8), the capture call failing.
     """
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to capture")

@@ -1,4 +1,4 @@
-"""What a fleet's supervision looks like right now (issue 13 item 4): its monitor loop (live
+"""What a fleet's supervision looks like right now (docs/cli.md §2.5, §2.8, §2.2): its monitor loop (live
 pid and heartbeat, stale, stopped, never started) and each member's pane (alive, gone, pending,
 no placement, or unknown when tmux cannot be asked).
 
@@ -6,7 +6,7 @@ no placement, or unknown when tmux cannot be asked).
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
 comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
 classifier (`cafleet.delivery.screens.classify`: starting, ready, working, awaiting_user, unknown;
-issue 13 item 4), at one more tmux call per live pane (its capture; the `list-panes` call also
+docs/cli.md §2.5), at one more tmux call per live pane (its capture; the `list-panes` call also
 says where each pane is, which is the pane-is-ours check), so `fleet show` and `member list`
 use it and `doctor` keeps the default, which knows nothing (None).
 """

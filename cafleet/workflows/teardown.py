@@ -190,7 +190,7 @@ def _not_ours(
     members: Sequence[Member],
     keys: Container[PaneKey],
 ) -> set[PaneKey]:
-    """The pane is ours (issue 10 item 7), checked for every pane before any is killed: a pane
+    """The pane is ours (docs/runtime.md §1.8), checked for every pane before any is killed: a pane
     of another tmux server refuses the whole delete (`msg_cannot_kill`, nothing killed or
     written); a pane id this server reused for a pane in another session or window means the
     member's own pane is gone, so it is left alone and reported `already_gone`."""
