@@ -1,4 +1,4 @@
-"""Issue 8: drains cost one query per recipient, never one per skipped message; a dead pane costs
+"""docs/runtime.md §4.3, §4.4: drains cost one query per recipient, never one per skipped message; a dead pane costs
 one cheap check (one `list-panes -a` per drain or scan); the wake line has a bounded length.
 
 Counting runs without tmux: pane ids are made up and, where a drain must type, a stand-in

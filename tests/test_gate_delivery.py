@@ -102,7 +102,7 @@ def test_a_working_agent_queues_the_line_and_is_not_interrupted(
 def test_a_half_typed_leftover_is_cleared_so_the_retry_is_one_clean_line(
     tmux_harness: TmuxHarness, tmp_path: Path, agent: str
 ) -> None:
-    """A sender killed while typing leaves text in the composer (issue 10 item 5)."""
+    """A sender killed while typing leaves text in the composer (docs/runtime.md §4.9)."""
     h = tmux_harness
     pane = spawn(h, agent)
     stranded = line(9)[:50] + " " + "x" * 200  # wraps over rows

@@ -1,4 +1,4 @@
-"""Issue 8's repros, one test each: user text ending in `;` (or holding tmux formats) reaches
+"""The tmux-argument repros (docs/tmux-arguments.md §1-§4), one test each: user text ending in `;` (or holding tmux formats) reaches
 the agent byte-exact and never runs a tmux command (docs/tmux-arguments.md)."""
 
 from __future__ import annotations

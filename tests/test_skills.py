@@ -1,4 +1,4 @@
-"""The bundled skills and presets (issue 11, items 1, 2, 7): the Agent Skills format, progressive
+"""The bundled skills and presets (docs/runtime.md §7.4, docs/cli.md §3.2): the Agent Skills format, progressive
 disclosure, and every `cafleet …` command line they quote checked against the real Click tree,
 so the skills cannot drift from the CLI."""
 
