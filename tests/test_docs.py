@@ -273,3 +273,57 @@ def test_reference_problems_are_found(tmp_path: Path) -> None:
         "pkg/mod.py:3: cli.md is not in the repository",
         "pkg/lone.py:1: §4 names no document",
     ]
+
+
+# --- recorded benchmark results -----------------------------------------------------------------
+
+RESULTS = REPO / "benchmarks" / "results"
+RUN_OUTPUTS = ("latest.json", "smoke.json")  # what `python -m benchmarks` writes; not committed
+_RESULT_REF = re.compile(r"[\w./-]*benchmark[\w./-]*\.json")
+
+
+def result_references(root: Path) -> dict[str, list[str]]:
+    """Every `...benchmark....json` path the docs and README name, with where each is named."""
+    found: dict[str, list[str]] = {}
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _RESULT_REF.finditer(line):
+                found.setdefault(match.group(0), []).append(f"{path.name}:{number}")
+    return found
+
+
+def test_recorded_benchmark_results_live_in_benchmarks_results_and_are_cited() -> None:
+    assert sorted(p.name for p in (REPO / "docs").glob("*.json")) == []
+    refs = result_references(REPO)
+    recorded = {p.name for p in RESULTS.glob("*.json")} - set(RUN_OUTPUTS)
+    assert len(recorded) >= 10  # the glob found the recorded runs
+    cited = {Path(ref).name for ref in refs if ref.startswith("benchmarks/results/")}
+    outside = {
+        ref: where for ref, where in refs.items() if not ref.startswith("benchmarks/results/")
+    }
+    assert outside == {}, "benchmark results are cited outside benchmarks/results/"
+    missing = {ref: refs[ref] for ref in refs if Path(ref).name not in recorded | set(RUN_OUTPUTS)}
+    assert missing == {}, "cited benchmark results that are not in the repository"
+    assert sorted(recorded - cited) == [], "recorded results no document explains"
+
+
+def test_a_run_writes_its_results_where_the_docs_say() -> None:
+    from benchmarks import __main__ as bench
+
+    source = Path(bench.__file__).read_text(encoding="utf-8")
+    assert 'Path("benchmarks/results")' in source
+    assert set(RUN_OUTPUTS) <= set(re.findall(r'"(\w+\.json)"', source))
+    ignored = subprocess.run(
+        ["git", "check-ignore", *(f"benchmarks/results/{name}" for name in RUN_OUTPUTS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert ignored.stdout.split() == [f"benchmarks/results/{name}" for name in RUN_OUTPUTS]
+    recorded = subprocess.run(
+        ["git", "check-ignore", "--no-index", *map(str, sorted(RESULTS.glob("2*.json")))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert recorded.stdout == "", "a recorded result would be ignored by git"
