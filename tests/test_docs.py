@@ -327,3 +327,56 @@ def test_a_run_writes_its_results_where_the_docs_say() -> None:
         text=True,
     )
     assert recorded.stdout == "", "a recorded result would be ignored by git"
+
+
+# --- the schema head, as the docs state it ----------------------------------------------------
+
+_HEAD_CLAIMS = (
+    re.compile(r"\bhead \((\d+)\)"),  # `applied migrations to head (4)`, `Already at head (4)`
+    re.compile(r"\bhead (\d+)\b"),  # `(schema 1, head 4)`
+    re.compile(r"schema head is \*\*revision (\d{4}), schema version (\d+)\*\*"),
+    re.compile(r"^#+ \d+\. Head schema \(revision (\d{4})\)", re.MULTILINE),
+)
+
+
+def head_claims(text: str) -> list[tuple[int, int]]:
+    """(line, version) of every literal head number in a document; `<N>` placeholders pass."""
+    found = []
+    for pattern in _HEAD_CLAIMS:
+        for match in pattern.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found += [(line, int(number)) for number in match.groups()]
+    return sorted(found)
+
+
+def test_head_claims_are_parsed() -> None:
+    text = (
+        "The schema head is **revision 0007, schema version 7** (written `<N>`).\n"
+        "## 2. Head schema (revision 0007)\n"
+        "`Created <P> and applied migrations to head (2).` and `(schema 1, head 3)`,\n"
+        "`Already at head (<N>); nothing to do.` and `(schema <M>, head <N>)` are placeholders\n"
+    )
+    assert head_claims(text) == [(1, 7), (1, 7), (2, 7), (3, 2), (3, 3)]
+
+
+def test_every_literal_head_number_is_this_builds_head() -> None:
+    from cafleet.db.shapes import HEAD_VERSION
+
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: head {number}, but HEAD_VERSION is {HEAD_VERSION}"
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for line, number in head_claims(path.read_text(encoding="utf-8"))
+        if number != HEAD_VERSION
+    ]
+    assert wrong == []
+
+
+def test_every_revision_has_its_storage_section() -> None:
+    """docs/storage.md §3 has one `Revision <id> `<slug>`` section per file of the chain."""
+    from cafleet.db.shapes import REVISIONS
+
+    files = sorted(p.stem for p in (REPO / "alembic" / "versions").glob("[0-9]*.py"))
+    assert [name.split("_", 1)[0] for name in files] == list(REVISIONS)
+    storage = (REPO / "docs" / "storage.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### 3\.\d+ Revision (\d{4}) `(\w+)`$", storage, re.MULTILINE)
+    assert [f"{rev}_{slug}" for rev, slug in sections] == files
