@@ -380,3 +380,59 @@ def test_every_revision_has_its_storage_section() -> None:
     storage = (REPO / "docs" / "storage.md").read_text(encoding="utf-8")
     sections = re.findall(r"^### 3\.\d+ Revision (\d{4}) `(\w+)`$", storage, re.MULTILINE)
     assert [f"{rev}_{slug}" for rev, slug in sections] == files
+
+
+# --- docs/errors.md's table of exception classes ------------------------------------------------
+
+ERRORS_DOC = REPO / "docs" / "errors.md"
+_ERROR_ROW = re.compile(r"^\| `(\w+)` \| `([\w/]+\.py)` \| (`\w+`|\(given\)) \|", re.MULTILINE)
+
+
+def cafleet_error_classes() -> dict[str, tuple[str, str]]:
+    """Every public CafleetError subclass defined in cafleet: name -> (file, code)."""
+    import importlib
+    import pkgutil
+
+    import cafleet
+    from cafleet import status
+    from cafleet.errors import CafleetError
+
+    for module in pkgutil.walk_packages(cafleet.__path__, "cafleet."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    found: dict[str, tuple[str, str]] = {}
+    pending = list(CafleetError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__name__.startswith("_") or not cls.__module__.startswith("cafleet."):
+            continue
+        module = sys.modules[cls.__module__]
+        file = Path(module.__file__ or "").resolve().relative_to(REPO).as_posix()
+        code = getattr(cls, "error_code", None)
+        found[cls.__name__] = (file, code if isinstance(code, str) else status.CODE_ERROR)
+    return found
+
+
+def documented_errors(text: str) -> dict[str, tuple[str, str]]:
+    return {name: (file, code.strip("`")) for name, file, code in _ERROR_ROW.findall(text)}
+
+
+def test_errors_doc_rows_are_parsed() -> None:
+    text = "| `A` | `cafleet/a.py` | `busy` | x |\n| `B` | `cafleet/b/c.py` | (given) | y |\n"
+    assert documented_errors(text) == {
+        "A": ("cafleet/a.py", "busy"),
+        "B": ("cafleet/b/c.py", "(given)"),
+    }
+
+
+def test_every_error_class_has_its_row_in_errors_md() -> None:
+    code = cafleet_error_classes()
+    assert {"MemberNotFound", "WaitTimedOut", "GuardRefused"} <= set(code)
+    docs = documented_errors(ERRORS_DOC.read_text(encoding="utf-8"))
+    # A class that chooses its code per instance says `(given)`; the rest must match exactly.
+    given = {name for name, (_file, c) in docs.items() if c == "(given)"}
+    assert {name: (f, c) for name, (f, c) in docs.items() if name not in given} == {
+        name: row for name, row in code.items() if name not in given
+    }
+    assert {name: docs[name][0] for name in given} == {name: code[name][0] for name in given}
