@@ -436,3 +436,44 @@ def test_every_error_class_has_its_row_in_errors_md() -> None:
         name: row for name, row in code.items() if name not in given
     }
     assert {name: docs[name][0] for name in given} == {name: code[name][0] for name in given}
+
+
+# --- docs/maintaining.md §2: every list of coding agents names the same agents ----------------
+
+
+def test_every_list_of_coding_agents_agrees() -> None:
+    from cafleet.agents import AGENT_NAMES
+    from cafleet.assets.targets import AGENTS as TARGET_AGENTS
+    from cafleet.cli.setup_cmd import AGENTS as SETUP_AGENTS
+    from cafleet.records import CODING_AGENTS
+    from tests.harness.fixtures import AGENTS as FAKE_AGENTS
+    from tests.harness.real_agents import AGENTS as REAL_AGENTS
+
+    assert AGENT_NAMES == ("claude", "codex", "opencode")
+    lists = {
+        "cafleet.records.CODING_AGENTS": CODING_AGENTS,
+        "cafleet.assets.targets.AGENTS": TARGET_AGENTS,
+        "cafleet.cli.setup_cmd.AGENTS": SETUP_AGENTS,
+        "tests.harness.fixtures.AGENTS": FAKE_AGENTS,
+        "tests.harness.real_agents.AGENTS": REAL_AGENTS,
+    }
+    assert {name: tuple(value) for name, value in lists.items()} == dict.fromkeys(
+        lists, AGENT_NAMES
+    )
+    doctor = (REPO / "cafleet" / "cli" / "doctor_agents.py").read_text(encoding="utf-8")
+    assert "for agent in (" + ", ".join(f'"{a}"' for a in AGENT_NAMES) + "):" in doctor
+
+
+# --- README and docs/runtime.md §1.1: who uses libtmux -----------------------------------------
+
+
+def test_only_the_harness_fixture_imports_libtmux() -> None:
+    importers = sorted(
+        path.relative_to(REPO).as_posix()
+        for directory in ("cafleet", "tests", "benchmarks", "scripts")
+        for path in (REPO / directory).rglob("*.py")
+        if re.search(r"^\s*(import libtmux|from libtmux\b)", path.read_text(encoding="utf-8"), re.M)
+    )
+    assert importers == ["tests/harness/fixtures.py"]
+    fixture = (REPO / "tests" / "harness" / "fixtures.py").read_text(encoding="utf-8")
+    assert "send_keys" not in fixture and ".cmd(" not in fixture  # tmux runs through self.tmux
