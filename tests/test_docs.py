@@ -477,3 +477,14 @@ def test_only_the_harness_fixture_imports_libtmux() -> None:
     assert importers == ["tests/harness/fixtures.py"]
     fixture = (REPO / "tests" / "harness" / "fixtures.py").read_text(encoding="utf-8")
     assert "send_keys" not in fixture and ".cmd(" not in fixture  # tmux runs through self.tmux
+
+
+def test_docs_cite_sections_not_issue_numbers() -> None:
+    """The tracker is not in the repository: a rule is cited by the docs section that states it."""
+    cited = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissues? \d+", line, re.IGNORECASE)
+    ]
+    assert cited == []
