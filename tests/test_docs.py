@@ -488,3 +488,50 @@ def test_docs_cite_sections_not_issue_numbers() -> None:
         if re.search(r"\bissues? \d+", line, re.IGNORECASE)
     ]
     assert cited == []
+
+
+# --- docs/cli.md §1.1: the command tree names every command and option ------------------------
+
+
+def command_tree_sections(markdown: str) -> dict[str, str]:
+    """The §1.1 tree block, split by top-level command: name -> the text of its lines."""
+    block = markdown.split("### 1.1 ", 1)[1].split("```", 2)[1]
+    sections: dict[str, str] = {}
+    current = ""
+    for line in block.strip("\n").splitlines()[1:]:  # the first line is the root
+        word = re.match(r"  ([a-z]+)\b", line)
+        if word:
+            current = word.group(1)
+        sections[current] = sections.get(current, "") + line + "\n"
+    return sections
+
+
+def test_command_tree_sections_are_parsed() -> None:
+    text = (
+        "### 1.1 Tree\n\n```\ncafleet [--version]\n  setup   [--json]\n"
+        "  fleet   create --name TEXT\n          list | show\n```\n"
+    )
+    assert command_tree_sections(text) == {
+        "setup": "  setup   [--json]\n",
+        "fleet": "  fleet   create --name TEXT\n          list | show\n",
+    }
+
+
+def test_command_tree_names_every_command_and_option() -> None:
+    import click
+
+    sections = command_tree_sections((REPO / "docs" / "cli.md").read_text(encoding="utf-8"))
+    missing = []
+    for path, ctx in reference.command_paths():
+        if not path:
+            continue
+        text = sections.get(path[0], "")
+        if path[-1] not in re.findall(r"[a-z]+", text):
+            missing.append(" ".join(path))
+        if isinstance(ctx.command, click.Group):
+            continue
+        for param in ctx.command.params:
+            for opt in param.opts:
+                if opt.startswith("--") and opt != "--help" and opt not in text:
+                    missing.append(f"{' '.join(path)} {opt}")
+    assert missing == []
