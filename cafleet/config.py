@@ -28,6 +28,8 @@ DEFAULT_MIN_PANE_COLUMNS = 40
 DEFAULT_MIN_PANE_ROWS = 8
 # docs/runtime.md §4.9; 0 = never hold. Defined with the other delivery constants.
 DEFAULT_DELIVERY_HOLD_TIMEOUT = DEFAULT_HOLD_TIMEOUT
+# docs/runtime.md §4.10: panes a drain types into at the same time; 1 = one after another.
+DEFAULT_DELIVERY_WORKERS = 8
 
 
 class SettingsError(CafleetError):
@@ -43,6 +45,7 @@ class Settings(NamedTuple):  # not a dataclass: built by every command, ~1 ms ch
     min_pane_columns: int = DEFAULT_MIN_PANE_COLUMNS
     min_pane_rows: int = DEFAULT_MIN_PANE_ROWS
     delivery_hold_timeout: int = DEFAULT_DELIVERY_HOLD_TIMEOUT
+    delivery_workers: int = DEFAULT_DELIVERY_WORKERS
 
     @property
     def db_path(self) -> str:
@@ -119,6 +122,10 @@ def load_settings(
     min_columns = _parse_int(env, "CAFLEET_MIN_PANE_COLUMNS")
     min_rows = _parse_int(env, "CAFLEET_MIN_PANE_ROWS")
     hold_timeout = _parse_int(env, "CAFLEET_DELIVERY_HOLD_TIMEOUT")
+    workers = _parse_int(env, "CAFLEET_DELIVERY_WORKERS")
+    if workers == 0:
+        raw = _get(env, "CAFLEET_DELIVERY_WORKERS")
+        raise SettingsError(f"CAFLEET_DELIVERY_WORKERS must be a positive integer (got '{raw}')")
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -130,6 +137,7 @@ def load_settings(
         delivery_hold_timeout=(
             DEFAULT_DELIVERY_HOLD_TIMEOUT if hold_timeout is None else hold_timeout
         ),
+        delivery_workers=DEFAULT_DELIVERY_WORKERS if workers is None else workers,
     )
 
 

@@ -120,11 +120,19 @@ LAYERS: tuple[Layer, ...] = (
         lazy=("cafleet.delivery.gate", "cafleet.delivery.submit", "cafleet.mux"),
     ),
     Layer(
+        "delivery: parallel",
+        ("cafleet.delivery.parallel",),
+        "a bounded pool of delivery threads whose database calls the calling thread serves "
+        "(`docs/runtime.md` §4.10)",
+    ),
+    Layer(
         "delivery: drains",
         ("cafleet.delivery.drains", "cafleet.delivery"),
-        "the notification line; the recipient, broadcast and fleet drains, one attempt step",
+        "the notification line; the recipient, broadcast and fleet drains, one attempt step, "
+        "in parallel across panes",
         lazy=(
             "cafleet.delivery.keys",
+            "cafleet.delivery.parallel",
             "cafleet.delivery.screens",
             "cafleet.broker",
             "cafleet.db",

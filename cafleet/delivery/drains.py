@@ -11,14 +11,18 @@ Nothing here imports libtmux or the multiplexer package until an attempt actuall
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.delivery.keys import RecheckState
+    from cafleet.delivery.parallel import Coordinator
+
+T = TypeVar("T")
 
 EM_DASH = "\u2014"  # —
 NOTIFY_PURPOSE = "notify msg "  # the pane-lock purpose of a notification attempt
@@ -207,17 +211,10 @@ _RECHECKED: dict[str, RecheckState] = {
 }
 
 
-def _attempt(
-    conn: Connection,
-    pending: Any,
-    *,
-    backends: _Backends,
-    report: DrainReport,
-    lock_timeout: LockTimeout,
-    keep_waiting: Callable[[], bool] | None,
-    max_text_len: int,
-) -> _Attempt:
+def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: int) -> _Attempt:
     from cafleet import broker
+
+    conn = drain.conn
 
     message = pending.message
     placement = pending.placement
@@ -237,7 +234,7 @@ def _attempt(
     from cafleet.mux import MultiplexerError, PaneKey
 
     try:
-        backend = backends.get(placement.backend)
+        backend = drain.backends.get(placement.backend)
     except MultiplexerError as exc:
         return fail(str(exc))
     report.tmux_usable = True
@@ -270,13 +267,15 @@ def _attempt(
         backend=lambda: backend,
         db_dir=_db_dir(conn),
         purpose=f"{NOTIFY_PURPOSE}{message.message_id}",
-        lock_timeout=_resolve_timeout(lock_timeout),
+        lock_timeout=_resolve_timeout(drain.lock_timeout),
         target=target,
-        keep_waiting=keep_waiting,
+        keep_waiting=drain.keep_waiting_here(),
+        # Both run on the connection's thread (docs/runtime.md §4.10), under this attempt's
+        # pane lock: a parallel drain's worker holds the lock while the coordinator stamps.
         recheck=lambda: _RECHECKED[
-            broker.recheck_pending(conn, message_id=message.message_id, pane_key=key)
+            drain.db(broker.recheck_pending, conn, message_id=message.message_id, pane_key=key)
         ],
-        record=lambda: broker.stamp_notified(conn, message_id=message.message_id),
+        record=lambda: drain.db(broker.stamp_notified, conn, message_id=message.message_id),
     )
     if outcome.kind == "typed":
         return _Attempt(notified=True)
@@ -294,7 +293,11 @@ def _attempt(
 
 @dataclass
 class _Drain:
-    """One drain invocation's settings, shared by its attempts."""
+    """One drain invocation's settings, shared by its attempts.
+
+    ``coordinator`` is set in a parallel drain (docs/runtime.md §4.10): every database call and
+    every caller hook then runs on the connection's thread, and ``halt`` (set by the first
+    attempt that stops) makes every worker stop before its next attempt."""
 
     conn: Connection
     backends: _Backends
@@ -302,6 +305,21 @@ class _Drain:
     before_attempt: Callable[[], object] | None
     keep_waiting: Callable[[], bool] | None
     max_text_len: int | None
+    coordinator: Coordinator | None = None
+    halt: Any = None  # threading.Event of a parallel drain
+
+    def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the connection's thread."""
+        if self.coordinator is None:
+            return fn(*args, **kwargs)
+        return self.coordinator.call(fn, *args, **kwargs)
+
+    def keep_waiting_here(self) -> Callable[[], bool] | None:
+        """``keep_waiting`` as the pane lock's wait calls it, from whatever thread waits."""
+        keep_waiting = self.keep_waiting
+        if keep_waiting is None or self.coordinator is None:
+            return keep_waiting
+        return lambda: bool(self.db(keep_waiting))
 
     def step(
         self, pending: Any, attempted: set[int], report: DrainReport, gone: str | None = None
@@ -312,34 +330,40 @@ class _Drain:
         (the hook or an abandoned lock wait ended the drain), ``failed`` or ``next``."""
         message_id = pending.message.message_id
         recipient_id = pending.recipient.member_id
-        attempted.add(message_id)
-        if self.before_attempt is not None and self.before_attempt() is False:
-            report.stopped = True
+        if self.halt is not None and self.halt.is_set():
+            report.stopped = True  # another worker's attempt stopped the drain: untried
             return "stop"
+        self.db(attempted.add, message_id)
+        if self.before_attempt is not None and self.db(self.before_attempt) is False:
+            return self._stop(report)
         if gone is not None:
             pane_id = pending.placement.mux_pane_id
             report.failures.append(DrainFailure(message_id, recipient_id, pane_id, gone))
             return "failed"
         if self.max_text_len is None:
             self.max_text_len = _max_text_len()
-        outcome = _attempt(
-            self.conn,
-            pending,
-            backends=self.backends,
-            report=report,
-            lock_timeout=self.lock_timeout,
-            keep_waiting=self.keep_waiting,
-            max_text_len=self.max_text_len,
-        )
+        outcome = _attempt(self, pending, report=report, max_text_len=self.max_text_len)
         if outcome.stop:
-            report.stopped = True
-            return "stop"
+            return self._stop(report)
         if outcome.failure is not None:
             report.failures.append(outcome.failure)
             return "failed"
         if outcome.notified:
             report.notified.append((message_id, recipient_id))
         return "next"
+
+    def _stop(self, report: DrainReport) -> Literal["stop"]:
+        report.stopped = True
+        if self.halt is not None:
+            self.halt.set()
+        return "stop"
+
+    def parallel(self, coordinator: Coordinator) -> _Drain:
+        """This drain's settings for the workers of a parallel drain."""
+        import threading
+        from dataclasses import replace
+
+        return replace(self, coordinator=coordinator, halt=threading.Event())
 
 
 def _drain_one_recipient(
@@ -359,8 +383,11 @@ def _drain_one_recipient(
         if first is not None:
             pending, first = first, None
         else:
-            pending = broker.next_pending_notification(
-                drain.conn, recipient_id=recipient_id, exclude=attempted
+            pending = drain.db(
+                broker.next_pending_notification,
+                drain.conn,
+                recipient_id=recipient_id,
+                exclude=attempted,
             )
         if pending is None or drain.step(pending, attempted, report) != "next":
             return
@@ -420,14 +447,20 @@ def drain_recipients(
     max_text_len: int | None = None,
     env: Mapping[str, str] | None = None,
     on_recipient: Callable[[DrainReport], object] | None = None,
+    workers: int | None = None,
 ) -> DrainReport:
-    """:func:`drain_recipient` for each of ``recipient_ids`` in the order given, at a cost that
-    follows the recipients: one query finds every recipient's oldest pending message, and one
-    `list-panes -a` (when more than one has something pending) tells which tmux panes are
-    alive. A recipient whose tmux pane is gone fails at once with the probe's reason
-    (`typing into pane <pane_id> failed: pane not found`) instead of a probe of its own.
-    ``on_recipient`` receives each recipient's report as soon as its drain ends; the merged
-    report is returned.
+    """:func:`drain_recipient` for each of ``recipient_ids``, at a cost that follows the
+    recipients: one query finds every recipient's oldest pending message, and one `list-panes
+    -a` (when more than one has something pending) tells which tmux panes are alive. A
+    recipient whose tmux pane is gone fails at once with the probe's reason (`typing into pane
+    <pane_id> failed: pane not found`) instead of a probe of its own.
+
+    Recipients in different panes are drained at the same time on up to ``workers`` threads
+    (default ``CAFLEET_DELIVERY_WORKERS``; 1: one after another in the order given), each pane's
+    recipients one after another (docs/runtime.md §4.10). ``on_recipient`` receives each
+    recipient's report in the order given, as soon as it and every recipient before it ended;
+    the merged report is returned. A drain that stops (the hook, an abandoned lock wait) starts
+    no further attempt.
     """
     from cafleet import broker
 
@@ -442,23 +475,121 @@ def drain_recipients(
     }
     # For a single recipient its own probe is the one cheap check; a list would be a second.
     live = _live_tmux_panes(backends, report) if len(heads) > 1 else None
-    for recipient_id in recipient_ids:
-        head = heads.get(recipient_id)
-        if head is None:
-            continue
-        one = DrainReport()
-        one.tmux_usable = report.tmux_usable
-        pane_id = head.placement.mux_pane_id
-        if live is not None and head.placement.backend == "tmux" and pane_id not in live:
-            drain.step(head, attempted, one, f"typing into pane {pane_id} failed: pane not found")
-        else:
-            _drain_one_recipient(drain, recipient_id, attempted=attempted, report=one, first=head)
+    order = [r for r in recipient_ids if r in heads]
+    groups = _by_pane(heads[r] for r in order)
+    if _workers(workers) > 1 and len(groups) > 1:
+        _drain_recipients_parallel(
+            drain, groups, order, _workers(workers), live, attempted, report, on_recipient
+        )
+        return report
+    for recipient_id in order:
+        one = _drain_head(drain, heads[recipient_id], live, attempted, report.tmux_usable)
         report.merge(one)
         if on_recipient is not None:
             on_recipient(one)
         if one.stopped:
             return report
     return report
+
+
+def _drain_head(
+    drain: _Drain, head: Any, live: frozenset[str] | None, attempted: set[int], usable: bool
+) -> DrainReport:
+    """One recipient of `drain_recipients`, from its oldest pending message ``head``."""
+    one = DrainReport()
+    one.tmux_usable = usable
+    pane_id = head.placement.mux_pane_id
+    if live is not None and head.placement.backend == "tmux" and pane_id not in live:
+        drain.step(head, attempted, one, f"typing into pane {pane_id} failed: pane not found")
+    else:
+        recipient_id = head.recipient.member_id
+        _drain_one_recipient(drain, recipient_id, attempted=attempted, report=one, first=head)
+    return one
+
+
+def _drain_recipients_parallel(
+    drain: _Drain,
+    groups: list[list[Any]],
+    order: list[int],
+    workers: int,
+    live: frozenset[str] | None,
+    attempted: set[int],
+    report: DrainReport,
+    on_recipient: Callable[[DrainReport], object] | None,
+) -> None:
+    """`drain_recipients` with one task per pane (docs/runtime.md §4.10)."""
+    import functools
+
+    from cafleet.delivery.parallel import Coordinator
+
+    coordinator = Coordinator()
+    shared = drain.parallel(coordinator)
+    _resolve_backends(drain.backends, groups)
+    usable = report.tmux_usable
+    done: dict[int, DrainReport] = {}
+    emitted = 0
+
+    def task(group: list[Any]) -> list[tuple[int, DrainReport]]:
+        ended: list[tuple[int, DrainReport]] = []
+        for head in group:
+            if shared.halt.is_set():
+                break  # a stopped drain starts no further recipient
+            one = _drain_head(shared, head, live, attempted, usable)
+            ended.append((head.recipient.member_id, one))
+            if one.stopped:
+                break
+        return ended
+
+    def on_done(_index: int, ended: list[tuple[int, DrainReport]]) -> None:
+        # Reports go out in the order given, each once every recipient before it ended (or
+        # will never be attempted: the drain stopped).
+        nonlocal emitted
+        done.update(ended)
+        while emitted < len(order) and order[emitted] in done:
+            one = done[order[emitted]]
+            report.merge(one)
+            if on_recipient is not None:
+                on_recipient(one)
+            emitted += 1
+
+    try:
+        coordinator.run([functools.partial(task, group) for group in groups], workers, on_done)
+    finally:
+        # What ended is reported even when a task raised (in the order given, skipping the
+        # recipients a stop or an error left untried).
+        for recipient_id in order[emitted:]:
+            one = done.get(recipient_id)
+            if one is not None:
+                report.merge(one)
+                if on_recipient is not None:
+                    on_recipient(one)
+
+
+def _workers(workers: int | None) -> int:
+    if workers is not None:
+        return max(1, workers)
+    from cafleet.config import load_settings
+
+    return load_settings().delivery_workers
+
+
+def _by_pane(heads: Iterable[Any]) -> list[list[Any]]:
+    """Heads grouped by the pane they type into, in the order given: placements that name one
+    pane share its lock (docs/runtime.md §3.1), so they go one after another in one task."""
+    groups: dict[tuple[str, str | None], list[Any]] = {}
+    for head in heads:
+        groups.setdefault((head.placement.backend, head.placement.mux_pane_id), []).append(head)
+    return list(groups.values())
+
+
+def _resolve_backends(backends: _Backends, groups: list[list[Any]]) -> None:
+    """Resolve every backend the tasks will use here, before they start, so the workers only
+    read `_Backends`' cache (a failure is cached too: the attempt reports it)."""
+    from cafleet.mux import MultiplexerError
+
+    for name in sorted({head.placement.backend for group in groups for head in group}):
+        with contextlib.suppress(MultiplexerError):
+            backends.get(name)
 
 
 # --- the fleet drain (docs/runtime.md §4.4) -------------------------------------------------------
@@ -476,6 +607,7 @@ def drain_fleet(
     keep_waiting: Callable[[], bool] | None = None,
     max_text_len: int | None = None,
     env: Mapping[str, str] | None = None,
+    workers: int | None = None,
 ) -> DrainReport:
     """One recipient drain per eligible recipient of ``fleet_id`` (docs/runtime.md §4.4).
 
@@ -490,6 +622,11 @@ def drain_fleet(
     for its next one. Attempts still go oldest first across the fleet (a heap of the
     recipients' oldest messages); the recipients are those with a pending message when the
     drain starts.
+
+    Recipients in different panes are drained at the same time on up to ``workers`` threads
+    (default ``CAFLEET_DELIVERY_WORKERS``; 1: the one oldest-first order above), each
+    recipient's messages still oldest first and ending at its first failure (docs/runtime.md
+    §4.10).
     """
     import heapq
 
@@ -523,6 +660,11 @@ def drain_fleet(
     queue = [order(head) for head in heads if head.placement.mux_pane_id in live]
     heapq.heapify(queue)
     drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
+    groups = _by_pane(entry[2] for entry in sorted(queue, key=lambda entry: entry[:2]))
+    if _workers(workers) > 1 and len(groups) > 1:
+        _drain_fleet_parallel(drain, groups, _workers(workers), fleet_id, live, attempted, report)
+        blocked.update(failure.recipient_id for failure in report.failures)
+        return report
     while queue:
         current = heapq.heappop(queue)[2]
         recipient_id = current.recipient.member_id
@@ -538,3 +680,58 @@ def drain_fleet(
         if following is not None and following.placement.mux_pane_id in live:
             heapq.heappush(queue, order(following))
     return report
+
+
+def _drain_fleet_parallel(
+    drain: _Drain,
+    groups: list[list[Any]],
+    workers: int,
+    fleet_id: int,
+    live: frozenset[str],
+    attempted: set[int],
+    report: DrainReport,
+) -> None:
+    """`drain_fleet` with one task per pane (docs/runtime.md §4.10): each of the pane's
+    recipients oldest message first, until its first failure. Reports merge in the order of
+    the tasks (their oldest message)."""
+    import functools
+
+    from cafleet import broker
+    from cafleet.delivery.parallel import Coordinator
+
+    coordinator = Coordinator()
+    shared = drain.parallel(coordinator)
+    _resolve_backends(drain.backends, groups)
+
+    def task(group: list[Any]) -> DrainReport:
+        mine = DrainReport()
+        for head in group:
+            current = head
+            while current is not None:
+                done = shared.step(current, attempted, mine)
+                if done == "stop":
+                    return mine
+                if done == "failed":
+                    break
+                current = shared.db(
+                    broker.next_pending_notification,
+                    shared.conn,
+                    fleet_id=fleet_id,
+                    recipient_id=current.recipient.member_id,
+                    exclude=attempted,
+                )
+                if current is not None and current.placement.mux_pane_id not in live:
+                    current = None
+        return mine
+
+    reports: list[DrainReport | None] = [None] * len(groups)
+
+    def on_done(index: int, mine: DrainReport) -> None:
+        reports[index] = mine
+
+    try:
+        coordinator.run([functools.partial(task, group) for group in groups], workers, on_done)
+    finally:
+        for mine in reports:
+            if mine is not None:
+                report.merge(mine)

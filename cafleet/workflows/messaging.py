@@ -112,8 +112,9 @@ def _keep_going() -> bool:
 def _drain_recipients(
     conn: Connection, settings: Settings, own: Mapping[int, int], warn: Warn
 ) -> tuple[set[tuple[int, int]], bool]:
-    """The recipients' drains in ascending id, sharing one `attempted` set and one pane list;
-    ``own`` maps each recipient to this command's message to it.
+    """The recipients' drains in ascending id (different panes at the same time, docs/runtime.md
+    §4.10), sharing one `attempted` set and one pane list; ``own`` maps each recipient to this
+    command's message to it.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
     Each failure is warned about as it happens, except a busy pane that another drain is
@@ -142,6 +143,7 @@ def _drain_recipients(
         keep_waiting=_keep_going,
         max_text_len=settings.max_text_len,
         on_recipient=on_recipient,
+        workers=settings.delivery_workers,
     )
     return set(report.notified), report.tmux_usable
 
