@@ -58,7 +58,7 @@ class StandIn:
     def pane_status(self, pane_id: str) -> PaneStatus:
         return PaneStatus(pane_id=pane_id, mode=None, dead=False)
 
-    def type_line(self, pane_id: str, line: str) -> None:
+    def type_line(self, pane_id: str, line: str, **_typing: object) -> None:
         self.typed.append((pane_id, line))
 
     def screen(self, pane_id: str) -> str:

@@ -126,7 +126,7 @@ class Scripted:
         if self.on_key is not None:
             self.on_key(key)
 
-    def type_line(self, pane_id: str, line: str) -> None:
+    def type_line(self, pane_id: str, line: str, **_typing: object) -> None:
         self.sent.append(("line", line))
         self.sent.append(("key", "Enter"))
 

@@ -36,11 +36,16 @@ def spawn(h: TmuxHarness, agent: str, options: str = "") -> str:
 
 
 def keys_to(pane: str) -> list[str]:
-    """What each send-keys call to ``pane`` pressed: a key name, or "text" for literal text."""
+    """What each send-keys call to ``pane`` pressed: a key name, or "text" for literal text
+    (typed keys, or the bracketed paste an agent's policy asks for)."""
     out = []
     for call in shim_calls():
-        if call.get("command") == "send-keys" and call.get("target") == pane:
+        if call.get("target") != pane:
+            continue
+        if call.get("command") == "send-keys":
             out.append("text" if "-l" in call["argv"] else call["argv"][-1])
+        elif call.get("command") == "paste-buffer":
+            out.append("text")
     return out
 
 

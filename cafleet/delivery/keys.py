@@ -196,7 +196,9 @@ def _under_lock(
         from cafleet.delivery.submit import frame_of, submit_verified
 
         frame = target.frame or frame_of(text)
-        problem = submit_verified(mux, pane_id, target.agent, text, frame, passed.screen, clock)
+        problem = submit_verified(
+            mux, pane_id, target.agent, text, frame, passed.screen, clock, state
+        )
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
     if problem is not None:

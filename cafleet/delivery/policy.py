@@ -16,6 +16,10 @@ DEFAULT_HOLD_TIMEOUT = 300
 # an agent whose screens changed, for good; the verified submit still refuses an unseen line.
 UNKNOWN_TYPES = True
 
+# Between a line's text and its Enter, for a screen no cue table reads (a shell, an unknown
+# program, an agent whose screens changed) and the default of every policy: an Enter that
+# follows the text too closely is folded into it as pasted input (docs/agent-screens.md §6).
+SUBMIT_SETTLE = 1.0
 DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
 CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
 VERIFY_POLL = 0.1  # between captures after Enter
@@ -42,6 +46,12 @@ class InputPolicy(NamedTuple):
     # Seconds a line may sit in the composer after Enter before Enter is pressed again
     # (cafleet.delivery.submit): long where a taken line can still be drawn there for a while.
     enter_again_after: float = ENTER_AGAIN_AFTER
+    # How the line reaches the composer when the screen is the agent's (ready, working): typed
+    # keys, or one bracketed paste (`paste-buffer -p`), which the agent reads as a whole so its
+    # Enter may follow sooner; then ``settle`` seconds before Enter. The shortest gap taken every
+    # time, measured per agent (docs/agent-screens.md §6.1).
+    paste: bool = False
+    settle: float = SUBMIT_SETTLE
 
 
 POLICIES: dict[str, InputPolicy] = {
@@ -55,7 +65,11 @@ POLICIES: dict[str, InputPolicy] = {
             "Escape",
             "A line submitted while Claude Code works is queued (`Press up to edit queued "
             "messages`) and recorded at once; one Escape would interrupt the turn. Ctrl-U "
-            "deletes the cursor's visual row, so a wrapped leftover takes one press per row.",
+            "deletes the cursor's visual row, so a wrapped leftover takes one press per row. "
+            "Pasted (bracketed) with Enter 0.1 s later: taken 20/20 ready and working, where "
+            "typed keys needed 0.3 s (docs/agent-screens.md §6.1).",
+            paste=True,
+            settle=0.1,
         ),
         InputPolicy(
             "codex",
@@ -65,7 +79,11 @@ POLICIES: dict[str, InputPolicy] = {
             "Escape",
             "A line submitted while Codex works is taken into the running turn (steer) and "
             "recorded; Escape would interrupt it, and two Escapes on an empty composer open the "
-            "transcript browser. Ctrl-U empties the composer.",
+            "transcript browser. Ctrl-U empties the composer. Pasted (bracketed) with Enter "
+            "0.1 s later: taken 20/20 ready and working, where typed keys needed 0.5 s "
+            "(docs/agent-screens.md §6.1).",
+            paste=True,
+            settle=0.1,
         ),
         InputPolicy(
             "opencode",
@@ -91,6 +109,7 @@ __all__ = [
     "FRAME_CHARS",
     "MAX_ENTERS",
     "POLICIES",
+    "SUBMIT_SETTLE",
     "UNKNOWN_TYPES",
     "VERIFY_POLL",
     "VERIFY_TIMEOUT",

@@ -89,18 +89,24 @@ def submit_verified(
     frame: str,
     before: str,
     clock: Clock,
+    state: str | None = None,
 ) -> str | None:
     """Type ``line`` and Enter, then verify; None when taken, else why it is not verified.
 
-    ``before`` is the screen just before typing (composer empty). A failing type or Enter
-    raises MultiplexerError (the attempt failed); a capture failing afterwards is a
-    verification problem.
+    ``before`` is the screen just before typing (composer empty); ``state`` what the gate saw
+    on it. Only a screen the agent's cues read (not ``unknown``, not None) gets the agent's
+    way of typing (`InputPolicy.paste`, `.settle`); any other keeps typed keys and the
+    1.0 s settle. A failing type or Enter raises MultiplexerError (the attempt failed); a
+    capture failing afterwards is a verification problem.
     """
     from cafleet.mux import MultiplexerError, PaneGone
 
     policy = POLICIES.get(agent or "")
     again_after = ENTER_AGAIN_AFTER if policy is None else policy.enter_again_after
-    mux.type_line(pane_id, line)
+    if policy is not None and state not in (None, "unknown"):
+        mux.type_line(pane_id, line, settle=policy.settle, paste=policy.paste)
+    else:
+        mux.type_line(pane_id, line)
     enters = 1
     last_enter = clock.now()
     while True:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from cafleet.delivery.policy import SUBMIT_SETTLE
 from cafleet.mux import (
     MSG_NO_PANE_ID,
     MSG_TMUX_NOT_FOUND,
@@ -38,13 +39,13 @@ from cafleet.mux.tmux_args import (
     format_literal,
     spawn_command,
     typed_keys,
+    typed_text,
 )
 from cafleet.text import window_capture
 
 SPLIT_TIMEOUT = 10.0
 DEFAULT_TIMEOUT = 5.0
 ESCAPE_SETTLE = 0.1
-SUBMIT_SETTLE = 1.0
 SUBMIT_KEY = "Enter"
 KEYS = (SUBMIT_KEY, "Escape", "C-u")  # the only named keys cafleet presses
 CAPTURE_OVERFETCH = 1000
@@ -327,15 +328,37 @@ class TmuxBackend:
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
-    def type_line(self, pane_id: str, line: str) -> None:
-        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (docs/runtime.md §1.7): Escape
-        interrupts a working Claude Code or Codex, and ESC before a line starting with `[`
-        can parse as a control sequence (`ESC [ c` is a terminal query)."""
+    def type_line(
+        self, pane_id: str, line: str, *, settle: float | None = None, paste: bool = False
+    ) -> None:
+        """The text (typed, or with ``paste`` one bracketed paste), ``settle`` seconds (default
+        SUBMIT_SETTLE), Enter. No Escape first (docs/runtime.md §1.7): Escape interrupts a
+        working Claude Code or Codex, and ESC before a line starting with `[` can parse as a
+        control sequence (`ESC [ c` is a terminal query)."""
         if "\r" in line or "\n" in line:
             raise ValueError("type_line: the line may not contain CR or LF")
-        self.type_text(pane_id, line)
-        self._sleep(SUBMIT_SETTLE)
+        if paste:
+            self.paste_text(pane_id, line)
+        else:
+            self.type_text(pane_id, line)
+        self._sleep(SUBMIT_SETTLE if settle is None else settle)
         self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
+
+    def paste_text(self, pane_id: str, text: str) -> None:
+        """Paste ``text`` (`typed_text`: TAB as a space) as one bracketed paste, without Enter:
+        `set-buffer` (then `set-buffer -a`) per chunk of at most CHUNK_BYTES into a buffer of
+        this process and thread, then `paste-buffer -p -d`, which wraps it in the bracketed
+        paste markers when the program asked for them and deletes the buffer
+        (docs/runtime.md §1.7, docs/tmux-arguments.md §4)."""
+        if "\r" in text or "\n" in text:
+            raise ValueError("paste_text: the text may not contain CR or LF")
+        import threading
+
+        buffer = f"cafleet-{os.getpid()}-{threading.get_ident()}"
+        for index, chunk in enumerate(chunk_utf8(typed_text(text))):
+            append = ["-a"] if index else []
+            self._run(["set-buffer", *append, "-b", buffer, "--", chunk])
+        self._run(["paste-buffer", "-p", "-d", "-b", buffer, "-t", pane_id])
 
     def type_text(self, pane_id: str, text: str) -> None:
         """Type ``text`` literally, in chunks, without Enter."""

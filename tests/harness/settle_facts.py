@@ -9,8 +9,8 @@ bracketed paste (``set-buffer`` + ``paste-buffer -p``).
 One agent at a time, one spawn per agent and state, in a private tmux server
 (tests/harness/real_agents.py). ``ready`` trials type each line the moment the classifier says
 ``ready`` (right after the previous turn ended: the case where an early Enter is most often
-folded into a paste); Claude Code and opencode answer every prompt at once from the local stand-in
-API (tests/harness/mock_api.py, ``text``), Codex (offline) is returned to ready with one Escape.
+folded into a paste); Claude Code answers every prompt at once from the local stand-in API (tests/harness/mock_api.py, ``text``); Codex (offline) and opencode (the stalling stand-in) are
+interrupted back to ready with Escape.
 ``working`` trials type into an agent that is working (the stalling stand-in API; Codex offline
 reconnects for minutes). Gaps are tried round-robin, so a drift of the machine's load touches
 every gap alike.
@@ -57,7 +57,10 @@ def agent_in(h: TmuxHarness, agent: str, state: str) -> Iterator[RealAgent]:
     with contextlib.ExitStack() as stack:
         kwargs: dict[str, Any] = {}
         if agent != "codex":
-            url = stack.enter_context(mock_anthropic("text" if state == "ready" else "stall"))
+            # opencode does not end its turn on the stand-in's text reply: it is interrupted
+            # back to ready, like Codex.
+            mode = "text" if state == "ready" and agent == "claude" else "stall"
+            url = stack.enter_context(mock_anthropic(mode))
             if agent == "claude":
                 kwargs["extra_env"] = {"ANTHROPIC_BASE_URL": url}
             else:
@@ -100,12 +103,16 @@ def judge(a: RealAgent, before: str, n: int, timeout: float) -> str:
 
 def to_ready(a: RealAgent) -> None:
     """Back to a ready, empty composer after a trial."""
-    if a.agent == "codex":
-        # Offline Codex works (reconnects) on every line: one Escape interrupts it.
+    if a.agent != "claude":
+        # Offline Codex works (reconnects) on every line, opencode on the stalling stand-in:
+        # Escape interrupts them (one press for Codex, two for opencode).
         with contextlib.suppress(AssertionError):
             a.wait_state("working", timeout=10)
         if classify(a.agent, a.capture()) == "working":
             a.keys("Escape")
+            if a.agent == "opencode":
+                time.sleep(0.3)
+                a.keys("Escape")
     a.wait_state("ready", timeout=60)
     clear(a)
 
