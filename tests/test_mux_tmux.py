@@ -145,6 +145,36 @@ def test_type_line_long_line_is_chunked_and_arrives_whole(tmux_harness: TmuxHarn
     assert all(len(chunk.encode()) <= 1024 for chunk in chunks)
 
 
+PASTED = [LINE, "-starts with dash", "ends with semicolons;;", "#{pane_id} #(echo x) %1"]
+
+
+def test_pasted_lines_arrive_exactly_from_parallel_threads(tmux_harness: TmuxHarness) -> None:
+    """`type_line(paste=True)`: one bracketed paste per line (a buffer per thread, deleted after
+    the paste), tricky text read back exactly, no format or separator applied to it; pasted
+    into separate panes at once, as a parallel drain does."""
+    h = tmux_harness
+    panes = [h.spawn_fake() for _ in PASTED]
+    long_pane = h.spawn_fake()
+    long_line = "[" + "".join("aé😀ש;"[i % 5] for i in range(3000)) + "]"
+    backend = h.backend()
+    threads = [
+        threading.Thread(target=backend.type_line, args=(pane, body), kwargs={"paste": True})
+        for pane, body in zip([*panes, long_pane], [*PASTED, long_line], strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for pane, body in zip([*panes, long_pane], [*PASTED, long_line], strict=True):
+        wait_records(pane, 1)
+        assert line_bytes(pane) == [body.replace("\t", " ").encode()]
+    assert [c for c in calls_of(h, "send-keys") if "-l" in c["argv"]] == []
+    assert len(calls_of(h, "paste-buffer")) == len(PASTED) + 1
+    chunked = [c for c in calls_of(h, "set-buffer") if "-a" in c["argv"]]
+    assert chunked  # the long line went in chunks of at most 1024 bytes
+    assert h.tmux("list-buffers").strip() == ""  # every buffer was deleted by its paste
+
+
 def test_consecutive_lines_stay_separate(tmux_harness: TmuxHarness) -> None:
     h = tmux_harness
     pane = h.spawn_fake()
