@@ -94,8 +94,11 @@ POLICIES: dict[str, InputPolicy] = {
             "A line submitted while opencode works is listed QUEUED and handled after the turn; "
             "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
             "freshly drawn screen is often lost, and an Enter on its empty composer does "
-            "nothing, so Enter is pressed again after 1 s rather than 3.",
+            "nothing, so Enter is pressed again after 1 s rather than 3. Pasted (bracketed) "
+            "with Enter 0.1 s later: taken 10/10 while working (docs/agent-screens.md §6.1).",
             enter_again_after=1.0,
+            paste=True,
+            settle=0.1,
         ),
     )
 }
