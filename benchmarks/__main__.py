@@ -24,6 +24,7 @@ from benchmarks import (
     delivery,
     drains,
     notify,
+    parallel,
     scale,
     send_paths,
     startup,
@@ -48,6 +49,9 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "parallel_members": 32,
+    "parallel_workers": [1, 8],
+    "parallel_list_runs": 11,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -64,6 +68,9 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "parallel_members": 3,
+    "parallel_workers": [1, 3],
+    "parallel_list_runs": 1,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real",)
@@ -77,6 +84,8 @@ TARGETS = [
     "poll on 100k messages <= 5 ms of query time",
     "GET /api/timeline on 100k messages: median server time <= 20 ms",
     "send-to-verified into a ready pane: median <= 1.5 s (typing settles included)",
+    "broadcast to 32 ready fake-agent members: <= 2.5 s wall; loop drain of 32 panes: <= 3 s",
+    "member list of a 32-member fleet: <= 2 x the `import click, sqlite3, json` floor",
     "fresh real members, message at 0-15 s: 20/20 received intact, 0 stamped-but-missing, "
     "0 interruptions",
 ]
@@ -92,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real runs "
+            "send_paths, webui, drains, assets_guard, supervision, delivery, parallel; "
+            "delivery_real runs "
             "only when named)"
         ),
     )
@@ -132,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "parallel": (
+            lambda t: parallel.run(
+                t, sizes["parallel_members"], sizes["parallel_workers"], sizes["parallel_list_runs"]
+            ),
+            parallel.render,
         ),
         "delivery_real": (
             lambda t: delivery.run_real(
