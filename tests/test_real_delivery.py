@@ -155,3 +155,64 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
         assert not any(t == "[Request interrupted by user]" for t, _, _ in got)
     finally:
         member.stop()
+
+
+def test_a_broadcast_reaches_one_real_member_of_each_agent_at_once(
+    tmux_db: TmuxHarness, api: str
+) -> None:
+    """One broadcast to a Claude Code, a Codex and an opencode member (docs/runtime.md §4.10):
+    the three panes are typed into at the same time; each agent's own record has the line
+    exactly once, intact, stamped, and no agent was interrupted."""
+    agents = ("claude", "codex", "opencode")
+    for agent in agents:
+        require_binary(agent)
+    h = tmux_db
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    start_loop(h, ids.fleet_id, "--tick", "1", "--interval", "0")
+    d = ids.director_id
+    members = [RealMember(h, agent, f"bcast-{agent}", api_url=api) for agent in agents]
+    try:
+        for member in members:
+            member.create(ids.fleet_id, PROMPT)
+        for member in members:
+            # Past its first turn (offline, the spawn prompt keeps it working): the gate lets
+            # the line through at once, so the three attempts overlap.
+            member.real.wait_state("working", "ready", timeout=240)
+        body = "one broadcast to every agent"
+        r = h.cli("message", "broadcast", "--from-member-id", str(d), body)
+        assert r.returncode == 0, r.stderr
+        for note in r.stderr.splitlines():
+            assert note.startswith("Held: "), note  # a held line is the loop's to deliver
+        summary_id = int(r.stdout.split()[1].split("=")[1])
+        delivered = {
+            int(row[0]): int(row[1])
+            for row in h.sqlite(
+                "SELECT owner_member_id, message_id FROM messages WHERE origin_message_id = ? "
+                "AND type = 'unicast'",
+                summary_id,
+            )
+        }
+        message_ids = [delivered[m.member_id] for m in members]
+        retry_until(
+            lambda: all(_stamps(h, message_ids).values()),
+            timeout=300,
+            interval=1.0,
+            message=lambda: f"not all stamped: {_stamps(h, message_ids)}",
+        )
+        texts = {m.member_id: line(delivered[m.member_id], d, body) for m in members}
+        seen: dict[int, list[tuple[str, float | None, bool]]] = {}
+
+        def recorded() -> bool:
+            for m in members:
+                seen[m.member_id] = arrivals(m)
+            return all(arrived_count(seen[m.member_id], texts[m.member_id]) >= 1 for m in members)
+
+        retry_until(recorded, timeout=60, interval=1.0, message=lambda: str(seen))
+        for member in members:
+            got = seen[member.member_id]
+            assert arrived_count(got, texts[member.member_id]) == 1, (member.agent, got)
+            assert member.real.interruptions() == 0, member.agent
+    finally:
+        for member in members:
+            member.stop()
