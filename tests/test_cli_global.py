@@ -690,3 +690,25 @@ def test_other_output_failures_are_runtime_errors(
         )
     assert proc.returncode == 1
     assert proc.stderr == b"Error: cannot write output: No space left on device\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("0", "a positive"), ("00", "a positive"), ("x", "a non-negative"), ("-1", "a non-negative")],
+)
+def test_bad_delivery_workers(value: str, problem: str, head_db: Path) -> None:
+    """docs/cli.md §1.6: CAFLEET_DELIVERY_WORKERS is a positive integer; nothing is written."""
+    before = snapshot(head_db)
+    code, out, err = run_cli("fleet", "list", env={"CAFLEET_DELIVERY_WORKERS": value})
+    assert (code, out) == (1, "")
+    assert err == f"Error: CAFLEET_DELIVERY_WORKERS must be {problem} integer (got '{value}')\n"
+    assert_unchanged(before, head_db)
+
+
+def test_delivery_workers_setting() -> None:
+    from cafleet.config import DEFAULT_DELIVERY_WORKERS, load_settings
+
+    base = {"HOME": "/nonexistent"}
+    assert load_settings(base).delivery_workers == DEFAULT_DELIVERY_WORKERS == 8
+    assert load_settings({**base, "CAFLEET_DELIVERY_WORKERS": ""}).delivery_workers == 8
+    assert load_settings({**base, "CAFLEET_DELIVERY_WORKERS": "1"}).delivery_workers == 1
