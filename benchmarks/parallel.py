@@ -97,8 +97,8 @@ def _product_env(h: Any) -> dict[str, str]:
     cafleet is installed)."""
     env = dict(h.env)
     env["PATH"] = os.path.dirname(h.real_tmux) + os.pathsep + env.get("PATH", os.defpath)
-    # CAFLEET_BENCH_SOURCE: another checkout's whole-process figures (the "before" of a change).
-    source = os.environ.get("CAFLEET_BENCH_SOURCE") or str(REPO)
+    # BENCH_CAFLEET_SOURCE: another checkout's whole-process figures (the "before" of a change).
+    source = os.environ.get("BENCH_CAFLEET_SOURCE") or str(REPO)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
     return env
 

@@ -175,6 +175,22 @@ def test_pasted_lines_arrive_exactly_from_parallel_threads(tmux_harness: TmuxHar
     assert h.tmux("list-buffers").strip() == ""  # every buffer was deleted by its paste
 
 
+def test_screens_reads_several_panes_in_one_call(tmux_harness: TmuxHarness) -> None:
+    """`screens`: every pane's `screen` in one tmux process; a pane that is gone, and every
+    pane after it in the chain, is left out (the caller captures those alone)."""
+    h = tmux_harness
+    panes = [h.spawn_fake() for _ in range(3)]
+    backend = h.backend()
+    before = len(h.shim_calls())
+    got = backend.screens(panes)
+    assert len(h.shim_calls()) == before + 1
+    assert got == {pane: backend.screen(pane) for pane in panes}
+    assert all(f"({pane})" in got[pane] for pane in panes)  # `fake-claude ready (%N)`
+    got = backend.screens([panes[0], "%999", panes[1]])
+    assert got == {panes[0]: backend.screen(panes[0])}
+    assert backend.screens([]) == {}
+
+
 def test_consecutive_lines_stay_separate(tmux_harness: TmuxHarness) -> None:
     h = tmux_harness
     pane = h.spawn_fake()

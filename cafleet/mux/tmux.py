@@ -414,6 +414,44 @@ class TmuxBackend:
         what the pane-state classifier reads (cafleet.delivery.screens)."""
         return self._run(["capture-pane", "-p", "-t", pane_id]).rstrip("\n")
 
+    def screens(self, pane_ids: Sequence[str]) -> dict[str, str]:
+        """Several panes' visible screens (as `screen` reads them) in one tmux call: per pane a
+        `display-message` printing a marker line with its id, then its `capture-pane -p`,
+        chained with `;` (docs/runtime.md §1.9). tmux stops a chain at its first failing
+        command, so a pane missing from the answer (gone meanwhile, or after the failure) is
+        simply absent: the caller captures it alone. Never raises for a pane; a tmux that
+        cannot be run raises as any call does."""
+        if not pane_ids:
+            return {}
+        marker = f"cafleet-screen-{os.getpid()}-{time.monotonic_ns()}"
+        argv = self.argv([])
+        for index, pane in enumerate(pane_ids):
+            if index:
+                argv.append(";")
+            argv += command_argv(["display-message", "-p", "-t", pane, f"{marker} #{{pane_id}}"])
+            argv += [";", *command_argv(["capture-pane", "-p", "-t", pane])]
+        try:
+            result = self._runner(argv, DEFAULT_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise MuxTimeout("capture-pane", DEFAULT_TIMEOUT) from exc
+        except FileNotFoundError as exc:
+            raise MultiplexerUnavailable(MSG_TMUX_NOT_FOUND) from exc
+        except OSError as exc:
+            raise MuxCommandFailed("capture-pane", str(exc)) from exc
+        found: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        last: str | None = None
+        for line in result.stdout.split("\n"):
+            if line.startswith(marker + " "):
+                last = line[len(marker) + 1 :].strip()
+                current = found.setdefault(last, []) if last in pane_ids else None
+                continue
+            if current is not None:
+                current.append(line)
+        if result.returncode != 0 and last is not None:
+            found.pop(last, None)  # the chain stopped at this pane: its capture may be missing
+        return {pane: "\n".join(lines).rstrip("\n") for pane, lines in found.items()}
+
     # ------------------------------------------------------------------------ docs/runtime.md §1.10
 
     def list_panes(self) -> frozenset[str]:

@@ -6,8 +6,9 @@ no placement, or unknown when tmux cannot be asked).
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
 comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
 classifier (`cafleet.delivery.screens.classify`: starting, ready, working, awaiting_user, unknown;
-docs/cli.md §2.5), at one more tmux call per live pane (its capture; the `list-panes` call also
-says where each pane is, which is the pane-is-ours check), so `fleet show` and `member list`
+docs/cli.md §2.5), at one more tmux call for all live panes together (their captures chained in
+one `tmux` process; the `list-panes` call also says where each pane is, which is the pane-is-ours
+check), so `fleet show` and `member list`
 use it and `doctor` keeps the default, which knows nothing (None).
 """
 
@@ -227,19 +228,53 @@ def check_panes(
         except MultiplexerError as exc:
             reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
+    asked: list[tuple[Member, Placement, str]] = []  # live panes that are the placement's
     for member in members:
         placement = member.placement
         places = None if placement is None else live.get(placement.backend)
         state = pane_state(placement, places)
         pane = None if placement is None else placement.mux_pane_id
-        agent: str | None = None
+        panes[member.member_id] = PaneReport(member.member_id, pane, state)
         if state == "alive":
             assert placement is not None and places is not None and pane is not None
-            backend = backends[placement.backend]
-            if is_owners_place(backend, owner_of(placement), places[pane]):
-                agent = agent_state(backend, placement, member.kind != "director")
-        panes[member.member_id] = PaneReport(member.member_id, pane, state, agent)
+            if is_owners_place(backends[placement.backend], owner_of(placement), places[pane]):
+                asked.append((member, placement, pane))
+    if agent_state is no_agent_state or not asked:
+        return PaneCheck(panes, reason)
+    # The probes' captures, one tmux call per backend for all of them (docs/performance.md
+    # §14): each probe then reads its pane's screen from that answer.
+    readers: dict[str, Any] = {}
+    for name in {placement.backend for _m, placement, _p in asked}:
+        wanted = [pane for _m, placement, pane in asked if placement.backend == name]
+        readers[name] = _Prefetched(backends[name], wanted)
+    for member, placement, _pane in asked:
+        agent = agent_state(readers[placement.backend], placement, member.kind != "director")
+        panes[member.member_id] = panes[member.member_id]._replace(agent_state=agent)
     return PaneCheck(panes, reason)
+
+
+class _Prefetched:
+    """A backend whose `screen` answers from one `screens` call made up front (a pane missing
+    from it is captured alone); everything else goes to the backend itself."""
+
+    def __init__(self, backend: Any, pane_ids: list[str]) -> None:
+        from cafleet.mux import MultiplexerError
+
+        self._backend = backend
+        self._screens: dict[str, str] = {}
+        batch = getattr(backend, "screens", None)
+        if batch is not None and len(pane_ids) > 1:
+            try:
+                self._screens = dict(batch(pane_ids))
+            except MultiplexerError:
+                self._screens = {}  # each probe captures its pane alone and reports its failure
+
+    def screen(self, pane_id: str) -> str:
+        found = self._screens.pop(pane_id, None)
+        return str(self._backend.screen(pane_id)) if found is None else found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
 
 
 # --- a fleet's report (fleet show, member list, doctor) ---------------------------------------
