@@ -241,8 +241,8 @@ def check_panes(
                 asked.append((member, placement, pane))
     if agent_state is no_agent_state or not asked:
         return PaneCheck(panes, reason)
-    # The probes' captures, one tmux call per backend for all of them (docs/performance.md
-    # §14): each probe then reads its pane's screen from that answer.
+    # The probes' captures, one tmux call per backend for all of them: each probe then reads
+    # its pane's screen from that answer (docs/performance.md §14).
     readers: dict[str, Any] = {}
     for name in {placement.backend for _m, placement, _p in asked}:
         wanted = [pane for _m, placement, pane in asked if placement.backend == name]
