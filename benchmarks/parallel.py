@@ -59,9 +59,7 @@ def _fleet(h: Any, members: int) -> dict[str, Any]:
             )  # fmt: skip
             ids.append(member.member_id)
     sleeper = subprocess.Popen(["sleep", "3600"])
-    from tests.delivery_helpers import sql_write
-
-    sql_write(
+    _sql(
         h.db_path,
         "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds) "
         "VALUES (?, ?, '2999-01-01T00:00:00.000000+00:00', '2999-01-01T00:00:00.000000+00:00', 5)",
@@ -84,11 +82,23 @@ def _ready(h: Any, panes: list[str]) -> None:
     from tests.harness import util
 
     for pane in panes:
-        util.retry_until(
-            lambda p=pane: classify("claude", h.tmux("capture-pane", "-p", "-t", p)) == "ready",
-            timeout=60,
-            interval=0.1,
-        )
+
+        def ready(p: str = pane) -> bool:
+            return classify("claude", h.tmux("capture-pane", "-p", "-t", p)) == "ready"
+
+        util.retry_until(ready, timeout=60, interval=0.1)
+
+
+def _sql(db_path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """One statement on its own connection, committed (the benchmark's set-up and checks)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db_path)
+    try:
+        with conn:
+            return list(conn.execute(sql, params))
+    finally:
+        conn.close()
 
 
 def _product_env(h: Any) -> dict[str, str]:
@@ -104,10 +114,8 @@ def _product_env(h: Any) -> dict[str, str]:
 
 
 def _pending(h: Any, fleet_id: int) -> int:
-    from tests.delivery_helpers import rows
-
     return int(
-        rows(
+        _sql(
             h.db_path,
             "SELECT count(*) FROM messages m JOIN members r ON r.member_id = m.owner_member_id "
             "WHERE r.fleet_id = ? AND m.type = 'unicast' AND m.notified_at IS NULL "

@@ -92,7 +92,7 @@ def make_fleet(
         # `%0` for a test's first fleet; one live fleet per Director pane, so later fleets of
         # the same test get panes of their own.
         director_pane = FakePane("s", "@1", "%0")
-        if broker.fleet_directed_from(conn, ("tmux", "s", "%0")) is not None:
+        if broker.fleet_directed_from(conn, PaneKey("tmux", "s", "%0")) is not None:
             director_pane = fresh_pane()
     return broker.create_fleet(
         conn,
