@@ -97,6 +97,8 @@ def test_roster_text_table(head_db: Path) -> None:
         f"  {ghost}          ghost     member    -       -          -        1h\n"
         f"  {ghost + 1}          idle      member    codex   %7         ?        -\n"
         "monitor loop: never started\n"  # no TMUX here: the panes read `?`
+        "problem: the monitor loop is not running: no scheduled wakes; run "
+        f"'cafleet monitor start {fid}'\n"
     )
 
 

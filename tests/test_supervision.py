@@ -31,8 +31,17 @@ LIVE = r"live \(pid (\d+), last heartbeat \d+s ago\)"
 
 
 def _show(h: TmuxHarness, fleet_id: int) -> dict[str, str]:
+    """`fleet show`'s labels; the `problems` lines (one under the other) joined by newlines."""
     out = ok(h.cli("fleet", "show", str(fleet_id))).stdout
-    return {k: v.strip() for k, v in (line.split(":", 1) for line in out.splitlines())}
+    shown: dict[str, str] = {}
+    label = ""
+    for line in out.splitlines():
+        if line.startswith(" "):
+            shown[label] += "\n" + line.strip()
+            continue
+        label, value = line.split(":", 1)
+        shown[label] = value.strip()
+    return shown
 
 
 def _kill9_loop(h: TmuxHarness, fleet_id: int) -> int:
@@ -275,3 +284,74 @@ def test_member_list_asks_tmux_once_for_every_pane_then_captures_each(
     assert counted == {"list-panes": 1, "capture-pane": live}, counted
     captured = {c.get("target") for c in made if c.get("command") == "capture-pane"}
     assert set(panes) <= captured
+
+
+def _doctor_fleet_lines(h: TmuxHarness) -> list[str]:
+    """doctor's lines under `fleets` (exit status not checked)."""
+    out = h.cli("doctor").stdout.splitlines()
+    start = next(i for i, line in enumerate(out) if line.endswith(" fleets"))
+    return [line for line in out[start + 1 :] if line.startswith("  ")]
+
+
+def test_every_problem_line_names_its_fix(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
+) -> None:
+    """Issue 24 item 2: `fleet show`, `member list` and `doctor` print each problem with the
+    command that fixes it; a fleet whose monitor was deleted is a problem, not `no issues`."""
+    h = tmux_db
+    ids, member, pane = fleet
+    f = ids.fleet_id
+    assert _show(h, f)["problems"] == "none"
+    assert json.loads(ok(h.cli("fleet", "show", str(f), "--json")).stdout)["problems"] == []
+
+    # a member's pane goes
+    h.tmux("kill-pane", "-t", pane)
+    gone = (
+        f"member {member} (coder) lost its pane {pane}; run 'cafleet member respawn {member}' "
+        f"(or remove it: 'cafleet member delete {member}')"
+    )
+    assert _show(h, f)["problems"] == gone
+    listed = ok(h.cli("member", "list", str(f))).stdout.splitlines()
+    assert listed[-1] == f"problem: {gone}"
+    assert _doctor_fleet_lines(h)[1:] == [f"    {gone}"]
+    shown = json.loads(ok(h.cli("fleet", "show", str(f), "--json")).stdout)
+    assert shown["problems"] == [
+        {
+            "kind": "pane_gone",
+            "problem": f"member {member} (coder) lost its pane {pane}",
+            "fix": f"cafleet member respawn {member}",
+            "line": gone,
+        }
+    ]
+    ok(h.cli("member", "delete", str(member)))
+
+    # the monitor is stopped, then deleted (the README's teardown order)
+    ok(h.cli("monitor", "stop", str(f)))
+    stopped = (
+        "the monitor loop is stopped by 'cafleet monitor stop': no scheduled wakes; run "
+        f"'cafleet monitor start {f}'"
+    )
+    assert _show(h, f)["problems"] == stopped
+    ok(h.cli("member", "delete", str(ids.monitor_id)))
+    no_monitor = (
+        "the fleet has no active monitor member: no one health-checks it; run 'cafleet member "
+        f'create --fleet-id {f} --role monitor --name monitor --description "Monitor member '
+        f"for this fleet\"' (or, when the fleet is done: 'cafleet fleet delete {f}')"
+    )
+    assert _show(h, f)["problems"] == f"{stopped}\n{no_monitor}"
+    doctor = h.cli("doctor")
+    assert doctor.returncode == 1 and doctor.stdout.endswith("1 issue found\n"), doctor.stdout
+    assert _doctor_fleet_lines(h)[1:] == [f"    {stopped}", f"    {no_monitor}"]
+    ok(h.cli("monitor", "start", str(f)))  # a live loop, still no monitor: still an issue
+    doctor = h.cli("doctor")
+    assert doctor.returncode == 1 and doctor.stdout.endswith("1 issue found\n"), doctor.stdout
+    assert _doctor_fleet_lines(h)[1:] == [f"    {no_monitor}"]
+
+    # the root Director's pane goes: the loop cannot run, `fleet adopt` is the fix
+    sql_write(
+        h, "UPDATE member_placements SET mux_pane_id = '%9999' WHERE member_id = ?", ids.director_id
+    )
+    assert _show(h, f)["problems"].splitlines()[0] == (
+        "the root Director's pane %9999 is gone, so the monitor loop cannot run; run "
+        f"'cafleet fleet adopt {f}' in the pane that takes its place"
+    )

@@ -80,6 +80,10 @@ def member_list(fleet_id: int, as_json: bool) -> None:
     rows = [roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+    from cafleet.workflows.remedies import fleet_problems
+
+    for problem in fleet_problems(report):
+        out(f"problem: {cell(problem.line)}")
 
 
 def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
