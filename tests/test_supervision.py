@@ -104,12 +104,17 @@ def test_show_list_and_doctor_tell_the_loop_and_the_panes(
     assert f"✗ fleet {ids.fleet_id} (demo): loop live (pid {ids.loop_pid}" in doctor.stdout
     assert doctor.stdout.endswith("1 issue found\n")
 
-    # the loop is SIGKILLed (no pending notification: nothing restarts it): stale, dead pid
+    # the loop is SIGKILLed: stale, dead pid (doctor heals nothing; fleet show reports it as
+    # it was, then restarts it on its way out)
     pid = _kill9_loop(h, ids.fleet_id)
-    shown = _show(h, ids.fleet_id)
-    assert re.fullmatch(
-        rf"stale: pid {pid} is not running \(last heartbeat \d+s ago\)", shown["loop"]
-    ), shown
+    doctor = h.cli("doctor")
+    assert re.search(
+        rf"✗ fleet {ids.fleet_id} \(demo\): loop stale: pid {pid} is not running \(last "
+        r"heartbeat \d+s ago\)",
+        doctor.stdout,
+    ), doctor.stdout
+    report = json.loads(h.cli("doctor", "--json").stdout)["fleets"]
+    assert report["ok"] is False and report["fleets"][0]["loop"]["state"] == "stale"
     data = json.loads(ok(h.cli("fleet", "show", str(ids.fleet_id), "--json")).stdout)
     assert (data["loop"]["state"], data["loop"]["pid"], data["loop"]["pid_running"]) == (
         "stale",
@@ -118,37 +123,46 @@ def test_show_list_and_doctor_tell_the_loop_and_the_panes(
     )
     assert data["loop"]["log_path"] == f"{h.db_path}.monitor-{ids.fleet_id}.log"
     assert {p["member_id"]: p["pane_state"] for p in data["panes"]}[member] == "gone"
-    report = json.loads(h.cli("doctor", "--json").stdout)["fleets"]
-    assert report["ok"] is False and report["fleets"][0]["loop"]["state"] == "stale"
+    retry_until(
+        lambda: re.fullmatch(LIVE, _show(h, ids.fleet_id)["loop"]) is not None,
+        timeout=20,
+        message="fleet show did not restart the killed loop",
+    )
 
 
-def test_any_command_restarts_a_dead_loop_while_notifications_wait(
+def _restarted(h: TmuxHarness, fleet_id: int, dead: int) -> bool:
+    r = runtime_row(h, fleet_id)
+    return r is not None and r["pid"] not in (None, dead) and pid_alive(int(r["pid"]))
+
+
+def test_any_command_from_any_shell_restarts_a_killed_loop(
     tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
 ) -> None:
+    """Issue 24 item 3: a killed loop is restarted by the next command that reaches the
+    database, with nothing pending (scheduled wakes must not stop silently), from a plain
+    shell too (the server is the one the Director's placement records)."""
     h = tmux_db
     ids, member, pane = fleet
     dead = _kill9_loop(h, ids.fleet_id)
-    message = _pending_send(h, ids.director_id, member, "while the loop was dead")
-    # outside tmux nothing can be reached: nothing is restarted
-    ok(h.cli("message", "poll", str(member), env={"TMUX": ""}))
-    assert runtime_row(h, ids.fleet_id)["pid"] == dead  # type: ignore[index]
-    # a read-only command run in a pane of the fleet's server restarts it in the background
-    ok(h.cli("message", "poll", str(member)))
+    ok(h.cli("message", "poll", str(member), unset=("TMUX", "TMUX_PANE")))
     retry_until(
-        lambda: (
-            (r := runtime_row(h, ids.fleet_id)) is not None
-            and r["pid"] not in (None, dead)
-            and pid_alive(int(r["pid"]))
-        ),
+        lambda: _restarted(h, ids.fleet_id, dead),
         timeout=20,
         message="no loop was restarted",
     )
-    # ...and the new loop types the waiting line
+    # ...it runs on the fleet's server: it types a line that waited
+    message = _pending_send(h, ids.director_id, member, "while the loop was dead")
     retry_until(
         lambda: any(f"[cafleet msg {message} " in r["text"] for r in line_records(pane)),
         timeout=30,
         message=lambda: line_records(pane),
     )
+    # a loop SIGTERMed without `monitor stop` (stopped, slot released) comes back the same way
+    again = int(runtime_row(h, ids.fleet_id)["pid"])  # type: ignore[index]
+    os.kill(again, signal.SIGTERM)
+    retry_until(lambda: runtime_row(h, ids.fleet_id)["pid"] is None, timeout=10)  # type: ignore[index]
+    ok(h.cli("fleet", "list"))
+    retry_until(lambda: _restarted(h, ids.fleet_id, again), timeout=20, message="not restarted")
 
 
 def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
@@ -182,15 +196,9 @@ def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
     assert _show(h, ids.fleet_id)["loop"] == "stopped by 'cafleet monitor stop'"
     h.tmux("send-keys", "-t", pane, "-X", "cancel")
 
-    # outside tmux `monitor start` cannot reach the fleet's server
-    outside = h.cli("monitor", "start", f, unset=("TMUX", "TMUX_PANE"))
-    assert (outside.returncode, outside.stderr) == (
-        1,
-        "Error: not inside a tmux session (TMUX is not set)\n",
-    )
-    # from another pane of that server it starts the loop in the background
-    other_pane = h.spawn_fake()
-    started = ok(h.cli("monitor", "start", f, env={"TMUX_PANE": other_pane}))
+    # from a plain shell (TMUX unset) it reaches the fleet's server through the socket the
+    # Director's placement records, and starts the loop in the background
+    started = ok(h.cli("monitor", "start", f, unset=("TMUX", "TMUX_PANE")))
     m = re.fullmatch(rf"monitor loop for fleet {f}: pid (\d+) \(log: (.+)\)\n", started.stdout)
     assert m, started.stdout
     pid = int(m.group(1))
@@ -204,13 +212,23 @@ def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
     assert ok(h.cli("monitor", "start", f)).stdout == (
         f"monitor loop for fleet {f}: pid {pid} (already running)\n"
     )
-    # a fleet whose Director pane is not on this server is refused
+    # a fleet whose Director pane is gone from its server is refused, naming the fix
     sql_write(
         h,
         "UPDATE member_placements SET mux_pane_id = '%9999' WHERE member_id = ?",
         ids.director_id,
     )
     ok(h.cli("monitor", "stop", f))
+    refused = h.cli("monitor", "start", f)
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"Error: fleet {f}'s root Director pane %9999 is gone, so its monitor loop cannot run; "
+        f"run 'cafleet fleet adopt {f}' in the pane that takes its place\n",
+    )
+    # a placement that recorded no server (before revision 0004) is asked on this one
+    sql_write(
+        h, "UPDATE member_placements SET mux_socket = NULL WHERE member_id = ?", ids.director_id
+    )
     refused = h.cli("monitor", "start", f)
     assert (refused.returncode, refused.stderr) == (
         1,

@@ -71,6 +71,23 @@ class PaneOwner:
     window_id: str
 
 
+def server_env(socket_path: str | None, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment that reaches the tmux server at ``socket_path`` (the one a placement
+    records, `member_placements.mux_socket`): ``env`` itself when its ``TMUX`` already names that
+    server, else ``env`` with ``TMUX`` naming the socket and no ``TMUX_PANE`` (this process is in
+    no pane of that server), so a command run from a plain shell, or from another server, reaches
+    the fleet's panes (docs/runtime.md §1.3). A placement that recorded no socket gives ``env``
+    when ``TMUX`` is set, else None (nothing names a server)."""
+    current = env.get("TMUX") or None
+    if socket_path is None:
+        return dict(env) if current else None
+    if current and same_server(current.split(",", 1)[0], socket_path):
+        return dict(env)
+    reached = {k: v for k, v in env.items() if k != "TMUX_PANE"}
+    reached["TMUX"] = f"{socket_path},,"  # only the socket part is ever read
+    return reached
+
+
 def owner_of(placement: Placement) -> PaneOwner:
     """Where ``placement``'s pane must be (issue 10 item 7)."""
     return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
@@ -309,6 +326,7 @@ __all__ = [
     "msg_unreachable",
     "msg_unsupported_backend",
     "owner_of",
+    "server_env",
     "owner_problem",
     "probe_for_typing",
     "same_server",
