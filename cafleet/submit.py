@@ -36,6 +36,9 @@ ENTER_AGAIN_AFTER = 3.0
 VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
+# History lines read after Enter for a line whose frame is its own id tag (a wake, a ping): a
+# short pane scrolls the transcript, so the tag may have left the visible screen already.
+SCROLLBACK_LINES = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +97,15 @@ def submit_verified(
     frame: str,
     before: str,
     clock: Clock,
+    scrollback: int = 0,
 ) -> str | None:
     """Type ``line`` and Enter, then verify; None when taken, else why it is not verified.
 
     ``before`` is the screen just before typing (composer empty). A failing type or Enter
     raises MultiplexerError (the attempt failed); a capture failing afterwards is a
-    verification problem.
+    verification problem. ``scrollback`` > 0 (the frame is this attempt's own id tag, never on
+    screen before): each check reads that many lines of history with the screen, so the line
+    counts as taken wherever it scrolled (the composer, at the bottom, is still told apart).
     """
     from cafleet.gate import POLICIES
     from cafleet.mux import MultiplexerError, PaneGone
@@ -112,7 +118,7 @@ def submit_verified(
     while True:
         clock.sleep(VERIFY_POLL)
         try:
-            after = mux.screen(pane_id)
+            after = mux.capture(pane_id, scrollback) if scrollback else mux.screen(pane_id)
         except PaneGone:
             return "the pane closed before the line showed"
         except MultiplexerError as exc:
@@ -138,6 +144,7 @@ __all__ = [
     "ENTER_AGAIN_AFTER",
     "FRAME_CHARS",
     "MAX_ENTERS",
+    "SCROLLBACK_LINES",
     "VERIFY_POLL",
     "VERIFY_TIMEOUT",
     "Clock",

@@ -75,7 +75,9 @@ CLAUDE = AgentScreens(
     agent="claude",
     # The input box: a row starting with ❯ between two full-width rules (─); wrapped rows
     # are indented by two spaces. Everything below the second rule is the footer.
-    composer={"rule": r"^─{8,}$", "prompt": r"^❯(\s|$)"},
+    # A member spawned with a name (cafleet passes it) shows it at the right end of the top
+    # rule: `──────── monitor ──`.
+    composer={"rule": r"^─{8,}( \S.* ─+)?$", "prompt": r"^❯(\s|$)"},
     placeholders=(r"Press up to edit queued messages", r'Try "[^"]*"'),
     pastes=(r"\[Pasted text #\d+( \+\d+ lines?)?\]",),
     cues=(

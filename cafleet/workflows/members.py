@@ -411,6 +411,7 @@ def _type_line(
     line: str,
     *,
     wait: bool,
+    frame: str | None = None,
 ) -> TypeOutcome:
     """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
     timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
@@ -422,6 +423,7 @@ def _type_line(
     from cafleet.keystrokes import Target, type_into_pane
     from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
+    from cafleet.submit import SCROLLBACK_LINES
 
     verb = "prompt" if wait else "ping"
     if wait:
@@ -438,6 +440,8 @@ def _type_line(
             hold_timeout=settings.delivery_hold_timeout,
             owner=owner_of(placement),
             spawned=True,  # prompt and ping refuse the Director: the pane is a spawned member's
+            frame=frame,
+            scrollback=0 if frame is None else SCROLLBACK_LINES,
         ),
         keep_waiting=signals.keep_waiting,
     )
@@ -484,8 +488,12 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
         return Pinged(member, None, True, "pending_placement")
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend)
-    line = PING_LINE.format(member_id=member_id)
-    outcome = _type_line(settings, placement, member_id, backend, line, wait=False)
+    from cafleet.text import id_tag, line_id
+
+    # Each ping ends with its own id, so the screen check knows this ping from an older one.
+    tag = id_tag("ping", line_id())
+    line = f"{PING_LINE.format(member_id=member_id)} {tag}"
+    outcome = _type_line(settings, placement, member_id, backend, line, wait=False, frame=tag)
     if outcome.kind == "busy":
         return Pinged(member, pane_id, True, "busy")
     if outcome.kind == "held":
