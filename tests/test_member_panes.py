@@ -606,10 +606,12 @@ def test_member_prompt_and_ping(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
         "state": "unknown",  # the plain fake draws no agent screen
     }
     wait_records(pane, 2)
-    assert line_bytes(pane)[1] == (
-        b"[cafleet] ping: run cafleet message poll %d, act on and ack what you find, then "
-        b"resume your work if something was still running." % member_id
-    )
+    # the fixed line, then its own id (what the screen check looks for, docs/cli.md §2.13)
+    assert re.fullmatch(
+        rb"\[cafleet\] ping: run cafleet message poll %d, act on and ack what you find, then "
+        rb"resume your work if something was still running\. \[ping [0-9a-z]{4}\]" % member_id,
+        line_bytes(pane)[1],
+    ), line_bytes(pane)
 
     # Busy: one non-blocking try, skipped at once.
     lock = _lock(h, pane)
