@@ -213,29 +213,38 @@ def check_panes(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> PaneCheck:
-    """Each member's pane against one `list-panes` of the tmux server ``env`` (default: this
-    process's environment) points at. Without a reachable tmux every concrete pane is
-    `unknown`; members without a placement are `none`, pending ones `pending`. That one call
+    """Each member's pane against one `list-panes` of its tmux server: the socket its placement
+    records (so this works from any shell), else the one ``env`` (default: this process's
+    environment) points at. A pane whose server cannot be asked is `unknown` (the reason is
+    kept); members without a placement are `none`, pending ones `pending`. That one call
     also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
     the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
     `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, get_backend, is_owners_place, owner_of
+    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, placement_backend
 
     members = list(members)
-    backend: Any = None
-    live: dict[str, frozenset[tuple[str, str]]] | None = None  # pane -> (session, window)s
+    # One `list-panes` per server: the one each placement records (any shell reaches it), or
+    # the one TMUX names for a placement made before the socket was recorded.
+    servers: dict[str | None, tuple[Any, dict[str, frozenset[tuple[str, str]]] | None]] = {}
     reason: str | None = None
-    if any(m.placement is not None and m.placement.mux_pane_id for m in members):
+    for member in members:
+        placement = member.placement
+        if placement is None or not placement.mux_pane_id or placement.mux_socket in servers:
+            continue
+        backend: Any = placement_backend("tmux", placement.mux_socket, env)
         try:
-            backend = get_backend("tmux") if env is None else get_backend("tmux", env=env)
             backend.ensure_available()
-            live = backend.pane_places()
+            servers[placement.mux_socket] = (backend, backend.pane_places())
         except MultiplexerError as exc:
-            reason = str(exc)
+            servers[placement.mux_socket] = (backend, None)
+            reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
     for member in members:
         placement = member.placement
         pane = None if placement is None else placement.mux_pane_id
+        backend, live = (None, None)
+        if placement is not None and pane is not None:
+            backend, live = servers[placement.mux_socket]
         if placement is None:
             report = PaneReport(member.member_id, None, "none")
         elif pane is None:

@@ -53,14 +53,20 @@ def _kill9_loop(h: TmuxHarness, fleet_id: int) -> int:
     return pid
 
 
-def _pending_send(h: TmuxHarness, sender: int, to: int, text: str) -> int:
-    """A message whose notification stays pending: sent without TMUX (no drain, no restart)."""
-    r = ok(
-        h.cli(
-            "message", "send", "--from-member-id", str(sender), "--to-member-id", str(to), text,
-            "--json", env={"TMUX": ""},
-        )
-    )  # fmt: skip
+def _pending_send(h: TmuxHarness, sender: int, to: int, text: str, pane: str) -> int:
+    """A message whose notification stays pending: sent while the recipient's pane is in copy
+    mode (any shell reaches the pane through its placement's socket), which ends afterwards."""
+    h.tmux("copy-mode", "-t", pane)
+    try:
+        r = ok(
+            h.cli(
+                "message", "send", "--from-member-id", str(sender), "--to-member-id", str(to),
+                text, "--json",
+            )
+        )  # fmt: skip
+    finally:
+        h.tmux("send-keys", "-t", pane, "-X", "cancel")
+    assert json.loads(r.stdout)["notification_sent"] is False
     return int(json.loads(r.stdout)["message"]["message_id"])
 
 
@@ -151,7 +157,7 @@ def test_any_command_from_any_shell_restarts_a_killed_loop(
         message="no loop was restarted",
     )
     # ...it runs on the fleet's server: it types a line that waited
-    message = _pending_send(h, ids.director_id, member, "while the loop was dead")
+    message = _pending_send(h, ids.director_id, member, "while the loop was dead", pane)
     retry_until(
         lambda: any(f"[cafleet msg {message} " in r["text"] for r in line_records(pane)),
         timeout=30,
@@ -183,7 +189,7 @@ def test_monitor_stop_holds_the_loop_stopped_until_monitor_start(
     assert json.loads(again.stdout) == {"fleet_id": ids.fleet_id, "pid": None, "stopped": False}
 
     # held: neither a command's healing nor a send's restart rule starts it
-    message = _pending_send(h, ids.director_id, member, "held")
+    message = _pending_send(h, ids.director_id, member, "held", pane)
     ok(h.cli("message", "poll", str(member)))
     h.tmux("copy-mode", "-t", pane)  # the send's own line cannot be typed: it stays pending
     sent = ok(h.cli("message", "send", "--from-member-id", str(ids.director_id),
@@ -373,3 +379,56 @@ def test_every_problem_line_names_its_fix(
         "the root Director's pane %9999 is gone, so the monitor loop cannot run; run "
         f"'cafleet fleet adopt {f}' in the pane that takes its place"
     )
+
+
+PLAIN_SHELL = ("TMUX", "TMUX_PANE")  # a shell outside the fleet's tmux server
+
+
+def test_outside_tmux_the_recorded_socket_reaches_the_panes(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 4: from a plain shell (TMUX unset) `member list`, `member capture`, the
+    WebUI's pane states and a send's delivery use the socket the placement records; a server
+    that cannot be asked gives its reason, not a bare `?`."""
+    h = tmux_db
+    ids, member, pane = fleet
+    f = ids.fleet_id
+    assert set(_pane_cells_outside(h, f).values()) <= {"alive", "alive (unknown)"}
+    ok(h.cli("member", "capture", str(member), unset=PLAIN_SHELL))
+    sent = ok(
+        h.cli(
+            "message", "send", "--from-member-id", str(ids.director_id), "--to-member-id",
+            str(member), "from a plain shell", "--json", unset=PLAIN_SHELL,
+        )
+    )  # fmt: skip
+    assert json.loads(sent.stdout)["notification_sent"] is True, sent.stderr
+    assert any("from a plain shell" in r["text"] for r in line_records(pane))
+
+    # the WebUI's pane states (its server process runs wherever it was started)
+    from cafleet.broker.views import web_roster
+    from cafleet.workflows.panes import pane_states
+    from tests.factories import connect
+
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", f"sqlite:///{h.db_path}")
+    for var in PLAIN_SHELL:
+        monkeypatch.delenv(var, raising=False)
+    with connect(h.db_path) as conn:
+        states = pane_states(web_roster(conn, fleet_id=f))
+    assert states.error is None
+    assert {p.member_id: p.state for p in states.panes}[member] == "alive"
+
+    # a server that no longer answers: the reason, not a bare `?`
+    sql_write(h, "UPDATE member_placements SET mux_socket = ? WHERE member_id = ?",
+              str(h.dir / "gone.sock"), member)  # fmt: skip
+    out = ok(h.cli("member", "list", str(f), unset=PLAIN_SHELL)).stdout.splitlines()
+    assert _pane_cells_outside(h, f)[member] == "?"
+    reason = next(line for line in out if line.startswith("pane ?: "))
+    assert reason.startswith("pane ?: not checked: cannot reach tmux: "), out
+
+
+def _pane_cells_outside(h: TmuxHarness, fleet_id: int) -> dict[int, str]:
+    lines = ok(h.cli("member", "list", str(fleet_id), unset=PLAIN_SHELL)).stdout.splitlines()
+    header = lines[1]
+    start, end = header.index(" pane ") + 1, header.index("idle")
+    rows = [line for line in lines[3:] if line.split() and line.split()[0].isdigit()]
+    return {int(line.split()[0]): line[start:end].strip() for line in rows}

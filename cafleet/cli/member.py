@@ -80,6 +80,9 @@ def member_list(fleet_id: int, as_json: bool) -> None:
     rows = [roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+    if report.panes.unknown_reason is not None:
+        # Why a pane reads `?`: its tmux server could not be asked.
+        out(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")
     from cafleet.workflows.remedies import fleet_problems
 
     for problem in fleet_problems(report):

@@ -292,6 +292,16 @@ def get_backend(name: str, **kwargs: Any) -> Multiplexer:
     return factory(**kwargs)
 
 
+def placement_backend(
+    backend: str, socket_path: str | None, env: Mapping[str, str] | None = None
+) -> Multiplexer:
+    """The backend that reaches a placement's pane from this process, whatever shell it runs
+    in: its server is the socket the placement records (`server_env`), else ``TMUX``."""
+    base = os.environ if env is None else env
+    reached = server_env(socket_path, base)
+    return get_backend(backend, env=base if reached is None else reached)
+
+
 def tmux_backend(env: Mapping[str, str] | None = None) -> TmuxBackend:
     """The backend for context discovery and new panes (always tmux)."""
     from cafleet.mux.tmux import TmuxBackend
@@ -328,6 +338,7 @@ __all__ = [
     "owner_of",
     "server_env",
     "owner_problem",
+    "placement_backend",
     "probe_for_typing",
     "same_server",
     "tmux_backend",

@@ -369,7 +369,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError
 
     lock = _lock_pane(settings, placement, member_id, f"member delete {member_id}")
@@ -470,7 +470,7 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     _type_line(settings, placement, member_id, backend, text, wait=True)
     return Prompted(member, pane_id, text)
 
@@ -487,7 +487,7 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     if placement.mux_pane_id is None:
         return Pinged(member, None, True, "pending_placement")
     pane_id = placement.mux_pane_id
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.text import id_tag, line_id
 
     # Each ping ends with its own id, so the screen check knows this ping from an older one.

@@ -46,12 +46,13 @@ class PaneStates:
     error: str | None  # why tmux could not be asked (every placed pane is then `unknown`)
 
 
-def backend_for(name: str) -> Any:
-    """The placement's backend, available; the tmux message as `PaneUnavailable` otherwise."""
-    from cafleet.mux import MultiplexerError, get_backend
+def backend_for(name: str, socket_path: str | None = None) -> Any:
+    """The placement's backend, available, on the server the placement records (any shell
+    reaches it; else the one ``TMUX`` names); the tmux message as `PaneUnavailable` otherwise."""
+    from cafleet.mux import MultiplexerError, placement_backend
 
     try:
-        backend = get_backend(name)
+        backend = placement_backend(name, socket_path)
         backend.ensure_available()
     except MultiplexerError as exc:
         raise PaneUnavailable(str(exc)) from exc
@@ -96,7 +97,7 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     placement = concrete_placement(member, "nothing to capture")
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError, owner_of, owner_problem
 
     not_ours = owner_problem(backend, pane_id, owner_of(placement))
@@ -113,13 +114,18 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
     """The pane state of each member, in the order given; one `list-panes` per backend."""
     from cafleet.mux import MultiplexerError
 
-    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
+    # One `list-panes` per server: (backend, the socket the placement records).
+    Server = tuple[str, str | None]
+    live: dict[Server, dict[str, frozenset[tuple[str, str]]]] = {}  # -> pane -> places
     error: str | None = None
-    backends: dict[str, Any] = {}
-    for name in sorted({m.placement.backend for m in members if m.placement is not None}):
+    backends: dict[Server, Any] = {}
+    servers = {
+        (m.placement.backend, m.placement.mux_socket) for m in members if m.placement is not None
+    }
+    for server in sorted(servers, key=lambda s: (s[0], s[1] or "")):
         try:
-            backends[name] = backend_for(name)
-            live[name] = backends[name].pane_places()
+            backends[server] = backend_for(*server)
+            live[server] = backends[server].pane_places()
         except (PaneUnavailable, MultiplexerError) as exc:
             error = error or str(exc)
     states: list[PaneState] = []
@@ -132,7 +138,8 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
         if pane_id is None:
             states.append(PaneState(member.member_id, None, "pending", None))
             continue
-        panes = live.get(placement.backend)
+        server = (placement.backend, placement.mux_socket)
+        panes = live.get(server)
         if panes is None:
             states.append(PaneState(member.member_id, pane_id, "unknown", None))
             continue
@@ -144,12 +151,12 @@ def pane_states(members: Sequence[Member], *, classify: Classifier | None = None
             from cafleet.mux import is_owners_place, owner_of
 
             where = panes[pane_id]
-            if not is_owners_place(backends[placement.backend], owner_of(placement), where):
+            if not is_owners_place(backends[server], owner_of(placement), where):
                 # Not the placement's pane (issue 10 item 7): never captured.
                 states.append(PaneState(member.member_id, pane_id, "gone", None))
                 continue
             try:
-                content = backends[placement.backend].capture(pane_id, CLASSIFY_LINES)
+                content = backends[server].capture(pane_id, CLASSIFY_LINES)
             except MultiplexerError:
                 activity = None
             else:
