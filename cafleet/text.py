@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 ELLIPSIS = "\u2026"
+NULL_CELL = "-"  # a table cell with no value
 RETURN_SYMBOL = "\u23ce"  # ⏎
 
 # ESC [ , parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
@@ -152,6 +153,8 @@ __all__ = [
     "LINE_ID_LEN",
     "id_tag",
     "line_id",
+    "NULL_CELL",
+    "idle_text",
     "RETURN_SYMBOL",
     "normalize_notification_text",
     "sanitize_multiline",
@@ -204,3 +207,14 @@ def line_id() -> str:
 def id_tag(kind: str, ident: str) -> str:
     """`[wake k3f9]` / `[ping k3f9]`: the end of the line, and what verifying it looks for."""
     return f"[{kind} {ident}]"
+
+
+def idle_text(seconds: int | None) -> str:
+    """`-`, `<n>s` below 60, `<n div 60>m` below 3600, else `<n div 3600>h`."""
+    if seconds is None:
+        return NULL_CELL
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"

@@ -87,7 +87,9 @@ def test_plural() -> None:
     ],
 )
 def test_idle_text(seconds: int | None, text: str) -> None:
-    assert output.idle_text(seconds) == text
+    from cafleet.text import idle_text
+
+    assert idle_text(seconds) == text
 
 
 def test_display_width() -> None:

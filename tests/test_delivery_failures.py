@@ -211,7 +211,7 @@ def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_d
 def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_it(
     tmux_db,
 ) -> None:
-    """Issue 13: the lock-wait warning is about this send's message (not the older one its
+    """docs/cli.md §1.11: the lock-wait warning is about this send's message (not the older one its
     drain selected first), and a pane another notification drain holds gives no warning."""
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -239,7 +239,7 @@ def test_a_warning_about_an_older_line_that_was_typed_says_so(tmux_db) -> None:
     """The drain stopped at an older message whose own line was typed but not verified (or
     held it): this send's result names its own message, says the older one failed first, and
     lists what else is pending; when its own line went in, only the pending line is left."""
-    from cafleet.delivery import DrainFailure, DrainReport
+    from cafleet.delivery.drains import DrainFailure, DrainReport
     from cafleet.workflows.messaging import own_outcome_lines
     from tests.factories import connect
 

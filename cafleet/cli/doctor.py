@@ -115,7 +115,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
         return Section("fleets", True, ["  skipped: the database is not usable"], data)
     from cafleet import broker
     from cafleet.db.runtime import close_connection, open_connection
-    from cafleet.supervision import fleet_report
+    from cafleet.workflows.supervision import fleet_report
 
     conn = open_connection(path, mode="rw", purpose="command")
     try:

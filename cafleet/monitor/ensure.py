@@ -163,8 +163,7 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
     notification is pending (held lines are pending too: nothing stamped them): send and
     broadcast's restart rule, which waits for the loop to be live."""
     from cafleet import broker
-    from cafleet.monitor.runtime import is_live
-    from cafleet.supervision import is_held
+    from cafleet.monitor.runtime import is_held, is_live
 
     if row is None:
         row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
@@ -190,7 +189,8 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     """
     env = os.environ if env is None else env
     from cafleet import broker
-    from cafleet.monitor.runtime import is_live, pid_alive
+    from cafleet.monitor.runtime import is_live
+    from cafleet.procs import pid_alive
 
     now = utcnow()
     # Dead: released (stopped), or its pid is gone (killed). A loop whose pid still runs but
@@ -203,7 +203,7 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     ]
     if not dead:
         return []
-    from cafleet.supervision import is_held
+    from cafleet.monitor.runtime import is_held
 
     db_path = conn.info["cafleet.path"]
     candidates = [r.fleet_id for r in dead if not is_held(db_path, r.fleet_id)]

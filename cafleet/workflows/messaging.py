@@ -16,7 +16,7 @@ from cafleet import signals
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.delivery import DrainReport
+    from cafleet.delivery.drains import DrainReport
     from cafleet.records import Message
 
 SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs/cli.md §1.11)
@@ -121,7 +121,7 @@ def _drain_recipients(
     command's message, and the recipient's other pending messages get a line of their own),
     except a busy pane that another drain is typing into (it types this line too).
     """
-    from cafleet.delivery import drain_recipients
+    from cafleet.delivery.drains import drain_recipients
 
     if signals.stop_requested():
         return set(), False
@@ -152,7 +152,7 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
     at an older one first, and a separate line names the recipient's other messages still
     waiting for their notification. A pane another notification drain holds prints nothing
     (that drain types this line too)."""
-    from cafleet.delivery import held_line, warning_line
+    from cafleet.delivery.drains import held_line, warning_line
 
     lines: list[str] = []
     for failure in report.failures:
@@ -209,7 +209,7 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
         live_pid,
         needs_restart,
     )
-    from cafleet.supervision import is_held
+    from cafleet.monitor.runtime import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from cafleet.supervision import FleetReport
+    from cafleet.workflows.supervision import FleetReport
 
 MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` registers
 
