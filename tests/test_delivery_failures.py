@@ -317,7 +317,10 @@ def test_failed_enter_is_one_attempt_and_the_retry_clears_the_stranded_text(tmux
     m3 = sent_id(r3.stdout)
     assert r3.returncode == 0
     reason = f"typing into pane {pane} failed: tmux send-keys failed: injected"
-    assert r3.stderr == warning(older[0], b, reason) + "\n"
+    assert r3.stderr.splitlines() == [  # about its own message; the older ones apart
+        warning(m3, b, reason),
+        f"Also pending for member {b}: messages {older[0]}, {older[1]} (not notified yet)",
+    ]
     assert send_keys_runs(pane) == ["L", "N"]  # one attempt, nothing else tried
     for mid in (*older, m3):
         assert notified_at(h.db_path, mid) is None

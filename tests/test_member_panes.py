@@ -472,8 +472,13 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
         r.stderr
         == f"Error: member {a}'s pane is receiving another keystroke; retry in a few seconds\n"
     )
+    # Outside tmux a placement is reached through the server it records; one made before the
+    # socket was recorded needs TMUX (nothing changed).
+    (socket,) = h.sqlite("SELECT mux_socket FROM member_placements WHERE member_id = ?", a)[0]
+    sql_write(h, "UPDATE member_placements SET mux_socket = NULL WHERE member_id = ?", a)
     r = inproc("member", "delete", str(a))
     assert (r.returncode, r.stderr) == (1, "Error: not inside a tmux session (TMUX is not set)\n")
+    sql_write(h, "UPDATE member_placements SET mux_socket = ? WHERE member_id = ?", socket, a)
     assert table_dump(h) == before and h.live_panes() == panes
 
     # Deleting kills exactly its pane.

@@ -405,17 +405,16 @@ def test_outside_tmux_the_recorded_socket_reaches_the_panes(
     assert any("from a plain shell" in r["text"] for r in line_records(pane))
 
     # the WebUI's pane states (its server process runs wherever it was started)
-    from cafleet.broker.views import web_roster
-    from cafleet.workflows.panes import pane_states
+    from cafleet import broker
+    from cafleet.workflows.supervision import check_panes
     from tests.factories import connect
 
-    monkeypatch.setenv("CAFLEET_DATABASE_URL", f"sqlite:///{h.db_path}")
     for var in PLAIN_SHELL:
         monkeypatch.delenv(var, raising=False)
     with connect(h.db_path) as conn:
-        states = pane_states(web_roster(conn, fleet_id=f))
-    assert states.error is None
-    assert {p.member_id: p.state for p in states.panes}[member] == "alive"
+        check = check_panes(broker.web_roster(conn, fleet_id=f))  # what /api/members/panes asks
+    assert check.unknown_reason is None
+    assert check.panes[member].state == "alive"
 
     # a server that no longer answers: the reason, not a bare `?`
     sql_write(h, "UPDATE member_placements SET mux_socket = ? WHERE member_id = ?",
