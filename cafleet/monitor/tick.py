@@ -19,6 +19,7 @@ from cafleet.errors import CafleetError
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.keystrokes import RecheckState
+    from cafleet.monitor.escalate import SeenPrompt
 
 
 class LoopStop(CafleetError):
@@ -52,6 +53,10 @@ class LoopState:
     wake_held_since: float | None = None
     wake_held_state: str | None = None
     wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
+    # Blocked members (docs/runtime.md §5.12): CAFLEET_ESCALATE_AFTER, and the prompt each
+    # member's pane shows (its digest, since when, whether reported).
+    escalate_after: int = 30
+    prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
 
     @property
     def db_dir(self) -> str:
@@ -120,7 +125,13 @@ def run_tick(state: LoopState) -> None:
     # 4a. Lost member and monitor panes: reported to the Director once each (§5.11).
     from cafleet.monitor.losses import report_losses
 
-    report_losses(state, live, director_pane)
+    members = broker.placed_members(state.conn, state.fleet_id)
+    report_losses(state, live, director_pane, members)
+
+    # 4b. Members blocked at a prompt: reported to the Director once per prompt (§5.12).
+    from cafleet.monitor.escalate import escalate_prompts
+
+    escalate_prompts(state, live, director_pane, members)
 
     # 5. Drain, with fresh sets, every tick.
     _drain(state, live)
