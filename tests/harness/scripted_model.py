@@ -340,7 +340,7 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
     conv = Conversation()
     system = body.get("system")
     conv.system = _text_of(system) if not isinstance(system, str) else system
-    pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    pending: dict[str, tuple[str, Any]] = {}
     order: list[str] = []
     results: dict[str, str] = {}
     for message in body.get("messages") or []:
@@ -558,7 +558,7 @@ class _Handler(BaseHTTPRequestHandler):
         rec.usage = usage
         model.count(rec.client, usage["input_tokens"], usage["output_tokens"])
         stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_{next(model.ids):08d}",
             "type": "message",
             "role": "assistant",
@@ -681,6 +681,7 @@ def _codex_call(
     """A function call of Codex's shell tool: ``shell_command`` (``command``: a string),
     ``exec_command`` (``cmd``) or ``shell`` (``command``: argv)."""
     names = {str(t.get("name")) for t in tools}
+    args: dict[str, Any]
     if "shell_command" in names:
         name, args = "shell_command", {"command": action.command}
     elif "exec_command" in names:
