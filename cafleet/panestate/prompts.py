@@ -27,7 +27,7 @@ RAW_LINES = 15  # the last non-blank lines kept for a prompt that cannot be read
 LINE_LIMIT = 240  # characters kept of one line (a long command is cut, with an ellipsis)
 DIGEST_LEN = 8
 
-_RULE = re.compile(r"^\s*─{8,}\s*$")
+_RULE = re.compile(r"^\s*─{8,}( \S.* ─+)?\s*$")  # the rule may end with a session name
 _NUMBERED = re.compile(r"^(?:[❯›>]\s*)?(\d{1,2})\.\s+(\S.*)$")
 _SHORTCUT = re.compile(r"^(.*\S)\s+\((\w+)\)$")
 _CURSOR = re.compile(r"^[❯›>]\s*")
