@@ -55,6 +55,9 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     guard = results["assets_guard"]
     assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
     assert all(row["median_us"] > 0 for row in guard["calls"].values())
+    escalation = results["escalation"]  # a blocked member's report reaches the Director
+    assert escalation["latency_s"]["n"] == 2 and escalation["latency_s"]["max"] > 0
+    assert [row["prompts_seen"] for row in escalation["tick_step"]] == [1]
     supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
     assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
