@@ -31,7 +31,7 @@ TICK = 1
 
 
 def reader_cost(rounds: int) -> dict[str, Any]:
-    from cafleet.panestate.prompts import read_prompt
+    from cafleet.delivery.screens.prompts import read_prompt
 
     index = json.loads((DATA / "index.json").read_text(encoding="utf-8"))
     screens = [(name.split("/")[0], (DATA / name).read_text(encoding="utf-8")) for name in index]
@@ -94,7 +94,7 @@ def tick_cost(h: Any, ids: Any, tmp: Path, members: int, rounds: int) -> dict[st
     from cafleet import broker
     from cafleet.db.runtime import close_connection
     from cafleet.monitor.escalate import escalate_prompts
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
     from tests.fleet_helpers import create_member, ok
     from tests.harness.util import start_record
 

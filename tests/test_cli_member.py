@@ -172,7 +172,7 @@ def test_member_show_unknown(head_db: Path) -> None:
 
 
 def test_poll_of_unknown_or_deregistered_member(head_db: Path) -> None:
-    """49 (the `message poll` part); issue 13: a deregistered member's messages can be polled."""
+    """49 (the `message poll` part); docs/cli.md §2.16: a deregistered member's messages can be polled."""
     with Db(head_db) as db:
         fleet = db.fleet()
         worker = db.member(fleet.fleet.fleet_id)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.panestate.prompts import clean, read_prompt
+from cafleet.delivery.screens.prompts import clean, read_prompt
 from tests.fleet_helpers import FleetIds, create_fleet, create_member, ok, start_loop, stop_loop
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log, line_records, retry_until, start_record
@@ -143,7 +143,7 @@ def test_the_report_names_member_question_details_choices_and_the_answer_command
 
 
 def test_screen_lines_lose_control_characters_and_are_cut() -> None:
-    from cafleet.panestate.prompts import LINE_LIMIT, clean
+    from cafleet.delivery.screens.prompts import LINE_LIMIT, clean
 
     assert clean("  a\x07b\x1b[31mc\u00a0 ") == "ab[31mc"
     long = clean("x" * (LINE_LIMIT + 50))

@@ -2,7 +2,7 @@
 permission prompt or question for `CAFLEET_ESCALATE_AFTER` seconds is reported to the root
 Director once, as a message in its inbox (never typed into its pane).
 
-"The same prompt" is the prompt's digest (`cafleet.panestate.prompts`): the first tick that
+"The same prompt" is the prompt's digest (`cafleet.delivery.screens.prompts`): the first tick that
 sees a digest on a member's screen starts its clock; the report goes out at the first tick
 past the threshold and the digest is remembered, so later ticks stay quiet. A screen without a
 prompt forgets the member, so a prompt that comes back later is a new one. The clocks live in
@@ -21,8 +21,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cafleet.monitor.tick import LoopState
-    from cafleet.panestate.prompts import Prompt
+    from cafleet.delivery.screens.prompts import Prompt
+    from cafleet.monitor.state import LoopState
     from cafleet.records import Member
 
 
@@ -59,8 +59,9 @@ def escalate_prompts(
 ) -> None:
     """Report every member prompt that reached the threshold (see the module docstring);
     ``members``: the fleet's placed members, read once per tick."""
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.monitor.state import SeenPrompt
     from cafleet.mux import MultiplexerError, is_owners_place, owner_of
-    from cafleet.panestate.prompts import read_prompt
 
     candidates = [
         m
@@ -106,17 +107,6 @@ def escalate_prompts(
         _report(state, member, director.member_id, pane_id, prompt, now - seen.since)
 
 
-class SeenPrompt:
-    """One member's prompt as the loop saw it: its digest, since when, whether reported."""
-
-    __slots__ = ("digest", "reported", "since")
-
-    def __init__(self, digest: str, since: float) -> None:
-        self.digest = digest
-        self.since = since
-        self.reported = False
-
-
 def _report(
     state: LoopState, member: Member, director_id: int, pane_id: str, prompt: Prompt, waited: float
 ) -> None:
@@ -140,4 +130,4 @@ def _report(
     )
 
 
-__all__ = ["SeenPrompt", "escalate_prompts", "escalation_text", "prompt_marker"]
+__all__ = ["escalate_prompts", "escalation_text", "prompt_marker"]

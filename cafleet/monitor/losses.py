@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
     from cafleet.records import Member
 
 
@@ -41,6 +41,7 @@ def report_losses(
     """Record and report every newly lost pane of the fleet (see the module docstring);
     ``members``: the fleet's placed members (`broker.placed_members`), read once per tick."""
     from cafleet import broker
+    from cafleet.mux import pane_state
 
     candidates = [
         m
@@ -49,7 +50,7 @@ def report_losses(
         and m.placement is not None
         and m.placement.backend == state.backend.name
         and m.placement.lost_at is None
-        and m.placement.mux_pane_id not in live
+        and pane_state(m.placement, live) == "gone"
         and m.placement.mux_pane_id != director_pane
     ]
     if not candidates:

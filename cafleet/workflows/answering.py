@@ -2,7 +2,7 @@
 pick one choice of the permission prompt or question a member's pane shows.
 
 Under the member's pane-input lock: the pane must be the placement's, show a prompt the reader
-can take apart (`cafleet.panestate.prompts`), be the prompt named by ``--prompt`` when given
+can take apart (`cafleet.delivery.screens.prompts`), be the prompt named by ``--prompt`` when given
 (the id the Director's report carries: a newer prompt is never answered by an old report) and
 offer ``CHOICE`` (its number or its words). Only then are the choice's keys pressed; the answer
 counts once the prompt has left the screen. Every refusal types nothing. The CLI and the WebUI
@@ -20,10 +20,10 @@ from cafleet.workflows.panes import active_member, backend_for, concrete_placeme
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
+    from cafleet.delivery.screens.prompts import Choice, Prompt
+    from cafleet.delivery.submit import Clock
     from cafleet.mux import Multiplexer
-    from cafleet.panestate.prompts import Choice, Prompt
     from cafleet.records import Member
-    from cafleet.submit import Clock
 
 VERIFY_SECONDS = 10.0  # how long the prompt may take to leave the screen after the keys
 VERIFY_STEP = 0.1
@@ -93,10 +93,10 @@ def answer(
     clock: Clock | None = None,
 ) -> Answered:
     """Answer the member's prompt with ``wanted`` (see the module docstring)."""
+    from cafleet.delivery.screens import classify
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.delivery.submit import Clock
     from cafleet.mux import MSG_NOT_OURS, MultiplexerError, owner_of, probe_for_typing
-    from cafleet.panestate import classify
-    from cafleet.panestate.prompts import read_prompt
-    from cafleet.submit import Clock
     from cafleet.workflows.members import _lock_pane, _refuse_director
 
     clock = clock or Clock()
@@ -136,7 +136,7 @@ def _verify(
     mux: Multiplexer, pane_id: str, agent: str, prompt: Prompt, choice: Choice, clock: Clock
 ) -> Prompt | None:
     """Wait until ``prompt`` has left the screen; the prompt shown then (None: none)."""
-    from cafleet.panestate.prompts import read_prompt
+    from cafleet.delivery.screens.prompts import read_prompt
 
     deadline = clock.now() + VERIFY_SECONDS
     while True:

@@ -1,7 +1,7 @@
 """What a prompting pane asks, and which keys pick each answer (docs/runtime.md §5.12).
 
 ``read_prompt(agent, capture)`` -> None when the screen is not ``awaiting_user``
-(`cafleet.panestate.classify`), else a `Prompt`: the question as the screen shows it, the
+(`cafleet.delivery.screens.classify`), else a `Prompt`: the question as the screen shows it, the
 lines that go with it (the command, the file), the numbered choices and the keys that pick
 each one, and a short digest that names this prompt. A screen the reader cannot take apart (a
 picker, a dialog without a question) is still a `Prompt`, with ``readable`` False, no choices
@@ -20,8 +20,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from cafleet.panestate import classify
-from cafleet.panestate.layout import lines_of
+from cafleet.delivery.screens import classify
+from cafleet.delivery.screens.layout import lines_of
 
 RAW_LINES = 15  # the last non-blank lines kept for a prompt that cannot be read
 LINE_LIMIT = 240  # characters kept of one line (a long command is cut, with an ellipsis)
