@@ -42,6 +42,16 @@ def asking(member: RealMember) -> None:
     wrapper.write_text(text.replace("exec env", swap + "exec env", 1), encoding="utf-8")
 
 
+def real_claude_member(h: TmuxHarness, model_server: Any) -> RealMember:
+    """A real Claude Code to be spawned by `member create`, its model the scripted one."""
+    member = RealMember(h, "claude", "real-claude", model_url=model_server.base_url("member"))
+    # The member's cafleet commands run with its private HOME: set cafleet up there, as a user
+    # who runs Claude Code with that HOME would.
+    who = {k: member.real.env[k] for k in ("HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")}
+    ok(h.cli("setup", "--coding-agent", "claude", env=who))
+    return member
+
+
 def inbox(h: TmuxHarness, member_id: int) -> list[dict[str, Any]]:
     """The member's un-ACKed messages (poll does not ACK)."""
     got = json.loads(ok(h.cli("message", "poll", str(member_id), "--json")).stdout)
@@ -89,12 +99,8 @@ def test_a_real_claude_member_blocked_at_its_permission_prompt_is_reported_and_a
         h, ids.fleet_id, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "3"}
     )
     d = ids.director_id
-    member = RealMember(h, "claude", "real-claude", model_url=model_server.base_url("member"))
+    member = real_claude_member(h, model_server)
     asking(member)
-    # The member's cafleet commands run with its private HOME: set cafleet up there, as a user
-    # who runs Claude Code with that HOME would.
-    who = {k: member.real.env[k] for k in ("HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")}
-    ok(h.cli("setup", "--coding-agent", "claude", env=who))
     try:
         member.create(ids.fleet_id, member_prompt())
         m = member.member_id

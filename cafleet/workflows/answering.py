@@ -6,7 +6,7 @@ can take apart (`cafleet.delivery.screens.prompts`), be the prompt named by ``--
 (the id the Director's report carries: a newer prompt is never answered by an old report) and
 offer ``CHOICE`` (its number or its words). Only then are the choice's keys pressed; the answer
 counts once the prompt has left the screen. Every refusal types nothing. The CLI and the WebUI
-both run `answer`.
+both run `answer`; the WebUI reads the prompt it offers as buttons with `showing`.
 """
 
 from __future__ import annotations
@@ -41,6 +41,47 @@ class Answered:
     prompt: Prompt  # the prompt answered
     choice: Choice
     after: Prompt | None  # the next prompt, when the agent showed another one at once
+
+
+@dataclass(frozen=True, slots=True)
+class Showing:
+    """What a member's pane asks now: its state and its prompt (None: no prompt)."""
+
+    member_id: int
+    pane_id: str
+    state: str
+    prompt: Prompt | None
+
+
+def showing(conn: Connection, member_id: int) -> Showing:
+    """The prompt the member's pane shows (no lock: a read). Refusals as `member capture`'s
+    (`cafleet.workflows.panes.capture_member`): unknown or deregistered member, no or a pending
+    placement, tmux unusable, a pane that is not the placement's, a failed capture."""
+    from cafleet.delivery.screens import classify
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.mux import MultiplexerError, owner_of, owner_problem
+    from cafleet.workflows.errors import PaneUnavailable
+
+    member = active_member(conn, member_id)
+    placement = concrete_placement(member, "nothing to read")
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    mux = backend_for(placement.backend)
+    not_ours = owner_problem(mux, pane_id, owner_of(placement))
+    if not_ours is not None:
+        raise PaneUnavailable(not_ours)
+    try:
+        screen = mux.screen(pane_id)
+    except MultiplexerError as exc:
+        raise PaneUnavailable(f"capture failed: {exc}") from exc
+    agent = placement.coding_agent
+    spawned = member.kind != "director"
+    return Showing(
+        member_id,
+        pane_id,
+        classify(agent, screen, spawned=spawned),
+        read_prompt(agent, screen, spawned=spawned),
+    )
 
 
 def _choices_text(prompt: Prompt) -> str:
@@ -151,4 +192,4 @@ def _verify(
         clock.sleep(VERIFY_STEP)
 
 
-__all__ = ["AnswerRefused", "Answered", "answer"]
+__all__ = ["AnswerRefused", "Answered", "Showing", "answer", "showing"]
