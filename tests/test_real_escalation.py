@@ -35,21 +35,39 @@ def member_prompt() -> str:
 
 
 def asking(member: RealMember) -> None:
-    """Claude Code in its default permission mode: it asks before editing a file."""
-    wrapper = member.bin_dir / "claude"
-    text = wrapper.read_text(encoding="utf-8")
-    swap = 'for a; do shift; [ "$a" = dontAsk ] && a=default; set -- "$@" "$a"; done\n'
-    wrapper.write_text(text.replace("exec env", swap + "exec env", 1), encoding="utf-8")
+    """The agent asks before it edits a file. Claude Code: its default permission mode (the
+    wrapper turns cafleet's `dontAsk` into `default`); opencode: `permission.edit = "ask"` in
+    the member's own configuration (cafleet's preset says nothing about edits)."""
+    if member.agent == "claude":
+        wrapper = member.bin_dir / "claude"
+        text = wrapper.read_text(encoding="utf-8")
+        swap = 'for a; do shift; [ "$a" = dontAsk ] && a=default; set -- "$@" "$a"; done\n'
+        wrapper.write_text(text.replace("exec env", swap + "exec env", 1), encoding="utf-8")
+        return
+    path = member.real.home / ".config" / "opencode" / "opencode.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["permission"] = {"edit": "ask"}
+    path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+
+def real_member(h: TmuxHarness, model_server: Any, agent: str = "claude") -> RealMember:
+    """A real agent to be spawned by `member create`, its model the scripted one."""
+    member = RealMember(h, agent, f"real-{agent}", model_url=model_server.base_url("member"))
+    # The member's cafleet commands run with its private HOME: set cafleet up there, as a user
+    # who runs the agent with that HOME would (for its own agent and the Director's, claude:
+    # a send checks the recipient's agent has the skills).
+    who = {k: member.real.env[k] for k in ("HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")}
+    agents = sorted({"claude", agent})
+    ok(h.cli("setup", *(x for a in agents for x in ("--coding-agent", a)), env=who))
+    return member
 
 
 def real_claude_member(h: TmuxHarness, model_server: Any) -> RealMember:
-    """A real Claude Code to be spawned by `member create`, its model the scripted one."""
-    member = RealMember(h, "claude", "real-claude", model_url=model_server.base_url("member"))
-    # The member's cafleet commands run with its private HOME: set cafleet up there, as a user
-    # who runs Claude Code with that HOME would.
-    who = {k: member.real.env[k] for k in ("HOME", "CLAUDE_CONFIG_DIR", "XDG_CONFIG_HOME")}
-    ok(h.cli("setup", "--coding-agent", "claude", env=who))
-    return member
+    return real_member(h, model_server, "claude")
+
+
+QUESTION = {"claude": "Do you want to create approved.txt?", "opencode": "Permission required"}
+FIRST = {"claude": "1. Yes", "opencode": "1. Allow once"}
 
 
 def inbox(h: TmuxHarness, member_id: int) -> list[dict[str, Any]]:
@@ -88,10 +106,11 @@ def screen_of(member: RealMember) -> str:
         return f"(capture failed: {exc})"
 
 
-def test_a_real_claude_member_blocked_at_its_permission_prompt_is_reported_and_answered(
-    tmux_db: TmuxHarness, model_server: Any
+@pytest.mark.parametrize("agent", ["claude", "opencode"])
+def test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered(
+    tmux_db: TmuxHarness, model_server: Any, agent: str
 ) -> None:
-    require_binary("claude")
+    require_binary(agent)
     h = tmux_db
     ids = create_fleet(h)  # the Director is the harness's pane; the monitor a fake
     stop_loop(h, ids.fleet_id)
@@ -99,7 +118,7 @@ def test_a_real_claude_member_blocked_at_its_permission_prompt_is_reported_and_a
         h, ids.fleet_id, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "3"}
     )
     d = ids.director_id
-    member = real_claude_member(h, model_server)
+    member = real_member(h, model_server, agent)
     asking(member)
     try:
         member.create(ids.fleet_id, member_prompt())
@@ -122,8 +141,8 @@ def test_a_real_claude_member_blocked_at_its_permission_prompt_is_reported_and_a
         assert found is not None and int(found.group(1)) == m, text
         digest = found.group(2)
         assert report["from_member_id"] == ids.monitor_id
-        assert "approved.txt" in text and "Do you want to create approved.txt?" in text, text
-        assert "  1. Yes" in text and f"--prompt {digest}" in text, text
+        assert "approved.txt" in text and QUESTION[agent] in text, text
+        assert f"  {FIRST[agent]}" in text and f"--prompt {digest}" in text, text
         assert not target.exists()
         listed = json.loads(ok(h.cli("member", "list", str(ids.fleet_id), "--json")).stdout)
         assert {r["member_id"]: r["agent_state"] for r in listed}[m] == "awaiting_user"
@@ -133,7 +152,7 @@ def test_a_real_claude_member_blocked_at_its_permission_prompt_is_reported_and_a
         assert r.returncode == 1 and "is not a choice" in r.stderr, r.stderr
         assert not target.exists()
         r = ok(h.cli("member", "answer", str(m), "1", "--prompt", digest))
-        assert r.stdout.startswith(f"Answered prompt {digest} of member real-claude ({m}, "), r
+        assert r.stdout.startswith(f"Answered prompt {digest} of member real-{agent} ({m}, "), r
 
         # The task completes: the file, the member's report, its ACK of the task.
         retry_until(
