@@ -78,17 +78,18 @@ def run_tick(state: LoopState) -> None:
     members = broker.placed_members(state.conn, state.fleet_id)
     report_losses(state, live, director_pane, members)
 
-    # 4b. Members blocked at a prompt: reported to the Director once per prompt (§5.12).
-    from cafleet.monitor.escalate import escalate_prompts
-
-    escalate_prompts(state, live, director_pane, members)
-
     # 5. Drain, with fresh sets, every tick.
     _drain(state, live)
     if state.displaced:
         raise _stop_for_lost_heartbeat(state)
     if state.stop_requested():
         return
+
+    # 5a. Members blocked at a prompt: reported to the Director once per prompt (§5.12). After
+    # the drain, so the drain still runs right after the live set was taken.
+    from cafleet.monitor.escalate import escalate_prompts
+
+    escalate_prompts(state, live, director_pane, members)
 
     # 6. Re-read the row.
     now = utcnow()
