@@ -98,8 +98,15 @@ def _press(mux: Multiplexer, pane_id: str, choice: Choice, clock: Clock) -> None
             mux.send_key(pane_id, key)
 
 
-def _check(prompt: Prompt | None, member_id: int, pane_id: str, wanted: str, prompt_id: str | None,
-           state: str) -> tuple[Prompt, Choice]:  # fmt: skip
+def _check(
+    prompt: Prompt | None,
+    member_id: int,
+    pane_id: str,
+    wanted: str,
+    prompt_id: str | None,
+    state: str,
+) -> tuple[Prompt, Choice]:
+    """The prompt and the choice to press, or the refusal (nothing typed) in the CLI's words."""
     nothing = "nothing was typed"
     if prompt is None:
         raise AnswerRefused(
