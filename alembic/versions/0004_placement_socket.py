@@ -4,7 +4,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-01 00:00:01
 
-docs/storage.md §3.7 (docs/runtime.md §1.8): a pane id names a pane on one tmux server only, so a
+Issue 10 item 7 (storage.md §3.7): a pane id names a pane on one tmux server only, so a
 placement records the socket path of the server its pane was made on
 (`member_placements.mux_socket`, nullable: rows written before this revision keep NULL, which
 matches any server). One ADD COLUMN (through `op.batch_alter_table`, storage.md §3.1); no row

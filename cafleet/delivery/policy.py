@@ -8,8 +8,7 @@ Standard library only, no I/O: any layer may import it at no start-up cost.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 # CAFLEET_DELIVERY_HOLD_TIMEOUT's default: seconds a held line waits; 0 = never hold.
 DEFAULT_HOLD_TIMEOUT = 300
@@ -30,9 +29,9 @@ MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
 
 
-@dataclass(frozen=True, slots=True)
-class InputPolicy:
-    """How cafleet types into one agent's composer (docs/agent-screens.md has the why)."""
+class InputPolicy(NamedTuple):
+    """How cafleet types into one agent's composer (docs/agent-screens.md has the why). A
+    NamedTuple, not a dataclass: `cafleet.config` imports this module on every command."""
 
     agent: str
     while_working: Literal["type", "hold"]
