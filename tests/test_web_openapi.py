@@ -90,10 +90,6 @@ def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
         ("GET", "/api/members/{member_id}/sent", {"headers": f, "path_parameters": {"member_id": world.director}, "query": {"limit": 1}}),
         ("GET", "/api/members/{member_id}/capture", {"headers": f, "path_parameters": {"member_id": bob}}),
         ("GET", "/api/members/{member_id}/capture", {"headers": f, "path_parameters": {"member_id": alice}}),
-        ("GET", "/api/members/{member_id}/prompt", {"headers": f, "path_parameters": {"member_id": bob}}),
-        ("GET", "/api/members/{member_id}/prompt", {"headers": f, "path_parameters": {"member_id": 999}}),
-        ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": bob}, "body": {"choice": "1", "prompt_id": "0badcafe"}}),
-        ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": alice}, "body": {"choice": "1", "prompt_id": "not-hex"}}),
         ("GET", "/api/timeline", {"headers": f}),
         ("GET", "/api/timeline", {}),
         ("POST", "/api/messages/send", {"headers": f, "body": {"to_member_id": alice, "text": "x"}}),
@@ -105,6 +101,11 @@ def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
         ("PATCH", "/api/monitor", {"headers": f, "body": {"wake_interval_seconds": -3}}),
         ("POST", "/api/monitor/wake", {"headers": f}),
         ("POST", "/api/monitor/wake", {"headers": {"X-Fleet-Id": "77"}}),
+        # Last: the wake above needs the runtime row's heartbeat to be fresh.
+        ("GET", "/api/members/{member_id}/prompt", {"headers": f, "path_parameters": {"member_id": bob}}),
+        ("GET", "/api/members/{member_id}/prompt", {"headers": f, "path_parameters": {"member_id": 999}}),
+        ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": bob}, "body": {"choice": "1", "prompt_id": "0badcafe"}}),
+        ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": alice}, "body": {"choice": "1", "prompt_id": "not-hex"}}),
     ]  # fmt: skip
 
 
