@@ -445,6 +445,8 @@ def test_every_list_of_coding_agents_agrees() -> None:
     from cafleet.agents import AGENT_NAMES
     from cafleet.assets.targets import AGENTS as TARGET_AGENTS
     from cafleet.cli.setup_cmd import AGENTS as SETUP_AGENTS
+    from cafleet.delivery.policy import POLICIES
+    from cafleet.delivery.screens.cues import TABLES
     from cafleet.records import CODING_AGENTS
     from tests.harness.fixtures import AGENTS as FAKE_AGENTS
     from tests.harness.real_agents import AGENTS as REAL_AGENTS
@@ -456,6 +458,8 @@ def test_every_list_of_coding_agents_agrees() -> None:
         "cafleet.cli.setup_cmd.AGENTS": SETUP_AGENTS,
         "tests.harness.fixtures.AGENTS": FAKE_AGENTS,
         "tests.harness.real_agents.AGENTS": REAL_AGENTS,
+        "cafleet.delivery.policy.POLICIES": tuple(POLICIES),
+        "cafleet.delivery.screens.cues.TABLES": tuple(TABLES),
     }
     assert {name: tuple(value) for name, value in lists.items()} == dict.fromkeys(
         lists, AGENT_NAMES
@@ -535,3 +539,55 @@ def test_command_tree_names_every_command_and_option() -> None:
                 if opt.startswith("--") and opt != "--help" and opt not in text:
                     missing.append(f"{' '.join(path)} {opt}")
     assert missing == []
+
+
+# --- every repository path the docs name exists ------------------------------------------------
+
+# Named in the docs but not files of the checkout, on purpose: what a benchmark run writes, the
+# wheel's own directory for the migrations, and seed-trace's example of a test id.
+NOT_IN_CHECKOUT = {
+    "benchmarks/results/latest.json",
+    "benchmarks/results/smoke.json",
+    "cafleet/_migrations",
+    "tests/test_x.py",
+}
+_REPO_PATH = re.compile(r"(?:`|^)((?:cafleet|tests|benchmarks|alembic|scripts|\.ci)/[\w./-]*)")
+
+
+def named_paths(text: str) -> list[tuple[int, str]]:
+    """(line, path) of each repository path in backticks or at the start of a line (a layout
+    block); placeholders (`<agent>`) and globs are left out."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in _REPO_PATH.finditer(line):
+            path = match.group(1).rstrip("/.")
+            if line[match.end() : match.end() + 1] not in ("<", "*", "{", "…"):
+                found.append((number, path))
+    return found
+
+
+def test_named_paths_are_parsed() -> None:
+    text = "see `cafleet/db/` and `tests/data/<agent>/x.txt`\ncafleet/text.py   leaves\n"
+    assert named_paths(text) == [(1, "cafleet/db"), (2, "cafleet/text.py")]
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    missing = [
+        f"{doc.relative_to(REPO)}:{line}: {path}"
+        for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for line, path in named_paths(doc.read_text(encoding="utf-8"))
+        if path not in NOT_IN_CHECKOUT and not (REPO / path).exists()
+    ]
+    assert missing == []
+
+
+def test_readme_layout_names_every_top_level_module() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    entries = sorted(
+        f"cafleet/{p.name}" + ("/" if p.is_dir() else "")
+        for p in (REPO / "cafleet").iterdir()
+        if p.name not in ("__init__.py", "__main__.py", "__pycache__")
+    )
+    assert len(entries) > 15
+    assert [e for e in entries if f"`{e}`" not in layout] == []

@@ -1,7 +1,7 @@
 """What survives between ticks of one monitor loop process (docs/runtime.md §5.5).
 
 Its own module so that the tick (`cafleet.monitor.tick`) and the steps it calls
-(`cafleet.monitor.losses`) both use it without importing each other.
+(`cafleet.monitor.losses`, `cafleet.monitor.escalate`) all use it without importing each other.
 """
 
 from __future__ import annotations
@@ -25,6 +25,18 @@ class UnverifiedWake:
     tag: str  # `[wake <id>]`
     since: float  # time.monotonic() when it was typed
     count: int  # its roster size, for the log line
+
+
+class SeenPrompt:
+    """One member's prompt as the loop saw it: its digest, since when (monotonic), whether
+    reported (docs/runtime.md §5.12)."""
+
+    __slots__ = ("digest", "reported", "since")
+
+    def __init__(self, digest: str, since: float) -> None:
+        self.digest = digest
+        self.since = since
+        self.reported = False
 
 
 @dataclass
@@ -53,6 +65,10 @@ class LoopState:
     # attempt looks for its id first and never types a new one over a working monitor.
     unverified_wake: UnverifiedWake | None = None
     wake_wait_logged: bool = False
+    # Blocked members (docs/runtime.md §5.12): CAFLEET_ESCALATE_AFTER, and the prompt each
+    # member's pane shows (its digest, since when, whether reported).
+    escalate_after: int = 30
+    prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
 
     @property
     def db_dir(self) -> str:
@@ -74,4 +90,4 @@ class LoopState:
         return DEFAULT_MONITOR_WAKE_INTERVAL
 
 
-__all__ = ["LoopState", "UnverifiedWake"]
+__all__ = ["LoopState", "SeenPrompt", "UnverifiedWake"]

@@ -69,15 +69,24 @@ class RealMember:
         agent: str,
         name: str,
         api_url: str | None = None,
+        model_url: str | None = None,
         extra_env: dict[str, str] | None = None,
     ) -> None:
+        """``api_url``: an endpoint for opencode only (e.g. `hanging_api`); ``model_url``: a
+        scripted model's base URL for any agent (tests/harness/scripted_model.py); ``extra_env``:
+        more of the agent's environment (e.g. Claude's ``ANTHROPIC_BASE_URL``)."""
         opencode_config = None
         if agent == "opencode" and api_url is not None:
             opencode_config = {"provider": {"anthropic": {"options": {"baseURL": api_url + "/v1"}}}}
         self.harness = harness
         self.name = name
         self.real = RealAgent(
-            harness, agent, name=name, opencode_config=opencode_config, extra_env=extra_env
+            harness,
+            agent,
+            name=name,
+            opencode_config=opencode_config,
+            model_url=model_url,
+            extra_env=extra_env,
         )
         self.real.prepare()
         self.bin_dir = self.real.root / "bin"
