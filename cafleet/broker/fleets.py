@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+import json
+from collections.abc import Callable, Container, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,7 @@ def create_fleet(
     spawn_monitor: SpawnMonitor,
     monitor_spawn: SpawnSpec | None = None,
     mux_socket: str | None = None,
+    member_defaults: Mapping[str, object] | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
@@ -64,6 +66,8 @@ def create_fleet(
     propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A
     failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
     committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
+    ``member_defaults`` are the defaults for the fleet's new members (`fleets.member_defaults_json`;
+    None or empty: none).
     """
     check_backend(backend)
     check_coding_agent(coding_agent)
@@ -74,7 +78,12 @@ def create_fleet(
             _refuse_directed_pane(
                 conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
             )
-            fleet_id = conn.execute(q.INSERT_FLEET, {"name": name, "now": ts}).lastrowid
+            defaults = (
+                json.dumps(dict(member_defaults), sort_keys=True) if member_defaults else None
+            )
+            fleet_id = conn.execute(
+                q.INSERT_FLEET, {"name": name, "now": ts, "member_defaults": defaults}
+            ).lastrowid
             director_id = conn.execute(
                 q.INSERT_MEMBER,
                 {
@@ -221,6 +230,17 @@ def get_fleet(conn: Connection, fleet_id: int) -> Fleet:
     return fleet_from_row(row)
 
 
+def member_defaults(conn: Connection, fleet_id: int) -> dict[str, Any]:
+    """The fleet's defaults for new members (`fleet create --worktree`): {} when it has none."""
+    with tx.read(conn):
+        text = conn.execute(q.MEMBER_DEFAULTS, {"fleet_id": fleet_id}).scalar()
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def list_fleets(conn: Connection) -> list[FleetSummary]:
     """Live fleets, `created_at DESC, fleet_id DESC`."""
     with tx.read(conn):
@@ -284,5 +304,6 @@ __all__ = [
     "fleet_summary",
     "get_fleet",
     "list_fleets",
+    "member_defaults",
     "panes_shared_outside",
 ]

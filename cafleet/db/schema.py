@@ -53,6 +53,8 @@ fleets = Table(
         ForeignKey("members.member_id", ondelete="RESTRICT", use_alter=True),
         nullable=True,
     ),
+    # Revision 0005: defaults for the fleet's new members, JSON ({"worktree": true}, ...).
+    Column("member_defaults_json", Text, nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -111,6 +113,8 @@ member_spawns = Table(
     Column("prompt", Text, nullable=True),
     Column("model", Text, nullable=True),
     Column("effort", Text, nullable=True),
+    # Revision 0005: the member's git worktree, JSON {"path","branch","base"} (docs/worktrees.md).
+    Column("worktree_json", Text, nullable=True),
 )
 
 messages = Table(

@@ -31,8 +31,11 @@ if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.keystrokes import TypeOutcome
-    from cafleet.records import Member, PaneKey, Placement
+    from cafleet.records import Member, PaneKey, Placement, WorktreeSpec
     from cafleet.workflows.placing import WindowMode
+    from cafleet.workflows.worktrees import Plan as WorktreePlan
+    from cafleet.workflows.worktrees import Request as WorktreeRequest
+    from cafleet.workflows.worktrees import Retired
 
 PING_LINE = (
     "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
@@ -47,6 +50,7 @@ class Created:
     member: Member  # with its concrete placement
     coding_agent: str
     pane_id: str
+    worktree: WorktreeSpec | None = None  # `--worktree` (docs/worktrees.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class Deleted:
     pane_id: str | None  # None: the member had no pane (pending, or no placement)
     pane_status: PaneStatus
     shared_with: int | None  # "shared": the active member whose placement names the pane
+    worktree: Retired | None = None  # what became of the member's worktree (docs/worktrees.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +158,15 @@ def create(
     role: Literal["monitor"] | None,
     prompt: Callable[[], str] | None,
     window: WindowMode = "auto",
+    worktree: WorktreeRequest | None = None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
     patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
     template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
-    ``window`` picks the pane's window (`cafleet.workflows.placing`).
+    ``window`` picks the pane's window (`cafleet.workflows.placing`). ``worktree`` asks for a git
+    worktree (None: the fleet's default; docs/worktrees.md): planned with the checks, made after
+    the registration, the pane started in it.
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -227,6 +235,11 @@ def create(
 
     overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
 
+    # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
+    from cafleet.workflows import worktrees
+
+    tree = worktrees.plan_for_member(conn, fleet_id, name, role, worktree)
+
     # Safe point: nothing written yet.
     signals.check()
 
@@ -251,7 +264,10 @@ def create(
             require_monitor=True,
             # None: the bundled prompt, so a respawn gets this cafleet's current one.
             spawn=SpawnSpec(
-                prompt=template if prompt is not None else None, model=model, effort=effort
+                prompt=template if prompt is not None else None,
+                model=model,
+                effort=effort,
+                worktree=None if tree is None else tree.spec,
             ),
         )
     except (MonitorSlotTaken, NoActiveMonitor) as exc:
@@ -269,12 +285,23 @@ def create(
             deregister_member(conn, member_id=member_id)
 
         cleanup.step(f"member {member_id}", action)
+        if made_tree:
+            _undo_worktree(cleanup, made_tree[0])
 
+    made_tree: list[WorktreePlan] = []
     # Safe point after the commit, before the spawn: deregister.
     if signals.stop_requested():
         cleanup = Cleanup()
         deregister(cleanup)
         fail_with_cleanup(None, cleanup)
+    if tree is not None:
+        try:
+            worktrees.make(tree)
+        except WorkflowError as exc:
+            cleanup = Cleanup()
+            deregister(cleanup)
+            fail_with_cleanup(str(exc), cleanup)
+        made_tree.append(tree)
 
     # 8. Render and spawn.
     from cafleet.agents.prompt import render_template
@@ -297,6 +324,7 @@ def create(
         argv=argv,
         coding_agent=coding_agent,
         on_failure=deregister,
+        cwd=None if tree is None else worktrees.cwd_of(tree.spec),
     )
     pane_id = spawned.pane_id
 
@@ -344,15 +372,47 @@ def create(
     lock.release()
 
     member = dataclasses.replace(member, placement=placement)
-    return Created(member=member, coding_agent=coding_agent, pane_id=pane_id)
+    return Created(
+        member=member,
+        coding_agent=coding_agent,
+        pane_id=pane_id,
+        worktree=None if tree is None else tree.spec,
+    )
+
+
+def _undo_worktree(cleanup: Cleanup, tree: WorktreePlan) -> None:
+    """Compensation: remove the worktree this create made, unless something is in it already."""
+    from cafleet.workflows.worktrees import undo
+
+    for line in undo(tree):
+        cleanup.add(line)
 
 
 # --- delete --------------------------------------------------------------------------------------
 
 
-def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
+def delete(
+    conn: Connection, settings: Settings, member_id: int, *, discard_worktree: bool = False
+) -> Deleted:
     """Deregister a member and kill its pane unless another active member shares it
-    (docs/cli.md §2.10); the root Director cannot be deleted."""
+    (docs/cli.md §2.10); the root Director cannot be deleted. Then its worktree, if it has one,
+    is removed when clean, or always with ``discard_worktree`` (docs/worktrees.md)."""
+    deleted = _delete(conn, settings, member_id)
+    from cafleet.broker.recovery import get_spawn
+
+    spawn = get_spawn(conn, member_id)
+    if spawn is None or spawn.worktree is None:
+        return deleted
+    from cafleet.workflows.worktrees import retire
+
+    running = None
+    if deleted.pane_status == "shared":
+        running = f"its pane still runs (shared with member {deleted.shared_with})"
+    retired = retire(member_id, spawn.worktree, discard=discard_worktree, running=running)
+    return dataclasses.replace(deleted, worktree=retired)
+
+
+def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
     from cafleet.broker.members import deregister_member

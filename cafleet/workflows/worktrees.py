@@ -23,6 +23,7 @@ from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import usage
 
 if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
     from cafleet.git import State
     from cafleet.records import WorktreeSpec
 
@@ -37,8 +38,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """`--worktree` with its `--branch` and `--base` (None: the defaults)."""
+    """`--worktree`/`--no-worktree` (``wanted``; None: the fleet's default) with `--branch` and
+    `--base` (None: the defaults)."""
 
+    wanted: bool | None = None
     branch: str | None = None
     base: str | None = None
 
@@ -111,6 +114,22 @@ def _copies(top: str, patterns: list[str]) -> tuple[str, ...]:
     return tuple(sorted(found - git.tracked(top, sorted(found))))
 
 
+def require_repository(directory: str) -> None:
+    """`fleet create --worktree`: the directory must be in a git working tree."""
+    from cafleet import git
+
+    try:
+        found = git.checkout_of(directory)
+    except git.GitError as exc:
+        raise _git_error(exc) from None
+    if found is None:
+        raise WorkflowError(_not_a_repository(directory))
+
+
+def _not_a_repository(directory: str) -> str:
+    return f"--worktree needs a git repository: {directory} is not inside a git working tree"
+
+
 def plan(fleet_id: int, member_name: str, request: Request, directory: str | None = None) -> Plan:
     """Check everything `make` needs; raise `WorkflowError` (exit 1) or a usage error (exit 2,
     an invalid `--branch`) and write nothing."""
@@ -120,9 +139,7 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
     try:
         checkout = git.checkout_of(directory)
         if checkout is None:
-            raise WorkflowError(
-                f"--worktree needs a git repository: {directory} is not inside a git working tree"
-            )
+            raise WorkflowError(_not_a_repository(directory))
         top = checkout.top
         head = git.resolve_commit(top, "HEAD")
         if request.base is None:
@@ -163,6 +180,21 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
     except git.GitError as exc:
         raise _git_error(exc) from None
     return Plan(top, path, branch, base, commit, checkout.prefix, checkout.exclude_path, copies)
+
+
+def plan_for_member(
+    conn: Connection, fleet_id: int, name: str, role: str | None, request: Request | None
+) -> Plan | None:
+    """`member create`'s worktree plan, or None for none: the request's choice, else the
+    fleet's default (`fleet create --worktree`), which a monitor does not take."""
+    wanted = request.wanted if request is not None else None
+    if wanted is None:
+        from cafleet.broker.fleets import member_defaults
+
+        wanted = role is None and member_defaults(conn, fleet_id).get("worktree") is True
+    if not wanted:
+        return None
+    return plan(fleet_id, name, request or Request())
 
 
 def _exclude(exclude_path: str) -> None:
@@ -367,6 +399,8 @@ __all__ = [
     "default_branch",
     "make",
     "plan",
+    "plan_for_member",
+    "require_repository",
     "reports",
     "require_present",
     "retire",
