@@ -98,7 +98,6 @@ member_placements = Table(
     Column("lost_at", Text, nullable=True),
     # Revision 0004: the socket path of the tmux server the pane was made on (NULL: unknown).
     Column("mux_socket", Text, nullable=True),
-    Column("host_id", Text, nullable=True),  # revision 0005 (placeholder)
 )
 
 member_spawns = Table(
@@ -114,10 +113,8 @@ member_spawns = Table(
     Column("prompt", Text, nullable=True),
     Column("model", Text, nullable=True),
     Column("effort", Text, nullable=True),
-    Column("permissions", Text, nullable=True),  # revision 0005 (placeholder)
     # Revision 0005: the member's git worktree, JSON {"path","branch","base"} (docs/worktrees.md).
     Column("worktree_json", Text, nullable=True),
-    Column("agent_session_id", Text, nullable=True),  # revision 0005 (placeholder)
 )
 
 messages = Table(
