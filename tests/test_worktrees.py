@@ -378,3 +378,24 @@ def test_bad_input_is_refused_with_nothing_created(
     r = h.cli(*base, "--name", "a", "--no-worktree", "--branch", "x")
     assert r.returncode == 2 and "--branch needs a worktree" in r.stderr
     assert everything(h, repo) == before
+
+
+def test_a_failed_spawn_undoes_the_worktree_and_its_branch(
+    tmux_db: TmuxHarness, repo: Path, fleet: FleetIds
+) -> None:
+    h, f = tmux_db, fleet.fleet_id
+    branches = git(repo, "branch", "--list", "--format=%(refname)")
+    panes = h.live_panes()
+    h.set_faults([{"command": "split-window", "action": "fail", "stderr": "no space for new pane"}])
+    r = h.cli(
+        "member", "create", "--fleet-id", str(f), "--name", "m", "--description", "d", "--worktree"
+    )
+    h.clear_faults()
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == "Error: tmux split-window failed: no space for new pane\n"
+    # The member is deregistered; the worktree and the branch it made are gone again.
+    assert h.sqlite("SELECT status FROM members WHERE name = 'm'") == [("deregistered",)]
+    assert not (repo / ".cafleet" / "worktrees" / f"{f}-m").exists()
+    assert git(repo, "branch", "--list", "--format=%(refname)") == branches
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert h.live_panes() == panes
