@@ -99,7 +99,7 @@ def member_list(fleet_id: int, as_json: bool) -> None:
 
 def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:
     """Each member's worktree with its state; git runs only when some member has one."""
-    from cafleet.broker.recovery import fleet_worktrees
+    from cafleet.broker import fleet_worktrees
 
     specs = fleet_worktrees(conn, fleet_id)
     if not specs:
@@ -160,7 +160,7 @@ def member_show(member_id: int, as_json: bool) -> None:
 
 
 def _member_worktree(conn: Connection, member_id: int) -> WorktreeReport | None:
-    from cafleet.broker.recovery import get_spawn
+    from cafleet.broker import get_spawn
 
     spawn = get_spawn(conn, member_id)
     if spawn is None or spawn.worktree is None:

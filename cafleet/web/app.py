@@ -421,7 +421,7 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def worktrees(ctx: FleetCtx) -> Any:
-        from cafleet.broker.recovery import fleet_worktrees
+        from cafleet.broker import fleet_worktrees
 
         specs = fleet_worktrees(ctx.conn, ctx.fleet.fleet_id)
         if not specs:

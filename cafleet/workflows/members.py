@@ -398,7 +398,7 @@ def delete(
     (docs/cli.md §2.10); the root Director cannot be deleted. Then its worktree, if it has one,
     is removed when clean, or always with ``discard_worktree`` (docs/worktrees.md)."""
     deleted = _delete(conn, settings, member_id)
-    from cafleet.broker.recovery import get_spawn
+    from cafleet.broker import get_spawn
 
     spawn = get_spawn(conn, member_id)
     if spawn is None or spawn.worktree is None:

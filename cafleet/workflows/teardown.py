@@ -266,7 +266,7 @@ def delete(
     """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order. Last, each
     deregistered member's worktree is retired (docs/worktrees.md): removed when clean, or with
     ``discard_worktree``; kept while its pane still runs."""
-    from cafleet.broker.recovery import fleet_worktrees
+    from cafleet.broker import fleet_worktrees
 
     trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
     deleted = _delete(conn, settings, fleet_id, keep_panes=keep_panes)

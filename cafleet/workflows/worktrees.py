@@ -189,7 +189,7 @@ def plan_for_member(
     fleet's default (`fleet create --worktree`), which a monitor does not take."""
     wanted = request.wanted if request is not None else None
     if wanted is None:
-        from cafleet.broker.fleets import member_defaults
+        from cafleet.broker import member_defaults
 
         wanted = role is None and member_defaults(conn, fleet_id).get("worktree") is True
     if not wanted:
