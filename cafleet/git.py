@@ -99,7 +99,7 @@ def checkout_of(directory: str) -> Checkout | None:
     if proc.returncode != 0 or len(lines) != 3 or not lines[0]:
         return None
     top, prefix, exclude = lines
-    return Checkout(top, prefix, os.path.join(directory, exclude))
+    return Checkout(top, prefix, os.path.normpath(os.path.join(directory, exclude)))
 
 
 def head_branch(top: str) -> str | None:

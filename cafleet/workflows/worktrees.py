@@ -266,7 +266,7 @@ def undo(p: Plan) -> list[str]:
 def cwd_of(spec: WorktreeSpec) -> str:
     """Where the member starts: the spawn directory's place in its worktree (the worktree's top
     when that directory no longer exists there)."""
-    inside = os.path.join(spec.path, spec.subdir) if spec.subdir else spec.path
+    inside = os.path.normpath(os.path.join(spec.path, spec.subdir)) if spec.subdir else spec.path
     return inside if os.path.isdir(inside) else spec.path
 
 
