@@ -82,7 +82,7 @@ def create_fleet(
                 json.dumps(dict(member_defaults), sort_keys=True) if member_defaults else None
             )
             fleet_id = conn.execute(
-                q.INSERT_FLEET, {"name": name, "now": ts, "member_defaults": defaults}
+                q.INSERT_FLEET, {"name": name, "now": ts, "defaults": defaults}
             ).lastrowid
             director_id = conn.execute(
                 q.INSERT_MEMBER,

@@ -32,7 +32,7 @@ INSERT_FLEET = insert(fleets).values(
     created_at=param("now"),
     deleted_at=null(),
     director_member_id=null(),
-    member_defaults_json=param("member_defaults"),
+    member_defaults_json=param("defaults"),
 )
 MEMBER_DEFAULTS = select(fleets.c.member_defaults_json).where(
     fleets.c.fleet_id == param("fleet_id")

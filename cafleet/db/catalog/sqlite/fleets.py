@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 INSERT_FLEET: Compiled = (
     "INSERT INTO fleets (name, created_at, deleted_at, director_member_id, member_defaults_json) VALUES (?, ?, NULL, NULL, ?)",
-    ("name", "now", "member_defaults"),
+    ("name", "now", "defaults"),
 )
 
 MEMBER_DEFAULTS: Compiled = (
