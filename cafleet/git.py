@@ -19,7 +19,8 @@ from typing import Literal
 
 from cafleet.errors import CafleetError
 
-GIT_TIMEOUT = 30.0  # seconds; a worktree add of a large checkout is the slowest call
+GIT_TIMEOUT = 30.0  # seconds, for every call but the checkout of a new worktree
+ADD_TIMEOUT = 600.0  # `git worktree add` checks out every file: minutes for a very large tree
 # Variables that would point git at another repository than the directory it runs in.
 _REDIRECTS = (
     "GIT_DIR",
@@ -162,7 +163,7 @@ def tracked(top: str, paths: Iterable[str]) -> set[str]:
 def add_worktree(top: str, path: str, branch: str, commit: str) -> None:
     """`git worktree add -b <branch> <path> <commit>`: a new branch at ``commit``, checked out
     in a new worktree at ``path``."""
-    run(["worktree", "add", "--quiet", "-b", branch, "--", path, commit], top)
+    run(["worktree", "add", "--quiet", "-b", branch, "--", path, commit], top, timeout=ADD_TIMEOUT)
 
 
 def remove_worktree(top: str, path: str, *, force: bool) -> None:
