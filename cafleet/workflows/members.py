@@ -289,12 +289,7 @@ def create(
             _undo_worktree(cleanup, made_tree[0])
 
     made_tree: list[WorktreePlan] = []
-    # Safe point after the commit, before the spawn: deregister.
-    if signals.stop_requested():
-        cleanup = Cleanup()
-        deregister(cleanup)
-        fail_with_cleanup(None, cleanup)
-    if tree is not None:
+    if tree is not None:  # 7b. Make the worktree; from now on the undo removes it again.
         try:
             worktrees.make(tree)
         except WorkflowError as exc:
@@ -302,6 +297,12 @@ def create(
             deregister(cleanup)
             fail_with_cleanup(str(exc), cleanup)
         made_tree.append(tree)
+
+    # Safe point after the commit (and the worktree), before the spawn: deregister.
+    if signals.stop_requested():
+        cleanup = Cleanup()
+        deregister(cleanup)
+        fail_with_cleanup(None, cleanup)
 
     # 8. Render and spawn.
     from cafleet.agents.prompt import render_template
