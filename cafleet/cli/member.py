@@ -10,7 +10,6 @@ from cafleet.cli.params import id_argument, json_option
 from cafleet.output import (
     cell,
     counted_table,
-    idle_text,
     label_lines,
     member_dict,
     out,
@@ -19,11 +18,12 @@ from cafleet.output import (
     placement_text,
     roster_dict,
 )
+from cafleet.text import idle_text
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.records import Member, RosterEntry
-    from cafleet.supervision import PaneReport
+    from cafleet.workflows.supervision import PaneReport
     from cafleet.workflows.worktrees import Report as WorktreeReport
 
 SHOW_LABEL_WIDTH = 17
@@ -66,7 +66,7 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
 @json_option
 def member_list(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.supervision import classified_state, fleet_report
+    from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
@@ -149,9 +149,9 @@ def member_show_lines(member: Member, tree: WorktreeReport | None = None) -> lis
 @json_option
 def member_show(member_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.members import get_member
+    from cafleet import broker
 
-    member = get_member(conn, member_id)
+    member = broker.get_member(conn, member_id)
     tree = _member_worktree(conn, member_id)
     if as_json:
         out_json({**member_dict(member), **_tree_keys(tree)})
