@@ -23,6 +23,7 @@ from benchmarks import (
     concurrency,
     delivery,
     drains,
+    escalation,
     notify,
     parallel,
     scale,
@@ -49,6 +50,8 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "escalation_trials": 20,
+    "escalation_panes": [1, 4, 8],
     "parallel_members": 32,
     "parallel_workers": [1, 8],
     "parallel_list_runs": 11,
@@ -68,6 +71,8 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "escalation_trials": 2,
+    "escalation_panes": [1],
     "parallel_members": 3,
     "parallel_workers": [1, 3],
     "parallel_list_runs": 1,
@@ -101,9 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery, parallel; "
-            "delivery_real runs "
-            "only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
+            "parallel; delivery_real runs only when named)"
         ),
     )
     parser.add_argument(
@@ -142,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "escalation": (
+            lambda t: escalation.run(
+                t, sizes["escalation_trials"], sizes["runs"], sizes["escalation_panes"]
+            ),
+            escalation.render,
         ),
         "parallel": (
             lambda t: parallel.run(

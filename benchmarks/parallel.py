@@ -231,8 +231,8 @@ def run(tmp: Path, members: int, workers: list[int], list_runs: int) -> dict[str
 
 def render(result: dict[str, Any]) -> list[str]:
     if "skipped" in result:
-        return [f"## 14. parallel delivery: skipped ({result['skipped']})"]
-    lines = [f"## 14. parallel delivery, {result['members']} members + the monitor"]
+        return [f"## 17. parallel delivery: skipped ({result['skipped']})"]
+    lines = [f"## 17. parallel delivery, {result['members']} members + the monitor"]
     for row in result["broadcast"]:
         lines.append(
             f"  broadcast, workers={row['workers']}: {row['wall_s']:.2f} s wall, "

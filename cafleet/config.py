@@ -30,6 +30,7 @@ DEFAULT_MIN_PANE_ROWS = 8
 DEFAULT_DELIVERY_HOLD_TIMEOUT = DEFAULT_HOLD_TIMEOUT
 # docs/runtime.md §4.10: panes a drain types into at the same time; 1 = one after another.
 DEFAULT_DELIVERY_WORKERS = 8
+DEFAULT_ESCALATE_AFTER = 30  # docs/runtime.md §5.12: a prompt this old is reported to the Director
 
 
 class SettingsError(CafleetError):
@@ -46,6 +47,7 @@ class Settings(NamedTuple):  # not a dataclass: built by every command, ~1 ms ch
     min_pane_rows: int = DEFAULT_MIN_PANE_ROWS
     delivery_hold_timeout: int = DEFAULT_DELIVERY_HOLD_TIMEOUT
     delivery_workers: int = DEFAULT_DELIVERY_WORKERS
+    escalate_after: int = DEFAULT_ESCALATE_AFTER
 
     @property
     def db_path(self) -> str:
@@ -126,6 +128,7 @@ def load_settings(
     if workers == 0:
         raw = _get(env, "CAFLEET_DELIVERY_WORKERS")
         raise SettingsError(f"CAFLEET_DELIVERY_WORKERS must be a positive integer (got '{raw}')")
+    escalate_after = _parse_int(env, "CAFLEET_ESCALATE_AFTER")
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -138,6 +141,7 @@ def load_settings(
             DEFAULT_DELIVERY_HOLD_TIMEOUT if hold_timeout is None else hold_timeout
         ),
         delivery_workers=DEFAULT_DELIVERY_WORKERS if workers is None else workers,
+        escalate_after=DEFAULT_ESCALATE_AFTER if escalate_after is None else escalate_after,
     )
 
 

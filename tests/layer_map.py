@@ -23,6 +23,7 @@ LEAVES: dict[str, str] = {
     "cafleet.text": "text rules: ANSI stripping, capture windows, display sanitizers, body limits",
     "cafleet.signals": "the signal recorder (acted on only at safe points)",
     "cafleet.procs": "processes in `/proc` (liveness, process trees)",
+    "cafleet.git": "every git command, for member worktrees (`docs/worktrees.md`)",
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
 }
@@ -96,8 +97,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "delivery: screens",
         ("cafleet.delivery.screens",),
-        "what an agent's pane shows: the per-agent cue tables and the classifier "
-        "(`docs/agent-screens.md`)",
+        "what an agent's pane shows: the per-agent cue tables, the classifier "
+        "(`docs/agent-screens.md`) and the prompt reader (`docs/runtime.md` §5.12)",
     ),
     Layer(
         "delivery: gate",
@@ -144,7 +145,7 @@ LAYERS: tuple[Layer, ...] = (
         "monitor",
         ("cafleet.monitor",),
         "starting a loop, healing dead ones, the loop process and its log reserve, ticks, "
-        "wakes, lost panes, `monitor scan`",
+        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`",
         eager=("cafleet.db.timefmt",),
         lazy=(
             "cafleet.broker",
@@ -154,6 +155,10 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.mux",
             "cafleet.delivery.drains",
             "cafleet.delivery.keys",
+            # an unverified wake is looked for (its id tag, the screen's state) before the next
+            "cafleet.delivery.policy",
+            "cafleet.delivery.screens",
+            "cafleet.delivery.submit",
         ),
     ),
     Layer(

@@ -55,6 +55,10 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     guard = results["assets_guard"]
     assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
     assert all(row["median_us"] > 0 for row in guard["calls"].values())
+    # docs/performance.md: a blocked member's report reaches the Director
+    escalation = results["escalation"]
+    assert escalation["latency_s"]["n"] == 2 and escalation["latency_s"]["max"] > 0
+    assert [row["prompts_seen"] for row in escalation["tick_step"]] == [1]
     # docs/performance.md §11: what healing and the wait deadline cost
     supervision = results["supervision"]
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
@@ -64,7 +68,7 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     assert set(gate["send_to_verified_fake_s"]) == {"claude", "codex", "opencode"}
     # the agents' settle (0.1 s after a paste, docs/agent-screens.md §6.1) is part of it
     assert all(s["n"] == 2 and s["median"] > 0.1 for s in gate["send_to_verified_fake_s"].values())
-    # docs/performance.md §14: every line of the parallel broadcast and drain verified
+    # docs/performance.md §17: every line of the parallel broadcast and drain verified
     par = results["parallel"]
     assert [r["workers"] for r in par["broadcast"]] == [1, 3]
     for row in par["broadcast"]:
@@ -89,6 +93,6 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 10.",
         "## 11.",
         "## 12.",
-        "## 14.",
+        "## 17.",
     ):
         assert heading in proc.stdout

@@ -43,5 +43,6 @@ def test_the_documented_defaults_are_the_code_s() -> None:
         ("CAFLEET_PANE_LOCK_TIMEOUT", config.DEFAULT_PANE_LOCK_TIMEOUT),
         ("CAFLEET_DELIVERY_HOLD_TIMEOUT", config.DEFAULT_DELIVERY_HOLD_TIMEOUT),
         ("CAFLEET_DELIVERY_WORKERS", config.DEFAULT_DELIVERY_WORKERS),
+        ("CAFLEET_ESCALATE_AFTER", config.DEFAULT_ESCALATE_AFTER),
     ):
         assert f"| `{name}` | `{default}` |" in text, name

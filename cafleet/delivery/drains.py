@@ -167,22 +167,26 @@ class _Backends:
         self._cache: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
 
-    def get(self, name: str) -> Any:
-        """The available backend, or raise MultiplexerError (str() is the tmux message)."""
-        if name in self._errors:
+    def get(self, name: str, socket_path: str | None = None) -> Any:
+        """The available backend on the server ``socket_path`` names (the one a placement
+        records, so a drain reaches its pane from any shell; None: the one ``TMUX`` names), or
+        raise MultiplexerError (str() is the tmux message)."""
+        key = f"{name}\0{socket_path or ''}"
+        if key in self._errors:
             from cafleet.mux import MultiplexerUnavailable
 
-            raise MultiplexerUnavailable(self._errors[name])
-        backend = self._cache.get(name)
+            raise MultiplexerUnavailable(self._errors[key])
+        backend = self._cache.get(key)
         if backend is None:
-            from cafleet.mux import MultiplexerError, usable_backend
+            from cafleet.mux import MultiplexerError, placement_backend
 
             try:
-                backend = usable_backend(name, env=self._env)
+                backend = placement_backend(name, socket_path, self._env)
+                backend.ensure_available()
             except MultiplexerError as exc:
-                self._errors[name] = str(exc)
+                self._errors[key] = str(exc)
                 raise
-            self._cache[name] = backend
+            self._cache[key] = backend
         return backend
 
 
@@ -234,7 +238,7 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     from cafleet.mux import MultiplexerError, PaneKey
 
     try:
-        backend = drain.backends.get(placement.backend)
+        backend = drain.backends.get(placement.backend, placement.mux_socket)
     except MultiplexerError as exc:
         return fail(str(exc))
     report.tmux_usable = True
@@ -423,13 +427,15 @@ def drain_recipient(
 # --- several recipients at once (broadcast; docs/runtime.md §4.5) ---------------------------------
 
 
-def _live_tmux_panes(backends: _Backends, report: DrainReport) -> frozenset[str] | None:
-    """One `list-panes -a` for a whole drain, or None when tmux cannot say (the attempts then
-    find out pane by pane, as a single-recipient drain does)."""
+def _live_tmux_panes(
+    backends: _Backends, report: DrainReport, socket_path: str | None = None
+) -> frozenset[str] | None:
+    """One `list-panes -a` of a server for a whole drain, or None when tmux cannot say (the
+    attempts then find out pane by pane, as a single-recipient drain does)."""
     from cafleet.mux import MultiplexerError
 
     try:
-        live = frozenset(backends.get("tmux").list_panes())
+        live = frozenset(backends.get("tmux", socket_path).list_panes())
     except MultiplexerError:
         return None
     report.tmux_usable = True
@@ -474,16 +480,24 @@ def drain_recipients(
         )
     }
     # For a single recipient its own probe is the one cheap check; a list would be a second.
-    live = _live_tmux_panes(backends, report) if len(heads) > 1 else None
+    # One list per server the heads' placements record.
+    lives: dict[str | None, frozenset[str] | None] | None = None
+    if len(heads) > 1:
+        lives = {}
+        for recipient_id in recipient_ids:
+            head = heads.get(recipient_id)
+            socket = None if head is None else head.placement.mux_socket
+            if head is not None and socket not in lives:
+                lives[socket] = _live_tmux_panes(backends, report, socket)
     order = [r for r in recipient_ids if r in heads]
     groups = _by_pane(heads[r] for r in order)
     if _workers(workers) > 1 and len(groups) > 1:
         _drain_recipients_parallel(
-            drain, groups, order, _workers(workers), live, attempted, report, on_recipient
+            drain, groups, order, _workers(workers), lives, attempted, report, on_recipient
         )
         return report
     for recipient_id in order:
-        one = _drain_head(drain, heads[recipient_id], live, attempted, report.tmux_usable)
+        one = _drain_head(drain, heads[recipient_id], lives, attempted, report.tmux_usable)
         report.merge(one)
         if on_recipient is not None:
             on_recipient(one)
@@ -493,11 +507,17 @@ def drain_recipients(
 
 
 def _drain_head(
-    drain: _Drain, head: Any, live: frozenset[str] | None, attempted: set[int], usable: bool
+    drain: _Drain,
+    head: Any,
+    lives: Mapping[str | None, frozenset[str] | None] | None,
+    attempted: set[int],
+    usable: bool,
 ) -> DrainReport:
-    """One recipient of `drain_recipients`, from its oldest pending message ``head``."""
+    """One recipient of `drain_recipients`, from its oldest pending message ``head``; ``lives``
+    holds each server's live panes, by the socket a placement records (None: not listed)."""
     one = DrainReport()
     one.tmux_usable = usable
+    live = None if lives is None else lives.get(head.placement.mux_socket)
     pane_id = head.placement.mux_pane_id
     if live is not None and head.placement.backend == "tmux" and pane_id not in live:
         drain.step(head, attempted, one, f"typing into pane {pane_id} failed: pane not found")
@@ -512,7 +532,7 @@ def _drain_recipients_parallel(
     groups: list[list[Any]],
     order: list[int],
     workers: int,
-    live: frozenset[str] | None,
+    lives: Mapping[str | None, frozenset[str] | None] | None,
     attempted: set[int],
     report: DrainReport,
     on_recipient: Callable[[DrainReport], object] | None,
@@ -534,7 +554,7 @@ def _drain_recipients_parallel(
         for head in group:
             if shared.halt.is_set():
                 break  # a stopped drain starts no further recipient
-            one = _drain_head(shared, head, live, attempted, usable)
+            one = _drain_head(shared, head, lives, attempted, usable)
             ended.append((head.recipient.member_id, one))
             if one.stopped:
                 break
@@ -576,9 +596,11 @@ def _workers(workers: int | None) -> int:
 def _by_pane(heads: Iterable[Any]) -> list[list[Any]]:
     """Heads grouped by the pane they type into, in the order given: placements that name one
     pane share its lock (docs/runtime.md §3.1), so they go one after another in one task."""
-    groups: dict[tuple[str, str | None], list[Any]] = {}
+    groups: dict[tuple[str, str | None, str | None], list[Any]] = {}
     for head in heads:
-        groups.setdefault((head.placement.backend, head.placement.mux_pane_id), []).append(head)
+        placement = head.placement
+        key = (placement.backend, placement.mux_socket, placement.mux_pane_id)
+        groups.setdefault(key, []).append(head)
     return list(groups.values())
 
 
@@ -587,9 +609,10 @@ def _resolve_backends(backends: _Backends, groups: list[list[Any]]) -> None:
     read `_Backends`' cache (a failure is cached too: the attempt reports it)."""
     from cafleet.mux import MultiplexerError
 
-    for name in sorted({head.placement.backend for group in groups for head in group}):
+    servers = {(h.placement.backend, h.placement.mux_socket) for group in groups for h in group}
+    for name, socket in sorted(servers, key=lambda server: (server[0], server[1] or "")):
         with contextlib.suppress(MultiplexerError):
-            backends.get(name)
+            backends.get(name, socket)
 
 
 # --- the fleet drain (docs/runtime.md §4.4) -------------------------------------------------------

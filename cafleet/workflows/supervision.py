@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 
 LoopState = Literal["live", "stale", "stopped", "never"]
+WAITING_TEXT = "waiting (permission)"
 
 # agent_state(backend, placement, spawned) -> the agent's state in the placement's live pane, or
 # None when unknown; spawned: the member is not a Director (cafleet spawned it with its prompt).
@@ -159,8 +160,16 @@ class PaneReport(NamedTuple):
     agent_state: str | None = None  # the classifier's word for a live pane (None: unknown)
 
     @property
+    def waiting(self) -> bool:
+        """The pane shows a permission prompt or question (docs/runtime.md §5.12)."""
+        return self.state == "alive" and self.agent_state == "awaiting_user"
+
+    @property
     def text(self) -> str:
-        """`alive`, `alive (idle)`, `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        """`alive`, `alive (ready)`, `waiting (permission)` (a live pane at a permission prompt
+        or question), `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        if self.waiting:
+            return WAITING_TEXT
         if self.state == "alive":
             return f"alive ({self.agent_state})" if self.agent_state else "alive"
         return {"none": "-", "unknown": "?"}.get(self.state, self.state)
@@ -184,13 +193,20 @@ class PaneCheck(NamedTuple):
         return [r.member_id for r in self.panes.values() if r.state == "gone"]
 
     def summary(self) -> str:
-        """`3 alive`, `2 alive, 1 gone (member 5)`, `not checked: <tmux message>`."""
+        """`3 alive`, `2 alive, 1 gone (member 5)`, `3 alive, 1 waiting (permission) (member
+        4)`, `not checked: <tmux message>`."""
         if self.unknown_reason is not None:
             return f"not checked: {self.unknown_reason}"
         counts: dict[str, int] = {}
         for report in self.panes.values():
             counts[report.state] = counts.get(report.state, 0) + 1
         parts = [f"{counts[s]} {s}" for s in ("alive", "gone", "pending") if counts.get(s)]
+        waiting = [r.member_id for r in self.panes.values() if r.waiting]
+        if waiting:
+            noun = "member" if len(waiting) == 1 else "members"
+            parts.insert(
+                1, f"{len(waiting)} {WAITING_TEXT} ({noun} {', '.join(map(str, waiting))})"
+            )
         gone = self.gone()
         if gone:
             noun = "member" if len(gone) == 1 else "members"
@@ -206,49 +222,68 @@ def check_panes(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> PaneCheck:
-    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per backend of the
-    server ``env`` (default: this process's environment) points at: the one implementation
-    behind `fleet show`, `member list`, `doctor` and the WebUI roster. Without a reachable
-    server every concrete pane is `unknown`; members without a placement are `none`, pending
-    ones `pending`, and no server is asked when no member has a concrete pane. That one call
-    also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
-    the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
-    `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, usable_backend
+    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per server: the
+    one its placement records (`member_placements.mux_socket`, so this works from any shell),
+    else the one ``env`` (default: this process's environment) points at. The one
+    implementation behind `fleet show`, `member list`, `doctor` and the WebUI roster. A pane
+    whose server cannot be asked is `unknown` (``unknown_reason`` says why); members without a
+    placement are `none`, pending ones `pending`, and no server is asked when no member has a
+    concrete pane. That one call also tells where each pane is, so ``agent_state`` is asked
+    only about a live pane that is the placement's (its server, session and window:
+    docs/runtime.md §1.8); another is plain `alive`, never captured."""
+    from cafleet.mux import (
+        MultiplexerError,
+        is_owners_place,
+        owner_of,
+        pane_state,
+        placement_backend,
+    )
 
     members = list(members)
-    backends: dict[str, Any] = {}
-    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
+    Server = tuple[str, str | None]  # (backend, the socket the placement records)
+    backends: dict[Server, Any] = {}
+    live: dict[Server, dict[str, frozenset[tuple[str, str]]]] = {}  # -> pane -> places
     reason: str | None = None
-    names = {m.placement.backend for m in members if m.placement and m.placement.mux_pane_id}
-    for name in sorted(names):
+    servers = {
+        (m.placement.backend, m.placement.mux_socket)
+        for m in members
+        if m.placement and m.placement.mux_pane_id
+    }
+    for server in sorted(servers, key=lambda s: (s[0], s[1] or "")):
         try:
-            backends[name] = usable_backend(name, env=env)
-            live[name] = backends[name].pane_places()
+            backends[server] = placement_backend(*server, env)
+            backends[server].ensure_available()
+            live[server] = backends[server].pane_places()
         except MultiplexerError as exc:
             reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
     asked: list[tuple[Member, Placement, str]] = []  # live panes that are the placement's
     for member in members:
         placement = member.placement
-        places = None if placement is None else live.get(placement.backend)
+        key = None if placement is None else (placement.backend, placement.mux_socket)
+        places = None if key is None else live.get(key)
         state = pane_state(placement, places)
         pane = None if placement is None else placement.mux_pane_id
         panes[member.member_id] = PaneReport(member.member_id, pane, state)
         if state == "alive":
-            assert placement is not None and places is not None and pane is not None
-            if is_owners_place(backends[placement.backend], owner_of(placement), places[pane]):
+            assert key is not None and placement is not None and places is not None
+            assert pane is not None
+            if is_owners_place(backends[key], owner_of(placement), places[pane]):
                 asked.append((member, placement, pane))
     if agent_state is no_agent_state or not asked:
         return PaneCheck(panes, reason)
-    # The probes' captures, one tmux call per backend for all of them: each probe then reads
-    # its pane's screen from that answer (docs/performance.md §14).
-    readers: dict[str, Any] = {}
-    for name in {placement.backend for _m, placement, _p in asked}:
-        wanted = [pane for _m, placement, pane in asked if placement.backend == name]
-        readers[name] = _Prefetched(backends[name], wanted)
+    # The probes' captures, one tmux call per server for all of them: each probe then reads
+    # its pane's screen from that answer (docs/performance.md §17).
+    readers: dict[Server, Any] = {}
+    for server in {(placement.backend, placement.mux_socket) for _m, placement, _p in asked}:
+        wanted = [
+            pane for _m, placement, pane in asked
+            if (placement.backend, placement.mux_socket) == server
+        ]  # fmt: skip
+        readers[server] = _Prefetched(backends[server], wanted)
     for member, placement, _pane in asked:
-        agent = agent_state(readers[placement.backend], placement, member.kind != "director")
+        reader = readers[(placement.backend, placement.mux_socket)]
+        agent = agent_state(reader, placement, member.kind != "director")
         panes[member.member_id] = panes[member.member_id]._replace(agent_state=agent)
     return PaneCheck(panes, reason)
 
@@ -309,6 +344,7 @@ def fleet_report(
 
 
 __all__ = [
+    "WAITING_TEXT",
     "AgentStateProbe",
     "FleetReport",
     "LoopState",

@@ -7,8 +7,8 @@ needs without any model. Pointed at with ``ANTHROPIC_BASE_URL`` (Claude Code) or
 ``stall`` every streamed reply starts and then only sends pings until the server stops: the
           agent stays ``working`` for as long as a test needs (opencode gives up on a refused
           connection within seconds).
-``text``  every streamed reply is a short text: the turn ends at once and the agent is ``ready``
-          again (tests/harness/settle_facts.py types many lines into one ready agent).
+``text``  every streamed reply is the text "Done.": each turn ends at once and the agent is
+          ``ready`` again (a monitor that answers every wake line).
 
 Every other request (titles, token counts) gets a short text reply. Standard library only;
 serves on 127.0.0.1, one daemon thread per request.
