@@ -92,6 +92,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         stamp_notified,
     )
     from cafleet.broker.recovery import (
+        fleet_permissions,
         get_spawn,
         placed_members,
         rebind_placement,
@@ -140,6 +141,7 @@ _HOMES: dict[str, str] = {
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
     "get_spawn": "recovery",
+    "fleet_permissions": "recovery",
     "placed_members": "recovery",
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
@@ -195,6 +197,7 @@ __all__ = [
     "get_member",
     "get_message",
     "get_monitor_runtime",
+    "fleet_permissions",
     "get_spawn",
     "heartbeat",
     "idle_seconds",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Container
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ def create_fleet(
     spawn_monitor: SpawnMonitor,
     monitor_spawn: SpawnSpec | None = None,
     mux_socket: str | None = None,
+    member_defaults: dict[str, str] | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
@@ -64,6 +66,8 @@ def create_fleet(
     propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A
     failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
     committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
+    ``member_defaults`` (e.g. ``{"permissions": "ask"}``) is stored as the fleet's
+    `member_defaults_json`, what `member create` uses when not told otherwise.
     """
     check_backend(backend)
     check_coding_agent(coding_agent)
@@ -74,7 +78,10 @@ def create_fleet(
             _refuse_directed_pane(
                 conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
             )
-            fleet_id = conn.execute(q.INSERT_FLEET, {"name": name, "now": ts}).lastrowid
+            defaults = json.dumps(member_defaults, sort_keys=True) if member_defaults else None
+            fleet_id = conn.execute(
+                q.INSERT_FLEET, {"name": name, "now": ts, "defaults": defaults}
+            ).lastrowid
             director_id = conn.execute(
                 q.INSERT_MEMBER,
                 {
@@ -212,6 +219,19 @@ def delete_fleet(
         return count
 
 
+def member_defaults(conn: Connection, fleet_id: int) -> dict[str, str]:
+    """The fleet's defaults for new members (`member_defaults_json`; {} when none or unknown)."""
+    with tx.read(conn):
+        row = conn.execute(q.MEMBER_DEFAULTS, {"fleet_id": fleet_id}).first()
+    if row is None or not row[0]:
+        return {}
+    try:
+        value = json.loads(row[0])
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
 def get_fleet(conn: Connection, fleet_id: int) -> Fleet:
     """The fleet, soft-deleted included; `FleetNotFound` when no row exists."""
     with tx.read(conn):
@@ -283,6 +303,7 @@ __all__ = [
     "fleet_placements",
     "fleet_summary",
     "get_fleet",
+    "member_defaults",
     "list_fleets",
     "panes_shared_outside",
 ]

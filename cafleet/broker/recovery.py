@@ -36,6 +36,7 @@ def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
             "prompt": spawn.prompt,
             "model": spawn.model,
             "effort": spawn.effort,
+            "permissions": spawn.permissions,
         },
     )
 
@@ -45,7 +46,17 @@ def get_spawn(conn: Connection, member_id: int) -> SpawnSpec | None:
     revision 0003)."""
     with tx.read(conn):
         row = conn.execute(q.SPAWN, {"member_id": member_id}).first()
-    return None if row is None else SpawnSpec(prompt=row[0], model=row[1], effort=row[2])
+    if row is None:
+        return None
+    return SpawnSpec(prompt=row[0], model=row[1], effort=row[2], permissions=row[3])
+
+
+def fleet_permissions(conn: Connection, fleet_id: int) -> dict[int, str | None]:
+    """member id -> the permission profile recorded with its spawn (None: recorded before
+    profiles existed, or the monitor), for the fleet's members that have a spawn record."""
+    with tx.read(conn):
+        rows = conn.execute(q.FLEET_PERMISSIONS, {"fleet_id": fleet_id}).all()
+    return {int(row[0]): row[1] for row in rows}
 
 
 def rebind_placement(
@@ -139,6 +150,7 @@ def record_pane_loss(
 
 
 __all__ = [
+    "fleet_permissions",
     "get_spawn",
     "insert_spawn",
     "placed_members",

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import click
 
+from cafleet.agents.permissions import FULL_WARNING, PROFILES
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import agent_choice, json_option, name_option, read_body_file
-from cafleet.output import member_dict, out, out_json
+from cafleet.output import err, member_dict, out, out_json
 
 
 @fleet_group.command(
@@ -39,6 +40,13 @@ from cafleet.output import member_dict, out, out_json
 @click.option(
     "--monitor-effort", default=None, help="Reasoning effort for the monitor (agent default)."
 )
+@click.option(
+    "--permissions",
+    type=click.Choice(PROFILES),
+    default=None,
+    help="Default permission profile of the fleet's members (docs/permissions.md; "
+    "default: workspace).",
+)
 @json_option
 def fleet_create(
     name: str,
@@ -46,6 +54,7 @@ def fleet_create(
     monitor_file: str | None,
     monitor_model: str | None,
     monitor_effort: str | None,
+    permissions: str | None,
     as_json: bool,
 ) -> None:
     inv = invocation()
@@ -63,7 +72,10 @@ def fleet_create(
         monitor_model=monitor_model,
         monitor_effort=monitor_effort,
         close=inv.close,
+        member_permissions=permissions,
     )
+    if permissions == "full":
+        err(FULL_WARNING)
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid
     if as_json:

@@ -69,9 +69,19 @@ def member_list(fleet_id: int, as_json: bool) -> None:
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
     if as_json:
+        from cafleet.agents.permissions import shown_profile
+        from cafleet.broker.recovery import fleet_permissions
+
+        recorded = fleet_permissions(conn, fleet_id)
         out_json(
             [
-                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id))}
+                {
+                    **roster_dict(entry),
+                    **_pane_keys(panes.get(entry.member.member_id)),
+                    "permissions": shown_profile(
+                        entry.member.kind, recorded.get(entry.member.member_id)
+                    ),
+                }
                 for entry in report.roster
             ]
         )
@@ -91,7 +101,7 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 # --- member show ---------------------------------------------------------------------------------
 
 
-def member_show_lines(member: Member) -> list[str]:
+def member_show_lines(member: Member, permissions: str | None = None) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
         ("fleet_id", str(member.fleet_id)),
@@ -104,6 +114,8 @@ def member_show_lines(member: Member) -> list[str]:
     if member.status == "deregistered":
         pairs.append(("deregistered_at", cell(member.deregistered_at)))
     pairs.append(("placement", placement_text(member.placement)))
+    if member.kind == "member":
+        pairs.append(("permissions", permissions or "-"))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
@@ -112,10 +124,14 @@ def member_show_lines(member: Member) -> list[str]:
 @json_option
 def member_show(member_id: int, as_json: bool) -> None:
     conn = invocation().connection()
+    from cafleet.agents.permissions import shown_profile
     from cafleet.broker.members import get_member
+    from cafleet.broker.recovery import get_spawn
 
     member = get_member(conn, member_id)
+    spawn = get_spawn(conn, member_id) if member.kind == "member" else None
+    permissions = shown_profile(member.kind, spawn.permissions if spawn else None)
     if as_json:
-        out_json(member_dict(member))
+        out_json({**member_dict(member), "permissions": permissions})
     else:
-        out_lines(member_show_lines(member))
+        out_lines(member_show_lines(member, permissions))

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from cafleet.agents.permissions import FULL_WARNING, PROFILES
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import (
@@ -26,7 +27,7 @@ from cafleet.cli.params import (
     read_body,
     window_option,
 )
-from cafleet.output import cell, label_lines, member_dict, out, out_json
+from cafleet.output import cell, err, label_lines, member_dict, out, out_json
 
 MEMBER_ID_HELP = "Member ID."
 LINES_RANGE = click.IntRange(1, 100000)
@@ -61,6 +62,12 @@ LINES_RANGE = click.IntRange(1, 100000)
     default=None,
     help="Register the fleet's monitor member (to replace a dead one).",
 )
+@click.option(
+    "--permissions",
+    type=click.Choice(PROFILES),
+    default=None,
+    help="Permission profile (docs/permissions.md; default: the fleet's, else workspace).",
+)
 @window_option
 @body_argument(
     "prompt",
@@ -78,6 +85,7 @@ def member_create(
     model: str | None,
     effort: str | None,
     role: str | None,
+    permissions: str | None,
     window: str | None,
     prompt: str | None,
     file: str | None,
@@ -101,9 +109,12 @@ def member_create(
         role="monitor" if role == "monitor" else None,
         prompt=None if prompt is None and file is None else lambda: read_body(prompt, file),
         window=placing.window_mode(window),
+        permissions=permissions,
     )
+    if created.permissions == "full":
+        err(FULL_WARNING)
     if as_json:
-        out_json(member_dict(created.member))
+        out_json({**member_dict(created.member), "permissions": created.permissions})
     else:
         out(
             f"{created.member.member_id} {cell(name)} agent={created.coding_agent} "

@@ -378,9 +378,15 @@ def _routes(app: FastAPI) -> None:
     @app.get("/api/members", response_model=list[m.MemberOut], summary="The fleet's roster")
     @_raw
     def members(ctx: FleetCtx) -> Any:
+        from cafleet.agents.permissions import shown_profile
+        from cafleet.broker.recovery import fleet_permissions
         from cafleet.broker.views import web_roster
 
-        return [_member(x) for x in web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)]
+        recorded = fleet_permissions(ctx.conn, ctx.fleet.fleet_id)
+        return [
+            {**_member(x), "permissions": shown_profile(x.kind, recorded.get(x.member_id))}
+            for x in web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+        ]
 
     @app.get(
         "/api/members/activity",

@@ -59,12 +59,15 @@ def create(
     monitor_model: str | None,
     monitor_effort: str | None,
     close: Callable[[], None],
+    member_permissions: str | None = None,
 ) -> Created:
     """Bootstrap a fleet from the calling tmux pane and start its monitor loop (docs/cli.md §2.3).
 
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
     discards the open bootstrap transaction) when a step after the spawn failed.
+    ``member_permissions`` is the fleet's default permission profile for new members
+    (docs/permissions.md), stored in `member_defaults_json`.
     """
     from cafleet import signals
     from cafleet.assets.guard import require_assets
@@ -165,6 +168,9 @@ def create(
                 effort=monitor_effort,
             ),
             mux_socket=backend.socket_path,
+            member_defaults=(
+                {"permissions": member_permissions} if member_permissions is not None else None
+            ),
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)

@@ -47,6 +47,7 @@ class Created:
     member: Member  # with its concrete placement
     coding_agent: str
     pane_id: str
+    permissions: str | None = None  # the member's profile (None: the monitor's fixed rules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +154,14 @@ def create(
     role: Literal["monitor"] | None,
     prompt: Callable[[], str] | None,
     window: WindowMode = "auto",
+    permissions: str | None = None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
     patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
     template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
-    ``window`` picks the pane's window (`cafleet.workflows.placing`).
+    ``window`` picks the pane's window (`cafleet.workflows.placing`). ``permissions`` is the
+    member's profile (docs/permissions.md); None: the fleet's default, else `workspace`.
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -205,7 +208,15 @@ def create(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     template = prompt() if prompt is not None else _default_template(role)
-    plan = spawn_plan(agent, template, model, effort)
+    profile: str | None = None
+    if role != "monitor":
+        from cafleet.agents.permissions import DEFAULT_PROFILE, PROFILES
+        from cafleet.broker.fleets import member_defaults
+
+        profile = permissions or member_defaults(conn, fleet_id).get("permissions")
+        if profile not in PROFILES:  # no default, or one this cafleet does not know
+            profile = DEFAULT_PROFILE
+    plan = spawn_plan(agent, template, model, effort, profile or "workspace")
 
     # 6. tmux, and a concrete pane to split from.
     from cafleet.mux import MultiplexerError, tmux_backend
@@ -251,7 +262,10 @@ def create(
             require_monitor=True,
             # None: the bundled prompt, so a respawn gets this cafleet's current one.
             spawn=SpawnSpec(
-                prompt=template if prompt is not None else None, model=model, effort=effort
+                prompt=template if prompt is not None else None,
+                model=model,
+                effort=effort,
+                permissions=profile,
             ),
         )
     except (MonitorSlotTaken, NoActiveMonitor) as exc:
@@ -344,7 +358,7 @@ def create(
     lock.release()
 
     member = dataclasses.replace(member, placement=placement)
-    return Created(member=member, coding_agent=coding_agent, pane_id=pane_id)
+    return Created(member=member, coding_agent=coding_agent, pane_id=pane_id, permissions=profile)
 
 
 # --- delete --------------------------------------------------------------------------------------

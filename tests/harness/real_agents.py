@@ -316,6 +316,8 @@ class RealAgent:
         login: bool = True,
         opencode_config: Mapping[str, Any] | None = None,
         model_url: str | None = None,
+        claude_config: Mapping[str, Any] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         if agent not in PACKAGES:
             raise ValueError(f"unknown agent {agent!r}")
@@ -330,13 +332,14 @@ class RealAgent:
         # A model server's base URL (tests/harness/scripted_model.py `base_url`): every API
         # call goes there instead of nowhere.
         self.model_url = model_url
+        self.claude_config_extra = dict(claude_config or {})  # more keys for .claude.json
         self.binary = binary(agent)
         if self.binary is None:
             raise RuntimeError(f"real {agent} is not installed in {cache_dir()}")
         assert harness.dir is not None
         self.root = Path(harness.dir) / "agents" / self.name
         self.home = self.root / "home"
-        self.cwd = self.root / "project"
+        self.cwd = cwd or self.root / "project"  # another agent's project: shared with it
         self.claude_config = self.home / ".claude"
         self.codex_home = self.root / "codex"
         self.pane: str | None = None
@@ -388,6 +391,7 @@ class RealAgent:
             config["customApiKeyResponses"] = {"approved": [ANTHROPIC_KEY[-20:]], "rejected": []}
         if self.trust:
             config["projects"] = {str(self.cwd): {"hasTrustDialogAccepted": True}}
+        config.update(self.claude_config_extra)
         text = json.dumps(config)
         # With CLAUDE_CONFIG_DIR set the global config lives inside it; HOME's copy covers
         # versions that still read ~/.claude.json.

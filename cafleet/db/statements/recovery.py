@@ -25,9 +25,18 @@ INSERT_SPAWN = insert(member_spawns).values(
     prompt=param("prompt"),
     model=param("model"),
     effort=param("effort"),
+    permissions=param("permissions"),
 )
-SPAWN = select(member_spawns.c.prompt, member_spawns.c.model, member_spawns.c.effort).where(
-    member_spawns.c.member_id == param("member_id")
+SPAWN = select(
+    member_spawns.c.prompt,
+    member_spawns.c.model,
+    member_spawns.c.effort,
+    member_spawns.c.permissions,
+).where(member_spawns.c.member_id == param("member_id"))
+FLEET_PERMISSIONS = (
+    select(member_spawns.c.member_id, member_spawns.c.permissions)
+    .select_from(member_spawns.join(_m, _m.c.member_id == member_spawns.c.member_id))
+    .where(_m.c.fleet_id == param("fleet_id"))
 )
 MEMBER = (
     select(*member_columns(_m, _f, _p))
@@ -99,6 +108,7 @@ INSERT_REPORT = (
 STATEMENTS: dict[str, Any] = {
     "INSERT_SPAWN": INSERT_SPAWN,
     "SPAWN": SPAWN,
+    "FLEET_PERMISSIONS": FLEET_PERMISSIONS,
     "MEMBER": MEMBER,
     "REBIND": REBIND,
     "PLACED": PLACED,

@@ -10,13 +10,18 @@ if TYPE_CHECKING:
 
 
 INSERT_SPAWN: Compiled = (
-    "INSERT INTO member_spawns (member_id, prompt, model, effort) VALUES (?, ?, ?, ?)",
-    ("member_id", "prompt", "model", "effort"),
+    "INSERT INTO member_spawns (member_id, prompt, model, effort, permissions) VALUES (?, ?, ?, ?, ?)",
+    ("member_id", "prompt", "model", "effort", "permissions"),
 )
 
 SPAWN: Compiled = (
-    "SELECT member_spawns.prompt, member_spawns.model, member_spawns.effort FROM member_spawns WHERE member_spawns.member_id = ?",
+    "SELECT member_spawns.prompt, member_spawns.model, member_spawns.effort, member_spawns.permissions FROM member_spawns WHERE member_spawns.member_id = ?",
     ("member_id",),
+)
+
+FLEET_PERMISSIONS: Compiled = (
+    "SELECT member_spawns.member_id, member_spawns.permissions FROM member_spawns JOIN members AS m ON m.member_id = member_spawns.member_id WHERE m.fleet_id = ?",
+    ("fleet_id",),
 )
 
 MEMBER: Compiled = (
