@@ -23,6 +23,7 @@ from benchmarks import (
     concurrency,
     delivery,
     drains,
+    fleet,
     notify,
     scale,
     send_paths,
@@ -48,6 +49,8 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "fleet_mixes": ["claude", "codex", "opencode", "mixed"],
+    "fleet_tasks": [3, 8],
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -64,9 +67,11 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "fleet_mixes": ["claude"],
+    "fleet_tasks": [2],
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
-OPT_IN = ("delivery_real",)
+OPT_IN = ("delivery_real", "fleet_roundtrip")
 
 TARGETS = [
     "short commands: median <= 1.5 x the `import click, sqlite3, json` floor (bytecode cached), "
@@ -92,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real runs "
-            "only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real and "
+            "fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -104,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--real-agents", default="claude,codex,opencode", help="delivery_real: agents"
+    )
+    parser.add_argument(
+        "--fleet-mixes",
+        default=None,
+        help="fleet_roundtrip: agent mixes (claude,codex,opencode,mixed; default: all, "
+        "smoke: claude)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -132,6 +143,14 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "fleet_roundtrip": (
+            lambda t: fleet.run(
+                t,
+                args.fleet_mixes.split(",") if args.fleet_mixes else sizes["fleet_mixes"],
+                sizes["fleet_tasks"],
+            ),
+            fleet.render,
         ),
         "delivery_real": (
             lambda t: delivery.run_real(

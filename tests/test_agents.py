@@ -112,8 +112,7 @@ def test_codex_member_argv_per_profile(tmp_path: Path) -> None:
     """docs/permissions.md §2; the monitor ignores the profile."""
     d = str(tmp_path)
     assert build("codex", db_dir=d, permissions="ask") == [
-        BIN, "--ask-for-approval", "untrusted", "--sandbox", "workspace-write", "--add-dir", d,
-        "PROMPT",
+        BIN, "--ask-for-approval", "on-request", "--sandbox", "read-only", "PROMPT",
     ]  # fmt: skip
     assert build("codex", db_dir=d, permissions="readonly") == [
         BIN, "--ask-for-approval", "never", "--sandbox", "read-only", "PROMPT",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cafleet.agents.claude import profile_args
 from cafleet.mux.tmux_args import chunk_utf8
 from tests.delivery_helpers import expected_line, record_of, send_json
 from tests.factories import build_world, connect
@@ -21,7 +22,7 @@ from tests.harness.fixtures import TmuxHarness
 from tests.hostile import HOME_PWNED, no_pwned, server_state
 from tests.test_delivery_send import occupy_loop_slot
 
-CLAUDE_RULES = ["--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)"]
+CLAUDE_RULES = profile_args("workspace")  # a member's default profile (docs/permissions.md)
 
 
 def _create(h: TmuxHarness, fleet_id: int, *args: str, **kwargs: Any) -> tuple[int, str]:

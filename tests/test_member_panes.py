@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.agents.claude import profile_args
 from tests.cli_helpers import MEMBER_KEYS
 from tests.delivery_helpers import holds_open
 from tests.factories import connect
@@ -97,10 +98,7 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
     start = start_record(pane)
     assert start["argv"] == [
         str(h.bin_dir / "claude"),
-        "--permission-mode",
-        "dontAsk",
-        "--allowedTools",
-        "Bash(cafleet message *)",
+        *profile_args("workspace"),  # the default permission profile (docs/permissions.md)
         "--name",
         "coder",
         f"You are member {member_id} of fleet {fleet.fleet_id}; Director {fleet.director_id}; "

@@ -11,6 +11,8 @@ database (replies and ACKs) and the agent's own record; the expected outcome of 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = ("workspace", "ask", "readonly", "full")
 AGENTS = ("claude", "codex", "opencode")
+OUTSIDE_ROOT = "/var/tmp"
 # Outcome of (task, profile) per agent: "runs" (the file / the command's output is there and
 # the member reported), "refused" (not there, and the member reported anyway: the agent told
 # the model no), "asks" (not there; the agent shows a permission prompt and waits).
@@ -118,8 +121,9 @@ def test_each_profile_does_what_its_table_says(
     h = tmux_db
     ids = create_fleet(h)  # fake Director and monitor; the members are real
     d = ids.director_id
-    outside = h.dir / "outside"
-    outside.mkdir()
+    # Outside the working directory, and outside /tmp too: Codex's workspace-write sandbox lets
+    # commands write /tmp and $TMPDIR (docs/permissions.md §2).
+    outside = Path(tempfile.mkdtemp(prefix="cafleet-outside-", dir=OUTSIDE_ROOT))
     members: dict[str, RealMember] = {}
     try:
         for profile in PROFILES:
@@ -205,7 +209,7 @@ def test_each_profile_does_what_its_table_says(
         else:
             assert _acked(h, second)
             outcome["workspace"]["edit outside"] = "runs" if target.exists() else "refused"
-        assert outcome == EXPECTED[agent], _screens(members)
+        assert outcome == EXPECTED[agent], f"{outcome}\n{_screens(members)}"
         # Every task reached the agent as its own user message (its own record).
         for profile, member in members.items():
             texts = member.real.received()
@@ -213,6 +217,7 @@ def test_each_profile_does_what_its_table_says(
     finally:
         for member in members.values():
             member.stop()
+        shutil.rmtree(outside, ignore_errors=True)
 
 
 def _screens(members: dict[str, RealMember]) -> str:

@@ -152,6 +152,33 @@ def test_member_script_on_codex_responses_input() -> None:
     assert decide(conv).command == "true"
 
 
+def test_codex_retries_a_sandbox_refusal_escalated_once() -> None:
+    """After its sandbox refused a write, the model asks to run it outside (Codex's
+    `sandbox_permissions: require_escalated`), once; then it goes on."""
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": SPAWN}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": LINE}]},
+    ]
+
+    def call(n: int, args: dict[str, Any], output: str) -> None:
+        items.append({"type": "function_call", "name": "exec_command", "call_id": f"c{n}",
+                      "arguments": json.dumps(args)})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": f"c{n}", "output": output})
+
+    def next_action() -> Any:
+        return decide(responses_conversation({"input": items, "tools": CODEX_TOOLS}), "/c/w")
+
+    call(1, {"cmd": "cafleet message poll 7"}, POLL)
+    first = next_action()
+    assert (first.command, first.escalate) == ("true", False)
+    call(2, {"cmd": "true"}, "touch: cannot touch 'x': Read-only file system")
+    retry = next_action()
+    assert (retry.command, retry.escalate) == ("true", True)
+    call(3, {"cmd": "true", "sandbox_permissions": "require_escalated"}, "rejected by user")
+    after = next_action()
+    assert after.command.startswith("cafleet message send") and not after.escalate
+
+
 def test_director_script_creates_sends_waits_and_acks() -> None:
     text = (
         "Run this.\nFLEET PLAN\nfleet: demo claude\nmember: alpha claude\nmember: beta codex\n"

@@ -30,11 +30,13 @@ class CodexAgent(BaseAgent):
         it is resolved from this process's environment. The display name changes nothing."""
         if not monitor and permissions == "full":
             return ["--dangerously-bypass-approvals-and-sandbox"]
-        if not monitor and permissions == "readonly":
-            return ["--ask-for-approval", "never", "--sandbox", "read-only"]
-        approval = {"workspace": "on-request", "ask": "untrusted"}.get(permissions, "never")
+        if not monitor and permissions in ("ask", "readonly"):
+            # Codex's own read-only mode; `ask` lets the model ask to leave it (Codex 0.171.0
+            # knows only the approval policies on-request and never).
+            approval = "on-request" if permissions == "ask" else "never"
+            return ["--ask-for-approval", approval, "--sandbox", "read-only"]
         directory = os.path.abspath(db_dir) if db_dir is not None else _resolved_db_dir()
-        argv = ["--ask-for-approval", "never" if monitor else approval]
+        argv = ["--ask-for-approval", "never" if monitor else "on-request"]
         return argv + ["--sandbox", "workspace-write", "--add-dir", directory]
 
     def effort_args(self, effort: str) -> list[str]:

@@ -39,6 +39,7 @@ requests, a conversation with no script) gets a short text reply. Standard libra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -81,6 +82,9 @@ class Conversation:
     texts: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)  # since the last user text
     system: str = ""
+    # Codex: a command its sandbox refused may be run again outside it, if the user approves
+    # (`sandbox_permissions: require_escalated`), as a model does after such a refusal.
+    can_escalate: bool = False
 
     @property
     def first(self) -> str:
@@ -104,6 +108,7 @@ class Action:
     path: str = ""  # write
     content: str = ""  # write
     text: str = ""  # text
+    escalate: bool = False  # Codex: ask to run outside the sandbox
 
 
 def shell(command: str) -> Action:
@@ -278,6 +283,28 @@ def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
     return shell(f"cafleet message wait {me} --timeout {plan.wait:g}")
 
 
+# What a sandbox's refusal of a write looks like in a command's output.
+SANDBOX_DENIED = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
+
+
+def _escalated(call: Call) -> bool:
+    return call.args.get("sandbox_permissions") == "require_escalated"
+
+
+def plan_position(conv: Conversation) -> tuple[int, bool]:
+    """(how many plan steps the calls so far did, whether the last one is to be run again
+    outside the sandbox): a sandbox refusal (Codex only) is retried once, escalated."""
+    position, retry = 0, False
+    for call in conv.calls:
+        denied = call.result is not None and SANDBOX_DENIED.search(call.result) is not None
+        if conv.can_escalate and not retry and not _escalated(call) and denied:
+            retry = True
+            continue
+        retry = False
+        position += 1
+    return position, retry
+
+
 def decide(conv: Conversation, cwd: str = "") -> Action:
     """The scripted model's answer to a conversation (see the module docstring)."""
     plan = director_plan(conv.first) if conv.texts else None
@@ -286,8 +313,10 @@ def decide(conv: Conversation, cwd: str = "") -> Action:
     steps = member_plan(conv, cwd)
     if steps is None:
         return say("OK.")
-    if len(conv.calls) < len(steps):
-        return steps[len(conv.calls)]
+    position, retry = plan_position(conv)
+    if position < len(steps):
+        step = steps[position]
+        return dataclasses.replace(step, escalate=True) if retry else step
     return say("Done.")
 
 
@@ -370,7 +399,7 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def responses_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation(system=str(body.get("instructions") or ""))
+    conv = Conversation(system=str(body.get("instructions") or ""), can_escalate=True)
     pending: dict[str, tuple[str, Any]] = {}
     order: list[str] = []
     results: dict[str, str] = {}
@@ -602,7 +631,7 @@ class _Handler(BaseHTTPRequestHandler):
         conv = responses_conversation(body)
         action = model.decide(conv, working_dir(conv, body)) if tools else say(model.side_text)
         if action.kind == "write":
-            action = shell(_write_command(action))
+            action = dataclasses.replace(shell(_write_command(action)), escalate=action.escalate)
         rec.action = action
         item_id = f"item_{next(model.ids):08d}"
         item: dict[str, Any]
@@ -685,7 +714,11 @@ def _codex_call(
     if "shell_command" in names:
         name, args = "shell_command", {"command": action.command}
     elif "exec_command" in names:
-        name, args = "exec_command", {"cmd": action.command}
+        # Not a login shell: the test's PATH (with `cafleet` on it) is what the agent inherited.
+        name, args = "exec_command", {"cmd": action.command, "login": False}
+        if action.escalate:
+            args["sandbox_permissions"] = "require_escalated"
+            args["justification"] = f"Allow running {action.command!r} outside the sandbox?"
     else:
         name, args = "shell", {"command": ["bash", "-lc", action.command]}
     return {
