@@ -125,7 +125,7 @@ def test_codex_with_database_directory_ending_in_semicolon(tmux_db: TmuxHarness)
     )  # fmt: skip
     record = util.start_record(pane, timeout=20)
     assert record["argv"][1:6] == [
-        "--ask-for-approval", "never", "--sandbox", "workspace-write", "--add-dir",
+        "--ask-for-approval", "on-request", "--sandbox", "workspace-write", "--add-dir",
     ]  # fmt: skip
     assert record["argv"][6] == str(path.parent)
     assert record["argv"][6].endswith("semi;")

@@ -137,13 +137,14 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
         )
     )
     record = json.loads(result.stdout)
-    assert list(record) == MEMBER_KEYS
+    assert list(record) == [*MEMBER_KEYS, "permissions"]  # docs/permissions.md §1
+    assert record["permissions"] == "workspace"
     assert record["kind"] == "member" and record["placement"]["coding_agent"] == "codex"
     codex_pane = record["placement"]["mux_pane_id"]
     argv = start_record(codex_pane)["argv"]
     assert argv[1:7] == [
         "--ask-for-approval",
-        "never",
+        "on-request",
         "--sandbox",
         "workspace-write",
         "--add-dir",

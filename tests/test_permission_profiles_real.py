@@ -42,7 +42,7 @@ EXPECTED: dict[str, dict[str, dict[str, str]]] = {
         "full": {"edit": "runs", "command": "runs"},
     },
     "codex": {
-        "workspace": {"edit": "runs", "command": "runs", "edit outside": "refused"},
+        "workspace": {"edit": "runs", "command": "runs", "edit outside": "asks"},
         "ask": {"edit": "asks"},
         "readonly": {"edit": "refused", "command": "refused"},
         "full": {"edit": "runs", "command": "runs"},

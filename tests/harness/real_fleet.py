@@ -77,7 +77,11 @@ class RealFleet:
         self.director.extra_env.update(
             {"PATH": path, "CAFLEET_DATABASE_URL": h.env["CAFLEET_DATABASE_URL"]}
         )
-        self.director.args = [prompt]
+        # The user lets the Director run cafleet's commands (the variadic --allowedTools ends
+        # at the next option, so the prompt stays a prompt).
+        self.director.args = [
+            "--allowedTools", "Bash(cafleet *)", "--permission-mode", "default", prompt,
+        ]  # fmt: skip
         self.director.start()
         return self
 
