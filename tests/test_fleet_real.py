@@ -10,6 +10,7 @@ record and the scripted model's request log.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -144,6 +145,9 @@ def _calls(body: dict[str, Any]) -> list[Call]:
 
 
 def _diagnosis(h: TmuxHarness, fleet: RealFleet, model: ScriptedModel) -> str:
+    keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
+    if keep:
+        model.dump(keep)
     parts = [
         f"messages: {h.sqlite('SELECT message_id, from_member_id, to_member_id, text, status_state FROM messages')}"
     ]

@@ -302,3 +302,20 @@ def test_binds_loopback_only_and_stops() -> None:
         assert m._server is not None and m._server.server_address[0] == "127.0.0.1"
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
+
+
+def test_a_line_claude_queued_while_working_is_a_new_user_text() -> None:
+    """Claude Code sends a line typed during a turn as a system reminder next to the tool
+    result; the member script then handles that message."""
+    body = _anthropic_turn([SPAWN], [])
+    body["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "Bash",
+                                           "input": {"command": "cafleet message send … ready"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t0", "content": "Message sent."},
+            {"type": "text", "text": "<system-reminder>\nThe user sent the following message:\n"
+                                     + LINE + "\n</system-reminder>"},
+        ]},
+    ]  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"

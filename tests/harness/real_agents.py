@@ -464,7 +464,10 @@ class RealAgent:
         """Prepare and start the agent in a new session ``width`` x ``height``."""
         self.prepare()
         assert self.binary is not None
-        argv = ["env", *[f"-u{name}" for name in UNSET], str(self.binary), *self.args]
+        # tmux's `new-session -e PATH=…` does not reach the command (seen with tmux 3.3a), so a
+        # PATH of the agent's own goes through env(1).
+        path = [f"PATH={self.env['PATH']}"] if "PATH" in self.env else []
+        argv = ["env", *[f"-u{name}" for name in UNSET], *path, str(self.binary), *self.args]
         cmd = ["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", self.session]
         cmd += ["-x", str(self.width), "-y", str(self.height), "-c", str(self.cwd)]
         for name, value in self.env.items():

@@ -382,7 +382,9 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
             kind = part.get("type")
             if role == "user" and kind == "text":
                 text = str(part.get("text", ""))
-                if text.strip() and not _is_reminder(text):
+                # Claude Code hands a line queued while it worked to the model as a system
+                # reminder inside the next request: that one is the user's too.
+                if text.strip() and (not _is_reminder(text) or TRIGGER_RX.search(text)):
                     conv.texts.append(text)
                     pending, order, results = {}, [], {}
             elif role == "assistant" and kind == "tool_use":
@@ -810,6 +812,15 @@ class ScriptedModel:
     def record(self, rec: Recorded) -> None:
         with self._lock:
             self.requests.append(rec)
+
+    def dump(self, path: str | os.PathLike[str]) -> None:
+        """Write the request log (bodies and answers) as JSON Lines, for a failing test's
+        diagnosis."""
+        with self._lock, open(path, "w", encoding="utf-8") as fh:
+            for rec in self.requests:
+                action = dataclasses.asdict(rec.action) if rec.action is not None else None
+                fh.write(json.dumps({"at": rec.at, "client": rec.client, "path": rec.path,
+                                     "body": rec.body, "action": action}) + "\n")  # fmt: skip
 
     def count(self, client: str, input_tokens: int, output_tokens: int) -> None:
         with self._lock:
