@@ -10,13 +10,16 @@ record and the scripted model's request log.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fleet_helpers import ok
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import require_binary
 from tests.harness.real_fleet import RealFleet, plan_text
@@ -26,7 +29,7 @@ from tests.harness.scripted_model import (
     anthropic_conversation,
     scripted_model,
 )
-from tests.harness.util import retry_until
+from tests.harness.util import read_jsonl, retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"))
@@ -75,14 +78,13 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         fleet_rows = h.sqlite("SELECT fleet_id, name, director_member_id FROM fleets")
         assert len(fleet_rows) == 1 and fleet_rows[0][1] == "e2e"
         fleet_id, _, director_id = fleet_rows[0]
-        members = dict(
-            h.sqlite(
-                "SELECT m.name, p.coding_agent FROM members m JOIN member_placements p "
-                "USING (member_id) WHERE m.fleet_id = ? AND m.kind = 'member'",
-                fleet_id,
-            )
-        )
+        roster = json.loads(ok(h.cli("member", "list", str(fleet_id), "--json")).stdout)
+        members = {
+            r["name"]: r["placement"]["coding_agent"] for r in roster if r["kind"] == "member"
+        }
         assert members == dict(MEMBERS)
+        # The default profile: each could edit and run in its working directory.
+        assert {r["permissions"] for r in roster if r["kind"] == "member"} == {"workspace"}
         director_pane = h.sqlite(
             "SELECT mux_pane_id FROM member_placements WHERE member_id = ?", director_id
         )[0][0]
@@ -130,6 +132,14 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         seen = "\n".join(waits)
         for name, _ in MEMBERS:
             assert f"done {tasks[ids[name]]}:" in seen, seen
+        # The Director's own record keeps, for each model message, the usage the model
+        # reported for it.
+        reported = {r.response_id: r.usage for r in model.client_requests("director")}
+        recorded = _claude_usage(fleet.director.claude_config)
+        assert recorded and set(recorded) <= set(reported)
+        for message_id, usage in recorded.items():
+            assert usage["output_tokens"] == reported[message_id]["output_tokens"], message_id
+            assert usage["input_tokens"] == reported[message_id]["input_tokens"], message_id
         # The model reported usage in every response and kept per-client totals.
         totals = model.usage_totals()
         for label in ("director", *(n for n, _ in MEMBERS)):
@@ -137,7 +147,21 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
             assert totals[label]["responses"] == len(served) > 0
             assert totals[label]["output_tokens"] == sum(r.usage["output_tokens"] for r in served)
     finally:
+        keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
+        if keep:
+            model.dump(keep)
         fleet.stop()
+
+
+def _claude_usage(config_dir: Path) -> dict[str, dict[str, int]]:
+    """message id -> usage, from Claude Code's session records (assistant records)."""
+    out: dict[str, dict[str, int]] = {}
+    for path in sorted((config_dir / "projects").glob("*/*.jsonl")):
+        for rec in read_jsonl(path):
+            message = rec.get("message") or {}
+            if rec.get("type") == "assistant" and isinstance(message.get("usage"), dict):
+                out[str(message.get("id"))] = message["usage"]
+    return out
 
 
 def _calls(body: dict[str, Any]) -> list[Call]:
@@ -145,9 +169,6 @@ def _calls(body: dict[str, Any]) -> list[Call]:
 
 
 def _diagnosis(h: TmuxHarness, fleet: RealFleet, model: ScriptedModel) -> str:
-    keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
-    if keep:
-        model.dump(keep)
     parts = [
         f"messages: {h.sqlite('SELECT message_id, from_member_id, to_member_id, text, status_state FROM messages')}"
     ]

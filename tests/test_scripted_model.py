@@ -319,3 +319,24 @@ def test_a_line_claude_queued_while_working_is_a_new_user_text() -> None:
     ]  # fmt: skip
     action = decide(anthropic_conversation(body))
     assert action.command == "cafleet message poll 7"
+    # As Claude Code 2.1.197 sends it: a message of role `system` after the tool result.
+    body["messages"][-1]["content"] = [
+        {"type": "tool_result", "tool_use_id": "t0", "content": "Message sent."}
+    ]
+    body["messages"].append({"role": "system", "content": (
+        "The user sent a new message while you were working:\n" + LINE + "\n\nIMPORTANT: After "
+        "completing your current task, you MUST address the user's message above."
+    )})  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"
+    body["messages"].pop()
+    # The same reminder as a text block of the tool result itself.
+    body["messages"][-1]["content"] = [
+        {"type": "tool_result", "tool_use_id": "t0", "content": [
+            {"type": "text", "text": "Message sent."},
+            {"type": "text", "text": "<system-reminder>\nThe user sent a new message while you "
+                                     "were working:\n" + LINE + "\n</system-reminder>"},
+        ]},
+    ]  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"

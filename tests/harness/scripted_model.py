@@ -380,11 +380,13 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
             if not isinstance(part, dict):
                 continue
             kind = part.get("type")
-            if role == "user" and kind == "text":
+            if role in ("user", "system") and kind == "text":
                 text = str(part.get("text", ""))
-                # Claude Code hands a line queued while it worked to the model as a system
-                # reminder inside the next request: that one is the user's too.
-                if text.strip() and (not _is_reminder(text) or TRIGGER_RX.search(text)):
+                # Claude Code hands a line queued while it worked to the model in the next
+                # request as a `system` message ("The user sent a new message while you were
+                # working: …"; Claude Code 2.1.197) or a system reminder: the user's too.
+                ours = role == "user" and not _is_reminder(text)
+                if text.strip() and (ours or TRIGGER_RX.search(text)):
                     conv.texts.append(text)
                     pending, order, results = {}, [], {}
             elif role == "assistant" and kind == "tool_use":
@@ -392,7 +394,19 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
                 pending[call_id] = (str(part.get("name", "")), part.get("input") or {})
                 order.append(call_id)
             elif role == "user" and kind == "tool_result":
-                results[str(part.get("tool_use_id"))] = _text_of(part.get("content"))
+                content = part.get("content")
+                results[str(part.get("tool_use_id"))] = _text_of(content)
+                # ... or inside the tool result, as one of its text blocks.
+                queued = [
+                    str(p.get("text", ""))
+                    for p in (content if isinstance(content, list) else [])
+                    if isinstance(p, dict)
+                    and _is_reminder(str(p.get("text", "")))
+                    and TRIGGER_RX.search(str(p.get("text", "")))
+                ]
+                if queued:
+                    conv.texts.append(queued[-1])
+                    pending, order, results = {}, [], {}
     conv.calls = [
         Call(_kind(pending[i][0]), _call_args(pending[i][0], pending[i][1]), results.get(i))
         for i in order
@@ -479,6 +493,7 @@ class Recorded:
     body: dict[str, Any]
     action: Action | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    response_id: str = ""  # the message / response id the model answered with
 
 
 # A test's own script: the next action for a conversation, or None to use `decide`.
@@ -589,8 +604,9 @@ class _Handler(BaseHTTPRequestHandler):
         rec.usage = usage
         model.count(rec.client, usage["input_tokens"], usage["output_tokens"])
         stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
+        rec.response_id = f"msg_{next(model.ids):08d}"
         message: dict[str, Any] = {
-            "id": f"msg_{next(model.ids):08d}",
+            "id": rec.response_id,
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model") or "scripted"),
@@ -650,7 +666,7 @@ class _Handler(BaseHTTPRequestHandler):
         usage_in, usage_out = tokens(body.get("input")), tokens(item)
         rec.usage = {"input_tokens": usage_in, "output_tokens": usage_out}
         model.count(rec.client, usage_in, usage_out)
-        response_id = f"resp_{next(model.ids):08d}"
+        response_id = rec.response_id = f"resp_{next(model.ids):08d}"
         base = {
             "id": response_id,
             "object": "response",
