@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.panestate import classify
+from cafleet.delivery.screens import classify
 from tests.fleet_helpers import create_fleet, ok
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import require_binary

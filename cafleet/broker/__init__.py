@@ -2,6 +2,9 @@
 one transaction (docs/storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
 
+Code outside this package imports only this facade and `cafleet.broker.errors`
+(`tests/test_layers.py` checks it): one place lists the repository's functions.
+
 The repository modules are imported on first use of one of their names (PEP 562), so a command
 imports only the modules it calls: an editable checkout recompiles each imported module on every
 run when PYTHONDONTWRITEBYTECODE is set. The errors are imported at once; every caller needs them.
@@ -51,6 +54,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         fleet_summary,
         get_fleet,
         list_fleets,
+        member_defaults,
         panes_shared_outside,
     )
     from cafleet.broker.members import (
@@ -98,6 +102,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         rebind_placement,
         record_pane_loss,
     )
+    from cafleet.broker.views import (
+        inbox_view,
+        roster_activity,
+        sent_view,
+        timeline,
+        web_roster,
+    )
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
@@ -112,6 +123,7 @@ _HOMES: dict[str, str] = {
     "fleet_placements": "fleets",
     "fleet_summary": "fleets",
     "get_fleet": "fleets",
+    "member_defaults": "fleets",
     "list_fleets": "fleets",
     "panes_shared_outside": "fleets",
     "deregister_member": "members",
@@ -149,6 +161,11 @@ _HOMES: dict[str, str] = {
     "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
+    "inbox_view": "views",
+    "roster_activity": "views",
+    "sent_view": "views",
+    "timeline": "views",
+    "web_roster": "views",
 }
 
 
@@ -194,6 +211,7 @@ __all__ = [
     "get_active_member",
     "get_active_monitor",
     "get_fleet",
+    "member_defaults",
     "get_member",
     "get_message",
     "get_monitor_runtime",
@@ -225,4 +243,9 @@ __all__ = [
     "stamp_notified",
     "unacked_deliveries",
     "wake_roster",
+    "inbox_view",
+    "roster_activity",
+    "sent_view",
+    "timeline",
+    "web_roster",
 ]
