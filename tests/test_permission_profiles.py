@@ -23,6 +23,13 @@ def _spawned_profile(h: TmuxHarness, member_id: int) -> str | None:
     return h.sqlite("SELECT permissions FROM member_spawns WHERE member_id = ?", member_id)[0][0]
 
 
+def test_cli_choices_are_the_profiles() -> None:
+    from cafleet.agents.permissions import PROFILES
+    from cafleet.cli.params import PERMISSION_PROFILES
+
+    assert PERMISSION_PROFILES == PROFILES
+
+
 def test_unknown_profile_is_a_usage_error_and_writes_nothing(tmux_db: TmuxHarness) -> None:
     h = tmux_db
     ids = create_fleet(h)

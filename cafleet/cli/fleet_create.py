@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import click
 
-from cafleet.agents.permissions import FULL_WARNING, PROFILES
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
-from cafleet.cli.params import agent_choice, json_option, name_option, read_body_file
+from cafleet.cli.params import (
+    PERMISSION_PROFILES,
+    agent_choice,
+    json_option,
+    name_option,
+    read_body_file,
+)
 from cafleet.output import err, member_dict, out, out_json
 
 
@@ -42,7 +47,7 @@ from cafleet.output import err, member_dict, out, out_json
 )
 @click.option(
     "--permissions",
-    type=click.Choice(PROFILES),
+    type=click.Choice(PERMISSION_PROFILES),
     default=None,
     help="Default permission profile of the fleet's members (docs/permissions.md; "
     "default: workspace).",
@@ -75,6 +80,8 @@ def fleet_create(
         member_permissions=permissions,
     )
     if permissions == "full":
+        from cafleet.agents.permissions import FULL_WARNING
+
         err(FULL_WARNING)
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid

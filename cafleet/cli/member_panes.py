@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 
-from cafleet.agents.permissions import FULL_WARNING, PROFILES
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import (
+    PERMISSION_PROFILES,
     agent_choice,
     body_argument,
     check_body_choice,
@@ -64,7 +64,7 @@ LINES_RANGE = click.IntRange(1, 100000)
 )
 @click.option(
     "--permissions",
-    type=click.Choice(PROFILES),
+    type=click.Choice(PERMISSION_PROFILES),
     default=None,
     help="Permission profile (docs/permissions.md; default: the fleet's, else workspace).",
 )
@@ -112,6 +112,8 @@ def member_create(
         permissions=permissions,
     )
     if created.permissions == "full":
+        from cafleet.agents.permissions import FULL_WARNING
+
         err(FULL_WARNING)
     if as_json:
         out_json({**member_dict(created.member), "permissions": created.permissions})
