@@ -23,6 +23,7 @@ from benchmarks import (
     concurrency,
     delivery,
     drains,
+    escalation,
     fleet,
     notify,
     scale,
@@ -51,6 +52,8 @@ FULL: dict[str, Any] = {
     "delivery_sends": 20,
     "fleet_mixes": ["claude", "codex", "opencode", "mixed"],
     "fleet_tasks": [3, 8],
+    "escalation_trials": 20,
+    "escalation_panes": [1, 4, 8],
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -69,6 +72,8 @@ SMOKE: dict[str, Any] = {
     "delivery_sends": 2,
     "fleet_mixes": ["claude"],
     "fleet_tasks": [2],
+    "escalation_trials": 2,
+    "escalation_panes": [1],
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real", "fleet_roundtrip")
@@ -97,8 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real and "
-            "fleet_roundtrip run only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation; "
+            "delivery_real and fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -143,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "escalation": (
+            lambda t: escalation.run(
+                t, sizes["escalation_trials"], sizes["runs"], sizes["escalation_panes"]
+            ),
+            escalation.render,
         ),
         "fleet_roundtrip": (
             lambda t: fleet.run(

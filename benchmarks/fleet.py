@@ -1,4 +1,4 @@
-"""Section 14 (opt-in, real agents): a fleet round trip.
+"""Section 15 (opt-in, real agents): a fleet round trip.
 
 Per agent mix, real members spawned with `cafleet member create` (default profile: workspace),
 driven by the scripted model (tests/harness/scripted_model.py), which answers at once. The
@@ -172,7 +172,7 @@ def run(tmp: Path, mixes: list[str], task_counts: list[int]) -> dict[str, Any]:
 
 
 def render(r: dict[str, Any]) -> list[str]:
-    lines = ["## 14. fleet round trip: N tasks to real members, scripted model (s)"]
+    lines = ["## 15. fleet round trip: N tasks to real members, scripted model (s)"]
     lines.append(
         "  mix       N  first send->last reply  per task med  delivery med  agent turn med  files"
     )

@@ -55,6 +55,10 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     guard = results["assets_guard"]
     assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
     assert all(row["median_us"] > 0 for row in guard["calls"].values())
+    # docs/performance.md: a blocked member's report reaches the Director
+    escalation = results["escalation"]
+    assert escalation["latency_s"]["n"] == 2 and escalation["latency_s"]["max"] > 0
+    assert [row["prompts_seen"] for row in escalation["tick_step"]] == [1]
     # docs/performance.md §11: what healing and the wait deadline cost
     supervision = results["supervision"]
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
@@ -85,7 +89,7 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
 @pytest.mark.tmux
 @pytest.mark.real_agent
 def test_fleet_roundtrip_smoke(tmp_path: Path) -> None:
-    """Section 14 at smoke size: one real Claude Code member, two tasks (skipped without the
+    """Section 15 at smoke size: one real Claude Code member, two tasks (skipped without the
     binary; required in CI)."""
     from tests.harness.real_agents import require_binary
 
@@ -111,4 +115,4 @@ def test_fleet_roundtrip_smoke(tmp_path: Path) -> None:
     assert row["first_send_to_last_reply_s"] >= row["per_task_s"]["max"] > 0
     assert row["per_task_s"]["max"] >= row["agent_turn_s"]["min"] > 0
     assert row["model_requests"] > 0 and row["output_tokens"] > 0
-    assert "## 14. fleet round trip" in proc.stdout
+    assert "## 15. fleet round trip" in proc.stdout
