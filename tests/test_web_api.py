@@ -143,8 +143,10 @@ def test_roster_is_active_members_plus_deregistered_message_owners(
     # no activity columns in the lean roster (seed 002)
     assert set(by_id[alice]) == {
         "member_id", "name", "description", "kind", "status", "registered_at",
-        "deregistered_at", "placement",
+        "deregistered_at", "placement", "permissions",
     }  # fmt: skip
+    assert by_id[alice]["permissions"] == "readonly"  # registered without a spawn record
+    assert by_id[world.director]["permissions"] is None
 
 
 def test_activity_gives_idle_and_unacked(head_db: Path, world: World, api: Any) -> None:
