@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from cafleet.db.predicates import APPLICATION_ID
-from cafleet.db.runtime import close_connection, open_connection, tx
+from cafleet.config import is_postgres
+from cafleet.db.runtime import close_connection, is_postgres_connection, open_connection, tx
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -115,6 +116,10 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
     """
     if conn is None:
         return diagnose_path(path)
+    if is_postgres_connection(conn):
+        from cafleet.db.pg.diagnosis import diagnose as pg_diagnose
+
+        return pg_diagnose(path, conn)  # type: ignore[arg-type]
     if not os.path.exists(path):
         return _d(path, "missing")
     try:
@@ -135,6 +140,10 @@ def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
     The close is guarded (no checkpoint on our behalf) for `doctor` and for every class but
     `current`, whenever a `-wal`/`-shm` existed at open.
     """
+    if is_postgres(path):
+        from cafleet.db.pg.diagnosis import diagnose_path as pg_diagnose_path
+
+        return pg_diagnose_path(path)
     if not os.path.exists(path):
         return _d(path, "missing")
     try:

@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet.config import POSTGRES_SCHEMES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
@@ -213,7 +214,12 @@ class Connection:
 
 
 def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command") -> Connection:
-    """Open one runtime connection to the file at `path` (never created unless mode='rwc')."""
+    """Open one runtime connection to the file at `path` (never created unless mode='rwc');
+    a PostgreSQL `P` gets PostgreSQL's runtime connection (docs/storage.md §10)."""
+    if path.startswith(POSTGRES_SCHEMES):
+        from cafleet.db.pg import runtime as pg
+
+        return pg.open_connection(path, purpose=purpose)  # type: ignore[return-value]
     check_sqlite()
     companions = companions_exist(path)
     driver = connect_driver(path, mode)
@@ -237,6 +243,11 @@ def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     if conn.in_transaction():
         raise StorageUsageError("raw PRAGMA issued inside a transaction")
     return conn.driver
+
+
+def is_postgres_connection(conn: object) -> bool:
+    """Whether `conn` is PostgreSQL's runtime connection (`cafleet.db.pg.runtime`)."""
+    return getattr(conn, "dialect", None) == "postgresql"
 
 
 def mark_validated(conn: Connection | SAConnection, revision: str) -> None:
@@ -277,6 +288,12 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @staticmethod
     @contextlib.contextmanager
     def read(conn: Connection | SAConnection) -> Iterator[Any]:
+        if is_postgres_connection(conn):
+            from cafleet.db.pg import runtime as pg
+
+            with pg.read(conn) as c:  # type: ignore[arg-type]
+                yield c
+            return
         if not isinstance(conn, Connection):  # setup's and the migrations' SQLAlchemy connection
             from cafleet.db.engine import tx as engine_tx
 
@@ -304,6 +321,12 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @staticmethod
     @contextlib.contextmanager
     def write(conn: Connection | SAConnection) -> Iterator[Any]:
+        if is_postgres_connection(conn):
+            from cafleet.db.pg import runtime as pg
+
+            with pg.write(conn) as c:  # type: ignore[arg-type]
+                yield c
+            return
         if not isinstance(conn, Connection):
             from cafleet.db.engine import tx as engine_tx
 
@@ -361,6 +384,11 @@ def close_connection(conn: Connection | SAConnection, *, guarded: bool = False) 
     The guarded close applies only when a -wal/-shm existed at open: a read-only connection is
     opened and read first, so the read-write close is not the last one and skips the checkpoint.
     """
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        pg.close_connection(conn)  # type: ignore[arg-type]
+        return
     if not isinstance(conn, Connection):
         from cafleet.db.engine import close_connection as engine_close
 
@@ -422,6 +450,7 @@ __all__ = [
     "close_tracked",
     "companions_exist",
     "is_busy",
+    "is_postgres_connection",
     "mark_validated",
     "open_connection",
     "raw",

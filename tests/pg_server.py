@@ -1,0 +1,133 @@
+"""A real, private PostgreSQL server for the tests (docs/storage.md §10.6).
+
+Debian's server binaries (`/usr/lib/postgresql/<major>/bin`, CAFLEET_PG_BIN to override) run
+`initdb` and `pg_ctl` in a fresh directory under /tmp: loopback TCP on a free port, its unix
+socket in that directory, password authentication (scram) for the role `cafleet`. PostgreSQL
+refuses to run as root, so as root the server runs as the unprivileged `postgres` OS user
+(`runuser`), which owns the directory. Each test gets its own database (`new_database`), a copy
+of an empty one or of one cafleet already set up (`TEMPLATE_HEAD`), so tests never share state.
+`stop()` stops the server (`pg_ctl -m immediate`) and removes the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+PASSWORD = "cafleet-test-secret"
+USER = "cafleet"
+TEMPLATE_HEAD = "cafleet_head"
+
+
+def pg_bin() -> str | None:
+    override = os.environ.get("CAFLEET_PG_BIN")
+    if override:
+        return override if os.path.isfile(os.path.join(override, "initdb")) else None
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(found[-1]) if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PgServer:
+    def __init__(self, bin_dir: str) -> None:
+        self.bin_dir = bin_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="cafleet-pg-", dir="/tmp"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.as_user: str | None = None
+        if os.geteuid() == 0:
+            self.as_user = "postgres"
+            entry = pwd.getpwnam(self.as_user)
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+        self._names = itertools.count(1)
+
+    def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        cmd = [os.path.join(self.bin_dir, argv[0]), *argv[1:]]
+        if self.as_user is not None:
+            cmd = ["runuser", "-u", self.as_user, "--", *cmd]
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=120, check=True, cwd=self.dir
+        )
+
+    def start(self) -> None:
+        pwfile = self.dir / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        if self.as_user is not None:
+            entry = pwd.getpwnam(self.as_user)
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            USER,
+            f"--pwfile={pwfile}",
+            "--auth=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--no-locale",
+            "--no-sync",
+        )
+        pwfile.unlink()
+        options = (
+            f"-k {self.dir} -h 127.0.0.1 -p {self.port} -F "
+            "-c max_connections=200 -c fsync=off -c full_page_writes=off"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
+        )
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def url(self, database: str, *, password: str | None = PASSWORD) -> str:
+        auth = f"{USER}:{password}" if password is not None else USER
+        return f"postgresql://{auth}@127.0.0.1:{self.port}/{database}"
+
+    def admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+            conn.execute(sql)
+
+    def new_database(self, template: str = "template0") -> str:
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self.admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        return name
+
+
+def start_server() -> PgServer | None:
+    """A started server, or None when the binaries are not installed."""
+    bin_dir = pg_bin()
+    if bin_dir is None:
+        return None
+    server = PgServer(bin_dir)
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    return server
