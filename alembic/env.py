@@ -75,13 +75,12 @@ def run_against_postgresql(path: str) -> None:
     import cafleet.db.pg.alembic_impl  # noqa: F401 - the PostgreSQL reading of the revisions
     from cafleet.db.pg.migrate import sa_connection
 
-    with sa_connection(path) as connection:
-        with connection.begin() as trans:
-            connection.exec_driver_sql("SET TRANSACTION READ ONLY")
-            _configure(connection)
-            with context.begin_transaction():
-                context.run_migrations()
-            trans.rollback()
+    with sa_connection(path) as connection, connection.begin() as trans:
+        connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        _configure(connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        trans.rollback()
 
 
 _connection = config.attributes.get("connection")

@@ -12,8 +12,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from cafleet.db.predicates import APPLICATION_ID
 from cafleet.config import is_postgres
+from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.runtime import close_connection, is_postgres_connection, open_connection, tx
 from cafleet.db.shapes import (
     HEAD_REVISION,
