@@ -21,6 +21,7 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 PASSWORD = "cafleet-test-secret"
 USER = "cafleet"
@@ -131,3 +132,74 @@ def start_server() -> PgServer | None:
         server.stop()
         raise
     return server
+
+
+class PgDb(str):
+    """A test's PostgreSQL database: the string is `P` (the URL without its password, what
+    cafleet prints and `open_validated_connection` takes); `url` carries the password."""
+
+    url: str
+    name: str
+    server: PgServer
+
+    def __new__(cls, server: PgServer, name: str) -> PgDb:
+        from cafleet.db.pgurl import display_url
+
+        url = server.url(name)
+        db = super().__new__(cls, display_url(url))
+        db.url = url
+        db.name = name
+        db.server = server
+        return db
+
+
+class PgRaw:
+    """Direct SQL on a test database, shaped like the `sqlite3` connection the broker tests use
+    (`?` placeholders, `execute(...).fetchone()`, `BEGIN IMMEDIATE` as PostgreSQL's BEGIN)."""
+
+    def __init__(self, db: PgDb) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(db.url, autocommit=True, cursor_factory=psycopg.ClientCursor)
+
+    def execute(self, sql: str, params: tuple[object, ...] | list[object] = ()) -> object:
+        if sql.strip().upper() == "BEGIN IMMEDIATE":
+            sql = "BEGIN"
+        if sql.lstrip().upper().startswith("PRAGMA"):
+            raise NotImplementedError(f"no PostgreSQL form for {sql!r}")
+        if params:
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        insert = sql.lstrip().upper().startswith("INSERT") and "RETURNING" not in sql.upper()
+        cursor = self.conn.execute(sql + (" RETURNING *" if insert else ""), tuple(params) or None)
+        return _Cursor(cursor, insert)
+
+    def executescript(self, script: str) -> None:
+        raise NotImplementedError("executescript is SQLite's")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Cursor:
+    """A psycopg cursor with sqlite3's `lastrowid` (an INSERT's first returned column)."""
+
+    def __init__(self, cursor: Any, insert: bool) -> None:
+        self.cursor = cursor
+        self.lastrowid: int | None = None
+        self._rows: list[Any] | None = None
+        if insert:
+            self._rows = cursor.fetchall()
+            self.lastrowid = self._rows[-1][0] if self._rows else None
+
+    def fetchone(self) -> Any:
+        return self.cursor.fetchone()
+
+    def fetchall(self) -> Any:
+        return self.cursor.fetchall()
+
+    def __iter__(self) -> Any:
+        return iter(self.cursor)
+
+    @property
+    def rowcount(self) -> int:
+        return int(self.cursor.rowcount)

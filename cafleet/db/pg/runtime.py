@@ -52,6 +52,9 @@ _MODULES = (
 )
 _twins: dict[int, Compiled] | None = None
 _RECOVERABLE = "INSERT INTO members "
+# PostgreSQL's text type cannot hold U+0000 (docs/storage.md §10.5): such a value is refused
+# before anything is sent, so nothing is written.
+NUL_TEXT = "text contains a NUL character (U+0000), which PostgreSQL cannot store"
 
 
 def _twin_map() -> dict[int, Compiled]:
@@ -168,6 +171,8 @@ def as_sqlite_error(error: BaseException) -> BaseException:
         return sqlite3.IntegrityError(
             f"NOT NULL constraint failed: {diag.table_name}.{diag.column_name}"
         )
+    if isinstance(error, psycopg.DataError) and "NUL (0x00)" in str(error):
+        return sqlite3.DataError(NUL_TEXT)
     if isinstance(error, psycopg.IntegrityError):
         return sqlite3.IntegrityError(first_line(error))
     if isinstance(error, psycopg.OperationalError):
@@ -234,9 +239,12 @@ class Connection:
         return self._run(sql, args)
 
     def exec_driver_sql(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Result:
-        """Run literal PostgreSQL SQL (`%s` placeholders): the diagnosis' catalogue reads,
-        tests' probes; a list of parameter tuples runs it once per tuple."""
+        """Run literal PostgreSQL SQL: the diagnosis' catalogue reads, tests' probes; a list of
+        parameter tuples runs it once per tuple. Placeholders are `%s`, or SQLite's `?` in a
+        text without `%s`, so a portable probe runs on both dialects."""
         self._check()
+        if params and "?" in sql and "%s" not in sql:
+            sql = sql.replace("%", "%%").replace("?", "%s")
         if isinstance(params, list) and params and isinstance(params[0], tuple | list | dict):
             with _translated(), self.driver.cursor() as cursor:
                 cursor.executemany(sql, params)

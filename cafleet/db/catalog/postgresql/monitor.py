@@ -50,7 +50,7 @@ CLEAR: Compiled = (
 )
 
 RECORD_WAKE: Compiled = (
-    "UPDATE monitor_runtime SET last_wake_at=%s::VARCHAR, wake_requested_at=CASE WHEN (monitor_runtime.wake_requested_at IS %s::VARCHAR) THEN NULL ELSE monitor_runtime.wake_requested_at END WHERE monitor_runtime.fleet_id = %s::INTEGER AND monitor_runtime.pid = %s::INTEGER",
+    "UPDATE monitor_runtime SET last_wake_at=%s::VARCHAR, wake_requested_at=CASE WHEN (monitor_runtime.wake_requested_at IS NOT DISTINCT FROM %s::VARCHAR) THEN NULL ELSE monitor_runtime.wake_requested_at END WHERE monitor_runtime.fleet_id = %s::INTEGER AND monitor_runtime.pid = %s::INTEGER",
     ("now", "seen", "fleet_id", "pid"),
 )
 
