@@ -169,8 +169,17 @@ class PgRaw:
             raise NotImplementedError(f"no PostgreSQL form for {sql!r}")
         if params:
             sql = sql.replace("%", "%%").replace("?", "%s")
+        import psycopg
+
+        from cafleet.db.pg.runtime import as_sqlite_error
+
         insert = sql.lstrip().upper().startswith("INSERT") and "RETURNING" not in sql.upper()
-        cursor = self.conn.execute(sql + (" RETURNING *" if insert else ""), tuple(params) or None)
+        try:
+            cursor = self.conn.execute(
+                sql + (" RETURNING *" if insert else ""), tuple(params) or None
+            )
+        except psycopg.Error as e:  # the runtime's translation: sqlite3's classes and words
+            raise as_sqlite_error(e) from e
         return _Cursor(cursor, insert)
 
     def executescript(self, script: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -160,10 +161,13 @@ def as_sqlite_error(error: BaseException) -> BaseException:
     if isinstance(error, pe.LockNotAvailable | pe.DeadlockDetected):
         return DatabaseBusy()
     if isinstance(error, pe.UniqueViolation):
+        # SQLite's words: `UNIQUE constraint failed: <table>.<column>, <table>.<column>`, the
+        # columns read from PostgreSQL's detail `Key (a, b)=(...) already exists.`
         diag = error.diag
-        if diag.constraint_name == "idx_members_one_active_monitor_per_fleet":
-            return sqlite3.IntegrityError("UNIQUE constraint failed: members.fleet_id")
-        return sqlite3.IntegrityError(f"UNIQUE constraint failed: {diag.table_name}")
+        key = re.match(r"Key \(([^)]*)\)=", diag.message_detail or "")
+        columns = [c.strip() for c in key.group(1).split(",")] if key else []
+        named = ", ".join(f"{diag.table_name}.{c}" for c in columns) or str(diag.table_name)
+        return sqlite3.IntegrityError(f"UNIQUE constraint failed: {named}")
     if isinstance(error, pe.ForeignKeyViolation):
         return sqlite3.IntegrityError("FOREIGN KEY constraint failed")
     if isinstance(error, pe.NotNullViolation):
@@ -215,21 +219,25 @@ class Connection:
         # monitor after a monitor-slot violation (docs/storage.md §7.4): that insert runs under
         # a savepoint, so the transaction stays usable.
         recover = sql.startswith(_RECOVERABLE)
-        with _translated(), self.driver.cursor() as cursor:
+        driver = self.driver
+        with _translated():
             if recover:
-                cursor.execute("SAVEPOINT cafleet_insert")
+                driver.execute("SAVEPOINT cafleet_insert")
             try:
-                cursor.execute(sql, args or None)
+                cursor = driver.execute(sql, args or None)
             except BaseException:
                 if recover:
-                    cursor.execute("ROLLBACK TO SAVEPOINT cafleet_insert")
+                    driver.execute("ROLLBACK TO SAVEPOINT cafleet_insert")
                 raise
-            rows = cursor.fetchall() if cursor.description is not None else []
-            rowcount = cursor.rowcount
+            try:
+                rows = cursor.fetchall() if cursor.description is not None else []
+                rowcount = cursor.rowcount
+            finally:
+                cursor.close()
             if recover:
-                cursor.execute("RELEASE SAVEPOINT cafleet_insert")
-            lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
-            return Result(rows, lastrowid, rowcount)
+                driver.execute("RELEASE SAVEPOINT cafleet_insert")
+        lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
+        return Result(rows, lastrowid, rowcount)
 
     def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result:
         """Run one catalog statement (the SQLite entry's PostgreSQL twin)."""
