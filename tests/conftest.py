@@ -78,6 +78,7 @@ BOTH_DIALECTS = frozenset(
         "test_broker_messages",
         "test_broker_monitor",
         "test_broker_notifications",
+        "test_storage_postgresql",
     }
 )
 

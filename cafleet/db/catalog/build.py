@@ -83,7 +83,7 @@ class _PGDialect(PGDialect_psycopg):
     the runtime binds client-side (`psycopg.ClientCursor`)."""
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__(paramstyle="format", **kw)
+        super().__init__(paramstyle="format", **kw)  # type: ignore[no-untyped-call]
 
 
 DIALECTS: dict[str, Callable[[], Dialect]] = {"sqlite": _SQLiteDialect, "postgresql": _PGDialect}
@@ -98,9 +98,10 @@ def for_dialect(module: str, name: str, statement: Any, dialect_name: str) -> An
     )
     statement = replacements.get(dialect_name, {}).get(name, statement)
     if dialect_name == "postgresql" and isinstance(statement, Insert) and not statement._returning:
-        key = [c for c in statement.table.primary_key.columns if c.autoincrement is True]
-        if not key and len(statement.table.primary_key.columns) == 1:
-            column = next(iter(statement.table.primary_key.columns))
+        table: Any = statement.table
+        key = [c for c in table.primary_key.columns if c.autoincrement is True]
+        if not key and len(table.primary_key.columns) == 1:
+            column = next(iter(table.primary_key.columns))
             key = [column] if column.autoincrement == "auto" and not column.foreign_keys else []
         if key:
             statement = statement.returning(key[0])

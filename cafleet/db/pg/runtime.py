@@ -90,7 +90,7 @@ class Row(tuple[Any, ...]):
         row._labels = labels
         return row
 
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+    def __getitem__(self, key: Any) -> Any:
         if isinstance(key, str):
             return tuple.__getitem__(self, self._labels[key])
         return tuple.__getitem__(self, key)
