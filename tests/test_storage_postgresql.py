@@ -433,3 +433,33 @@ def test_a_broadcast_killed_mid_way_leaves_all_its_rows_or_none(
     broker.send_message(
         conn, from_member_id=boot.director.member_id, to_member_id=boot.monitor.member_id, text="x"
     )
+
+
+# --- the PostgreSQL catalog -----------------------------------------------------------------------
+
+
+def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
+    empty_db: PgDb,
+) -> None:
+    """docs/storage.md §10.3: as SQLite's catalog is prepared (`EXPLAIN`) in tests/test_catalog.py,
+    every PostgreSQL statement is prepared by the server against a database at head, so a wrong
+    table, column, function or type fails here; and every SQLite entry has its twin."""
+    import importlib
+    import re
+
+    from cafleet.db.catalog.build import MODULES
+    from cafleet.db.pg.runtime import twin
+
+    run_setup(str(empty_db))
+    count = 0
+    with psycopg.connect(empty_db.url, autocommit=True) as c:
+        for module in MODULES:
+            lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
+            for name in (n for n, v in vars(lite).items() if isinstance(v, tuple)):
+                sql, names = twin(getattr(lite, name))
+                numbered = iter(range(1, len(names) + 1))
+                text = re.sub(r"%s", lambda _m: f"${next(numbered)}", sql).replace("%%", "%")
+                c.execute(f"PREPARE cafleet_probe AS {text}")  # type: ignore[arg-type]
+                c.execute("DEALLOCATE cafleet_probe")
+                count += 1
+    assert count > 60

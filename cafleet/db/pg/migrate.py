@@ -21,6 +21,7 @@ from cafleet.db.pg.diagnosis import diagnose_in_tx
 from cafleet.db.pg.runtime import SETUP_LOCK_KEY, WRITER_LOCK_KEY, as_sqlite_error, first_line
 from cafleet.db.pgurl import connect_url
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -73,7 +74,7 @@ def sa_connection(path: str) -> Iterator[Connection]:
         engine.dispose()
 
 
-class _Rollback(Exception):
+class _Rollback(CafleetError):
     def __init__(self, result: str | None = None, failure: str | None = None) -> None:
         super().__init__(result or failure)
         self.result = result
