@@ -26,7 +26,7 @@ from cafleet.db.diagnosis import diagnose_path
 from cafleet.db.errors import SetupFailed
 from cafleet.db.migrate import run_setup, upgrade_to
 from cafleet.db.runtime import Connection
-from cafleet.db.shapes import HEAD_VERSION
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.broker_helpers import raw_connect, table_counts
 from tests.cli_helpers import REPO_ROOT, run_cli
 from tests.factories import add_member, make_fleet
@@ -127,9 +127,14 @@ def test_upgrade_from_0001_keeps_every_row(empty_db: PgDb) -> None:
     assert run_setup(str(empty_db)) == f"Upgraded from 1 to {HEAD_VERSION}."
     after = state(empty_db)["rows"]
     assert [r[:7] for r in after["member_placements"]] == before["member_placements"]
-    assert {r[7:] for r in after["member_placements"]} == {(None, None)}  # lost_at, mux_socket
-    for table in ("fleets", "members", "messages"):
-        assert after[table] == before[table]
+    # the columns added since 0001 (lost_at, mux_socket, ...) are NULL in every kept row
+    assert {r[7:] for r in after["member_placements"]} == {
+        (None,) * (len(after["member_placements"][0]) - 7)
+    }
+    for table in ("fleets", "members", "messages"):  # rows kept; later columns NULL
+        width = len(before[table][0])
+        assert [r[:width] for r in after[table]] == before[table]
+        assert {r[width:] for r in after[table]} == {(None,) * (len(after[table][0]) - width)}
     assert after["member_spawns"] == []
     assert diagnose_path(str(empty_db)).state == "current"
 
@@ -300,7 +305,7 @@ def test_alembic_history_and_current_work_and_upgrade_changes_nothing(empty_db: 
 
     history = alembic("history")
     assert history.returncode == 0, history.stderr
-    assert "0003 -> 0004 (head)" in history.stdout
+    assert f"-> {HEAD_REVISION} (head)" in history.stdout
     current = alembic("current")
     assert current.returncode == 0, current.stderr
     assert current.stdout.strip() == "0001"
@@ -310,7 +315,7 @@ def test_alembic_history_and_current_work_and_upgrade_changes_nothing(empty_db: 
     assert "read-only transaction" in refused.stderr
     assert state(empty_db) == before
     run_setup(str(empty_db))
-    assert alembic("current").stdout.strip() == "0004 (head)"
+    assert alembic("current").stdout.strip() == f"{HEAD_REVISION} (head)"
 
 
 # --- several processes --------------------------------------------------------------------------
