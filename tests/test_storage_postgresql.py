@@ -247,7 +247,7 @@ def test_an_unreachable_server_is_one_error_line_naming_the_host(
     assert (code, out, err) == (1, "", f"Error: {cause}\n")
     code, out, err = run_cli("setup", "--coding-agent", "claude")
     assert code == 1
-    assert err.splitlines()[0] == f"db half failed: {cause}"  # setup's own report (cli.md)
+    assert err.splitlines()[0] == f"db half failed: {cause}"  # setup's own report
     assert err.splitlines()[-1] == "Error: db and assets half failed"
     assert PASSWORD not in out + err
 

@@ -55,6 +55,7 @@ _twins: dict[int, Compiled] | None = None
 _RECOVERABLE = "INSERT INTO members "
 # PostgreSQL's text type cannot hold U+0000 (docs/storage.md §10.5): such a value is refused
 # before anything is sent, so nothing is written.
+MISSING_DRIVER = "PostgreSQL support is not installed (pip install 'cafleet[postgres]')"
 NUL_TEXT = "text contains a NUL character (U+0000), which PostgreSQL cannot store"
 
 
@@ -279,7 +280,10 @@ def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Co
     or ~/.pgpass), autocommit, client-side binding, cafleet's session settings. Failures raise
     `sqlite3.OperationalError` with libpq's first line (it names the host, never the password).
     """
-    import psycopg
+    try:
+        import psycopg
+    except ImportError:
+        raise sqlite3.OperationalError(MISSING_DRIVER) from None
 
     try:
         driver = psycopg.connect(
