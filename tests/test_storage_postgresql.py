@@ -450,7 +450,6 @@ def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
     every PostgreSQL statement is prepared by the server against a database at head, so a wrong
     table, column, function or type fails here; and every SQLite entry has its twin."""
     import importlib
-    import re
 
     from cafleet.db.catalog.build import MODULES
     from cafleet.db.pg.runtime import twin
@@ -462,8 +461,10 @@ def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
             lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
             for name in (n for n, v in vars(lite).items() if isinstance(v, tuple)):
                 sql, names = twin(getattr(lite, name))
-                numbered = iter(range(1, len(names) + 1))
-                text = re.sub(r"%s", lambda _m: f"${next(numbered)}", sql).replace("%%", "%")
+                pieces = sql.split("%s")  # positional placeholders become $1, $2, ...
+                text = pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1))
+                text = text.replace("%%", "%")
+                assert len(pieces) - 1 == len(names), name
                 c.execute(f"PREPARE cafleet_probe AS {text}")  # type: ignore[arg-type]
                 c.execute("DEALLOCATE cafleet_probe")
                 count += 1
