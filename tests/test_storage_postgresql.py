@@ -469,3 +469,78 @@ def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
                 c.execute("DEALLOCATE cafleet_probe")
                 count += 1
     assert count > 60
+
+
+# --- message wait wakes on another process's commit ----------------------------------------------
+
+
+def test_message_wait_wakes_when_another_process_sends(conn: Connection, head_db: Path) -> None:
+    """`message wait` notices a commit of another connection (SQLite's `data_version`,
+    PostgreSQL's LISTEN/NOTIFY, docs/storage.md §10.4) and prints the new message."""
+    boot = make_fleet(conn)
+    worker = add_member(conn, boot.fleet.fleet_id, placed=False)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cafleet",
+            "message",
+            "wait",
+            str(worker.member_id),
+            "--timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        # the waiter is connected and validated once its connection shows on the server or the
+        # file is open; sending before that is fine too: the first cycle reads the inbox
+        sent = broker.send_message(
+            conn,
+            from_member_id=boot.director.member_id,
+            to_member_id=worker.member_id,
+            text="wake up",
+        )
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert f"id:{sent.message_id}" in out.replace(" ", "") or str(sent.message_id) in out
+    assert "wake up" in out
+
+
+def test_data_version_changes_on_another_connections_commit_only(
+    conn: Connection, head_db: Path
+) -> None:
+    """What `message wait` and `stream` watch (docs/storage.md §10.4): another connection's
+    committed write changes it (on PostgreSQL through LISTEN/NOTIFY, no query); a rolled-back
+    write and reads do not."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.catalog.sqlite import monitor as monitor_q
+    from cafleet.db.runtime import close_connection, data_version
+    from tests.harness.util import retry_until
+
+    boot = make_fleet(conn)
+    watcher = open_validated_connection(str(head_db))
+    try:
+        first = data_version(watcher)
+        broker.poll_inbox(conn, boot.director.member_id)  # a read
+        with pytest.raises(RuntimeError), tx.write(conn):  # a write rolled back
+            conn.execute(monitor_q.CLEAR, {"fleet_id": boot.fleet.fleet_id, "pid": 1})
+            raise RuntimeError("roll back")
+        assert data_version(watcher) == first
+        broker.send_message(
+            conn,
+            from_member_id=boot.director.member_id,
+            to_member_id=boot.monitor.member_id,
+            text="x",
+        )
+        retry_until(lambda: data_version(watcher) != first, message="no change seen")
+    finally:
+        close_connection(watcher)

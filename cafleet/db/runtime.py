@@ -236,6 +236,8 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
 
 def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
+    if is_postgres_connection(conn):
+        raise StorageUsageError("no SQLite connection under a PostgreSQL connection")
     if not isinstance(conn, Connection):
         from cafleet.db.engine import raw as engine_raw
 
@@ -243,6 +245,17 @@ def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     if conn.in_transaction():
         raise StorageUsageError("raw PRAGMA issued inside a transaction")
     return conn.driver
+
+
+def data_version(conn: Connection) -> int:
+    """A number that changes whenever another connection commits: SQLite's `PRAGMA
+    data_version`, or PostgreSQL's notification counter (docs/storage.md §10.4). Outside a
+    transaction only."""
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        return pg.data_version(conn)  # type: ignore[arg-type]
+    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
 
 
 def is_postgres_connection(conn: object) -> bool:
@@ -449,6 +462,7 @@ __all__ = [
     "close_connection",
     "close_tracked",
     "companions_exist",
+    "data_version",
     "is_busy",
     "is_postgres_connection",
     "mark_validated",

@@ -35,10 +35,11 @@ TYPING_BUDGET = 1.3
 
 def _data_version(conn: Connection) -> int:
     """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
-    whenever another connection commits."""
-    from cafleet.db.runtime import raw
+    whenever another connection commits (on PostgreSQL a count of LISTEN/NOTIFY wake-ups,
+    docs/storage.md §10.4)."""
+    from cafleet.db.runtime import data_version
 
-    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
+    return data_version(conn)
 
 
 def _member_active(conn: Connection, member_id: int) -> bool:

@@ -38,6 +38,7 @@ DIALECT = "postgresql"
 # the setup lock `cafleet setup` holds for the whole run.
 WRITER_LOCK_KEY = APPLICATION_ID
 SETUP_LOCK_KEY = APPLICATION_ID + 1
+CHANGES_CHANNEL = "cafleet_changes"  # NOTIFY'd by every committed write transaction
 LOCK_TIMEOUT = "5s"  # the writer lock's bound, as SQLite's busy_timeout / writer-lock wait
 CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
 
@@ -389,6 +390,9 @@ def write(conn: Connection) -> Iterator[Connection]:
         else:
             try:
                 with _translated():
+                    # Wakes every listener (`data_version`) when this commit lands; NOTIFY is
+                    # transactional, so a rolled-back write wakes nobody.
+                    driver.execute(f"NOTIFY {CHANGES_CHANNEL}")
                     driver.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(Exception):
@@ -396,6 +400,23 @@ def write(conn: Connection) -> Iterator[Connection]:
                 raise
     finally:
         info.pop("cafleet.begin", None)
+
+
+def data_version(conn: Connection) -> int:
+    """SQLite's `PRAGMA data_version` on PostgreSQL (docs/storage.md §10.4): a counter that
+    changes when a write transaction commits. The first call LISTENs on the channel every
+    `tx.write` notifies at commit; each call then counts the notifications that arrived, without
+    a query (psycopg reads them from the socket). Outside a transaction only."""
+    info = conn.info
+    if conn.in_transaction():
+        raise StorageUsageError("data_version read inside a transaction")
+    with _translated():
+        if "cafleet.data_version" not in info:
+            conn.driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+            info["cafleet.data_version"] = 0
+        for _notify in conn.driver.notifies(timeout=0):
+            info["cafleet.data_version"] += 1
+    return int(info["cafleet.data_version"])
 
 
 def close_connection(conn: Connection) -> None:
@@ -417,6 +438,7 @@ __all__ = [
     "as_sqlite_error",
     "close_connection",
     "connect_driver",
+    "data_version",
     "first_line",
     "open_connection",
     "read",
