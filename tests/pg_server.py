@@ -183,7 +183,15 @@ class PgRaw:
         return _Cursor(cursor, insert)
 
     def executescript(self, script: str) -> None:
-        raise NotImplementedError("executescript is SQLite's")
+        """Several statements, no parameters (PostgreSQL's simple query protocol)."""
+        import psycopg
+
+        from cafleet.db.pg.runtime import as_sqlite_error
+
+        try:
+            self.conn.execute(script)  # type: ignore[arg-type]
+        except psycopg.Error as e:
+            raise as_sqlite_error(e) from e
 
     def close(self) -> None:
         self.conn.close()
@@ -206,9 +214,32 @@ class _Cursor:
     def fetchall(self) -> Any:
         return self.cursor.fetchall()
 
+    @property
+    def description(self) -> Any:
+        return self.cursor.description
+
     def __iter__(self) -> Any:
         return iter(self.cursor)
 
     @property
     def rowcount(self) -> int:
         return int(self.cursor.rowcount)
+
+
+def pg_state(db: PgDb) -> dict[str, Any]:
+    """Everything a refusal must leave as it was (storage_helpers.snapshot's PostgreSQL form):
+    the schema comment, every relation of the schema (kind, index definition) and every row of
+    every table, in a stable order."""
+    import psycopg
+
+    with psycopg.connect(db.url, autocommit=True) as c:
+        comment = c.execute(
+            "SELECT obj_description(current_schema()::regnamespace, 'pg_namespace')"
+        ).fetchone()
+        relations = c.execute(
+            "SELECT c.relname, c.relkind, coalesce(pg_get_indexdef(c.oid), '') FROM pg_class c "
+            "WHERE c.relnamespace = current_schema()::regnamespace ORDER BY 1"
+        ).fetchall()
+        tables = [r[0] for r in relations if r[1] == "r"]
+        rows = {t: c.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}  # type: ignore[arg-type]
+    return {"comment": comment, "relations": relations, "rows": rows}

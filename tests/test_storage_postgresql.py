@@ -544,3 +544,49 @@ def test_data_version_changes_on_another_connections_commit_only(
         retry_until(lambda: data_version(watcher) != first, message="no change seen")
     finally:
         close_connection(watcher)
+
+
+def test_a_held_writer_lock_makes_a_write_fail_busy_and_reads_go_on(empty_db: PgDb) -> None:
+    """docs/storage.md §10.4: while another session holds the writer lock (the advisory lock
+    every `tx.write` takes first), `message ack` waits at most `lock_timeout` and fails with
+    `database is locked`, changing nothing; `message poll` answers meanwhile."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+    from cafleet.db.runtime import close_connection
+    from tests.conftest import install_assets
+
+    run_setup(str(empty_db))
+    install_assets(empty_db)  # type: ignore[arg-type]
+    conn = open_validated_connection(str(empty_db))
+    try:
+        boot = make_fleet(conn)
+        w = add_member(conn, boot.fleet.fleet_id, placed=False)
+        sent = broker.send_message(
+            conn, from_member_id=boot.director.member_id, to_member_id=w.member_id, text="x"
+        )
+    finally:
+        close_connection(conn)
+    holder = psycopg.connect(empty_db.url)  # a transaction holding the writer lock
+    try:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+        before = state(empty_db)
+        ack = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "message", "ack", str(sent.message_id)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        code, out, _err = run_cli("message", "poll", str(w.member_id))
+        assert (
+            code == 0
+            and f'"message_id": {sent.message_id}' in out.replace("'", '"')
+            or (code == 0 and str(sent.message_id) in out)
+        )
+        ack_out, ack_err = ack.communicate(timeout=60)
+        assert (ack.returncode, ack_out, ack_err) == (1, "", "Error: database is locked\n")
+        assert state(empty_db) == before
+    finally:
+        holder.rollback()
+        holder.close()
+    assert run_cli("message", "ack", str(sent.message_id))[0] == 0  # the lock is gone
