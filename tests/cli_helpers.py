@@ -272,7 +272,7 @@ def db_half_failed_err(message: str) -> str:
     )
 
 
-def _connect(db: Path) -> sqlite3.Connection:
+def _connect(db: Path | str) -> sqlite3.Connection:
     """sqlite3 on the file, or the PostgreSQL test database's look-alike (tests/pg_server.py)."""
     from tests.pg_server import PgDb, PgRaw
 

@@ -182,6 +182,10 @@ class PgRaw:
             raise as_sqlite_error(e) from e
         return _Cursor(cursor, insert)
 
+    def executemany(self, sql: str, seq: list[tuple[object, ...]]) -> None:
+        for params in seq:
+            self.execute(sql, params)
+
     def executescript(self, script: str) -> None:
         """Several statements, no parameters (PostgreSQL's simple query protocol)."""
         import psycopg
@@ -189,7 +193,7 @@ class PgRaw:
         from cafleet.db.pg.runtime import as_sqlite_error
 
         try:
-            self.conn.execute(script)  # type: ignore[arg-type]
+            self.conn.execute(script)
         except psycopg.Error as e:
             raise as_sqlite_error(e) from e
 
@@ -241,5 +245,5 @@ def pg_state(db: PgDb) -> dict[str, Any]:
             "WHERE c.relnamespace = current_schema()::regnamespace ORDER BY 1"
         ).fetchall()
         tables = [r[0] for r in relations if r[1] == "r"]
-        rows = {t: c.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}  # type: ignore[arg-type]
+        rows = {t: c.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}
     return {"comment": comment, "relations": relations, "rows": rows}

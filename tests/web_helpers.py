@@ -171,7 +171,13 @@ def insert_messages(db_path: Path | str, rows: Sequence[tuple[Any, ...]]) -> Non
     """Plain INSERTs: (owner, sender, to, type, created_at, state, status_ts, origin, text)."""
     import sqlite3
 
-    conn = sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    from tests.pg_server import PgDb, PgRaw
+
+    conn: Any = (
+        PgRaw(db_path)
+        if isinstance(db_path, PgDb)
+        else sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    )
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
