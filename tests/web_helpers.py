@@ -231,6 +231,7 @@ def unchanged(api: Any, before: Any, db_path: Path | str) -> None:
     """docs/cli.md §4's Unchanged is checked with no connection open: close the server's idle
     connections first (they keep -wal/-shm in place while the server runs)."""
     from tests.cli_helpers import assert_unchanged
+    from tests.pg_server import PgDb
 
     api.app.close()
-    assert_unchanged(before, Path(db_path))
+    assert_unchanged(before, db_path if isinstance(db_path, PgDb) else Path(db_path))
