@@ -52,6 +52,23 @@ def _member_active(conn: Connection, member_id: int) -> bool:
         return False
 
 
+def _pause_until(conn: Connection, moment: float) -> None:
+    """The cycle's sleep. On PostgreSQL it ends as soon as another connection commits (its
+    LISTEN/NOTIFY, docs/storage.md §10.4), so a new message is seen at once; on SQLite it is
+    `_sleep_until`."""
+    from cafleet.db.runtime import is_postgres_connection
+
+    if not is_postgres_connection(conn):
+        _sleep_until(moment)
+        return
+    from cafleet.db.pg.runtime import wait_for_change
+
+    while not signals.stop_requested():
+        left = moment - time.monotonic()
+        if left <= 0 or wait_for_change(conn, min(SLEEP_STEP, left)):  # type: ignore[arg-type]
+            return
+
+
 def _sleep_until(moment: float) -> None:
     """Sleep until the monotonic ``moment`` in short steps, stopping early on a signal."""
     while not signals.stop_requested():
@@ -192,7 +209,7 @@ def wait(
                 continue
         # 6. Schema; sleep until the next cycle.
         recheck_schema(conn)
-        _sleep_until(cycle_start + WAIT_CYCLE)
+        _pause_until(conn, cycle_start + WAIT_CYCLE)
 
     signals.check()
     if not inbox:
@@ -237,8 +254,9 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
             return
         # 5. Schema; sleep.
         recheck_schema(conn)
-        _sleep_until(
+        _pause_until(
+            conn,
             cycle_start + STREAM_CYCLE
             if deadline is None
-            else min(cycle_start + STREAM_CYCLE, deadline)
+            else min(cycle_start + STREAM_CYCLE, deadline),
         )

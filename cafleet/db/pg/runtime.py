@@ -419,6 +419,20 @@ def data_version(conn: Connection) -> int:
     return int(info["cafleet.data_version"])
 
 
+def wait_for_change(conn: Connection, seconds: float) -> bool:
+    """Block up to `seconds` for a commit notification (after `data_version` started
+    listening); True when one arrived, counted into `data_version`."""
+    info = conn.info
+    if "cafleet.data_version" not in info or seconds <= 0:
+        return False
+    arrived = False
+    with _translated():
+        for _notify in conn.driver.notifies(timeout=seconds, stop_after=1):
+            info["cafleet.data_version"] += 1
+            arrived = True
+    return arrived
+
+
 def close_connection(conn: Connection) -> None:
     """Close quietly: a server-side connection leaves nothing behind to guard (§5.5 is SQLite's)."""
     with contextlib.suppress(Exception):
@@ -444,5 +458,6 @@ __all__ = [
     "read",
     "recheck_ledger",
     "twin",
+    "wait_for_change",
     "write",
 ]
