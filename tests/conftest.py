@@ -82,6 +82,7 @@ BOTH_DIALECTS = frozenset(
         "test_cli_message",
         "test_web_api",
         "test_message_inputs",
+        "test_delivery_send",
     }
 )
 

@@ -152,6 +152,16 @@ class PgDb(str):
         db.server = server
         return db
 
+    @classmethod
+    def from_url(cls, url: str) -> PgDb:
+        """The `PgDb` of a test database URL (a server this process did not start)."""
+        from cafleet.db.pgurl import display_url
+
+        db = str.__new__(cls, display_url(url))
+        db.url = url
+        db.name = url.rsplit("/", 1)[-1]
+        return db
+
 
 class PgRaw:
     """Direct SQL on a test database, shaped like the `sqlite3` connection the broker tests use
