@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -109,11 +109,13 @@ class TmuxHarness:
         self._install_bin()
 
         url = os.environ.get("CAFLEET_DATABASE_URL", "")
+        self.db_path: Path
         if url.startswith(("postgresql://", "postgres://")):
-            # a PostgreSQL test database (tests/pg_server.py): `db_path` is its `PgDb`
+            # a PostgreSQL test database (tests/pg_server.py): `db_path` is its `PgDb` (a str
+            # whose text is P), which the test helpers read through PostgreSQL
             from tests.pg_server import PgDb
 
-            self.db_path = PgDb.from_url(url)  # type: ignore[assignment]
+            self.db_path = cast(Path, PgDb.from_url(url))
             self.db_url = url
         else:
             if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
@@ -422,8 +424,9 @@ class TmuxHarness:
         PostgreSQL test database through its look-alike (errors as sqlite3's)."""
         from tests.pg_server import PgDb, PgRaw
 
-        if isinstance(self.db_path, PgDb):
-            raw = PgRaw(self.db_path)
+        db: object = self.db_path
+        if isinstance(db, PgDb):
+            raw = PgRaw(db)
             try:
                 return [tuple(r) for r in raw.execute(sql, params)]  # type: ignore[attr-defined]
             finally:
