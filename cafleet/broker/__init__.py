@@ -2,6 +2,9 @@
 one transaction (docs/storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
 
+Code outside this package imports only this facade and `cafleet.broker.errors`
+(`tests/test_layers.py` checks it): one place lists the repository's functions.
+
 The repository modules are imported on first use of one of their names (PEP 562), so a command
 imports only the modules it calls: an editable checkout recompiles each imported module on every
 run when PYTHONDONTWRITEBYTECODE is set. The errors are imported at once; every caller needs them.
@@ -97,6 +100,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         rebind_placement,
         record_pane_loss,
     )
+    from cafleet.broker.views import (
+        inbox_view,
+        roster_activity,
+        sent_view,
+        timeline,
+        web_roster,
+    )
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
@@ -147,6 +157,11 @@ _HOMES: dict[str, str] = {
     "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
+    "inbox_view": "views",
+    "roster_activity": "views",
+    "sent_view": "views",
+    "timeline": "views",
+    "web_roster": "views",
 }
 
 
@@ -222,4 +237,9 @@ __all__ = [
     "stamp_notified",
     "unacked_deliveries",
     "wake_roster",
+    "inbox_view",
+    "roster_activity",
+    "sent_view",
+    "timeline",
+    "web_roster",
 ]

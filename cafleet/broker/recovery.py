@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cafleet.broker._common import stamp
+from cafleet.broker._common import refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
-from cafleet.broker.fleets import _refuse_directed_pane
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import recovery as q
 from cafleet.db.runtime import Connection
@@ -72,7 +71,7 @@ def rebind_placement(
         ts = stamp(now)
         row = conn.execute(q.MEMBER, {"member_id": member_id}).mappings().first()
         if row is not None and row["kind"] == "director":
-            _refuse_directed_pane(conn, PaneKey(backend, pane.session, pane.pane_id))
+            refuse_directed_pane(conn, PaneKey(backend, pane.session, pane.pane_id))
         updated = (
             conn.execute(
                 q.REBIND,

@@ -109,7 +109,7 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
 def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal.
 
-    The pane is ours (issue 10 item 7): a placement made on another tmux server is refused
+    The pane is ours (docs/runtime.md §1.8): a placement made on another tmux server is refused
     (its pane may well run there); a pane id this server reused for a pane in another session
     or window means the member's pane is gone, and the other pane is never touched."""
     from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
@@ -315,7 +315,7 @@ def _refuse_member_pane(conn: Connection, here: Any) -> None:
 
 
 def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[str]) -> bool:
-    """Whether the Director's own pane still runs (issue 10 item 7: the pane must be ours): on
+    """Whether the Director's own pane still runs (docs/runtime.md §1.8: the pane must be ours): on
     the server the placement was made on, in its session and window. A pane id reused for a pane
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
