@@ -80,7 +80,7 @@ def resolve_database_path(env: Mapping[str, str]) -> str:
     url = _get(env, "CAFLEET_DATABASE_URL")
     if url is not None:
         if is_postgres(url):
-            from cafleet.db.pgurl import display_url
+            from cafleet.pgurl import display_url
 
             return display_url(url)
         prefix = "sqlite:///"
@@ -103,7 +103,7 @@ def resolve_database_path(env: Mapping[str, str]) -> str:
 
 def _shown_url(url: str) -> str:
     """A refused URL as the error shows it: a password in it is replaced by `***`."""
-    from cafleet.db.pgurl import hide_password
+    from cafleet.pgurl import hide_password
 
     return hide_password(url)
 
@@ -114,7 +114,7 @@ def db_dir_of(path: str) -> str:
     `locks/` and the monitor loops' logs and holds."""
     if not is_postgres(path):
         return os.path.dirname(path)
-    from cafleet.db.pgurl import state_dir
+    from cafleet.pgurl import state_dir
 
     home = _get(os.environ, "HOME")
     if home is None:

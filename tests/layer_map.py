@@ -25,6 +25,7 @@ LEAVES: dict[str, str] = {
     "cafleet.procs": "processes in `/proc` (liveness, process trees)",
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
+    "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
 }
 
 

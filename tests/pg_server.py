@@ -143,7 +143,7 @@ class PgDb(str):
     server: PgServer
 
     def __new__(cls, server: PgServer, name: str) -> PgDb:
-        from cafleet.db.pgurl import display_url
+        from cafleet.pgurl import display_url
 
         url = server.url(name)
         db = super().__new__(cls, display_url(url))
@@ -155,7 +155,7 @@ class PgDb(str):
     @classmethod
     def from_url(cls, url: str) -> PgDb:
         """The `PgDb` of a test database URL (a server this process did not start)."""
-        from cafleet.db.pgurl import display_url
+        from cafleet.pgurl import display_url
 
         db = str.__new__(cls, display_url(url))
         db.url = url

@@ -98,6 +98,11 @@ def sqlite_error(e: BaseException) -> sqlite3.Error | None:
     return orig if isinstance(orig, sqlite3.Error) else None
 
 
+def make_diagnosis(path: str, state: State, **kw: Any) -> Diagnosis:
+    """A `Diagnosis` of `path` (revision and schema version default to None)."""
+    return _d(path, state, **kw)
+
+
 def _d(path: str, state: State, **kw: Any) -> Diagnosis:
     kw.setdefault("revision", None)
     kw.setdefault("schema_version", None)
@@ -119,7 +124,7 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
     if is_postgres_connection(conn):
         from cafleet.db.pg.diagnosis import diagnose as pg_diagnose
 
-        return pg_diagnose(path, conn)  # type: ignore[arg-type]
+        return pg_diagnose(path, conn, _d)  # type: ignore[arg-type, no-any-return]
     if not os.path.exists(path):
         return _d(path, "missing")
     try:
@@ -143,7 +148,7 @@ def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
     if is_postgres(path):
         from cafleet.db.pg.diagnosis import diagnose_path as pg_diagnose_path
 
-        return pg_diagnose_path(path)
+        return pg_diagnose_path(path, _d)  # type: ignore[no-any-return]
     if not os.path.exists(path):
         return _d(path, "missing")
     try:

@@ -63,9 +63,10 @@ def _unreadable(path: str, cause: str) -> GuardRefused:
 def _diagnose(path: str, conn: Connection) -> GuardRefused | None:
     """Inside a read transaction: None when the file is current, else its refusal."""
     if is_postgres_connection(conn):
+        from cafleet.db.diagnosis import make_diagnosis
         from cafleet.db.pg.diagnosis import diagnose_in_tx
 
-        d = diagnose_in_tx(path, conn)  # type: ignore[arg-type]
+        d = diagnose_in_tx(path, conn, make_diagnosis)  # type: ignore[arg-type]
         return None if d.ok else _refusal(d)
     if is_current(conn):
         return None

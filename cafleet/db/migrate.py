@@ -347,7 +347,7 @@ def run_setup(path: str, on_wait: Callable[[str], None] | None = None) -> str:
     if is_postgres(path):
         from cafleet.db.pg.migrate import run_setup as pg_run_setup
 
-        return pg_run_setup(path)
+        return pg_run_setup(path, script_location())
     return _run(path, HEAD_REVISION, on_wait)
 
 
@@ -358,6 +358,6 @@ def upgrade_to(path: str, revision: str) -> None:
     if is_postgres(path):
         from cafleet.db.pg.migrate import upgrade_to as pg_upgrade_to
 
-        pg_upgrade_to(path, revision)
+        pg_upgrade_to(path, revision, script_location())
         return
     _run(path, revision)

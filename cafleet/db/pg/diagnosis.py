@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.predicates import APPLICATION_ID
 
 if TYPE_CHECKING:
-    from cafleet.db.diagnosis import Diagnosis, State
     from cafleet.db.pg.runtime import Connection
     from cafleet.db.shapes import ForeignKeyShape, SchemaShape
+
+# `cafleet.db.diagnosis` builds its `Diagnosis` records and imports this module, so the caller
+# passes its maker in (`make(path, state, **fields)`) and this module never imports it.
+Make = Callable[..., Any]
 
 IDENTITY_PREFIX = "cafleet application_id "
 IDENTITY_COMMENT = f"{IDENTITY_PREFIX}{APPLICATION_ID}"
@@ -59,15 +63,7 @@ def _relations(conn: Connection) -> dict[str, str]:
     }
 
 
-def _d(path: str, state: State, **kw: Any) -> Diagnosis:
-    from cafleet.db.diagnosis import Diagnosis
-
-    kw.setdefault("revision", None)
-    kw.setdefault("schema_version", None)
-    return Diagnosis(state=state, path=path, **kw)
-
-
-def diagnose_in_tx(path: str, conn: Connection) -> Diagnosis:
+def diagnose_in_tx(path: str, conn: Connection, _d: Make) -> Any:
     """docs/storage.md §5.2's algorithm on PostgreSQL's catalogue (caller's transaction)."""
     from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS, SHAPES
 
@@ -117,7 +113,7 @@ def diagnose_in_tx(path: str, conn: Connection) -> Diagnosis:
             schema_version=int(revision),
             differences=tuple(differences),
         )
-    state: State = "current" if revision == HEAD_REVISION else "behind"
+    state = "current" if revision == HEAD_REVISION else "behind"
     return _d(path, state, revision=revision, schema_version=int(revision))
 
 
@@ -335,21 +331,21 @@ def schema_fingerprint(conn: Connection) -> str:
     return str(rows[0][0])
 
 
-def diagnose(path: str, conn: Connection) -> Diagnosis:
+def diagnose(path: str, conn: Connection, _d: Make) -> Any:
     """Inside the connection's open transaction or a fresh read; a PostgreSQL error is
     `unreadable` with its first line."""
     from cafleet.db.pg.runtime import read
 
     try:
         if conn.in_transaction():
-            return diagnose_in_tx(path, conn)
+            return diagnose_in_tx(path, conn, _d)
         with read(conn):
-            return diagnose_in_tx(path, conn)
+            return diagnose_in_tx(path, conn, _d)
     except sqlite3.Error as e:
         return _d(path, "unreadable", reason=str(e))
 
 
-def diagnose_path(path: str) -> Diagnosis:
+def diagnose_path(path: str, _d: Make) -> Any:
     from cafleet.db.pg.runtime import close_connection, open_connection
 
     try:
@@ -357,7 +353,7 @@ def diagnose_path(path: str) -> Diagnosis:
     except sqlite3.Error as e:
         return _d(path, "unreadable", reason=str(e))
     try:
-        return diagnose(path, conn)
+        return diagnose(path, conn, _d)
     finally:
         close_connection(conn)
 

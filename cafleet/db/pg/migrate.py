@@ -13,15 +13,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.diagnosis import Diagnosis, guard_text, render_differences
+from cafleet.db.diagnosis import Diagnosis, guard_text, make_diagnosis, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.pg.diagnosis import diagnose_in_tx
 from cafleet.db.pg.runtime import SETUP_LOCK_KEY, WRITER_LOCK_KEY, as_sqlite_error, first_line
-from cafleet.db.pgurl import connect_url
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
 from cafleet.errors import CafleetError
+from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -102,21 +103,20 @@ def _detail(e: BaseException) -> str:
     return str(e) or type(e).__name__
 
 
-def _upgrade(conn: Connection, target: str) -> None:
+def _upgrade(conn: Connection, target: str, scripts: Path) -> None:
     from alembic.config import Config
 
     import cafleet.db.pg.alembic_impl  # noqa: F401 - registers the PostgreSQL reading
     from alembic import command
-    from cafleet.db.migrate import script_location
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(script_location()))
+    cfg.set_main_option("script_location", str(scripts))
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, target)
 
 
-def _in_tx(conn: Connection, path: str, target: str) -> str:
-    d = diagnose_in_tx(path, conn)  # type: ignore[arg-type]
+def _in_tx(conn: Connection, path: str, target: str, scripts: Path) -> str:
+    d: Diagnosis = diagnose_in_tx(path, conn, make_diagnosis)  # type: ignore[arg-type]
     if d.state in ("current", "behind") and d.revision is not None:
         if REVISIONS.index(d.revision) >= REVISIONS.index(target):
             raise _Rollback(result=already_at_head() if target == HEAD_REVISION else "")
@@ -129,7 +129,7 @@ def _in_tx(conn: Connection, path: str, target: str) -> str:
 
     conn.exec_driver_sql("SAVEPOINT cafleet_migration")
     try:
-        _upgrade(conn, target)
+        _upgrade(conn, target, scripts)
     except MigrationRefused as e:
         raise _Rollback(failure=str(e)) from e
     except Exception as e:
@@ -142,7 +142,7 @@ def _in_tx(conn: Connection, path: str, target: str) -> str:
             if duplicate is not None:
                 raise _Rollback(failure=duplicate) from e
         raise failed(detail) from e
-    after = diagnose_in_tx(path, conn)  # type: ignore[arg-type]
+    after: Diagnosis = diagnose_in_tx(path, conn, make_diagnosis)  # type: ignore[arg-type]
     expected = "current" if target == HEAD_REVISION else "behind"
     if after.state != expected or after.revision != target:
         shown = render_differences(after.differences) if after.differences else after.state
@@ -158,7 +158,7 @@ def already_at_head() -> str:
     return f"Already at head ({HEAD_VERSION}); nothing to do."
 
 
-def _run(path: str, target: str) -> str:
+def _run(path: str, target: str, scripts: Path) -> str:
     from sqlalchemy.exc import DBAPIError
 
     try:
@@ -172,7 +172,7 @@ def _run(path: str, target: str) -> str:
                 trans = conn.begin()
                 try:
                     conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-                    result = _in_tx(conn, path, target)
+                    result = _in_tx(conn, path, target, scripts)
                 except BaseException:
                     trans.rollback()
                     raise
@@ -205,16 +205,17 @@ def _unlock(conn: Any) -> None:
         pass
 
 
-def run_setup(path: str) -> str:
-    """`cafleet setup`'s database half on PostgreSQL; raises `SetupFailed`."""
-    return _run(path, HEAD_REVISION)
+def run_setup(path: str, scripts: Path) -> str:
+    """`cafleet setup`'s database half on PostgreSQL, with the migration scripts at `scripts`
+    (`cafleet.db.migrate.script_location()`, which imports this module); raises `SetupFailed`."""
+    return _run(path, HEAD_REVISION, scripts)
 
 
-def upgrade_to(path: str, revision: str) -> None:
+def upgrade_to(path: str, revision: str, scripts: Path) -> None:
     """Test hook: the driver stopped at `revision`."""
     if revision not in REVISIONS:
         raise ValueError(f"unknown revision {revision!r}")
-    _run(path, revision)
+    _run(path, revision, scripts)
 
 
 __all__ = ["run_setup", "sa_connection", "sqlalchemy_url", "upgrade_to"]

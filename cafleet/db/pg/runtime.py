@@ -25,13 +25,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
-from cafleet.db.pgurl import connect_url
 from cafleet.db.predicates import APPLICATION_ID
+from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
     import psycopg
 
-    from cafleet.db.runtime import Compiled
+# A catalog entry, as `cafleet.db.runtime.Compiled` (not imported: that module imports this one).
+Compiled = tuple[str, tuple[str, ...]]
 
 DIALECT = "postgresql"
 # The advisory lock keys (one per database): the writer lock every write transaction takes, and
