@@ -23,6 +23,7 @@ from benchmarks import (
     concurrency,
     delivery,
     drains,
+    escalation,
     notify,
     scale,
     send_paths,
@@ -48,6 +49,8 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "escalation_trials": 20,
+    "escalation_panes": [1, 4, 8],
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -64,6 +67,8 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "escalation_trials": 2,
+    "escalation_panes": [1],
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real",)
@@ -92,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real runs "
-            "only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation; "
+            "delivery_real runs only when named)"
         ),
     )
     parser.add_argument(
@@ -132,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "escalation": (
+            lambda t: escalation.run(
+                t, sizes["escalation_trials"], sizes["runs"], sizes["escalation_panes"]
+            ),
+            escalation.render,
         ),
         "delivery_real": (
             lambda t: delivery.run_real(
