@@ -80,6 +80,7 @@ def test_fleets_lists_live_fleets_with_member_count(head_db: Path, world: World,
         ("GET", "/api/members"),
         ("GET", "/api/members/activity"),
         ("GET", "/api/members/panes"),
+        ("GET", "/api/members/worktrees"),
         ("GET", "/api/members/1/inbox"),
         ("GET", "/api/members/1/sent"),
         ("GET", "/api/members/1/capture"),
@@ -180,6 +181,47 @@ def test_pane_states_none_and_pending_need_no_tmux(head_db: Path) -> None:
     states = {p["member_id"]: p["state"] for p in body["panes"]}
     assert states[world.members["p"]] == "pending"
     assert states[world.members["u"]] == "none"
+
+
+def test_worktrees_of_the_members_that_have_one(
+    head_db: Path, world: World, api: Any, tmp_path: Path
+) -> None:
+    """docs/worktrees.md §2: the branch, and whether the worktree has changes or commits not on
+    its base, read from a real git repository."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd, check=True, capture_output=True,
+        )  # fmt: skip
+
+    git("init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n")
+    git("add", "a.txt")
+    git("commit", "-qm", "first")
+    path = repo / ".cafleet" / "worktrees" / "alice"
+    git("worktree", "add", "-q", "-b", "cafleet/alice", str(path), "main")
+    (path / "a.txt").write_text("changed\n")
+    git("commit", "-qam", "work", cwd=path)
+    (path / "new.txt").write_text("untracked\n")
+    alice, bob = world.members["alice"], world.members["bob"]
+    spec = f'{{"path": "{path}", "branch": "cafleet/alice", "base": "main"}}'
+    sql_write(
+        head_db, "INSERT INTO member_spawns (member_id, worktree_json) VALUES (?, ?)", alice, spec
+    )
+    sql_write(head_db, "INSERT INTO member_spawns (member_id) VALUES (?)", bob)
+    body = get(api, world, "/api/members/worktrees").json()
+    assert body == [
+        {
+            "member_id": alice, "path": str(path), "branch": "cafleet/alice", "base": "main",
+            "exists": True, "head_branch": "cafleet/alice", "dirty": True, "ahead": 1,
+            "error": None,
+        }
+    ]  # fmt: skip
 
 
 # --- timeline -------------------------------------------------------------------------------------
@@ -385,6 +427,22 @@ def test_send_stores_as_the_root_director_and_reports_warnings(
         head_db, "SELECT from_member_id, owner_member_id, text, notified_at FROM messages"
     )
     assert stored == [(world.director, alice, "hello", None)]
+
+
+def test_a_second_send_warns_about_its_own_message_and_lists_the_older_one(
+    head_db: Path, world: World, api: Any
+) -> None:
+    """Issue 24: the composer's second send to a pane it cannot reach speaks of its own
+    message, and separately of the first one that still waits."""
+    alice = world.members["alice"]
+    first = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "one"}).json()
+    second = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "two"}).json()
+    one, two = first["message"]["message_id"], second["message"]["message_id"]
+    assert second["warnings"] == [
+        f"Warning: message {two} not notified to member {alice}: not inside a tmux session "
+        "(TMUX is not set) (it stays in the inbox; delivery will be retried)",
+        f"Also pending for member {alice}: message {one} (not notified yet)",
+    ]
 
 
 def test_send_to_all_broadcasts(head_db: Path, world: World, api: Any) -> None:

@@ -9,6 +9,7 @@ import click
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
+from cafleet.cli.worktree_params import discard_worktree_option
 from cafleet.output import (
     cell,
     counted_table,
@@ -76,7 +77,14 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
     ]
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
-    return label_lines(pairs, SHOW_LABEL_WIDTH)
+    lines = label_lines(pairs, SHOW_LABEL_WIDTH)
+    if summary.deleted_at is None:
+        from cafleet.workflows.remedies import fleet_problems
+
+        problems = [cell(p.line) for p in fleet_problems(report)] or ["none"]
+        lines += label_lines([("problems", problems[0])], SHOW_LABEL_WIDTH)
+        lines += [" " * SHOW_LABEL_WIDTH + line for line in problems[1:]]
+    return lines
 
 
 @fleet_group.command(
@@ -94,11 +102,14 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
 
     report = fleet_report(conn, fleet_id, agent_state=classified_state)
     if as_json:
+        from cafleet.workflows.remedies import fleet_problems
+
         out_json(
             {
                 **fleet_dict(report.summary),
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )
     else:
@@ -141,6 +152,8 @@ def fleet_delete_lines(deleted: Deleted) -> list[str]:
         lines += table(("member_id", "name", "pane_id", "pane"), rows)
     if deleted.loop_stopped is not None:
         lines.append(f"Stopped monitor loop (pid {deleted.loop_stopped}).")
+    for tree in deleted.worktrees:
+        lines.append(f"Worktree of member {tree.member_id}: {cell(tree.text())}.")
     return lines
 
 
@@ -153,6 +166,7 @@ def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
             for r in deleted.panes
         ],
         "loop_stopped_pid": deleted.loop_stopped,
+        **({"worktrees": [t.as_dict() for t in deleted.worktrees]} if deleted.worktrees else {}),
     }
 
 
@@ -170,13 +184,21 @@ def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
     is_flag=True,
     help="Deregister only; leave the panes running (the loop stops at its next tick).",
 )
+@discard_worktree_option
 @json_option
-def fleet_delete(fleet_id: int, keep_panes: bool, as_json: bool) -> None:
+def fleet_delete(fleet_id: int, keep_panes: bool, discard_worktree: bool, as_json: bool) -> None:
+    if keep_panes and discard_worktree:
+        raise click.UsageError(
+            "--discard-worktree cannot go with --keep-panes (the agents still run in their "
+            "worktrees)"
+        )
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import teardown
 
-    deleted = teardown.delete(conn, inv.settings, fleet_id, keep_panes=keep_panes)
+    deleted = teardown.delete(
+        conn, inv.settings, fleet_id, keep_panes=keep_panes, discard_worktree=discard_worktree
+    )
     if as_json:
         out_json(fleet_delete_dict(deleted))
     else:

@@ -21,8 +21,10 @@ from cafleet.output import (
 from cafleet.text import idle_text
 
 if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
     from cafleet.records import Member, RosterEntry
     from cafleet.workflows.supervision import PaneReport
+    from cafleet.workflows.worktrees import Report as WorktreeReport
 
 SHOW_LABEL_WIDTH = 17
 MEMBER_ID_HELP = "Member ID."
@@ -68,18 +70,58 @@ def member_list(fleet_id: int, as_json: bool) -> None:
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
+    trees = _worktrees(conn, fleet_id)
     if as_json:
         out_json(
             [
-                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id))}
+                {
+                    **roster_dict(entry),
+                    **_pane_keys(panes.get(entry.member.member_id)),
+                    **_tree_keys(trees.get(entry.member.member_id)),
+                }
                 for entry in report.roster
             ]
         )
         return
-    headers = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
-    rows = [roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster]
+    headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
+    rows: list[tuple[str, ...]] = [
+        roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster
+    ]
+    if trees:  # the worktree column only where some member has one (docs/worktrees.md)
+        headers += ("worktree",)
+        rows = [
+            (*row, _tree_text(trees.get(entry.member.member_id)))
+            for row, entry in zip(rows, report.roster, strict=True)
+        ]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+    if report.panes.unknown_reason is not None:
+        # Why a pane reads `?`: its tmux server could not be asked.
+        out(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")
+    from cafleet.workflows.remedies import fleet_problems
+
+    for problem in fleet_problems(report):
+        out(f"problem: {cell(problem.line)}")
+
+
+def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:
+    """Each member's worktree with its state; git runs only when some member has one."""
+    from cafleet.broker import fleet_worktrees
+
+    specs = fleet_worktrees(conn, fleet_id)
+    if not specs:
+        return {}
+    from cafleet.workflows.worktrees import reports
+
+    return reports(specs)
+
+
+def _tree_keys(tree: WorktreeReport | None) -> dict[str, object]:
+    return {} if tree is None else {"worktree": tree.as_dict()}
+
+
+def _tree_text(tree: WorktreeReport | None) -> str:
+    return "-" if tree is None else cell(tree.text())
 
 
 def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
@@ -91,7 +133,7 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 # --- member show ---------------------------------------------------------------------------------
 
 
-def member_show_lines(member: Member) -> list[str]:
+def member_show_lines(member: Member, tree: WorktreeReport | None = None) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
         ("fleet_id", str(member.fleet_id)),
@@ -104,6 +146,8 @@ def member_show_lines(member: Member) -> list[str]:
     if member.status == "deregistered":
         pairs.append(("deregistered_at", cell(member.deregistered_at)))
     pairs.append(("placement", placement_text(member.placement)))
+    if tree is not None:
+        pairs.append(("worktree", cell(f"{tree.spec.path} {tree.text()} base={tree.spec.base}")))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
@@ -115,7 +159,19 @@ def member_show(member_id: int, as_json: bool) -> None:
     from cafleet import broker
 
     member = broker.get_member(conn, member_id)
+    tree = _member_worktree(conn, member_id)
     if as_json:
-        out_json(member_dict(member))
+        out_json({**member_dict(member), **_tree_keys(tree)})
     else:
-        out_lines(member_show_lines(member))
+        out_lines(member_show_lines(member, tree))
+
+
+def _member_worktree(conn: Connection, member_id: int) -> WorktreeReport | None:
+    from cafleet.broker import get_spawn
+
+    spawn = get_spawn(conn, member_id)
+    if spawn is None or spawn.worktree is None:
+        return None
+    from cafleet.workflows.worktrees import reports
+
+    return reports({member_id: spawn.worktree})[member_id]

@@ -106,6 +106,19 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
     return template, spec.model if spec else None, spec.effort if spec else None
 
 
+def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
+    """The member starts again in its worktree (docs/worktrees.md); None: it has none. A
+    worktree that is gone is refused before anything is spawned."""
+    from cafleet import broker
+
+    spec = broker.get_spawn(conn, member_id)
+    if spec is None or spec.worktree is None:
+        return None
+    from cafleet.workflows.worktrees import require_present
+
+    return require_present(member_id, spec.worktree)
+
+
 def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal.
 
@@ -161,6 +174,7 @@ def respawn(
         )
 
     template, model, effort = _spawn_template(conn, member)
+    cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
     from cafleet.assets.guard import require_assets
 
@@ -220,6 +234,7 @@ def respawn(
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
             coding_agent=agent_name,
+            cwd=cwd,
         )
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
@@ -239,6 +254,7 @@ def _spawn_and_rebind(
     argv: list[str],
     expected: tuple[str, str, str],
     coding_agent: str,
+    cwd: str | None = None,
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
@@ -255,6 +271,7 @@ def _spawn_and_rebind(
         window_name=window_name,
         argv=argv,
         coding_agent=coding_agent,
+        cwd=cwd,
     )
 
     def kill_new(primary: str | None) -> NoReturn:

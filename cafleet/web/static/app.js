@@ -100,9 +100,21 @@ async function loadFleets() {
 
 // --- roster ---------------------------------------------------------------------------------
 
-function renderRoster(members, activity, panes) {
+// docs/worktrees.md §2: "<branch> (clean|dirty[, <n> ahead])".
+function worktreeText(w) {
+  if (!w.exists) return `${w.branch} (worktree gone)`;
+  if (w.error !== null || w.dirty === null) return `${w.branch} (?)`;
+  const parts = [w.dirty ? "dirty" : "clean"];
+  if (w.ahead) parts.push(`${w.ahead} ahead`);
+  else if (w.ahead === null) parts.push("ahead ?");
+  if (w.head_branch !== w.branch) parts.push(w.head_branch ? `on ${w.head_branch}` : "detached");
+  return `${w.branch} (${parts.join(", ")})`;
+}
+
+function renderRoster(members, activity, panes, worktrees = []) {
   const prompts = [];
   const act = new Map(activity.map((a) => [a.member_id, a]));
+  const tree = new Map(worktrees.map((w) => [w.member_id, w]));
   const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
   const list = $("roster");
   list.replaceChildren();
@@ -133,6 +145,10 @@ function renderRoster(members, activity, panes) {
           : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
+        tree.has(member.member_id)
+          ? el("div", { class: "meta", "data-testid": "member-worktree", title: tree.get(member.member_id).path },
+              `worktree ${worktreeText(tree.get(member.member_id))}`)
+          : null,
       ),
     );
     if (waiting(p)) {
@@ -290,13 +306,13 @@ async function refresh() {
       setStatus("Choose a fleet.");
       return;
     }
-    const [members, activity, panes, timeline, monitor] = await Promise.all([
+    const [members, activity, panes, timeline, monitor, worktrees] = await Promise.all([
       api("/api/members"), api("/api/members/activity"), api("/api/members/panes"),
-      api("/api/timeline"), api("/api/monitor"),
+      api("/api/timeline"), api("/api/monitor"), api("/api/members/worktrees"),
     ]);
     state.roster = members;
     for (const m of members) state.names.set(m.member_id, m.name);
-    const prompting = renderRoster(members, activity, panes);
+    const prompting = renderRoster(members, activity, panes, worktrees);
     renderTimeline(timeline);
     renderMonitor(monitor);
     await Promise.all([prompting, refreshPane()]);
