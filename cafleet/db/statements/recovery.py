@@ -63,7 +63,7 @@ REBIND = (
         _mp.member_id == param("member_id"),
         _mp.backend == param("backend"),
         _mp.mux_session == param("old_session"),
-        _mp.mux_pane_id.is_(param("old_pane")),
+        _mp.mux_pane_id.is_not_distinct_from(param("old_pane")),
         member_is_active(),
     )
     .values(
