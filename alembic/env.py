@@ -53,6 +53,9 @@ def run_from_alembic_command() -> None:
     if context.is_offline_mode():
         raise SystemExit("cafleet: offline (--sql) mode is not supported; use 'cafleet setup'")
     path = resolve_database_path(os.environ)
+    if path.startswith(("postgresql://", "postgres://")):
+        run_against_postgresql(path)
+        return
     if not os.path.exists(path):
         raise SystemExit(f"cafleet: no database at {path}; run 'cafleet setup'")
     connection = open_connection(path, mode="ro", purpose="readonly")
@@ -63,6 +66,21 @@ def run_from_alembic_command() -> None:
                 context.run_migrations()
     finally:
         close_connection(connection, guarded=True)
+
+
+def run_against_postgresql(path: str) -> None:
+    """The `alembic` command against PostgreSQL (docs/storage.md §10.2): inside one READ ONLY
+    transaction, so `history` and `current` work and `upgrade` or `stamp` fail, changing
+    nothing."""
+    import cafleet.db.pg.alembic_impl  # noqa: F401 - the PostgreSQL reading of the revisions
+    from cafleet.db.pg.migrate import sa_connection
+
+    with sa_connection(path) as connection, connection.begin() as trans:
+        connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+        _configure(connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        trans.rollback()
 
 
 _connection = config.attributes.get("connection")

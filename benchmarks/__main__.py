@@ -24,6 +24,7 @@ from benchmarks import (
     delivery,
     drains,
     escalation,
+    fleet,
     notify,
     parallel,
     scale,
@@ -50,6 +51,8 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "fleet_mixes": ["claude", "codex", "opencode", "mixed"],
+    "fleet_tasks": [3, 8],
     "escalation_trials": 20,
     "escalation_panes": [1, 4, 8],
     "parallel_members": 32,
@@ -71,6 +74,8 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "fleet_mixes": ["claude"],
+    "fleet_tasks": [2],
     "escalation_trials": 2,
     "escalation_panes": [1],
     "parallel_members": 3,
@@ -78,7 +83,7 @@ SMOKE: dict[str, Any] = {
     "parallel_list_runs": 1,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
-OPT_IN = ("delivery_real",)
+OPT_IN = ("delivery_real", "fleet_roundtrip")
 
 TARGETS = [
     "short commands: median <= 1.5 x the `import click, sqlite3, json` floor (bytecode cached), "
@@ -107,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
             "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
-            "parallel; delivery_real runs only when named)"
+            "parallel; delivery_real and fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -118,6 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--real-agents", default="claude,codex,opencode", help="delivery_real: agents"
+    )
+    parser.add_argument(
+        "--fleet-mixes",
+        default=None,
+        help="fleet_roundtrip: agent mixes (claude,codex,opencode,mixed; default: all, "
+        "smoke: claude)",
     )
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
@@ -158,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
                 t, sizes["parallel_members"], sizes["parallel_workers"], sizes["parallel_list_runs"]
             ),
             parallel.render,
+        ),
+        "fleet_roundtrip": (
+            lambda t: fleet.run(
+                t,
+                args.fleet_mixes.split(",") if args.fleet_mixes else sizes["fleet_mixes"],
+                sizes["fleet_tasks"],
+            ),
+            fleet.render,
         ),
         "delivery_real": (
             lambda t: delivery.run_real(

@@ -57,7 +57,7 @@ class Settings(NamedTuple):  # not a dataclass: built by every command, ~1 ms ch
 
     @property
     def db_dir(self) -> str:
-        return os.path.dirname(self.db_path)
+        return db_dir_of(self.db_path)
 
     @property
     def wake_interval_default(self) -> int:
@@ -71,14 +71,28 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     return value if value else None  # the empty string counts as unset
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres(path: str) -> bool:
+    """Whether `P` names a PostgreSQL database (docs/storage.md §10) rather than a file."""
+    return path.startswith(POSTGRES_SCHEMES)
+
+
 def resolve_database_path(env: Mapping[str, str]) -> str:
-    """Return P, the absolute database path, or raise SettingsError."""
+    """Return P: the absolute database path, or for PostgreSQL the URL without its password
+    (docs/storage.md §10.1), or raise SettingsError."""
     url = _get(env, "CAFLEET_DATABASE_URL")
     if url is not None:
+        if is_postgres(url):
+            from cafleet.pgurl import display_url
+
+            return display_url(url)
         prefix = "sqlite:///"
         if not url.startswith(prefix):
             raise SettingsError(
-                f"database URL must use the sqlite scheme (sqlite:///<absolute path>); got '{url}'"
+                "database URL must use the sqlite scheme (sqlite:///<absolute path>) or "
+                f"postgresql (postgresql://<host>/<database>); got '{_shown_url(url)}'"
             )
         path = url[len(prefix) :]
         if not path:
@@ -90,6 +104,35 @@ def resolve_database_path(env: Mapping[str, str]) -> str:
     if home is None:
         raise SettingsError("HOME is not set; cannot derive the default database path")
     return os.path.join(home, ".local", "share", "cafleet", "cafleet.db")
+
+
+def _shown_url(url: str) -> str:
+    """A refused URL as the error shows it: a password in it is replaced by `***`."""
+    from cafleet.pgurl import hide_password
+
+    return hide_password(url)
+
+
+def db_dir_of(path: str) -> str:
+    """The local directory of database `path`: the file's directory, or for PostgreSQL a
+    per-database directory under `$HOME/.local/share/cafleet/` (docs/storage.md §10.1); it holds
+    `locks/` and the monitor loops' logs and holds."""
+    if not is_postgres(path):
+        return os.path.dirname(path)
+    from cafleet.pgurl import state_dir
+
+    home = _get(os.environ, "HOME")
+    if home is None:
+        raise SettingsError("HOME is not set; cannot derive the local state directory")
+    return state_dir(home, path)
+
+
+def local_anchor(path: str) -> str:
+    """The local path the monitor loop's log and hold files are named after: the database file
+    itself, or `<db_dir_of(P)>/cafleet` for PostgreSQL."""
+    if not is_postgres(path):
+        return path
+    return os.path.join(db_dir_of(path), "cafleet")
 
 
 def _parse_int(env: Mapping[str, str], name: str) -> int | None:
@@ -153,10 +196,10 @@ def locks_dir(db_dir: str) -> str:
 def monitor_hold_path(db_path: str, fleet_id: int) -> str:
     """`<db path>.monitor-<fleet_id>.stopped`: left by `cafleet monitor stop`, removed by
     `cafleet monitor start`; while it exists nothing restarts the fleet's loop by itself."""
-    return f"{db_path}.monitor-{fleet_id}.stopped"
+    return f"{local_anchor(db_path)}.monitor-{fleet_id}.stopped"
 
 
 def monitor_log_path(db_path: str, fleet_id: int) -> str:
     """`<db path>.monitor-<fleet_id>.log`: named after the database file, so databases that
     share a directory never share a loop's log (fleet ids repeat across databases)."""
-    return f"{db_path}.monitor-{fleet_id}.log"
+    return f"{local_anchor(db_path)}.monitor-{fleet_id}.log"

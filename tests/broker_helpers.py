@@ -12,7 +12,12 @@ from tests.storage_helpers import APP_TABLES
 
 
 def raw_connect(path: Path | str) -> sqlite3.Connection:
-    """A plain sqlite3 connection for direct SQL (autocommit, foreign keys on)."""
+    """A plain sqlite3 connection for direct SQL (autocommit, foreign keys on); for a PostgreSQL
+    test database (`tests.pg_server.PgDb`) a psycopg connection shaped like it."""
+    from tests.pg_server import PgDb, PgRaw
+
+    if isinstance(path, PgDb):
+        return PgRaw(path)  # type: ignore[return-value]
     db = sqlite3.connect(str(path), isolation_level=None, timeout=10)
     db.execute("PRAGMA foreign_keys = ON")
     return db
@@ -21,7 +26,7 @@ def raw_connect(path: Path | str) -> sqlite3.Connection:
 def table_counts(path: Path | str) -> dict[str, int]:
     db = raw_connect(path)
     try:
-        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in APP_TABLES}
+        return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in APP_TABLES}  # type: ignore[index]
     finally:
         db.close()
 

@@ -272,8 +272,17 @@ def db_half_failed_err(message: str) -> str:
     )
 
 
+def _connect(db: Path | str) -> sqlite3.Connection:
+    """sqlite3 on the file, or the PostgreSQL test database's look-alike (tests/pg_server.py)."""
+    from tests.pg_server import PgDb, PgRaw
+
+    if isinstance(db, PgDb):
+        return PgRaw(db)  # type: ignore[return-value]
+    return sqlite3.connect(str(db), isolation_level=None)
+
+
 def sql(db: Path, *statements: str) -> None:
-    con = sqlite3.connect(str(db), isolation_level=None)
+    con = _connect(db)
     try:
         for statement in statements:
             con.executescript(statement)
@@ -282,7 +291,7 @@ def sql(db: Path, *statements: str) -> None:
 
 
 def query(db: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    con = sqlite3.connect(str(db), isolation_level=None)
+    con = _connect(db)
     try:
         return [tuple(r) for r in con.execute(statement, params).fetchall()]
     finally:

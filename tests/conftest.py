@@ -5,7 +5,9 @@ no test can touch the user's database, home directory, agent configuration or tm
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -64,22 +66,114 @@ def db_path(isolated_env: Path) -> Path:
     return isolated_env
 
 
+# Test modules whose database tests run on both dialects (docs/storage.md §10.6): every test
+# that reaches the `dialect` fixture (through `head_db`, `bare_head_db` or `conn`) runs once on
+# SQLite and once on a real PostgreSQL server, unless marked `sqlite_only` (a test of SQLite's
+# own mechanics: its catalogue, PRAGMAs, triggers, files).
+BOTH_DIALECTS = frozenset(
+    {
+        "test_broker_concurrency",
+        "test_broker_fleets",
+        "test_broker_integrity",
+        "test_broker_lookups",
+        "test_broker_members",
+        "test_broker_messages",
+        "test_broker_monitor",
+        "test_broker_notifications",
+        "test_storage_postgresql",
+        "test_cli_message",
+        "test_web_api",
+        "test_message_inputs",
+        "test_delivery_send",
+    }
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    if (
+        module in BOTH_DIALECTS
+        and "dialect" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("sqlite_only") is None
+    ):
+        metafunc.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+
+
 @pytest.fixture
-def bare_head_db(db_path: Path) -> Path:
+def dialect(request: pytest.FixtureRequest) -> str:
+    """`sqlite` unless the test is parametrised over both dialects."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One private PostgreSQL server per test process (tests/pg_server.py), with a database
+    already set up by cafleet to copy. Skipped when the server binaries are missing, failed
+    then when CAFLEET_REQUIRE_POSTGRES=1 (CI)."""
+    from tests.pg_server import TEMPLATE_HEAD, PgDb, start_server
+
+    server = start_server()
+    if server is None:
+        if os.environ.get("CAFLEET_REQUIRE_POSTGRES") == "1":
+            pytest.fail("PostgreSQL server binaries not found (/usr/lib/postgresql/*/bin)")
+        pytest.skip("PostgreSQL server binaries not installed")
+    try:
+        server.admin(f'CREATE DATABASE "{TEMPLATE_HEAD}" TEMPLATE template0')
+        from cafleet.db.migrate import run_setup
+
+        saved = os.environ.get("CAFLEET_DATABASE_URL")
+        head = PgDb(server, TEMPLATE_HEAD)
+        os.environ["CAFLEET_DATABASE_URL"] = head.url
+        try:
+            run_setup(str(head))
+        finally:
+            if saved is None:
+                os.environ.pop("CAFLEET_DATABASE_URL", None)
+            else:
+                os.environ["CAFLEET_DATABASE_URL"] = saved
+        yield server
+    finally:
+        server.stop()
+
+
+def _pg_database(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, template: str
+) -> Any:
+    from tests.pg_server import PgDb
+
+    server = request.getfixturevalue("pg_server")
+    db = PgDb(server, server.new_database(template))
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", db.url)
+    return db
+
+
+@pytest.fixture
+def bare_head_db(
+    db_path: Path, dialect: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """A database migrated to head by the real db half, and nothing else (no asset rows)."""
     from cafleet.db.migrate import run_setup
 
+    if dialect == "postgresql":
+        return _pg_database(request, monkeypatch, "cafleet_head")  # type: ignore[no-any-return]
     run_setup(str(db_path))
     return db_path
 
 
 @pytest.fixture
-def head_db(db_path: Path) -> Path:
+def head_db(
+    db_path: Path, dialect: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """A database migrated to head by the real setup path, with every agent's assets installed
     under the test's HOME and recorded (what `cafleet setup` does), so the stale-assets guard
-    lets commands through."""
+    lets commands through. On PostgreSQL: a copy of a database cafleet set up, then the same
+    assets half."""
     from cafleet.db.migrate import run_setup
 
+    if dialect == "postgresql":
+        db = _pg_database(request, monkeypatch, "cafleet_head")
+        install_assets(db)
+        return db  # type: ignore[no-any-return]
     run_setup(str(db_path))
     install_assets(db_path)
     return db_path

@@ -29,23 +29,33 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # --- reading the database with plain sqlite3 -----------------------------------------------------
 
 
+def _read(db_path: Path | str) -> sqlite3.Connection:
+    """Read-only sqlite3 on the file, or the PostgreSQL test database's look-alike."""
+    from tests.pg_server import PgDb, PgRaw
+
+    if isinstance(db_path, PgDb):
+        return PgRaw(db_path)  # type: ignore[return-value]
+    return sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+
+
 def rows(db_path: Path | str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    conn = _read(db_path)
     try:
-        return list(conn.execute(sql, params))
+        return [tuple(r) for r in conn.execute(sql, params)]
     finally:
         conn.close()
 
 
 def message_row(db_path: Path | str, message_id: int) -> dict[str, Any]:
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
-    conn.row_factory = sqlite3.Row
+    conn = _read(db_path)
     try:
-        row = conn.execute("SELECT * FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+        cur = conn.execute("SELECT * FROM messages WHERE message_id = ?", (message_id,))
+        row = cur.fetchone()
+        names = [d[0] for d in cur.description]
     finally:
         conn.close()
     assert row is not None, f"message {message_id} not found"
-    return dict(row)
+    return dict(zip(names, row, strict=True))
 
 
 def notified_at(db_path: Path | str, message_id: int) -> str | None:
@@ -53,7 +63,13 @@ def notified_at(db_path: Path | str, message_id: int) -> str | None:
 
 
 def sql_write(db_path: Path | str, sql: str, *params: Any) -> None:
-    conn = sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    from tests.pg_server import PgDb, PgRaw
+
+    conn: Any = (
+        PgRaw(db_path)
+        if isinstance(db_path, PgDb)
+        else sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    )
     try:
         conn.execute(sql, params)
     finally:

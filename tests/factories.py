@@ -289,7 +289,7 @@ def build_world(
     Claude Code screen), so the delivery gate sees a real agent's screens instead of
     ``unknown``.
     """
-    db_path = Path(db_path)
+    db_path = db_path if isinstance(db_path, str) and "://" in db_path else Path(db_path)
     if harness is not None:
         session, window, director_pane = (
             harness.session_name,

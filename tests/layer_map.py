@@ -26,6 +26,7 @@ LEAVES: dict[str, str] = {
     "cafleet.git": "every git command, for member worktrees (`docs/worktrees.md`)",
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
+    "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
 }
 
 

@@ -68,7 +68,12 @@ class Snapshot:
 def snapshot(db: Path | str) -> Snapshot:
     """The one "unchanged" check of every test: SHA-256 of P (`<dir>` for a directory, None when
     absent) and of <P>-wal, plus the directory listing (`locks/` ignored; () without a
-    directory). Take it with no connection open."""
+    directory). Take it with no connection open. A PostgreSQL test database
+    (`tests.pg_server.PgDb`) gives its whole state instead (`pg_state`)."""
+    from tests.pg_server import PgDb, pg_state
+
+    if isinstance(db, PgDb):
+        return pg_state(db)  # type: ignore[return-value]
     db = Path(db)
     main = sha256(db) if db.is_file() else ("<dir>" if db.is_dir() else None)
     wal_path = Path(str(db) + "-wal")

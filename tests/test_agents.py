@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from cafleet.agents import (
     CodingAgent,
     get_agent,
 )
+from cafleet.agents.claude import WORKSPACE_SETTINGS
+from cafleet.agents.permissions import PROFILES, shown_profile, validate_profile
 from cafleet.agents.prompt import (
     PromptTemplateError,
     load_default_member_prompt,
@@ -49,10 +52,24 @@ def test_registry() -> None:
 # --------------------------------------------------------------------------- claude
 
 
-def test_claude_member_argv() -> None:
-    assert build("claude") == [
+def test_claude_member_argv_per_profile() -> None:
+    """docs/permissions.md §2: the default profile is workspace."""
+    ask_rules = json.loads(WORKSPACE_SETTINGS)["permissions"]["ask"]
+    assert "Bash(curl *)" in ask_rules and "WebFetch" in ask_rules
+    assert build("claude") == build("claude", permissions="workspace") == [
+        BIN, "--permission-mode", "acceptEdits", "--settings", WORKSPACE_SETTINGS,
+        "--allowedTools", "Bash", "--name", "worker 1", "PROMPT",
+    ]  # fmt: skip
+    assert build("claude", permissions="readonly") == [
         BIN, "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)",
         "--name", "worker 1", "PROMPT",
+    ]  # fmt: skip
+    assert build("claude", permissions="ask") == [
+        BIN, "--permission-mode", "default", "--allowedTools", "Bash(cafleet message *)",
+        "--name", "worker 1", "PROMPT",
+    ]  # fmt: skip
+    assert build("claude", permissions="full") == [
+        BIN, "--permission-mode", "bypassPermissions", "--name", "worker 1", "PROMPT",
     ]  # fmt: skip
 
 
@@ -85,10 +102,28 @@ def test_codex_argv(tmp_path: Path) -> None:
 def test_codex_db_dir_defaults_to_resolved_database(db_path: Path) -> None:
     argv = build("codex")
     assert argv == [
-        BIN, "--ask-for-approval", "never", "--sandbox", "workspace-write",
+        BIN, "--ask-for-approval", "on-request", "--sandbox", "workspace-write",
         "--add-dir", str(db_path.parent), "PROMPT",
     ]  # fmt: skip
     assert os.path.isabs(argv[6])
+
+
+def test_codex_member_argv_per_profile(tmp_path: Path) -> None:
+    """docs/permissions.md §2; the monitor ignores the profile."""
+    d = str(tmp_path)
+    assert build("codex", db_dir=d, permissions="ask") == [
+        BIN, "--ask-for-approval", "on-request", "--sandbox", "read-only", "PROMPT",
+    ]  # fmt: skip
+    assert build("codex", db_dir=d, permissions="readonly") == [
+        BIN, "--ask-for-approval", "never", "--sandbox", "read-only", "PROMPT",
+    ]  # fmt: skip
+    assert build("codex", db_dir=d, permissions="full") == [
+        BIN, "--dangerously-bypass-approvals-and-sandbox", "PROMPT",
+    ]  # fmt: skip
+    assert build("codex", db_dir=d, permissions="full", monitor=True) == [
+        BIN, "--ask-for-approval", "never", "--sandbox", "workspace-write", "--add-dir", d,
+        "PROMPT",
+    ]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- opencode
@@ -98,6 +133,24 @@ def test_opencode_argv() -> None:
     agent = ["--agent", "cafleet"]  # the preset `cafleet setup` installs (docs/runtime.md §7.4)
     assert build("opencode", model="p/m") == [BIN, *agent, "--model", "p/m", "--prompt", "PROMPT"]
     assert build("opencode") == [BIN, *agent, "--prompt", "PROMPT"]
+    for profile in ("ask", "readonly", "full"):
+        argv = build("opencode", permissions=profile)
+        assert argv == [BIN, "--agent", f"cafleet-{profile}", "--prompt", "PROMPT"]
+        assert build("opencode", permissions=profile, monitor=True)[1:3] == agent
+
+
+def test_claude_monitor_ignores_the_profile() -> None:
+    assert build("claude", monitor=True, permissions="full") == build("claude", monitor=True)
+
+
+def test_profile_names() -> None:
+    assert PROFILES == ("workspace", "ask", "readonly", "full")
+    validate_profile("ask")
+    with pytest.raises(AgentUsageError, match="must be one of workspace, ask, readonly, full"):
+        validate_profile("yolo")
+    assert shown_profile("member", None) == "readonly"  # recorded before profiles existed
+    assert shown_profile("member", "ask") == "ask"
+    assert shown_profile("monitor", None) is None and shown_profile("director", None) is None
 
 
 def test_pane_env() -> None:

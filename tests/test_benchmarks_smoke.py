@@ -96,3 +96,35 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 17.",
     ):
         assert heading in proc.stdout
+
+
+@pytest.mark.tmux
+@pytest.mark.real_agent
+def test_fleet_roundtrip_smoke(tmp_path: Path) -> None:
+    """Section 15 at smoke size: one real Claude Code member, two tasks (skipped without the
+    binary; required in CI)."""
+    from tests.harness.real_agents import require_binary
+
+    require_binary("claude")
+    out = tmp_path / "fleet.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--only", "fleet_roundtrip",
+         "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())["fleet_roundtrip"]
+    assert result["skipped"] == []
+    (row,) = result["rows"]
+    assert row["mix"] == "claude" and row["tasks"] == 2
+    assert row["files_written"] == 2
+    assert row["per_task_s"]["n"] == 2 and row["agent_turn_s"]["n"] == 2
+    # The round trip contains each task's own round trip; a task's delivery and agent turn are
+    # each part of it.
+    assert row["first_send_to_last_reply_s"] >= row["per_task_s"]["max"] > 0
+    assert row["per_task_s"]["max"] >= row["agent_turn_s"]["min"] > 0
+    assert row["model_requests"] > 0 and row["output_tokens"] > 0
+    assert "## 15. fleet round trip" in proc.stdout

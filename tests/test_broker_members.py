@@ -23,6 +23,7 @@ from cafleet.broker.errors import (
     RootDirectorInactive,
 )
 from cafleet.broker.members import _insert_member
+from cafleet.config import db_dir_of
 from cafleet.db import tx
 from cafleet.db.runtime import Connection, close_connection
 from cafleet.records import PlacementSpec, member_card
@@ -41,7 +42,8 @@ def conn_b(head_db: Path) -> Iterator[Connection]:
 
 
 def _autocommit(c: Connection) -> bool:
-    return not c.in_transaction() and not c.driver.in_transaction
+    # (PostgreSQL's connection has no such attribute: its in_transaction() reads the driver)
+    return not c.in_transaction() and not getattr(c.driver, "in_transaction", False)
 
 
 # --- registration -------------------------------------------------------------------------------
@@ -496,11 +498,11 @@ def test_same_pane_key_maps_to_same_lock_file(conn: Connection, head_db: Path) -
     b = add_member(conn, fid, name="b", pane_id="%50")
     c = add_member(conn, fid, name="c", pane_id="%51")
     keys = {m.member_id: PaneKey(*m.placement.pane_key) for m in (a, b, c)}  # type: ignore[union-attr,misc]
-    db_dir = str(head_db.parent)
+    db_dir = db_dir_of(str(head_db))
     paths = {mid: pane_lock_path(db_dir, key) for mid, key in keys.items()}  # type: ignore[arg-type]
     assert paths[a.member_id] == paths[b.member_id] != paths[c.member_id]
     for path in paths.values():
-        assert Path(path).parent == head_db.parent / "locks"
+        assert Path(path).parent == Path(db_dir) / "locks"
         assert Path(path).name.startswith("pane-") and path.endswith(".lock")
     held = try_pane_lock(db_dir, keys[a.member_id])  # type: ignore[arg-type]
     assert held is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -114,9 +115,24 @@ def test_send_message_party_errors(conn: Connection, head_db: Path) -> None:
     ],
     ids=["crlf", "tab", "esc", "nul", "emoji", "empty", "1MiB"],
 )
-def test_bodies_round_trip_unchanged(conn: Connection, head_db: Path, body: str) -> None:
+def test_bodies_round_trip_unchanged(
+    conn: Connection, head_db: Path, body: str, dialect: str
+) -> None:
     boot = make_fleet(conn)
     w = add_member(conn, boot.fleet.fleet_id).member_id
+    if dialect == "postgresql" and "\x00" in body:
+        # PostgreSQL's text cannot hold U+0000 (docs/storage.md §10.5): refused, nothing written.
+        before = table_counts(head_db)
+        with pytest.raises(sqlite3.DataError) as refused:
+            broker.send_message(
+                conn, from_member_id=boot.director.member_id, to_member_id=w, text=body
+            )
+        assert str(refused.value) == (
+            "text contains a NUL character (U+0000), which PostgreSQL cannot store"
+        )
+        assert table_counts(head_db) == before
+        assert not conn.in_transaction()
+        return
     msg = broker.send_message(
         conn, from_member_id=boot.director.member_id, to_member_id=w, text=body
     )
@@ -260,6 +276,7 @@ def test_poll_inbox_order_and_filter(conn: Connection) -> None:
     assert [m.message_id for m in broker.unacked_deliveries(conn, w)] == asc
 
 
+@pytest.mark.sqlite_only  # observes the statement order with SQLite triggers
 def test_broadcast_summary_is_inserted_unlinked_then_self_linked(
     conn: Connection, head_db: Path
 ) -> None:

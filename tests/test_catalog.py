@@ -25,10 +25,11 @@ def test_generated_modules_are_current() -> None:
 def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> None:
     import cafleet.db.catalog.build as build
 
+    for dialect in build.DIALECTS:  # one generated package per dialect
+        (tmp_path / dialect).mkdir()
+        for module in MODULES:
+            (tmp_path / dialect / f"{module}.py").write_text(render(module, dialect))
     target = tmp_path / "sqlite"
-    target.mkdir()
-    for module in MODULES:
-        (target / f"{module}.py").write_text(render(module, "sqlite"))
     (target / "heads.py").write_text(build.render_heads())
     monkeypatch.setattr(build, "_HERE", tmp_path)
     assert build.check() == []

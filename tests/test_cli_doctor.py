@@ -248,13 +248,13 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
 
 @pytest.mark.tmux
 def test_in_tmux_bad_url_is_one_issue(tmux_db) -> None:
-    result = tmux_db.cli("doctor", env={"CAFLEET_DATABASE_URL": "postgresql://x"})
+    result = tmux_db.cli("doctor", env={"CAFLEET_DATABASE_URL": "mysql://x"})
     code, out, err = result.returncode, result.stdout, result.stderr
     assert (code, err) == (1, "")
     assert "✓ multiplexer\n" in out
     assert (
-        "✗ database\n  database URL must use the sqlite scheme (sqlite:///<absolute path>); "
-        "got 'postgresql://x'\n✗ coding agents\n" in out
+        "✗ database\n  database URL must use the sqlite scheme (sqlite:///<absolute path>) or "
+        "postgresql (postgresql://<host>/<database>); got 'mysql://x'\n✗ coding agents\n" in out
     )
     # The database is the one broken thing; the three asset rows cannot be read because of it.
     assert out.count(": the database cannot be read\n") == 3

@@ -62,7 +62,7 @@ needs_loop = pytest.mark.skipif(
     [
         {},
         {"CAFLEET_MAX_TEXT_LEN": "abc"},
-        {"CAFLEET_DATABASE_URL": "postgresql://x"},
+        {"CAFLEET_DATABASE_URL": "mysql://x"},
     ],
 )
 def test_version(env: dict[str, str], db_path: Path) -> None:
@@ -478,13 +478,14 @@ def test_multiplexer_variable_is_not_read(value: str, head_db: Path) -> None:
     ("url", "message"),
     [
         (
-            "postgresql:///x",
-            "database URL must use the sqlite scheme (sqlite:///<absolute path>); "
-            "got 'postgresql:///x'",
+            "mysql:///x",
+            "database URL must use the sqlite scheme (sqlite:///<absolute path>) or postgresql "
+            "(postgresql://<host>/<database>); got 'mysql:///x'",
         ),
         (
             "sqlite://",
-            "database URL must use the sqlite scheme (sqlite:///<absolute path>); got 'sqlite://'",
+            "database URL must use the sqlite scheme (sqlite:///<absolute path>) or postgresql "
+            "(postgresql://<host>/<database>); got 'sqlite://'",
         ),
         ("sqlite:///", "database URL has no file path"),
         (

@@ -144,13 +144,15 @@ def test_member_show_active_and_deregistered(head_db: Path) -> None:
     assert "description:     writes␉code" in lines
     dereg = [line for line in lines if line.startswith("deregistered_at: ")]
     assert len(dereg) == 1 and dereg[0] != "deregistered_at: -"
-    assert lines[-1] == "placement:       (none)"
+    assert lines[-2] == "placement:       (none)"
+    # Registered without a spawn record (as before permission profiles): what it ran with then.
+    assert lines[-1] == "permissions:     readonly"
     assert lines.index(dereg[0]) == lines.index(f"registered_at:   {stamp(T2)}") + 1
     code, out, _ = call_main(["member", "show", str(pending.member_id)])
-    assert "pane=(pending) agent=codex" in out.splitlines()[-1]
+    assert "pane=(pending) agent=codex" in out.splitlines()[-2]
     assert "deregistered_at" not in out
     assert call_main(["member", "show", str(loose.member_id)])[1].endswith(
-        "placement:       (none)\n"
+        "placement:       (none)\npermissions:     readonly\n"
     )
     code, out, _ = call_main(["member", "show", str(worker.member_id), "--json"])
     data = json.loads(out)

@@ -190,6 +190,7 @@ def test_broken_pipe_exits_141_silently(head_db: Path, unbuffered: str | None) -
 # --- 78. a busy database ------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # the file lock; PostgreSQL's advisory lock: test_storage_postgresql.py
 def test_database_locked(inbox: SimpleNamespace, head_db: Path) -> None:
     """78: the ack queues for the writer lock at most 5 s, then fails unchanged; a poll
     meanwhile answers at once. The holder keeps the lock until the ack has finished (not a

@@ -234,12 +234,15 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
 
     code, out, _ = call_main(["member", "list", fleet_id, "--json"])
     roster = _one_line_json(out)
-    assert [list(r) for r in roster] == [[*ROSTER_KEYS, "pane_state", "agent_state"]] * 3
+    assert [list(r) for r in roster] == [
+        [*ROSTER_KEYS, "pane_state", "agent_state", "permissions"]
+    ] * 3
     assert list(roster[0]["placement"]) == PLACEMENT_KEYS
 
     code, out, _ = call_main(["member", "show", director, "--json"])
     member = _one_line_json(out)
-    assert list(member) == MEMBER_KEYS and list(member["placement"]) == PLACEMENT_KEYS
+    assert list(member) == [*MEMBER_KEYS, "permissions"]  # docs/permissions.md §1
+    assert list(member["placement"]) == PLACEMENT_KEYS and member["permissions"] is None
 
     code, out, _ = call_main(["message", "ack", str(mailbox.big.message_id), "--json"])
     acked = _one_line_json(out)

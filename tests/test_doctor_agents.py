@@ -122,6 +122,25 @@ def test_claude_rules_that_block_members(head_db: Path, tmp_path: Path) -> None:
     assert claude["ok"] is False and claude["error"].startswith(f"cannot read {user}: ")
 
 
+def test_claude_rules_that_limit_a_profile_are_notes(head_db: Path) -> None:
+    """docs/permissions.md §4: rules on Write/Edit/Bash that block no cafleet command still
+    refuse or ask under the workspace and full profiles: reported, not failed."""
+    user = agent_dir("claude") / "settings.json"
+    user.write_text(json.dumps({"permissions": {
+        "deny": ["Write", "Bash(rm -rf *)", "WebFetch"], "ask": ["Edit(src/**)"],
+    }}))  # fmt: skip
+    data = doctor_json()
+    claude = rows(data, "member_permissions")["claude"]
+    assert claude["ok"] is True and claude["blocking"] == []
+    assert claude["notes"] == [
+        f"{user}: deny Write refuses edits under the workspace and full profiles",
+        f"{user}: deny Bash(rm -rf *) refuses commands under the workspace and full profiles",
+        f"{user}: ask Edit(src/**) asks for edits under the workspace and full profiles",
+    ]
+    code, out, _ = run_cli("doctor")
+    assert f"  note: claude: {user}: deny Write refuses edits under the workspace" in out
+
+
 def test_claude_project_settings_are_read_from_the_current_directory(
     head_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cafleet.agents.claude import profile_args
 from cafleet.mux.tmux_args import chunk_utf8
 from tests.delivery_helpers import expected_line, record_of, send_json
 from tests.factories import build_world, connect
@@ -21,7 +22,7 @@ from tests.harness.fixtures import TmuxHarness
 from tests.hostile import HOME_PWNED, no_pwned, server_state
 from tests.test_delivery_send import occupy_loop_slot
 
-CLAUDE_RULES = ["--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)"]
+CLAUDE_RULES = profile_args("workspace")  # a member's default profile (docs/permissions.md)
 
 
 def _create(h: TmuxHarness, fleet_id: int, *args: str, **kwargs: Any) -> tuple[int, str]:
@@ -124,7 +125,7 @@ def test_codex_with_database_directory_ending_in_semicolon(tmux_db: TmuxHarness)
     )  # fmt: skip
     record = util.start_record(pane, timeout=20)
     assert record["argv"][1:6] == [
-        "--ask-for-approval", "never", "--sandbox", "workspace-write", "--add-dir",
+        "--ask-for-approval", "on-request", "--sandbox", "workspace-write", "--add-dir",
     ]  # fmt: skip
     assert record["argv"][6] == str(path.parent)
     assert record["argv"][6].endswith("semi;")

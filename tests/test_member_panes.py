@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.agents.claude import profile_args
 from tests.cli_helpers import MEMBER_KEYS
 from tests.delivery_helpers import holds_open
 from tests.factories import connect
@@ -97,10 +98,7 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
     start = start_record(pane)
     assert start["argv"] == [
         str(h.bin_dir / "claude"),
-        "--permission-mode",
-        "dontAsk",
-        "--allowedTools",
-        "Bash(cafleet message *)",
+        *profile_args("workspace"),  # the default permission profile (docs/permissions.md)
         "--name",
         "coder",
         f"You are member {member_id} of fleet {fleet.fleet_id}; Director {fleet.director_id}; "
@@ -139,13 +137,14 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
         )
     )
     record = json.loads(result.stdout)
-    assert list(record) == MEMBER_KEYS
+    assert list(record) == [*MEMBER_KEYS, "permissions"]  # docs/permissions.md §1
+    assert record["permissions"] == "workspace"
     assert record["kind"] == "member" and record["placement"]["coding_agent"] == "codex"
     codex_pane = record["placement"]["mux_pane_id"]
     argv = start_record(codex_pane)["argv"]
     assert argv[1:7] == [
         "--ask-for-approval",
-        "never",
+        "on-request",
         "--sandbox",
         "workspace-write",
         "--add-dir",

@@ -152,6 +152,33 @@ def test_member_script_on_codex_responses_input() -> None:
     assert decide(conv).command == "true"
 
 
+def test_codex_retries_a_sandbox_refusal_escalated_once() -> None:
+    """After its sandbox refused a write, the model asks to run it outside (Codex's
+    `sandbox_permissions: require_escalated`), once; then it goes on."""
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": SPAWN}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": LINE}]},
+    ]
+
+    def call(n: int, args: dict[str, Any], output: str) -> None:
+        items.append({"type": "function_call", "name": "exec_command", "call_id": f"c{n}",
+                      "arguments": json.dumps(args)})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": f"c{n}", "output": output})
+
+    def next_action() -> Any:
+        return decide(responses_conversation({"input": items, "tools": CODEX_TOOLS}), "/c/w")
+
+    call(1, {"cmd": "cafleet message poll 7"}, POLL)
+    first = next_action()
+    assert (first.command, first.escalate) == ("true", False)
+    call(2, {"cmd": "true"}, "touch: cannot touch 'x': Read-only file system")
+    retry = next_action()
+    assert (retry.command, retry.escalate) == ("true", True)
+    call(3, {"cmd": "true", "sandbox_permissions": "require_escalated"}, "rejected by user")
+    after = next_action()
+    assert after.command.startswith("cafleet message send") and not after.escalate
+
+
 def test_director_script_creates_sends_waits_and_acks() -> None:
     text = (
         "Run this.\nFLEET PLAN\nfleet: demo claude\nmember: alpha claude\nmember: beta codex\n"
@@ -275,3 +302,41 @@ def test_binds_loopback_only_and_stops() -> None:
         assert m._server is not None and m._server.server_address[0] == "127.0.0.1"
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass
+
+
+def test_a_line_claude_queued_while_working_is_a_new_user_text() -> None:
+    """Claude Code sends a line typed during a turn as a system reminder next to the tool
+    result; the member script then handles that message."""
+    body = _anthropic_turn([SPAWN], [])
+    body["messages"] += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "Bash",
+                                           "input": {"command": "cafleet message send … ready"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t0", "content": "Message sent."},
+            {"type": "text", "text": "<system-reminder>\nThe user sent the following message:\n"
+                                     + LINE + "\n</system-reminder>"},
+        ]},
+    ]  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"
+    # As Claude Code 2.1.197 sends it: a message of role `system` after the tool result.
+    body["messages"][-1]["content"] = [
+        {"type": "tool_result", "tool_use_id": "t0", "content": "Message sent."}
+    ]
+    body["messages"].append({"role": "system", "content": (
+        "The user sent a new message while you were working:\n" + LINE + "\n\nIMPORTANT: After "
+        "completing your current task, you MUST address the user's message above."
+    )})  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"
+    body["messages"].pop()
+    # The same reminder as a text block of the tool result itself.
+    body["messages"][-1]["content"] = [
+        {"type": "tool_result", "tool_use_id": "t0", "content": [
+            {"type": "text", "text": "Message sent."},
+            {"type": "text", "text": "<system-reminder>\nThe user sent a new message while you "
+                                     "were working:\n" + LINE + "\n</system-reminder>"},
+        ]},
+    ]  # fmt: skip
+    action = decide(anthropic_conversation(body))
+    assert action.command == "cafleet message poll 7"

@@ -208,14 +208,30 @@ def test_codex_rules_preset() -> None:
     assert [(r.pattern, r.decision) for r in rules] == [((("cafleet",),), "allow")]
 
 
-def test_opencode_agent_preset() -> None:
-    text = opencode_agent(VERSION).decode("utf-8")
+# docs/permissions.md §2: one opencode preset per profile; bash rules are last-match-wins, so
+# `cafleet *` (always allowed) follows the catch-all.
+PRESET_PERMISSIONS = {
+    "workspace": {"edit": "allow", "bash": {"*": "allow", "cafleet *": "allow"},
+                  "webfetch": "ask", "external_directory": "ask"},
+    "ask": {"edit": "ask", "bash": {"*": "ask", "cafleet *": "allow"},
+            "webfetch": "ask", "external_directory": "ask"},
+    "readonly": {"edit": "deny", "bash": {"*": "deny", "cafleet *": "allow"},
+                 "webfetch": "deny", "external_directory": "deny"},
+    "full": {"edit": "allow", "bash": {"*": "allow", "cafleet *": "allow"},
+             "webfetch": "allow", "external_directory": "allow", "doom_loop": "allow"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("profile", list(PRESET_PERMISSIONS))
+def test_opencode_agent_preset(profile: str) -> None:
+    text = opencode_agent(VERSION, profile).decode("utf-8")
     meta, body = split_front_matter(text)
     assert meta == {
         "description": meta["description"],
         "mode": "primary",
-        "permission": {"bash": {"cafleet *": "allow"}},
+        "permission": PRESET_PERMISSIONS[profile],
     }
+    assert list(meta["permission"]["bash"]) == ["*", "cafleet *"]
     assert meta["description"].startswith("A member of a cafleet fleet")
     assert f"# cafleet {VERSION}:" in text.split("\n---\n")[0]  # a YAML comment, not a field
     assert body.lstrip("\n") == skill_files("cafleet", VERSION)["member.md"].decode("utf-8")

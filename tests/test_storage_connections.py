@@ -77,12 +77,23 @@ def test_database_url_rules() -> None:
         resolve_database_path({"CAFLEET_DATABASE_URL": "", "HOME": "/h"})
         == "/h/.local/share/cafleet/cafleet.db"
     )
-    for url in ("postgresql://h/db", "sqlite://", "sqlite+pysqlite:////x.db"):
+    for url in ("mysql://h/db", "sqlite://", "sqlite+pysqlite:////x.db"):
         with pytest.raises(SettingsError) as e:
             resolve_database_path({"CAFLEET_DATABASE_URL": url})
         assert str(e.value) == (
-            f"database URL must use the sqlite scheme (sqlite:///<absolute path>); got '{url}'"
+            "database URL must use the sqlite scheme (sqlite:///<absolute path>) or postgresql "
+            f"(postgresql://<host>/<database>); got '{url}'"
         )
+    # a PostgreSQL URL is P without its password (docs/storage.md §10.1); a refused one too
+    assert (
+        resolve_database_path(
+            {"CAFLEET_DATABASE_URL": "postgresql://u:pw@h:5432/db?sslmode=require"}
+        )
+        == "postgresql://u@h:5432/db?sslmode=require"
+    )
+    with pytest.raises(SettingsError) as e:
+        resolve_database_path({"CAFLEET_DATABASE_URL": "mysql://u:pw@h/db"})
+    assert "pw" not in str(e.value) and "mysql://u:***@h/db" in str(e.value)
     with pytest.raises(SettingsError) as e:
         resolve_database_path({"CAFLEET_DATABASE_URL": "sqlite:///"})
     assert str(e.value) == "database URL has no file path"

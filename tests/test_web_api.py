@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import random
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.broker_helpers import raw_connect
 from tests.cli_helpers import snapshot
 from tests.delivery_helpers import rows, sql_write
 from tests.factories import World, build_world, connect
@@ -143,8 +143,10 @@ def test_roster_is_active_members_plus_deregistered_message_owners(
     # no activity columns in the lean roster (seed 002)
     assert set(by_id[alice]) == {
         "member_id", "name", "description", "kind", "status", "registered_at",
-        "deregistered_at", "placement",
+        "deregistered_at", "placement", "permissions",
     }  # fmt: skip
+    assert by_id[alice]["permissions"] == "readonly"  # registered without a spawn record
+    assert by_id[world.director]["permissions"] is None
 
 
 def test_activity_gives_idle_and_unacked(head_db: Path, world: World, api: Any) -> None:
@@ -642,7 +644,7 @@ def test_a_schema_change_after_start_up_is_refused_with_the_guard_text(
     head_db: Path, world: World, api: Any
 ) -> None:
     assert get(api, world, "/api/members").status_code == 200
-    conn = sqlite3.connect(head_db, isolation_level=None)
+    conn = raw_connect(head_db)  # either dialect (PostgreSQL: the schema fingerprint changes)
     conn.execute("DROP INDEX idx_messages_from_created")
     conn.close()
     response = get(api, world, "/api/members")
@@ -651,6 +653,7 @@ def test_a_schema_change_after_start_up_is_refused_with_the_guard_text(
     assert api.get("/api/fleets").status_code == 503
 
 
+@pytest.mark.sqlite_only  # removes the file
 def test_a_database_removed_after_start_up_is_refused_as_missing(
     head_db: Path, world: World, api: Any
 ) -> None:

@@ -169,7 +169,13 @@ def insert_messages(db_path: Path | str, rows: Sequence[tuple[Any, ...]]) -> Non
     """Plain INSERTs: (owner, sender, to, type, created_at, state, status_ts, origin, text)."""
     import sqlite3
 
-    conn = sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    from tests.pg_server import PgDb, PgRaw
+
+    conn: Any = (
+        PgRaw(db_path)
+        if isinstance(db_path, PgDb)
+        else sqlite3.connect(str(db_path), timeout=10, isolation_level=None)
+    )
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
@@ -223,6 +229,7 @@ def unchanged(api: Any, before: Any, db_path: Path | str) -> None:
     """docs/cli.md §4's Unchanged is checked with no connection open: close the server's idle
     connections first (they keep -wal/-shm in place while the server runs)."""
     from tests.cli_helpers import assert_unchanged
+    from tests.pg_server import PgDb
 
     api.app.close()
-    assert_unchanged(before, Path(db_path))
+    assert_unchanged(before, db_path if isinstance(db_path, PgDb) else Path(db_path))

@@ -57,6 +57,7 @@ class CodingAgent(Protocol):
         effort: str | None,
         monitor: bool,
         db_dir: str | None = None,
+        permissions: str = "workspace",
     ) -> list[str]: ...
 
 

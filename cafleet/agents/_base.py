@@ -54,11 +54,15 @@ class BaseAgent:
         effort: str | None,
         monitor: bool,
         db_dir: str | None = None,
+        permissions: str = "workspace",
     ) -> list[str]:
         """`<path> <leading args> [--model M] [<effort args>] <prompt args>`; each agent
-        supplies the parts that are its own."""
+        supplies the parts that are its own. ``permissions`` is the member's profile
+        (docs/permissions.md); the monitor ignores it."""
         argv = [binary_path]
-        argv += self.leading_args(display_name=display_name, monitor=monitor, db_dir=db_dir)
+        argv += self.leading_args(
+            display_name=display_name, monitor=monitor, db_dir=db_dir, permissions=permissions
+        )
         if model is not None:
             argv += ["--model", model]
         if effort is not None:
@@ -66,7 +70,9 @@ class BaseAgent:
         argv += self.prompt_args(prompt)
         return argv
 
-    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
+    def leading_args(
+        self, *, display_name: str, monitor: bool, db_dir: str | None, permissions: str
+    ) -> list[str]:
         """What follows the binary's path, before the model."""
         return []
 

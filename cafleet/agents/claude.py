@@ -1,6 +1,8 @@
-"""claude (docs/runtime.md §2.2)."""
+"""claude (docs/runtime.md §2.2, docs/permissions.md)."""
 
 from __future__ import annotations
+
+import json
 
 from cafleet.agents._base import BaseAgent
 
@@ -11,6 +13,34 @@ MONITOR_RULES: tuple[str, ...] = (
     "Bash(cafleet member ping *)",
 )
 MONITOR_DISPLAY_NAME = "monitor"
+# `workspace`: Claude Code cannot confine a Bash command to a directory without its sandbox
+# (bubblewrap and socat on Linux), so every command is allowed but the ones that reach the
+# network, which keep asking (docs/permissions.md §2).
+NETWORK_ASK: tuple[str, ...] = (
+    "Bash(curl *)",
+    "Bash(wget *)",
+    "Bash(ssh *)",
+    "Bash(scp *)",
+    "Bash(rsync *)",
+    "Bash(nc *)",
+    "Bash(git push *)",
+    "WebFetch",
+    "WebSearch",
+)
+WORKSPACE_SETTINGS = json.dumps({"permissions": {"ask": list(NETWORK_ASK)}}, separators=(",", ":"))
+
+
+def profile_args(profile: str) -> list[str]:
+    """A member's permission flags for ``profile`` (docs/permissions.md §2)."""
+    if profile == "full":
+        return ["--permission-mode", "bypassPermissions"]
+    if profile == "workspace":
+        return [
+            "--permission-mode", "acceptEdits", "--settings", WORKSPACE_SETTINGS,
+            "--allowedTools", "Bash",
+        ]  # fmt: skip
+    mode = "default" if profile == "ask" else "dontAsk"
+    return ["--permission-mode", mode, "--allowedTools", *MEMBER_RULES]
 
 
 class ClaudeAgent(BaseAgent):
@@ -18,12 +48,17 @@ class ClaudeAgent(BaseAgent):
     binary = "claude"
     effort_levels = ("low", "medium", "high", "xhigh", "max")
 
-    # `<path> --permission-mode dontAsk --allowedTools <rule>... --name <name>
-    # [--model M] [--effort E] <prompt>`; the monitor's name is `monitor`.
+    # `<path> <profile flags> --name <name> [--model M] [--effort E] <prompt>`; the monitor
+    # runs `--permission-mode dontAsk --allowedTools <its rules>` and is named `monitor`.
+    # --allowedTools is variadic: --name always follows it, so it never takes the prompt.
 
-    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
-        rules = MONITOR_RULES if monitor else MEMBER_RULES
-        argv = ["--permission-mode", "dontAsk", "--allowedTools", *rules]
+    def leading_args(
+        self, *, display_name: str, monitor: bool, db_dir: str | None, permissions: str
+    ) -> list[str]:
+        if monitor:
+            argv = ["--permission-mode", "dontAsk", "--allowedTools", *MONITOR_RULES]
+        else:
+            argv = profile_args(permissions)
         argv += ["--name", MONITOR_DISPLAY_NAME if monitor else display_name]
         return argv
 

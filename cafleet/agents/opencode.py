@@ -20,16 +20,20 @@ AGENT_PRESET = "cafleet"
 PANE_ENV = {"OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1"}
 
 
-def preset_path() -> str:
-    """Where opencode looks for the cafleet agent preset; raises when it cannot resolve."""
-    from cafleet.assets.bundle import OPENCODE_AGENT
+def preset_name(profile: str) -> str:
+    """The opencode agent preset of a permission profile."""
+    return AGENT_PRESET if profile == "workspace" else f"{AGENT_PRESET}-{profile}"
+
+
+def preset_path(profile: str = "workspace") -> str:
+    """Where opencode looks for a cafleet agent preset; raises when it cannot resolve."""
     from cafleet.assets.targets import TargetUnresolved, resolve_target
 
     try:
         root = resolve_target("opencode").path
     except TargetUnresolved as exc:
         raise AgentUnavailable(str(exc)) from None
-    return os.path.join(root, *OPENCODE_AGENT.split("/"))
+    return os.path.join(root, "agents", preset_name(profile) + ".md")
 
 
 class OpencodeAgent(BaseAgent):
@@ -63,8 +67,12 @@ class OpencodeAgent(BaseAgent):
             )
         return binary
 
-    def leading_args(self, *, display_name: str, monitor: bool, db_dir: str | None) -> list[str]:
-        return ["--agent", AGENT_PRESET]
+    def leading_args(
+        self, *, display_name: str, monitor: bool, db_dir: str | None, permissions: str
+    ) -> list[str]:
+        """One installed preset per profile (docs/permissions.md §2): `cafleet` is
+        `workspace` (and the monitor's), the others are `cafleet-<profile>`."""
+        return ["--agent", preset_name("workspace" if monitor else permissions)]
 
     def pane_env(self) -> dict[str, str]:
         return dict(PANE_ENV)

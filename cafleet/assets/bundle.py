@@ -7,8 +7,9 @@ Package data under `cafleet/data/` (read with importlib.resources, nothing is fe
   `<identity path>/skills/<name>/`.
 - `presets/codex-cafleet.rules` → codex's `rules/cafleet.rules` (allows `cafleet …` commands).
 - `presets/opencode-agent.md` + the skill's `member.md` → opencode's `agents/cafleet.md`, the
-  agent preset members run with (`--agent cafleet`): its front matter, then the member
-  instructions as the body.
+  agent preset members run with (`--agent cafleet`, permission profile workspace): its front
+  matter, then the member instructions as the body; `presets/opencode-agent-<profile>.md` →
+  `agents/cafleet-<profile>.md` for the profiles ask, readonly and full (docs/permissions.md).
 
 `@CAFLEET_VERSION@` in a text file becomes the running cafleet's version, so an upgrade changes
 the installed files and `cafleet doctor` can tell a file of another version.
@@ -77,8 +78,14 @@ def codex_rules(version: str) -> bytes:
     return _render(_data().joinpath("presets", "codex-cafleet.rules").read_bytes(), version)
 
 
-def opencode_agent(version: str) -> bytes:
-    header = _render(_data().joinpath("presets", "opencode-agent.md").read_bytes(), version)
+# The opencode agent presets beside `agents/cafleet.md` (profile workspace): one per other
+# permission profile (docs/permissions.md §2), `agents/cafleet-<profile>.md`.
+OPENCODE_PROFILE_AGENTS: tuple[str, ...] = ("ask", "readonly", "full")
+
+
+def opencode_agent(version: str, profile: str = "workspace") -> bytes:
+    name = "opencode-agent.md" if profile == "workspace" else f"opencode-agent-{profile}.md"
+    header = _render(_data().joinpath("presets", name).read_bytes(), version)
     body = _data().joinpath(SKILLS_DIR, "cafleet", "member.md").read_bytes()
     return header + b"\n" + _render(body, version)
 
@@ -90,6 +97,10 @@ def units_for(coding_agent: str, version: str) -> list[Unit]:
         units.append(Unit(CODEX_RULES, {"": codex_rules(version)}))
     elif coding_agent == "opencode":
         units.append(Unit(OPENCODE_AGENT, {"": opencode_agent(version)}))
+        for profile in OPENCODE_PROFILE_AGENTS:
+            units.append(
+                Unit(f"agents/cafleet-{profile}.md", {"": opencode_agent(version, profile)})
+            )
     return units
 
 
@@ -97,6 +108,7 @@ __all__ = [
     "CODEX_RULES",
     "OPENCODE_AGENT",
     "OPENCODE_AGENT_NAME",
+    "OPENCODE_PROFILE_AGENTS",
     "Unit",
     "codex_rules",
     "opencode_agent",

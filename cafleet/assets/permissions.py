@@ -5,7 +5,9 @@ Members run `cafleet message …`; the monitor also runs `cafleet monitor scan �
 `cafleet member ping …` (docs/runtime.md §2.2). Each agent is checked the way it decides:
 
 - **claude** (run with `--permission-mode dontAsk --allowedTools …`): a matching `deny` rule
-  wins over the allow-list, and a matching `ask` rule is a refusal in dontAsk mode. Read from the
+  wins over the allow-list, and a matching `ask` rule is a refusal in dontAsk mode. A `deny` or
+  `ask` rule on `Write`, `Edit` or `Bash` that blocks no cafleet command is a note: it still
+  refuses or asks under the `workspace` and `full` profiles (docs/permissions.md §4). Read from the
   user settings (`<claude dir>/settings.json`), the project's `.claude/settings.json` and
   `.claude/settings.local.json` (the current directory: members start where `member create`
   ran), and the managed settings.
@@ -88,6 +90,28 @@ def claude_rule_matches(rule: str, command: str) -> bool:
     return wildcard_matches(inner, command)
 
 
+# What the `workspace` and `full` profiles let a Claude Code member do without asking
+# (docs/permissions.md §2): a deny or ask rule on one of these tools still refuses or asks.
+PROFILE_TOOLS: dict[str, str] = {
+    "Write": "edits",
+    "Edit": "edits",
+    "MultiEdit": "edits",
+    "NotebookEdit": "edits",
+    "Bash": "commands",
+}
+
+
+def profile_note(path: str, kind: str, rule: str) -> str | None:
+    """A note for a Claude Code ``deny``/``ask`` rule that limits the workspace and full
+    profiles (docs/permissions.md §4), or None."""
+    tool = rule.split("(", 1)[0].strip()
+    what = PROFILE_TOOLS.get(tool)
+    if what is None:
+        return None
+    verb = "refuses" if kind == "deny" else "asks for"
+    return f"{path}: {kind} {rule} {verb} {what} under the workspace and full profiles"
+
+
 def _claude_files(claude_dir: str, cwd: str) -> list[str]:
     return [
         os.path.join(claude_dir, "settings.json"),
@@ -122,6 +146,8 @@ def check_claude(claude_dir: str, cwd: str) -> PermissionRow:
                 hit = next((c for c in NEEDED_COMMANDS if claude_rule_matches(rule, c)), None)
                 if hit is not None:
                     row.blocking.append(Blocking(path, f"{kind} {rule}", hit))
+                elif (note := profile_note(path, kind, rule)) is not None:
+                    row.notes.append(note)
     return row
 
 
@@ -317,6 +343,7 @@ __all__ = [
     "claude_rule_matches",
     "codex_decision",
     "parse_rules",
+    "profile_note",
     "strip_jsonc",
     "wildcard_matches",
 ]

@@ -96,6 +96,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         stamp_notified,
     )
     from cafleet.broker.recovery import (
+        fleet_permissions,
         fleet_worktrees,
         get_spawn,
         placed_members,
@@ -123,6 +124,7 @@ _HOMES: dict[str, str] = {
     "fleet_placements": "fleets",
     "fleet_summary": "fleets",
     "get_fleet": "fleets",
+    "member_defaults": "fleets",
     "list_fleets": "fleets",
     "panes_shared_outside": "fleets",
     "deregister_member": "members",
@@ -153,7 +155,7 @@ _HOMES: dict[str, str] = {
     "set_wake_interval": "monitor",
     "get_spawn": "recovery",
     "fleet_worktrees": "recovery",
-    "member_defaults": "fleets",
+    "fleet_permissions": "recovery",
     "placed_members": "recovery",
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
@@ -214,6 +216,7 @@ __all__ = [
     "get_member",
     "get_message",
     "get_monitor_runtime",
+    "fleet_permissions",
     "get_spawn",
     "fleet_worktrees",
     "member_defaults",

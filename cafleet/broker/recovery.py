@@ -37,6 +37,7 @@ def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
             "model": spawn.model,
             "effort": spawn.effort,
             "worktree": None if spawn.worktree is None else spawn.worktree.to_json(),
+            "permissions": spawn.permissions,
         },
     )
 
@@ -49,7 +50,11 @@ def get_spawn(conn: Connection, member_id: int) -> SpawnSpec | None:
     if row is None:
         return None
     return SpawnSpec(
-        prompt=row[0], model=row[1], effort=row[2], worktree=WorktreeSpec.from_json(row[3])
+        prompt=row[0],
+        model=row[1],
+        effort=row[2],
+        worktree=WorktreeSpec.from_json(row[3]),
+        permissions=row[4],
     )
 
 
@@ -59,6 +64,14 @@ def fleet_worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeSpec]:
         rows = conn.execute(q.FLEET_WORKTREES, {"fleet_id": fleet_id}).all()
     found = {int(row[0]): WorktreeSpec.from_json(row[1]) for row in rows}
     return {member_id: spec for member_id, spec in found.items() if spec is not None}
+
+
+def fleet_permissions(conn: Connection, fleet_id: int) -> dict[int, str | None]:
+    """member id -> the permission profile recorded with its spawn (None: recorded before
+    profiles existed, or the monitor), for the fleet's members that have a spawn record."""
+    with tx.read(conn):
+        rows = conn.execute(q.FLEET_PERMISSIONS, {"fleet_id": fleet_id}).all()
+    return {int(row[0]): row[1] for row in rows}
 
 
 def rebind_placement(
@@ -153,6 +166,7 @@ def record_pane_loss(
 
 __all__ = [
     "fleet_worktrees",
+    "fleet_permissions",
     "get_spawn",
     "insert_spawn",
     "placed_members",

@@ -10,9 +10,15 @@ import click
 
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
-from cafleet.cli.params import agent_choice, json_option, name_option, read_body_file
+from cafleet.cli.params import (
+    PERMISSION_PROFILES,
+    agent_choice,
+    json_option,
+    name_option,
+    read_body_file,
+)
 from cafleet.cli.worktree_params import fleet_worktree_option
-from cafleet.output import member_dict, out, out_json
+from cafleet.output import err, member_dict, out, out_json
 
 
 @fleet_group.command(
@@ -41,6 +47,13 @@ from cafleet.output import member_dict, out, out_json
     "--monitor-effort", default=None, help="Reasoning effort for the monitor (agent default)."
 )
 @fleet_worktree_option
+@click.option(
+    "--permissions",
+    type=click.Choice(PERMISSION_PROFILES),
+    default=None,
+    help="Default permission profile of the fleet's members (docs/permissions.md; "
+    "default: workspace).",
+)
 @json_option
 def fleet_create(
     name: str,
@@ -49,6 +62,7 @@ def fleet_create(
     monitor_model: str | None,
     monitor_effort: str | None,
     worktree: bool,
+    permissions: str | None,
     as_json: bool,
 ) -> None:
     inv = invocation()
@@ -66,8 +80,12 @@ def fleet_create(
         monitor_model=monitor_model,
         monitor_effort=monitor_effort,
         close=inv.close,
-        member_defaults={"worktree": True} if worktree else None,
+        member_defaults=_member_defaults(worktree, permissions),
     )
+    if permissions == "full":
+        from cafleet.agents.permissions import FULL_WARNING
+
+        err(FULL_WARNING)
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid
     if as_json:
@@ -86,3 +104,13 @@ def fleet_create(
             f"{boot.fleet.fleet_id} director={boot.director.member_id} monitor={boot.monitor.member_id}"
         )
         out(f"monitor loop: pid {pid}")
+
+
+def _member_defaults(worktree: bool, permissions: str | None) -> dict[str, object] | None:
+    """What `fleets.member_defaults_json` stores for the fleet's new members (None: nothing)."""
+    defaults: dict[str, object] = {}
+    if worktree:
+        defaults["worktree"] = True
+    if permissions is not None:
+        defaults["permissions"] = permissions
+    return defaults or None

@@ -22,7 +22,7 @@ from cafleet.text import idle_text
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.records import Member, RosterEntry
+    from cafleet.records import Member, RosterEntry, SpawnSpec
     from cafleet.workflows.supervision import PaneReport
     from cafleet.workflows.worktrees import Report as WorktreeReport
 
@@ -72,12 +72,19 @@ def member_list(fleet_id: int, as_json: bool) -> None:
     panes = report.panes.panes
     trees = _worktrees(conn, fleet_id)
     if as_json:
+        from cafleet import broker
+        from cafleet.agents.permissions import shown_profile
+
+        recorded = broker.fleet_permissions(conn, fleet_id)
         out_json(
             [
                 {
                     **roster_dict(entry),
                     **_pane_keys(panes.get(entry.member.member_id)),
                     **_tree_keys(trees.get(entry.member.member_id)),
+                    "permissions": shown_profile(
+                        entry.member.kind, recorded.get(entry.member.member_id)
+                    ),
                 }
                 for entry in report.roster
             ]
@@ -133,7 +140,9 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 # --- member show ---------------------------------------------------------------------------------
 
 
-def member_show_lines(member: Member, tree: WorktreeReport | None = None) -> list[str]:
+def member_show_lines(
+    member: Member, tree: WorktreeReport | None = None, permissions: str | None = None
+) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
         ("fleet_id", str(member.fleet_id)),
@@ -148,6 +157,8 @@ def member_show_lines(member: Member, tree: WorktreeReport | None = None) -> lis
     pairs.append(("placement", placement_text(member.placement)))
     if tree is not None:
         pairs.append(("worktree", cell(f"{tree.spec.path} {tree.text()} base={tree.spec.base}")))
+    if member.kind == "member":
+        pairs.append(("permissions", permissions or "-"))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
@@ -157,19 +168,19 @@ def member_show_lines(member: Member, tree: WorktreeReport | None = None) -> lis
 def member_show(member_id: int, as_json: bool) -> None:
     conn = invocation().connection()
     from cafleet import broker
+    from cafleet.agents.permissions import shown_profile
 
     member = broker.get_member(conn, member_id)
-    tree = _member_worktree(conn, member_id)
+    spawn = broker.get_spawn(conn, member_id) if member.kind == "member" else None
+    permissions = shown_profile(member.kind, spawn.permissions if spawn else None)
+    tree = _member_worktree(spawn, member_id)
     if as_json:
-        out_json({**member_dict(member), **_tree_keys(tree)})
+        out_json({**member_dict(member), "permissions": permissions, **_tree_keys(tree)})
     else:
-        out_lines(member_show_lines(member, tree))
+        out_lines(member_show_lines(member, tree, permissions))
 
 
-def _member_worktree(conn: Connection, member_id: int) -> WorktreeReport | None:
-    from cafleet.broker import get_spawn
-
-    spawn = get_spawn(conn, member_id)
+def _member_worktree(spawn: SpawnSpec | None, member_id: int) -> WorktreeReport | None:
     if spawn is None or spawn.worktree is None:
         return None
     from cafleet.workflows.worktrees import reports

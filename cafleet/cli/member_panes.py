@@ -14,6 +14,7 @@ import click
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import (
+    PERMISSION_PROFILES,
     agent_choice,
     body_argument,
     check_body_choice,
@@ -27,7 +28,7 @@ from cafleet.cli.params import (
     window_option,
 )
 from cafleet.cli.worktree_params import discard_worktree_option, member_worktree_options
-from cafleet.output import cell, label_lines, member_dict, out, out_json
+from cafleet.output import cell, err, label_lines, member_dict, out, out_json
 
 if TYPE_CHECKING:
     from cafleet.records import WorktreeSpec
@@ -66,6 +67,12 @@ LINES_RANGE = click.IntRange(1, 100000)
     default=None,
     help="Register the fleet's monitor member (to replace a dead one).",
 )
+@click.option(
+    "--permissions",
+    type=click.Choice(PERMISSION_PROFILES),
+    default=None,
+    help="Permission profile (docs/permissions.md; default: the fleet's, else workspace).",
+)
 @window_option
 @member_worktree_options
 @body_argument(
@@ -84,6 +91,7 @@ def member_create(
     model: str | None,
     effort: str | None,
     role: str | None,
+    permissions: str | None,
     window: str | None,
     prompt: str | None,
     file: str | None,
@@ -109,11 +117,16 @@ def member_create(
         prompt=None if prompt is None and file is None else lambda: read_body(prompt, file),
         window=placing.window_mode(window),
         worktree=worktree,
+        permissions=permissions,
     )
+    if created.permissions == "full":
+        from cafleet.agents.permissions import FULL_WARNING
+
+        err(FULL_WARNING)
     tree = created.worktree
     if as_json:
         extra = {} if tree is None else {"worktree": worktree_dict(tree)}
-        out_json({**member_dict(created.member), **extra})
+        out_json({**member_dict(created.member), "permissions": created.permissions, **extra})
     else:
         out(
             f"{created.member.member_id} {cell(name)} agent={created.coding_agent} "

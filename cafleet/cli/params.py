@@ -30,6 +30,11 @@ DESCRIPTION_LIMIT = 2000
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# The permission profiles (docs/permissions.md), for Click's choices at import time; the same
+# names as cafleet.agents.permissions.PROFILES (a test keeps them equal).
+PERMISSION_PROFILES: tuple[str, ...] = ("workspace", "ask", "readonly", "full")
+
+
 def id_argument(name: str, help: str, metavar: str | None = None) -> Callable[[F], F]:
     """A required positional id (docs/cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`."""
     return click.argument(name, type=ID, help=help, metavar=metavar or name.upper())

@@ -12,8 +12,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet.config import is_postgres
 from cafleet.db.predicates import APPLICATION_ID
-from cafleet.db.runtime import close_connection, open_connection, tx
+from cafleet.db.runtime import close_connection, is_postgres_connection, open_connection, tx
 from cafleet.db.shapes import (
     HEAD_REVISION,
     HEAD_VERSION,
@@ -97,6 +98,11 @@ def sqlite_error(e: BaseException) -> sqlite3.Error | None:
     return orig if isinstance(orig, sqlite3.Error) else None
 
 
+def make_diagnosis(path: str, state: State, **kw: Any) -> Diagnosis:
+    """A `Diagnosis` of `path` (revision and schema version default to None)."""
+    return _d(path, state, **kw)
+
+
 def _d(path: str, state: State, **kw: Any) -> Diagnosis:
     kw.setdefault("revision", None)
     kw.setdefault("schema_version", None)
@@ -115,6 +121,10 @@ def diagnose(path: str, conn: Connection | None = None) -> Diagnosis:
     """
     if conn is None:
         return diagnose_path(path)
+    if is_postgres_connection(conn):
+        from cafleet.db.pg.diagnosis import diagnose as pg_diagnose
+
+        return pg_diagnose(path, conn, _d)  # type: ignore[arg-type, no-any-return]
     if not os.path.exists(path):
         return _d(path, "missing")
     try:
@@ -135,6 +145,10 @@ def diagnose_path(path: str, *, for_doctor: bool = False) -> Diagnosis:
     The close is guarded (no checkpoint on our behalf) for `doctor` and for every class but
     `current`, whenever a `-wal`/`-shm` existed at open.
     """
+    if is_postgres(path):
+        from cafleet.db.pg.diagnosis import diagnose_path as pg_diagnose_path
+
+        return pg_diagnose_path(path, _d)  # type: ignore[no-any-return]
     if not os.path.exists(path):
         return _d(path, "missing")
     try:

@@ -13,9 +13,10 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from cafleet import status
+from cafleet.config import is_postgres
 from cafleet.db.catalog.sqlite.heads import HEAD_REVISION
 from cafleet.db.current import is_current
-from cafleet.db.runtime import Connection
+from cafleet.db.runtime import Connection, is_postgres_connection
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
@@ -61,6 +62,12 @@ def _unreadable(path: str, cause: str) -> GuardRefused:
 
 def _diagnose(path: str, conn: Connection) -> GuardRefused | None:
     """Inside a read transaction: None when the file is current, else its refusal."""
+    if is_postgres_connection(conn):
+        from cafleet.db.diagnosis import make_diagnosis
+        from cafleet.db.pg.diagnosis import diagnose_in_tx
+
+        d = diagnose_in_tx(path, conn, make_diagnosis)  # type: ignore[arg-type]
+        return None if d.ok else _refusal(d)
     if is_current(conn):
         return None
     from cafleet.db.diagnosis import diagnose
@@ -80,21 +87,19 @@ def open_validated_connection(path: str) -> Connection:
     from cafleet.db import tx
     from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
-    if not os.path.exists(path):
+    if not is_postgres(path) and not os.path.exists(path):
         raise _refused(path, "missing")
     try:
         conn = open_connection(path, mode="rw", purpose="command")
     except sqlite3.Error as e:
         raise _unreadable(path, str(e)) from None
-    schema_version: int | None = None
+    schema_version: int | str | None = None
     try:
         try:
             with tx.read(conn):
                 refusal = _diagnose(path, conn)
                 if refusal is None:
-                    schema_version = int(
-                        conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one()
-                    )
+                    schema_version = _schema_version(conn)
         except sqlite3.Error as e:
             refusal = _unreadable(path, str(e))
     except BaseException:
@@ -122,7 +127,7 @@ def recheck_schema(conn: Connection) -> None:
     path = conn.info["cafleet.path"]
     try:
         with tx.read(conn):
-            now = int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
+            now = _schema_version(conn)
             if now == conn.info.get(SCHEMA_VERSION_KEY):
                 return
             refusal = _diagnose(path, conn)
@@ -135,7 +140,16 @@ def recheck_schema(conn: Connection) -> None:
     raise refusal
 
 
-def open_revalidated_connection(path: str, schema_version: int | None) -> Connection:
+def _schema_version(conn: Connection) -> int | str:
+    """`PRAGMA schema_version`, or PostgreSQL's schema fingerprint (docs/storage.md §10.2)."""
+    if is_postgres_connection(conn):
+        from cafleet.db.pg.diagnosis import schema_fingerprint
+
+        return schema_fingerprint(conn)  # type: ignore[arg-type]
+    return int(conn.exec_driver_sql("PRAGMA main.schema_version").scalar_one())
+
+
+def open_revalidated_connection(path: str, schema_version: int | str | None) -> Connection:
     """A further connection to a file this process validated at start-up (the WebUI server
     opens one per request, docs/storage.md §8).
 
@@ -147,7 +161,7 @@ def open_revalidated_connection(path: str, schema_version: int | None) -> Connec
     """
     from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
-    if not os.path.exists(path):
+    if not is_postgres(path) and not os.path.exists(path):
         raise _refused(path, "missing")
     try:
         conn = open_connection(path, mode="rw", purpose="command")

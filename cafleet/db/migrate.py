@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 
 from cafleet import signals, status
-from cafleet.config import locks_dir
+from cafleet.config import db_dir_of, is_postgres, locks_dir
 from cafleet.db import engine
 from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
@@ -85,7 +85,7 @@ def script_location() -> Path:
 
 
 def setup_lock_path(path: str) -> str:
-    return os.path.join(locks_dir(os.path.dirname(path)), "setup.lock")
+    return os.path.join(locks_dir(db_dir_of(path)), "setup.lock")
 
 
 def _take_setup_lock(path: str, on_wait: Callable[[str], None] | None = None) -> int:
@@ -342,7 +342,12 @@ def _close_connection(conn: Connection, *, guarded: bool) -> None:
 def run_setup(path: str, on_wait: Callable[[str], None] | None = None) -> str:
     """`cafleet setup`'s database half (docs/storage.md §6). Returns the success line; raises
     `SetupFailed` (str = the exact text without `Error: `) or `signals.Interrupted`.
-    ``on_wait(lock_path)`` runs once when another setup holds the setup lock."""
+    ``on_wait(lock_path)`` runs once when another setup holds the setup lock. A PostgreSQL
+    `P` is migrated by `cafleet.db.pg.migrate` (docs/storage.md §10.2)."""
+    if is_postgres(path):
+        from cafleet.db.pg.migrate import run_setup as pg_run_setup
+
+        return pg_run_setup(path, script_location())
     return _run(path, HEAD_REVISION, on_wait)
 
 
@@ -350,4 +355,9 @@ def upgrade_to(path: str, revision: str) -> None:
     """Test hook: the real driver stopped at `revision` (builds files at older revisions)."""
     if revision not in REVISIONS:
         raise ValueError(f"unknown revision {revision!r}")
+    if is_postgres(path):
+        from cafleet.db.pg.migrate import upgrade_to as pg_upgrade_to
+
+        pg_upgrade_to(path, revision, script_location())
+        return
     _run(path, revision)

@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from cafleet.config import POSTGRES_SCHEMES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
@@ -215,7 +216,12 @@ class Connection:
 
 
 def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command") -> Connection:
-    """Open one runtime connection to the file at `path` (never created unless mode='rwc')."""
+    """Open one runtime connection to the file at `path` (never created unless mode='rwc');
+    a PostgreSQL `P` gets PostgreSQL's runtime connection (docs/storage.md §10)."""
+    if path.startswith(POSTGRES_SCHEMES):
+        from cafleet.db.pg import runtime as pg
+
+        return pg.open_connection(path, purpose=purpose)  # type: ignore[return-value]
     check_sqlite()
     companions = companions_exist(path)
     driver = connect_driver(path, mode)
@@ -259,11 +265,29 @@ def _other_kind() -> OtherKind:
 
 def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
+    if is_postgres_connection(conn):
+        raise StorageUsageError("no SQLite connection under a PostgreSQL connection")
     if not isinstance(conn, Connection):
         return _other_kind().raw(conn)
     if conn.in_transaction():
         raise StorageUsageError("raw PRAGMA issued inside a transaction")
     return conn.driver
+
+
+def data_version(conn: Connection) -> int:
+    """A number that changes whenever another connection commits: SQLite's `PRAGMA
+    data_version`, or PostgreSQL's notification counter (docs/storage.md §10.4). Outside a
+    transaction only."""
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        return pg.data_version(conn)  # type: ignore[arg-type]
+    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
+
+
+def is_postgres_connection(conn: object) -> bool:
+    """Whether `conn` is PostgreSQL's runtime connection (`cafleet.db.pg.runtime`)."""
+    return getattr(conn, "dialect", None) == "postgresql"
 
 
 def mark_validated(conn: Connection | SAConnection, revision: str) -> None:
@@ -304,6 +328,12 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @staticmethod
     @contextlib.contextmanager
     def read(conn: Connection | SAConnection) -> Iterator[Any]:
+        if is_postgres_connection(conn):
+            from cafleet.db.pg import runtime as pg
+
+            with pg.read(conn) as c:  # type: ignore[arg-type]
+                yield c
+            return
         if not isinstance(conn, Connection):  # setup's and the migrations' SQLAlchemy connection
             with _other_kind().read(conn) as c:
                 yield c
@@ -329,6 +359,12 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @staticmethod
     @contextlib.contextmanager
     def write(conn: Connection | SAConnection) -> Iterator[Any]:
+        if is_postgres_connection(conn):
+            from cafleet.db.pg import runtime as pg
+
+            with pg.write(conn) as c:  # type: ignore[arg-type]
+                yield c
+            return
         if not isinstance(conn, Connection):
             with _other_kind().write(conn) as c:
                 yield c
@@ -384,6 +420,11 @@ def close_connection(conn: Connection | SAConnection, *, guarded: bool = False) 
     The guarded close applies only when a -wal/-shm existed at open: a read-only connection is
     opened and read first, so the read-write close is not the last one and skips the checkpoint.
     """
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        pg.close_connection(conn)  # type: ignore[arg-type]
+        return
     if not isinstance(conn, Connection):
         _other_kind().close(conn, guarded)
         return
@@ -442,7 +483,9 @@ __all__ = [
     "close_connection",
     "close_tracked",
     "companions_exist",
+    "data_version",
     "is_busy",
+    "is_postgres_connection",
     "mark_validated",
     "open_connection",
     "raw",

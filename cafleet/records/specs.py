@@ -19,13 +19,15 @@ class PlacementSpec:
 
 @dataclass(frozen=True, slots=True)
 class SpawnSpec:
-    """What a member is spawned with (`member_spawns`, revision 0003): its spawn-prompt template
-    (None: the bundled monitor prompt), model and effort. `member respawn` starts it again."""
+    """What a member is spawned with (`member_spawns`, revisions 0003 and 0005): its spawn-prompt
+    template (None: the bundled prompt), model, effort and permission profile (None: recorded
+    before profiles existed, or the monitor). `member respawn` starts it again."""
 
     prompt: str | None
     model: str | None
     effort: str | None
     worktree: WorktreeSpec | None = None  # `member create --worktree` (docs/worktrees.md)
+    permissions: str | None = None  # the permission profile (docs/permissions.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -381,7 +381,18 @@ def _routes(app: FastAPI) -> None:
     def members(ctx: FleetCtx) -> Any:
         from cafleet import broker
 
-        return [_member(x) for x in broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)]
+        recorded = broker.fleet_permissions(ctx.conn, ctx.fleet.fleet_id)
+        # As `member show` shows it (cafleet.agents.permissions.shown_profile): members only;
+        # one recorded before profiles existed runs `readonly`.
+        return [
+            {
+                **_member(x),
+                "permissions": (recorded.get(x.member_id) or "readonly")
+                if x.kind == "member"
+                else None,
+            }
+            for x in broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+        ]
 
     @app.get(
         "/api/members/activity",

@@ -46,6 +46,8 @@ class MemberOut(BaseModel):
     registered_at: str
     deregistered_at: str | None
     placement: PlacementOut | None
+    # docs/permissions.md; null for the Director and the monitor (only in the roster).
+    permissions: Literal["workspace", "ask", "readonly", "full"] | None = None
 
 
 class ActivityOut(BaseModel):

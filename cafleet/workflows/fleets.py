@@ -69,7 +69,8 @@ def create(
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
     discards the open bootstrap transaction) when a step after the spawn failed.
-    ``member_defaults`` are stored for the fleet's new members (`--worktree`: docs/worktrees.md).
+    ``member_defaults`` are stored for the fleet's new members (`--worktree`: docs/worktrees.md;
+    `--permissions`: docs/permissions.md).
     """
     from cafleet import signals
     from cafleet.assets.guard import require_assets

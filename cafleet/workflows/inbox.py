@@ -35,10 +35,11 @@ TYPING_BUDGET = 1.3
 
 def _data_version(conn: Connection) -> int:
     """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
-    whenever another connection commits."""
-    from cafleet.db.runtime import raw
+    whenever another connection commits (on PostgreSQL a count of LISTEN/NOTIFY wake-ups,
+    docs/storage.md §10.4)."""
+    from cafleet.db.runtime import data_version
 
-    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
+    return data_version(conn)
 
 
 def _member_active(conn: Connection, member_id: int) -> bool:
@@ -49,6 +50,23 @@ def _member_active(conn: Connection, member_id: int) -> bool:
         return broker.get_member(conn, member_id).is_active
     except MemberNotFound:
         return False
+
+
+def _pause_until(conn: Connection, moment: float) -> None:
+    """The cycle's sleep. On PostgreSQL it ends as soon as another connection commits (its
+    LISTEN/NOTIFY, docs/storage.md §10.4), so a new message is seen at once; on SQLite it is
+    `_sleep_until`."""
+    from cafleet.db.runtime import is_postgres_connection
+
+    if not is_postgres_connection(conn):
+        _sleep_until(moment)
+        return
+    from cafleet.db.pg.runtime import wait_for_change
+
+    while not signals.stop_requested():
+        left = moment - time.monotonic()
+        if left <= 0 or wait_for_change(conn, min(SLEEP_STEP, left)):  # type: ignore[arg-type]
+            return
 
 
 def _sleep_until(moment: float) -> None:
@@ -191,7 +209,7 @@ def wait(
                 continue
         # 6. Schema; sleep until the next cycle.
         recheck_schema(conn)
-        _sleep_until(cycle_start + WAIT_CYCLE)
+        _pause_until(conn, cycle_start + WAIT_CYCLE)
 
     signals.check()
     if not inbox:
@@ -236,8 +254,9 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
             return
         # 5. Schema; sleep.
         recheck_schema(conn)
-        _sleep_until(
+        _pause_until(
+            conn,
             cycle_start + STREAM_CYCLE
             if deadline is None
-            else min(cycle_start + STREAM_CYCLE, deadline)
+            else min(cycle_start + STREAM_CYCLE, deadline),
         )

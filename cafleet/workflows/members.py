@@ -53,6 +53,7 @@ class Created:
     coding_agent: str
     pane_id: str
     worktree: WorktreeSpec | None = None  # `--worktree` (docs/worktrees.md)
+    permissions: str | None = None  # the member's profile (None: the monitor's fixed rules)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +162,7 @@ def create(
     prompt: Callable[[], str] | None,
     window: WindowMode = "auto",
     worktree: WorktreeRequest | None = None,
+    permissions: str | None = None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
     patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
@@ -168,7 +170,8 @@ def create(
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
     ``window`` picks the pane's window (`cafleet.workflows.placing`). ``worktree`` asks for a git
     worktree (None: the fleet's default; docs/worktrees.md): planned with the checks, made after
-    the registration, the pane started in it.
+    the registration, the pane started in it. ``permissions`` is the member's profile
+    (docs/permissions.md); None: the fleet's default, else `workspace`.
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -182,7 +185,14 @@ def create(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     template = prompt() if prompt is not None else _default_template(role)
-    plan = spawn_plan(agent, template, model, effort)
+    profile: str | None = None
+    if role != "monitor":
+        from cafleet.agents.permissions import DEFAULT_PROFILE, PROFILES
+
+        profile = permissions or broker.member_defaults(conn, fleet_id).get("permissions")
+        if profile not in PROFILES:  # no default, or one this cafleet does not know
+            profile = DEFAULT_PROFILE
+    plan = spawn_plan(agent, template, model, effort, profile or "workspace")
     backend, director_placement = _split_source(fleet_id, director)  # 6.
     overflow = placing.fleet_windows(broker.placed_members(conn, fleet_id), director_placement)
     # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
@@ -207,6 +217,7 @@ def create(
         model=model,
         effort=effort,
         worktree=None if tree is None else tree.spec,
+        permissions=profile,
     )
     undo = _Undo(conn, member.member_id, backend)
     if tree is not None:  # 7b. Make the worktree; from now on the undo removes it again.
@@ -260,6 +271,7 @@ def create(
         coding_agent=coding_agent,
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
+        permissions=profile,
     )
 
 
@@ -341,6 +353,7 @@ def _register(
     model: str | None,
     effort: str | None,
     worktree: WorktreeSpec | None,
+    permissions: str | None = None,
 ) -> Member:
     """Step 7: register the member with a pending placement in the Director's window."""
     from cafleet import broker
@@ -362,7 +375,13 @@ def _register(
                 mux_socket=socket_path,
             ),
             require_monitor=True,
-            spawn=SpawnSpec(prompt=spawn_prompt, model=model, effort=effort, worktree=worktree),
+            spawn=SpawnSpec(
+                prompt=spawn_prompt,
+                model=model,
+                effort=effort,
+                worktree=worktree,
+                permissions=permissions,
+            ),
         )
     except (MonitorSlotTaken, NoActiveMonitor) as exc:
         raise WorkflowError(str(exc)) from exc

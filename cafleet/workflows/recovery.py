@@ -88,9 +88,11 @@ def _live_fleet(conn: Connection, fleet_id: int) -> Any:
 # --- respawn -------------------------------------------------------------------------------------
 
 
-def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, str | None]:
-    """(template, model, effort) the member was spawned with."""
+def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
+    """(template, model, effort, permission profile) the member was spawned with; a member
+    recorded before profiles existed keeps what it ran with then (`readonly`)."""
     from cafleet import broker
+    from cafleet.agents.permissions import LEGACY_PROFILE
 
     spec = broker.get_spawn(conn, member.member_id)
     if spec is None and member.kind != "monitor":
@@ -103,7 +105,8 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
         from cafleet.workflows.members import _default_template
 
         template = _default_template("monitor" if member.kind == "monitor" else None)
-    return template, spec.model if spec else None, spec.effort if spec else None
+    profile = spec.permissions if spec is not None and spec.permissions else LEGACY_PROFILE
+    return template, spec.model if spec else None, spec.effort if spec else None, profile
 
 
 def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
@@ -173,7 +176,7 @@ def respawn(
             f"the root Director of fleet {fleet.fleet_id} has no pane to split from"
         )
 
-    template, model, effort = _spawn_template(conn, member)
+    template, model, effort, permissions = _spawn_template(conn, member)
     cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
     from cafleet.assets.guard import require_assets
@@ -182,7 +185,7 @@ def respawn(
     agent = validate_agent_options(
         agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
-    plan = spawn_plan(agent, template, model, effort)
+    plan = spawn_plan(agent, template, model, effort, permissions)
     backend = backend_for(placement.backend)
     from cafleet.mux import MSG_NOT_OURS, same_server
 

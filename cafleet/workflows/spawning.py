@@ -68,6 +68,7 @@ class SpawnPlan:
     template: str
     model: str | None
     effort: str | None
+    permissions: str = "workspace"  # the member's profile (docs/permissions.md)
 
     def argv(self, prompt: str, *, display_name: str, monitor: bool, db_dir: str) -> list[str]:
         return self.agent.build_argv(
@@ -78,6 +79,7 @@ class SpawnPlan:
             effort=self.effort,
             monitor=monitor,
             db_dir=db_dir,
+            permissions=self.permissions,
         )
 
 
@@ -115,7 +117,11 @@ def ensure_agent_available(agent: CodingAgent) -> str:
 
 
 def spawn_plan(
-    agent: CodingAgent, template: str, model: str | None, effort: str | None
+    agent: CodingAgent,
+    template: str,
+    model: str | None,
+    effort: str | None,
+    permissions: str = "workspace",
 ) -> SpawnPlan:
     """Validate the template, then (past a signal check) find the agent's binary: the plan."""
     from cafleet import signals
@@ -123,7 +129,7 @@ def spawn_plan(
     validate_template(template)
     signals.check()
     binary_path = ensure_agent_available(agent)
-    return SpawnPlan(agent, binary_path, template, model, effort)
+    return SpawnPlan(agent, binary_path, template, model, effort, permissions)
 
 
 def spawn_env(coding_agent: str | None = None) -> dict[str, str]:

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -111,11 +111,20 @@ class TmuxHarness:
         self._install_bin()
 
         url = os.environ.get("CAFLEET_DATABASE_URL", "")
-        if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-            self.db_path = Path(url[len("sqlite:///") :])
+        self.db_path: Path
+        if url.startswith(("postgresql://", "postgres://")):
+            # a PostgreSQL test database (tests/pg_server.py): `db_path` is its `PgDb` (a str
+            # whose text is P), which the test helpers read through PostgreSQL
+            from tests.pg_server import PgDb
+
+            self.db_path = cast(Path, PgDb.from_url(url))
+            self.db_url = url
         else:
-            self.db_path = self.dir / "db" / "cafleet.db"
-        self.db_url = f"sqlite:///{self.db_path}"
+            if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+                self.db_path = Path(url[len("sqlite:///") :])
+            else:
+                self.db_path = self.dir / "db" / "cafleet.db"
+            self.db_url = f"sqlite:///{self.db_path}"
         home = os.environ.get("HOME") or str(self.dir / "home")
         Path(home).mkdir(parents=True, exist_ok=True)
 
@@ -413,7 +422,17 @@ class TmuxHarness:
     # ------------------------------------------------------------------ database (plain sqlite3)
 
     def sqlite(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Run a read query on the test database with plain sqlite3 ([] if it is missing)."""
+        """Run a read query on the test database with plain sqlite3 ([] if it is missing); on a
+        PostgreSQL test database through its look-alike (errors as sqlite3's)."""
+        from tests.pg_server import PgDb, PgRaw
+
+        db: object = self.db_path
+        if isinstance(db, PgDb):
+            raw = PgRaw(db)
+            try:
+                return [tuple(r) for r in raw.execute(sql, params)]  # type: ignore[attr-defined]
+            finally:
+                raw.close()
         if not self.db_path.exists():
             return []
         conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=5)
@@ -451,8 +470,16 @@ def private_tmux(monkeypatch: pytest.MonkeyPatch) -> Iterator[TmuxHarness]:
 
 
 @pytest.fixture
-def tmux_harness(monkeypatch: pytest.MonkeyPatch) -> Iterator[TmuxHarness]:
-    """A private tmux server with the Director pane running the fake claude (no database)."""
+def tmux_harness(
+    monkeypatch: pytest.MonkeyPatch, dialect: str, request: pytest.FixtureRequest
+) -> Iterator[TmuxHarness]:
+    """A private tmux server with the Director pane running the fake claude (no database; on
+    PostgreSQL an empty database of the test server, tests/conftest.py `BOTH_DIALECTS`)."""
+    if dialect == "postgresql":
+        from tests.pg_server import PgDb
+
+        server = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
     with private_tmux(monkeypatch) as harness:
         yield harness
 

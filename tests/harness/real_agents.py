@@ -317,6 +317,8 @@ class RealAgent:
         opencode_config: Mapping[str, Any] | None = None,
         model_url: str | None = None,
         start_in: str = "",
+        claude_config: Mapping[str, Any] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         if agent not in PACKAGES:
             raise ValueError(f"unknown agent {agent!r}")
@@ -331,13 +333,14 @@ class RealAgent:
         # A model server's base URL (tests/harness/scripted_model.py `base_url`): every API
         # call goes there instead of nowhere.
         self.model_url = model_url
+        self.claude_config_extra = dict(claude_config or {})  # more keys for .claude.json
         self.binary = binary(agent)
         if self.binary is None:
             raise RuntimeError(f"real {agent} is not installed in {cache_dir()}")
         assert harness.dir is not None
         self.root = Path(harness.dir) / "agents" / self.name
         self.home = self.root / "home"
-        self.cwd = self.root / "project"
+        self.cwd = cwd or self.root / "project"  # another agent's project: shared with it
         # Where the agent starts, relative to ``cwd`` (which alone is trusted): a member's
         # worktree under the project, or a directory beside it (docs/worktrees.md §1.2).
         self.start_dir = (self.cwd / start_in).resolve() if start_in else self.cwd
@@ -392,6 +395,7 @@ class RealAgent:
             config["customApiKeyResponses"] = {"approved": [ANTHROPIC_KEY[-20:]], "rejected": []}
         if self.trust:
             config["projects"] = {str(self.cwd): {"hasTrustDialogAccepted": True}}
+        config.update(self.claude_config_extra)
         text = json.dumps(config)
         # With CLAUDE_CONFIG_DIR set the global config lives inside it; HOME's copy covers
         # versions that still read ~/.claude.json.
@@ -464,7 +468,10 @@ class RealAgent:
         """Prepare and start the agent in a new session ``width`` x ``height``."""
         self.prepare()
         assert self.binary is not None
-        argv = ["env", *[f"-u{name}" for name in UNSET], str(self.binary), *self.args]
+        # tmux's `new-session -e PATH=…` does not reach the command (seen with tmux 3.3a), so a
+        # PATH of the agent's own goes through env(1).
+        path = [f"PATH={self.env['PATH']}"] if "PATH" in self.env else []
+        argv = ["env", *[f"-u{name}" for name in UNSET], *path, str(self.binary), *self.args]
         cmd = ["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", self.session]
         cmd += ["-x", str(self.width), "-y", str(self.height), "-c", str(self.start_dir)]
         for name, value in self.env.items():

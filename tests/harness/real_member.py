@@ -71,10 +71,12 @@ class RealMember:
         api_url: str | None = None,
         model_url: str | None = None,
         extra_env: dict[str, str] | None = None,
+        claude_config: dict[str, Any] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         """``api_url``: an endpoint for opencode only (e.g. `hanging_api`); ``model_url``: a
-        scripted model's base URL for any agent (tests/harness/scripted_model.py); ``extra_env``:
-        more of the agent's environment (e.g. Claude's ``ANTHROPIC_BASE_URL``)."""
+        scripted model's base URL for any agent (tests/harness/scripted_model.py);
+        ``extra_env``: more variables for the agent."""
         opencode_config = None
         if agent == "opencode" and api_url is not None:
             opencode_config = {"provider": {"anthropic": {"options": {"baseURL": api_url + "/v1"}}}}
@@ -87,6 +89,8 @@ class RealMember:
             opencode_config=opencode_config,
             model_url=model_url,
             extra_env=extra_env,
+            claude_config=claude_config,
+            cwd=cwd,
         )
         self.real.prepare()
         self.bin_dir = self.real.root / "bin"
@@ -109,13 +113,22 @@ class RealMember:
     def agent(self) -> str:
         return self.real.agent
 
-    def _share_installed_assets(self) -> None:
+    def _share_installed_assets(self, every_agent: bool = False) -> None:
         """opencode runs with a private config dir, but `cafleet setup` installed the cafleet
         agent preset (`--agent cafleet`) and skill into the harness's: copy them in, as a user's
         own opencode finds them (without the preset it draws an `Agent not found` toast over
-        its first screens). Claude Code and Codex need nothing from there to start."""
+        its first screens). Claude Code and Codex need nothing from there to start.
+
+        ``every_agent``: a member that runs `cafleet` commands itself needs what `cafleet setup`
+        installs for every agent in its own configuration directories (Codex's rules file; the
+        stale-assets guard of its `message send` checks the recipient's agent there), so run
+        `cafleet setup` with the member's environment, as its user would."""
         import shutil
 
+        if every_agent:
+            result = self.harness.cli("setup", env=self.real.env, cwd=self.real.cwd)
+            assert result.returncode == 0, (result.stdout, result.stderr)
+            return
         if self.agent != "opencode":
             return
 
@@ -127,16 +140,20 @@ class RealMember:
             if (installed / sub).is_dir():
                 shutil.copytree(installed / sub, private / sub, dirs_exist_ok=True)
 
-    def create(self, fleet_id: int, prompt: str, *options: str) -> RealMember:
+    def create(
+        self, fleet_id: int, prompt: str | None, *extra: str, all_assets: bool = False
+    ) -> RealMember:
         """`cafleet member create` with the wrapper first on PATH, from the agent's project;
-        ``options`` go before the prompt (`--role monitor`, `--window new`)."""
+        ``prompt`` None: the bundled member prompt. ``extra``: more options; ``all_assets``:
+        copy what `cafleet setup` installed for every agent, not only opencode."""
         h = self.harness
-        self._share_installed_assets()
+        self._share_installed_assets(all_assets)
         env = {"PATH": os.pathsep.join([str(self.bin_dir), h.env["PATH"]])}
         result = h.cli(
             "member", "create", "--fleet-id", str(fleet_id), "--name", self.name,
-            "--description", f"real {self.agent}", "--coding-agent", self.agent, *options,
-            prompt, env=env, cwd=self.real.cwd, timeout=120,
+            "--description", f"real {self.agent}", "--coding-agent", self.agent, *extra,
+            *([] if prompt is None else [prompt]),
+            env=env, cwd=self.real.cwd, timeout=120,
         )  # fmt: skip
         self.created_at = time.time()
         assert result.returncode == 0, (result.stdout, result.stderr)

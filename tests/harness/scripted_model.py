@@ -39,6 +39,7 @@ requests, a conversation with no script) gets a short text reply. Standard libra
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -81,6 +82,9 @@ class Conversation:
     texts: list[str] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)  # since the last user text
     system: str = ""
+    # Codex: a command its sandbox refused may be run again outside it, if the user approves
+    # (`sandbox_permissions: require_escalated`), as a model does after such a refusal.
+    can_escalate: bool = False
 
     @property
     def first(self) -> str:
@@ -104,6 +108,7 @@ class Action:
     path: str = ""  # write
     content: str = ""  # write
     text: str = ""  # text
+    escalate: bool = False  # Codex: ask to run outside the sandbox
 
 
 def shell(command: str) -> Action:
@@ -278,6 +283,28 @@ def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
     return shell(f"cafleet message wait {me} --timeout {plan.wait:g}")
 
 
+# What a sandbox's refusal of a write looks like in a command's output.
+SANDBOX_DENIED = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
+
+
+def _escalated(call: Call) -> bool:
+    return call.args.get("sandbox_permissions") == "require_escalated"
+
+
+def plan_position(conv: Conversation) -> tuple[int, bool]:
+    """(how many plan steps the calls so far did, whether the last one is to be run again
+    outside the sandbox): a sandbox refusal (Codex only) is retried once, escalated."""
+    position, retry = 0, False
+    for call in conv.calls:
+        denied = call.result is not None and SANDBOX_DENIED.search(call.result) is not None
+        if conv.can_escalate and not retry and not _escalated(call) and denied:
+            retry = True
+            continue
+        retry = False
+        position += 1
+    return position, retry
+
+
 def decide(conv: Conversation, cwd: str = "") -> Action:
     """The scripted model's answer to a conversation (see the module docstring)."""
     plan = director_plan(conv.first) if conv.texts else None
@@ -286,8 +313,10 @@ def decide(conv: Conversation, cwd: str = "") -> Action:
     steps = member_plan(conv, cwd)
     if steps is None:
         return say("OK.")
-    if len(conv.calls) < len(steps):
-        return steps[len(conv.calls)]
+    position, retry = plan_position(conv)
+    if position < len(steps):
+        step = steps[position]
+        return dataclasses.replace(step, escalate=True) if retry else step
     return say("Done.")
 
 
@@ -351,9 +380,13 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
             if not isinstance(part, dict):
                 continue
             kind = part.get("type")
-            if role == "user" and kind == "text":
+            if role in ("user", "system") and kind == "text":
                 text = str(part.get("text", ""))
-                if text.strip() and not _is_reminder(text):
+                # Claude Code hands a line queued while it worked to the model in the next
+                # request as a `system` message ("The user sent a new message while you were
+                # working: …"; Claude Code 2.1.197) or a system reminder: the user's too.
+                ours = role == "user" and not _is_reminder(text)
+                if text.strip() and (ours or TRIGGER_RX.search(text)):
                     conv.texts.append(text)
                     pending, order, results = {}, [], {}
             elif role == "assistant" and kind == "tool_use":
@@ -361,7 +394,19 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
                 pending[call_id] = (str(part.get("name", "")), part.get("input") or {})
                 order.append(call_id)
             elif role == "user" and kind == "tool_result":
-                results[str(part.get("tool_use_id"))] = _text_of(part.get("content"))
+                content = part.get("content")
+                results[str(part.get("tool_use_id"))] = _text_of(content)
+                # ... or inside the tool result, as one of its text blocks.
+                queued = [
+                    str(p.get("text", ""))
+                    for p in (content if isinstance(content, list) else [])
+                    if isinstance(p, dict)
+                    and _is_reminder(str(p.get("text", "")))
+                    and TRIGGER_RX.search(str(p.get("text", "")))
+                ]
+                if queued:
+                    conv.texts.append(queued[-1])
+                    pending, order, results = {}, [], {}
     conv.calls = [
         Call(_kind(pending[i][0]), _call_args(pending[i][0], pending[i][1]), results.get(i))
         for i in order
@@ -370,7 +415,7 @@ def anthropic_conversation(body: dict[str, Any]) -> Conversation:
 
 
 def responses_conversation(body: dict[str, Any]) -> Conversation:
-    conv = Conversation(system=str(body.get("instructions") or ""))
+    conv = Conversation(system=str(body.get("instructions") or ""), can_escalate=True)
     pending: dict[str, tuple[str, Any]] = {}
     order: list[str] = []
     results: dict[str, str] = {}
@@ -448,6 +493,7 @@ class Recorded:
     body: dict[str, Any]
     action: Action | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    response_id: str = ""  # the message / response id the model answered with
 
 
 # A test's own script: the next action for a conversation, or None to use `decide`.
@@ -558,8 +604,9 @@ class _Handler(BaseHTTPRequestHandler):
         rec.usage = usage
         model.count(rec.client, usage["input_tokens"], usage["output_tokens"])
         stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
+        rec.response_id = f"msg_{next(model.ids):08d}"
         message: dict[str, Any] = {
-            "id": f"msg_{next(model.ids):08d}",
+            "id": rec.response_id,
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model") or "scripted"),
@@ -602,7 +649,7 @@ class _Handler(BaseHTTPRequestHandler):
         conv = responses_conversation(body)
         action = model.decide(conv, working_dir(conv, body)) if tools else say(model.side_text)
         if action.kind == "write":
-            action = shell(_write_command(action))
+            action = dataclasses.replace(shell(_write_command(action)), escalate=action.escalate)
         rec.action = action
         item_id = f"item_{next(model.ids):08d}"
         item: dict[str, Any]
@@ -619,7 +666,7 @@ class _Handler(BaseHTTPRequestHandler):
         usage_in, usage_out = tokens(body.get("input")), tokens(item)
         rec.usage = {"input_tokens": usage_in, "output_tokens": usage_out}
         model.count(rec.client, usage_in, usage_out)
-        response_id = f"resp_{next(model.ids):08d}"
+        response_id = rec.response_id = f"resp_{next(model.ids):08d}"
         base = {
             "id": response_id,
             "object": "response",
@@ -685,7 +732,11 @@ def _codex_call(
     if "shell_command" in names:
         name, args = "shell_command", {"command": action.command}
     elif "exec_command" in names:
-        name, args = "exec_command", {"cmd": action.command}
+        # Not a login shell: the test's PATH (with `cafleet` on it) is what the agent inherited.
+        name, args = "exec_command", {"cmd": action.command, "login": False}
+        if action.escalate:
+            args["sandbox_permissions"] = "require_escalated"
+            args["justification"] = f"Allow running {action.command!r} outside the sandbox?"
     else:
         name, args = "shell", {"command": ["bash", "-lc", action.command]}
     return {
@@ -777,6 +828,15 @@ class ScriptedModel:
     def record(self, rec: Recorded) -> None:
         with self._lock:
             self.requests.append(rec)
+
+    def dump(self, path: str | os.PathLike[str]) -> None:
+        """Write the request log (bodies and answers) as JSON Lines, for a failing test's
+        diagnosis."""
+        with self._lock, open(path, "w", encoding="utf-8") as fh:
+            for rec in self.requests:
+                action = dataclasses.asdict(rec.action) if rec.action is not None else None
+                fh.write(json.dumps({"at": rec.at, "client": rec.client, "path": rec.path,
+                                     "body": rec.body, "action": action}) + "\n")  # fmt: skip
 
     def count(self, client: str, input_tokens: int, output_tokens: int) -> None:
         with self._lock:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import Insert
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine.interfaces import Dialect
@@ -76,7 +78,34 @@ class _SQLiteDialect(SQLiteDialect_pysqlite):
     paramstyle = "qmark"
 
 
-DIALECTS: dict[str, Callable[[], Dialect]] = {"sqlite": _SQLiteDialect}
+class _PGDialect(PGDialect_psycopg):
+    """PostgreSQL through psycopg 3 (docs/storage.md §10.3): positional `%s` placeholders, which
+    the runtime binds client-side (`psycopg.ClientCursor`)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(paramstyle="format", **kw)  # type: ignore[no-untyped-call]
+
+
+DIALECTS: dict[str, Callable[[], Dialect]] = {"sqlite": _SQLiteDialect, "postgresql": _PGDialect}
+
+
+def for_dialect(module: str, name: str, statement: Any, dialect_name: str) -> Any:
+    """The construct a dialect compiles for `name`: the module's `DIALECT_STATEMENTS`
+    replacement when it has one; on PostgreSQL an INSERT into a table with a generated key also
+    returns that key, which the runtime reads as `lastrowid` (PostgreSQL has none)."""
+    replacements = getattr(
+        importlib.import_module(f"cafleet.db.statements.{module}"), "DIALECT_STATEMENTS", {}
+    )
+    statement = replacements.get(dialect_name, {}).get(name, statement)
+    if dialect_name == "postgresql" and isinstance(statement, Insert) and not statement._returning:
+        table: Any = statement.table
+        key = [c for c in table.primary_key.columns if c.autoincrement is True]
+        if not key and len(table.primary_key.columns) == 1:
+            column = next(iter(table.primary_key.columns))
+            key = [column] if column.autoincrement == "auto" and not column.foreign_keys else []
+        if key:
+            statement = statement.returning(key[0])
+    return statement
 
 
 def compile_statement(statement: Any, dialect: Dialect) -> tuple[str, tuple[str, ...]]:
@@ -112,7 +141,7 @@ def render(module: str, dialect_name: str) -> str:
         "",
     ]
     for name, statement in statements.items():
-        sql, names = compile_statement(statement, dialect)
+        sql, names = compile_statement(for_dialect(module, name, statement, dialect_name), dialect)
         lines.append("")
         lines.append(f"{name}: Compiled = (")
         lines.append(f"    {_literal(sql)},")

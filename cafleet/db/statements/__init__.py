@@ -31,7 +31,9 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.functions import FunctionElement
 
 from cafleet.db import schema as _schema  # not `members`: a submodule of this package has that name
 from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
@@ -72,10 +74,33 @@ def cross_join(left: FromClause, right: FromClause, onclause: ColumnElement[bool
     return CrossJoin(left, right, onclause)
 
 
+class JsonEach(FunctionElement[Any]):
+    """`json_each(:ids)`: SQLite's table-valued JSON reader; PostgreSQL reads the array with
+    `json_array_elements_text` into a derived table of the same name (docs/storage.md §10.3)."""
+
+    name = "json_each"
+    inherit_cache = True
+
+
+@compiles(JsonEach)
+def _json_each(element: JsonEach, compiler: Any, **kw: Any) -> str:
+    return f"json_each({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(JsonEach, "postgresql")
+def _json_each_pg(element: JsonEach, compiler: Any, **kw: Any) -> str:
+    # A derived table whose `value` column is an integer, as SQLite's is for an id array.
+    ids = compiler.process(element.clauses, **kw)
+    return (
+        "(SELECT CAST(e.value AS BIGINT) AS value "
+        f"FROM json_array_elements_text(CAST({ids} AS JSON)) AS e) AS json_each"
+    )
+
+
 def json_ids(name: str) -> Select[Any]:
     """`SELECT value FROM json_each(:name)`: a JSON array of ids as one parameter, so the text
     never changes with their number."""
-    return select(literal_column("value")).select_from(func.json_each(param(name)))
+    return select(literal_column("value")).select_from(JsonEach(param(name)))
 
 
 MESSAGE_FIELDS = (

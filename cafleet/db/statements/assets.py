@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import case, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from cafleet.db.schema import asset_installs, member_placements, members
@@ -22,6 +23,20 @@ UPSERT = _upsert.on_conflict_do_update(
     set_={
         "cafleet_version": _upsert.excluded.cafleet_version,
         "installed_at": _upsert.excluded.installed_at,
+    },
+)
+_pg_upsert = pg_insert(asset_installs).values(
+    coding_agent=param("agent"),
+    path=param("path"),
+    cafleet_version=param("version"),
+    installed_at=param("now"),
+)
+# The same upsert in PostgreSQL's own construct (docs/storage.md §10.3).
+PG_UPSERT = _pg_upsert.on_conflict_do_update(
+    index_elements=[asset_installs.c.coding_agent, asset_installs.c.path],
+    set_={
+        "cafleet_version": _pg_upsert.excluded.cafleet_version,
+        "installed_at": _pg_upsert.excluded.installed_at,
     },
 )
 _ROW = (
@@ -95,3 +110,5 @@ STATEMENTS: dict[str, Any] = {
     "PLACED_AGENTS_OF_FLEET": PLACED_AGENTS_OF_FLEET,
     "PLACED_AGENTS_OF_FLEET_OF_MEMBER": PLACED_AGENTS_OF_FLEET_OF_MEMBER,
 }
+# Per-dialect replacements of a statement written with another dialect's own construct.
+DIALECT_STATEMENTS: dict[str, dict[str, Any]] = {"postgresql": {"UPSERT": PG_UPSERT}}

@@ -73,7 +73,8 @@ RECORD_WAKE = (
     .values(
         last_wake_at=param("now"),
         wake_requested_at=case(
-            (_rt.wake_requested_at.is_(param("seen")), null()), else_=_rt.wake_requested_at
+            (_rt.wake_requested_at.is_not_distinct_from(param("seen")), null()),
+            else_=_rt.wake_requested_at,
         ),
     )
 )

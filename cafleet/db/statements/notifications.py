@@ -37,7 +37,7 @@ _s = members.alias("s")
 _MEMBER_ELIGIBLE = (
     _m.c.status == const("active"),
     _f.c.deleted_at.is_(None),
-    _m.c.member_id.is_not(_f.c.director_member_id),
+    _m.c.member_id.is_distinct_from(_f.c.director_member_id),
     _p.c.mux_pane_id.is_not(None),
     not_(
         and_(

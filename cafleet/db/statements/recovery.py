@@ -26,12 +26,14 @@ INSERT_SPAWN = insert(member_spawns).values(
     model=param("model"),
     effort=param("effort"),
     worktree_json=param("worktree"),
+    permissions=param("permissions"),
 )
 SPAWN = select(
     member_spawns.c.prompt,
     member_spawns.c.model,
     member_spawns.c.effort,
     member_spawns.c.worktree_json,
+    member_spawns.c.permissions,
 ).where(member_spawns.c.member_id == param("member_id"))
 # The worktrees of a fleet's active members (docs/worktrees.md): `member list`, `fleet delete`.
 FLEET_WORKTREES = (
@@ -43,6 +45,11 @@ FLEET_WORKTREES = (
         member_spawns.c.worktree_json.is_not(None),
     )
     .order_by(member_spawns.c.member_id)
+)
+FLEET_PERMISSIONS = (
+    select(member_spawns.c.member_id, member_spawns.c.permissions)
+    .select_from(member_spawns.join(_m, _m.c.member_id == member_spawns.c.member_id))
+    .where(_m.c.fleet_id == param("fleet_id"))
 )
 MEMBER = (
     select(*member_columns(_m, _f, _p))
@@ -56,7 +63,7 @@ REBIND = (
         _mp.member_id == param("member_id"),
         _mp.backend == param("backend"),
         _mp.mux_session == param("old_session"),
-        _mp.mux_pane_id.is_(param("old_pane")),
+        _mp.mux_pane_id.is_not_distinct_from(param("old_pane")),
         member_is_active(),
     )
     .values(
@@ -115,6 +122,7 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_SPAWN": INSERT_SPAWN,
     "SPAWN": SPAWN,
     "FLEET_WORKTREES": FLEET_WORKTREES,
+    "FLEET_PERMISSIONS": FLEET_PERMISSIONS,
     "MEMBER": MEMBER,
     "REBIND": REBIND,
     "PLACED": PLACED,

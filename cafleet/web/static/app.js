@@ -133,6 +133,7 @@ function renderRoster(members, activity, panes, worktrees = []) {
       },
       el("span", { class: "name", "data-testid": "member-name" }, member.name),
       el("span", { class: "badge" }, member.kind),
+      member.permissions ? el("span", { class: `badge perm-${member.permissions}`, "data-testid": "member-permissions", title: "permission profile" }, member.permissions) : null,
       a.unacked ? el("span", { class: "badge unacked", "data-testid": "member-unacked" }, `${a.unacked} unACKed`) : null,
       el("div", { class: "meta" },
         `#${member.member_id} · `,

@@ -1,0 +1,1 @@
+"""The catalog for PostgreSQL (generated modules; see `cafleet.db.catalog`)."""

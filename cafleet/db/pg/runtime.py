@@ -1,0 +1,464 @@
+"""The PostgreSQL runtime connection (docs/storage.md §10): psycopg 3, and no SQLAlchemy.
+
+The same repository functions run here as on SQLite: a statement is the SQLite catalog's entry
+(`cafleet.db.catalog.sqlite.<module>.<NAME>`), which this connection swaps for its twin in
+`cafleet.db.catalog.postgresql` (same module, same name). Values are bound client-side
+(`psycopg.ClientCursor`), as SQLite's `?` parameters are: a parameter never needs a declared
+type. Errors reach callers as the standard library's `sqlite3` exception classes with SQLite's
+wording for the constraint failures the repository recognises (`UNIQUE constraint failed:
+members.fleet_id`, `FOREIGN KEY constraint failed`), so the broker and the commands handle one
+family of errors on both dialects.
+
+Transactions keep SQLite's guarantees (§10.4): `tx.read` is one REPEATABLE READ snapshot;
+`tx.write` takes cafleet's transaction-scoped advisory lock first (the writer lock: writers run
+one at a time, in commit order, as under SQLite's BEGIN IMMEDIATE), waiting at most
+`lock_timeout` = 5 s, then re-checks the ledger like SQLite's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
+from cafleet.db.predicates import APPLICATION_ID
+from cafleet.pgurl import connect_url
+
+if TYPE_CHECKING:
+    import psycopg
+
+# A catalog entry, as `cafleet.db.runtime.Compiled` (not imported: that module imports this one).
+Compiled = tuple[str, tuple[str, ...]]
+
+DIALECT = "postgresql"
+# The advisory lock keys (one per database): the writer lock every write transaction takes, and
+# the setup lock `cafleet setup` holds for the whole run.
+WRITER_LOCK_KEY = APPLICATION_ID
+SETUP_LOCK_KEY = APPLICATION_ID + 1
+CHANGES_CHANNEL = "cafleet_changes"  # NOTIFY'd by every committed write transaction
+LOCK_TIMEOUT = "5s"  # the writer lock's bound, as SQLite's busy_timeout / writer-lock wait
+CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
+
+_MODULES = (
+    "assets",
+    "fleets",
+    "members",
+    "messages",
+    "monitor",
+    "notifications",
+    "recovery",
+    "views",
+)
+_twins: dict[int, Compiled] | None = None
+_RECOVERABLE = "INSERT INTO members "
+# PostgreSQL's text type cannot hold U+0000 (docs/storage.md §10.5): such a value is refused
+# before anything is sent, so nothing is written.
+MISSING_DRIVER = "PostgreSQL support is not installed (pip install 'cafleet[postgres]')"
+NUL_TEXT = "text contains a NUL character (U+0000), which PostgreSQL cannot store"
+
+
+def _twin_map() -> dict[int, Compiled]:
+    """id(SQLite catalog entry) -> the PostgreSQL catalog's entry of the same module and name."""
+    global _twins
+    if _twins is None:
+        found: dict[int, Compiled] = {}
+        for module in _MODULES:
+            lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
+            pg = importlib.import_module(f"cafleet.db.catalog.postgresql.{module}")
+            for name, value in vars(pg).items():
+                if name.isupper() and isinstance(value, tuple):
+                    found[id(getattr(lite, name))] = value
+        _twins = found
+    return _twins
+
+
+def twin(statement: Compiled) -> Compiled:
+    found = _twin_map().get(id(statement))
+    if found is None:
+        raise StorageUsageError("statement is not in the catalog")
+    return found
+
+
+class Row(tuple[Any, ...]):
+    """A result row read by index and by column label, as `sqlite3.Row` is."""
+
+    _labels: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], labels: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row._labels = labels
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._labels[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._labels)
+
+
+def _row_factory(cursor: Any) -> Any:
+    description = cursor.description or ()
+    labels = {col.name: i for i, col in reversed(list(enumerate(description)))}
+
+    def make(values: Sequence[Any]) -> Row:
+        return Row(values, labels)
+
+    return make
+
+
+class Result:
+    """All rows of one statement (the runtime's `Result` interface)."""
+
+    __slots__ = ("_rows", "lastrowid", "rowcount")
+
+    def __init__(self, rows: list[Row], lastrowid: int | None, rowcount: int) -> None:
+        self._rows = rows
+        self.lastrowid = lastrowid
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+    def mappings(self) -> Result:
+        return self
+
+    def all(self) -> list[Row]:
+        return self._rows
+
+    def first(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Row:
+        if len(self._rows) != 1:
+            raise StorageUsageError(f"expected one row, got {len(self._rows)}")
+        return self._rows[0]
+
+    def scalar(self) -> Any:
+        return self._rows[0][0] if self._rows else None
+
+    def scalar_one(self) -> Any:
+        return self.one()[0]
+
+
+def first_line(error: BaseException) -> str:
+    """psycopg's message without libpq's hints: its first non-empty line, `FATAL:` and
+    whitespace runs folded (it names the host; libpq never includes the password)."""
+    for line in str(error).splitlines():
+        line = " ".join(line.replace("FATAL:", "").split())
+        if line:
+            return line
+    return type(error).__name__
+
+
+def as_sqlite_error(error: BaseException) -> BaseException:
+    """The `sqlite3` exception (or `DatabaseBusy`) standing for a psycopg error."""
+    import psycopg
+    from psycopg import errors as pe
+
+    if isinstance(error, pe.LockNotAvailable | pe.DeadlockDetected):
+        return DatabaseBusy()
+    if isinstance(error, pe.UniqueViolation):
+        # SQLite's words: `UNIQUE constraint failed: <table>.<column>, <table>.<column>`, the
+        # columns read from PostgreSQL's detail `Key (a, b)=(...) already exists.`
+        diag = error.diag
+        key = re.match(r"Key \(([^)]*)\)=", diag.message_detail or "")
+        columns = [c.strip() for c in key.group(1).split(",")] if key else []
+        named = ", ".join(f"{diag.table_name}.{c}" for c in columns) or str(diag.table_name)
+        return sqlite3.IntegrityError(f"UNIQUE constraint failed: {named}")
+    if isinstance(error, pe.ForeignKeyViolation):
+        return sqlite3.IntegrityError("FOREIGN KEY constraint failed")
+    if isinstance(error, pe.NotNullViolation):
+        diag = error.diag
+        return sqlite3.IntegrityError(
+            f"NOT NULL constraint failed: {diag.table_name}.{diag.column_name}"
+        )
+    if isinstance(error, psycopg.DataError) and "NUL (0x00)" in str(error):
+        return sqlite3.DataError(NUL_TEXT)
+    if isinstance(error, psycopg.IntegrityError):
+        return sqlite3.IntegrityError(first_line(error))
+    if isinstance(error, psycopg.OperationalError):
+        return sqlite3.OperationalError(first_line(error))
+    return sqlite3.DatabaseError(first_line(error))
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as e:
+        raise as_sqlite_error(e) from e
+
+
+class Connection:
+    """One psycopg connection in autocommit mode (cafleet issues BEGIN/COMMIT itself) and
+    cafleet's bookkeeping about it (`info`, as the SQLite runtime connection's)."""
+
+    __slots__ = ("driver", "info")
+    dialect = DIALECT
+
+    def __init__(self, driver: psycopg.Connection[Any], info: dict[str, Any]) -> None:
+        self.driver = driver
+        self.info = info
+
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return bool(self.driver.info.transaction_status != TransactionStatus.IDLE)
+
+    def _check(self) -> None:
+        if not self.info.get("cafleet.begin") or not self.in_transaction():
+            raise StorageUsageError("statement issued outside tx.read()/tx.write()")
+
+    def _run(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None) -> Result:
+        # A failed statement aborts a PostgreSQL transaction, but registration reads the current
+        # monitor after a monitor-slot violation (docs/storage.md §7.4): that insert runs under
+        # a savepoint, so the transaction stays usable.
+        recover = sql.startswith(_RECOVERABLE)
+        driver = self.driver
+        with _translated():
+            if recover:
+                driver.execute("SAVEPOINT cafleet_insert")
+            try:
+                cursor = driver.execute(sql, args or None)
+            except BaseException:
+                if recover:
+                    driver.execute("ROLLBACK TO SAVEPOINT cafleet_insert")
+                raise
+            try:
+                rows = cursor.fetchall() if cursor.description is not None else []
+                rowcount = cursor.rowcount
+            finally:
+                cursor.close()
+            if recover:
+                driver.execute("RELEASE SAVEPOINT cafleet_insert")
+        lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
+        return Result(rows, lastrowid, rowcount)
+
+    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result:
+        """Run one catalog statement (the SQLite entry's PostgreSQL twin)."""
+        self._check()
+        sql, names = twin(statement)
+        args = [params[name] for name in names] if params else []
+        return self._run(sql, args)
+
+    def exec_driver_sql(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Result:
+        """Run literal PostgreSQL SQL: the diagnosis' catalogue reads, tests' probes; a list of
+        parameter tuples runs it once per tuple. Placeholders are `%s`, or SQLite's `?` in a
+        text without `%s`, so a portable probe runs on both dialects."""
+        self._check()
+        if params and "?" in sql and "%s" not in sql:
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        if isinstance(params, list) and params and isinstance(params[0], tuple | list | dict):
+            with _translated(), self.driver.cursor() as cursor:
+                cursor.executemany(sql, params)
+                return Result([], None, cursor.rowcount)
+        return self._run(sql, params)
+
+    def rollback(self) -> None:
+        if self.in_transaction():
+            with contextlib.suppress(Exception):
+                self.driver.execute("ROLLBACK")
+
+    def rollback_leftover(self) -> BaseException | None:
+        if not self.in_transaction():
+            return None
+        try:
+            self.driver.execute("ROLLBACK")
+        except Exception as exc:
+            return exc
+        return None
+
+
+def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Connection[Any]:
+    """A psycopg connection to database `P` (the password from CAFLEET_DATABASE_URL, PGPASSWORD
+    or ~/.pgpass), autocommit, client-side binding, cafleet's session settings. Failures raise
+    `sqlite3.OperationalError` with libpq's first line (it names the host, never the password).
+    """
+    try:
+        import psycopg
+    except ImportError:
+        raise sqlite3.OperationalError(MISSING_DRIVER) from None
+
+    try:
+        driver = psycopg.connect(
+            connect_url(path),
+            autocommit=True,
+            cursor_factory=psycopg.ClientCursor,
+            row_factory=_row_factory,
+            connect_timeout=CONNECT_TIMEOUT,
+            application_name="cafleet",
+        )
+    except psycopg.Error as e:
+        raise sqlite3.OperationalError(first_line(e)) from None
+    try:
+        with _translated():
+            driver.execute(f"SET lock_timeout = '{lock_timeout}'")
+            driver.execute("SET TIME ZONE 'UTC'")
+    except BaseException:
+        driver.close()
+        raise
+    return driver
+
+
+def open_connection(path: str, *, purpose: str = "command") -> Connection:
+    return Connection(
+        connect_driver(path),
+        {"cafleet.path": path, "cafleet.purpose": purpose, "cafleet.companions_at_open": False},
+    )
+
+
+def recheck_ledger(conn: Connection, validated: str | None) -> None:
+    """Inside every write transaction of a validated connection (docs/storage.md §4.4)."""
+    import psycopg
+
+    try:
+        with conn.driver.cursor() as cursor:
+            cursor.execute("SAVEPOINT cafleet_ledger")
+            try:
+                cursor.execute("SELECT version_num FROM alembic_version")
+                rows = cursor.fetchall()
+            except psycopg.Error:
+                cursor.execute("ROLLBACK TO SAVEPOINT cafleet_ledger")
+                rows = None
+            cursor.execute("RELEASE SAVEPOINT cafleet_ledger")
+    except psycopg.Error as e:
+        raise as_sqlite_error(e) from e
+    if rows is not None and len(rows) == 1 and str(rows[0][0]).isdigit():
+        if rows[0][0] == validated:
+            return
+        now = f"schema {int(rows[0][0])}"
+    else:
+        now = "unreadable"
+    raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
+
+
+@contextlib.contextmanager
+def read(conn: Connection) -> Iterator[Connection]:
+    info = conn.info
+    if info.get("cafleet.begin"):
+        raise StorageUsageError("nested transaction")
+    info["cafleet.begin"] = "read"
+    driver = conn.driver
+    try:
+        with _translated():
+            driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                driver.execute("ROLLBACK")
+            raise
+        else:
+            with _translated():
+                driver.execute("COMMIT")
+    finally:
+        info.pop("cafleet.begin", None)
+
+
+@contextlib.contextmanager
+def write(conn: Connection) -> Iterator[Connection]:
+    """The writer rules on PostgreSQL: BEGIN, the transaction-scoped writer lock (at most
+    `lock_timeout`, then `DatabaseBusy`), the ledger re-check; COMMIT or ROLLBACK."""
+    info = conn.info
+    if info.get("cafleet.begin"):
+        raise StorageUsageError("nested transaction")
+    purpose = info.get("cafleet.purpose")
+    if purpose not in ("validated", "migration"):
+        raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+    info["cafleet.begin"] = "write"
+    driver = conn.driver
+    try:
+        with _translated():
+            driver.execute("BEGIN")
+        try:
+            with _translated():
+                driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+            if purpose == "validated":
+                recheck_ledger(conn, info.get("cafleet.revision"))
+            yield conn
+        except BaseException:
+            with contextlib.suppress(Exception):
+                driver.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                with _translated():
+                    # Wakes every listener (`data_version`) when this commit lands; NOTIFY is
+                    # transactional, so a rolled-back write wakes nobody.
+                    driver.execute(f"NOTIFY {CHANGES_CHANNEL}")
+                    driver.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    driver.execute("ROLLBACK")
+                raise
+    finally:
+        info.pop("cafleet.begin", None)
+
+
+def data_version(conn: Connection) -> int:
+    """SQLite's `PRAGMA data_version` on PostgreSQL (docs/storage.md §10.4): a counter that
+    changes when a write transaction commits. The first call LISTENs on the channel every
+    `tx.write` notifies at commit; each call then counts the notifications that arrived, without
+    a query (psycopg reads them from the socket). Outside a transaction only."""
+    info = conn.info
+    if conn.in_transaction():
+        raise StorageUsageError("data_version read inside a transaction")
+    with _translated():
+        if "cafleet.data_version" not in info:
+            conn.driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+            info["cafleet.data_version"] = 0
+        for _notify in conn.driver.notifies(timeout=0):
+            info["cafleet.data_version"] += 1
+    return int(info["cafleet.data_version"])
+
+
+def wait_for_change(conn: Connection, seconds: float) -> bool:
+    """Block up to `seconds` for a commit notification (after `data_version` started
+    listening); True when one arrived, counted into `data_version`."""
+    info = conn.info
+    if "cafleet.data_version" not in info or seconds <= 0:
+        return False
+    arrived = False
+    with _translated():
+        for _notify in conn.driver.notifies(timeout=seconds, stop_after=1):
+            info["cafleet.data_version"] += 1
+            arrived = True
+    return arrived
+
+
+def close_connection(conn: Connection) -> None:
+    """Close quietly: a server-side connection leaves nothing behind to guard (§5.5 is SQLite's)."""
+    with contextlib.suppress(Exception):
+        if conn.in_transaction():
+            conn.driver.execute("ROLLBACK")
+    with contextlib.suppress(Exception):
+        conn.driver.close()
+
+
+__all__ = [
+    "DIALECT",
+    "SETUP_LOCK_KEY",
+    "WRITER_LOCK_KEY",
+    "Connection",
+    "Result",
+    "Row",
+    "as_sqlite_error",
+    "close_connection",
+    "connect_driver",
+    "data_version",
+    "first_line",
+    "open_connection",
+    "read",
+    "recheck_ledger",
+    "twin",
+    "wait_for_change",
+    "write",
+]

@@ -1,0 +1,592 @@
+"""PostgreSQL as the store (docs/storage.md §10), against a real server (tests/pg_server.py).
+
+`setup` through the one Alembic chain, the identity and shape diagnosis (a database that is not
+cafleet's, newer or damaged is refused with the same texts and left untouched), `alembic
+history/current` for a DBA, the bad-input errors (unreachable server, wrong password: one
+`Error:` line naming the host, never the password, exit 1), and the write guarantees under
+several processes: the monitor slot stays unique and a broadcast killed mid-way leaves all of
+its rows or none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from cafleet import broker
+from cafleet.db.diagnosis import diagnose_path
+from cafleet.db.errors import SetupFailed
+from cafleet.db.migrate import run_setup, upgrade_to
+from cafleet.db.runtime import Connection
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
+from tests.broker_helpers import raw_connect, table_counts
+from tests.cli_helpers import REPO_ROOT, run_cli
+from tests.factories import add_member, make_fleet
+from tests.pg_server import PASSWORD, PgDb, PgServer
+from tests.storage_helpers import MONITOR_CARD, TS, card
+
+pytestmark = pytest.mark.usefixtures("pg_server")
+
+
+@pytest.fixture
+def empty_db(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> PgDb:
+    """A new, empty PostgreSQL database, selected by CAFLEET_DATABASE_URL."""
+    db = PgDb(pg_server, pg_server.new_database())
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", db.url)
+    return db
+
+
+def pg(db: PgDb, *statements: str) -> None:
+    with psycopg.connect(db.url, autocommit=True) as c:
+        for statement in statements:
+            c.execute(statement)  # type: ignore[arg-type]
+
+
+def state(db: PgDb) -> dict[str, Any]:
+    """Everything a refusal must leave as it was: the schema comment, every relation of the
+    schema (kind, columns) and every row of every table, in a stable order."""
+    with psycopg.connect(db.url, autocommit=True) as c:
+        comment = c.execute(
+            "SELECT obj_description(current_schema()::regnamespace, 'pg_namespace')"
+        ).fetchone()
+        relations = c.execute(
+            "SELECT c.relname, c.relkind, coalesce(pg_get_indexdef(c.oid), '') FROM pg_class c "
+            "WHERE c.relnamespace = current_schema()::regnamespace ORDER BY 1"
+        ).fetchall()
+        tables = [r[0] for r in relations if r[1] == "r"]
+        rows = {t: c.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}  # type: ignore[arg-type]
+    return {"comment": comment, "relations": relations, "rows": rows}
+
+
+def guard_error(*argv: str) -> tuple[int, str, str]:
+    return run_cli(*argv)
+
+
+# --- setup ------------------------------------------------------------------------------------
+
+
+def test_setup_creates_then_is_a_no_op(empty_db: PgDb) -> None:
+    assert diagnose_path(str(empty_db)).state == "missing"
+    code, out, err = run_cli("setup", "--coding-agent", "claude")
+    assert (code, err) == (0, ""), err
+    assert out.splitlines()[0] == (
+        f"Created {empty_db} and applied migrations to head ({HEAD_VERSION})."
+    )
+    assert PASSWORD not in out
+    d = diagnose_path(str(empty_db))
+    assert (d.state, d.schema_version) == ("current", HEAD_VERSION)
+    before = state(empty_db)
+    assert run_setup(str(empty_db)) == f"Already at head ({HEAD_VERSION}); nothing to do."
+    assert state(empty_db) == before
+    # the identity and cafleet's two JSON functions came with revision 0001's identity step
+    assert before["comment"] == ("cafleet application_id 1128351288",)
+
+
+def _populate_0001(db: PgDb) -> None:
+    pg(
+        db,
+        f"""INSERT INTO fleets (fleet_id, name, created_at, deleted_at, director_member_id)
+            VALUES (1, 'live', '{TS}', NULL, NULL)""",
+        f"""INSERT INTO members VALUES
+            (1, 1, 'Director', 'Root Director for this fleet', 'active', '{TS}', NULL,
+             '{card("Director")}'),
+            (2, 1, 'monitor', 'Monitor member for this fleet', 'active', '{TS}', NULL,
+             '{MONITOR_CARD}'),
+            (3, 1, 'worker', 'does work', 'active', '{TS}', NULL, '{card("worker")}')""",
+        "UPDATE fleets SET director_member_id = 1",
+        f"""INSERT INTO member_placements VALUES
+            (1, 'main', '@1', '%1', 'tmux', 'claude', '{TS}'),
+            (3, 'main', '@1', '%3', 'tmux', 'codex', '{TS}')""",
+        f"""INSERT INTO messages VALUES
+            (1, 3, 1, 3, 'unicast', '{TS}', 'input_required', '{TS}', NULL, 'hello', NULL)""",
+        "SELECT setval(pg_get_serial_sequence('fleets', 'fleet_id'), 1)",
+        "SELECT setval(pg_get_serial_sequence('members', 'member_id'), 3)",
+        "SELECT setval(pg_get_serial_sequence('messages', 'message_id'), 1)",
+    )
+
+
+def test_upgrade_from_0001_keeps_every_row(empty_db: PgDb) -> None:
+    upgrade_to(str(empty_db), "0001")
+    d = diagnose_path(str(empty_db))
+    assert (d.state, d.schema_version) == ("behind", 1)
+    _populate_0001(empty_db)
+    code, out, err = run_cli("fleet", "list")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: database schema is outdated (schema 1, head {HEAD_VERSION}); run 'cafleet setup'\n"
+    )
+    before = state(empty_db)["rows"]
+    assert run_setup(str(empty_db)) == f"Upgraded from 1 to {HEAD_VERSION}."
+    after = state(empty_db)["rows"]
+    assert [r[:7] for r in after["member_placements"]] == before["member_placements"]
+    # the columns added since 0001 (lost_at, mux_socket, ...) are NULL in every kept row
+    assert {r[7:] for r in after["member_placements"]} == {
+        (None,) * (len(after["member_placements"][0]) - 7)
+    }
+    for table in ("fleets", "members", "messages"):  # rows kept; later columns NULL
+        width = len(before[table][0])
+        assert [r[:width] for r in after[table]] == before[table]
+        assert {r[width:] for r in after[table]} == {(None,) * (len(after[table][0]) - width)}
+    assert after["member_spawns"] == []
+    assert diagnose_path(str(empty_db)).state == "current"
+
+
+def test_duplicate_monitors_refuse_the_upgrade_and_change_nothing(empty_db: PgDb) -> None:
+    upgrade_to(str(empty_db), "0001")
+    _populate_0001(empty_db)
+    pg(
+        empty_db,
+        f"""INSERT INTO members VALUES (8, 1, 'monitor', 'second', 'active', '{TS}', NULL,
+            '{MONITOR_CARD}')""",
+    )
+    before = state(empty_db)
+    with pytest.raises(SetupFailed) as refused:
+        run_setup(str(empty_db))
+    assert str(refused.value) == (
+        "active monitor duplicates prevent migration: fleet 1: members 2, 8; deregister all "
+        "but one active monitor per fleet, then run 'cafleet setup' again"
+    )
+    assert state(empty_db) == before
+
+
+# --- refusals: not cafleet's, newer, damaged ----------------------------------------------------
+
+
+def _refusals(db: PgDb, text: str) -> None:
+    """The guard, `setup` and `doctor` all refuse with `text` and leave `db` as it was."""
+    before = state(db)
+    for argv in (("fleet", "list"), ("member", "list", "1")):
+        assert run_cli(*argv) == (1, "", f"Error: {text}\n")
+    with pytest.raises(SetupFailed) as refused:
+        run_setup(str(db))
+    assert str(refused.value) == text
+    code, out, _err = run_cli("doctor", "--json")
+    assert json.loads(out)["database"]["error"] == text
+    assert state(db) == before
+
+
+def test_a_database_with_tables_but_no_identity_is_foreign(empty_db: PgDb) -> None:
+    pg(empty_db, "CREATE TABLE orders (id integer PRIMARY KEY)", "INSERT INTO orders VALUES (1)")
+    _refusals(
+        empty_db,
+        f"{empty_db} is not a cafleet database (it has tables but no cafleet identity); "
+        "cafleet will not use or modify it",
+    )
+
+
+def test_another_identity_is_foreign_even_with_cafleets_schema(empty_db: PgDb) -> None:
+    run_setup(str(empty_db))
+    pg(empty_db, "COMMENT ON SCHEMA public IS 'cafleet application_id 42'")
+    _refusals(
+        empty_db,
+        f"{empty_db} is not a cafleet database (application_id is 42, not 1128351288); "
+        "cafleet will not use or modify it",
+    )
+
+
+def test_a_newer_schema_is_refused(empty_db: PgDb) -> None:
+    run_setup(str(empty_db))
+    pg(empty_db, "UPDATE alembic_version SET version_num = '0007'", "DROP TABLE member_spawns")
+    _refusals(
+        empty_db,
+        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
+    )
+
+
+def test_a_damaged_schema_names_its_differences(empty_db: PgDb) -> None:
+    run_setup(str(empty_db))
+    pg(
+        empty_db,
+        "DROP INDEX idx_members_one_active_monitor_per_fleet",
+        "ALTER TABLE messages ADD COLUMN extra text",
+        "ALTER TABLE members ALTER COLUMN status DROP NOT NULL",
+        "DROP FUNCTION json_valid(text)",
+    )
+    _refusals(
+        empty_db,
+        f"{empty_db} is damaged (schema {HEAD_VERSION}): members.status: nullable (expected "
+        "NOT NULL); unexpected column messages.extra; missing index "
+        "idx_members_one_active_monitor_per_fleet; …; cafleet will not use or modify it",
+    )
+
+
+def test_an_auxiliary_index_keeps_the_database_current(empty_db: PgDb) -> None:
+    run_setup(str(empty_db))
+    pg(empty_db, "CREATE INDEX my_own ON messages (text)")
+    assert diagnose_path(str(empty_db)).state == "current"
+    assert run_cli("fleet", "list") == (0, "0 fleets.\n", "")
+
+
+# --- bad input: unreachable server, wrong password -----------------------------------------------
+
+
+def test_an_unreachable_server_is_one_error_line_naming_the_host(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql://cafleet:{PASSWORD}@127.0.0.1:{port}/nowhere"
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", url)
+    shown = f"postgresql://cafleet@127.0.0.1:{port}/nowhere"
+    cause = (
+        f"cannot read database {shown}: connection failed: connection to server at "
+        f'"127.0.0.1", port {port} failed: Connection refused'
+    )
+    code, out, err = run_cli("fleet", "list")
+    assert (code, out, err) == (1, "", f"Error: {cause}\n")
+    code, out, err = run_cli("setup", "--coding-agent", "claude")
+    assert code == 1
+    assert err.splitlines()[0] == f"db half failed: {cause}"  # setup's own report
+    assert err.splitlines()[-1] == "Error: db and assets half failed"
+    assert PASSWORD not in out + err
+
+
+def test_a_wrong_password_is_one_error_line_and_writes_nothing(
+    empty_db: PgDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = empty_db.url.replace(PASSWORD, "not-the-password")
+    monkeypatch.setenv("CAFLEET_DATABASE_URL", wrong)
+    before = state(empty_db)
+    for argv in (("fleet", "list"), ("setup", "--coding-agent", "claude"), ("doctor",)):
+        code, out, err = run_cli(*argv)
+        assert code == 1
+        assert "not-the-password" not in out + err and PASSWORD not in out + err
+        text = out + err
+        assert (
+            f"cannot read database {empty_db}: connection failed: connection to server at "
+            '"127.0.0.1", port '
+            f'{empty_db.server.port} failed: password authentication failed for user "cafleet"'
+        ) in text, text
+    assert state(empty_db) == before
+
+
+# --- short commands, alembic for a DBA ------------------------------------------------------------
+
+
+def test_short_commands_import_neither_sqlalchemy_nor_alembic(empty_db: PgDb) -> None:
+    run_setup(str(empty_db))
+    code = (
+        "import sys\n"
+        "from cafleet.cli import main\n"
+        "try:\n"
+        "    main(['fleet', 'list'])\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "print(code, sorted(m for m in ('sqlalchemy', 'alembic', 'psycopg') if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60
+    )
+    assert done.stdout.splitlines()[-1] == "0 ['psycopg']", done.stderr
+
+
+def test_alembic_history_and_current_work_and_upgrade_changes_nothing(empty_db: PgDb) -> None:
+    upgrade_to(str(empty_db), "0001")
+
+    def alembic(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "alembic", *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=120,
+        )
+
+    history = alembic("history")
+    assert history.returncode == 0, history.stderr
+    assert f"-> {HEAD_REVISION} (head)" in history.stdout
+    current = alembic("current")
+    assert current.returncode == 0, current.stderr
+    assert current.stdout.strip() == "0001"
+    before = state(empty_db)
+    refused = alembic("upgrade", "head")
+    assert refused.returncode != 0
+    assert "read-only transaction" in refused.stderr
+    assert state(empty_db) == before
+    run_setup(str(empty_db))
+    assert alembic("current").stdout.strip() == f"{HEAD_REVISION} (head)"
+
+
+# --- several processes --------------------------------------------------------------------------
+
+_REGISTER = """
+import sys
+from cafleet import broker
+from cafleet.cli.guard import open_validated_connection
+from cafleet.records import PlacementSpec
+conn = open_validated_connection(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.readline()
+try:
+    m = broker.register_member(conn, fleet_id=int(sys.argv[2]), name="monitor",
+        description="d", role="monitor", placement=PlacementSpec("s", "@1", "claude"),
+        require_monitor=False)
+    print("won", m.member_id, flush=True)
+except broker.MonitorSlotTaken as e:
+    print("lost", e.member_id, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_processes_racing_for_the_monitor_slot_leave_one_monitor(
+    conn: Connection, head_db: Path
+) -> None:
+    """docs/storage.md §10.4: eight processes register a monitor in one fleet at once; one
+    wins, every other one gets `MonitorSlotTaken` naming the winner, and nothing else is added."""
+    boot = make_fleet(conn)
+    fid = boot.fleet.fleet_id
+    broker.deregister_member(conn, member_id=boot.monitor.member_id)
+    before = table_counts(head_db)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _REGISTER, str(head_db), str(fid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        for _ in range(8)
+    ]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        outcomes = [p.communicate(timeout=120)[0].split() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    winners = [o for o in outcomes if o[0] == "won"]
+    assert len(winners) == 1, outcomes
+    winner = int(winners[0][1])
+    assert sorted(o for o in outcomes if o[0] == "lost") == [["lost", str(winner)]] * 7
+    monitor = broker.get_active_monitor(conn, fid)
+    assert monitor is not None and monitor.member_id == winner
+    assert table_counts(head_db)["members"] == before["members"] + 1
+    assert table_counts(head_db)["member_placements"] == before["member_placements"] + 1
+
+
+_BROADCASTS = """
+import sys
+from cafleet import broker
+from cafleet.cli.guard import open_validated_connection
+conn = open_validated_connection(sys.argv[1])
+n = 0
+while True:
+    broker.broadcast_message(conn, from_member_id=int(sys.argv[2]), text=f"b{n}")
+    n += 1
+    if n == 3:
+        print("running", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_broadcast_killed_mid_way_leaves_all_its_rows_or_none(
+    conn: Connection, head_db: Path
+) -> None:
+    """kill -9 while a process broadcasts in a loop to 60 recipients: every summary that
+    exists has all its deliveries, and no delivery exists without its summary."""
+    boot = make_fleet(conn)
+    fid = boot.fleet.fleet_id
+    for i in range(58):
+        add_member(conn, fid, name=f"w{i}", placed=False)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _BROADCASTS, str(head_db), str(boot.director.member_id)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    recipients = len(broker.member_roster(conn, fleet_id=fid)) - 1
+    db = raw_connect(head_db)
+    try:
+        summaries = db.execute(
+            "SELECT message_id FROM messages WHERE type = 'broadcast_summary'"
+        ).fetchall()
+        counts = dict(
+            db.execute(
+                "SELECT origin_message_id, COUNT(*) FROM messages WHERE type = 'unicast' "
+                "AND origin_message_id IS NOT NULL GROUP BY origin_message_id"
+            ).fetchall()
+        )
+    finally:
+        db.close()
+    assert len(summaries) >= 3
+    assert {s[0]: counts.get(s[0], 0) for s in summaries} == {s[0]: recipients for s in summaries}
+    assert set(counts) <= {s[0] for s in summaries}
+    # the killed writer left no lock behind: the next write goes through at once
+    broker.send_message(
+        conn, from_member_id=boot.director.member_id, to_member_id=boot.monitor.member_id, text="x"
+    )
+
+
+# --- the PostgreSQL catalog -----------------------------------------------------------------------
+
+
+def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
+    empty_db: PgDb,
+) -> None:
+    """docs/storage.md §10.3: as SQLite's catalog is prepared (`EXPLAIN`) in tests/test_catalog.py,
+    every PostgreSQL statement is prepared by the server against a database at head, so a wrong
+    table, column, function or type fails here; and every SQLite entry has its twin."""
+    import importlib
+
+    from cafleet.db.catalog.build import MODULES
+    from cafleet.db.pg.runtime import twin
+
+    run_setup(str(empty_db))
+    count = 0
+    with psycopg.connect(empty_db.url, autocommit=True) as c:
+        for module in MODULES:
+            lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
+            for name in (n for n, v in vars(lite).items() if isinstance(v, tuple)):
+                sql, names = twin(getattr(lite, name))
+                pieces = sql.split("%s")  # positional placeholders become $1, $2, ...
+                text = pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1))
+                text = text.replace("%%", "%")
+                assert len(pieces) - 1 == len(names), name
+                c.execute(f"PREPARE cafleet_probe AS {text}")  # type: ignore[arg-type]
+                c.execute("DEALLOCATE cafleet_probe")
+                count += 1
+    assert count > 60
+
+
+# --- message wait wakes on another process's commit ----------------------------------------------
+
+
+def test_message_wait_wakes_when_another_process_sends(conn: Connection, head_db: Path) -> None:
+    """`message wait` notices a commit of another connection (SQLite's `data_version`,
+    PostgreSQL's LISTEN/NOTIFY, docs/storage.md §10.4) and prints the new message."""
+    boot = make_fleet(conn)
+    worker = add_member(conn, boot.fleet.fleet_id, placed=False)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cafleet",
+            "message",
+            "wait",
+            str(worker.member_id),
+            "--timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        # the waiter is connected and validated once its connection shows on the server or the
+        # file is open; sending before that is fine too: the first cycle reads the inbox
+        sent = broker.send_message(
+            conn,
+            from_member_id=boot.director.member_id,
+            to_member_id=worker.member_id,
+            text="wake up",
+        )
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert f"id:{sent.message_id}" in out.replace(" ", "") or str(sent.message_id) in out
+    assert "wake up" in out
+
+
+def test_data_version_changes_on_another_connections_commit_only(
+    conn: Connection, head_db: Path
+) -> None:
+    """What `message wait` and `stream` watch (docs/storage.md §10.4): another connection's
+    committed write changes it (on PostgreSQL through LISTEN/NOTIFY, no query); a rolled-back
+    write and reads do not."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.catalog.sqlite import monitor as monitor_q
+    from cafleet.db.runtime import close_connection, data_version
+    from tests.harness.util import retry_until
+
+    boot = make_fleet(conn)
+    watcher = open_validated_connection(str(head_db))
+    try:
+        first = data_version(watcher)
+        broker.poll_inbox(conn, boot.director.member_id)  # a read
+        with pytest.raises(RuntimeError), tx.write(conn):  # a write rolled back
+            conn.execute(monitor_q.CLEAR, {"fleet_id": boot.fleet.fleet_id, "pid": 1})
+            raise RuntimeError("roll back")
+        assert data_version(watcher) == first
+        broker.send_message(
+            conn,
+            from_member_id=boot.director.member_id,
+            to_member_id=boot.monitor.member_id,
+            text="x",
+        )
+        retry_until(lambda: data_version(watcher) != first, message="no change seen")
+    finally:
+        close_connection(watcher)
+
+
+def test_a_held_writer_lock_makes_a_write_fail_busy_and_reads_go_on(empty_db: PgDb) -> None:
+    """docs/storage.md §10.4: while another session holds the writer lock (the advisory lock
+    every `tx.write` takes first), `message ack` waits at most `lock_timeout` and fails with
+    `database is locked`, changing nothing; `message poll` answers meanwhile."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+    from cafleet.db.runtime import close_connection
+    from tests.conftest import install_assets
+
+    run_setup(str(empty_db))
+    install_assets(empty_db)  # type: ignore[arg-type]
+    conn = open_validated_connection(str(empty_db))
+    try:
+        boot = make_fleet(conn)
+        w = add_member(conn, boot.fleet.fleet_id, placed=False)
+        sent = broker.send_message(
+            conn, from_member_id=boot.director.member_id, to_member_id=w.member_id, text="x"
+        )
+    finally:
+        close_connection(conn)
+    holder = psycopg.connect(empty_db.url)  # a transaction holding the writer lock
+    try:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
+        before = state(empty_db)
+        ack = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "message", "ack", str(sent.message_id)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        code, out, _err = run_cli("message", "poll", str(w.member_id))
+        assert (
+            code == 0
+            and f'"message_id": {sent.message_id}' in out.replace("'", '"')
+            or (code == 0 and str(sent.message_id) in out)
+        )
+        ack_out, ack_err = ack.communicate(timeout=60)
+        assert (ack.returncode, ack_out, ack_err) == (1, "", "Error: database is locked\n")
+        assert state(empty_db) == before
+    finally:
+        holder.rollback()
+        holder.close()
+    assert run_cli("message", "ack", str(sent.message_id))[0] == 0  # the lock is gone
