@@ -323,7 +323,7 @@ def build_world(
             monitor_pane=FakePane(session, window, monitor_pane),
         )
         world = World(
-            db_path=db_path,
+            db_path=Path(db_path),
             fleet_id=boot.fleet.fleet_id,
             director=boot.director.member_id,
             monitor=boot.monitor.member_id,
