@@ -129,10 +129,14 @@ def send_json(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 
 def send_keys_runs(pane: str) -> list[str]:
-    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal), N (Enter),
-    U (Ctrl-U)."""
+    """The `send-keys` calls the shim logged for ``pane``: E (Escape), L (literal, or the
+    `paste-buffer` of an agent whose policy pastes, docs/runtime.md §1.7), N (Enter), U
+    (Ctrl-U)."""
     kinds = []
     for call in util.shim_calls():
+        if call.get("command") == "paste-buffer" and call.get("target") == pane:
+            kinds.append("L")
+            continue
         if call.get("command") != "send-keys" or call.get("target") != pane:
             continue
         argv = call["argv"]

@@ -122,7 +122,7 @@ def test_fleet_drain_selects_once_plus_once_per_attempt_oldest_first(
         with pending_selections(conn) as seen:
             report = drain_fleet(
                 conn, w.fleet_id, attempted=attempted, blocked=set(), lock_timeout=1,
-                max_text_len=200,
+                max_text_len=200, workers=1,
             )  # fmt: skip
     expected = [m for i, m in enumerate(sent) if i % 4 != 3 and m != sent[4]]
     assert [m for m, _r in report.notified] == expected  # oldest first across recipients
