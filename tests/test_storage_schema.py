@@ -62,6 +62,7 @@ EXPECTED_COLUMNS = {
         ("created_at", "TEXT", 1, None, 0),
         ("deleted_at", "TEXT", 0, None, 0),
         ("director_member_id", "INTEGER", 0, None, 0),
+        ("member_defaults_json", "TEXT", 0, None, 0),  # revision 0005
     ],
     "members": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -83,12 +84,16 @@ EXPECTED_COLUMNS = {
         ("created_at", "TEXT", 1, None, 0),
         ("lost_at", "TEXT", 0, None, 0),
         ("mux_socket", "TEXT", 0, None, 0),  # revision 0004
+        ("host_id", "TEXT", 0, None, 0),  # revision 0005
     ],
     "member_spawns": [
         ("member_id", "INTEGER", 1, None, 1),
         ("prompt", "TEXT", 0, None, 0),
         ("model", "TEXT", 0, None, 0),
         ("effort", "TEXT", 0, None, 0),
+        ("permissions", "TEXT", 0, None, 0),  # revision 0005
+        ("worktree_json", "TEXT", 0, None, 0),  # revision 0005
+        ("agent_session_id", "TEXT", 0, None, 0),  # revision 0005
     ],
     "messages": [
         ("message_id", "INTEGER", 1, None, 1),
@@ -298,6 +303,28 @@ def test_shape_of_0004() -> None:
     old, new = changed[0]
     assert new.columns[:-1] == old.columns and new.foreign_keys == old.foreign_keys
     assert new.columns[-1].name == "mux_socket" and not new.columns[-1].notnull
+
+
+def test_shape_of_0005() -> None:
+    """Five nullable TEXT columns appended to three tables; nothing else changes."""
+    s4, s5 = SHAPES["0004"], SHAPES["0005"]
+    assert s5.indexes == s4.indexes
+    added: dict[str, list[tuple[str, str, bool]]] = {}
+    for old, new in zip(s4.tables, s5.tables, strict=True):
+        assert new.name == old.name and new.foreign_keys == old.foreign_keys
+        assert new.columns[: len(old.columns)] == old.columns
+        extra = new.columns[len(old.columns) :]
+        if extra:
+            added[new.name] = [(c.name, c.type, c.notnull) for c in extra]
+    assert added == {
+        "fleets": [("member_defaults_json", "TEXT", False)],
+        "member_placements": [("host_id", "TEXT", False)],
+        "member_spawns": [
+            ("permissions", "TEXT", False),
+            ("worktree_json", "TEXT", False),
+            ("agent_session_id", "TEXT", False),
+        ],
+    }
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

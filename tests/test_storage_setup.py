@@ -125,12 +125,10 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert all(before[t] for t in before), before  # rows in every table
     assert run_setup(str(db_path)) == f"Upgraded from 1 to {HEAD_VERSION}."
     after = dump(db_path)
-    # 0003 adds an empty member_spawns; 0003 and 0004 add member_placements.lost_at and
-    # .mux_socket (NULL everywhere).
+    # 0003 adds an empty member_spawns; 0003, 0004 and 0005 add member_placements.lost_at,
+    # .mux_socket and .host_id, 0005 fleets.member_defaults_json (NULL everywhere).
     assert after.pop("member_spawns") == []
-    assert after["member_placements"] == [(*row, None, None) for row in before["member_placements"]]
-    after["member_placements"] = before["member_placements"]
-    assert after == before
+    assert _without_added(after, {"member_placements": 3, "fleets": 1}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -167,14 +165,19 @@ def test_upgrade_from_0002_adds_member_spawns_and_lost_at(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
-def _without_socket(tables: dict[str, Any]) -> dict[str, Any]:
-    """The dump without revision 0004's ``member_placements.mux_socket`` (the last column),
-    which an upgrade adds as NULL to every placement row."""
+def _without_added(tables: dict[str, Any], added: dict[str, int]) -> dict[str, Any]:
+    """The dump without the last ``added[table]`` columns of each named table, which an upgrade
+    adds as NULL to every row (asserted)."""
     out = dict(tables)
-    rows = out["member_placements"]
-    assert all(row[-1] is None for row in rows), rows
-    out["member_placements"] = [row[:-1] for row in rows]
+    for table, count in added.items():
+        rows = out[table]
+        assert all(row[-count:] == (None,) * count for row in rows), rows
+        out[table] = [row[:-count] for row in rows]
     return out
+
+
+# Columns revision 0005 appends (docs/storage.md §3.8), per table.
+_ADDED_0005 = {"fleets": 1, "member_placements": 1, "member_spawns": 3}
 
 
 def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
@@ -195,9 +198,10 @@ def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
     sql(db_path, "UPDATE member_placements SET lost_at = 'x' WHERE member_id = 3")
     before = dump(db_path)
     assert diagnose_path(str(db_path)).state == "behind"
-    assert run_setup(str(db_path)) == "Upgraded from 3 to 4."
-    assert _without_socket(dump(db_path)) == before
+    upgrade_to(str(db_path), "0004")
+    assert _without_added(dump(db_path), {"member_placements": 1}) == before
     assert ledger(db_path) == [("0004",)]
+    assert run_setup(str(db_path)) == f"Upgraded from 4 to {HEAD_VERSION}."
     assert diagnose_path(str(db_path)).state == "current"
     conn = open_validated_connection(str(db_path))
     try:
@@ -207,22 +211,37 @@ def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
     assert placement is not None and placement.mux_socket is None and placement.lost_at == "x"
     assert placement.pane_key == PaneKey("tmux", "main", "%3")  # the same lock file as before
     assert lock_file_name(placement.pane_key) == lock_file_name(PaneKey("tmux", "main", "%3"))
-    assert run_setup(str(db_path)) == "Already at head (4); nothing to do."
+    assert run_setup(str(db_path)) == f"Already at head ({HEAD_VERSION}); nothing to do."
+
+
+def test_upgrade_from_0004_adds_the_wave3_columns_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0005 (docs/storage.md §3.8): five nullable columns on three tables; every row kept
+    and the new columns NULL."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0004")
+    sql(db_path, "INSERT INTO member_spawns VALUES (3, 'hello {member_id}', NULL, 'high')")
+    before = dump(db_path)
+    assert diagnose_path(str(db_path)).state == "behind"
+    upgrade_to(str(db_path), "0005")
+    assert _without_added(dump(db_path), _ADDED_0005) == before
+    assert ledger(db_path) == [("0005",)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
-    """A 0002 file goes through 0003 and 0004 in one `setup`: every row kept, both placement
-    columns NULL, `member_spawns` empty."""
+    """A 0002 file goes through every later revision in one `setup`: every row kept, the
+    placement and fleet columns NULL, `member_spawns` empty."""
     templates.copy("0002", db_path)
     populate_0001(db_path)
     before = dump(db_path)
-    assert run_setup(str(db_path)) == "Upgraded from 2 to 4."
+    assert run_setup(str(db_path)) == f"Upgraded from 2 to {HEAD_VERSION}."
     after = dump(db_path)
     assert after.pop("member_spawns") == []
-    assert after["member_placements"] == [(*row, None, None) for row in before["member_placements"]]
-    after["member_placements"] = before["member_placements"]
-    assert after == before
-    assert ledger(db_path) == [("0004",)]
+    assert _without_added(after, {"member_placements": 3, "fleets": 1}) == before
+    assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
@@ -556,7 +575,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "<base> -> 0001, baseline" in history.stdout
     assert "0001 -> 0002, unique_active_monitor" in history.stdout
     assert "0002 -> 0003, member_spawns_and_pane_loss" in history.stdout
-    assert "0003 -> 0004 (head), placement_socket" in history.stdout
+    assert "0003 -> 0004, placement_socket" in history.stdout
+    assert "0004 -> 0005 (head), wave3_columns" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -53,6 +53,8 @@ fleets = Table(
         ForeignKey("members.member_id", ondelete="RESTRICT", use_alter=True),
         nullable=True,
     ),
+    # Revision 0005: the fleet's defaults for new members (JSON object; NULL: none).
+    Column("member_defaults_json", Text, nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -96,6 +98,8 @@ member_placements = Table(
     Column("lost_at", Text, nullable=True),
     # Revision 0004: the socket path of the tmux server the pane was made on (NULL: unknown).
     Column("mux_socket", Text, nullable=True),
+    # Revision 0005: the host the pane lives on (NULL: this host, before multi-host fleets).
+    Column("host_id", Text, nullable=True),
 )
 
 member_spawns = Table(
@@ -111,6 +115,10 @@ member_spawns = Table(
     Column("prompt", Text, nullable=True),
     Column("model", Text, nullable=True),
     Column("effort", Text, nullable=True),
+    # Revision 0005: permission profile, worktree (JSON) and the agent's own session id.
+    Column("permissions", Text, nullable=True),
+    Column("worktree_json", Text, nullable=True),
+    Column("agent_session_id", Text, nullable=True),
 )
 
 messages = Table(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -267,11 +267,31 @@ _PLACEMENTS_0004 = TableShape(
     _PLACEMENTS_0003.foreign_keys,
 )
 _TABLES_0004 = tuple(_PLACEMENTS_0004 if t.name == "member_placements" else t for t in _TABLES_0003)
+
+# --- revision 0005 `wave3_columns` (never edit) ------------------------------------------------
+
+_ADDED_0005: dict[str, tuple[str, ...]] = {
+    "fleets": ("member_defaults_json",),
+    "member_placements": ("host_id",),
+    "member_spawns": ("permissions", "worktree_json", "agent_session_id"),
+}
+_TABLES_0005 = tuple(
+    TableShape(
+        t.name,
+        (*t.columns, *(_c(name, _TEXT, False) for name in _ADDED_0005[t.name])),
+        t.autoincrement,
+        t.foreign_keys,
+    )
+    if t.name in _ADDED_0005
+    else t
+    for t in _TABLES_0004
+)
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
     "0003": SchemaShape("0003", _TABLES_0003, _INDEXES_0002),
     "0004": SchemaShape("0004", _TABLES_0004, _INDEXES_0002),
+    "0005": SchemaShape("0005", _TABLES_0005, _INDEXES_0002),
 }
 
 

@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 SCHEMAS = frozenset(
     (
         (
@@ -32,7 +32,7 @@ SCHEMAS = frozenset(
             "\tname TEXT, \n"
             "\tcreated_at TEXT NOT NULL, \n"
             "\tdeleted_at TEXT, \n"
-            "\tdirector_member_id INTEGER, \n"
+            "\tdirector_member_id INTEGER, member_defaults_json TEXT, \n"
             "\tFOREIGN KEY(director_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
             ")\n"
             "table\u001fmember_placements\u001fmember_placements\u001fCREATE TABLE member_placements (\n"
@@ -42,7 +42,7 @@ SCHEMAS = frozenset(
             "\tmux_pane_id TEXT, \n"
             "\tbackend TEXT DEFAULT 'tmux' NOT NULL, \n"
             "\tcoding_agent TEXT NOT NULL, \n"
-            "\tcreated_at TEXT NOT NULL, lost_at TEXT, mux_socket TEXT, \n"
+            "\tcreated_at TEXT NOT NULL, lost_at TEXT, mux_socket TEXT, host_id TEXT, \n"
             "\tPRIMARY KEY (member_id), \n"
             "\tFOREIGN KEY(member_id) REFERENCES members (member_id) ON DELETE CASCADE\n"
             ")\n"
@@ -50,7 +50,7 @@ SCHEMAS = frozenset(
             "\tmember_id INTEGER NOT NULL, \n"
             "\tprompt TEXT, \n"
             "\tmodel TEXT, \n"
-            "\teffort TEXT, \n"
+            "\teffort TEXT, permissions TEXT, worktree_json TEXT, agent_session_id TEXT, \n"
             "\tPRIMARY KEY (member_id), \n"
             "\tFOREIGN KEY(member_id) REFERENCES members (member_id) ON DELETE CASCADE\n"
             ")\n"
