@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from cafleet.sessions import RecordUnreadable, Tally, prompt_matches, records_of
-from cafleet.sessions import prices
+from cafleet.sessions import RecordUnreadable, Tally, prices, prompt_matches, records_of
 from cafleet.sessions.usage import Subject, cache_path, read_usage, remember_session
 
 PROMPT = "You are member 7 of fleet 1. Load the cafleet skill."
@@ -44,8 +43,13 @@ def claude_reply(msg_id: str, usage: dict[str, int], *, request: str | None = No
         "cwd": "/p",
         "requestId": request,
         "timestamp": iso(T0 + 5),
-        "message": {"id": msg_id, "model": model, "role": "assistant", "content": [],
-                    "usage": usage},  # fmt: skip
+        "message": {
+            "id": msg_id,
+            "model": model,
+            "role": "assistant",
+            "content": [],
+            "usage": usage,
+        },  # fmt: skip
     }
 
 
@@ -74,7 +78,9 @@ def test_claude_find_matches_prompt_directory_and_time(tmp_path: Path) -> None:
     mine = claude_session(home, "/work/a", "11111111-aaaa", [claude_user(PROMPT, "/work/a")])
     claude_session(home, "/work/a", "22222222-bbbb", [claude_user("another prompt", "/work/a")])
     claude_session(home, "/work/b", "33333333-cccc", [claude_user(PROMPT, "/work/b")])
-    old = claude_session(home, "/work/a", "44444444-dddd", [claude_user(PROMPT, "/work/a", T0 - 60)])
+    old = claude_session(
+        home, "/work/a", "44444444-dddd", [claude_user(PROMPT, "/work/a", T0 - 60)]
+    )
     os.utime(old, (T0 + 9, T0 + 9))  # written to after the spawn, but created before it
     reader = records_of("claude")
     found = reader.find(env, since=T0, cwd="/work/a", prompt=PROMPT)
@@ -150,7 +156,15 @@ def test_rotated_or_missing_record_is_unreadable(tmp_path: Path) -> None:
 
 def codex_rollout(home: Path, sid: str, cwd: str, first: str, t: float = T0 + 1,
                   events: list[dict[str, Any]] | None = None) -> Path:  # fmt: skip
-    path = home / ".codex" / "sessions" / "2027" / "01" / "15" / f"rollout-2027-01-15T00-00-00-{sid}.jsonl"
+    path = (
+        home
+        / ".codex"
+        / "sessions"
+        / "2027"
+        / "01"
+        / "15"
+        / f"rollout-2027-01-15T00-00-00-{sid}.jsonl"
+    )
     records = [
         {"timestamp": iso(t), "type": "session_meta",
          "payload": {"id": sid, "timestamp": iso(t), "cwd": cwd, "cli_version": "0.171.0"}},
@@ -267,7 +281,9 @@ def test_usage_cache_sums_sessions_and_survives_loss(tmp_path: Path) -> None:
     db_dir = tmp_path / "db"
     db_dir.mkdir()
     claude_session(home, "/p", "s1", [claude_user(PROMPT, "/p"), claude_reply("a", u(10, 1))])
-    path2 = claude_session(home, "/p", "s2", [claude_user(PROMPT, "/p"), claude_reply("b", u(5, 2))])
+    path2 = claude_session(
+        home, "/p", "s2", [claude_user(PROMPT, "/p"), claude_reply("b", u(5, 2))]
+    )
     first = read_usage(str(db_dir), [Subject(7, "claude", "s1"), Subject(8, "claude", None)], env)
     assert first[0].tally is not None and first[0].tally.totals() == (10, 1, 0, 0)
     assert first[1].tally is None and first[1].reason == "no session known yet"
@@ -280,7 +296,12 @@ def test_usage_cache_sums_sessions_and_survives_loss(tmp_path: Path) -> None:
     # A lost cache is one full re-read, nothing else.
     os.unlink(cache_path(str(db_dir)))
     remember_session(str(db_dir), 7, "claude", records_of("claude").locate(env, "s2"))  # type: ignore[arg-type]
-    assert read_usage(str(db_dir), [Subject(7, "claude", "s2")], env)[0].tally.totals() == (5, 2, 0, 0)  # type: ignore[union-attr]
+    assert read_usage(str(db_dir), [Subject(7, "claude", "s2")], env)[0].tally.totals() == (
+        5,
+        2,
+        0,
+        0,
+    )  # type: ignore[union-attr]
     # A garbage cache is ignored; a missing record is `unknown` with its reason, no crash.
     Path(cache_path(str(db_dir))).write_text("{not json", encoding="utf-8")
     path2.unlink()

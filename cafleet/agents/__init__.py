@@ -59,6 +59,18 @@ class CodingAgent(Protocol):
         db_dir: str | None = None,
     ) -> list[str]: ...
 
+    def build_resume_argv(
+        self,
+        *,
+        binary_path: str,
+        session_id: str,
+        display_name: str,
+        model: str | None,
+        effort: str | None,
+        monitor: bool,
+        db_dir: str | None = None,
+    ) -> list[str]: ...
+
 
 def _claude() -> CodingAgent:
     from cafleet.agents.claude import ClaudeAgent

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import click
+
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -61,23 +63,42 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
     ),
 )
 @id_argument("fleet_id", FLEET_ID_HELP)
+@click.option(
+    "--usage",
+    "with_usage",
+    is_flag=True,
+    help="Add each member's tokens and cost estimate (as 'cafleet member usage').",
+)
 @json_option
-def member_list(fleet_id: int, as_json: bool) -> None:
-    conn = invocation().connection()
+def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
     from cafleet.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
+    extra: list[dict[str, object]] = [{} for _ in report.roster]
+    cells: list[tuple[str, ...]] = [() for _ in report.roster]
+    headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
+    if with_usage:
+        from cafleet.cli.usage import USAGE_HEADERS, read_members_usage, usage_cells, usage_dict
+
+        found, table = read_members_usage(conn, inv.settings, [e.member for e in report.roster])
+        extra = [usage_dict(u, table) for u in found]
+        cells = [usage_cells(u, table) for u in found]
+        headers += USAGE_HEADERS
     if as_json:
         out_json(
             [
-                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id))}
-                for entry in report.roster
+                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id)), **more}
+                for entry, more in zip(report.roster, extra, strict=True)
             ]
         )
         return
-    headers = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
-    rows = [roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster]
+    rows = [
+        roster_row(entry, panes.get(entry.member.member_id)) + more
+        for entry, more in zip(report.roster, cells, strict=True)
+    ]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
 
@@ -91,7 +112,7 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 # --- member show ---------------------------------------------------------------------------------
 
 
-def member_show_lines(member: Member) -> list[str]:
+def member_show_lines(member: Member, session_id: str | None = None) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
         ("fleet_id", str(member.fleet_id)),
@@ -104,6 +125,7 @@ def member_show_lines(member: Member) -> list[str]:
     if member.status == "deregistered":
         pairs.append(("deregistered_at", cell(member.deregistered_at)))
     pairs.append(("placement", placement_text(member.placement)))
+    pairs.append(("agent_session_id", cell(session_id) if session_id else "-"))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
@@ -111,11 +133,14 @@ def member_show_lines(member: Member) -> list[str]:
 @id_argument("member_id", MEMBER_ID_HELP)
 @json_option
 def member_show(member_id: int, as_json: bool) -> None:
-    conn = invocation().connection()
+    inv = invocation()
+    conn = inv.connection()
     from cafleet.broker.members import get_member
+    from cafleet.workflows.sessions import learn_quietly
 
     member = get_member(conn, member_id)
+    session_id = learn_quietly(conn, inv.settings, member)
     if as_json:
-        out_json(member_dict(member))
+        out_json({**member_dict(member), "agent_session_id": session_id})
     else:
-        out_lines(member_show_lines(member))
+        out_lines(member_show_lines(member, session_id))

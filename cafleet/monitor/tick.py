@@ -52,6 +52,8 @@ class LoopState:
     wake_held_since: float | None = None
     wake_held_state: str | None = None
     wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
+    session_note: str | None = None  # the last session-learning failure logged
+    next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
 
     @property
     def db_dir(self) -> str:
@@ -122,6 +124,9 @@ def run_tick(state: LoopState) -> None:
 
     report_losses(state, live, director_pane)
 
+    # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.1).
+    _learn_sessions(state)
+
     # 5. Drain, with fresh sets, every tick.
     _drain(state, live)
     if state.displaced:
@@ -145,6 +150,28 @@ def run_tick(state: LoopState) -> None:
     if not (forced or due):
         return
     _wake(state, live, now=now, requested=requested, forced=forced, director_pane=director_pane)
+
+
+def _learn_sessions(state: LoopState) -> None:
+    """Learn what it can; a failure is logged once per distinct text and never fails the tick
+    (the ids are also learned by `member show` and `member usage`)."""
+    import time
+
+    from cafleet.workflows.sessions import LEARN_EVERY, learn_fleet
+
+    now = time.monotonic()
+    if now < state.next_learn_at:
+        return
+    state.next_learn_at = now + LEARN_EVERY
+    try:
+        for line in learn_fleet(state.conn, state.db_dir, state.fleet_id, state.backend):
+            state.log(f"learned agent session of {line}")
+        state.session_note = None
+    except (CafleetError, OSError, ValueError) as exc:
+        note = f"agent sessions not learned this tick: {exc}"
+        if note != state.session_note:
+            state.log(note)
+        state.session_note = note
 
 
 def director_pane_id(conn: Connection, fleet_id: int) -> str | None:

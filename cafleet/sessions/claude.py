@@ -117,7 +117,8 @@ class ClaudeRecords:
             key = [message.get("id"), rec.get("requestId")]
             if key[0] is not None and key == last_key and isinstance(last_counts, list):
                 # Another block of the same reply: replace its earlier numbers.
-                tally.add(model, tuple(c - p for c, p in zip(counts, last_counts, strict=True)))  # type: ignore[arg-type]
+                d = [c - p for c, p in zip(counts, last_counts, strict=True)]
+                tally.add(model, (d[0], d[1], d[2], d[3]))
             else:
                 tally.add(model, counts)
             last_key, last_counts = key, list(counts)

@@ -45,6 +45,7 @@ class Respawned:
     member: Member  # with its new placement
     previous_pane_id: str
     pane_id: str
+    resumed_session: str | None = None  # the agent session continued (`--resume`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,8 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     assert pane_id is not None
     not_ours = MSG_NOT_OURS.format(pane_id=pane_id)
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        if server_gone(placement.mux_socket):
+            return "gone"  # its server is gone (a reboot): so is every pane it had
         raise WorkflowError(not_ours)
     try:
         status = backend.pane_status(pane_id)
@@ -137,10 +140,40 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     )
 
 
+def server_gone(socket: str | None) -> bool:
+    """Whether the tmux server of ``socket`` is gone: its socket file does not exist, or
+    nothing listens on it (a server that was killed or a machine that rebooted)."""
+    import socket as sockets
+
+    if socket is None:
+        return False
+    if not os.path.exists(socket):
+        return True
+    probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        probe.settimeout(2.0)
+        probe.connect(socket)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
+
+
 def respawn(
-    conn: Connection, settings: Settings, member_id: int, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member_id: int,
+    *,
+    window: WindowMode = "auto",
+    resume: bool = False,
 ) -> Respawned:
-    """Re-create a lost member pane with the member's agent and original prompt."""
+    """Re-create a lost member pane with the member's agent and original prompt; with
+    ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.6),
+    in the directory that session ran in. Without it the member starts afresh, and the
+    session id learned for it is forgotten (its new session is learned)."""
     from cafleet import broker, signals
 
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
@@ -169,13 +202,23 @@ def respawn(
         agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     plan = spawn_plan(agent, template, model, effort)
+    resumed = None
+    if resume:
+        from cafleet.workflows.sessions import resume_record
+
+        resumed = resume_record(conn, settings, member)  # refused here: nothing spawned
     backend = backend_for(placement.backend)
     from cafleet.mux import MSG_NOT_OURS, same_server
 
     if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
-    state = _old_pane_state(backend, member_id, placement)
+    if broker.pane_shared_with(conn, placement) is not None:
+        # A new server reused the id for another member's (or the Director's) pane: the
+        # member's own pane is gone, and that pane is never touched.
+        state = "gone"
+    else:
+        state = _old_pane_state(backend, member_id, placement)
     overflow = placing.fleet_windows(
         broker.placed_members(conn, fleet.fleet_id), director_placement, exclude=member_id
     )
@@ -202,12 +245,18 @@ def respawn(
             coding_agent=agent_name,
         )
         monitor = member.kind == "monitor"
-        argv = plan.argv(
-            rendered,
-            display_name=MONITOR_DISPLAY_NAME if monitor else member.name,
-            monitor=monitor,
-            db_dir=settings.db_dir,
-        )
+        display_name = MONITOR_DISPLAY_NAME if monitor else member.name
+        if resumed is not None:
+            argv = plan.resume_argv(
+                resumed.session_id,
+                display_name=display_name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+            )
+        else:
+            argv = plan.argv(
+                rendered, display_name=display_name, monitor=monitor, db_dir=settings.db_dir
+            )
         new_placement = _spawn_and_rebind(
             conn,
             settings,
@@ -220,10 +269,20 @@ def respawn(
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
             coding_agent=agent_name,
+            cwd=None if resumed is None else resumed.cwd,
         )
+    if resumed is None:
+        from cafleet.broker.sessions import clear_session_id
+
+        clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
-    return Respawned(dataclasses.replace(member, placement=new_placement), old_pane, pane_id)
+    return Respawned(
+        dataclasses.replace(member, placement=new_placement),
+        old_pane,
+        pane_id,
+        None if resumed is None else resumed.session_id,
+    )
 
 
 def _spawn_and_rebind(
@@ -239,6 +298,7 @@ def _spawn_and_rebind(
     argv: list[str],
     expected: tuple[str, str, str],
     coding_agent: str,
+    cwd: str | None = None,
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
@@ -255,6 +315,7 @@ def _spawn_and_rebind(
         window_name=window_name,
         argv=argv,
         coding_agent=coding_agent,
+        cwd=cwd,
     )
 
     def kill_new(primary: str | None) -> NoReturn:
@@ -343,6 +404,15 @@ def adopt(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Adopted:
     """Make the calling pane the root Director's pane of a fleet whose Director pane is gone."""
+    director, moved, old_pane = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    pid, warning = _start_loop(conn, fleet_id)
+    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+
+
+def take_over(
+    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
+) -> tuple[Member, Placement, str | None]:
+    """`adopt` without starting the loop: (Director, its new placement, its old pane id)."""
     from cafleet import broker, signals
     from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
     from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
@@ -413,9 +483,7 @@ def adopt(
             )
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc
-
-    pid, warning = _start_loop(conn, fleet_id)
-    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+    return director, moved, old_pane
 
 
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
@@ -436,4 +504,6 @@ def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None
         )
 
 
-__all__ = ["Adopted", "Respawned", "adopt", "respawn"]
+__all__ = ["Adopted", "Respawned", "adopt", "respawn", "server_gone", "start_loop", "take_over"]
+
+start_loop = _start_loop

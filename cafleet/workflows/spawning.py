@@ -69,6 +69,19 @@ class SpawnPlan:
     model: str | None
     effort: str | None
 
+    def resume_argv(
+        self, session_id: str, *, display_name: str, monitor: bool, db_dir: str
+    ) -> list[str]:
+        return self.agent.build_resume_argv(
+            binary_path=self.binary_path,
+            session_id=session_id,
+            display_name=display_name,
+            model=self.model,
+            effort=self.effort,
+            monitor=monitor,
+            db_dir=db_dir,
+        )
+
     def argv(self, prompt: str, *, display_name: str, monitor: bool, db_dir: str) -> list[str]:
         return self.agent.build_argv(
             binary_path=self.binary_path,
@@ -207,6 +220,7 @@ def spawn_member_pane(
     argv: list[str],
     coding_agent: str,
     on_failure: Callable[[Cleanup], None] = lambda cleanup: None,
+    cwd: str | None = None,
 ) -> PaneContext:
     """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there. A tmux
     failure fails the command with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is
@@ -229,7 +243,7 @@ def spawn_member_pane(
             session=director_placement.mux_session,
             window_name=window_name,
             argv=argv,
-            cwd=os.getcwd(),
+            cwd=cwd if cwd is not None else os.getcwd(),
             env=spawn_env(coding_agent),
         )
     except MultiplexerError as exc:

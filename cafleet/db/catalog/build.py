@@ -29,6 +29,7 @@ MODULES: tuple[str, ...] = (
     "monitor",
     "notifications",
     "recovery",
+    "sessions",
     "views",
 )
 
