@@ -237,7 +237,8 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
 
     code, out, _ = call_main(["member", "show", director, "--json"])
     member = _one_line_json(out)
-    assert list(member) == MEMBER_KEYS and list(member["placement"]) == PLACEMENT_KEYS
+    assert list(member) == [*MEMBER_KEYS, "agent_session_id"]
+    assert list(member["placement"]) == PLACEMENT_KEYS
 
     code, out, _ = call_main(["message", "ack", str(mailbox.big.message_id), "--json"])
     acked = _one_line_json(out)

@@ -124,8 +124,9 @@ def member_show_lines(member: Member, session_id: str | None = None) -> list[str
     ]
     if member.status == "deregistered":
         pairs.append(("deregistered_at", cell(member.deregistered_at)))
+    if member.kind != "director":  # the root Director is the user's own agent: not tracked
+        pairs.append(("agent_session", cell(session_id) if session_id else "-"))
     pairs.append(("placement", placement_text(member.placement)))
-    pairs.append(("agent_session_id", cell(session_id) if session_id else "-"))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 

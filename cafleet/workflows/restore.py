@@ -56,9 +56,8 @@ def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
     if broker.pane_shared_with(conn, placement) is not None:
         return False  # the id was reused for another member's or the Director's new pane
     if not same_server(backend.socket_path, placement.mux_socket):
-        if server_gone(placement.mux_socket):
-            return False
-        return True  # another live server: not ours to judge; left alone
+        # A live other server is not ours to judge: left alone. A gone one took the pane along.
+        return not server_gone(placement.mux_socket)
     try:
         status = backend.pane_status(placement.mux_pane_id)
     except PaneGone:
