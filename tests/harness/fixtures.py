@@ -9,6 +9,8 @@ Fixtures
     directory of ``sys.executable``. The database is the autouse fixture's
     ``CAFLEET_DATABASE_URL`` (not created). The test process never has TMUX/TMUX_PANE set.
 ``tmux_db`` -> the same harness after ``cafleet setup`` succeeded.
+``model_server`` -> a started scripted model (tests/harness/scripted_model.py), stopped with
+    the test.
 ``real_agent`` -> a factory starting the real Claude Code / Codex / opencode in that server
     (tests/harness/real_agents.py); its tests get the ``real_agent`` marker.
 
@@ -506,6 +508,16 @@ def real_agent(tmux_harness: TmuxHarness) -> Iterator[Any]:
         raise AssertionError("; ".join(problems))
 
 
+@pytest.fixture
+def model_server() -> Iterator[Any]:
+    """A `ScriptedModel` (tests/harness/scripted_model.py) on 127.0.0.1, stopped with the test;
+    point an agent at it with ``RealAgent(..., model_url=model_server.base_url(label))``."""
+    from tests.harness.scripted_model import scripted_model
+
+    with scripted_model() as model:
+        yield model
+
+
 _TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db", "real_agent"})
 
 
@@ -523,6 +535,7 @@ __all__ = [
     "SESSION",
     "TmuxHarness",
     "fake_bin",
+    "model_server",
     "private_tmux",
     "real_agent",
     "tmux_db",

@@ -54,6 +54,10 @@ DEAD_URL = "http://127.0.0.1:9"
 # A name that never resolves (RFC 2606): opencode gives up at once on a refused connection but
 # retries a failed lookup for as long as the turn lasts, as it does offline.
 UNRESOLVABLE_URL = "http://cafleet-offline.invalid"
+# The model names agents pointed at a scripted model ask for (any name works; these are ones
+# each agent knows, so it shows no unknown-model notice).
+CODEX_MODEL = "gpt-5"
+OPENCODE_MODEL = "anthropic/claude-sonnet-4-5"
 # Variables of the caller that could point an agent at a real account or another config.
 UNSET = (
     "ANTHROPIC_AUTH_TOKEN",
@@ -311,6 +315,7 @@ class RealAgent:
         extra_env: Mapping[str, str] | None = None,
         login: bool = True,
         opencode_config: Mapping[str, Any] | None = None,
+        model_url: str | None = None,
     ) -> None:
         if agent not in PACKAGES:
             raise ValueError(f"unknown agent {agent!r}")
@@ -322,6 +327,9 @@ class RealAgent:
         self.trust, self.approve_key, self.login = trust, approve_key, login
         self.extra_env = dict(extra_env or {})
         self.opencode_config = dict(opencode_config or {})
+        # A model server's base URL (tests/harness/scripted_model.py `base_url`): every API
+        # call goes there instead of nowhere.
+        self.model_url = model_url
         self.binary = binary(agent)
         if self.binary is None:
             raise RuntimeError(f"real {agent} is not installed in {cache_dir()}")
@@ -367,6 +375,9 @@ class RealAgent:
                 "NO_UPDATE_NOTIFIER": "1",
             }
         )
+        if self.model_url is not None:
+            env["ANTHROPIC_BASE_URL"] = self.model_url
+            env["OPENAI_BASE_URL"] = self.model_url + "/v1"
         env.update(self.extra_env)
         self.env = env
         getattr(self, f"_prepare_{self.agent}")()
@@ -385,6 +396,19 @@ class RealAgent:
 
     def _prepare_codex(self) -> None:
         lines = ['preferred_auth_method = "apikey"', f'openai_base_url = "{DEAD_URL}/v1"']
+        if self.model_url is not None:
+            # A custom provider speaking the Responses API (real-clients.md, "A local model
+            # endpoint"); its key comes from OPENAI_API_KEY, a dummy.
+            lines[1:] = [
+                'model_provider = "scripted"',
+                f'model = "{CODEX_MODEL}"',
+                "",
+                "[model_providers.scripted]",
+                'name = "scripted"',
+                f'base_url = "{self.model_url}/v1"',
+                'wire_api = "responses"',
+                'env_key = "OPENAI_API_KEY"',
+            ]
         if self.trust:
             lines += ["", f"[projects.{json.dumps(str(self.cwd))}]", 'trust_level = "trusted"']
         (self.codex_home / "config.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -414,6 +438,11 @@ class RealAgent:
             "share": "disabled",
             "provider": {"anthropic": {"options": {"baseURL": UNRESOLVABLE_URL + "/v1"}}},
         }
+        if self.model_url is not None:
+            config["model"] = OPENCODE_MODEL
+            config["provider"] = {
+                "anthropic": {"options": {"baseURL": self.model_url + "/v1", "apiKey": "dummy"}}
+            }
         config.update(self.opencode_config)
         path = self.home / ".config" / "opencode" / "opencode.json"
         path.parent.mkdir(parents=True, exist_ok=True)

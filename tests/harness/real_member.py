@@ -63,13 +63,24 @@ def hanging_api() -> Iterator[str]:
 class RealMember:
     """One real agent to be spawned by `cafleet member create` in ``harness``'s server."""
 
-    def __init__(self, harness: Any, agent: str, name: str, api_url: str | None = None) -> None:
+    def __init__(
+        self,
+        harness: Any,
+        agent: str,
+        name: str,
+        api_url: str | None = None,
+        model_url: str | None = None,
+    ) -> None:
+        """``api_url``: an endpoint for opencode only (e.g. `hanging_api`); ``model_url``: a
+        scripted model's base URL for any agent (tests/harness/scripted_model.py)."""
         opencode_config = None
         if agent == "opencode" and api_url is not None:
             opencode_config = {"provider": {"anthropic": {"options": {"baseURL": api_url + "/v1"}}}}
         self.harness = harness
         self.name = name
-        self.real = RealAgent(harness, agent, name=name, opencode_config=opencode_config)
+        self.real = RealAgent(
+            harness, agent, name=name, opencode_config=opencode_config, model_url=model_url
+        )
         self.real.prepare()
         self.bin_dir = self.real.root / "bin"
         self.bin_dir.mkdir(parents=True, exist_ok=True)

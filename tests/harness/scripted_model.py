@@ -1,0 +1,839 @@
+"""A scripted model on loopback: drives real Claude Code, Codex CLI and opencode offline.
+
+Test code only (never shipped in the package). `ScriptedModel` serves, on 127.0.0.1 and a free
+port, the two APIs the agents speak (/work/shared/real-clients.md, "A local model endpoint"):
+
+- Anthropic Messages, ``POST /v1/messages`` (with or without ``?beta=true``), streamed as
+  server-sent events (``message_start``, ``content_block_start`` / ``content_block_delta``
+  (``text_delta`` or ``input_json_delta``) / ``content_block_stop``, ``message_delta`` with
+  ``stop_reason`` and ``usage``, ``message_stop``) or as one JSON body when ``stream`` is false;
+  ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}``. Claude Code and opencode.
+- OpenAI Responses, ``POST /v1/responses``, streamed (``response.created``,
+  ``response.output_item.added`` / ``.done``, ``response.output_text.delta``,
+  ``response.completed`` with ``usage``). Codex CLI.
+
+Each agent gets its own base URL with a *client label* in the path (`base_url`):
+``http://127.0.0.1:<port>/c/<label>``; the label names the client in the request log and in the
+usage totals, which count exactly the tokens each response reported (`usage_totals`), so a test
+can compare them with what the agent recorded.
+
+What the model says comes from `decide`: a stateless function of the conversation in the
+request, following the installed ``cafleet`` skill (cafleet/data/skills/cafleet/):
+
+- **member** (a conversation whose first prompt holds ``YOUR MEMBER ID: <n>``): on the spawn
+  prompt it sends ``ready`` to its Director; on a ``[cafleet msg N from …]`` line it runs
+  ``cafleet message poll <me>``, then for every message the poll lists does the task its body
+  names (`parse_task`: ``write <path>: <content>`` writes a file with the agent's write tool;
+  ``run: <command>`` runs a shell command), reports with ``cafleet message send`` and ACKs it
+  with ``cafleet message ack <id>``; then ends its turn.
+- **director** (a prompt holding a ``FLEET PLAN`` block, `director_plan`): runs
+  ``cafleet fleet create``, ``cafleet member create`` for each planned member, sends each its
+  task, then ``cafleet message wait <me>`` / ``cafleet message ack`` until every member replied,
+  and ends its turn with a summary.
+
+Tool calls use the request's own tools (Claude Code: ``Bash`` / ``Write``; opencode: ``bash`` /
+``write``; Codex: its shell tool, see `_codex_call`). Anything else (title and summary side
+requests, a conversation with no script) gets a short text reply. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MEMBER_ID_RX = re.compile(r"YOUR MEMBER ID: (\d+)")
+DIRECTOR_ID_RX = re.compile(r"DIRECTOR MEMBER ID: (\d+)")
+TRIGGER_RX = re.compile(r"\[cafleet msg (\d+) from [^\]]*\((\d+)\)\]")
+# A text envelope of `cafleet message poll` / `wait` (docs/cli.md §1.10): a header
+# `[<id> | from:<sender> | <timestamp>…]`, then the body up to a blank line.
+ENVELOPE_RX = re.compile(r"^\[(\d+) \| from:(\d+) \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M)
+PLAN_MARK = "FLEET PLAN"
+REPLY_PREFIX = "done"
+
+
+# --------------------------------------------------------------------------- conversation
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the model made, and its result (None until the agent sends it)."""
+
+    kind: str  # "shell" | "write"
+    args: dict[str, Any]
+    result: str | None
+
+
+@dataclass
+class Conversation:
+    """An API request reduced to what the scripts read: the user texts in order, the calls
+    the model made after the last user text, the working directory the agent announced."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)  # since the last user text
+    system: str = ""
+
+    @property
+    def first(self) -> str:
+        return "\n".join(self.texts[:1])
+
+    @property
+    def last(self) -> str:
+        return self.texts[-1] if self.texts else ""
+
+    @property
+    def all_text(self) -> str:
+        return "\n".join(self.texts)
+
+
+@dataclass(frozen=True)
+class Action:
+    """The model's next move: a tool call (``kind`` shell/write) or a text that ends the turn."""
+
+    kind: str  # "shell" | "write" | "text"
+    command: str = ""  # shell
+    path: str = ""  # write
+    content: str = ""  # write
+    text: str = ""  # text
+
+
+def shell(command: str) -> Action:
+    return Action("shell", command=command)
+
+
+def say(text: str) -> Action:
+    return Action("text", text=text)
+
+
+# --------------------------------------------------------------------------- the scripts
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a message body asks of a member: files to write, commands to run, in order."""
+
+    steps: tuple[tuple[str, str, str], ...]  # ("write", path, content) | ("run", command, "")
+
+
+def parse_task(body: str) -> Task:
+    """``write <path>: <content>`` and ``run: <command>`` clauses, separated by `` ; `` or new
+    lines; anything else is not a task (an empty Task)."""
+    steps: list[tuple[str, str, str]] = []
+    for raw in re.split(r"\s;\s|\n", body):
+        clause = raw.strip()
+        m = re.fullmatch(r"write (\S+): (.*)", clause, re.S)
+        if m:
+            steps.append(("write", m.group(1), m.group(2)))
+            continue
+        m = re.fullmatch(r"run: (.+)", clause, re.S)
+        if m:
+            steps.append(("run", m.group(1), ""))
+    return Task(tuple(steps))
+
+
+def envelopes(text: str) -> list[tuple[int, int, str]]:
+    """(message id, sender id, body) of each envelope in poll/wait output, in order."""
+    out = []
+    for m in ENVELOPE_RX.finditer(text):
+        out.append((int(m.group(1)), int(m.group(2)), m.group("body").strip()))
+    return out
+
+
+def _resolve(cwd: str, path: str) -> str:
+    return path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
+
+
+def member_plan(conv: Conversation, cwd: str) -> list[Action] | None:
+    """The member's actions for the turn the last user text started; None: not a member."""
+    m = MEMBER_ID_RX.search(conv.all_text)
+    if m is None:
+        return None
+    me = int(m.group(1))
+    last = conv.last
+    triggers = TRIGGER_RX.findall(last)
+    if not triggers:
+        if MEMBER_ID_RX.search(last):  # the spawn prompt: report ready
+            d = DIRECTOR_ID_RX.search(last)
+            if d is None:
+                return [say("I have no Director id.")]
+            return [
+                shell(
+                    f'cafleet message send --from-member-id {me} --to-member-id {d.group(1)} "ready"'
+                )
+            ]
+        return []
+    plan: list[Action] = [shell(f"cafleet message poll {me}")]
+    polled = conv.calls[0].result if conv.calls else None
+    if polled is None:
+        return plan
+    for message_id, sender, body in reversed(envelopes(polled)):  # oldest first
+        task = parse_task(body)
+        done: list[str] = []
+        for kind, a, b in task.steps:
+            if kind == "write":
+                plan.append(Action("write", path=_resolve(cwd, a), content=b))
+                done.append(f"wrote {a}")
+            else:
+                plan.append(shell(a))
+                done.append(f"ran {a}")
+        report = f"{REPLY_PREFIX} {message_id}: " + ("; ".join(done) or "nothing to do")
+        plan.append(
+            shell(
+                f"cafleet message send --from-member-id {me} --to-member-id {sender} "
+                + shlex.quote(report)
+            )
+        )
+        plan.append(shell(f"cafleet message ack {message_id}"))
+    return plan
+
+
+@dataclass(frozen=True)
+class DirectorPlan:
+    fleet: str
+    agent: str
+    members: tuple[tuple[str, str], ...]  # (name, coding agent)
+    tasks: tuple[tuple[str, str], ...]  # (member name, body)
+    wait: float = 60.0
+
+
+def director_plan(text: str) -> DirectorPlan | None:
+    """A ``FLEET PLAN`` block: ``fleet: <name> <agent>``, ``member: <name> <agent>``,
+    ``task <member>: <body>`` lines (``wait: <s>`` optional)."""
+    if PLAN_MARK not in text:
+        return None
+    fleet = ("fleet", "claude")
+    members: list[tuple[str, str]] = []
+    tasks: list[tuple[str, str]] = []
+    wait = 60.0
+    for line in text.split(PLAN_MARK, 1)[1].splitlines():
+        line = line.strip()
+        if m := re.fullmatch(r"fleet: (\S+) (\S+)", line):
+            fleet = (m.group(1), m.group(2))
+        elif m := re.fullmatch(r"member: (\S+) (\S+)", line):
+            members.append((m.group(1), m.group(2)))
+        elif m := re.fullmatch(r"task (\S+): (.+)", line):
+            tasks.append((m.group(1), m.group(2)))
+        elif m := re.fullmatch(r"wait: (\d+(?:\.\d+)?)", line):
+            wait = float(m.group(1))
+    return DirectorPlan(fleet[0], fleet[1], tuple(members), tuple(tasks), wait)
+
+
+def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
+    """The Director's next move, from the results of its calls so far this turn."""
+    calls = conv.calls
+    step = len(calls)
+    if step == 0:
+        return shell(f"cafleet fleet create --name {plan.fleet} --coding-agent {plan.agent}")
+    created = calls[0].result or ""
+    m = re.search(r"^(\d+) director=(\d+) monitor=(\d+)", created, re.M)
+    if m is None:
+        return say(f"fleet create failed: {created.strip()[-300:]}")
+    fleet_id, me = int(m.group(1)), int(m.group(2))
+    ids: dict[str, int] = {}
+    for i, (name, agent) in enumerate(plan.members):
+        if step == 1 + i:
+            return shell(
+                f"cafleet member create --fleet-id {fleet_id} --name {name} "
+                f"--description {shlex.quote('fleet member ' + name)} --coding-agent {agent}"
+            )
+        result = calls[1 + i].result or ""
+        mm = re.search(rf"^(\d+) {re.escape(name)} agent=", result, re.M)
+        if mm is None:
+            return say(f"member create {name} failed: {result.strip()[-300:]}")
+        ids[name] = int(mm.group(1))
+    base = 1 + len(plan.members)
+    for i, (name, body) in enumerate(plan.tasks):
+        if step == base + i:
+            return shell(
+                f"cafleet message send --from-member-id {me} --to-member-id {ids[name]} "
+                + shlex.quote(body)
+            )
+    # Then: wait, ACK what it returned, until every tasked member replied with "done".
+    expected = {ids[name] for name, _ in plan.tasks}
+    replied: set[int] = set()
+    pending: list[int] = []
+    for call in calls[base + len(plan.tasks) :]:
+        command = call.args.get("command", "")
+        if " message wait " in f" {command} " and call.result is not None:
+            for message_id, sender, body in envelopes(call.result):
+                pending.append(message_id)
+                if body.startswith(REPLY_PREFIX + " "):
+                    replied.add(sender)
+        elif command.startswith("cafleet message ack "):
+            acked = int(command.rsplit(" ", 1)[1])
+            pending = [p for p in pending if p != acked]
+    if pending:
+        return shell(f"cafleet message ack {pending[0]}")
+    if expected <= replied:
+        return say(f"All {len(expected)} members replied.")
+    return shell(f"cafleet message wait {me} --timeout {plan.wait:g}")
+
+
+def decide(conv: Conversation, cwd: str = "") -> Action:
+    """The scripted model's answer to a conversation (see the module docstring)."""
+    plan = director_plan(conv.first) if conv.texts else None
+    if plan is not None and len(conv.texts) == 1:
+        return director_actions(conv, plan)
+    steps = member_plan(conv, cwd)
+    if steps is None:
+        return say("OK.")
+    if len(conv.calls) < len(steps):
+        return steps[len(conv.calls)]
+    return say("Done.")
+
+
+# --------------------------------------------------------------------------- API adapters
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") in ("text", "input_text", "output_text")
+        )
+    return ""
+
+
+def _is_reminder(text: str) -> bool:
+    """Claude Code's own additions to a user message (skills lists, context notes)."""
+    stripped = text.strip()
+    return stripped.startswith("<system-reminder>") or stripped.startswith("<command-")
+
+
+def _kind(name: str) -> str:
+    low = name.lower()
+    if low in ("write",):
+        return "write"
+    return "shell"
+
+
+def _call_args(name: str, raw: Any) -> dict[str, Any]:
+    args: dict[str, Any]
+    if isinstance(raw, str):
+        try:
+            args = json.loads(raw) if raw else {}
+        except ValueError:
+            args = {"input": raw}
+    else:
+        args = dict(raw or {})
+    command = args.get("command") or args.get("cmd")
+    if isinstance(command, list):  # codex's `shell` tool: ["bash", "-lc", "<command>"]
+        command = command[-1] if command else ""
+    if command is not None:
+        args["command"] = str(command)
+    return args
+
+
+def anthropic_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation()
+    system = body.get("system")
+    conv.system = _text_of(system) if not isinstance(system, str) else system
+    pending: dict[str, tuple[str, Any]] = {}
+    order: list[str] = []
+    results: dict[str, str] = {}
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        role = message.get("role")
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if role == "user" and kind == "text":
+                text = str(part.get("text", ""))
+                if text.strip() and not _is_reminder(text):
+                    conv.texts.append(text)
+                    pending, order, results = {}, [], {}
+            elif role == "assistant" and kind == "tool_use":
+                call_id = str(part.get("id"))
+                pending[call_id] = (str(part.get("name", "")), part.get("input") or {})
+                order.append(call_id)
+            elif role == "user" and kind == "tool_result":
+                results[str(part.get("tool_use_id"))] = _text_of(part.get("content"))
+    conv.calls = [
+        Call(_kind(pending[i][0]), _call_args(pending[i][0], pending[i][1]), results.get(i))
+        for i in order
+    ]
+    return conv
+
+
+def responses_conversation(body: dict[str, Any]) -> Conversation:
+    conv = Conversation(system=str(body.get("instructions") or ""))
+    pending: dict[str, tuple[str, Any]] = {}
+    order: list[str] = []
+    results: dict[str, str] = {}
+    items = body.get("input") or []
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") == "user":
+            text = _text_of(item.get("content"))
+            if text.strip() and not _codex_context(text):
+                conv.texts.append(text)
+                pending, order, results = {}, [], {}
+        elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
+            call_id = str(item.get("call_id") or item.get("id"))
+            raw = item.get("arguments", item.get("input", item.get("action")))
+            pending[call_id] = (str(item.get("name", "shell")), raw)
+            order.append(call_id)
+        elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            output = item.get("output")
+            if isinstance(output, dict):
+                output = output.get("content", json.dumps(output))
+            elif isinstance(output, list):
+                output = _text_of(output)
+            results[str(item.get("call_id"))] = str(output)
+    conv.calls = [
+        Call(
+            "write" if pending[i][0] == "apply_patch" else "shell",
+            _call_args(pending[i][0], pending[i][1]),
+            results.get(i),
+        )
+        for i in order
+    ]
+    return conv
+
+
+def _codex_context(text: str) -> bool:
+    """Codex's own user-role items (environment context, AGENTS.md, skills)."""
+    stripped = text.lstrip()
+    return stripped.startswith(("<environment_context>", "<user_instructions>", "# AGENTS.md"))
+
+
+def working_dir(conv: Conversation, body: dict[str, Any]) -> str:
+    """The working directory the agent told the model about (system prompt or context)."""
+    haystack = conv.system + "\n" + json.dumps(body.get("input") or body.get("messages") or [])
+    for rx in (
+        r"<cwd>([^<]+)</cwd>",
+        r"Primary working directory: (\S+)",
+        r"Working directory: (\S+)",
+    ):
+        m = re.search(rx, haystack)
+        if m:
+            return m.group(1).replace("\\n", "").strip()
+    return ""
+
+
+def tokens(payload: Any) -> int:
+    """The token count the model reports for a payload: deterministic, about 4 bytes/token."""
+    return max(1, len(json.dumps(payload, sort_keys=True)) // 4)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass
+class Recorded:
+    """One request: when, the client label, the path, the parsed body, the action answered
+    and the usage reported."""
+
+    at: float
+    client: str
+    path: str
+    body: dict[str, Any]
+    action: Action | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+# A test's own script: the next action for a conversation, or None to use `decide`.
+Script = Callable[[Conversation, str], "Action | None"]
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "scripted-model/1"
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        client, path = self.server.model.split_path(self.path)
+        if path.startswith("/v1/models"):
+            return self._json({"data": [{"id": "scripted", "object": "model"}], "models": []})
+        self._json({"error": {"type": "not_found", "message": path}}, status=404)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
+        model = self.server.model
+        client, path = model.split_path(self.path)
+        rec = Recorded(time.time(), client, self.path, body)
+        model.record(rec)
+        bare = path.split("?", 1)[0].rstrip("/")
+        if bare.endswith("/messages/count_tokens"):
+            return self._json({"input_tokens": tokens(body.get("messages"))})
+        if bare.endswith("/messages"):
+            return self._anthropic(rec, body)
+        if bare.endswith("/responses"):
+            return self._responses(rec, body)
+        self._json({"error": {"type": "not_found", "message": path}}, status=404)
+
+    # ------------------------------------------------------------------ shared
+
+    def _json(self, payload: dict[str, Any], status: int = 200) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, chunks: Sequence[bytes]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            for chunk in chunks:
+                self.wfile.write(chunk)
+            self.wfile.flush()
+        self.close_connection = True
+
+    # ------------------------------------------------------------------ Anthropic Messages
+
+    def _anthropic(self, rec: Recorded, body: dict[str, Any]) -> None:
+        model = self.server.model
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("name")]
+        names = {str(t["name"]).lower(): str(t["name"]) for t in tools}
+        action: Action
+        if "bash" not in names:
+            action = say(model.side_text)  # titles, summaries: no tools offered
+        else:
+            conv = anthropic_conversation(body)
+            action = model.decide(conv, working_dir(conv, body))
+        if action.kind == "write" and "write" not in names:
+            action = shell(_write_command(action))
+        block: dict[str, Any]
+        if action.kind == "text":
+            block = {"type": "text", "text": action.text}
+        elif action.kind == "write":
+            key = "file_path" if names["write"] == "Write" else "filePath"
+            block = {
+                "type": "tool_use",
+                "name": names["write"],
+                "input": {key: action.path, "content": action.content},
+            }
+        else:
+            block = {
+                "type": "tool_use",
+                "name": names["bash"],
+                "input": {"command": action.command, "description": "cafleet step"},
+            }
+        if block["type"] == "tool_use":
+            block["id"] = f"toolu_{next(model.ids):08d}"
+        rec.action = action
+        usage = {
+            "input_tokens": tokens(body.get("messages")),
+            "output_tokens": tokens(block),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        rec.usage = usage
+        model.count(rec.client, usage["input_tokens"], usage["output_tokens"])
+        stop = "tool_use" if block["type"] == "tool_use" else "end_turn"
+        message: dict[str, Any] = {
+            "id": f"msg_{next(model.ids):08d}",
+            "type": "message",
+            "role": "assistant",
+            "model": str(body.get("model") or "scripted"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**usage, "output_tokens": 0},
+        }
+        if not body.get("stream"):
+            message.update(content=[block], stop_reason=stop, usage=usage)
+            return self._json(message)
+        chunks = [_sse("message_start", {"type": "message_start", "message": message})]
+        if block["type"] == "tool_use":
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        chunks += [
+            _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
+            _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _sse(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            ),
+            _sse("message_stop", {"type": "message_stop"}),
+        ]  # fmt: skip
+        self._stream(chunks)
+
+    # ------------------------------------------------------------------ OpenAI Responses
+
+    def _responses(self, rec: Recorded, body: dict[str, Any]) -> None:
+        model = self.server.model
+        tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+        conv = responses_conversation(body)
+        action = model.decide(conv, working_dir(conv, body)) if tools else say(model.side_text)
+        if action.kind == "write":
+            action = shell(_write_command(action))
+        rec.action = action
+        item_id = f"item_{next(model.ids):08d}"
+        item: dict[str, Any]
+        if action.kind == "text":
+            item = {
+                "type": "message",
+                "id": item_id,
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": action.text, "annotations": []}],
+            }
+        else:
+            item = _codex_call(tools, action, item_id, f"call_{next(model.ids):08d}")
+        usage_in, usage_out = tokens(body.get("input")), tokens(item)
+        rec.usage = {"input_tokens": usage_in, "output_tokens": usage_out}
+        model.count(rec.client, usage_in, usage_out)
+        response_id = f"resp_{next(model.ids):08d}"
+        base = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": str(body.get("model") or "scripted"),
+            "status": "in_progress",
+            "output": [],
+        }
+        done = {
+            **base,
+            "status": "completed",
+            "output": [item],
+            "usage": {
+                "input_tokens": usage_in,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage_out,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage_in + usage_out,
+            },
+        }
+        if not body.get("stream"):
+            return self._json(done)
+        seq = itertools.count()
+
+        def event(kind: str, **data: Any) -> bytes:
+            return _sse(kind, {"type": kind, "sequence_number": next(seq), **data})
+
+        chunks = [
+            event("response.created", response=base),
+            event("response.in_progress", response=base),
+        ]
+        if item["type"] == "message":
+            empty = {**item, "status": "in_progress", "content": []}
+            part = {"type": "output_text", "text": "", "annotations": []}
+            chunks += [
+                event("response.output_item.added", output_index=0, item=empty),
+                event("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part),
+                event("response.output_text.delta", item_id=item_id, output_index=0, content_index=0, delta=action.text),
+                event("response.output_text.done", item_id=item_id, output_index=0, content_index=0, text=action.text),
+            ]  # fmt: skip
+        else:
+            chunks.append(event("response.output_item.added", output_index=0, item=item))
+        chunks += [
+            event("response.output_item.done", output_index=0, item=item),
+            event("response.completed", response=done),
+        ]
+        self._stream(chunks)
+
+
+def _write_command(action: Action) -> str:
+    """A shell command writing ``action.content`` to ``action.path`` (for an agent whose
+    tools have no plain write tool)."""
+    return f"printf '%s' {shlex.quote(action.content)} > {shlex.quote(action.path)}"
+
+
+def _codex_call(
+    tools: list[dict[str, Any]], action: Action, item_id: str, call_id: str
+) -> dict[str, Any]:
+    """A function call of Codex's shell tool: ``shell_command`` (``command``: a string),
+    ``exec_command`` (``cmd``) or ``shell`` (``command``: argv)."""
+    names = {str(t.get("name")) for t in tools}
+    args: dict[str, Any]
+    if "shell_command" in names:
+        name, args = "shell_command", {"command": action.command}
+    elif "exec_command" in names:
+        name, args = "exec_command", {"cmd": action.command}
+    else:
+        name, args = "shell", {"command": ["bash", "-lc", action.command]}
+    return {
+        "type": "function_call",
+        "id": item_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    model: ScriptedModel
+
+
+class ScriptedModel:
+    """The server; use as a context manager (or `start` / `stop`). Attributes: ``port``,
+    ``requests`` (every `Recorded`, in arrival order)."""
+
+    side_text = "Fleet task"
+
+    def __init__(self, script: Script | None = None) -> None:
+        self.script = script
+        self.requests: list[Recorded] = []
+        self.totals: dict[str, dict[str, int]] = {}
+        self.ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> ScriptedModel:
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.model = self
+        self._server = server
+        self.port = int(server.server_address[1])
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ScriptedModel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ addresses
+
+    def base_url(self, client: str = "default") -> str:
+        """The base URL for one client: ANTHROPIC_BASE_URL as is; opencode's baseURL and
+        Codex's ``base_url`` add ``/v1``."""
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", client):
+            raise ValueError(f"bad client label {client!r}")
+        return f"http://127.0.0.1:{self.port}/c/{client}"
+
+    @staticmethod
+    def split_path(path: str) -> tuple[str, str]:
+        m = re.match(r"/c/([A-Za-z0-9_.-]+)(/.*)?$", path)
+        if m:
+            return m.group(1), m.group(2) or "/"
+        return "default", path
+
+    # ------------------------------------------------------------------ the script
+
+    def decide(self, conv: Conversation, cwd: str) -> Action:
+        """The test's own ``script`` first (None: no opinion), then the cafleet scripts."""
+        if self.script is not None:
+            action = self.script(conv, cwd)
+            if action is not None:
+                return action
+        return decide(conv, cwd)
+
+    # ------------------------------------------------------------------ records
+
+    def record(self, rec: Recorded) -> None:
+        with self._lock:
+            self.requests.append(rec)
+
+    def count(self, client: str, input_tokens: int, output_tokens: int) -> None:
+        with self._lock:
+            total = self.totals.setdefault(
+                client, {"input_tokens": 0, "output_tokens": 0, "responses": 0}
+            )
+            total["input_tokens"] += input_tokens
+            total["output_tokens"] += output_tokens
+            total["responses"] += 1
+
+    def usage_totals(self) -> dict[str, dict[str, int]]:
+        """client label -> {input_tokens, output_tokens, responses} reported so far."""
+        with self._lock:
+            return {k: dict(v) for k, v in self.totals.items()}
+
+    def client_requests(self, client: str) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.client == client]
+
+    def commands(self, client: str | None = None) -> list[str]:
+        """Every shell command the model asked for (of one client), in order."""
+        with self._lock:
+            return [
+                r.action.command
+                for r in self.requests
+                if r.action is not None
+                and r.action.kind == "shell"
+                and (client is None or r.client == client)
+            ]
+
+
+@contextlib.contextmanager
+def scripted_model(script: Script | None = None) -> Iterator[ScriptedModel]:
+    """A started `ScriptedModel`, stopped on exit."""
+    model = ScriptedModel(script).start()
+    try:
+        yield model
+    finally:
+        model.stop()
+
+
+__all__ = [
+    "Action",
+    "Call",
+    "Conversation",
+    "DirectorPlan",
+    "Recorded",
+    "Script",
+    "ScriptedModel",
+    "Task",
+    "anthropic_conversation",
+    "decide",
+    "director_plan",
+    "envelopes",
+    "member_plan",
+    "parse_task",
+    "responses_conversation",
+    "scripted_model",
+    "tokens",
+]
