@@ -78,7 +78,7 @@ class BaseAgent:
         db_dir: str | None = None,
     ) -> list[str]:
         """The same command continuing the agent's session ``session_id`` instead of starting
-        one with a prompt (docs/runtime.md §9.6): `<path> <resume subcommand> <leading args>
+        one with a prompt (docs/runtime.md §9.7): `<path> <resume subcommand> <leading args>
         [--model M] [<effort args>] <resume args>`."""
         argv = [binary_path, *self.resume_subcommand()]
         argv += self.leading_args(display_name=display_name, monitor=monitor, db_dir=db_dir)

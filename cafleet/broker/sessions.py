@@ -1,4 +1,4 @@
-"""The agent session id of each member (docs/storage.md §7.12; `member_spawns.agent_session_id`,
+"""The agent session id of each member (docs/storage.md §7.10; `member_spawns.agent_session_id`,
 revision 0005): learned once after a spawn, bound to the member whose agent created it, cleared
 when the member is respawned afresh."""
 

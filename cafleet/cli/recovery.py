@@ -163,4 +163,6 @@ def _outcome_text(o: Any) -> str:
         return f"resumed session {o.session_id} in {o.detail}"
     if o.state == "alive":
         return f"alive in {o.detail}, left alone"
+    if o.state == "afresh":
+        return f"started afresh in {o.detail} (no agent session of it was known)"
     return f"not restored: {o.detail}"

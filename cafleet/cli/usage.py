@@ -77,7 +77,9 @@ def read_members_usage(
         "unreadable."
     ),
 )
-@click.argument("member_id", type=ID, required=False, metavar="[MEMBER_ID]")
+@click.argument(
+    "member_id", type=ID, required=False, metavar="[MEMBER_ID]", help="Member ID (one member)."
+)
 @click.option("--fleet-id", type=ID, default=None, metavar="ID", help="Every member of a fleet.")
 @json_option
 def member_usage(member_id: int | None, fleet_id: int | None, as_json: bool) -> None:

@@ -124,7 +124,7 @@ def run_tick(state: LoopState) -> None:
 
     report_losses(state, live, director_pane)
 
-    # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.1).
+    # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
     _learn_sessions(state)
 
     # 5. Drain, with fresh sets, every tick.

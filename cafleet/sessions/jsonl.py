@@ -1,4 +1,4 @@
-"""Reading a jsonl record incrementally (docs/runtime.md §9.4): the byte offset after the last
+"""Reading a jsonl record incrementally (docs/runtime.md §9.5): the byte offset after the last
 complete line read is remembered with the file's identity, so a long session is read once.
 
 A file that is gone, or whose identity changed or that shrank below the remembered offset (it

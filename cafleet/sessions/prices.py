@@ -1,4 +1,4 @@
-"""Cost estimates from token counts (docs/runtime.md §9.5).
+"""Cost estimates from token counts (docs/runtime.md §9.6).
 
 A built-in table of list prices in US dollars per million tokens (input, output, cache read,
 cache write), per model; a model matches an entry by its name with any provider prefix

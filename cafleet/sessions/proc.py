@@ -1,5 +1,5 @@
 """Where a pane's agent keeps its records: the environment and working directory of the process
-the pane runs (docs/runtime.md §9.1), read from ``/proc`` (Linux). Elsewhere, or when the process
+the pane runs (docs/runtime.md §9.4), read from ``/proc`` (Linux). Elsewhere, or when the process
 is gone, the caller's own environment is used and the directory is not known.
 """
 

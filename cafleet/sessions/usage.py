@@ -1,4 +1,4 @@
-"""Usage per member, read incrementally (docs/runtime.md §9.4).
+"""Usage per member, read incrementally (docs/runtime.md §9.5).
 
 Where the reading position is kept: a cache file beside the database,
 ``<db dir>/usage-cache.json``, not a table. Usage is derived data: every number in it can be

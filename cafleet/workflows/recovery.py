@@ -13,6 +13,7 @@ fleet's loop is started (it stops when the Director's pane goes).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -162,6 +163,26 @@ def server_gone(socket: str | None) -> bool:
     return False
 
 
+def predates_server(backend: Any, placement: Placement) -> bool:
+    """Whether ``placement`` was made before the tmux server on its socket started: its pane
+    belonged to an earlier server (one that died, e.g. in a reboot), whatever pane of this
+    server now has the same id, session name and window id."""
+    from cafleet.db.timefmt import parse_ts
+    from cafleet.mux import MultiplexerError, same_server
+
+    started_at = getattr(backend, "server_started_at", None)
+    if started_at is None or not same_server(
+        getattr(backend, "socket_path", None), placement.mux_socket
+    ):
+        return False
+    created = parse_ts(placement.created_at)
+    try:
+        started = started_at()
+    except MultiplexerError:
+        return False
+    return created is not None and started is not None and created.timestamp() < started
+
+
 def respawn(
     conn: Connection,
     settings: Settings,
@@ -171,7 +192,7 @@ def respawn(
     resume: bool = False,
 ) -> Respawned:
     """Re-create a lost member pane with the member's agent and original prompt; with
-    ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.6),
+    ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.7),
     in the directory that session ran in. Without it the member starts afresh, and the
     session id learned for it is forgotten (its new session is learned)."""
     from cafleet import broker, signals
@@ -213,9 +234,10 @@ def respawn(
     if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
-    if broker.pane_shared_with(conn, placement) is not None:
-        # A new server reused the id for another member's (or the Director's) pane: the
-        # member's own pane is gone, and that pane is never touched.
+    if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
+        # A new server reused the id for another member's (or the Director's) pane, or the
+        # pane was made on an earlier server on this socket: the member's own pane is gone,
+        # and the pane that has its id now is never touched.
         state = "gone"
     else:
         state = _old_pane_state(backend, member_id, placement)
@@ -330,13 +352,13 @@ def _spawn_and_rebind(
         kill_new(None)
     from cafleet.mux.locks import PaneLockAbandoned
 
+    new_key = PaneKey(expected[0], spawned.session, spawned.pane_id)
     try:
-        new_lock = _lock(
-            settings,
-            PaneKey(expected[0], spawned.session, spawned.pane_id),
-            member_id,
-            f"respawn member {member_id}",
-        )
+        if new_key == PaneKey(*expected):
+            # A new server handed the new pane the old one's id: its lock is already held.
+            new_lock: Any = contextlib.nullcontext()
+        else:
+            new_lock = _lock(settings, new_key, member_id, f"respawn member {member_id}")
     except PaneLockAbandoned:
         kill_new(None)
     except WorkflowError:
@@ -361,13 +383,18 @@ def _spawn_and_rebind(
 # --- adopt ---------------------------------------------------------------------------------------
 
 
-def _refuse_member_pane(conn: Connection, here: Any) -> None:
-    """The adopting pane must not be any active member's pane (it would never be typed into)."""
+def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
+    """The adopting pane must not be any active member's pane (it would never be typed into);
+    a placement made on an earlier server on this socket is not (its pane is gone)."""
     from cafleet import broker
     from cafleet.records import Placement
 
     probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, "claude", "")
     other = broker.pane_shared_with(conn, probe)
+    if other is not None:
+        placement = broker.get_member(conn, other).placement
+        if placement is not None and predates_server(backend, placement):
+            other = None
     if other is not None:
         raise WorkflowError(
             f"pane {here.pane_id} is member {other}'s pane; run 'cafleet fleet adopt' in a "
@@ -437,16 +464,23 @@ def take_over(
     from cafleet.records import PaneKey as Key
 
     new_key = Key("tmux", here.session, here.pane_id)
-    if placement.pane_key == new_key:
+    # The Director's pane was made on an earlier server on this socket (a reboot): whatever
+    # pane has its id now is not it.
+    stale = placement.pane_key is not None and predates_server(backend, placement)
+    if placement.pane_key == new_key and not stale:
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
         )
     taken = broker.fleet_directed_from(conn, new_key)
-    if taken is not None:
+    if taken is not None and not (stale and taken.fleet_id == fleet_id):
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
-    _refuse_member_pane(conn, here)
+    _refuse_member_pane(conn, here, backend)
     old_pane = placement.mux_pane_id
-    if old_pane is not None and _director_pane_is_open(backend, placement, frozenset(live)):
+    if (
+        old_pane is not None
+        and not stale
+        and _director_pane_is_open(backend, placement, frozenset(live))
+    ):
         raise WorkflowError(
             f"fleet {fleet_id}'s root Director pane {old_pane} is still open; "
             "'cafleet fleet adopt' replaces a Director pane that is gone"
@@ -456,7 +490,7 @@ def take_over(
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
     keys = [PaneKey(*new_key)]
-    if placement.pane_key is not None:
+    if placement.pane_key is not None and placement.pane_key != new_key:
         keys.append(PaneKey(*placement.pane_key))
     try:
         held = acquire_pane_locks(

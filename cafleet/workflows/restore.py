@@ -6,6 +6,11 @@ every active member whose pane is gone is respawned continuing its own agent ses
 (`member respawn --resume`), then the fleet's loop is started. Members whose pane runs are left
 alone, so a second run changes nothing. Each member's outcome is reported; one member's failure
 does not stop the others.
+
+Decision: a member whose agent session was never learned (its agent recorded none, or the loop
+never saw it) has no conversation to lose, so it is started afresh with its spawn prompt and
+reported so; a member whose session is known but that its agent no longer has is not restored
+(`member respawn --resume`'s error): starting it afresh would drop its work silently.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ if TYPE_CHECKING:
 class Outcome:
     member_id: int
     name: str
-    state: str  # "alive" | "resumed" | "failed"
+    state: str  # "alive" | "resumed" | "afresh" | "failed"
     detail: str  # the pane (alive, resumed), or the error (failed)
     session_id: str | None = None
 
@@ -49,12 +54,12 @@ def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
     """Whether the member's own pane still runs (on its server, in its session and window)."""
     from cafleet import broker
     from cafleet.mux import MultiplexerError, PaneGone, owner_of, same_server
-    from cafleet.workflows.recovery import server_gone
+    from cafleet.workflows.recovery import predates_server, server_gone
 
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is not None
-    if broker.pane_shared_with(conn, placement) is not None:
-        return False  # the id was reused for another member's or the Director's new pane
+    if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
+        return False  # the id now names another member's pane, or an earlier server's
     if not same_server(backend.socket_path, placement.mux_socket):
         # A live other server is not ours to judge: left alone. A gone one took the pane along.
         return not server_gone(placement.mux_socket)
@@ -75,9 +80,10 @@ def restore(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Restored:
     from cafleet import broker, signals
+    from cafleet.broker.sessions import session_id
     from cafleet.mux import MultiplexerError, tmux_backend
     from cafleet.records import PaneKey
-    from cafleet.workflows.recovery import respawn, start_loop, take_over
+    from cafleet.workflows.recovery import predates_server, respawn, start_loop, take_over
 
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
@@ -93,7 +99,11 @@ def restore(
     director = broker.get_member(conn, fleet.director_member_id)
     adopted_from = None
     placement = director.placement
-    if placement is None or placement.pane_key != PaneKey("tmux", here.session, here.pane_id):
+    if (
+        placement is None
+        or placement.pane_key != PaneKey("tmux", here.session, here.pane_id)
+        or predates_server(backend, placement)
+    ):
         director, moved, adopted_from = take_over(
             conn, settings, fleet_id, coding_agent=coding_agent
         )
@@ -107,8 +117,9 @@ def restore(
             pane = member.placement.mux_pane_id if member.placement else "-"
             outcomes.append(Outcome(member.member_id, member.name, "alive", f"pane {pane}"))
             continue
+        resume = session_id(conn, member.member_id) is not None
         try:
-            done = respawn(conn, settings, member.member_id, resume=True)
+            done = respawn(conn, settings, member.member_id, resume=resume)
         except Exception as exc:
             if not _reportable(exc):
                 raise
@@ -118,7 +129,7 @@ def restore(
             Outcome(
                 member.member_id,
                 member.name,
-                "resumed",
+                "resumed" if resume else "afresh",
                 f"pane {done.pane_id}",
                 done.resumed_session,
             )

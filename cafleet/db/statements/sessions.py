@@ -1,4 +1,4 @@
-"""Statements of `cafleet.broker.sessions` (docs/storage.md §7.12): the agent session id each
+"""Statements of `cafleet.broker.sessions` (docs/storage.md §7.10): the agent session id each
 member's agent runs (`member_spawns.agent_session_id`, revision 0005)."""
 
 from __future__ import annotations
