@@ -63,7 +63,7 @@ def read_members_usage(
     from cafleet.workflows.sessions import usage
 
     table = prices.load()  # a bad user file fails before any record is read
-    return usage(conn, settings, list(members)), table
+    return usage(conn, settings.db_dir, list(members)), table
 
 
 @member_group.command(

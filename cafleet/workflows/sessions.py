@@ -179,7 +179,7 @@ def usable_backend() -> Any:
 
 
 def usage(
-    conn: Connection, settings: Settings, members: list[Member], *, learn_missing: bool = True
+    conn: Connection, db_dir: str, members: list[Member], *, learn_missing: bool = True
 ) -> list[MemberUsage]:
     """Each member's usage (members without a spawn record, the root Director among them, and
     members whose session is not known are `unknown`)."""
@@ -192,9 +192,9 @@ def usage(
         agent = member.placement.coding_agent if member.placement else "claude"
         sid = session_id(conn, member.member_id)
         if sid is None and learn_missing and backend is not None:
-            sid = learn(conn, settings.db_dir, member, backend=backend)
+            sid = learn(conn, db_dir, member, backend=backend)
         subjects.append(Subject(member.member_id, agent, sid))
-    return read_usage(settings.db_dir, subjects)
+    return read_usage(db_dir, subjects)
 
 
 def resume_record(conn: Connection, settings: Settings, member: Member) -> SessionRecord:

@@ -100,7 +100,15 @@ async function loadFleets() {
 
 // --- roster ---------------------------------------------------------------------------------
 
-function renderRoster(members, activity, panes) {
+function usageText(u) {
+  if (!u) return "usage -";
+  if (u.input === null) return "usage unknown";
+  const cost = u.cost_usd === null ? "" : ` · $${u.cost_usd.toFixed(4)}`;
+  return `in ${u.input} · out ${u.output} · cache ${u.cache_read + u.cache_write}${cost}`;
+}
+
+function renderRoster(members, activity, panes, usage) {
+  const used = new Map((usage || []).map((u) => [u.member_id, u]));
   const act = new Map(activity.map((a) => [a.member_id, a]));
   const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
   const list = $("roster");
@@ -130,6 +138,10 @@ function renderRoster(members, activity, panes) {
         el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
+        " · ",
+        el("span", { class: "usage", "data-testid": "member-usage",
+                     title: (used.get(member.member_id) || {}).unknown_reason || "" },
+           usageText(used.get(member.member_id))),
       ),
     );
     list.append(item);
@@ -230,13 +242,15 @@ async function refresh() {
       setStatus("Choose a fleet.");
       return;
     }
-    const [members, activity, panes, timeline, monitor] = await Promise.all([
+    const [members, activity, panes, timeline, monitor, usage] = await Promise.all([
       api("/api/members"), api("/api/members/activity"), api("/api/members/panes"),
       api("/api/timeline"), api("/api/monitor"),
+      // Usage is extra: a bad price file must not blank the roster.
+      api("/api/members/usage").catch(() => null),
     ]);
     state.roster = members;
     for (const m of members) state.names.set(m.member_id, m.name);
-    renderRoster(members, activity, panes);
+    renderRoster(members, activity, panes, usage);
     renderTimeline(timeline);
     renderMonitor(monitor);
     await refreshPane();
