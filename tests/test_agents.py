@@ -336,3 +336,36 @@ def test_fake_bin_fixture_provides_every_agent(fake_bin: Path) -> None:
     install_units(resolve_target("opencode").path, units_for("opencode", "0.1.0"))
     assert preset.is_file()
     assert get_agent("opencode").ensure_available() == str(fake_bin / "opencode")
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def resume(name: str, **kw: object) -> list[str]:
+    args: dict[str, object] = {
+        "binary_path": BIN,
+        "session_id": "SID",
+        "display_name": "worker 1",
+        "model": None,
+        "effort": None,
+        "monitor": False,
+        "db_dir": "/db",
+    }
+    args.update(kw)
+    return get_agent(name).build_resume_argv(**args)  # type: ignore[arg-type]
+
+
+def test_resume_argv_of_each_agent() -> None:
+    """docs/runtime.md §9.7: the spawn command with the agent's resume form instead of the
+    prompt (Claude Code `--resume <id>`, Codex `resume … <id>`, opencode `--session <id>`)."""
+    assert resume("claude", model="opus", effort="high") == [
+        BIN, "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)",
+        "--name", "worker 1", "--model", "opus", "--effort", "high", "--resume", "SID",
+    ]  # fmt: skip
+    assert resume("codex", effort="low") == [
+        BIN, "resume", "--ask-for-approval", "never", "--sandbox", "workspace-write",
+        "--add-dir", "/db", "--config=model_reasoning_effort=low", "SID",
+    ]  # fmt: skip
+    assert resume("opencode", model="anthropic/claude-sonnet-4-5") == [
+        BIN, "--agent", "cafleet", "--model", "anthropic/claude-sonnet-4-5", "--session", "SID",
+    ]  # fmt: skip

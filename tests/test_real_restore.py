@@ -57,6 +57,17 @@ def _reported(h: TmuxHarness, director: int, member: int, text: str) -> bool:
     return any(text in r[0] for r in rows)
 
 
+def _why(h: TmuxHarness, fleet_id: int, member: RealMember) -> str:
+    """What a failed wait shows: the messages, the loop log's tail and the member's screen."""
+    from tests.fleet_helpers import log_path
+
+    try:
+        log = log_path(h, fleet_id).read_text(encoding="utf-8")[-3000:]
+    except OSError as exc:
+        log = f"(no log: {exc})"
+    return f"{h.sqlite('SELECT * FROM messages')}\n{log}\n{member.real.capture()}"
+
+
 def _conversation_requests(model: ScriptedModel, label: str) -> list[Any]:
     """The requests of the member's conversation: the ones offering tools (titles and other
     side requests offer none, and the agents keep no record of them)."""
@@ -103,8 +114,7 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         m = member.member_id
         # Turn 1: the spawn prompt (the scripted member reports "ready").
         retry_until(lambda: _reported(h, d, m, "ready"), timeout=240, interval=1.0,
-                    message=lambda: f"{h.sqlite('SELECT * FROM messages')}\n"
-                    f"{member.real.capture()}")  # fmt: skip
+                    message=lambda: _why(h, ids.fleet_id, member))  # fmt: skip
         shown = retry_until(
             lambda: _cli_json(h, "member", "show", str(m))["agent_session_id"],
             timeout=60,
@@ -114,7 +124,7 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         # Turn 2: a message (poll, run, report, ack).
         second = _send(h, d, m, "run: echo turn-two")
         retry_until(lambda: _acked(h, second), timeout=240, interval=1.0,
-                    message=lambda: member.real.capture())  # fmt: skip
+                    message=lambda: _why(h, ids.fleet_id, member))  # fmt: skip
 
         # The tmux server dies (the loop stops with it: the Director's pane is gone).
         h.tmux("kill-server", check=False)
@@ -140,7 +150,7 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         # Turn 3, in the resumed session: its request carries the earlier turns.
         third = _send(h, d, m, "run: echo turn-three")
         retry_until(lambda: _acked(h, third), timeout=240, interval=1.0,
-                    message=lambda: member.real.capture())  # fmt: skip
+                    message=lambda: _why(h, ids.fleet_id, member))  # fmt: skip
         after = _cli_json(h, "member", "show", str(m))
         assert after["agent_session_id"] == shown  # the same session, still this member's
         requests = _conversation_requests(model_server, label)

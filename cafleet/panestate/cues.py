@@ -74,8 +74,10 @@ NBSP = "\u00a0"
 CLAUDE = AgentScreens(
     agent="claude",
     # The input box: a row starting with ❯ between two full-width rules (─); wrapped rows
-    # are indented by two spaces. Everything below the second rule is the footer.
-    composer={"rule": r"^─{8,}$", "prompt": r"^❯(\s|$)"},
+    # are indented by two spaces. Everything below the second rule is the footer. A session
+    # started with --name (every member: docs/runtime.md §2.2) has its name at the right end
+    # of the top rule: `──── coder ──` (ready-named-1.txt).
+    composer={"rule": r"^─{8,}( \S.* ─+)?$", "prompt": r"^❯(\s|$)"},
     placeholders=(r"Press up to edit queued messages", r'Try "[^"]*"'),
     pastes=(r"\[Pasted text #\d+( \+\d+ lines?)?\]",),
     cues=(
