@@ -129,6 +129,23 @@ def test_claude_usage_counts_each_reply_once_and_reads_incrementally(tmp_path: P
     assert Tally.from_json(state["tally"]).totals() == (112, 53, 308, 11)
 
 
+def test_usage_reads_to_the_end_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backlog longer than a chunk, and a line longer than a chunk, are read whole in one
+    call (a first `member usage` on a long session is complete, not a first slice)."""
+    from cafleet.sessions import jsonl
+
+    monkeypatch.setattr(jsonl, "CHUNK", 64)
+    home = tmp_path / "h"
+    replies = [claude_reply(f"m{i}", u(1, 2, 3, 4), request=f"r{i}") for i in range(50)]
+    claude_session(home, "/p", "s1", [claude_user("x" * 500, "/p"), *replies])
+    reader = records_of("claude")
+    record = reader.locate({"HOME": str(home)}, "s1")
+    assert record is not None
+    state = reader.read_usage(record, {})
+    assert Tally.from_json(state["tally"]).totals() == (50, 100, 150, 200)
+    assert state["offset"] == Path(record.path).stat().st_size
+
+
 def test_rotated_or_missing_record_is_unreadable(tmp_path: Path) -> None:
     home = tmp_path / "h"
     path = claude_session(home, "/p", "s1", [claude_user(PROMPT, "/p"),

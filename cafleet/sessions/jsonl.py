@@ -15,7 +15,7 @@ from typing import Any
 
 from cafleet.sessions import RecordUnreadable
 
-# Bytes read per call at most: a huge backlog is read over several calls, never all in memory.
+# Bytes read at a time: a huge backlog is read in chunks, never all in memory at once.
 CHUNK = 8 * 1024 * 1024
 
 
@@ -28,36 +28,51 @@ def identity(path: str) -> tuple[int, int]:
 
 
 def new_objects(path: str, state: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Yield the JSON objects of the lines after ``state["offset"]``; update ``state``'s offset
-    (only past complete lines) and identity. A line that is not a JSON object is skipped."""
+    """Yield the JSON objects of the lines after ``state["offset"]`` up to the end of the file;
+    update ``state``'s offset (only past complete lines) and identity. Read in chunks of
+    `CHUNK` bytes, so a long backlog never sits in memory whole. A line that is not a JSON
+    object is skipped."""
     dev, ino = identity(path)
     known = state.get("file")
     offset = int(state.get("offset") or 0)
     if known is not None and list(known) != [dev, ino]:
         raise RecordUnreadable(f"{path} was replaced (rotated)")
     try:
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size < offset:
-                raise RecordUnreadable(f"{path} shrank below what was read (rotated)")
-            fh.seek(offset)
-            data = fh.read(CHUNK)
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, after the generator's last yield
     except OSError as exc:
         raise RecordUnreadable(f"{path}: {exc.strerror or exc}") from None
-    end = data.rfind(b"\n")
-    state["file"] = [dev, ino]
-    if end < 0:
-        return
-    state["offset"] = offset + end + 1
-    for raw in data[: end + 1].splitlines():
-        if not raw.strip():
-            continue
+    with fh:
         try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            yield obj
+            if os.fstat(fh.fileno()).st_size < offset:
+                raise RecordUnreadable(f"{path} shrank below what was read (rotated)")
+            fh.seek(offset)
+        except OSError as exc:
+            raise RecordUnreadable(f"{path}: {exc.strerror or exc}") from None
+        state["file"] = [dev, ino]
+        pending = b""
+        while True:
+            try:
+                data = fh.read(CHUNK)
+            except OSError as exc:
+                raise RecordUnreadable(f"{path}: {exc.strerror or exc}") from None
+            if not data:
+                return  # what is left in `pending` is a line still being written
+            pending += data
+            end = pending.rfind(b"\n")
+            if end < 0:
+                continue  # one line longer than a chunk: read on
+            complete, pending = pending[: end + 1], pending[end + 1 :]
+            offset += len(complete)
+            state["offset"] = offset
+            for raw in complete.splitlines():
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    yield obj
 
 
 def head_objects(path: str, limit: int = 200) -> Iterator[dict[str, Any]]:
