@@ -157,7 +157,7 @@ def _learn_sessions(state: LoopState) -> None:
     (the ids are also learned by `member show` and `member usage`)."""
     import time
 
-    from cafleet.workflows.sessions import LEARN_EVERY, learn_fleet
+    from cafleet.monitor.learning import LEARN_EVERY, learn_fleet
 
     now = time.monotonic()
     if now < state.next_learn_at:
