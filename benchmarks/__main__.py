@@ -29,6 +29,7 @@ from benchmarks import (
     startup,
     supervision,
     throughput,
+    usage,
     wait_latency,
     webui,
 )
@@ -48,6 +49,7 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "usage_replies": 100_000,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -64,6 +66,7 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "usage_replies": 200,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real",)
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery; delivery_real runs "
+            "send_paths, webui, drains, assets_guard, supervision, delivery, usage; delivery_real runs "
             "only when named)"
         ),
     )
@@ -133,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
         ),
+        "usage": (lambda t: usage.run(t, sizes["usage_replies"], sizes["runs"]), usage.render),
         "delivery_real": (
             lambda t: delivery.run_real(
                 t, args.real_trials, args.real_ready, args.real_agents.split(",")

@@ -11,6 +11,7 @@ Runs when the agent binaries are installed (.ci/install-agents; required in CI).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from typing import Any
 
@@ -74,6 +75,14 @@ def _conversation_requests(model: ScriptedModel, label: str) -> list[Any]:
     return [r for r in model.client_requests(label) if r.body.get("tools")]
 
 
+def _request_table(model: ScriptedModel, label: str) -> list[tuple[Any, ...]]:
+    return [
+        (r.path, bool(r.body.get("tools")), r.usage, r.action and r.action.kind,
+         r.action and (r.action.text or r.action.command)[:40])
+        for r in model.client_requests(label)
+    ]  # fmt: skip
+
+
 def _texts(agent: str, body: dict[str, Any]) -> list[str]:
     conv = responses_conversation(body) if agent == "codex" else anthropic_conversation(body)
     return conv.texts
@@ -106,9 +115,16 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
     label = f"m-{agent}"
     member = RealMember(h, agent, f"real-{agent}", model_url=model_server.base_url(label))
     path_env = {"PATH": f"{member.bin_dir}:{h.env['PATH']}"}
-    # The member's cafleet commands run with the agent's private HOME: install the skills there.
+    # The member's cafleet commands run with the agent's private HOME: install the skills there,
+    # its own and the Director's (`message send` to the Director checks the recipient's agent).
     identity = {k: v for k, v in member.real.env.items() if k in IDENTITY}
-    ok(h.cli("setup", "--coding-agent", agent, env=identity, timeout=120))
+    agents = ["--coding-agent", "claude"] + (["--coding-agent", agent] if agent != "claude" else [])
+    ok(h.cli("setup", *agents, env=identity, timeout=120))
+    if agent == "codex":
+        # Codex runs commands in a login shell, whose /etc/profile resets PATH: give the private
+        # HOME a profile that puts the pane's PATH (with `cafleet`) back.
+        profile = member.real.home / ".bash_profile"
+        profile.write_text(f"export PATH={shlex.quote(h.env['PATH'])}\n", encoding="utf-8")
     try:
         member.create(ids.fleet_id, load_default_member_prompt())
         m = member.member_id
@@ -181,6 +197,7 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
 
         retry_until(matches, timeout=30, interval=1.0,
                     message=lambda: f"{_cli_json(h, 'member', 'usage', str(m))} != "
-                    f"{want_in}/{want_out} over {len(requests)} requests")  # fmt: skip
+                    f"{want_in}/{want_out} over {len(requests)} requests; all requests: "
+                    f"{_request_table(model_server, label)}")  # fmt: skip
     finally:
         member.stop()
