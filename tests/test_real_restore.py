@@ -91,6 +91,9 @@ def _texts(agent: str, body: dict[str, Any]) -> list[str]:
 def _new_server(h: TmuxHarness) -> tuple[str, dict[str, str]]:
     """A new tmux server on the same socket (as after a reboot) with one fake-agent pane: its
     pane id and the CLI environment of a command run in it."""
+    from tests.harness.util import pid_alive
+
+    retry_until(lambda: not pid_alive(h.server_pid), timeout=10, message="old server alive")
     subprocess.run(
         [h.real_tmux, "-S", h.socket_path, "-f", "/dev/null", "new-session", "-d", "-s",
          SESSION + "-new", "-x", "400", "-y", "200", "-c", str(h.project_dir),
