@@ -1,4 +1,4 @@
-"""10. What the stale-assets guard costs a command (docs/cli.md §3.2, issue 11).
+"""10. What the stale-assets guard costs a command (docs/cli.md §3.2).
 
 In process, on one database with every agent's assets recorded and a fleet of placed members:
 

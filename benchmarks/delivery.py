@@ -1,4 +1,4 @@
-"""10. Verified, idle-aware delivery (issue 10): what the gate and the verified submit cost, and
+"""10. Verified, idle-aware delivery (docs/runtime.md §4.9): what the gate and the verified submit cost, and
 whether lines reach freshly spawned real agents.
 
 ``run`` (section 12, in every run): the classifier's cost per capture (`classify`,
@@ -60,7 +60,7 @@ def _private_tmux() -> Iterator[Any]:
 
 
 def classifier_cost(rounds: int) -> dict[str, Any]:
-    from cafleet.panestate import classify, composer_text, line_taken, message_frame
+    from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 
     index = json.loads((DATA / "index.json").read_text(encoding="utf-8"))
     screens = [(name.split("/")[0], (DATA / name).read_text(encoding="utf-8")) for name in index]
@@ -93,9 +93,9 @@ def run(tmp: Path, rounds: int, sends: int) -> dict[str, Any]:
     if shutil.which("tmux") is None:
         result["skipped"] = "tmux not installed"
         return result
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.screens import classify, message_frame
     from cafleet.mux import PaneKey
-    from cafleet.panestate import classify, message_frame
     from tests.harness.util import retry_until
 
     with _private_tmux() as h:
@@ -141,7 +141,7 @@ def run(tmp: Path, rounds: int, sends: int) -> dict[str, Any]:
 def render(r: dict[str, Any]) -> list[str]:
     c = r["classifier"]
     lines = [
-        "## 12. delivery gate and verified submit (issue 10)",
+        "## 12. delivery gate and verified submit (docs/runtime.md §4.9)",
         f"  classifier per capture ({c['captures']} real captures, median of {c['rounds']}): "
         f"classify {c['classify_us']:.0f} µs, composer_text {c['composer_text_us']:.0f} µs, "
         f"line_taken {c['line_taken_us']:.0f} µs",
@@ -237,9 +237,9 @@ def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str, settle: float 
     """Send-to-verified through the one typing path into a real agent's first ready screen
     (``settle`` 0), or into one that has been ready for ``settle`` seconds (a pane that was
     idle, not one that has just drawn its screen)."""
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.screens import message_frame
     from cafleet.mux import PaneKey
-    from cafleet.panestate import message_frame
     from tests.harness.real_agents import RealAgent
 
     config = {"provider": {"anthropic": {"options": {"baseURL": api + "/v1"}}}}

@@ -1,4 +1,4 @@
-"""8. Drains at scale (issue 8): N members whose panes are gone, one pending notification each.
+"""8. Drains at scale (docs/runtime.md §4.3, §4.4): N members whose panes are gone, one pending notification each.
 
 In-process, without tmux: one `drain_fleet` with a live set holding only the Director's pane
 (every message is undeliverable, so nothing is typed), one monitor `run_tick` over the same
@@ -126,8 +126,9 @@ def _pending(conn: Any, fleet_id: int) -> int:
 def _in_process(tmp: Path, members: int) -> dict[str, Any]:
     from cafleet.broker import claim_monitor
     from cafleet.db.runtime import close_connection
-    from cafleet.delivery import drain_fleet
-    from cafleet.monitor.tick import LoopState, build_line, run_tick
+    from cafleet.delivery.drains import drain_fleet
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import build_line, run_tick
 
     db_path = tmp / f"drains-{members}" / "cafleet.db"
     setup_db(db_path)

@@ -36,7 +36,7 @@ def _tmux(sock: str, *args: str) -> str:
 
 def _ready_fake_claude(sock: str, window: str, where: Path) -> str:
     """A pane running the fake claude in screen mode (each turn ends at once), once it is ready."""
-    from cafleet.panestate import classify
+    from cafleet.delivery.screens import classify
 
     fake = where / "bin" / "claude"  # the fake names its agent after its own file
     fake.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from benchmarks.common import (
 
 FLOORS = {
     "floor: import sqlite3": [sys.executable, "-c", "import sqlite3"],
-    # Issue 14's floor: what any Click CLI over sqlite3 and JSON pays before doing anything.
+    # docs/performance.md's floor: what any Click CLI over sqlite3 and JSON pays before doing anything.
     "floor: import click, sqlite3, json": [sys.executable, "-c", "import click, sqlite3, json"],
     "floor: import sqlalchemy, click": [sys.executable, "-c", "import sqlalchemy, click"],
 }

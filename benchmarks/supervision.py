@@ -1,4 +1,4 @@
-"""11. Supervision costs (issue 13): what every command's loop healing adds while every loop is
+"""11. Supervision costs (docs/cli.md §1.11, §2.19): what every command's loop healing adds while every loop is
 live, and how close `message wait --timeout` keeps to its deadline.
 
 - healing, in process: `monitor.ensure.heal_dead_loops` on a database with F live fleets whose

@@ -71,6 +71,7 @@ def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
     from cafleet import broker
     from cafleet.broker.views import timeline
     from cafleet.db.runtime import close_connection
+    from cafleet.web.app import TIMELINE_LIMIT
     from cafleet.web.timeline import group
 
     db_path = tmp / "webui" / "cafleet.db"
@@ -84,7 +85,7 @@ def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
         query, grouping = [], []
         for _ in range(max(runs, 5) * 4):
             t0 = time.perf_counter()
-            rows = timeline(conn, fleet_id=fleet.fleet_id)
+            rows = timeline(conn, fleet_id=fleet.fleet_id, limit=TIMELINE_LIMIT)
             t1 = time.perf_counter()
             group(rows)
             t2 = time.perf_counter()

@@ -11,9 +11,12 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import CafleetError
 
-MAX_INT = 9223372036854775807
+# SQLite's largest INTEGER: the largest id any command or API accepts, and the bound of every
+# integer setting. Defined here once; the CLI's and the WebUI's id parameters read it.
+MAX_ID = 9223372036854775807
 _INT_RE = re.compile(r"[0-9]+")
 
 DEFAULT_MAX_TEXT_LEN = 200
@@ -23,7 +26,8 @@ DEFAULT_PANE_LOCK_TIMEOUT = 30
 # unusable and a capture shows nothing, so new panes go to another window instead.
 DEFAULT_MIN_PANE_COLUMNS = 40
 DEFAULT_MIN_PANE_ROWS = 8
-DEFAULT_DELIVERY_HOLD_TIMEOUT = 300  # docs/runtime.md §4.9; 0 = never hold
+# docs/runtime.md §4.9; 0 = never hold. Defined with the other delivery constants.
+DEFAULT_DELIVERY_HOLD_TIMEOUT = DEFAULT_HOLD_TIMEOUT
 
 
 class SettingsError(CafleetError):
@@ -87,7 +91,7 @@ def _parse_int(env: Mapping[str, str], name: str) -> int | None:
     raw = _get(env, name)
     if raw is None:
         return None
-    if not _INT_RE.fullmatch(raw) or int(raw) > MAX_INT:
+    if not _INT_RE.fullmatch(raw) or int(raw) > MAX_ID:
         raise SettingsError(f"{name} must be a non-negative integer (got '{raw}')")
     return int(raw)
 

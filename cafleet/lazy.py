@@ -1,7 +1,7 @@
 """Names a package re-exports from its submodules, each submodule imported on first use (PEP 562).
 
 A short command then imports only the submodules whose names it touches (docs/performance.md,
-issue 14): `def __getattr__(name): return load(__name__, HOMES, name)` in the package.
+docs/architecture.md §2): `def __getattr__(name): return load(__name__, HOMES, name)` in the package.
 """
 
 from __future__ import annotations

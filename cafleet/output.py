@@ -22,12 +22,11 @@ from cafleet import status
 from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
+    NULL_CELL,
     sanitize_multiline,
     sanitize_single_line,
     truncate,
 )
-
-NULL_CELL = "-"
 
 
 class BrokenStdout(CafleetError):
@@ -191,17 +190,6 @@ def counted_table(
 def label_lines(pairs: Iterable[tuple[str, str]], width: int, indent: str = "") -> list[str]:
     """`label:` left-justified in `width` columns, then the value."""
     return [f"{indent}{(label + ':').ljust(width)}{value}" for label, value in pairs]
-
-
-def idle_text(seconds: int | None) -> str:
-    """`-`, `<n>s` below 60, `<n div 60>m` below 3600, else `<n div 3600>h`."""
-    if seconds is None:
-        return NULL_CELL
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
 
 
 # --- records (docs/cli.md §1.10), keys in contract order ------------------------------------------

@@ -27,6 +27,32 @@ class Proc:
     start: int  # field 22 of /proc/<pid>/stat, in clock ticks since boot
 
 
+def pid_alive(pid: int) -> bool:
+    """os.kill(pid, 0) succeeds or raises PermissionError, and the process is not a zombie
+    (an exited loop whose parent never reaped it, e.g. under a container init that does not
+    reap, still answers kill(0))."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OverflowError, OSError):
+        return False
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False  # no /proc to ask (not Linux), or it just went: kill(0) said it exists
+    # `pid (comm) S ...`: the state follows the last ')' (comm may hold spaces and parens)
+    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
+    return state in (b"Z", b"X")
+
+
 def _stat(pid: int, proc: str = PROC) -> tuple[str, int, int] | None:
     """(state, ppid, start time) of ``pid``, or None when it is gone."""
     try:

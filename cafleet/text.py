@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 ELLIPSIS = "\u2026"
+NULL_CELL = "-"  # a table cell with no value
 RETURN_SYMBOL = "\u23ce"  # ⏎
 
 # ESC [ , parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
@@ -149,6 +150,8 @@ __all__ = [
     "BODY_LIMIT",
     "check_inline_body",
     "ELLIPSIS",
+    "NULL_CELL",
+    "idle_text",
     "RETURN_SYMBOL",
     "normalize_notification_text",
     "sanitize_multiline",
@@ -182,3 +185,14 @@ def check_inline_body(text: str) -> str:
     if text.strip() == "":
         raise ValueError("text may not be empty")
     return text
+
+
+def idle_text(seconds: int | None) -> str:
+    """`-`, `<n>s` below 60, `<n div 60>m` below 3600, else `<n div 3600>h`."""
+    if seconds is None:
+        return NULL_CELL
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"

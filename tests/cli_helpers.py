@@ -25,7 +25,7 @@ from tests.storage_helpers import snapshot as snapshot
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
 # What a command that types into no pane never needs (docs/cli.md §1.8).
-TYPING_MODULES = ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery")
+TYPING_MODULES = ("libtmux", "cafleet.mux.tmux", "cafleet.mux.locks", "cafleet.delivery.drains")
 
 
 # JSON records' keys in contract order (docs/cli.md §1.10).

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["tests.harness.fixtures"]
 
-# Property tests (issue 8): no example database in the checkout, no per-example deadline (tmux
+# Property tests (docs/tmux-arguments.md §7): no example database in the checkout, no per-example deadline (tmux
 # and agent start-up times vary with load), and the fixtures they use are per-test by design
 # (each example resets what it touches). Each test sets its own modest max_examples.
 settings.register_profile(

@@ -1,4 +1,4 @@
-"""Helpers for the messaging/delivery tests (issue 4): plain-SQL reads of the database, the
+"""Helpers for the messaging/delivery tests (docs/runtime.md §4): plain-SQL reads of the database, the
 notification line as the fake agent records it, the CLI in and out of process.
 
 Fleets are built by `tests.factories.build_world` (re-exported here with `World` and `connect`).

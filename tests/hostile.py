@@ -1,4 +1,4 @@
-"""The hostile alphabet of issue 8 as hypothesis strategies, and a private tmux server shared by
+"""The hostile alphabet (docs/tmux-arguments.md §7) as hypothesis strategies, and a private tmux server shared by
 the examples of one test module (docs/tmux-arguments.md).
 
 A shared server is correct here because every example leaves it as it found it: the example's

@@ -295,7 +295,7 @@ def test_default_monitor_prompt() -> None:
 
 
 def test_default_member_prompt() -> None:
-    """`member create` without PROMPT: the member's ids and the skill to load (issue 11)."""
+    """`member create` without PROMPT: the member's ids and the skill to load (docs/runtime.md §7.4)."""
     text = load_default_member_prompt()
     validate_template(text)
     rendered = render_template(

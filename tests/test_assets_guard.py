@@ -1,4 +1,4 @@
-"""The stale-assets guard (docs/cli.md §3.2; issue 11 item 5): which agents each command needs, the
+"""The stale-assets guard (docs/cli.md §3.2): which agents each command needs, the
 exact refusals, what is never blocked, and the one indexed read it costs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Spawning with the installed assets (issue 11 items 6, 7), in a private tmux server with fake
+"""Spawning with the installed assets (docs/runtime.md §7.4), in a private tmux server with fake
 agents: the bundled default member prompt, the monitor prompt's pointer to the skill, opencode's
 `--agent cafleet`, and the agent's own configuration variable reaching its pane."""
 

@@ -1,4 +1,4 @@
-"""The benchmark harness runs end to end at smoke size, so it never rots (issue 5)."""
+"""The benchmark harness runs end to end at smoke size, so it never rots (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     assert paths["rows"] == paths["count"] * paths["rounds"] * 2
     drains = results["drains"]
     for row in drains["in_process"]:
-        # issue 8: an undeliverable backlog costs one selection, and the wake line stays short
+        # docs/performance.md §9: an undeliverable backlog costs one selection, and the wake line stays short
         assert row["pending"] == row["members"] + 1
         assert row["drain_queries"] == 1
         assert row["wake_line_bytes"] < 3000
@@ -55,7 +55,8 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
     guard = results["assets_guard"]
     assert set(guard["calls"]) >= {"member (send, ping, prompt)", "reference: send_message"}
     assert all(row["median_us"] > 0 for row in guard["calls"].values())
-    supervision = results["supervision"]  # issue 13: what healing and the wait deadline cost
+    # docs/performance.md §11: what healing and the wait deadline cost
+    supervision = results["supervision"]
     assert set(supervision["heal_call_us"]) == {"TMUX set", "TMUX unset"}
     assert supervision["wait_inprocess_overrun_ms"]["max"] >= 0
     gate = results["delivery"]

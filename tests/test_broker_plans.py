@@ -205,7 +205,7 @@ def test_next_pending_notification_searches_pending_index(
 def test_oldest_pending_by_recipient_searches_pending_index_once_per_member(
     plans_db: Plans, scope: str
 ) -> None:
-    """Issue 8: a fleet drain's one selection; a correlated search of the pending index per
+    """docs/runtime.md §4.4: a fleet drain's one selection; a correlated search of the pending index per
     member, each member's row fetched by primary key."""
     kwargs: dict[str, Any] = (
         {"fleet_id": plans_db.fleet}

@@ -118,8 +118,8 @@ def test_catalog_modules_import_only_the_standard_library() -> None:
 
 RUNTIME_PACKAGES = ("cafleet.broker", "cafleet.monitor", "cafleet.workflows")
 RUNTIME_MODULES = (
-    "cafleet.delivery",
-    "cafleet.supervision",
+    "cafleet.delivery.drains",
+    "cafleet.workflows.supervision",
     "cafleet.db.guard",
     "cafleet.db.current",
     "cafleet.records",

@@ -227,7 +227,7 @@ def test_database_commands_import_neither_alembic_nor_libtmux(
     ] == []
 
 
-# The short commands of issue 14: the runtime runs the catalog's compiled statements on the
+# The short commands (docs/architecture.md §2): the runtime runs the catalog's compiled statements on the
 # standard library's sqlite3, so neither SQLAlchemy nor Alembic is imported.
 SHORT_COMMANDS = [
     ["message", "poll", "{worker}"],

@@ -172,7 +172,7 @@ def test_member_show_unknown(head_db: Path) -> None:
 
 
 def test_poll_of_unknown_or_deregistered_member(head_db: Path) -> None:
-    """49 (the `message poll` part); issue 13: a deregistered member's messages can be polled."""
+    """49 (the `message poll` part); docs/cli.md §2.16: a deregistered member's messages can be polled."""
     with Db(head_db) as db:
         fleet = db.fleet()
         worker = db.member(fleet.fleet.fleet_id)
@@ -180,4 +180,27 @@ def test_poll_of_unknown_or_deregistered_member(head_db: Path) -> None:
     before = snapshot(head_db)
     assert run_cli("message", "poll", "999") == (1, "", "Error: member 999 not found\n")
     assert run_cli("message", "poll", str(worker.member_id)) == (0, "No messages found.\n", "")
+    assert_unchanged(before, head_db)
+
+
+def test_delete_and_ping_of_unknown_or_deregistered_member(head_db: Path) -> None:
+    """49 (the `member delete` and `member ping` parts): exit 1 and nothing written; the
+    deregistered member's inbox still polls."""
+    with Db(head_db) as db:
+        fleet = db.fleet()
+        worker = db.member(fleet.fleet.fleet_id)
+        db.send(fleet.director.member_id, worker.member_id, "still yours")
+        db.deregister(worker.member_id)
+    before = snapshot(head_db)
+    wid = worker.member_id
+    for command in ("delete", "ping"):
+        assert run_cli("member", command, "999") == (1, "", "Error: member 999 not found\n")
+        assert run_cli("member", command, str(wid)) == (
+            1,
+            "",
+            f"Error: member {wid} is deregistered\n",
+        )
+    code, out, err = run_cli("message", "poll", str(wid))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1:] == ["still yours"]
     assert_unchanged(before, head_db)

@@ -30,7 +30,7 @@ def put(conn, frm: int, to: int, text: str) -> int:
 
 
 def test_fleet_drain_skips_without_attempts_and_reports_tmux_unusable(tmux_db) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -91,7 +91,7 @@ def test_fleet_drain_skips_without_attempts_and_reports_tmux_unusable(tmux_db) -
 
 def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
     from cafleet import broker
-    from cafleet.delivery import DrainFailure, drain_recipient
+    from cafleet.delivery.drains import DrainFailure, drain_recipient
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -137,7 +137,7 @@ def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
 
 
 def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_db) -> None:
-    from cafleet.delivery import DrainFailure, drain_recipient
+    from cafleet.delivery.drains import DrainFailure, drain_recipient
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -175,7 +175,7 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
 
 
 def test_fleet_drain_is_oldest_first_and_blocks_only_the_failed_recipient(tmux_db) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob", "carol"))
@@ -207,7 +207,7 @@ def test_fleet_drain_is_oldest_first_and_blocks_only_the_failed_recipient(tmux_d
 
 def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
     from cafleet import broker
-    from cafleet.delivery import drain_fleet, drain_recipient
+    from cafleet.delivery.drains import drain_fleet, drain_recipient
     from cafleet.mux import PaneKey
     from cafleet.mux.locks import pane_input_lock
 

@@ -206,7 +206,7 @@ def test_lock_timeout_warns_after_about_a_second_and_the_loop_types_later(tmux_d
 def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_it(
     tmux_db,
 ) -> None:
-    """Issue 13: the lock-wait warning is about this send's message (not the older one its
+    """docs/cli.md §1.11: the lock-wait warning is about this send's message (not the older one its
     drain selected first), and a pane another notification drain holds gives no warning."""
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))

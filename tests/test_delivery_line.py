@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cafleet.delivery import DrainFailure, notification_line, warning_line
+from cafleet.delivery.drains import DrainFailure, notification_line, warning_line
 from cafleet.text import normalize_notification_text as normalise
 from cafleet.text import truncate as truncate_codepoints
 

@@ -67,9 +67,8 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     assert data["notification_sent"] is True
     assert data["message"]["text"] == body
     util.wait_records(pane, 1)
-    assert util.line_bytes(pane) == [  # TAB typed as a space (issue 8), stored unchanged
-        record_of(expected_line(m1, "a`b$(c)", a, "a⏎b⏎c⏎d ef😀שלום"))
-    ]
+    # TAB typed as a space (docs/tmux-arguments.md §4), stored unchanged
+    assert util.line_bytes(pane) == [record_of(expected_line(m1, "a`b$(c)", a, "a⏎b⏎c⏎d ef😀שלום"))]
     row = message_row(h.db_path, m1)
     assert row["notified_at"] is not None and row["notified_at"] >= row["created_at"]
     assert row["status_state"] == "input_required"
@@ -186,7 +185,7 @@ def test_paneless_self_and_director_sends_never_import_libtmux(tmux_db) -> None:
     ):
         code, found = imported_after(argv, TYPING_MODULES, env=h.env, cwd=h.project_dir)
         assert code == 0, (argv, found)
-        assert set(found) <= {"cafleet.delivery"}, (argv, found)
+        assert set(found) <= {"cafleet.delivery.drains"}, (argv, found)
     assert util.shim_calls() == []
 
 
@@ -208,7 +207,7 @@ def test_eight_concurrent_senders_never_interleave(tmux_db) -> None:
         stdout, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 0, stderr
         sent.append(json.loads(stdout)["message"]["message_id"])
-        # issue 13: a send whose lock wait ran out while another send typed into the pane does
+        # docs/cli.md §1.11: a send whose lock wait ran out while another send typed into the pane does
         # not warn (that drain types every pending line, this one too); all 8 lines arrive
         assert stderr == "", stderr
     records = util.wait_records(pane, 8, timeout=60)

@@ -273,3 +273,321 @@ def test_reference_problems_are_found(tmp_path: Path) -> None:
         "pkg/mod.py:3: cli.md is not in the repository",
         "pkg/lone.py:1: §4 names no document",
     ]
+
+
+# --- recorded benchmark results -----------------------------------------------------------------
+
+RESULTS = REPO / "benchmarks" / "results"
+RUN_OUTPUTS = ("latest.json", "smoke.json")  # what `python -m benchmarks` writes; not committed
+_RESULT_REF = re.compile(r"[\w./-]*benchmark[\w./-]*\.json")
+
+
+def result_references(root: Path) -> dict[str, list[str]]:
+    """Every `...benchmark....json` path the docs and README name, with where each is named."""
+    found: dict[str, list[str]] = {}
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for match in _RESULT_REF.finditer(line):
+                found.setdefault(match.group(0), []).append(f"{path.name}:{number}")
+    return found
+
+
+def test_recorded_benchmark_results_live_in_benchmarks_results_and_are_cited() -> None:
+    assert sorted(p.name for p in (REPO / "docs").glob("*.json")) == []
+    refs = result_references(REPO)
+    recorded = {p.name for p in RESULTS.glob("*.json")} - set(RUN_OUTPUTS)
+    assert len(recorded) >= 10  # the glob found the recorded runs
+    cited = {Path(ref).name for ref in refs if ref.startswith("benchmarks/results/")}
+    outside = {
+        ref: where for ref, where in refs.items() if not ref.startswith("benchmarks/results/")
+    }
+    assert outside == {}, "benchmark results are cited outside benchmarks/results/"
+    missing = {ref: refs[ref] for ref in refs if Path(ref).name not in recorded | set(RUN_OUTPUTS)}
+    assert missing == {}, "cited benchmark results that are not in the repository"
+    assert sorted(recorded - cited) == [], "recorded results no document explains"
+
+
+def test_a_run_writes_its_results_where_the_docs_say() -> None:
+    from benchmarks import __main__ as bench
+
+    source = Path(bench.__file__).read_text(encoding="utf-8")
+    assert 'Path("benchmarks/results")' in source
+    assert set(RUN_OUTPUTS) <= set(re.findall(r'"(\w+\.json)"', source))
+    ignored = subprocess.run(
+        ["git", "check-ignore", *(f"benchmarks/results/{name}" for name in RUN_OUTPUTS)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert ignored.stdout.split() == [f"benchmarks/results/{name}" for name in RUN_OUTPUTS]
+    recorded = subprocess.run(
+        ["git", "check-ignore", "--no-index", *map(str, sorted(RESULTS.glob("2*.json")))],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert recorded.stdout == "", "a recorded result would be ignored by git"
+
+
+# --- the schema head, as the docs state it ----------------------------------------------------
+
+_HEAD_CLAIMS = (
+    re.compile(r"\bhead \((\d+)\)"),  # `applied migrations to head (4)`, `Already at head (4)`
+    re.compile(r"\bhead (\d+)\b"),  # `(schema 1, head 4)`
+    re.compile(r"schema head is \*\*revision (\d{4}), schema version (\d+)\*\*"),
+    re.compile(r"^#+ \d+\. Head schema \(revision (\d{4})\)", re.MULTILINE),
+)
+
+
+def head_claims(text: str) -> list[tuple[int, int]]:
+    """(line, version) of every literal head number in a document; `<N>` placeholders pass."""
+    found = []
+    for pattern in _HEAD_CLAIMS:
+        for match in pattern.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            found += [(line, int(number)) for number in match.groups()]
+    return sorted(found)
+
+
+def test_head_claims_are_parsed() -> None:
+    text = (
+        "The schema head is **revision 0007, schema version 7** (written `<N>`).\n"
+        "## 2. Head schema (revision 0007)\n"
+        "`Created <P> and applied migrations to head (2).` and `(schema 1, head 3)`,\n"
+        "`Already at head (<N>); nothing to do.` and `(schema <M>, head <N>)` are placeholders\n"
+    )
+    assert head_claims(text) == [(1, 7), (1, 7), (2, 7), (3, 2), (3, 3)]
+
+
+def test_every_literal_head_number_is_this_builds_head() -> None:
+    from cafleet.db.shapes import HEAD_VERSION
+
+    wrong = [
+        f"{path.relative_to(REPO)}:{line}: head {number}, but HEAD_VERSION is {HEAD_VERSION}"
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for line, number in head_claims(path.read_text(encoding="utf-8"))
+        if number != HEAD_VERSION
+    ]
+    assert wrong == []
+
+
+def test_every_revision_has_its_storage_section() -> None:
+    """docs/storage.md §3 has one `Revision <id> `<slug>`` section per file of the chain."""
+    from cafleet.db.shapes import REVISIONS
+
+    files = sorted(p.stem for p in (REPO / "alembic" / "versions").glob("[0-9]*.py"))
+    assert [name.split("_", 1)[0] for name in files] == list(REVISIONS)
+    storage = (REPO / "docs" / "storage.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^### 3\.\d+ Revision (\d{4}) `(\w+)`$", storage, re.MULTILINE)
+    assert [f"{rev}_{slug}" for rev, slug in sections] == files
+
+
+# --- docs/errors.md's table of exception classes ------------------------------------------------
+
+ERRORS_DOC = REPO / "docs" / "errors.md"
+_ERROR_ROW = re.compile(r"^\| `(\w+)` \| `([\w/]+\.py)` \| (`\w+`|\(given\)) \|", re.MULTILINE)
+
+
+def cafleet_error_classes() -> dict[str, tuple[str, str]]:
+    """Every public CafleetError subclass defined in cafleet: name -> (file, code)."""
+    import importlib
+    import pkgutil
+
+    import cafleet
+    from cafleet import status
+    from cafleet.errors import CafleetError
+
+    for module in pkgutil.walk_packages(cafleet.__path__, "cafleet."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
+    found: dict[str, tuple[str, str]] = {}
+    pending = list(CafleetError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.__name__.startswith("_") or not cls.__module__.startswith("cafleet."):
+            continue
+        module = sys.modules[cls.__module__]
+        file = Path(module.__file__ or "").resolve().relative_to(REPO).as_posix()
+        code = getattr(cls, "error_code", None)
+        found[cls.__name__] = (file, code if isinstance(code, str) else status.CODE_ERROR)
+    return found
+
+
+def documented_errors(text: str) -> dict[str, tuple[str, str]]:
+    return {name: (file, code.strip("`")) for name, file, code in _ERROR_ROW.findall(text)}
+
+
+def test_errors_doc_rows_are_parsed() -> None:
+    text = "| `A` | `cafleet/a.py` | `busy` | x |\n| `B` | `cafleet/b/c.py` | (given) | y |\n"
+    assert documented_errors(text) == {
+        "A": ("cafleet/a.py", "busy"),
+        "B": ("cafleet/b/c.py", "(given)"),
+    }
+
+
+def test_every_error_class_has_its_row_in_errors_md() -> None:
+    code = cafleet_error_classes()
+    assert {"MemberNotFound", "WaitTimedOut", "GuardRefused"} <= set(code)
+    docs = documented_errors(ERRORS_DOC.read_text(encoding="utf-8"))
+    # A class that chooses its code per instance says `(given)`; the rest must match exactly.
+    given = {name for name, (_file, c) in docs.items() if c == "(given)"}
+    assert {name: (f, c) for name, (f, c) in docs.items() if name not in given} == {
+        name: row for name, row in code.items() if name not in given
+    }
+    assert {name: docs[name][0] for name in given} == {name: code[name][0] for name in given}
+
+
+# --- docs/maintaining.md §2: every list of coding agents names the same agents ----------------
+
+
+def test_every_list_of_coding_agents_agrees() -> None:
+    from cafleet.agents import AGENT_NAMES
+    from cafleet.assets.targets import AGENTS as TARGET_AGENTS
+    from cafleet.cli.setup_cmd import AGENTS as SETUP_AGENTS
+    from cafleet.delivery.policy import POLICIES
+    from cafleet.delivery.screens.cues import TABLES
+    from cafleet.records import CODING_AGENTS
+    from tests.harness.fixtures import AGENTS as FAKE_AGENTS
+    from tests.harness.real_agents import AGENTS as REAL_AGENTS
+
+    assert AGENT_NAMES == ("claude", "codex", "opencode")
+    lists = {
+        "cafleet.records.CODING_AGENTS": CODING_AGENTS,
+        "cafleet.assets.targets.AGENTS": TARGET_AGENTS,
+        "cafleet.cli.setup_cmd.AGENTS": SETUP_AGENTS,
+        "tests.harness.fixtures.AGENTS": FAKE_AGENTS,
+        "tests.harness.real_agents.AGENTS": REAL_AGENTS,
+        "cafleet.delivery.policy.POLICIES": tuple(POLICIES),
+        "cafleet.delivery.screens.cues.TABLES": tuple(TABLES),
+    }
+    assert {name: tuple(value) for name, value in lists.items()} == dict.fromkeys(
+        lists, AGENT_NAMES
+    )
+    doctor = (REPO / "cafleet" / "cli" / "doctor_agents.py").read_text(encoding="utf-8")
+    assert "for agent in (" + ", ".join(f'"{a}"' for a in AGENT_NAMES) + "):" in doctor
+
+
+# --- README and docs/runtime.md §1.1: who uses libtmux -----------------------------------------
+
+
+def test_only_the_harness_fixture_imports_libtmux() -> None:
+    importers = sorted(
+        path.relative_to(REPO).as_posix()
+        for directory in ("cafleet", "tests", "benchmarks", "scripts")
+        for path in (REPO / directory).rglob("*.py")
+        if re.search(r"^\s*(import libtmux|from libtmux\b)", path.read_text(encoding="utf-8"), re.M)
+    )
+    assert importers == ["tests/harness/fixtures.py"]
+    fixture = (REPO / "tests" / "harness" / "fixtures.py").read_text(encoding="utf-8")
+    assert "send_keys" not in fixture and ".cmd(" not in fixture  # tmux runs through self.tmux
+
+
+def test_docs_cite_sections_not_issue_numbers() -> None:
+    """The tracker is not in the repository: a rule is cited by the docs section that states it."""
+    cited = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissues? \d+", line, re.IGNORECASE)
+    ]
+    assert cited == []
+
+
+# --- docs/cli.md §1.1: the command tree names every command and option ------------------------
+
+
+def command_tree_sections(markdown: str) -> dict[str, str]:
+    """The §1.1 tree block, split by top-level command: name -> the text of its lines."""
+    block = markdown.split("### 1.1 ", 1)[1].split("```", 2)[1]
+    sections: dict[str, str] = {}
+    current = ""
+    for line in block.strip("\n").splitlines()[1:]:  # the first line is the root
+        word = re.match(r"  ([a-z]+)\b", line)
+        if word:
+            current = word.group(1)
+        sections[current] = sections.get(current, "") + line + "\n"
+    return sections
+
+
+def test_command_tree_sections_are_parsed() -> None:
+    text = (
+        "### 1.1 Tree\n\n```\ncafleet [--version]\n  setup   [--json]\n"
+        "  fleet   create --name TEXT\n          list | show\n```\n"
+    )
+    assert command_tree_sections(text) == {
+        "setup": "  setup   [--json]\n",
+        "fleet": "  fleet   create --name TEXT\n          list | show\n",
+    }
+
+
+def test_command_tree_names_every_command_and_option() -> None:
+    import click
+
+    sections = command_tree_sections((REPO / "docs" / "cli.md").read_text(encoding="utf-8"))
+    missing = []
+    for path, ctx in reference.command_paths():
+        if not path:
+            continue
+        text = sections.get(path[0], "")
+        if path[-1] not in re.findall(r"[a-z]+", text):
+            missing.append(" ".join(path))
+        if isinstance(ctx.command, click.Group):
+            continue
+        for param in ctx.command.params:
+            for opt in param.opts:
+                if opt.startswith("--") and opt != "--help" and opt not in text:
+                    missing.append(f"{' '.join(path)} {opt}")
+    assert missing == []
+
+
+# --- every repository path the docs name exists ------------------------------------------------
+
+# Named in the docs but not files of the checkout, on purpose: what a benchmark run writes, the
+# wheel's own directory for the migrations, and seed-trace's example of a test id.
+NOT_IN_CHECKOUT = {
+    "benchmarks/results/latest.json",
+    "benchmarks/results/smoke.json",
+    "cafleet/_migrations",
+    "tests/test_x.py",
+}
+_REPO_PATH = re.compile(r"(?:`|^)((?:cafleet|tests|benchmarks|alembic|scripts|\.ci)/[\w./-]*)")
+
+
+def named_paths(text: str) -> list[tuple[int, str]]:
+    """(line, path) of each repository path in backticks or at the start of a line (a layout
+    block); placeholders (`<agent>`) and globs are left out."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for match in _REPO_PATH.finditer(line):
+            path = match.group(1).rstrip("/.")
+            if line[match.end() : match.end() + 1] not in ("<", "*", "{", "…"):
+                found.append((number, path))
+    return found
+
+
+def test_named_paths_are_parsed() -> None:
+    text = "see `cafleet/db/` and `tests/data/<agent>/x.txt`\ncafleet/text.py   leaves\n"
+    assert named_paths(text) == [(1, "cafleet/db"), (2, "cafleet/text.py")]
+
+
+def test_every_path_the_docs_name_exists() -> None:
+    missing = [
+        f"{doc.relative_to(REPO)}:{line}: {path}"
+        for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+        for line, path in named_paths(doc.read_text(encoding="utf-8"))
+        if path not in NOT_IN_CHECKOUT and not (REPO / path).exists()
+    ]
+    assert missing == []
+
+
+def test_readme_layout_names_every_top_level_module() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    entries = sorted(
+        f"cafleet/{p.name}" + ("/" if p.is_dir() else "")
+        for p in (REPO / "cafleet").iterdir()
+        if p.name not in ("__init__.py", "__main__.py", "__pycache__")
+    )
+    assert len(entries) > 15
+    assert [e for e in entries if f"`{e}`" not in layout] == []

@@ -1,5 +1,5 @@
-"""`cafleet doctor`'s coding-agents and member-permissions sections (docs/cli.md §3.3; issue 11
-item 8): states per agent, superseded notes, the rules that would block members, and that doctor
+"""`cafleet doctor`'s coding-agents and member-permissions sections (docs/cli.md §3.3):
+states per agent, superseded notes, the rules that would block members, and that doctor
 changes nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 8: drains cost one query per recipient, never one per skipped message; a dead pane costs
+"""docs/runtime.md §4.3, §4.4: drains cost one query per recipient, never one per skipped message; a dead pane costs
 one cheap check (one `list-panes -a` per drain or scan); the wake line has a bounded length.
 
 Counting runs without tmux: pane ids are made up and, where a drain must type, a stand-in
@@ -89,7 +89,7 @@ def _put(conn: Any, frm: int, to: int, text: str) -> int:
 def test_undeliverable_fleet_drain_is_one_query_whatever_the_backlog(
     head_db: Path, members: int
 ) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     w = _world(head_db, members)
     with connect(head_db) as conn:
@@ -110,7 +110,7 @@ def test_undeliverable_fleet_drain_is_one_query_whatever_the_backlog(
 def test_fleet_drain_selects_once_plus_once_per_attempt_oldest_first(
     head_db: Path, stand_in: tuple[set[str], list[tuple[str, str]]]
 ) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     live, typed = stand_in
     w = _world(head_db, 4)
@@ -134,7 +134,8 @@ def test_fleet_drain_selects_once_plus_once_per_attempt_oldest_first(
 
 def test_monitor_tick_over_an_undeliverable_backlog_is_one_selection(head_db: Path) -> None:
     from cafleet import broker
-    from cafleet.monitor.tick import LoopState, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import run_tick
 
     w = _world(head_db, 40)
     with connect(head_db) as conn:

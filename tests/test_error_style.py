@@ -1,4 +1,4 @@
-"""One error style (issue 13 item 7): one not-found sentence everywhere, `--json` errors as one
+"""One error style (docs/cli.md §1.4): one not-found sentence everywhere, `--json` errors as one
 JSON object on stderr, file-system errors as sentences naming the path and the remedy, and the
 one map of exit statuses (`cafleet.status`)."""
 

@@ -2,14 +2,14 @@
 
 The fakes draw the agents' screens from the cue tables' real texts (tests/harness/
 fake_screens.py); these tests prove each behaviour the delivery gate must handle is drawn so
-that `cafleet.panestate` recognises it, and that the fake logs what really reached it.
+that `cafleet.delivery.screens` recognises it, and that the fake logs what really reached it.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from cafleet.panestate import classify, composer_text, line_taken, message_frame
+from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log, line_records, retry_until
 

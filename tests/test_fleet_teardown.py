@@ -1,4 +1,4 @@
-"""Fleet lifecycle against a private tmux server (issue 13 items 1 and 2; docs/cli.md §2.3, §2.6):
+"""Fleet lifecycle against a private tmux server (docs/cli.md §2.3, §2.6):
 `fleet delete` kills the fleet's panes under the pane locks and leaves no process of the fleet
 (checked in /proc); one live fleet per Director pane."""
 

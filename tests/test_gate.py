@@ -1,5 +1,5 @@
-"""The delivery gate (cafleet.gate) on the real agents' captured screens, and the verified submit
-(cafleet.submit) against a scripted multiplexer whose screens are real captures (unit: no tmux).
+"""The delivery gate (cafleet.delivery.gate) on the real agents' captured screens, and the verified submit
+(cafleet.delivery.submit) against a scripted multiplexer whose screens are real captures (unit: no tmux).
 
 The scripted multiplexer records every key and text it is sent and answers `screen()` from a
 list of captures, so each branch (clear, Enter again, dropped line, capture failing, pane gone)
@@ -15,20 +15,18 @@ from typing import Any
 
 import pytest
 
-from cafleet.gate import POLICIES, decide, hold_note, holds
-from cafleet.mux import MuxCommandFailed, PaneGone
-from cafleet.panestate import message_frame
-from cafleet.panestate.cues import TABLES
-from cafleet.submit import (
-    ENTER_AGAIN_AFTER,
-    MAX_ENTERS,
-    VERIFY_TIMEOUT,
+from cafleet.delivery.gate import decide, hold_note, holds
+from cafleet.delivery.policy import ENTER_AGAIN_AFTER, MAX_ENTERS, POLICIES, VERIFY_TIMEOUT
+from cafleet.delivery.screens import message_frame
+from cafleet.delivery.screens.cues import TABLES
+from cafleet.delivery.submit import (
     Clock,
     clear_composer,
     frame_of,
     submit_verified,
     taken,
 )
+from cafleet.mux import MuxCommandFailed, PaneGone
 
 DATA = Path(__file__).resolve().parent / "data" / "screens"
 INDEX: dict[str, dict[str, Any]] = json.loads((DATA / "index.json").read_text(encoding="utf-8"))
@@ -304,7 +302,7 @@ def test_a_line_waits_from_the_later_of_its_send_and_its_pane() -> None:
     from datetime import timedelta
 
     from cafleet.db.timefmt import format_ts, utcnow
-    from cafleet.delivery import _waited
+    from cafleet.delivery.drains import _waited
 
     now = utcnow()
     sent, respawned = format_ts(now - timedelta(seconds=600)), format_ts(now - timedelta(seconds=5))

@@ -1,4 +1,4 @@
-"""The delivery gate and the verified submit through the one typing path (cafleet.keystrokes),
+"""The delivery gate and the verified submit through the one typing path (cafleet.delivery.keys),
 against screen-mode fakes in a real private tmux server (docs/runtime.md §4.9).
 
 The fakes draw Claude Code / Codex / opencode screens from the cue tables' real texts and log
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cafleet.keystrokes import Target, TypeOutcome, type_into_pane
-from cafleet.panestate import message_frame
+from cafleet.delivery.keys import Target, TypeOutcome, type_into_pane
+from cafleet.delivery.screens import message_frame
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import line_records, retry_until, shim_calls
 from tests.test_fake_screens import kinds, typed, wait_screen, wait_state
@@ -102,7 +102,7 @@ def test_a_working_agent_queues_the_line_and_is_not_interrupted(
 def test_a_half_typed_leftover_is_cleared_so_the_retry_is_one_clean_line(
     tmux_harness: TmuxHarness, tmp_path: Path, agent: str
 ) -> None:
-    """A sender killed while typing leaves text in the composer (issue 10 item 5)."""
+    """A sender killed while typing leaves text in the composer (docs/runtime.md §4.9)."""
     h = tmux_harness
     pane = spawn(h, agent)
     stranded = line(9)[:50] + " " + "x" * 200  # wraps over rows

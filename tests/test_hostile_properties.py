@@ -1,4 +1,4 @@
-"""Property tests over the hostile alphabet (issue 8), end to end on one private tmux server:
+"""Property tests over the hostile alphabet (docs/tmux-arguments.md §7), end to end on one private tmux server:
 whatever the member names, descriptions, models, prompts, working directories, database paths,
 message bodies, sender names and wake-line names hold, the fake agent receives exactly the
 expected argv or bytes, and no tmux command runs besides the pane that was asked for."""
@@ -179,7 +179,7 @@ def test_notification_reaches_the_agent_exactly(
     server: TmuxHarness, mailbox: Any, no_settles: None, sender: str, body: str
 ) -> None:
     from cafleet import broker
-    from cafleet.delivery import drain_recipient, notification_line
+    from cafleet.delivery.drains import drain_recipient, notification_line
 
     bob = mailbox.members["bob"]
     pane = mailbox.pane(bob)

@@ -1,4 +1,4 @@
-"""Issue 8's repros, one test each: user text ending in `;` (or holding tmux formats) reaches
+"""The tmux-argument repros (docs/tmux-arguments.md §1-§4), one test each: user text ending in `;` (or holding tmux formats) reaches
 the agent byte-exact and never runs a tmux command (docs/tmux-arguments.md)."""
 
 from __future__ import annotations
@@ -255,7 +255,8 @@ def test_wake_line_with_a_semicolon_on_a_chunk_boundary(
     names = _wake_names(last_id)
     assert names is not None
     from cafleet import broker
-    from cafleet.monitor.tick import LoopState, build_line, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import build_line, run_tick
     from cafleet.records import PlacementSpec
 
     with connect(h.db_path) as conn:

@@ -1,4 +1,4 @@
-"""The one typing path (cafleet.keystrokes): lock → recheck → backend → pane status → gate →
+"""The one typing path (cafleet.delivery.keys): lock → recheck → backend → pane status → gate →
 type → verify → record → release, against a fake agent in a private tmux server. The plain fake
 draws no agent screen (the gate's ``unknown``: typed, verified by its echo); the screen-mode
 cases are in tests/test_gate_delivery.py."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.keystrokes import Target, TypeOutcome, type_into_pane
+from cafleet.delivery.keys import Target, TypeOutcome, type_into_pane
 from tests.harness import util
 
 pytestmark = pytest.mark.tmux

@@ -1,4 +1,4 @@
-"""Member pane layout against a private tmux server (issue 13 item 3; docs/runtime.md §1.11):
+"""Member pane layout against a private tmux server (docs/runtime.md §1.11):
 no member pane below the usable minimum; the Director's window first, then the fleet's own
 windows, tiled; `--window new|current`; capture at 32 members."""
 

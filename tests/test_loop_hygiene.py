@@ -1,4 +1,4 @@
-"""Loop hygiene (issue 13 item 8): a loop that stops for any reason, a full disk included,
+"""Loop hygiene (docs/runtime.md §5.4, §5.9): a loop that stops for any reason, a full disk included,
 releases its slot and logs the whole cause; loop logs are per database; setup says when it waits
 for another setup's lock."""
 

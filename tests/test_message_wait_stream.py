@@ -95,7 +95,7 @@ def test_wait_returns_at_once_exactly_like_poll(world, head_db: Path) -> None:
 
 
 def test_wait_timeout_exits_124_with_the_timed_out_error(world, head_db: Path) -> None:
-    """Issue 13: a timeout is its own documented outcome (exit 124, cafleet.status.TIMEOUT)."""
+    """docs/cli.md §2.19: a timeout is its own documented outcome (exit 124, cafleet.status.TIMEOUT)."""
     a = world.members["alice"]
     before = snapshot(head_db)
     t0 = time.monotonic()

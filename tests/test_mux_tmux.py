@@ -100,7 +100,7 @@ def test_type_line_arrives_as_the_line_alone(tmux_harness: TmuxHarness) -> None:
     pane = h.spawn_fake()
     backend = h.backend()
     backend.type_line(pane, LINE)
-    typed = LINE.replace("\t", " ")  # TAB is typed as a space (issue 8)
+    typed = LINE.replace("\t", " ")  # TAB is typed as a space (docs/tmux-arguments.md §4)
     records = wait_records(pane, 1)
     assert [r["text"] for r in records] == [typed]
     assert line_bytes(pane) == [typed.encode()]

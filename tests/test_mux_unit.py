@@ -352,7 +352,7 @@ def test_split_window_size_cap() -> None:
 
 
 def test_type_line_sequence_and_delays() -> None:
-    """No Escape before the line (issue 10 item 3): the literal text, the settle, Enter."""
+    """No Escape before the line (docs/runtime.md §1.7): the literal text, the settle, Enter."""
     backend, rec = make()
     backend.type_line("%4", "[cafleet msg 1 from a (2)] hi")
     assert rec.events == [
@@ -473,7 +473,7 @@ def test_probe_for_typing() -> None:
 
 
 def test_probe_and_owner_check_the_placements_server_session_and_window() -> None:
-    """Issue 10 item 7: a pane id of another server, or one reused elsewhere, is not ours."""
+    """docs/runtime.md §1.8: a pane id of another server, or one reused elsewhere, is not ours."""
     not_ours = "pane %4 belongs to another tmux server or was reused"
     backend, rec = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|s\n", ""))
     socket = backend.socket_path

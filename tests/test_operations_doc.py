@@ -1,4 +1,4 @@
-"""docs/operations.md documents every CAFLEET_* setting the code and the tests read (issue 13
+"""docs/operations.md documents every CAFLEET_* setting the code and the tests read (docs/operations.md §1;
 item 9): a name read anywhere but missing from its tables fails here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pane is ours (issue 10 item 7): a placement records the tmux server it was made on, and
+"""The pane is ours (docs/runtime.md §1.8): a placement records the tmux server it was made on, and
 nothing is typed into, captured from or killed in a pane that is another server's (pane ids are
 per server) or that sits in another session or window than the placement names (a reused id).
 

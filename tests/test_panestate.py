@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cafleet.panestate import (
+from cafleet.delivery.screens import (
     STATES,
     classify,
     composer_text,
@@ -23,8 +23,8 @@ from cafleet.panestate import (
     message_frame,
     squash,
 )
-from cafleet.panestate.cues import TABLES, Cue
-from cafleet.panestate.layout import split
+from cafleet.delivery.screens.cues import TABLES, Cue
+from cafleet.delivery.screens.layout import split
 
 DATA = Path(__file__).resolve().parent / "data" / "screens"
 INDEX: dict[str, dict[str, Any]] = json.loads((DATA / "index.json").read_text(encoding="utf-8"))
@@ -182,7 +182,7 @@ F12, F13 = message_frame(12), message_frame(13)
 
 
 def test_message_frame_matches_the_notification_line() -> None:
-    from cafleet.delivery import notification_line
+    from cafleet.delivery.drains import notification_line
 
     rendered = notification_line(
         message_id=12, sender_name="Director", from_member_id=1, body="hi", max_text_len=200

@@ -1,4 +1,4 @@
-"""The installed assets as the real agents see them (issue 11 item 2; real-clients.md): opencode
+"""The installed assets as the real agents see them (docs/runtime.md §7.4; real-clients.md): opencode
 lists our skill at our path and resolves our agent preset, Codex shows our skill in its
 model-visible prompt and its policy checker allows cafleet commands under our rules, and Claude
 Code's `/skills` lists the skill. Each agent reads the files `cafleet setup` wrote under the

@@ -42,6 +42,23 @@ def test_cache_dir_and_binary_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert ra.cache_dir() != Path(os.environ["HOME"]) / ".cache" / "cafleet-agents"
 
 
+def test_both_cache_lookups_default_to_the_real_users_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md §1: unset, CAFLEET_AGENT_CACHE is `.cache/cafleet-agents` in the
+    password database's home for the user, whatever `$HOME` says (each test replaces it)."""
+    import pwd
+
+    from tests import real_agent_cli
+
+    monkeypatch.delenv("CAFLEET_AGENT_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    expected = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "cafleet-agents"
+    assert ra.cache_dir() == real_agent_cli.cache_dir() == expected
+    monkeypatch.setenv("CAFLEET_AGENT_CACHE", str(tmp_path / "agents"))
+    assert ra.cache_dir() == real_agent_cli.cache_dir() == tmp_path / "agents"
+
+
 def test_missing_binary_skips_locally_and_fails_in_ci(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from cafleet.panestate import classify, composer_text, line_taken, message_frame
+from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 from tests.harness.mock_api import mock_anthropic
 from tests.harness.real_agents import RealAgent, pids_of
 from tests.harness.util import retry_until

@@ -1,4 +1,4 @@
-"""Delivery to real members (issue 10 item 9): Claude Code, Codex CLI and opencode spawned with
+"""Delivery to real members (docs/runtime.md §4.9, docs/performance.md §13): Claude Code, Codex CLI and opencode spawned with
 `cafleet member create`, messages sent at +0, +3 and +10 s after the create and once more while
 the agent works; the agent's own record proves each arrived exactly once, intact, as its own
 message, not after it was stamped, and that no delivery interrupted the agent.

@@ -1,4 +1,4 @@
-"""Losses and recovery against a private tmux server (issue 13 items 5 and 6; docs/cli.md §2.8,
+"""Losses and recovery against a private tmux server (docs/runtime.md §5.11; docs/cli.md §2.8,
 §2.23, §2.24; docs/runtime.md §5.11): the loop reports a lost member or monitor pane to the
 Director once; `member respawn` re-creates a pane with the original agent and prompt; `fleet
 adopt` gives a fleet whose Director pane is gone a new one."""

@@ -43,7 +43,7 @@ def test_stamp_happens_after_the_full_line_while_the_pane_lock_is_held(tmux_db, 
     before/while typing (the spy then waits in vain for the fake's line record and times out),
     or if notification state is written before the stamp (notified_at is set at the spy)."""
     from cafleet import broker
-    from cafleet.delivery import drain_recipient
+    from cafleet.delivery.drains import drain_recipient
     from cafleet.mux import PaneKey
     from cafleet.mux.locks import try_pane_lock
 

@@ -1,4 +1,4 @@
-"""`cafleet setup`'s assets half (docs/cli.md §3.2, docs/runtime.md §7.4; issue 11 items 2–4): what it
+"""`cafleet setup`'s assets half (docs/cli.md §3.2, docs/runtime.md §7.4): what it
 writes and where, idempotence, what it never touches, upgrades, moved identity paths, failures,
 and `asset_installs` bookkeeping."""
 

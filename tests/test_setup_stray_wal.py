@@ -1,4 +1,4 @@
-"""Issue 8: with P absent, `setup` refuses when `P-wal` or `P-shm` exists, instead of creating a
+"""docs/storage.md §6: with P absent, `setup` refuses when `P-wal` or `P-shm` exists, instead of creating a
 database beside them (SQLite would delete a `-wal` it cannot match, losing its frames)."""
 
 from __future__ import annotations

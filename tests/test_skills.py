@@ -1,4 +1,4 @@
-"""The bundled skills and presets (issue 11, items 1, 2, 7): the Agent Skills format, progressive
+"""The bundled skills and presets (docs/runtime.md §7.4, docs/cli.md §3.2): the Agent Skills format, progressive
 disclosure, and every `cafleet …` command line they quote checked against the real Click tree,
 so the skills cannot drift from the CLI."""
 
@@ -165,7 +165,7 @@ def test_role_files_use_only_what_the_role_may_run() -> None:
 
 def test_quoted_lines_are_the_product_lines() -> None:
     """The notification, wake, ping and poll lines the skills show are what cafleet types."""
-    from cafleet.delivery import notification_line
+    from cafleet.delivery.drains import notification_line
     from cafleet.monitor.wakeline import WakeEntry, build_wake_line
     from cafleet.output import envelope_lines
     from cafleet.workflows.members import PING_LINE

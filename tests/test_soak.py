@@ -1,4 +1,4 @@
-"""The soak (issue 13): a fleet of auto-ACKing fake agents under random sends, broadcasts,
+"""The soak (docs/operations.md §1.2): a fleet of auto-ACKing fake agents under random sends, broadcasts,
 member-pane kills (half of them replaced, as docs/operations.md §4 says) and SIGKILLs of the
 monitor loop. Nothing may be lost: at the end every message is ACKed by its recipient's fake, or
 still pending with a reason (its recipient's pane is gone, or the recipient was deregistered).

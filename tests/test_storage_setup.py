@@ -183,7 +183,7 @@ _ADDED_0005 = {"fleets": 1, "member_placements": 1, "member_spawns": 3}
 def test_upgrade_from_0003_adds_the_placement_socket_and_keeps_every_row(
     db_path: Path, templates: Templates
 ) -> None:
-    """Revision 0004 (docs/storage.md §3.7, issue 10 item 7): one nullable column; old placements
+    """Revision 0004 (docs/storage.md §3.7, docs/runtime.md §1.8): one nullable column; old placements
     read as "socket not recorded" and still work (their pane key and lock file are unchanged)."""
     from cafleet.broker.members import get_member
     from cafleet.db.guard import open_validated_connection

@@ -55,7 +55,7 @@ def test_installed_wheel_runs_setup_from_its_own_scripts(tmp_path: Path) -> None
     assert "cafleet/_migrations/alembic/versions/0002_unique_active_monitor.py" in names
     assert "cafleet/_migrations/alembic/versions/0003_member_spawns_and_pane_loss.py" in names
     assert "cafleet/_migrations/alembic.ini" in names
-    # The bundled assets ship as package data (issue 11): skills, presets, default prompts.
+    # The bundled assets ship as package data (docs/runtime.md §7.4): skills, presets, default prompts.
     for data in (
         "skills/cafleet/SKILL.md",
         "skills/cafleet/director.md",

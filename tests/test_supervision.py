@@ -1,4 +1,4 @@
-"""Supervision (issue 13 item 4): `fleet show`, `member list` and `doctor` show the loop and the
+"""Supervision (docs/cli.md §2.5, §2.8, §2.2): `fleet show`, `member list` and `doctor` show the loop and the
 panes; any command that can reach the fleet's tmux server restarts a dead loop while
 notifications wait; `monitor start` / `monitor stop`. Real private tmux server, fake agents."""
 
@@ -227,8 +227,8 @@ def _pane_cells(h: TmuxHarness, fleet_id: int) -> dict[int, str]:
 def test_member_list_and_fleet_show_name_the_agent_state_the_gate_sees(
     tmux_db: TmuxHarness,
 ) -> None:
-    """Issue 13 item 4 through issue 10's classifier: a live pane reads `alive (<state>)`, the
-    state being what `cafleet.panestate.classify` makes of its screen (screen-mode fakes)."""
+    """docs/cli.md §2.8 through the delivery classifier (docs/agent-screens.md): a live pane reads `alive (<state>)`, the
+    state being what `cafleet.delivery.screens.classify` makes of its screen (screen-mode fakes)."""
     h = tmux_db
     ids = create_fleet(h)
     h.tmux("set-environment", "-g", "CAFLEET_FAKE_SCREEN", "work=10")  # every new pane

@@ -303,6 +303,7 @@ def test_timeline_rows_equal_the_plain_join(head_db: Path, members: int) -> None
     """The per-owner compound query returns exactly the rows of docs/storage.md §8's plain SQL, in
     that order, ties on status_timestamp included; 300 members take two batches."""
     from cafleet.broker.views import timeline
+    from cafleet.web.app import TIMELINE_LIMIT
 
     names = tuple(f"m{i}" for i in range(members))
     world = build_world(head_db, members=names, unplaced=names)
@@ -318,7 +319,7 @@ def test_timeline_rows_equal_the_plain_join(head_db: Path, members: int) -> None
         data.append((owner, world.director, owner, kind, ts, state, ts, None, f"t{i}"))
     insert_messages(head_db, data)
     with connect(head_db) as conn:
-        got = [m.message_id for m in timeline(conn, fleet_id=world.fleet_id)]
+        got = [m.message_id for m in timeline(conn, fleet_id=world.fleet_id, limit=TIMELINE_LIMIT)]
     assert got == _plain_timeline(head_db, world.fleet_id)
     assert len(got) == 200
 

@@ -28,7 +28,6 @@ def make_app(
     host: str = "127.0.0.1",
     port: int = 8000,
     read_only: bool = False,
-    classify: Any = None,
 ) -> Any:
     """The ASGI app exactly as `cafleet server` builds it, validated by the real guard."""
     from cafleet.config import load_settings
@@ -54,7 +53,6 @@ def make_app(
                 cookie=f"cafleet_token_{port}",
                 max_body=MAX_BODY,
             ),
-            classify=classify,
         )
     )
 

@@ -76,20 +76,20 @@ def require_assets(
     ``member_id``, ``fleet_of_member`` (that member's fleet) or ``fleet_id``.
     """
     import cafleet
+    from cafleet import broker
     from cafleet.assets.targets import resolved_paths
-    from cafleet.broker.assets import current_asset_versions
 
     paths = resolved_paths()
     if member_id is not None:
-        found = current_asset_versions(conn, paths, scope="member", scope_id=member_id)
+        found = broker.current_asset_versions(conn, paths, scope="member", scope_id=member_id)
     elif fleet_of_member is not None:
-        found = current_asset_versions(
+        found = broker.current_asset_versions(
             conn, paths, scope="fleet_of_member", scope_id=fleet_of_member
         )
     elif fleet_id is not None:
-        found = current_asset_versions(conn, paths, scope="fleet", scope_id=fleet_id)
+        found = broker.current_asset_versions(conn, paths, scope="fleet", scope_id=fleet_id)
     else:
-        found = current_asset_versions(conn, paths, agents=agents)
+        found = broker.current_asset_versions(conn, paths, agents=agents)
     problems: dict[str, str] = {}
     for agent, installed in found.items():
         problem = _problem(agent, paths.get(agent), installed, cafleet.__version__)

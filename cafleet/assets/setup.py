@@ -43,12 +43,14 @@ class AgentResult:
 
 def _record(conn: Connection, target: Target, version: str, changed: bool) -> bool:
     """Upsert the row unless it is already current and nothing changed; True if written."""
-    from cafleet.broker.assets import asset_installs_for, record_asset_install
+    from cafleet import broker
 
-    current = [r for r in asset_installs_for(conn, target.coding_agent) if r.path == target.path]
+    current = [
+        r for r in broker.asset_installs_for(conn, target.coding_agent) if r.path == target.path
+    ]
     if not changed and current and current[0].cafleet_version == version:
         return False
-    record_asset_install(
+    broker.record_asset_install(
         conn, coding_agent=target.coding_agent, path=target.path, cafleet_version=version
     )
     return True

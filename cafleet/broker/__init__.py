@@ -2,6 +2,9 @@
 one transaction (docs/storage.md §7). Writes use one `tx.write`, reads one `tx.read`; they return
 frozen records (`cafleet.records`) and raise the errors of `cafleet.broker.errors`.
 
+Code outside this package imports only this facade and `cafleet.broker.errors`
+(`tests/test_layers.py` checks it): one place lists the repository's functions.
+
 The repository modules are imported on first use of one of their names (PEP 562), so a command
 imports only the modules it calls: an editable checkout recompiles each imported module on every
 run when PYTHONDONTWRITEBYTECODE is set. The errors are imported at once; every caller needs them.
@@ -97,6 +100,20 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         rebind_placement,
         record_pane_loss,
     )
+    from cafleet.broker.sessions import (
+        clear_session_id,
+        fleet_sessions,
+        session_id,
+        session_owner,
+        set_session_id,
+    )
+    from cafleet.broker.views import (
+        inbox_view,
+        roster_activity,
+        sent_view,
+        timeline,
+        web_roster,
+    )
 
 # Public name -> the module that defines it.
 _HOMES: dict[str, str] = {
@@ -143,10 +160,20 @@ _HOMES: dict[str, str] = {
     "placed_members": "recovery",
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
+    "clear_session_id": "sessions",
+    "fleet_sessions": "sessions",
+    "session_id": "sessions",
+    "session_owner": "sessions",
+    "set_session_id": "sessions",
     "next_pending_notification": "notifications",
     "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
+    "inbox_view": "views",
+    "roster_activity": "views",
+    "sent_view": "views",
+    "timeline": "views",
+    "web_roster": "views",
 }
 
 
@@ -214,6 +241,11 @@ __all__ = [
     "record_asset_install",
     "record_monitor_wake",
     "record_pane_loss",
+    "clear_session_id",
+    "fleet_sessions",
+    "session_id",
+    "session_owner",
+    "set_session_id",
     "register_member",
     "request_monitor_wake",
     "send_message",
@@ -222,4 +254,9 @@ __all__ = [
     "stamp_notified",
     "unacked_deliveries",
     "wake_roster",
+    "inbox_view",
+    "roster_activity",
+    "sent_view",
+    "timeline",
+    "web_roster",
 ]

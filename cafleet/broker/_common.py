@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
+from cafleet.broker.errors import PaneDirectsFleet
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.records import BACKENDS, CODING_AGENTS
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+    from cafleet.records import Fleet, PaneKey
 
 
 def stamp(now: datetime | None) -> str:
@@ -23,3 +29,24 @@ def check_coding_agent(coding_agent: str) -> None:
         raise ValueError(
             f"unknown coding agent {coding_agent!r} (expected one of: {', '.join(CODING_AGENTS)})"
         )
+
+
+def directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
+    """Inside the caller's transaction: the live fleet whose active root Director's placement
+    names ``key``, or None. Here, not in `fleets`, because `recovery` needs it too."""
+    from cafleet.db.catalog.sqlite import fleets as q
+    from cafleet.records import fleet_from_row
+
+    row = (
+        conn.execute(q.FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
+        .mappings()
+        .first()
+    )
+    return None if row is None else fleet_from_row(row)
+
+
+def refuse_directed_pane(conn: Connection, key: PaneKey) -> None:
+    """`PaneDirectsFleet` when ``key`` is a live fleet's root Director pane."""
+    fleet = directed_from(conn, key)
+    if fleet is not None:
+        raise PaneDirectsFleet(key[2], fleet.fleet_id, fleet.name)

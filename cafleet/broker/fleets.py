@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
+    directed_from,
+    refuse_directed_pane,
     stamp,
 )
 from cafleet.broker.errors import (
     BootstrapAborted,
     FleetNotFound,
-    PaneDirectsFleet,
     PlacementsChanged,
 )
 from cafleet.db import tx
@@ -71,7 +72,7 @@ def create_fleet(
     try:
         with tx.write(conn):
             ts = stamp(now)
-            _refuse_directed_pane(
+            refuse_directed_pane(
                 conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
             )
             fleet_id = conn.execute(q.INSERT_FLEET, {"name": name, "now": ts}).lastrowid
@@ -145,25 +146,10 @@ def create_fleet(
     )
 
 
-def _directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
-    row = (
-        conn.execute(q.FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
-        .mappings()
-        .first()
-    )
-    return None if row is None else fleet_from_row(row)
-
-
-def _refuse_directed_pane(conn: Connection, key: PaneKey) -> None:
-    fleet = _directed_from(conn, key)
-    if fleet is not None:
-        raise PaneDirectsFleet(key[2], fleet.fleet_id, fleet.name)
-
-
 def fleet_directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
     """The live fleet whose active root Director's placement names ``key``, or None."""
     with tx.read(conn):
-        return _directed_from(conn, key)
+        return directed_from(conn, key)
 
 
 def _rollback_leftover(conn: Connection) -> BaseException | None:

@@ -31,7 +31,7 @@ def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
     moment = now if now is not None else utcnow()
     if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
         return False
-    from cafleet.monitor.runtime import pid_alive  # standard library only
+    from cafleet.procs import pid_alive  # standard library only
 
     return pid_alive(row.pid)
 

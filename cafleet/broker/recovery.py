@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from cafleet.broker._common import stamp
+from cafleet.broker._common import refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
-from cafleet.broker.fleets import _refuse_directed_pane
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import recovery as q
 from cafleet.db.runtime import Connection
@@ -75,7 +74,7 @@ def rebind_placement(
         if row is not None and row["kind"] == "director" and new_key != expected:
             # (The same key: a new tmux server reused the id of the Director's own old pane,
             # which directs only this fleet.)
-            _refuse_directed_pane(conn, new_key)
+            refuse_directed_pane(conn, new_key)
         updated = (
             conn.execute(
                 q.REBIND,

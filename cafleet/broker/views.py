@@ -14,8 +14,6 @@ from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import utcnow
 from cafleet.records import MESSAGE_STATES, Member, Message, member_from_row, message_from_row
 
-TIMELINE_LIMIT = 200
-
 
 def _check_live(conn: Connection, fleet_id: int) -> None:
     fleet = conn.execute(q.FLEET_STATE, {"fleet_id": fleet_id}).first()
@@ -53,7 +51,7 @@ def roster_activity(
     ]
 
 
-def timeline(conn: Connection, *, fleet_id: int, limit: int = TIMELINE_LIMIT) -> list[Message]:
+def timeline(conn: Connection, *, fleet_id: int, limit: int) -> list[Message]:
     """The newest `limit` unicast deliveries owned by the fleet's members (any status),
     `status_timestamp DESC, message_id DESC` (docs/storage.md §8). Broadcast summaries never take up
     the cap; a broadcast may be cut.
@@ -92,7 +90,6 @@ def sent_view(conn: Connection, *, member_id: int, limit: int) -> list[Message]:
 
 
 __all__ = [
-    "TIMELINE_LIMIT",
     "inbox_view",
     "roster_activity",
     "sent_view",

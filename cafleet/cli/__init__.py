@@ -16,13 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-__all__ = ["main", "report_error", "run", "run_started", "signal_stop_is_clean", "wants_json"]
+from cafleet import status
 
-# The exit statuses live in cafleet.status (the one map); these names stay for the callers.
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_BROKEN_PIPE = 141
+__all__ = ["main", "report_error", "run", "run_started", "signal_stop_is_clean", "wants_json"]
 
 _clean_signal_stop = False
 _started: float | None = None
@@ -86,7 +82,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     code = _invoke(list(sys.argv[1:] if argv is None else argv))
     code = _final_flush(code)
     signal_code = signals.exit_code_for_signal()
-    if signal_code is not None and code in (EXIT_OK, EXIT_ERROR) and not _clean_signal_stop:
+    if signal_code is not None and code in (status.OK, status.ERROR) and not _clean_signal_stop:
         code = signal_code
     return code
 
@@ -94,7 +90,6 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _invoke(args: list[str]) -> int:
     import click
 
-    from cafleet import status
     from cafleet.errors import error_text
     from cafleet.output import BrokenStdout, OutputFailed
     from cafleet.signals import Interrupted
@@ -108,7 +103,7 @@ def _invoke(args: list[str]) -> int:
         if as_json:
             return report_error(status.CODE_USAGE, exc.format_message(), as_json=True)
         _show_usage_error(exc)
-        return EXIT_USAGE
+        return status.USAGE
     except click.ClickException as exc:
         code = getattr(exc, "error_code", None) or status.CODE_ERROR
         message = exc.format_message() or None
@@ -117,23 +112,23 @@ def _invoke(args: list[str]) -> int:
         return exc.exit_code
     except click.Abort:
         # Click raises it for EOF/KeyboardInterrupt; our handlers only record signals.
-        return EXIT_ERROR
+        return status.ERROR
     except Interrupted:
-        return EXIT_ERROR  # replaced by 130/143 in run()
+        return status.ERROR  # replaced by 130/143 in run()
     except BrokenStdout:
         _silence_stdout()
-        return EXIT_BROKEN_PIPE
+        return status.BROKEN_PIPE
     except OutputFailed as exc:
         return report_error(status.CODE_OUTPUT, str(exc), as_json=as_json)
     except BrokenPipeError:
         _silence_stdout()
-        return EXIT_BROKEN_PIPE
+        return status.BROKEN_PIPE
     except OSError as exc:
         return report_error(status.CODE_OS, status.os_error_text(exc), as_json=as_json)
     except Exception as exc:
         return report_error(status.error_code(exc), error_text(exc), as_json=as_json)
     if isinstance(rv, bool) or not isinstance(rv, int):
-        return EXIT_OK
+        return status.OK
     return rv
 
 
@@ -158,7 +153,6 @@ def report_error(
     A failure without a message (a signal during a compensated creation) prints only the
     cleanup lines.
     """
-    from cafleet import status
     from cafleet.output import dumps_json, err
 
     if as_json:
@@ -188,16 +182,16 @@ def _final_flush(code: int) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
-        return EXIT_BROKEN_PIPE
+        return status.BROKEN_PIPE
     except OSError as exc:
         import errno
 
         if exc.errno == errno.EPIPE:
             _silence_stdout()
-            return EXIT_BROKEN_PIPE
+            return status.BROKEN_PIPE
         _silence_stdout()  # the interpreter's final flush would fail again
         err(f"Error: cannot write output: {exc.strerror or exc}")
-        return EXIT_ERROR if code == EXIT_OK else code
+        return status.ERROR if code == status.OK else code
     except ValueError:  # stdout already closed
         pass
     return code

@@ -100,7 +100,7 @@ class Invocation:
             self.close()
 
     def _heal(self) -> None:
-        """Issue 13: any command that reached the database restarts, in the background, a dead
+        """docs/cli.md §1.11 (every command heals): any command that reached the database restarts, in the background, a dead
         loop of a fleet with pending notifications on the tmux server it runs in. Without TMUX
         nothing is imported or read; with every loop live it costs one indexed read."""
         import os

@@ -105,7 +105,7 @@ def database_section(path: str | None, path_error: str | None) -> Section:
 
 
 def fleets_section(path: str | None, database_ok: bool) -> Section:
-    """Every live fleet's monitor loop and member panes (issue 13); an issue when a loop is not
+    """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when a loop is not
     live or a pane is gone. Read-only: the file is opened as the diagnosis opens it and closed
     the guarded way; skipped (not an issue of its own) when the database section failed."""
     data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}
@@ -114,7 +114,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
         return Section("fleets", True, ["  skipped: the database is not usable"], data)
     from cafleet import broker
     from cafleet.db.runtime import close_connection, open_connection
-    from cafleet.supervision import fleet_report
+    from cafleet.workflows.supervision import fleet_report
 
     conn = open_connection(path, mode="rw", purpose="command")
     try:

@@ -36,7 +36,7 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
         return None
     import sqlite3
 
-    from cafleet.broker.assets import all_asset_installs
+    from cafleet import broker
     from cafleet.db.errors import StorageError
     from cafleet.db.runtime import close_connection, open_connection
     from cafleet.records import StorageIntegrityError
@@ -46,7 +46,7 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
     except (sqlite3.Error, StorageError, OSError):
         return None
     try:
-        return all_asset_installs(conn)
+        return broker.all_asset_installs(conn)
     except (sqlite3.Error, StorageError, StorageIntegrityError):
         return None
     finally:

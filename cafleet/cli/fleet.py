@@ -21,7 +21,7 @@ from cafleet.output import (
 )
 
 if TYPE_CHECKING:
-    from cafleet.supervision import FleetReport
+    from cafleet.workflows.supervision import FleetReport
     from cafleet.workflows.teardown import Deleted, PaneReport
 
 SHOW_LABEL_WIDTH = 12
@@ -35,9 +35,9 @@ FLEET_ID_HELP = "Fleet ID."
 @json_option
 def fleet_list(as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.broker.fleets import list_fleets
+    from cafleet import broker
 
-    fleets = list_fleets(conn)
+    fleets = broker.list_fleets(conn)
     if as_json:
         out_json([fleet_dict(f) for f in fleets])
         return
@@ -90,7 +90,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
 @json_option
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.supervision import classified_state, fleet_report
+    from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, agent_state=classified_state)
     if as_json:

@@ -12,7 +12,6 @@ from cafleet.cli.params import id_argument, json_option
 from cafleet.output import (
     cell,
     counted_table,
-    idle_text,
     label_lines,
     member_dict,
     out,
@@ -21,10 +20,11 @@ from cafleet.output import (
     placement_text,
     roster_dict,
 )
+from cafleet.text import idle_text
 
 if TYPE_CHECKING:
     from cafleet.records import Member, RosterEntry
-    from cafleet.supervision import PaneReport
+    from cafleet.workflows.supervision import PaneReport
 
 SHOW_LABEL_WIDTH = 17
 MEMBER_ID_HELP = "Member ID."
@@ -73,7 +73,7 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
 def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.supervision import classified_state, fleet_report
+    from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
@@ -136,10 +136,10 @@ def member_show_lines(member: Member, session_id: str | None = None) -> list[str
 def member_show(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.broker.members import get_member
+    from cafleet import broker
     from cafleet.workflows.sessions import learn_quietly
 
-    member = get_member(conn, member_id)
+    member = broker.get_member(conn, member_id)
     session_id = learn_quietly(conn, inv.settings, member)
     if as_json:
         out_json({**member_dict(member), "agent_session_id": session_id})

@@ -20,9 +20,9 @@ MESSAGE_ID_HELP = "Message ID."
 def message_poll(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.broker.messages import poll_inbox
+    from cafleet import broker
 
-    messages = poll_inbox(conn, member_id)
+    messages = broker.poll_inbox(conn, member_id)
     if as_json:
         out_json([message_dict(m) for m in messages])
     else:
@@ -35,9 +35,9 @@ def message_poll(member_id: int, as_json: bool) -> None:
 def message_ack(message_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.broker.messages import ack_message
+    from cafleet import broker
 
-    message = ack_message(conn, message_id=message_id)
+    message = broker.ack_message(conn, message_id=message_id)
     if as_json:
         out_json({"message": message_dict(message)})
     else:
@@ -51,9 +51,9 @@ def message_ack(message_id: int, as_json: bool) -> None:
 def message_show(message_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.broker.messages import get_message
+    from cafleet import broker
 
-    message = get_message(conn, message_id)
+    message = broker.get_message(conn, message_id)
     if as_json:
         out_json({"message": message_dict(message)})
     else:

@@ -7,7 +7,8 @@ import click
 
 from cafleet.cli.app import monitor_group, monitor_loop_command
 from cafleet.cli.context import fail, invocation
-from cafleet.cli.params import MAX_ID, id_argument, json_option
+from cafleet.cli.params import id_argument, json_option
+from cafleet.config import MAX_ID
 from cafleet.output import out, out_json
 from cafleet.text import sanitize_single_line
 

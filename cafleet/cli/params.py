@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 
 import click
 
+from cafleet.config import MAX_ID
 from cafleet.text import BODY_LIMIT, check_inline_body
 
-MAX_ID = 9223372036854775807
 ID = click.IntRange(1, MAX_ID)
 
 NAME_LIMIT = 100

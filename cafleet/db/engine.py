@@ -22,11 +22,13 @@ from cafleet.db.runtime import (
     BUSY_TIMEOUT_MS,
     PRAGMAS,
     Mode,
+    OtherKind,
     Purpose,
     check_sqlite,
     close_tracked,
     companions_exist,
     recheck_ledger,
+    register_other_kind,
     uri_path,
 )
 from cafleet.db.runtime import is_busy as _is_busy
@@ -209,3 +211,14 @@ def _close_quietly(conn: Connection) -> None:
         conn.close()
     with contextlib.suppress(Exception):
         engine.dispose()
+
+
+# cafleet.db.runtime's functions take either connection kind; they hand this one over here.
+register_other_kind(
+    OtherKind(
+        raw=raw,
+        read=tx.read,
+        write=tx.write,
+        close=lambda conn, guarded: close_connection(conn, guarded=guarded),
+    )
+)

@@ -258,7 +258,7 @@ def _run(path: str, target: str, on_wait: Callable[[str], None] | None = None) -
 
 
 def stray_companions_text(path: str) -> str | None:
-    """The refusal for an absent `path` with a `-wal` or `-shm` beside it (issue 8), else None.
+    """The refusal for an absent `path` with a `-wal` or `-shm` beside it (docs/storage.md §6), else None.
 
     SQLite would adopt such a `-wal` as the new file's log, or delete it, and it may hold
     another database's committed frames; so setup creates nothing next to one."""

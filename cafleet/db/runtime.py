@@ -17,7 +17,7 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
 from cafleet.db.writelock import (
@@ -29,6 +29,8 @@ from cafleet.db.writelock import (
 )
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from sqlalchemy import Connection as SAConnection
 
 Mode = Literal["rw", "rwc", "ro"]
@@ -228,12 +230,37 @@ def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command
     )
 
 
+# --- the other connection kind ------------------------------------------------------------------
+
+
+class OtherKind(NamedTuple):
+    """SQLAlchemy's connection (`cafleet.db.engine`, setup and the migrations): its module
+    registers these when it is imported, so this module never imports it (docs/storage.md §4.2)
+    and a function below given such a connection hands it over."""
+
+    raw: Callable[[Any], sqlite3.Connection]
+    read: Callable[[Any], AbstractContextManager[Any]]
+    write: Callable[[Any], AbstractContextManager[Any]]
+    close: Callable[[Any, bool], None]
+
+
+_other: list[OtherKind] = []
+
+
+def register_other_kind(kind: OtherKind) -> None:
+    _other[:] = [kind]
+
+
+def _other_kind() -> OtherKind:
+    if not _other:  # no SQLAlchemy connection can exist before cafleet.db.engine made one
+        raise StorageUsageError("not a cafleet connection")
+    return _other[0]
+
+
 def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
     if not isinstance(conn, Connection):
-        from cafleet.db.engine import raw as engine_raw
-
-        return engine_raw(conn)
+        return _other_kind().raw(conn)
     if conn.in_transaction():
         raise StorageUsageError("raw PRAGMA issued inside a transaction")
     return conn.driver
@@ -278,9 +305,7 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @contextlib.contextmanager
     def read(conn: Connection | SAConnection) -> Iterator[Any]:
         if not isinstance(conn, Connection):  # setup's and the migrations' SQLAlchemy connection
-            from cafleet.db.engine import tx as engine_tx
-
-            with engine_tx.read(conn) as c:
+            with _other_kind().read(conn) as c:
                 yield c
             return
         info = conn.info
@@ -305,9 +330,7 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @contextlib.contextmanager
     def write(conn: Connection | SAConnection) -> Iterator[Any]:
         if not isinstance(conn, Connection):
-            from cafleet.db.engine import tx as engine_tx
-
-            with engine_tx.write(conn) as c:
+            with _other_kind().write(conn) as c:
                 yield c
             return
         info = conn.info
@@ -362,9 +385,7 @@ def close_connection(conn: Connection | SAConnection, *, guarded: bool = False) 
     opened and read first, so the read-write close is not the last one and skips the checkpoint.
     """
     if not isinstance(conn, Connection):
-        from cafleet.db.engine import close_connection as engine_close
-
-        engine_close(conn, guarded=guarded)
+        _other_kind().close(conn, guarded)
         return
     close_tracked(conn.info, lambda: _close_quietly(conn), guarded=guarded)
 

@@ -135,15 +135,14 @@ def ensure_monitor_loop(
         time.sleep(READY_POLL)
 
 
-# --- restarting dead loops (issue 13: any command heals) -------------------------------------
+# --- restarting dead loops (docs/cli.md §1.11: every command heals) ----------------------------------
 
 
 def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
     """The fleet's loop is not live, `cafleet monitor stop` does not hold it, and a
     notification is pending (held lines are pending too: nothing stamped them)."""
     from cafleet import broker
-    from cafleet.monitor.runtime import is_live
-    from cafleet.supervision import is_held
+    from cafleet.monitor.runtime import is_held, is_live
 
     if row is None:
         row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
@@ -177,11 +176,10 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     candidates = [r.fleet_id for r in dead if needs_restart(conn, r.fleet_id, r)]
     if not candidates:
         return []
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend("tmux", env=env)
-        backend.ensure_available()
+        backend = usable_backend(env=env)
         live = backend.list_panes()
     except MultiplexerError:
         return []

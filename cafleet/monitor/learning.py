@@ -80,7 +80,7 @@ def learn(
     pids: Mapping[str, int] | None = None,
 ) -> str | None:
     """The member's session id: the stored one, or one learned now (None: not found yet)."""
-    from cafleet.broker.sessions import session_id, session_owner, set_session_id
+    from cafleet.broker import session_id, session_owner, set_session_id
     from cafleet.db.timefmt import parse_ts
     from cafleet.sessions import records_of
     from cafleet.sessions.proc import pane_home
@@ -117,7 +117,7 @@ def learn_fleet(conn: Connection, db_dir: str, fleet_id: int, backend: Any) -> l
     """One monitor tick's learning: for each active placed member of the fleet without a
     session id. Returns `member <id>: session <sid>` for each id learned."""
     from cafleet import broker
-    from cafleet.broker.sessions import fleet_sessions
+    from cafleet.broker import fleet_sessions
     from cafleet.db.timefmt import parse_ts, utcnow
 
     sessions = fleet_sessions(conn, fleet_id)

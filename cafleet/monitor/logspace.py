@@ -1,4 +1,4 @@
-"""Room kept in the loop's log file for its last words (issue 13, docs/runtime.md §5.9).
+"""Room kept in the loop's log file for its last words (docs/runtime.md §5.9).
 
 A loop that stops because the disk is full still has to log why: the probe found a log cut
 mid-traceback at 4,096 bytes. The detached loop's log is a regular file (its stdout and stderr),

@@ -76,11 +76,10 @@ def _startup(
         raise LoopStartError(str(FleetDeleted(fleet_id)))
 
     # 2. tmux availability, then one list_panes() probe.
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend("tmux")
-        backend.ensure_available()
+        backend = usable_backend()
         live = backend.list_panes()
     except MultiplexerError as exc:
         raise LoopStartError(str(exc)) from None
@@ -153,7 +152,7 @@ def run_loop(
     backend, tick_seconds, wake_interval = _startup(conn, settings, fleet_id, tick, interval)
 
     # 6. From here on the slot is ours: every exit clears it.
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
 
     code = 0
     try:
@@ -237,7 +236,8 @@ def _signal_line() -> str:
 def _schedule(
     state: object, log: _Log, err: TextIO, recheck_schema: object, reserve: LogReserve | None
 ) -> int:
-    from cafleet.monitor.tick import LoopState, LoopStop, run_tick
+    from cafleet.monitor.state import LoopState
+    from cafleet.monitor.tick import LoopStop, run_tick
 
     assert isinstance(state, LoopState)
     failed = 0

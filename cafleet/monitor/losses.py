@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cafleet.monitor.tick import LoopState
+    from cafleet.monitor.state import LoopState
     from cafleet.records import Member
 
 
@@ -38,6 +38,7 @@ def loss_text(member: Member, pane_id: str) -> str:
 def report_losses(state: LoopState, live: frozenset[str], director_pane: str) -> None:
     """Record and report every newly lost pane of the fleet (see the module docstring)."""
     from cafleet import broker
+    from cafleet.mux import pane_state
 
     members = broker.placed_members(state.conn, state.fleet_id)
     candidates = [
@@ -47,7 +48,7 @@ def report_losses(state: LoopState, live: frozenset[str], director_pane: str) ->
         and m.placement is not None
         and m.placement.backend == state.backend.name
         and m.placement.lost_at is None
-        and m.placement.mux_pane_id not in live
+        and pane_state(m.placement, live) == "gone"
         and m.placement.mux_pane_id != director_pane
     ]
     if not candidates:

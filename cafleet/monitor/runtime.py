@@ -7,34 +7,16 @@ from datetime import datetime
 from typing import Any
 
 from cafleet.db.timefmt import parse_ts
+from cafleet.procs import pid_alive
 
 MIN_STALE_SECONDS = 15
 
 
-def pid_alive(pid: int) -> bool:
-    """os.kill(pid, 0) succeeds or raises PermissionError, and the process is not a zombie
-    (an exited loop whose parent never reaped it, e.g. under a container init that does not
-    reap, still answers kill(0))."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (ProcessLookupError, OverflowError, OSError):
-        return False
-    return not _zombie(pid)
+def is_held(db_path: str, fleet_id: int) -> bool:
+    """`cafleet monitor stop` left its hold: automatic restarts leave the loop stopped."""
+    from cafleet.config import monitor_hold_path
 
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False  # no /proc to ask (not Linux), or it just went: kill(0) said it exists
-    # `pid (comm) S ...`: the state follows the last ')' (comm may hold spaces and parens)
-    state = stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3]
-    return state in (b"Z", b"X")
+    return os.path.exists(monitor_hold_path(db_path, fleet_id))
 
 
 def is_live(row: Any, now: datetime) -> bool:

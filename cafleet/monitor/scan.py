@@ -59,7 +59,7 @@ def scan_members(conn: Connection, fleet_id: int) -> list[object]:
 def _live_tmux_panes(members: list[object], cache: dict[str, object]) -> frozenset[str] | None:
     """One `list-panes -a` for the whole scan when several tmux panes are to be captured, so a
     gone pane costs no capture of its own; None when it fails or is not worth a call."""
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     panes = [
         m.placement  # type: ignore[attr-defined]
@@ -73,8 +73,7 @@ def _live_tmux_panes(members: list[object], cache: dict[str, object]) -> frozens
     try:
         backend = cache.get("tmux")
         if backend is None:
-            backend = get_backend("tmux")
-            backend.ensure_available()
+            backend = usable_backend()
             cache["tmux"] = backend
         return frozenset(backend.list_panes())  # type: ignore[attr-defined]
     except MultiplexerError:
@@ -87,8 +86,8 @@ def capture_entries(
     """Capture each member's pane; failures become annotations and never abort the scan.
 
     A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
-    not found` without a capture (a dead pane costs one cheap check, issue 8)."""
-    from cafleet.mux import MultiplexerError, PaneGone, get_backend, owner_of, owner_problem
+    not found` without a capture (a dead pane costs one cheap check: docs/runtime.md §5.10)."""
+    from cafleet.mux import MultiplexerError, PaneGone, owner_of, owner_problem, usable_backend
 
     cache: dict[str, object] = {} if backends is None else backends
     live = _live_tmux_panes(members, cache)
@@ -116,10 +115,9 @@ def capture_entries(
         try:
             backend = cache.get(placement.backend)
             if backend is None:
-                backend = get_backend(placement.backend)
-                backend.ensure_available()
+                backend = usable_backend(placement.backend)
                 cache[placement.backend] = backend
-            # Issue 10 item 7: another server's pane, or an id reused elsewhere, is not captured.
+            # docs/runtime.md §1.8: another server's pane, or an id reused elsewhere, is not captured.
             not_ours = owner_problem(backend, pane_id, owner_of(placement))  # type: ignore[arg-type]
             if not_ours is not None:
                 entries.append(_failed_entry(base, pane_id, f"capture failed: {not_ours}"))

@@ -8,17 +8,15 @@ carried by the exception) or raises anything else (a failed tick; the loop count
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
+from cafleet.monitor.state import LoopState
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import RecheckState
+    from cafleet.delivery.keys import RecheckState
 
 
 class LoopStop(CafleetError):
@@ -28,51 +26,6 @@ class LoopStop(CafleetError):
         self.line = line
         self.code = code
         super().__init__(line)
-
-
-@dataclass
-class LoopState:
-    """What survives between ticks of one loop process."""
-
-    conn: Connection
-    fleet_id: int
-    pid: int
-    tick_seconds: int
-    pane_lock_timeout: int
-    env_wake_interval: int | None  # CAFLEET_MONITOR_WAKE_INTERVAL, None when unset
-    backend: Any  # the tmux backend, available (ensure_available ran at start-up)
-    log: Callable[[str], None]  # writes "<ts> <text>" and flushes
-    stop_requested: Callable[[], bool]
-    hold_timeout: int = 300  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
-    last_skip_reason: str | None = None
-    displaced: bool = field(default=False)
-    # Held lines (docs/runtime.md §4.9): a hold is logged when it starts or its state changes, not
-    # every tick; the wake's hold timeout counts from its first held attempt.
-    held_logged: dict[int, str] = field(default_factory=dict)
-    wake_held_since: float | None = None
-    wake_held_state: str | None = None
-    wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
-    session_note: str | None = None  # the last session-learning failure logged
-    next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
-
-    @property
-    def db_dir(self) -> str:
-        path: str = self.conn.info["cafleet.path"]
-        return os.path.dirname(path)
-
-    @property
-    def lock_timeout(self) -> float:
-        return float(min(self.pane_lock_timeout, self.tick_seconds))
-
-    def resolve_interval(self, stored: int | None) -> int:
-        """A stored NULL resolves to the environment variable, then 600; never to 0."""
-        if stored is not None:
-            return stored
-        if self.env_wake_interval is not None:
-            return self.env_wake_interval
-        from cafleet.config import DEFAULT_MONITOR_WAKE_INTERVAL
-
-        return DEFAULT_MONITOR_WAKE_INTERVAL
 
 
 def _fleet_gone(state: LoopState) -> bool:
@@ -183,7 +136,7 @@ def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:
-    from cafleet.delivery import drain_fleet
+    from cafleet.delivery.drains import drain_fleet
 
     def before_attempt() -> bool:
         from cafleet import broker
@@ -261,7 +214,7 @@ def _wake(
 
     import time
 
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.mux import PaneKey, get_backend, owner_of
 
     member_id = monitor.member_id

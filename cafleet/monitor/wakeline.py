@@ -1,6 +1,6 @@
 """The wake line typed into the monitor member's pane (docs/runtime.md §5.7), exact grammar.
 
-The roster is bounded (issue 8): entries are listed in id order while their text stays within
+The roster is bounded (docs/runtime.md §5.7): entries are listed in id order while their text stays within
 ``ROSTER_LIMIT`` code points, and the rest are counted as `… and <K> more`, so a fleet of any
 size gets one line of bounded length (at most about 2,400 code points with 100-character names).
 `N` in `health-check your N members` is always the whole roster.

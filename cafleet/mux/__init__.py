@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from cafleet import status
 from cafleet.errors import CafleetError
@@ -25,7 +25,7 @@ MSG_TMUX_UNSET = "not inside a tmux session (TMUX is not set)"
 MSG_TMUX_PANE_UNSET = "not inside a tmux pane (TMUX_PANE is not set)"
 MSG_PANE_NOT_FOUND = "pane not found"
 MSG_NO_PANE_ID = "printed no pane id"
-# Issue 10 item 7: a pane id names a pane only on one server, and ids are reused.
+# docs/runtime.md §1.8: a pane id names a pane only on one server, and ids are reused.
 MSG_NOT_OURS = "pane {pane_id} belongs to another tmux server or was reused"
 SPAWN_LIMIT_BYTES = 16000
 
@@ -71,8 +71,29 @@ class PaneOwner:
     window_id: str
 
 
+# What a placement's pane is doing, seen from one listing of the server's panes: the one answer
+# `member list`, `fleet show`, `doctor`, the WebUI roster and the monitor's lost-pane check give
+# (docs/cli.md §2.5). A live pane's agent state (the delivery classifier's) comes on top of it.
+PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
+
+
+def pane_state(placement: Placement | None, live: Collection[str] | None) -> PaneState:
+    """``none`` without a placement, ``pending`` without a pane id, ``unknown`` when the server
+    could not be asked (``live`` None), else ``alive`` or ``gone`` by ``live`` (the pane ids of
+    one `list-panes -a`). A listed pane that sits elsewhere than the placement (another
+    session or window: a reused id) still counts as ``alive``; it is only never captured."""
+    if placement is None:
+        return "none"
+    pane_id = placement.mux_pane_id
+    if pane_id is None:
+        return "pending"
+    if live is None:
+        return "unknown"
+    return "alive" if pane_id in live else "gone"
+
+
 def owner_of(placement: Placement) -> PaneOwner:
-    """Where ``placement``'s pane must be (issue 10 item 7)."""
+    """Where ``placement``'s pane must be (docs/runtime.md §1.8, the pane is ours)."""
     return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
 
 
@@ -187,7 +208,7 @@ def probe_for_typing(mux: Multiplexer, pane_id: str, owner: PaneOwner | None = N
 
     Returns None when the pane may be typed into, else the detail for
     `typing into pane <pane_id> failed: <detail>`: `pane not found`, `pane is in <mode>`,
-    `pane has exited`, the tmux message of the failing call, or (``owner`` given, issue 10
+    `pane has exited`, the tmux message of the failing call, or (``owner`` given, docs/runtime.md
     item 7) `MSG_NOT_OURS` when the pane is not the placement's.
     """
     if owner is not None and not same_server(getattr(mux, "socket_path", None), owner.socket_path):
@@ -226,7 +247,7 @@ def is_owners_place(
 
 
 def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:
-    """Issue 10 item 7: None when ``pane_id`` is the placement's pane (``owner``: its server,
+    """docs/runtime.md §1.8: None when ``pane_id`` is the placement's pane (``owner``: its server,
     session and window), else `MSG_NOT_OURS`, or the tmux message when the probe fails.
 
     Runs before a placement's pane is captured or killed (typing probes with
@@ -275,6 +296,15 @@ def get_backend(name: str, **kwargs: Any) -> Multiplexer:
     return factory(**kwargs)
 
 
+def usable_backend(name: str = "tmux", env: Mapping[str, str] | None = None) -> Multiplexer:
+    """The backend ``name`` names (a placement's; default tmux), built for ``env`` (default: this
+    process's environment) and checked available: the one way every caller gets a backend it
+    can use. MultiplexerError (its ``str()`` the tmux message) when it cannot be used."""
+    backend = get_backend(name) if env is None else get_backend(name, env=env)
+    backend.ensure_available()
+    return backend
+
+
 def tmux_backend(env: Mapping[str, str] | None = None) -> TmuxBackend:
     """The backend for context discovery and new panes (always tmux)."""
     from cafleet.mux.tmux import TmuxBackend
@@ -300,6 +330,7 @@ __all__ = [
     "PaneGone",
     "PaneKey",
     "PaneOwner",
+    "PaneState",
     "PaneStatus",
     "backend_names",
     "get_backend",
@@ -310,7 +341,9 @@ __all__ = [
     "msg_unsupported_backend",
     "owner_of",
     "owner_problem",
+    "pane_state",
     "probe_for_typing",
     "same_server",
     "tmux_backend",
+    "usable_backend",
 ]

@@ -328,7 +328,7 @@ class TmuxBackend:
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(self, pane_id: str, line: str) -> None:
-        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (issue 10 item 3): Escape
+        """The literal text, SUBMIT_SETTLE, Enter. No Escape first (docs/runtime.md §1.7): Escape
         interrupts a working Claude Code or Codex, and ESC before a line starting with `[`
         can parse as a control sequence (`ESC [ c` is a terminal query)."""
         if "\r" in line or "\n" in line:
@@ -388,7 +388,7 @@ class TmuxBackend:
 
     def screen(self, pane_id: str) -> str:
         """The pane's visible screen as plain text (`capture-pane -p`, no history, no ANSI):
-        what the pane-state classifier reads (cafleet.panestate)."""
+        what the pane-state classifier reads (cafleet.delivery.screens)."""
         return self._run(["capture-pane", "-p", "-t", pane_id]).rstrip("\n")
 
     # ------------------------------------------------------------------------ docs/runtime.md §1.10

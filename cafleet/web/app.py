@@ -25,6 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
 from cafleet import __version__
+from cafleet.config import MAX_ID
 from cafleet.db.runtime import Connection
 from cafleet.errors import CafleetError
 from cafleet.web import models as m
@@ -34,9 +35,8 @@ from cafleet.web.security import Policy, SecurityMiddleware
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.records import Fleet, Message
-    from cafleet.workflows.panes import Classifier
 
-MAX_ID = 9223372036854775807
+TIMELINE_LIMIT = 200  # the timeline page: the newest deliveries it shows (docs/webui.md)
 MAX_BODY = 8 * 1_048_576  # a 1 MiB text (the CLI's limit) JSON-escaped, with room to spare
 _INT_RE = re.compile(r"[0-9]+")
 
@@ -47,7 +47,6 @@ class ServerConfig:
     schema_version: int | None  # PRAGMA schema_version when the guard validated the file
     settings: Settings
     policy: Policy
-    classify: Classifier | None = None  # the pane activity classifier, once one exists
 
 
 class ApiError(CafleetError):
@@ -134,8 +133,8 @@ def _fleet_ctx(
     ] = None,
 ) -> Ctx:
     """docs/runtime.md §7.3: every route but `GET /api/fleets` names its fleet in `X-Fleet-Id`."""
+    from cafleet import broker
     from cafleet.broker.errors import FleetNotFound
-    from cafleet.broker.fleets import get_fleet
 
     if x_fleet_id is None:
         raise ApiError(400, "X-Fleet-Id header required")
@@ -146,7 +145,7 @@ def _fleet_ctx(
     if not 1 <= fleet_id <= MAX_ID:
         raise ApiError(404, "Fleet not found")
     try:
-        fleet = get_fleet(conn, fleet_id)
+        fleet = broker.get_fleet(conn, fleet_id)
     except FleetNotFound:
         raise ApiError(404, "Fleet not found") from None
     if fleet.deleted_at is not None:
@@ -161,10 +160,10 @@ Lines = Annotated[int, Query(ge=1, le=1000, description="How many lines of the p
 
 
 def _fleet_member(ctx: Ctx, member_id: int) -> Any:
+    from cafleet import broker
     from cafleet.broker.errors import MemberNotFound
-    from cafleet.broker.members import get_member
 
-    member = get_member(ctx.conn, member_id)
+    member = broker.get_member(ctx.conn, member_id)
     if member.fleet_id != ctx.fleet.fleet_id:
         raise MemberNotFound(member_id)
     return member
@@ -361,7 +360,7 @@ def _routes(app: FastAPI) -> None:
     @app.get("/api/fleets", response_model=list[m.FleetOut], summary="Live fleets")
     @_raw
     def fleets(conn: Annotated[Connection, Depends(_connection)]) -> Any:
-        from cafleet.broker.fleets import list_fleets
+        from cafleet import broker
 
         return [
             dict(
@@ -372,15 +371,15 @@ def _routes(app: FastAPI) -> None:
                 monitor_member_id=f.monitor_member_id,
                 member_count=f.member_count,
             )
-            for f in list_fleets(conn)
+            for f in broker.list_fleets(conn)
         ]
 
     @app.get("/api/members", response_model=list[m.MemberOut], summary="The fleet's roster")
     @_raw
     def members(ctx: FleetCtx) -> Any:
-        from cafleet.broker.views import web_roster
+        from cafleet import broker
 
-        return [_member(x) for x in web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)]
+        return [_member(x) for x in broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)]
 
     @app.get(
         "/api/members/activity",
@@ -389,11 +388,11 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def activity(ctx: FleetCtx) -> Any:
-        from cafleet.broker.views import roster_activity
+        from cafleet import broker
 
         return [
             dict(member_id=mid, idle=idle, unacked=unacked)
-            for mid, idle, unacked in roster_activity(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+            for mid, idle, unacked in broker.roster_activity(ctx.conn, fleet_id=ctx.fleet.fleet_id)
         ]
 
     @app.get(
@@ -432,16 +431,19 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def panes(ctx: FleetCtx) -> Any:
-        from cafleet.broker.views import web_roster
-        from cafleet.workflows.panes import pane_states
+        from cafleet import broker
+        from cafleet.workflows.supervision import check_panes, classified_state
 
-        roster = web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
-        states = pane_states(roster, classify=ctx.config.classify)
+        roster = broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+        # The same answer as `member list` (docs/cli.md §2.8): the classifier's word on a live pane.
+        check = check_panes(roster, agent_state=classified_state)
         return dict(
-            error=states.error,
+            error=check.unknown_reason,
             panes=[
-                dict(member_id=p.member_id, pane_id=p.pane_id, state=p.state, activity=p.activity)
-                for p in states.panes
+                dict(
+                    member_id=p.member_id, pane_id=p.pane_id, state=p.state, activity=p.agent_state
+                )
+                for p in (check.panes[m.member_id] for m in roster)
             ],
         )
 
@@ -452,10 +454,10 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def inbox(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
-        from cafleet.broker.views import inbox_view
+        from cafleet import broker
 
         _fleet_member(ctx, member_id)
-        return [_message(x) for x in inbox_view(ctx.conn, member_id=member_id, limit=limit)]
+        return [_message(x) for x in broker.inbox_view(ctx.conn, member_id=member_id, limit=limit)]
 
     @app.get(
         "/api/members/{member_id}/sent",
@@ -464,10 +466,10 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def sent(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
-        from cafleet.broker.views import sent_view
+        from cafleet import broker
 
         _fleet_member(ctx, member_id)
-        return [_message(x) for x in sent_view(ctx.conn, member_id=member_id, limit=limit)]
+        return [_message(x) for x in broker.sent_view(ctx.conn, member_id=member_id, limit=limit)]
 
     @app.get(
         "/api/members/{member_id}/capture",
@@ -492,12 +494,10 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def timeline(ctx: FleetCtx) -> Any:
-        from cafleet.broker.members import member_names
-        from cafleet.broker.views import TIMELINE_LIMIT
-        from cafleet.broker.views import timeline as newest
+        from cafleet import broker
         from cafleet.web.timeline import ack_at, group
 
-        rows = newest(ctx.conn, fleet_id=ctx.fleet.fleet_id, limit=TIMELINE_LIMIT)
+        rows = broker.timeline(ctx.conn, fleet_id=ctx.fleet.fleet_id, limit=TIMELINE_LIMIT)
         entries = group(rows)
         ids = {r.from_member_id for r in rows} | {r.owner_member_id for r in rows}
         return dict(
@@ -525,7 +525,7 @@ def _routes(app: FastAPI) -> None:
                 )
                 for e in entries
             ],
-            names=[dict(member_id=i, name=n) for i, n in member_names(ctx.conn, ids)],
+            names=[dict(member_id=i, name=n) for i, n in broker.member_names(ctx.conn, ids)],
         )
 
     @app.post(

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-MAX_ID = 9223372036854775807
+from cafleet.config import MAX_ID
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
@@ -72,7 +72,7 @@ class PaneOut(BaseModel):
     member_id: int
     pane_id: str | None
     state: Literal["alive", "gone", "pending", "none", "unknown"]
-    activity: str | None  # the activity classifier's verdict, once one is plugged in
+    activity: str | None  # a live pane's agent state (the delivery classifier's), as member list
 
 
 class PanesOut(BaseModel):

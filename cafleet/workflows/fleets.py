@@ -35,7 +35,10 @@ __all__ = ["Created", "Deleted", "create", "delete", "soft_delete_fleet"]
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.records import FleetBootstrap, PaneKey
+    from cafleet.mux import PaneContext
+    from cafleet.mux.tmux import TmuxBackend
+    from cafleet.records import FleetBootstrap, PaneKey, SpawnSpec
+    from cafleet.workflows.spawning import SpawnPlan
 
 MONITOR_DISPLAY_NAME = "monitor"
 
@@ -88,8 +91,41 @@ def create(
         template = load_default_monitor_prompt()
     plan = spawn_plan(agent, template, monitor_model, monitor_effort)
 
-    # 3. tmux and the calling pane.
-    from cafleet.mux import MultiplexerError, PaneContext, tmux_backend
+    backend, here = _calling_pane(conn)  # 3.
+
+    # Safe point: nothing has been written yet.
+    signals.check()
+
+    # 4. The bootstrap transaction, spawn included.
+    from cafleet.records import SpawnSpec
+
+    boot = _bootstrap(
+        conn,
+        settings,
+        backend,
+        here,
+        name=name,
+        coding_agent=coding_agent,
+        plan=plan,
+        # None: the bundled prompt, so a respawn gets this cafleet's current one.
+        monitor_spawn=SpawnSpec(
+            prompt=None if monitor_template is None else template,
+            model=monitor_model,
+            effort=monitor_effort,
+        ),
+        close=close,
+    )
+    pid = _start_loop(conn, settings, backend, boot)  # 5.
+    return Created(boot=boot, loop_pid=pid)
+
+
+def _calling_pane(conn: Connection) -> tuple[TmuxBackend, PaneContext]:
+    """Step 3: tmux and the calling pane, which must direct no live fleet yet (re-checked
+    inside the bootstrap transaction)."""
+    from cafleet import broker
+    from cafleet.broker.errors import PaneDirectsFleet
+    from cafleet.mux import MultiplexerError, tmux_backend
+    from cafleet.records import PaneKey
 
     backend = tmux_backend()
     try:
@@ -97,24 +133,30 @@ def create(
         here = backend.discover_context()
     except MultiplexerError as exc:
         raise WorkflowError(f"cafleet fleet create must be run inside a tmux pane: {exc}") from exc
-
-    # One live fleet per Director pane (re-checked inside the bootstrap transaction).
-    from cafleet.broker.errors import PaneDirectsFleet
-    from cafleet.broker.fleets import fleet_directed_from
-    from cafleet.records import PaneKey
-
-    taken = fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
+    taken = broker.fleet_directed_from(conn, PaneKey("tmux", here.session, here.pane_id))
     if taken is not None:
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
+    return backend, here
 
-    # Safe point: nothing has been written yet.
-    signals.check()
 
-    # 4. The bootstrap transaction, spawn included.
+def _bootstrap(
+    conn: Connection,
+    settings: Settings,
+    backend: TmuxBackend,
+    here: PaneContext,
+    *,
+    name: str,
+    coding_agent: str,
+    plan: SpawnPlan,
+    monitor_spawn: SpawnSpec,
+    close: Callable[[], None],
+) -> FleetBootstrap:
+    """Step 4: one write transaction inserts the fleet, the root Director and the monitor,
+    spawns the monitor's pane while it is open, and commits; a failure undoes what it did."""
+    from cafleet import broker
     from cafleet.agents.prompt import render_template
-    from cafleet.broker.errors import BootstrapAborted
-    from cafleet.broker.fleets import create_fleet
-    from cafleet.records import SpawnSpec
+    from cafleet.broker.errors import BootstrapAborted, PaneDirectsFleet
+    from cafleet.mux import MultiplexerError
 
     db_dir = settings.db_dir
     spawn_error: list[BaseException] = []
@@ -151,19 +193,14 @@ def create(
             raise
 
     try:
-        boot = create_fleet(
+        return broker.create_fleet(
             conn,
             name=name,
             backend="tmux",
             coding_agent=coding_agent,
             director_pane=here,
             spawn_monitor=spawn_monitor,
-            # None: the bundled prompt, so a respawn gets this cafleet's current one.
-            monitor_spawn=SpawnSpec(
-                prompt=None if monitor_template is None else template,
-                model=monitor_model,
-                effort=monitor_effort,
-            ),
+            monitor_spawn=monitor_spawn,
             mux_socket=backend.socket_path,
         )
     except BootstrapAborted as exc:
@@ -180,22 +217,25 @@ def create(
             fail_with_cleanup(f"fleet creation failed: {error_text(exc)}", cleanup)
         raise WorkflowError(f"fleet creation failed: {error_text(exc)}") from exc
 
-    fleet_id = boot.fleet.fleet_id
-    monitor_pane = boot.monitor.placement.mux_pane_id if boot.monitor.placement else None
 
-    # 5. The loop; a signal before it is live compensates like a loop that did not start.
+def _start_loop(
+    conn: Connection, settings: Settings, backend: TmuxBackend, boot: FleetBootstrap
+) -> int:
+    """Step 5: the fleet's monitor loop, live; a signal before it is live compensates like a
+    loop that did not start (the monitor pane killed, the fleet soft-deleted)."""
+    from cafleet import signals
     from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
 
+    fleet_id = boot.fleet.fleet_id
+    monitor_pane = boot.monitor.placement.mux_pane_id if boot.monitor.placement else None
     try:
         signals.check()
-        pid = ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
+        return ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
     except (MonitorStartError, StartAbandoned, signals.Interrupted) as exc:
         cleanup = Cleanup()
         _compensate_loop(settings, conn, backend, fleet_id, monitor_pane, cleanup)
         primary = str(exc) if isinstance(exc, MonitorStartError) else None
         fail_with_cleanup(primary, cleanup)
-
-    return Created(boot=boot, loop_pid=pid)
 
 
 def _after_spawn_failure(close: Callable[[], None], backend: Any, exc: Any) -> NoReturn:
@@ -240,14 +280,14 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     """`fleet delete`'s locking and soft delete, without its output (used for compensation).
 
     Takes each concrete placement's pane lock once in ascending lock-file order (waiting at
-    most ``timeout`` each), then calls `delete_fleet`. Raises on a busy lock.
+    most ``timeout`` each), then calls `broker.delete_fleet`. Raises on a busy lock.
     """
+    from cafleet import broker
     from cafleet.broker.errors import PlacementsChanged
-    from cafleet.broker.fleets import delete_fleet, fleet_placements
     from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
 
     owners: dict[PaneKey, int] = {}
-    for placement in fleet_placements(conn, fleet_id):
+    for placement in broker.fleet_placements(conn, fleet_id):
         if placement.pane_key is not None:
             owners.setdefault(placement.pane_key, placement.member_id)
     try:
@@ -259,7 +299,7 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
         raise _LockBusy(lock_busy_message(member_id or 0)) from exc
     with held:
         try:
-            return delete_fleet(
+            return broker.delete_fleet(
                 conn,
                 fleet_id=fleet_id,
                 locked_panes=held.keys,

@@ -168,7 +168,7 @@ def wait(
         if draining and (
             changed or last_pass is None or time.monotonic() - last_pass >= WAIT_PASS_EVERY
         ):
-            from cafleet.delivery import drain_fleet, warning_line
+            from cafleet.delivery.drains import drain_fleet, warning_line
 
             last_pass = time.monotonic()
             report = drain_fleet(

@@ -30,8 +30,10 @@ from cafleet.workflows.spawning import (
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import TypeOutcome
-    from cafleet.records import Member, PaneKey, Placement
+    from cafleet.delivery.keys import TypeOutcome
+    from cafleet.mux import PaneContext
+    from cafleet.mux.tmux import TmuxBackend
+    from cafleet.records import Fleet, Member, PaneKey, Placement
     from cafleet.workflows.placing import WindowMode
 
 PING_LINE = (
@@ -96,9 +98,9 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     key = member.placement.pane_key if member.placement is not None else None
     if key is None:
         return
-    from cafleet.broker.fleets import director_placement
+    from cafleet import broker
 
-    director = director_placement(conn, member.fleet_id)
+    director = broker.director_placement(conn, member.fleet_id)
     if director is not None and key == director.pane_key:
         raise WorkflowError(refusal)
 
@@ -162,118 +164,43 @@ def create(
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
-    from cafleet import signals
-    from cafleet.broker.errors import (
-        FleetDeleted,
-        MonitorSlotTaken,
-        NoActiveMonitor,
-        RootDirectorInactive,
-    )
-    from cafleet.broker.fleets import get_fleet
-    from cafleet.broker.members import get_active_monitor, get_member
+    from cafleet import broker, signals
 
-    # 2. The fleet and its Director.
-    fleet = get_fleet(conn, fleet_id)
-    if fleet.deleted_at is not None:
-        raise FleetDeleted(fleet_id)
-    director = get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
-    if director is None or not director.is_active:
-        raise RootDirectorInactive(fleet_id, fleet.director_member_id)
-
-    # 3. The monitor slot (re-checked at registration).
-    monitor = get_active_monitor(conn, fleet_id=fleet_id)
-    if role == "monitor" and monitor is not None:
-        raise MonitorSlotTaken(fleet_id, monitor.member_id)
-    if role is None and monitor is None:
-        raise NoActiveMonitor(fleet_id)
-
-    # 4. The agent.
-    director_placement = director.placement
-    if coding_agent is None:
-        if director_placement is None:
-            raise WorkflowError(
-                "cannot resolve the member's coding agent: the root Director (member "
-                f"{director.member_id}) has no placement; re-run with --coding-agent"
-            )
-        coding_agent = director_placement.coding_agent
-    from cafleet.assets.guard import require_assets
-
-    require_assets(conn, agents=[coding_agent])
-
+    fleet, director = _live_fleet_and_director(conn, fleet_id)  # 2.
+    _check_monitor_slot(conn, fleet_id, role)  # 3.
+    coding_agent = _resolve_agent(conn, director, coding_agent)  # 4.
     # 5. Model, effort, prompt, availability.
     agent = validate_agent_options(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     template = prompt() if prompt is not None else _default_template(role)
     plan = spawn_plan(agent, template, model, effort)
-
-    # 6. tmux, and a concrete pane to split from.
-    from cafleet.mux import MultiplexerError, tmux_backend
-
-    backend = tmux_backend()
-    try:
-        backend.ensure_available()
-    except MultiplexerError as exc:
-        raise WorkflowError(str(exc)) from exc
-    if director_placement is None or director_placement.mux_pane_id is None:
-        raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
-    from cafleet.mux import MSG_NOT_OURS, same_server
-
-    if not same_server(backend.socket_path, director_placement.mux_socket):
-        # Splitting "@<window>" here would split a window of this server, not the Director's.
-        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
-
-    from cafleet.broker.recovery import placed_members
-
-    overflow = placing.fleet_windows(placed_members(conn, fleet_id), director_placement)
+    backend, director_placement = _split_source(fleet_id, director)  # 6.
+    overflow = placing.fleet_windows(broker.placed_members(conn, fleet_id), director_placement)
 
     # Safe point: nothing written yet.
     signals.check()
 
-    # 7. Register with a pending placement.
-    from cafleet.broker.members import deregister_member, register_member
-    from cafleet.records import PlacementSpec, SpawnSpec
-
-    try:
-        member = register_member(
-            conn,
-            fleet_id=fleet_id,
-            name=name,
-            description=description,
-            role="monitor" if role == "monitor" else "member",
-            placement=PlacementSpec(
-                mux_session=director_placement.mux_session,
-                mux_window_id=director_placement.mux_window_id,
-                coding_agent=coding_agent,
-                backend="tmux",
-                mux_socket=backend.socket_path,
-            ),
-            require_monitor=True,
-            # None: the bundled prompt, so a respawn gets this cafleet's current one.
-            spawn=SpawnSpec(
-                prompt=template if prompt is not None else None, model=model, effort=effort
-            ),
-        )
-    except (MonitorSlotTaken, NoActiveMonitor) as exc:
-        raise WorkflowError(str(exc)) from exc
-    except Exception as exc:
-        raise WorkflowError(f"register failed: {error_text(exc)}") from exc
-    member_id = member.member_id
-
-    def deregister(cleanup: Cleanup, *, only_if_active: bool = False) -> None:
-        def action() -> None:
-            if only_if_active:
-                current = get_member(conn, member_id)
-                if not current.is_active:
-                    return
-            deregister_member(conn, member_id=member_id)
-
-        cleanup.step(f"member {member_id}", action)
+    member = _register(  # 7.
+        conn,
+        fleet_id=fleet_id,
+        name=name,
+        description=description,
+        role=role,
+        director_placement=director_placement,
+        coding_agent=coding_agent,
+        socket_path=backend.socket_path,
+        # None: the bundled prompt, so a respawn gets this cafleet's current one.
+        spawn_prompt=template if prompt is not None else None,
+        model=model,
+        effort=effort,
+    )
+    undo = _Undo(conn, member.member_id, backend)
 
     # Safe point after the commit, before the spawn: deregister.
     if signals.stop_requested():
         cleanup = Cleanup()
-        deregister(cleanup)
+        undo.deregister(cleanup)
         fail_with_cleanup(None, cleanup)
 
     # 8. Render and spawn.
@@ -282,7 +209,7 @@ def create(
     rendered = render_template(
         plan.template,
         fleet_id=fleet_id,
-        member_id=member_id,
+        member_id=member.member_id,
         director_member_id=director.member_id,
         coding_agent=coding_agent,
     )
@@ -296,26 +223,171 @@ def create(
         window_name=placing.window_name(fleet_id, fleet.name),
         argv=argv,
         coding_agent=coding_agent,
-        on_failure=deregister,
+        on_failure=undo.deregister,
     )
-    pane_id = spawned.pane_id
-
-    def kill_and_deregister(primary: str | None, *, only_if_active: bool = False) -> NoReturn:
-        cleanup = Cleanup()
-        cleanup.step(f"pane {pane_id}", lambda: backend.kill_pane(pane_id, ignore_missing=True))
-        deregister(cleanup, only_if_active=only_if_active)
-        fail_with_cleanup(primary, cleanup)
+    undo.pane_id = spawned.pane_id
 
     # Safe point after the spawn, before the patch.
     if signals.stop_requested():
-        kill_and_deregister(None)
+        undo.kill_and_deregister(None)
 
-    # 9. Patch the pane id under the new pane's lock.
+    placement = _patch_pane(conn, settings, undo, director_placement, spawned)  # 9.
+    member = dataclasses.replace(member, placement=placement)
+    return Created(member=member, coding_agent=coding_agent, pane_id=spawned.pane_id)
+
+
+def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
+    """Step 2: the fleet, not deleted, and its active root Director."""
+    from cafleet import broker
+    from cafleet.broker.errors import FleetDeleted, RootDirectorInactive
+
+    fleet = broker.get_fleet(conn, fleet_id)
+    if fleet.deleted_at is not None:
+        raise FleetDeleted(fleet_id)
+    director = (
+        broker.get_member(conn, fleet.director_member_id) if fleet.director_member_id else None
+    )
+    if director is None or not director.is_active:
+        raise RootDirectorInactive(fleet_id, fleet.director_member_id)
+    return fleet, director
+
+
+def _check_monitor_slot(conn: Connection, fleet_id: int, role: str | None) -> None:
+    """Step 3: a monitor needs a free slot, a member an active monitor (re-checked at
+    registration)."""
+    from cafleet import broker
+    from cafleet.broker.errors import MonitorSlotTaken, NoActiveMonitor
+
+    monitor = broker.get_active_monitor(conn, fleet_id=fleet_id)
+    if role == "monitor" and monitor is not None:
+        raise MonitorSlotTaken(fleet_id, monitor.member_id)
+    if role is None and monitor is None:
+        raise NoActiveMonitor(fleet_id)
+
+
+def _resolve_agent(conn: Connection, director: Member, coding_agent: str | None) -> str:
+    """Step 4: the coding agent (default: the Director's), whose assets must be installed."""
+    if coding_agent is None:
+        if director.placement is None:
+            raise WorkflowError(
+                "cannot resolve the member's coding agent: the root Director (member "
+                f"{director.member_id}) has no placement; re-run with --coding-agent"
+            )
+        coding_agent = director.placement.coding_agent
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, agents=[coding_agent])
+    return coding_agent
+
+
+def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placement]:
+    """Step 6: tmux, and the root Director's concrete pane on this server to split from."""
+    from cafleet.mux import MultiplexerError, tmux_backend
+
+    backend = tmux_backend()
+    try:
+        backend.ensure_available()
+    except MultiplexerError as exc:
+        raise WorkflowError(str(exc)) from exc
+    director_placement = director.placement
+    if director_placement is None or director_placement.mux_pane_id is None:
+        raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.mux import MSG_NOT_OURS, same_server
+
+    if not same_server(backend.socket_path, director_placement.mux_socket):
+        # Splitting "@<window>" here would split a window of this server, not the Director's.
+        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+    return backend, director_placement
+
+
+def _register(
+    conn: Connection,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    role: Literal["monitor"] | None,
+    director_placement: Placement,
+    coding_agent: str,
+    socket_path: str | None,
+    spawn_prompt: str | None,
+    model: str | None,
+    effort: str | None,
+) -> Member:
+    """Step 7: register the member with a pending placement in the Director's window."""
+    from cafleet import broker
+    from cafleet.broker.errors import MonitorSlotTaken, NoActiveMonitor
+    from cafleet.records import PlacementSpec, SpawnSpec
+
+    try:
+        return broker.register_member(
+            conn,
+            fleet_id=fleet_id,
+            name=name,
+            description=description,
+            role="monitor" if role == "monitor" else "member",
+            placement=PlacementSpec(
+                mux_session=director_placement.mux_session,
+                mux_window_id=director_placement.mux_window_id,
+                coding_agent=coding_agent,
+                backend="tmux",
+                mux_socket=socket_path,
+            ),
+            require_monitor=True,
+            spawn=SpawnSpec(prompt=spawn_prompt, model=model, effort=effort),
+        )
+    except (MonitorSlotTaken, NoActiveMonitor) as exc:
+        raise WorkflowError(str(exc)) from exc
+    except Exception as exc:
+        raise WorkflowError(f"register failed: {error_text(exc)}") from exc
+
+
+class _Undo:
+    """What a failure after the registration undoes: the member row, and the pane once spawned."""
+
+    def __init__(self, conn: Connection, member_id: int, backend: TmuxBackend) -> None:
+        self.conn = conn
+        self.member_id = member_id
+        self.backend = backend
+        self.pane_id: str | None = None
+
+    def deregister(self, cleanup: Cleanup, *, only_if_active: bool = False) -> None:
+        from cafleet import broker
+
+        def action() -> None:
+            if only_if_active:
+                current = broker.get_member(self.conn, self.member_id)
+                if not current.is_active:
+                    return
+            broker.deregister_member(self.conn, member_id=self.member_id)
+
+        cleanup.step(f"member {self.member_id}", action)
+
+    def kill_and_deregister(self, primary: str | None, *, only_if_active: bool = False) -> NoReturn:
+        pane_id = self.pane_id
+        assert pane_id is not None
+        cleanup = Cleanup()
+        cleanup.step(
+            f"pane {pane_id}", lambda: self.backend.kill_pane(pane_id, ignore_missing=True)
+        )
+        self.deregister(cleanup, only_if_active=only_if_active)
+        fail_with_cleanup(primary, cleanup)
+
+
+def _patch_pane(
+    conn: Connection,
+    settings: Settings,
+    undo: _Undo,
+    director_placement: Placement,
+    spawned: PaneContext,
+) -> Placement:
+    """Step 9: write the new pane's id under its lock; any failure kills it and deregisters."""
+    from cafleet import broker, signals
     from cafleet.broker.errors import PlacementVanished
-    from cafleet.broker.members import set_placement_pane
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
     from cafleet.records import PaneKey
 
+    member_id, pane_id = undo.member_id, spawned.pane_id
     key = PaneKey("tmux", director_placement.mux_session, pane_id)
     try:
         lock = acquire_pane_lock(
@@ -326,25 +398,23 @@ def create(
             keep_waiting=signals.keep_waiting,
         )
     except PaneLockAbandoned:
-        kill_and_deregister(None)
+        undo.kill_and_deregister(None)
     except PaneLockTimeout:
-        kill_and_deregister(
+        undo.kill_and_deregister(
             f"placement update failed: pane {pane_id} is receiving another keystroke"
         )
     try:
-        placement = set_placement_pane(
+        placement = broker.set_placement_pane(
             conn, member_id=member_id, pane_id=pane_id, window_id=spawned.window_id
         )
     except PlacementVanished as exc:
         lock.release()
-        kill_and_deregister(str(exc), only_if_active=True)
+        undo.kill_and_deregister(str(exc), only_if_active=True)
     except Exception as exc:
         lock.release()
-        kill_and_deregister(f"placement update failed: {error_text(exc)}")
+        undo.kill_and_deregister(f"placement update failed: {error_text(exc)}")
     lock.release()
-
-    member = dataclasses.replace(member, placement=placement)
-    return Created(member=member, coding_agent=coding_agent, pane_id=pane_id)
+    return placement
 
 
 # --- delete --------------------------------------------------------------------------------------
@@ -355,7 +425,6 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     (docs/cli.md §2.10); the root Director cannot be deleted."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
-    from cafleet.broker.members import deregister_member
 
     member = active_member(conn, member_id)
     if member.kind == "director":
@@ -364,7 +433,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     placement = member.placement
     if placement is None or placement.mux_pane_id is None:
         signals.check()
-        deregister_member(conn, member_id=member_id)
+        broker.deregister_member(conn, member_id=member_id)
         status: PaneStatus = "no_placement" if placement is None else "pending"
         return Deleted(member_id, None, status, None)
 
@@ -396,7 +465,7 @@ def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
                     MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
                 ) from exc
             status = "killed" if killed else "already_gone"
-        deregister_member(conn, member_id=member_id)
+        broker.deregister_member(conn, member_id=member_id)
     return Deleted(member_id, pane_id, status, other)
 
 
@@ -412,14 +481,14 @@ def _type_line(
     *,
     wait: bool,
 ) -> TypeOutcome:
-    """The one typing path (cafleet.keystrokes) for prompt (``wait``: up to the pane-lock
+    """The one typing path (cafleet.delivery.keys) for prompt (``wait``: up to the pane-lock
     timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
     held are returned). A failure reads `typing into pane <pane_id> failed: <detail>`, a line
     the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
     pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
     reused`; each is exit 1."""
     from cafleet import signals
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 

@@ -120,7 +120,7 @@ def _drain_recipients(
     typing into (it types this line too); a busy pane's warning names this command's message,
     the one its lock wait was for.
     """
-    from cafleet.delivery import DrainReport, drain_recipients, warning_line
+    from cafleet.delivery.drains import DrainReport, drain_recipients, warning_line
 
     if signals.stop_requested():
         return set(), False
@@ -157,7 +157,7 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
         live_pid,
         needs_restart,
     )
-    from cafleet.supervision import is_held
+    from cafleet.monitor.runtime import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():

@@ -1,6 +1,6 @@
 """The monitor controls: status, the stored wake interval and "wake now" (a request the live loop
 answers on its next tick, docs/runtime.md §5.5) for the WebUI (docs/runtime.md §7.3); `cafleet monitor
-start F` / `monitor stop F` (issue 13): start a fleet's loop in the background from any pane of
+start F` / `monitor stop F` (docs/cli.md §2.25): start a fleet's loop in the background from any pane of
 the fleet's tmux server, or stop it and hold it stopped until the next `monitor start`."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def wake_now(conn: Connection, fleet_id: int) -> str:
     return requested
 
 
-# --- monitor start / stop (issue 13) ------------------------------------------------------
+# --- monitor start / stop (docs/cli.md §2.25) ---------------------------------------------------
 
 STOP_TIMEOUT = 10.0  # a loop sees SIGTERM within 0.2 s, after at most one keystroke sequence
 STOP_POLL = 0.05
@@ -113,11 +113,10 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
         log_path_for,
     )
     from cafleet.monitor.tick import director_pane_id
-    from cafleet.mux import get_backend
+    from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
-    backend = get_backend("tmux")
-    backend.ensure_available()  # MultiplexerError: not inside tmux, tmux missing, ...
+    backend = usable_backend()  # MultiplexerError: not inside tmux, tmux missing, ...
     pane = director_pane_id(conn, fleet_id)
     if pane is None or pane not in backend.list_panes():
         raise WorkflowError(
@@ -154,7 +153,7 @@ def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> S
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
     from cafleet import broker
     from cafleet.config import monitor_hold_path
-    from cafleet.monitor.runtime import pid_alive
+    from cafleet.procs import pid_alive
 
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
     hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)

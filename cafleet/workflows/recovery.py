@@ -111,7 +111,7 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
 def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal.
 
-    The pane is ours (issue 10 item 7): a placement made on another tmux server is refused
+    The pane is ours (docs/runtime.md §1.8): a placement made on another tmux server is refused
     (its pane may well run there); a pane id this server reused for a pane in another session
     or window means the member's pane is gone, and the other pane is never touched."""
     from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
@@ -294,7 +294,7 @@ def respawn(
             cwd=None if resumed is None else resumed.cwd,
         )
     if resumed is None:
-        from cafleet.broker.sessions import clear_session_id
+        from cafleet.broker import clear_session_id
 
         clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
@@ -403,7 +403,7 @@ def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
 
 
 def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[str]) -> bool:
-    """Whether the Director's own pane still runs (issue 10 item 7: the pane must be ours): on
+    """Whether the Director's own pane still runs (docs/runtime.md §1.8: the pane must be ours): on
     the server the placement was made on, in its session and window. A pane id reused for a pane
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""

@@ -80,7 +80,7 @@ def restore(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Restored:
     from cafleet import broker, signals
-    from cafleet.broker.sessions import session_id
+    from cafleet.broker import session_id
     from cafleet.mux import MultiplexerError, tmux_backend
     from cafleet.records import PaneKey
     from cafleet.workflows.recovery import predates_server, respawn, start_loop, take_over

@@ -136,14 +136,12 @@ def _plan(
 
 
 def _backend(fleet_id: int, name: str) -> Any:
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError, usable_backend
 
     try:
-        backend = get_backend(name)
-        backend.ensure_available()
+        return usable_backend(name)
     except MultiplexerError as exc:
         raise WorkflowError(msg_cannot_kill(fleet_id, str(exc))) from exc
-    return backend
 
 
 def _processes(backend: Any, panes: Sequence[str]) -> set[Proc]:
@@ -192,7 +190,7 @@ def _not_ours(
     members: Sequence[Member],
     keys: Container[PaneKey],
 ) -> set[PaneKey]:
-    """The pane is ours (issue 10 item 7), checked for every pane before any is killed: a pane
+    """The pane is ours (docs/runtime.md §1.8), checked for every pane before any is killed: a pane
     of another tmux server refuses the whole delete (`msg_cannot_kill`, nothing killed or
     written); a pane id this server reused for a pane in another session or window means the
     member's own pane is gone, so it is left alone and reported `already_gone`."""

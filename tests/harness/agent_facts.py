@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from cafleet.panestate import classify, composer_text, line_taken, message_frame
+from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 from tests.harness.fixtures import TmuxHarness, private_tmux
 from tests.harness.mock_api import mock_anthropic
 from tests.harness.real_agents import AGENTS, RealAgent, installed_version

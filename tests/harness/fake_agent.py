@@ -1,7 +1,7 @@
 """Fake coding agent (docs/runtime.md §6.2). Installed as bin/claude, bin/codex and bin/opencode.
 
 Standalone: standard library only, because copies run under a generated shebang. (Screen mode,
-below, is the exception: it imports tests.harness.fake_screens and cafleet.panestate, both on
+below, is the exception: it imports tests.harness.fake_screens and cafleet.delivery.screens, both on
 the PYTHONPATH the test session sets.)
 
 - Raw tty; prints ``fake-<agent> ready (<pane>)`` and a ``> `` prompt, then appends the start

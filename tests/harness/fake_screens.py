@@ -1,5 +1,5 @@
 """Screen mode of the fake agents: draw Claude Code / Codex / opencode screens from the cue
-tables' real texts (cafleet.panestate.cues) so the classifier and the delivery gate run
+tables' real texts (cafleet.delivery.screens.cues) so the classifier and the delivery gate run
 against a real private tmux server without the real agents.
 
 Opt-in, per fake: ``CAFLEET_FAKE_SCREEN="<options>"`` in the pane's environment, or a
@@ -44,7 +44,7 @@ ESC_WAIT = 0.05  # a lone ESC is the Escape key once this long passes without a 
 
 def _example(agent: str, needle: str) -> str:
     """The real text of the first cue of ``agent`` whose example contains ``needle``."""
-    from cafleet.panestate.cues import TABLES
+    from cafleet.delivery.screens.cues import TABLES
 
     table = TABLES[agent]
     for cue in table.cues + table.first_turn:
@@ -434,7 +434,7 @@ class Screens:
             raise
 
     def _run(self) -> int:
-        import cafleet.panestate.cues  # noqa: F401  (before any drawing, signals included)
+        import cafleet.delivery.screens.cues  # noqa: F401  (before any drawing, signals included)
 
         resized = {"flag": False}
         # The handler only flags: drawing inside it could interleave with a draw in progress.

@@ -475,7 +475,7 @@ class RealAgent:
         return str(self.harness.tmux("capture-pane", "-p", "-t", self.pane))
 
     def state(self) -> str:
-        from cafleet.panestate import classify
+        from cafleet.delivery.screens import classify
 
         return classify(self.agent, self.capture())
 
@@ -484,7 +484,7 @@ class RealAgent:
         last = {"capture": ""}
 
         def check() -> tuple[str, ...]:
-            from cafleet.panestate import classify
+            from cafleet.delivery.screens import classify
 
             text = self.capture()
             last["capture"] = text

@@ -1,6 +1,6 @@
 """A real coding agent spawned as a cafleet member (`cafleet member create`), and the agent's own
 record of what reached it, with times: for the real-client delivery tests and the delivery
-benchmark (issue 10 item 9, Measure).
+benchmark (docs/performance.md §13).
 
 `RealMember` prepares a `RealAgent` (private HOME, no-dialog configuration, dummy keys, API
 URLs that go nowhere) but lets cafleet spawn it: a wrapper named like the agent, first on the

@@ -5,7 +5,7 @@
 input box is drawn); ``line_taken(agent, before, after, frame)`` -> whether a line typed and
 submitted with Enter was taken (``submitted``), is still in the composer (``in_composer``:
 Enter swallowed or folded into a paste), or is nowhere on screen (``missing``: dropped or
-garbled). The per-agent cues are in `cafleet.panestate.cues` (one table per agent, edit there);
+garbled). The per-agent cues are in `cafleet.delivery.screens.cues` (one table per agent, edit there);
 docs/agent-screens.md has the agents' observed behaviour behind them.
 
 Pure functions, standard library only: no tmux, no I/O. An agent name without a table, or any
@@ -18,8 +18,8 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from cafleet.panestate.cues import TABLES, AgentScreens, Cue, State
-from cafleet.panestate.layout import Layout, split
+from cafleet.delivery.screens.cues import TABLES, AgentScreens, Cue, State
+from cafleet.delivery.screens.layout import Layout, split
 
 STATES: tuple[State, ...] = ("starting", "ready", "working", "awaiting_user", "unknown")
 Taken = Literal["submitted", "in_composer", "missing"]
@@ -30,7 +30,7 @@ _NOISE = re.compile(r"[\s│┃╹▀─╭╮╰╯]+")
 
 
 def message_frame(message_id: int) -> str:
-    """The start of every notification line for ``message_id`` (cafleet.delivery)."""
+    """The start of every notification line for ``message_id`` (cafleet.delivery.drains)."""
     return f"[cafleet msg {message_id} from"
 
 
@@ -65,7 +65,7 @@ def _classify(table: AgentScreens, capture: str, layout: Layout, spawned: bool =
 
 
 def classify(agent: str, capture: str, *, spawned: bool = False) -> State:
-    """The pane's state (see the module docstring and `cafleet.panestate.cues`).
+    """The pane's state (see the module docstring and `cafleet.delivery.screens.cues`).
 
     ``spawned``: the pane is a member cafleet spawned with its prompt on the agent's command
     line (every member and monitor; not a Director), so the table's ``first_turn`` cues apply.

@@ -1,10 +1,10 @@
-"""Verified submit (issue 10 items 4 and 5): empty the composer, type the line, Enter, and count
+"""Verified submit (docs/runtime.md §4.9): empty the composer, type the line, Enter, and count
 the line as submitted only when a capture shows the agent took it.
 
-`clear_composer` presses the agent's clear key (`cafleet.gate.POLICIES`) until the composer
+`clear_composer` presses the agent's clear key (`cafleet.delivery.policy.POLICIES`) until the composer
 reads empty, so a retry never merges with a half-typed leftover. `submit_verified` types the
 line and Enter (`Multiplexer.type_line`), then reads the screen until
-`cafleet.panestate.line_taken` says ``submitted``; while the line is still in the composer
+`cafleet.delivery.screens.line_taken` says ``submitted``; while the line is still in the composer
 (Enter swallowed) it presses Enter again, at most `MAX_ENTERS` in all; a line that shows
 nowhere (dropped, or garbled so its frame is gone) is not verified.
 
@@ -19,23 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet.panestate import Taken, composer_text, line_taken, squash
-from cafleet.panestate.cues import TABLES
+from cafleet.delivery.policy import (
+    CLEAR_SETTLE,
+    ENTER_AGAIN_AFTER,
+    FRAME_CHARS,
+    MAX_ENTERS,
+    POLICIES,
+    VERIFY_POLL,
+    VERIFY_TIMEOUT,
+)
+from cafleet.delivery.screens import Taken, composer_text, line_taken, squash
+from cafleet.delivery.screens.cues import TABLES
 
 if TYPE_CHECKING:
     from cafleet.mux import Multiplexer
-
-DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
-CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
-VERIFY_POLL = 0.1  # between captures after Enter
-# A taken line may still show in the composer for a while after Enter (opencode redraws seconds
-# late under load: docs/agent-screens.md, "Judging a submit"), so by default Enter is pressed
-# again only after it stayed there this long. An agent's InputPolicy.enter_again_after overrides
-# it: opencode's 1 s is safe because an Enter on its empty composer does nothing (cafleet.gate).
-ENTER_AGAIN_AFTER = 3.0
-VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
-MAX_ENTERS = 3
-FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +65,6 @@ def clear_composer(
 
     A screen without a composer (or without cues) is left alone. MultiplexerError propagates.
     """
-    from cafleet.gate import POLICIES
-
     policy = POLICIES.get(agent or "")
     if policy is None:
         return screen, None
@@ -101,7 +96,6 @@ def submit_verified(
     raises MultiplexerError (the attempt failed); a capture failing afterwards is a
     verification problem.
     """
-    from cafleet.gate import POLICIES
     from cafleet.mux import MultiplexerError, PaneGone
 
     policy = POLICIES.get(agent or "")
@@ -133,13 +127,6 @@ def submit_verified(
 
 
 __all__ = [
-    "CLEAR_SETTLE",
-    "DISMISS_SETTLE",
-    "ENTER_AGAIN_AFTER",
-    "FRAME_CHARS",
-    "MAX_ENTERS",
-    "VERIFY_POLL",
-    "VERIFY_TIMEOUT",
     "Clock",
     "clear_composer",
     "frame_of",

@@ -14,11 +14,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.keystrokes import RecheckState
+    from cafleet.delivery.keys import RecheckState
 
 EM_DASH = "\u2014"  # —
 NOTIFY_PURPOSE = "notify msg "  # the pane-lock purpose of a notification attempt
@@ -171,13 +171,10 @@ class _Backends:
             raise MultiplexerUnavailable(self._errors[name])
         backend = self._cache.get(name)
         if backend is None:
-            from cafleet.mux import MultiplexerError, get_backend
+            from cafleet.mux import MultiplexerError, usable_backend
 
             try:
-                backend = (
-                    get_backend(name) if self._env is None else get_backend(name, env=self._env)
-                )
-                backend.ensure_available()
+                backend = usable_backend(name, env=self._env)
             except MultiplexerError as exc:
                 self._errors[name] = str(exc)
                 raise
@@ -248,9 +245,9 @@ def _attempt(
     # 4.-9. Lock, recheck, probe, gate, type, verify, stamp (False: ACKed meanwhile, counts),
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (docs/runtime.md §4.9).
-    from cafleet.keystrokes import Target, type_into_pane
+    from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.screens import message_frame
     from cafleet.mux import owner_of
-    from cafleet.panestate import message_frame
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
     target = Target(
@@ -295,16 +292,61 @@ def _attempt(
     return fail(outcome.reason)
 
 
+@dataclass
+class _Drain:
+    """One drain invocation's settings, shared by its attempts."""
+
+    conn: Connection
+    backends: _Backends
+    lock_timeout: LockTimeout
+    before_attempt: Callable[[], object] | None
+    keep_waiting: Callable[[], bool] | None
+    max_text_len: int | None
+
+    def step(
+        self, pending: Any, attempted: set[int], report: DrainReport, gone: str | None = None
+    ) -> Literal["stop", "failed", "next"]:
+        """The one attempt step of every drain (docs/runtime.md §4.3 steps 2-9): mark the
+        message attempted, run the hook, attempt (``gone``: the pane is known gone, the attempt
+        fails with that reason untried) and fold the outcome into ``report``. Returns ``stop``
+        (the hook or an abandoned lock wait ended the drain), ``failed`` or ``next``."""
+        message_id = pending.message.message_id
+        recipient_id = pending.recipient.member_id
+        attempted.add(message_id)
+        if self.before_attempt is not None and self.before_attempt() is False:
+            report.stopped = True
+            return "stop"
+        if gone is not None:
+            pane_id = pending.placement.mux_pane_id
+            report.failures.append(DrainFailure(message_id, recipient_id, pane_id, gone))
+            return "failed"
+        if self.max_text_len is None:
+            self.max_text_len = _max_text_len()
+        outcome = _attempt(
+            self.conn,
+            pending,
+            backends=self.backends,
+            report=report,
+            lock_timeout=self.lock_timeout,
+            keep_waiting=self.keep_waiting,
+            max_text_len=self.max_text_len,
+        )
+        if outcome.stop:
+            report.stopped = True
+            return "stop"
+        if outcome.failure is not None:
+            report.failures.append(outcome.failure)
+            return "failed"
+        if outcome.notified:
+            report.notified.append((message_id, recipient_id))
+        return "next"
+
+
 def _drain_one_recipient(
-    conn: Connection,
+    drain: _Drain,
     recipient_id: int,
     *,
     attempted: set[int],
-    lock_timeout: LockTimeout,
-    before_attempt: Callable[[], object] | None,
-    keep_waiting: Callable[[], bool] | None,
-    backends: _Backends,
-    max_text_len: int | None,
     report: DrainReport,
     first: Any = None,
 ) -> None:
@@ -318,34 +360,10 @@ def _drain_one_recipient(
             pending, first = first, None
         else:
             pending = broker.next_pending_notification(
-                conn, recipient_id=recipient_id, exclude=attempted
+                drain.conn, recipient_id=recipient_id, exclude=attempted
             )
-        if pending is None:
+        if pending is None or drain.step(pending, attempted, report) != "next":
             return
-        attempted.add(pending.message.message_id)
-        # 2. Hook.
-        if before_attempt is not None and before_attempt() is False:
-            report.stopped = True
-            return
-        if max_text_len is None:
-            max_text_len = _max_text_len()
-        outcome = _attempt(
-            conn,
-            pending,
-            backends=backends,
-            report=report,
-            lock_timeout=lock_timeout,
-            keep_waiting=keep_waiting,
-            max_text_len=max_text_len,
-        )
-        if outcome.stop:
-            report.stopped = True
-            return
-        if outcome.failure is not None:
-            report.failures.append(outcome.failure)
-            return
-        if outcome.notified:
-            report.notified.append((pending.message.message_id, recipient_id))
 
 
 def drain_recipient(
@@ -370,17 +388,8 @@ def drain_recipient(
     default ``os.environ``.
     """
     report = DrainReport()
-    _drain_one_recipient(
-        conn,
-        recipient_id,
-        attempted=attempted,
-        lock_timeout=lock_timeout,
-        before_attempt=before_attempt,
-        keep_waiting=keep_waiting,
-        backends=_Backends(env),
-        max_text_len=max_text_len,
-        report=report,
-    )
+    drain = _Drain(conn, _Backends(env), lock_timeout, before_attempt, keep_waiting, max_text_len)
+    _drain_one_recipient(drain, recipient_id, attempted=attempted, report=report)
     return report
 
 
@@ -424,6 +433,7 @@ def drain_recipients(
 
     report = DrainReport()
     backends = _Backends(env)
+    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
     heads = {
         head.recipient.member_id: head
         for head in broker.oldest_pending_by_recipient(
@@ -440,27 +450,9 @@ def drain_recipients(
         one.tmux_usable = report.tmux_usable
         pane_id = head.placement.mux_pane_id
         if live is not None and head.placement.backend == "tmux" and pane_id not in live:
-            attempted.add(head.message.message_id)
-            if before_attempt is not None and before_attempt() is False:
-                one.stopped = True
-            else:
-                reason = f"typing into pane {pane_id} failed: pane not found"
-                one.failures.append(
-                    DrainFailure(head.message.message_id, recipient_id, pane_id, reason)
-                )
+            drain.step(head, attempted, one, f"typing into pane {pane_id} failed: pane not found")
         else:
-            _drain_one_recipient(
-                conn,
-                recipient_id,
-                attempted=attempted,
-                lock_timeout=lock_timeout,
-                before_attempt=before_attempt,
-                keep_waiting=keep_waiting,
-                backends=backends,
-                max_text_len=max_text_len,
-                report=one,
-                first=head,
-            )
+            _drain_one_recipient(drain, recipient_id, attempted=attempted, report=one, first=head)
         report.merge(one)
         if on_recipient is not None:
             on_recipient(one)
@@ -530,34 +522,16 @@ def drain_fleet(
 
     queue = [order(head) for head in heads if head.placement.mux_pane_id in live]
     heapq.heapify(queue)
+    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
     while queue:
         current = heapq.heappop(queue)[2]
-        message_id = current.message.message_id
         recipient_id = current.recipient.member_id
-        attempted.add(message_id)
-        if before_attempt is not None and before_attempt() is False:
-            report.stopped = True
+        done = drain.step(current, attempted, report)
+        if done == "stop":
             return report
-        if max_text_len is None:
-            max_text_len = _max_text_len()
-        outcome = _attempt(
-            conn,
-            current,
-            backends=backends,
-            report=report,
-            lock_timeout=lock_timeout,
-            keep_waiting=keep_waiting,
-            max_text_len=max_text_len,
-        )
-        if outcome.stop:
-            report.stopped = True
-            return report
-        if outcome.failure is not None:
-            report.failures.append(outcome.failure)
+        if done == "failed":
             blocked.add(recipient_id)
             continue
-        if outcome.notified:
-            report.notified.append((message_id, recipient_id))
         following = broker.next_pending_notification(
             conn, fleet_id=fleet_id, recipient_id=recipient_id, exclude=attempted
         )

@@ -13,7 +13,7 @@ searched in one *region* of a plain-text capture (``tmux capture-pane -p``, the 
 ``footer``
     the lines below the composer.
 
-`cafleet.panestate.classify` tries a spawned member's ``first_turn`` cues first, then the cues in table order and the first match decides the state
+`cafleet.delivery.screens.classify` tries a spawned member's ``first_turn`` cues first, then the cues in table order and the first match decides the state
 (so the order is the priority: dialogs before "working" before "ready"); a ``ready`` cue counts
 only when the composer was found; a blank screen is ``starting``; nothing matching is
 ``unknown``.
@@ -54,7 +54,7 @@ class AgentScreens:
 
     agent: str
     cues: tuple[Cue, ...]
-    # How the composer is drawn (read by cafleet.panestate.layout), see each table's comment.
+    # How the composer is drawn (read by cafleet.delivery.screens.layout), see each table's comment.
     composer: dict[str, str] = field(default_factory=dict)
     # Texts the composer shows when it is empty (dim in the real TUI, plain in a capture).
     placeholders: tuple[str, ...] = ()

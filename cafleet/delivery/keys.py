@@ -2,16 +2,16 @@
 :func:`type_into_pane` (docs/runtime.md §3.2, §4.3 steps 4–9, §4.9, §5.5 steps 9–11; docs/cli.md
 §2.12, §2.13).
 
-A notification (`cafleet.delivery`), the monitor's wake line (`cafleet.monitor.tick`), `member
+A notification (`cafleet.delivery.drains`), the monitor's wake line (`cafleet.monitor.tick`), `member
 prompt` and `member ping` (`cafleet.workflows.members`) differ only in what they pass; the
 sequence and its outcome texts are one:
 
     lock → recheck → backend → pane status → gate → type → verify → record → release
 
-The pane status probe also checks the pane is the placement's (issue 10 item 7). The gate
-(`cafleet.gate`) classifies the pane's screen and may hold the line; typing empties the composer
-first and never starts with Escape; verify (`cafleet.submit`) reads the screen after Enter and
-only a line the agent took is recorded (issue 10 items 2–5).
+The pane status probe also checks the pane is the placement's (§1.8). The gate
+(`cafleet.delivery.gate`) classifies the pane's screen and may hold the line; typing empties the composer
+first and never starts with Escape; verify (`cafleet.delivery.submit`) reads the screen after Enter and
+only a line the agent took is recorded (docs/runtime.md §4.9).
 
 Nothing here imports the multiplexer or lock modules until an attempt runs (docs/cli.md §1.8).
 """
@@ -22,14 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import error_text
 
 if TYPE_CHECKING:
-    from cafleet.gate import Decision
+    from cafleet.delivery.gate import Decision
+    from cafleet.delivery.submit import Clock
     from cafleet.mux import Multiplexer, PaneKey, PaneOwner
-    from cafleet.submit import Clock
-
-DEFAULT_HOLD_TIMEOUT = 300  # = cafleet.config.DEFAULT_DELIVERY_HOLD_TIMEOUT (not imported: cheap)
 
 Kind = Literal[
     "typed",  # the line was typed (and verified and recorded, where asked)
@@ -38,8 +37,8 @@ Kind = Literal[
     "stale",  # recheck: there is nothing to type any more (say, ACKed meanwhile)
     "changed",  # recheck: the target's placement changed while waiting for the lock
     "failed",  # the backend, the pane status or the typing failed: nothing was recorded
-    "not_ours",  # the pane is another server's, or a reused id (issue 10 item 7): untouched
-    "held",  # the gate held the line (issue 10): nothing was typed
+    "not_ours",  # the pane is another server's, or a reused id (docs/runtime.md §1.8): untouched
+    "held",  # the gate held the line (docs/runtime.md §4.9): nothing was typed
     "unverified",  # typed, but verify could not confirm it was taken: nothing was recorded
     "unrecorded",  # typed (and verified), but the record step raised
 ]
@@ -54,11 +53,11 @@ class Target:
 
     ``agent``: the placement's coding agent (whose cues read the screen; None or an agent
     without cues: the screen is ``unknown``). ``frame``: what identifies the line on screen
-    (`cafleet.panestate.message_frame` for a notification; None: the line's first characters).
+    (`cafleet.delivery.screens.message_frame` for a notification; None: the line's first characters).
     ``waited``: seconds the line has waited already (the hold timeout counts from there).
     ``owner``: where the placement's pane must be (None: not checked). ``spawned``: the pane is
     a member's or the monitor's, spawned by cafleet with its prompt (not a Director's): its
-    agent's first-turn screens hold the line (`cafleet.panestate.classify`).
+    agent's first-turn screens hold the line (`cafleet.delivery.screens.classify`).
     """
 
     agent: str | None
@@ -150,7 +149,7 @@ def type_into_pane(
             # detail: the holder's purpose (`notify msg 36`), so a caller can tell a pane that
             # another drain is already typing into from one taken by a prompt or a wake.
             return TypeOutcome("busy", pane_id, exc.holder.purpose if exc.holder else None)
-    from cafleet.submit import Clock
+    from cafleet.delivery.submit import Clock
 
     try:
         return _under_lock(pane_id, line, backend, recheck, record, target, clock or Clock())
@@ -194,7 +193,7 @@ def _under_lock(
         text = line() if callable(line) else line
         if passed.note is not None:
             text += passed.note
-        from cafleet.submit import frame_of, submit_verified
+        from cafleet.delivery.submit import frame_of, submit_verified
 
         frame = target.frame or frame_of(text)
         problem = submit_verified(mux, pane_id, target.agent, text, frame, passed.screen, clock)
@@ -219,11 +218,12 @@ class _Passed:
 
 
 def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeOutcome | _Passed:
-    """Classify the screen and decide (cafleet.gate); past a hold timeout dismiss a prompt once;
+    """Classify the screen and decide (cafleet.delivery.gate); past a hold timeout dismiss a prompt once;
     empty the composer. Returns the outcome that ends the attempt, or what typing needs."""
-    from cafleet.gate import POLICIES, decide, hold_note
+    from cafleet.delivery.gate import decide, hold_note
+    from cafleet.delivery.policy import DISMISS_SETTLE, POLICIES
+    from cafleet.delivery.submit import clear_composer
     from cafleet.mux import MultiplexerError
-    from cafleet.submit import DISMISS_SETTLE, clear_composer
 
     def capture() -> str:
         try:
@@ -262,7 +262,6 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
 
 
 __all__ = [
-    "DEFAULT_HOLD_TIMEOUT",
     "Kind",
     "Recheck",
     "RecheckState",

@@ -1,5 +1,5 @@
-"""The delivery gate (issue 10 item 2): whether a line may be typed into a pane now, from what
-the pane's screen shows (`cafleet.panestate.classify`). Pure: no tmux, no clock.
+"""The delivery gate (docs/runtime.md §4.9): whether a line may be typed into a pane now, from what
+the pane's screen shows (`cafleet.delivery.screens.classify`). Pure: no tmux, no clock.
 
 Per state:
 
@@ -17,7 +17,7 @@ Per state:
 ``unknown``
     type (`UNKNOWN_TYPES`): a screen no cue recognises is a shell, a program without a cue
     table, or an agent version whose screens changed; holding it would starve it for good,
-    and the verified submit (`cafleet.submit`) still refuses to count a line it cannot see.
+    and the verified submit (`cafleet.delivery.submit`) still refuses to count a line it cannot see.
 
 A held line waits at most the hold timeout (``CAFLEET_DELIVERY_HOLD_TIMEOUT``, default 300 s;
 0 = never hold). Past it the line is typed anyway with `hold_note` appended, except into a
@@ -30,65 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cafleet.panestate import State, classify
-from cafleet.submit import ENTER_AGAIN_AFTER
+from cafleet.delivery.policy import POLICIES, UNKNOWN_TYPES
+from cafleet.delivery.screens import State, classify
 
 Action = Literal["type", "hold", "dismiss"]
-UNKNOWN_TYPES = True
-
-
-@dataclass(frozen=True, slots=True)
-class InputPolicy:
-    """How cafleet types into one agent's composer (docs/agent-screens.md has the why)."""
-
-    agent: str
-    while_working: Literal["type", "hold"]
-    clear_key: str  # the key that deletes the composer's text (pressed until it is empty)
-    max_clears: int  # presses before giving up (Claude's Ctrl-U deletes one visual row)
-    dismiss_key: str  # closes a prompt or menu (only once a hold has run out)
-    why: str
-    # Seconds a line may sit in the composer after Enter before Enter is pressed again
-    # (cafleet.submit): long where a taken line can still be drawn there for a while.
-    enter_again_after: float = ENTER_AGAIN_AFTER
-
-
-POLICIES: dict[str, InputPolicy] = {
-    p.agent: p
-    for p in (
-        InputPolicy(
-            "claude",
-            "type",
-            "C-u",
-            12,
-            "Escape",
-            "A line submitted while Claude Code works is queued (`Press up to edit queued "
-            "messages`) and recorded at once; one Escape would interrupt the turn. Ctrl-U "
-            "deletes the cursor's visual row, so a wrapped leftover takes one press per row.",
-        ),
-        InputPolicy(
-            "codex",
-            "type",
-            "C-u",
-            6,
-            "Escape",
-            "A line submitted while Codex works is taken into the running turn (steer) and "
-            "recorded; Escape would interrupt it, and two Escapes on an empty composer open the "
-            "transcript browser. Ctrl-U empties the composer.",
-        ),
-        InputPolicy(
-            "opencode",
-            "type",
-            "C-u",
-            6,
-            "Escape",
-            "A line submitted while opencode works is listed QUEUED and handled after the turn; "
-            "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
-            "freshly drawn screen is often lost, and an Enter on its empty composer does "
-            "nothing, so Enter is pressed again after 1 s rather than 3.",
-            enter_again_after=1.0,
-        ),
-    )
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +73,7 @@ def decide(
     ``hold_timeout``: `CAFLEET_DELIVERY_HOLD_TIMEOUT` (0 = never hold); ``dismissed``: the
     dismiss key was already pressed in this attempt (a prompt still showing stays held);
     ``spawned``: the pane is a member cafleet spawned, whose agent submits its spawn prompt
-    itself (`cafleet.panestate.classify`): until it has, the member is ``starting``.
+    itself (`cafleet.delivery.screens.classify`): until it has, the member is ``starting``.
     """
     state = classify(agent, capture, spawned=spawned) if agent else "unknown"
     if not holds(agent, state):
@@ -145,11 +90,8 @@ def decide(
 
 
 __all__ = [
-    "POLICIES",
-    "UNKNOWN_TYPES",
     "Action",
     "Decision",
-    "InputPolicy",
     "decide",
     "hold_note",
     "holds",

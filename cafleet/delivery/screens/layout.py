@@ -2,7 +2,7 @@
 
 `split` cuts a capture into the regions the cue tables name: the rows above the composer, the
 composer's rows, the footer below it. The patterns it uses live in the tables
-(`cafleet.panestate.cues`, ``AgentScreens.composer``); only the walking is here.
+(`cafleet.delivery.screens.cues`, ``AgentScreens.composer``); only the walking is here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cafleet.panestate.cues import AgentScreens
+from cafleet.delivery.screens.cues import AgentScreens
 
 
 @dataclass(frozen=True)

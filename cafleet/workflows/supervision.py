@@ -1,30 +1,28 @@
-"""What a fleet's supervision looks like right now (issue 13 item 4): its monitor loop (live
+"""What a fleet's supervision looks like right now (docs/cli.md §2.5, §2.8, §2.2): its monitor loop (live
 pid and heartbeat, stale, stopped, never started) and each member's pane (alive, gone, pending,
 no placement, or unknown when tmux cannot be asked).
 
 `fleet show`, `member list` and `doctor` render these. Reading costs one indexed read of the
 runtime row and, for panes, one `list-panes` call. The agent's own state inside a live pane
 comes through `AgentStateProbe`: `classified_state` reads it with the delivery gate's
-classifier (`cafleet.panestate.classify`: starting, ready, working, awaiting_user, unknown;
-issue 13 item 4), at one more tmux call per live pane (its capture; the `list-panes` call also
+classifier (`cafleet.delivery.screens.classify`: starting, ready, working, awaiting_user, unknown;
+docs/cli.md §2.5), at one more tmux call per live pane (its capture; the `list-panes` call also
 says where each pane is, which is the pane-is-ours check), so `fleet show` and `member list`
 use it and `doctor` keeps the default, which knows nothing (None).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
-    from cafleet.mux import Multiplexer
+    from cafleet.mux import Multiplexer, PaneState
     from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 
 LoopState = Literal["live", "stale", "stopped", "never"]
-PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
 
 # agent_state(backend, placement, spawned) -> the agent's state in the placement's live pane, or
 # None when unknown; spawned: the member is not a Director (cafleet spawned it with its prompt).
@@ -36,14 +34,14 @@ def no_agent_state(_backend: Multiplexer, _placement: Placement, _spawned: bool)
 
 
 def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
-    """The pane's state as the delivery gate sees it (`cafleet.panestate.classify` on the
+    """The pane's state as the delivery gate sees it (`cafleet.delivery.screens.classify` on the
     visible screen, for the placement's coding agent); None when the capture fails.
 
     It captures without checking the pane is the placement's: pass it only as `check_panes`'s
     ``agent_state``, which asks it about a live pane it found to be the placement's
     (docs/runtime.md §1.8: another server's pane, or a reused id, is never captured)."""
+    from cafleet.delivery.screens import classify
     from cafleet.mux import MultiplexerError
-    from cafleet.panestate import classify
 
     pane_id = placement.mux_pane_id
     if pane_id is None:
@@ -74,7 +72,7 @@ class LoopStatus(NamedTuple):
     def text(self) -> str:
         """`live (pid 4242, last heartbeat 3s ago)`, `stale: pid 4242 is not running (…)`,
         `stopped`, `stopped by 'cafleet monitor stop'`, `never started`."""
-        from cafleet.output import idle_text
+        from cafleet.text import idle_text
 
         beat = (
             f"last heartbeat {idle_text(self.heartbeat_age)} ago"
@@ -105,20 +103,14 @@ class LoopStatus(NamedTuple):
         }
 
 
-def is_held(db_path: str, fleet_id: int) -> bool:
-    """`cafleet monitor stop` left its hold: automatic restarts leave the loop stopped."""
-    from cafleet.config import monitor_hold_path
-
-    return os.path.exists(monitor_hold_path(db_path, fleet_id))
-
-
 def loop_status_of(
     row: MonitorRuntime | None, *, fleet_id: int, db_path: str, now: datetime | None = None
 ) -> LoopStatus:
     """The status a runtime row (None: no loop ever ran) shows at ``now``."""
     from cafleet.config import monitor_log_path
     from cafleet.db.timefmt import parse_ts, utcnow
-    from cafleet.monitor.runtime import is_live, pid_alive
+    from cafleet.monitor.runtime import is_held, is_live
+    from cafleet.procs import pid_alive
 
     moment = now if now is not None else utcnow()
     held = is_held(db_path, fleet_id)
@@ -213,43 +205,40 @@ def check_panes(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> PaneCheck:
-    """Each member's pane against one `list-panes` of the tmux server ``env`` (default: this
-    process's environment) points at. Without a reachable tmux every concrete pane is
-    `unknown`; members without a placement are `none`, pending ones `pending`. That one call
+    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per backend of the
+    server ``env`` (default: this process's environment) points at: the one implementation
+    behind `fleet show`, `member list`, `doctor` and the WebUI roster. Without a reachable
+    server every concrete pane is `unknown`; members without a placement are `none`, pending
+    ones `pending`, and no server is asked when no member has a concrete pane. That one call
     also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
     the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
     `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, get_backend, is_owners_place, owner_of
+    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, usable_backend
 
     members = list(members)
-    backend: Any = None
-    live: dict[str, frozenset[tuple[str, str]]] | None = None  # pane -> (session, window)s
+    backends: dict[str, Any] = {}
+    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
     reason: str | None = None
-    if any(m.placement is not None and m.placement.mux_pane_id for m in members):
+    names = {m.placement.backend for m in members if m.placement and m.placement.mux_pane_id}
+    for name in sorted(names):
         try:
-            backend = get_backend("tmux") if env is None else get_backend("tmux", env=env)
-            backend.ensure_available()
-            live = backend.pane_places()
+            backends[name] = usable_backend(name, env=env)
+            live[name] = backends[name].pane_places()
         except MultiplexerError as exc:
-            reason = str(exc)
+            reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
     for member in members:
         placement = member.placement
+        places = None if placement is None else live.get(placement.backend)
+        state = pane_state(placement, places)
         pane = None if placement is None else placement.mux_pane_id
-        if placement is None:
-            report = PaneReport(member.member_id, None, "none")
-        elif pane is None:
-            report = PaneReport(member.member_id, None, "pending")
-        elif live is None:
-            report = PaneReport(member.member_id, pane, "unknown")
-        elif pane in live:
-            state = None
-            if is_owners_place(backend, owner_of(placement), live[pane]):
-                state = agent_state(backend, placement, member.kind != "director")
-            report = PaneReport(member.member_id, pane, "alive", state)
-        else:
-            report = PaneReport(member.member_id, pane, "gone")
-        panes[member.member_id] = report
+        agent: str | None = None
+        if state == "alive":
+            assert placement is not None and places is not None and pane is not None
+            backend = backends[placement.backend]
+            if is_owners_place(backend, owner_of(placement), places[pane]):
+                agent = agent_state(backend, placement, member.kind != "director")
+        panes[member.member_id] = PaneReport(member.member_id, pane, state, agent)
     return PaneCheck(panes, reason)
 
 
@@ -291,11 +280,9 @@ __all__ = [
     "LoopStatus",
     "PaneCheck",
     "PaneReport",
-    "PaneState",
     "check_panes",
     "classified_state",
     "fleet_report",
-    "is_held",
     "loop_status",
     "loop_status_of",
     "no_agent_state",

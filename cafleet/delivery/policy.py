@@ -1,0 +1,98 @@
+"""Per-agent input policies and every delivery constant, defined once (docs/runtime.md §4.9,
+docs/agent-screens.md).
+
+The gate (`cafleet.delivery.gate`), the verified submit (`cafleet.delivery.submit`), the typing
+path (`cafleet.delivery.keys`), the settings (`cafleet.config`) and the monitor tick read these.
+Standard library only, no I/O: any layer may import it at no start-up cost.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+# CAFLEET_DELIVERY_HOLD_TIMEOUT's default: seconds a held line waits; 0 = never hold.
+DEFAULT_HOLD_TIMEOUT = 300
+# An `unknown` screen is typed into: holding it would starve a shell, a program without cues, or
+# an agent whose screens changed, for good; the verified submit still refuses an unseen line.
+UNKNOWN_TYPES = True
+
+DISMISS_SETTLE = 0.5  # after the dismiss key, before reading the screen again
+CLEAR_SETTLE = 0.15  # after a clear key, before reading the composer again
+VERIFY_POLL = 0.1  # between captures after Enter
+# A taken line may still show in the composer for a while after Enter (opencode redraws seconds
+# late under load: docs/agent-screens.md, "Judging a submit"), so by default Enter is pressed
+# again only after it stayed there this long. An agent's InputPolicy.enter_again_after overrides
+# it: opencode's 1 s is safe because an Enter on its empty composer does nothing (cafleet.delivery.gate).
+ENTER_AGAIN_AFTER = 3.0
+VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
+MAX_ENTERS = 3
+FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
+
+
+class InputPolicy(NamedTuple):
+    """How cafleet types into one agent's composer (docs/agent-screens.md has the why). A
+    NamedTuple, not a dataclass: `cafleet.config` imports this module on every command."""
+
+    agent: str
+    while_working: Literal["type", "hold"]
+    clear_key: str  # the key that deletes the composer's text (pressed until it is empty)
+    max_clears: int  # presses before giving up (Claude's Ctrl-U deletes one visual row)
+    dismiss_key: str  # closes a prompt or menu (only once a hold has run out)
+    why: str
+    # Seconds a line may sit in the composer after Enter before Enter is pressed again
+    # (cafleet.delivery.submit): long where a taken line can still be drawn there for a while.
+    enter_again_after: float = ENTER_AGAIN_AFTER
+
+
+POLICIES: dict[str, InputPolicy] = {
+    p.agent: p
+    for p in (
+        InputPolicy(
+            "claude",
+            "type",
+            "C-u",
+            12,
+            "Escape",
+            "A line submitted while Claude Code works is queued (`Press up to edit queued "
+            "messages`) and recorded at once; one Escape would interrupt the turn. Ctrl-U "
+            "deletes the cursor's visual row, so a wrapped leftover takes one press per row.",
+        ),
+        InputPolicy(
+            "codex",
+            "type",
+            "C-u",
+            6,
+            "Escape",
+            "A line submitted while Codex works is taken into the running turn (steer) and "
+            "recorded; Escape would interrupt it, and two Escapes on an empty composer open the "
+            "transcript browser. Ctrl-U empties the composer.",
+        ),
+        InputPolicy(
+            "opencode",
+            "type",
+            "C-u",
+            6,
+            "Escape",
+            "A line submitted while opencode works is listed QUEUED and handled after the turn; "
+            "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
+            "freshly drawn screen is often lost, and an Enter on its empty composer does "
+            "nothing, so Enter is pressed again after 1 s rather than 3.",
+            enter_again_after=1.0,
+        ),
+    )
+}
+
+
+__all__ = [
+    "CLEAR_SETTLE",
+    "DEFAULT_HOLD_TIMEOUT",
+    "DISMISS_SETTLE",
+    "ENTER_AGAIN_AFTER",
+    "FRAME_CHARS",
+    "MAX_ENTERS",
+    "POLICIES",
+    "UNKNOWN_TYPES",
+    "VERIFY_POLL",
+    "VERIFY_TIMEOUT",
+    "InputPolicy",
+]

@@ -1,0 +1,65 @@
+"""What survives between ticks of one monitor loop process (docs/runtime.md §5.5).
+
+Its own module so that the tick (`cafleet.monitor.tick`) and the steps it calls
+(`cafleet.monitor.losses`) both use it without importing each other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+
+
+@dataclass
+class LoopState:
+    """What survives between ticks of one loop process."""
+
+    conn: Connection
+    fleet_id: int
+    pid: int
+    tick_seconds: int
+    pane_lock_timeout: int
+    env_wake_interval: int | None  # CAFLEET_MONITOR_WAKE_INTERVAL, None when unset
+    backend: Any  # the tmux backend, available (ensure_available ran at start-up)
+    log: Callable[[str], None]  # writes "<ts> <text>" and flushes
+    stop_requested: Callable[[], bool]
+    hold_timeout: int = DEFAULT_HOLD_TIMEOUT  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
+    last_skip_reason: str | None = None
+    displaced: bool = field(default=False)
+    # Held lines (docs/runtime.md §4.9): a hold is logged when it starts or its state changes, not
+    # every tick; the wake's hold timeout counts from its first held attempt.
+    held_logged: dict[int, str] = field(default_factory=dict)
+    wake_held_since: float | None = None
+    wake_held_state: str | None = None
+    wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
+    session_note: str | None = None  # the last session-learning failure logged
+    next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
+
+    @property
+    def db_dir(self) -> str:
+        path: str = self.conn.info["cafleet.path"]
+        return os.path.dirname(path)
+
+    @property
+    def lock_timeout(self) -> float:
+        return float(min(self.pane_lock_timeout, self.tick_seconds))
+
+    def resolve_interval(self, stored: int | None) -> int:
+        """A stored NULL resolves to the environment variable, then 600; never to 0."""
+        if stored is not None:
+            return stored
+        if self.env_wake_interval is not None:
+            return self.env_wake_interval
+        from cafleet.config import DEFAULT_MONITOR_WAKE_INTERVAL
+
+        return DEFAULT_MONITOR_WAKE_INTERVAL
+
+
+__all__ = ["LoopState"]
