@@ -105,6 +105,25 @@ def _new_server(h: TmuxHarness) -> tuple[str, dict[str, str]]:
     return pane, {"TMUX": f"{h.socket_path},{pid},0", "TMUX_PANE": pane}
 
 
+def _usage_matches(h: TmuxHarness, model: ScriptedModel, label: str, m: int) -> None:
+    """`member usage` equals the tokens the model reported for the conversation's requests,
+    once the turn has ended (the model's last reply was a text) and the agent recorded it
+    (polled with a deadline)."""
+
+    def matches() -> bool:
+        requests = _conversation_requests(model, label)
+        if not requests or requests[-1].action is None or requests[-1].action.kind != "text":
+            return False  # the turn has not ended: its last reply is a text
+        want_in = sum(r.usage["input_tokens"] for r in requests)
+        want_out = sum(r.usage["output_tokens"] for r in requests)
+        u = _cli_json(h, "member", "usage", str(m))[0]["usage"]
+        return u is not None and (u["input"] + u["cache_read"], u["output"]) == (want_in, want_out)
+
+    retry_until(matches, timeout=60, interval=1.0,
+                message=lambda: f"{_cli_json(h, 'member', 'usage', str(m))}; requests: "
+                f"{_request_table(model, label)}")  # fmt: skip
+
+
 @pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
 def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
     tmux_db: TmuxHarness, model_server: ScriptedModel, agent: str
@@ -145,6 +164,9 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         retry_until(lambda: _acked(h, second), timeout=240, interval=1.0,
                     message=lambda: _why(h, ids.fleet_id, member))  # fmt: skip
 
+        # Two turns done and recorded: the agent has written every reply the model served (the
+        # turn's last reply follows the ACK), and its usage so far is the model's.
+        _usage_matches(h, model_server, label, m)
         # The tmux server dies (the loop stops with it: the Director's pane is gone).
         h.tmux("kill-server", check=False)
         retry_until(lambda: not member.real.alive() or agent == "codex", timeout=30,
@@ -184,23 +206,6 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
             assert sum(needle in t for t in received) >= 1, (needle, received)
 
         # Usage: exactly the tokens the model reported for the session's requests.
-        want_in = sum(r.usage["input_tokens"] for r in requests)
-        want_out = sum(r.usage["output_tokens"] for r in requests)
-
-        def matches() -> dict[str, Any] | None:
-            row = _cli_json(h, "member", "usage", str(m))[0]
-            u = row["usage"]
-            if (
-                u is not None
-                and u["input"] + u["cache_read"] == want_in
-                and u["output"] == want_out
-            ):
-                return row
-            return None
-
-        retry_until(matches, timeout=30, interval=1.0,
-                    message=lambda: f"{_cli_json(h, 'member', 'usage', str(m))} != "
-                    f"{want_in}/{want_out} over {len(requests)} requests; all requests: "
-                    f"{_request_table(model_server, label)}")  # fmt: skip
+        _usage_matches(h, model_server, label, m)
     finally:
         member.stop()
