@@ -23,6 +23,7 @@ from benchmarks import (
     concurrency,
     delivery,
     drains,
+    escalation,
     notify,
     scale,
     send_paths,
@@ -49,6 +50,8 @@ FULL: dict[str, Any] = {
     "guard_calls": 2000,
     "delivery_rounds": 50,
     "delivery_sends": 20,
+    "escalation_trials": 20,
+    "escalation_panes": [1, 4, 8],
     "usage_replies": 100_000,
 }
 SMOKE: dict[str, Any] = {
@@ -66,6 +69,8 @@ SMOKE: dict[str, Any] = {
     "guard_calls": 20,
     "delivery_rounds": 2,
     "delivery_sends": 2,
+    "escalation_trials": 2,
+    "escalation_panes": [1],
     "usage_replies": 200,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
@@ -95,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery, usage; delivery_real runs "
-            "only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
+            "usage; delivery_real runs only when named)"
         ),
     )
     parser.add_argument(
@@ -135,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         "delivery": (
             lambda t: delivery.run(t, sizes["delivery_rounds"], sizes["delivery_sends"]),
             delivery.render,
+        ),
+        "escalation": (
+            lambda t: escalation.run(
+                t, sizes["escalation_trials"], sizes["runs"], sizes["escalation_panes"]
+            ),
+            escalation.render,
         ),
         "usage": (lambda t: usage.run(t, sizes["usage_replies"], sizes["runs"]), usage.render),
         "delivery_real": (

@@ -16,6 +16,7 @@ and interruptions. Also send-to-verified into a real agent at its first ready sc
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
@@ -24,7 +25,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "screens"
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "screens"
 AGENTS = ("claude", "codex", "opencode")
 EM = "\u2014"
 
@@ -52,8 +54,13 @@ def _private_tmux() -> Iterator[Any]:
 
     from tests.harness.fixtures import private_tmux
 
-    with pytest.MonkeyPatch.context() as mp, private_tmux(mp) as h:
-        yield h
+    with pytest.MonkeyPatch.context() as mp:
+        # The cafleet commands the harness runs (loops, CLI calls) run this checkout, as under
+        # tests/conftest.py, not whatever cafleet is installed.
+        existing = os.environ.get("PYTHONPATH")
+        mp.setenv("PYTHONPATH", str(REPO) + (os.pathsep + existing if existing else ""))
+        with private_tmux(mp) as h:
+            yield h
 
 
 # --------------------------------------------------------------------------- section 12

@@ -28,6 +28,7 @@ DEFAULT_MIN_PANE_COLUMNS = 40
 DEFAULT_MIN_PANE_ROWS = 8
 # docs/runtime.md §4.9; 0 = never hold. Defined with the other delivery constants.
 DEFAULT_DELIVERY_HOLD_TIMEOUT = DEFAULT_HOLD_TIMEOUT
+DEFAULT_ESCALATE_AFTER = 30  # docs/runtime.md §5.12: a prompt this old is reported to the Director
 
 
 class SettingsError(CafleetError):
@@ -43,6 +44,7 @@ class Settings(NamedTuple):  # not a dataclass: built by every command, ~1 ms ch
     min_pane_columns: int = DEFAULT_MIN_PANE_COLUMNS
     min_pane_rows: int = DEFAULT_MIN_PANE_ROWS
     delivery_hold_timeout: int = DEFAULT_DELIVERY_HOLD_TIMEOUT
+    escalate_after: int = DEFAULT_ESCALATE_AFTER
 
     @property
     def db_path(self) -> str:
@@ -119,6 +121,7 @@ def load_settings(
     min_columns = _parse_int(env, "CAFLEET_MIN_PANE_COLUMNS")
     min_rows = _parse_int(env, "CAFLEET_MIN_PANE_ROWS")
     hold_timeout = _parse_int(env, "CAFLEET_DELIVERY_HOLD_TIMEOUT")
+    escalate_after = _parse_int(env, "CAFLEET_ESCALATE_AFTER")
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -130,6 +133,7 @@ def load_settings(
         delivery_hold_timeout=(
             DEFAULT_DELIVERY_HOLD_TIMEOUT if hold_timeout is None else hold_timeout
         ),
+        escalate_after=DEFAULT_ESCALATE_AFTER if escalate_after is None else escalate_after,
     )
 
 

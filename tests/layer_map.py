@@ -103,8 +103,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "delivery: screens",
         ("cafleet.delivery.screens",),
-        "what an agent's pane shows: the per-agent cue tables and the classifier "
-        "(`docs/agent-screens.md`)",
+        "what an agent's pane shows: the per-agent cue tables, the classifier "
+        "(`docs/agent-screens.md`) and the prompt reader (`docs/runtime.md` §5.12)",
     ),
     Layer(
         "delivery: gate",
@@ -143,7 +143,8 @@ LAYERS: tuple[Layer, ...] = (
         "monitor",
         ("cafleet.monitor",),
         "starting a loop, healing dead ones, the loop process and its log reserve, ticks, "
-        "wakes, lost panes, `monitor scan`, learning members' agent session ids (`learning`)",
+        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
+        "members' agent session ids (`learning`)",
         eager=("cafleet.db.timefmt",),
         lazy=(
             "cafleet.agents",
@@ -155,6 +156,7 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.mux",
             "cafleet.delivery.drains",
             "cafleet.delivery.keys",
+            "cafleet.delivery.screens",
         ),
     ),
     Layer(

@@ -42,5 +42,6 @@ def test_the_documented_defaults_are_the_code_s() -> None:
         ("CAFLEET_MONITOR_WAKE_INTERVAL", config.DEFAULT_MONITOR_WAKE_INTERVAL),
         ("CAFLEET_PANE_LOCK_TIMEOUT", config.DEFAULT_PANE_LOCK_TIMEOUT),
         ("CAFLEET_DELIVERY_HOLD_TIMEOUT", config.DEFAULT_DELIVERY_HOLD_TIMEOUT),
+        ("CAFLEET_ESCALATE_AFTER", config.DEFAULT_ESCALATE_AFTER),
     ):
         assert f"| `{name}` | `{default}` |" in text, name

@@ -179,11 +179,11 @@ def fleet_group(ctx: click.Context) -> None:
     "member",
     invoke_without_command=True,
     help=(
-        "Create, list, inspect, prompt, respawn and delete the members of a fleet, and show "
-        "what each has used."
+        "Create, list, inspect, prompt, answer, respawn and delete the members of a fleet, and "
+        "show what each has used."
     ),
     command_modules=_modules(
-        ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping"),
+        ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping", "answer"),
         ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
         ("cafleet.cli.usage", "usage"),

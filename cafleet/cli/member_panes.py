@@ -278,3 +278,53 @@ def member_ping(member_id: int, as_json: bool) -> None:
         out(f"Member {name} ({member_id}, pane {pane_id}) is {pinged.state}; ping skipped.")
     else:
         out(f"Pinged member {name} ({member_id}, pane {pane_id}, {pinged.state}).")
+
+
+# --- member answer -------------------------------------------------------------------------------
+
+
+@member_group.command(
+    "answer",
+    short_help="Answer the permission prompt or question a member's pane shows.",
+    help=(
+        "Pick one choice of the permission prompt or question a member's pane shows (by its "
+        "number or its text), only while that prompt is on screen; waits until the prompt has "
+        "gone. Refused, with nothing typed, when the pane shows no prompt, a prompt cafleet "
+        "cannot read, another prompt than --prompt names, or no such choice."
+    ),
+)
+@id_argument("member_id", MEMBER_ID_HELP)
+@click.argument("choice", help="The choice: its number (1) or its text (Yes).")
+@click.option(
+    "--prompt",
+    "prompt_id",
+    default=None,
+    metavar="ID",
+    help="Answer only this prompt (the id in the monitor loop's report to the Director).",
+)
+@json_option
+def member_answer(member_id: int, choice: str, prompt_id: str | None, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows.answering import answer
+
+    done = answer(conn, inv.settings, member_id, choice, prompt_id=prompt_id)
+    picked = done.choice
+    if as_json:
+        out_json(
+            {
+                "member_id": member_id,
+                "pane_id": done.pane_id,
+                "prompt": done.prompt.as_dict(),
+                "choice": {"number": picked.number, "label": picked.label},
+                "next_prompt": None if done.after is None else done.after.as_dict(),
+            }
+        )
+        return
+    name = cell(done.member.name)
+    out(
+        f"Answered prompt {done.prompt.digest} of member {name} ({member_id}, pane "
+        f"{done.pane_id}): {picked.number}. {cell(picked.label)}"
+    )
+    if done.after is not None:
+        out(f"It now shows prompt {done.after.digest}: {cell(done.after.question or '(unread)')}")

@@ -1,4 +1,4 @@
-"""Recovering lost panes (docs/cli.md §2.23–§2.25): `member respawn`, `fleet adopt` and
+"""Recovering lost panes (docs/cli.md §2.23, §2.24, §2.27): `member respawn`, `fleet adopt` and
 `fleet restore`.
 
 Each parses, runs one workflow of `cafleet.workflows.recovery` and renders its result.

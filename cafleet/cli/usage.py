@@ -1,4 +1,4 @@
-"""`cafleet member usage` (docs/cli.md §2.26): each member's tokens from its agent's own records,
+"""`cafleet member usage` (docs/cli.md §2.28): each member's tokens from its agent's own records,
 with a cost estimate; also the cells `member list --usage` adds."""
 
 from __future__ import annotations

@@ -170,6 +170,7 @@ def run_loop(
             pane_lock_timeout=settings.pane_lock_timeout,
             env_wake_interval=settings.monitor_wake_interval,
             hold_timeout=settings.delivery_hold_timeout,
+            escalate_after=settings.escalate_after,
             backend=backend,
             log=log,
             stop_requested=signals.stop_requested,

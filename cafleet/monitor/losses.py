@@ -35,12 +35,14 @@ def loss_text(member: Member, pane_id: str) -> str:
     )
 
 
-def report_losses(state: LoopState, live: frozenset[str], director_pane: str) -> None:
-    """Record and report every newly lost pane of the fleet (see the module docstring)."""
+def report_losses(
+    state: LoopState, live: frozenset[str], director_pane: str, members: list[Member]
+) -> None:
+    """Record and report every newly lost pane of the fleet (see the module docstring);
+    ``members``: the fleet's placed members (`broker.placed_members`), read once per tick."""
     from cafleet import broker
     from cafleet.mux import pane_state
 
-    members = broker.placed_members(state.conn, state.fleet_id)
     candidates = [
         m
         for m in members

@@ -1,7 +1,7 @@
 """What survives between ticks of one monitor loop process (docs/runtime.md §5.5).
 
 Its own module so that the tick (`cafleet.monitor.tick`) and the steps it calls
-(`cafleet.monitor.losses`) both use it without importing each other.
+(`cafleet.monitor.losses`, `cafleet.monitor.escalate`) all use it without importing each other.
 """
 
 from __future__ import annotations
@@ -15,6 +15,18 @@ from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
+
+
+class SeenPrompt:
+    """One member's prompt as the loop saw it: its digest, since when (monotonic), whether
+    reported (docs/runtime.md §5.12)."""
+
+    __slots__ = ("digest", "reported", "since")
+
+    def __init__(self, digest: str, since: float) -> None:
+        self.digest = digest
+        self.since = since
+        self.reported = False
 
 
 @dataclass
@@ -39,6 +51,10 @@ class LoopState:
     wake_held_since: float | None = None
     wake_held_state: str | None = None
     wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
+    # Blocked members (docs/runtime.md §5.12): CAFLEET_ESCALATE_AFTER, and the prompt each
+    # member's pane shows (its digest, since when, whether reported).
+    escalate_after: int = 30
+    prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
 
@@ -62,4 +78,4 @@ class LoopState:
         return DEFAULT_MONITOR_WAKE_INTERVAL
 
 
-__all__ = ["LoopState"]
+__all__ = ["LoopState", "SeenPrompt"]

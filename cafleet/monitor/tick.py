@@ -75,7 +75,8 @@ def run_tick(state: LoopState) -> None:
     # 4a. Lost member and monitor panes: reported to the Director once each (§5.11).
     from cafleet.monitor.losses import report_losses
 
-    report_losses(state, live, director_pane)
+    members = broker.placed_members(state.conn, state.fleet_id)
+    report_losses(state, live, director_pane, members)
 
     # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
     _learn_sessions(state)
@@ -86,6 +87,12 @@ def run_tick(state: LoopState) -> None:
         raise _stop_for_lost_heartbeat(state)
     if state.stop_requested():
         return
+
+    # 5a. Members blocked at a prompt: reported to the Director once per prompt (§5.12). After
+    # the drain, so the drain still runs right after the live set was taken.
+    from cafleet.monitor.escalate import escalate_prompts
+
+    escalate_prompts(state, live, director_pane, members)
 
     # 6. Re-read the row.
     now = utcnow()

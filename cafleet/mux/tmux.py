@@ -46,7 +46,7 @@ DEFAULT_TIMEOUT = 5.0
 ESCAPE_SETTLE = 0.1
 SUBMIT_SETTLE = 1.0
 SUBMIT_KEY = "Enter"
-KEYS = (SUBMIT_KEY, "Escape", "C-u")  # the only named keys cafleet presses
+KEYS = (SUBMIT_KEY, "Escape", "C-u", "Right")  # the only named keys cafleet presses
 CAPTURE_OVERFETCH = 1000
 MIN_VERSION = (3, 0)
 
@@ -345,7 +345,7 @@ class TmuxBackend:
             self._run(["send-keys", "-t", pane_id, *keys])
 
     def send_key(self, pane_id: str, key: str) -> None:
-        """Press one named key (`KEYS`: Enter, Escape, C-u)."""
+        """Press one named key (`KEYS`: Enter, Escape, C-u, Right)."""
         if key not in KEYS:
             raise ValueError(f"send_key: {key!r} is not one of {', '.join(KEYS)}")
         self._run(["send-keys", "-t", pane_id, key])

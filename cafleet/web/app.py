@@ -62,6 +62,7 @@ def _error_status() -> dict[type[Exception], int]:
     from cafleet.db.guard import GuardRefused
     from cafleet.records import StorageIntegrityError
     from cafleet.workflows import errors as we
+    from cafleet.workflows.answering import AnswerRefused
 
     return {
         be.MemberNotFound: 404,
@@ -72,6 +73,7 @@ def _error_status() -> dict[type[Exception], int]:
         we.NoMonitorRuntime: 404,
         we.LoopNotLive: 404,
         we.PaneUnavailable: 409,
+        AnswerRefused: 409,
         DatabaseBusy: 503,
         SchemaChanged: 503,
         GuardRefused: 503,
@@ -445,6 +447,49 @@ def _routes(app: FastAPI) -> None:
                 )
                 for p in (check.panes[m.member_id] for m in roster)
             ],
+        )
+
+    @app.get(
+        "/api/members/{member_id}/prompt",
+        response_model=m.ShowingOut,
+        summary="The permission prompt or question a member's pane shows",
+    )
+    @_raw
+    def prompt(ctx: FleetCtx, member_id: MemberId) -> Any:
+        from cafleet.workflows.answering import showing
+
+        _fleet_member(ctx, member_id)
+        now = showing(ctx.conn, member_id)
+        return dict(
+            member_id=now.member_id,
+            pane_id=now.pane_id,
+            state=now.state,
+            prompt=None if now.prompt is None else now.prompt.as_dict(),
+        )
+
+    @app.post(
+        "/api/members/{member_id}/answer",
+        response_model=m.AnsweredOut,
+        summary="Answer a member's prompt (as `cafleet member answer --prompt`)",
+    )
+    @_raw
+    def answer(ctx: FleetCtx, member_id: MemberId, body: m.AnswerIn) -> Any:
+        from cafleet.workflows.answering import answer
+        from cafleet.workflows.errors import WorkflowError
+
+        _fleet_member(ctx, member_id)
+        try:
+            done = answer(
+                ctx.conn, ctx.config.settings, member_id, body.choice, prompt_id=body.prompt_id
+            )
+        except WorkflowError as exc:  # a refusal (nothing typed) or a prompt that stayed
+            raise ApiError(409, str(exc)) from None
+        return dict(
+            member_id=member_id,
+            pane_id=done.pane_id,
+            prompt=done.prompt.as_dict(),
+            choice=dict(number=done.choice.number, label=done.choice.label),
+            next_prompt=None if done.after is None else done.after.as_dict(),
         )
 
     @app.get(

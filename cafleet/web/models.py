@@ -75,6 +75,40 @@ class PaneOut(BaseModel):
     activity: str | None  # a live pane's agent state (the delivery classifier's), as member list
 
 
+class ChoiceOut(BaseModel):
+    number: int
+    label: str
+
+
+class PromptOut(BaseModel):
+    prompt_id: str  # the digest `member answer --prompt` takes (docs/runtime.md §5.12)
+    readable: bool  # False: no question and choices could be read; ``raw`` shows the screen
+    question: str | None
+    details: list[str]
+    choices: list[ChoiceOut]
+    raw: list[str]
+
+
+class ShowingOut(BaseModel):
+    member_id: int
+    pane_id: str
+    state: str  # the pane's agent state (`awaiting_user` while it asks)
+    prompt: PromptOut | None
+
+
+class AnswerIn(Strict):
+    choice: str = Field(min_length=1, max_length=200)  # a choice's number or its words
+    prompt_id: str = Field(pattern=r"^[0-9a-f]{8}$")  # the prompt the buttons were drawn for
+
+
+class AnsweredOut(BaseModel):
+    member_id: int
+    pane_id: str
+    prompt: PromptOut
+    choice: ChoiceOut
+    next_prompt: PromptOut | None
+
+
 class PanesOut(BaseModel):
     error: str | None  # why tmux could not be asked; every placed pane is then "unknown"
     panes: list[PaneOut]

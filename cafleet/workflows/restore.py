@@ -1,4 +1,4 @@
-"""`fleet restore` (docs/cli.md §2.25; docs/operations.md "After a reboot"): bring a fleet back
+"""`fleet restore` (docs/cli.md §2.27; docs/operations.md §4.1): bring a fleet back
 after its tmux server is gone, from a new pane.
 
 The calling pane becomes the root Director's (as `fleet adopt`; skipped when it already is),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
 
 LoopState = Literal["live", "stale", "stopped", "never"]
+WAITING_TEXT = "waiting (permission)"
 
 # agent_state(backend, placement, spawned) -> the agent's state in the placement's live pane, or
 # None when unknown; spawned: the member is not a Director (cafleet spawned it with its prompt).
@@ -158,8 +159,16 @@ class PaneReport(NamedTuple):
     agent_state: str | None = None  # the classifier's word for a live pane (None: unknown)
 
     @property
+    def waiting(self) -> bool:
+        """The pane shows a permission prompt or question (docs/runtime.md §5.12)."""
+        return self.state == "alive" and self.agent_state == "awaiting_user"
+
+    @property
     def text(self) -> str:
-        """`alive`, `alive (idle)`, `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        """`alive`, `alive (ready)`, `waiting (permission)` (a live pane at a permission prompt
+        or question), `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        if self.waiting:
+            return WAITING_TEXT
         if self.state == "alive":
             return f"alive ({self.agent_state})" if self.agent_state else "alive"
         return {"none": "-", "unknown": "?"}.get(self.state, self.state)
@@ -183,13 +192,20 @@ class PaneCheck(NamedTuple):
         return [r.member_id for r in self.panes.values() if r.state == "gone"]
 
     def summary(self) -> str:
-        """`3 alive`, `2 alive, 1 gone (member 5)`, `not checked: <tmux message>`."""
+        """`3 alive`, `2 alive, 1 gone (member 5)`, `3 alive, 1 waiting (permission) (member
+        4)`, `not checked: <tmux message>`."""
         if self.unknown_reason is not None:
             return f"not checked: {self.unknown_reason}"
         counts: dict[str, int] = {}
         for report in self.panes.values():
             counts[report.state] = counts.get(report.state, 0) + 1
         parts = [f"{counts[s]} {s}" for s in ("alive", "gone", "pending") if counts.get(s)]
+        waiting = [r.member_id for r in self.panes.values() if r.waiting]
+        if waiting:
+            noun = "member" if len(waiting) == 1 else "members"
+            parts.insert(
+                1, f"{len(waiting)} {WAITING_TEXT} ({noun} {', '.join(map(str, waiting))})"
+            )
         gone = self.gone()
         if gone:
             noun = "member" if len(gone) == 1 else "members"
@@ -274,6 +290,7 @@ def fleet_report(
 
 
 __all__ = [
+    "WAITING_TEXT",
     "AgentStateProbe",
     "FleetReport",
     "LoopState",

@@ -108,6 +108,7 @@ function usageText(u) {
 }
 
 function renderRoster(members, activity, panes, usage) {
+  const prompts = [];
   const used = new Map((usage || []).map((u) => [u.member_id, u]));
   const act = new Map(activity.map((a) => [a.member_id, a]));
   const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
@@ -135,7 +136,9 @@ function renderRoster(members, activity, panes, usage) {
         " · pane ",
         placement ? (placement.mux_pane_id === null ? "(pending)" : placement.mux_pane_id) : "-",
         " ",
-        el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
+        waiting(p)
+          ? el("span", { class: "badge waiting", "data-testid": "member-pane-state" }, "waiting (permission)")
+          : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
         " · ",
@@ -144,9 +147,66 @@ function renderRoster(members, activity, panes, usage) {
            usageText(used.get(member.member_id))),
       ),
     );
+    if (waiting(p)) {
+      const box = el("div", { class: "prompt", "data-testid": "member-prompt", "data-member-id": member.member_id });
+      item.append(box);
+      prompts.push(loadPrompt(member.member_id, box));
+    }
     list.append(item);
   }
   if (panes.error) list.append(el("li", { class: "meta error" }, `tmux: ${panes.error}`));
+  return Promise.all(prompts);
+}
+
+// --- a member waiting at a prompt (docs/runtime.md §5.12) -------------------------------------
+
+function waiting(p) {
+  return p.state === "alive" && p.activity === "awaiting_user";
+}
+
+// The question as the pane shows it and one button per choice; a button answers exactly the
+// prompt it was drawn for (its prompt_id), so a newer prompt is never answered by an old button.
+async function loadPrompt(memberId, box) {
+  let shown;
+  try {
+    shown = await api(`/api/members/${memberId}/prompt`);
+  } catch (err) {
+    box.replaceChildren(el("p", { class: "error" }, err.message));
+    return;
+  }
+  const prompt = shown.prompt;
+  if (prompt === null) { box.replaceChildren(); return; }
+  const result = el("p", { "data-testid": "prompt-result" });
+  const lines = prompt.readable ? [...prompt.details, prompt.question] : prompt.raw;
+  const buttons = el("div", { class: "choices mutating" });
+  for (const choice of prompt.choices) {
+    buttons.append(el("button", {
+      type: "button",
+      "data-testid": "prompt-choice",
+      "data-choice": choice.number,
+      onclick: (event) => { event.stopPropagation(); answerPrompt(memberId, prompt.prompt_id, choice, result); },
+    }, `${choice.number}. ${choice.label}`));
+  }
+  box.replaceChildren(
+    el("pre", { "data-testid": "prompt-question", "data-prompt-id": prompt.prompt_id }, lines.join("\n")),
+    prompt.readable ? buttons : el("p", { class: "meta" }, "cafleet cannot read this prompt: answer it in the pane."),
+    result,
+  );
+}
+
+async function answerPrompt(memberId, promptId, choice, result) {
+  result.classList.remove("error");
+  result.textContent = `Answering ${choice.number}. ${choice.label}…`;
+  try {
+    const done = await api(`/api/members/${memberId}/answer`, {
+      method: "POST", body: { choice: String(choice.number), prompt_id: promptId },
+    });
+    result.textContent = `Answered ${done.choice.number}. ${done.choice.label}.`;
+    await refresh();
+  } catch (err) {
+    result.classList.add("error");
+    result.textContent = err.message;
+  }
 }
 
 // --- timeline -------------------------------------------------------------------------------
@@ -250,10 +310,10 @@ async function refresh() {
     ]);
     state.roster = members;
     for (const m of members) state.names.set(m.member_id, m.name);
-    renderRoster(members, activity, panes, usage);
+    const prompting = renderRoster(members, activity, panes, usage);
     renderTimeline(timeline);
     renderMonitor(monitor);
-    await refreshPane();
+    await Promise.all([prompting, refreshPane()]);
     setStatus(`Updated ${new Date().toLocaleTimeString()}${state.readOnly ? " · read-only" : ""}`);
   } catch (err) {
     setStatus(err.message, true);

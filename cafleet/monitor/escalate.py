@@ -1,0 +1,133 @@
+"""Blocked members (docs/runtime.md §5.12): each tick, a member whose pane has shown the same
+permission prompt or question for `CAFLEET_ESCALATE_AFTER` seconds is reported to the root
+Director once, as a message in its inbox (never typed into its pane).
+
+"The same prompt" is the prompt's digest (`cafleet.delivery.screens.prompts`): the first tick that
+sees a digest on a member's screen starts its clock; the report goes out at the first tick
+past the threshold and the digest is remembered, so later ticks stay quiet. A screen without a
+prompt forgets the member, so a prompt that comes back later is a new one. The clocks live in
+the loop process (no schema change); a restarted loop starts them again and, before reporting,
+looks for the same report still un-ACKed in the Director's inbox, so a restart does not repeat
+a report the Director has not read yet.
+
+Reading costs one `list-panes` (with each pane's session and window: a pane that is not the
+placement's is never captured, docs/runtime.md §1.8) and one capture per member pane, and only
+runs when the fleet has member panes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cafleet.delivery.screens.prompts import Prompt
+    from cafleet.monitor.state import LoopState
+    from cafleet.records import Member
+
+
+def prompt_marker(member_id: int, digest: str) -> str:
+    """The words every report of one prompt carries (and the restart check looks for)."""
+    return f"member {member_id} prompt {digest}"
+
+
+def escalation_text(member: Member, pane_id: str, prompt: Prompt, waited: float) -> str:
+    """The report's body (docs/runtime.md §5.12)."""
+    mid = member.member_id
+    head = (
+        f"[cafleet] {prompt_marker(mid, prompt.digest)}: member {mid} ({member.name}) has been "
+        f"waiting for an answer for {int(waited)}s in pane {pane_id}."
+    )
+    if not prompt.readable:
+        shown = "\n".join(f"  {line}" for line in prompt.raw)
+        return (
+            f"{head} cafleet cannot read its prompt, so here are its last lines as the screen "
+            f"shows them:\n{shown}\nAnswer it in the pane yourself (cafleet member answer "
+            "only picks a choice it can read)."
+        )
+    lines = [head, *(f"  {d}" for d in prompt.details), f"  {prompt.question}"]
+    lines += [f"  {c.number}. {c.label}" for c in prompt.choices]
+    lines.append(
+        f"Answer with: cafleet member answer {mid} <number or text of a choice> "
+        f"--prompt {prompt.digest}"
+    )
+    return "\n".join(lines)
+
+
+def escalate_prompts(
+    state: LoopState, live: frozenset[str], director_pane: str, members: list[Member]
+) -> None:
+    """Report every member prompt that reached the threshold (see the module docstring);
+    ``members``: the fleet's placed members, read once per tick."""
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.monitor.state import SeenPrompt
+    from cafleet.mux import MultiplexerError, is_owners_place, owner_of
+
+    candidates = [
+        m
+        for m in members
+        if m.kind != "director"
+        and m.placement is not None
+        and m.placement.backend == state.backend.name
+        and m.placement.lost_at is None
+        and m.placement.mux_pane_id in live
+        and m.placement.mux_pane_id != director_pane
+    ]
+    for gone in set(state.prompts_seen) - {m.member_id for m in candidates}:
+        state.prompts_seen.pop(gone, None)
+    if not candidates:
+        return
+    places = state.backend.pane_places()
+    director = next((m for m in members if m.kind == "director"), None)
+    for member in candidates:
+        if state.stop_requested():
+            return
+        placement = member.placement
+        assert placement is not None and placement.mux_pane_id is not None
+        pane_id = placement.mux_pane_id
+        where = places.get(pane_id)
+        if where is None or not is_owners_place(state.backend, owner_of(placement), where):
+            state.prompts_seen.pop(member.member_id, None)
+            continue
+        try:
+            screen = state.backend.screen(pane_id)
+        except MultiplexerError:
+            continue  # the next tick looks again
+        prompt = read_prompt(placement.coding_agent, screen, spawned=True)
+        if prompt is None:
+            state.prompts_seen.pop(member.member_id, None)
+            continue
+        now = time.monotonic()
+        seen = state.prompts_seen.get(member.member_id)
+        if seen is None or seen.digest != prompt.digest:
+            seen = state.prompts_seen[member.member_id] = SeenPrompt(prompt.digest, now)
+        if seen.reported or now - seen.since < state.escalate_after or director is None:
+            continue
+        seen.reported = True
+        _report(state, member, director.member_id, pane_id, prompt, now - seen.since)
+
+
+def _report(
+    state: LoopState, member: Member, director_id: int, pane_id: str, prompt: Prompt, waited: float
+) -> None:
+    from cafleet import broker
+
+    marker = prompt_marker(member.member_id, prompt.digest)
+    if any(marker in m.text for m in broker.unacked_deliveries(state.conn, director_id)):
+        state.log(f"tick -> prompt of member {member.member_id} already reported ({marker})")
+        return
+    monitor = broker.get_active_monitor(state.conn, fleet_id=state.fleet_id)
+    sender = monitor.member_id if monitor is not None else director_id
+    sent = broker.send_message(
+        state.conn,
+        from_member_id=sender,
+        to_member_id=director_id,
+        text=escalation_text(member, pane_id, prompt, waited),
+    )
+    state.log(
+        f"tick -> escalated: member {member.member_id} waits at prompt {prompt.digest} "
+        f"(reported to the Director as msg {sent.message_id})"
+    )
+
+
+__all__ = ["escalate_prompts", "escalation_text", "prompt_marker"]

@@ -1,0 +1,202 @@
+"""`member answer MEMBER_ID CHOICE [--prompt ID]` (docs/cli.md §2.26, docs/runtime.md §5.12):
+pick one choice of the permission prompt or question a member's pane shows.
+
+Under the member's pane-input lock: the pane must be the placement's, show a prompt the reader
+can take apart (`cafleet.delivery.screens.prompts`), be the prompt named by ``--prompt`` when given
+(the id the Director's report carries: a newer prompt is never answered by an old report) and
+offer ``CHOICE`` (its number or its words). Only then are the choice's keys pressed; the answer
+counts once the prompt has left the screen. Every refusal types nothing. The CLI and the WebUI
+both run `answer`; the WebUI reads the prompt it offers as buttons with `showing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+
+if TYPE_CHECKING:
+    from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
+    from cafleet.delivery.screens.prompts import Choice, Prompt
+    from cafleet.delivery.submit import Clock
+    from cafleet.mux import Multiplexer
+    from cafleet.records import Member
+
+VERIFY_SECONDS = 10.0  # how long the prompt may take to leave the screen after the keys
+VERIFY_STEP = 0.1
+KEY_SETTLE = 0.05  # between two keys of one choice (opencode: Right, Enter)
+
+
+class AnswerRefused(WorkflowError):
+    """A refused answer: nothing was typed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    member: Member
+    pane_id: str
+    prompt: Prompt  # the prompt answered
+    choice: Choice
+    after: Prompt | None  # the next prompt, when the agent showed another one at once
+
+
+@dataclass(frozen=True, slots=True)
+class Showing:
+    """What a member's pane asks now: its state and its prompt (None: no prompt)."""
+
+    member_id: int
+    pane_id: str
+    state: str
+    prompt: Prompt | None
+
+
+def showing(conn: Connection, member_id: int) -> Showing:
+    """The prompt the member's pane shows (no lock: a read). Refusals as `member capture`'s
+    (`cafleet.workflows.panes.capture_member`): unknown or deregistered member, no or a pending
+    placement, tmux unusable, a pane that is not the placement's, a failed capture."""
+    from cafleet.delivery.screens import classify
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.mux import MultiplexerError, owner_of, owner_problem
+    from cafleet.workflows.errors import PaneUnavailable
+
+    member = active_member(conn, member_id)
+    placement = concrete_placement(member, "nothing to read")
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    mux = backend_for(placement.backend)
+    not_ours = owner_problem(mux, pane_id, owner_of(placement))
+    if not_ours is not None:
+        raise PaneUnavailable(not_ours)
+    try:
+        screen = mux.screen(pane_id)
+    except MultiplexerError as exc:
+        raise PaneUnavailable(f"capture failed: {exc}") from exc
+    agent = placement.coding_agent
+    spawned = member.kind != "director"
+    return Showing(
+        member_id,
+        pane_id,
+        classify(agent, screen, spawned=spawned),
+        read_prompt(agent, screen, spawned=spawned),
+    )
+
+
+def _choices_text(prompt: Prompt) -> str:
+    return ", ".join(f"{c.number}. {c.label}" for c in prompt.choices)
+
+
+def _press(mux: Multiplexer, pane_id: str, choice: Choice, clock: Clock) -> None:
+    for i, key in enumerate(choice.keys):
+        if i:
+            clock.sleep(KEY_SETTLE)
+        if len(key) == 1:
+            mux.type_text(pane_id, key)  # a digit or a shortcut letter, typed literally
+        else:
+            mux.send_key(pane_id, key)
+
+
+def _check(
+    prompt: Prompt | None,
+    member_id: int,
+    pane_id: str,
+    wanted: str,
+    prompt_id: str | None,
+    state: str,
+) -> tuple[Prompt, Choice]:
+    """The prompt and the choice to press, or the refusal (nothing typed) in the CLI's words."""
+    nothing = "nothing was typed"
+    if prompt is None:
+        raise AnswerRefused(
+            f"member {member_id}'s pane {pane_id} shows no prompt (it is {state}); {nothing}"
+        )
+    if prompt_id is not None and prompt.digest != prompt_id:
+        raise AnswerRefused(
+            f"prompt {prompt_id} is no longer on member {member_id}'s screen (it shows prompt "
+            f"{prompt.digest}); {nothing}"
+        )
+    if not prompt.readable:
+        raise AnswerRefused(
+            f"cafleet cannot read member {member_id}'s prompt {prompt.digest}, so it picks no "
+            f"choice; answer it in pane {pane_id} yourself; {nothing}"
+        )
+    choice = prompt.pick(wanted)
+    if choice is None:
+        raise AnswerRefused(
+            f"'{wanted}' is not a choice of member {member_id}'s prompt {prompt.digest} "
+            f"(choices: {_choices_text(prompt)}); {nothing}"
+        )
+    return prompt, choice
+
+
+def answer(
+    conn: Connection,
+    settings: Settings,
+    member_id: int,
+    wanted: str,
+    *,
+    prompt_id: str | None = None,
+    clock: Clock | None = None,
+) -> Answered:
+    """Answer the member's prompt with ``wanted`` (see the module docstring)."""
+    from cafleet.delivery.screens import classify
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.delivery.submit import Clock
+    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, owner_of, probe_for_typing
+    from cafleet.workflows.members import _lock_pane, _refuse_director
+
+    clock = clock or Clock()
+    member = active_member(conn, member_id)
+    placement = concrete_placement(member, "nothing to answer")
+    _refuse_director(conn, member)
+    pane_id = placement.mux_pane_id
+    assert pane_id is not None
+    mux = backend_for(placement.backend)
+    agent = placement.coding_agent
+    with _lock_pane(settings, placement, member_id, f"answer member {member_id}"):
+        # Re-read under the lock: a respawn may have moved the member meanwhile.
+        fresh = active_member(conn, member_id).placement
+        if fresh is None or fresh.pane_key != placement.pane_key:
+            raise AnswerRefused(
+                f"member {member_id}'s placement changed; nothing was typed (retry)"
+            )
+        problem = probe_for_typing(mux, pane_id, owner_of(placement))
+        if problem == MSG_NOT_OURS.format(pane_id=pane_id):
+            raise AnswerRefused(f"{problem}; nothing was typed")
+        if problem is not None:
+            raise AnswerRefused(f"typing into pane {pane_id} failed: {problem}")
+        try:
+            screen = mux.screen(pane_id)
+            prompt, choice = _check(
+                read_prompt(agent, screen), member_id, pane_id, wanted, prompt_id,
+                classify(agent, screen, spawned=True),
+            )  # fmt: skip
+            _press(mux, pane_id, choice, clock)
+            after = _verify(mux, pane_id, agent, prompt, choice, clock)
+        except MultiplexerError as exc:
+            raise WorkflowError(f"typing into pane {pane_id} failed: {exc}") from exc
+    return Answered(member, pane_id, prompt, choice, after)
+
+
+def _verify(
+    mux: Multiplexer, pane_id: str, agent: str, prompt: Prompt, choice: Choice, clock: Clock
+) -> Prompt | None:
+    """Wait until ``prompt`` has left the screen; the prompt shown then (None: none)."""
+    from cafleet.delivery.screens.prompts import read_prompt
+
+    deadline = clock.now() + VERIFY_SECONDS
+    while True:
+        now_showing = read_prompt(agent, mux.screen(pane_id))
+        if now_showing is None or now_showing.digest != prompt.digest:
+            return now_showing
+        if clock.now() >= deadline:
+            raise WorkflowError(
+                f"chose {choice.number}. {choice.label} in pane {pane_id}, but prompt "
+                f"{prompt.digest} is still on screen after {VERIFY_SECONDS:g} s"
+            )
+        clock.sleep(VERIFY_STEP)
+
+
+__all__ = ["AnswerRefused", "Answered", "Showing", "answer", "showing"]

@@ -1,0 +1,324 @@
+"""Blocked members (docs/runtime.md §5.12, docs/cli.md §2.26): what a prompting pane asks, the
+monitor loop's one report per prompt to the Director's inbox, `member answer`, and how `member
+list` / `fleet show` show a waiting member.
+
+The reader runs on the real captured screens (tests/data/screens); the loop and `member answer`
+run against screen-mode fakes (Claude Code's, Codex's and opencode's prompts as their cue tables
+draw them) and against real captured screens shown in a real tmux pane.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from cafleet.delivery.screens.prompts import clean, read_prompt
+from tests.fleet_helpers import FleetIds, create_fleet, create_member, ok, start_loop, stop_loop
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.util import fake_log, line_records, retry_until, start_record
+
+SCREENS = Path(__file__).parent / "data" / "screens"
+
+
+def screen(agent: str, name: str) -> str:
+    return (SCREENS / agent / name).read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the reader
+
+
+def test_claude_s_real_permission_prompt_reads_as_question_details_and_numbered_choices() -> None:
+    prompt = read_prompt("claude", screen("claude", "permission-1.txt"))
+    assert prompt is not None and prompt.readable
+    assert prompt.question == "Do you want to proceed?"
+    assert prompt.details == (
+        "Bash command",
+        "cafleet message ack 12",
+        "Acknowledge message 12",
+        "This command requires approval",
+    )
+    assert [(c.number, c.label, c.keys) for c in prompt.choices] == [
+        (1, "Yes", ("1",)),
+        (2, "Yes, and don\u2019t ask again for: cafleet message *", ("2",)),
+        (3, "No", ("3",)),
+    ]
+    assert prompt.pick("1") is prompt.choices[0]
+    assert prompt.pick("  no ") is prompt.choices[2]
+    assert prompt.pick("4") is None and prompt.pick("Maybe") is None
+    assert re.fullmatch(r"[0-9a-f]{8}", prompt.digest)
+
+
+def test_opencode_s_real_permission_dialog_reads_with_its_three_buttons() -> None:
+    prompt = read_prompt("opencode", screen("opencode", "permission-1.txt"))
+    assert prompt is not None and prompt.readable
+    assert prompt.question == "Permission required"
+    assert prompt.details == ("# Shell command", "$ cafleet message ack 12")
+    assert [(c.label, c.keys) for c in prompt.choices] == [
+        ("Allow once", ("Enter",)),
+        ("Allow always", ("Right", "Enter")),
+        ("Reject", ("Right", "Right", "Enter")),
+    ]
+
+
+def test_the_digest_names_the_prompt_not_the_screen_around_it() -> None:
+    """The cursor's row, spacing and what scrolls above the prompt do not change the digest;
+    another command does."""
+    text = screen("claude", "permission-1.txt")
+    base = read_prompt("claude", text)
+    moved = text.replace(" \u276f 1. Yes", "   1. Yes").replace("   3. No", " \u276f 3. No")
+    scrolled = text.replace("\u276f run the ack command", "\u276f another earlier line")
+    other = text.replace("   cafleet message ack 12", "   rm -rf build")
+    assert base is not None
+    assert moved != text and scrolled != text and other != text
+    assert read_prompt("claude", moved).digest == base.digest  # type: ignore[union-attr]
+    assert read_prompt("claude", scrolled).digest == base.digest  # type: ignore[union-attr]
+    assert read_prompt("claude", other).digest != base.digest  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [
+        ("claude", "menu-1.txt"),
+        ("claude", "dialog-trust-1.txt"),
+        ("codex", "menu-1.txt"),
+        ("codex", "dialog-sign-in-1.txt"),
+        ("opencode", "menu-1.txt"),
+    ],
+)
+def test_a_prompt_the_reader_cannot_take_apart_keeps_its_raw_last_lines(
+    agent: str, name: str
+) -> None:
+    text = screen(agent, name)
+    prompt = read_prompt(agent, text)
+    assert prompt is not None and not prompt.readable
+    assert prompt.question is None and prompt.choices == ()
+    nonblank = [clean(line) for line in text.splitlines() if line.strip()]
+    assert list(prompt.raw) == nonblank[-15:] and len(prompt.raw) == min(15, len(nonblank))
+
+
+@pytest.mark.parametrize(
+    ("agent", "name"),
+    [("claude", "ready-1.txt"), ("claude", "working-2.txt"), ("codex", "ready-1.txt"),
+     ("opencode", "working-1.txt")],
+)  # fmt: skip
+def test_a_screen_without_a_prompt_has_none(agent: str, name: str) -> None:
+    assert read_prompt(agent, screen(agent, name)) is None
+
+
+def test_the_report_names_member_question_details_choices_and_the_answer_command() -> None:
+    from cafleet.monitor.escalate import escalation_text
+    from cafleet.records import Member
+
+    member = Member(
+        member_id=7, fleet_id=1, name="coder\x1b[2J", description="d", kind="member",
+        status="active", registered_at="t", deregistered_at=None, skills=[], placement=None,
+    )  # fmt: skip
+    prompt = read_prompt("claude", screen("claude", "permission-1.txt"))
+    assert prompt is not None
+    text = escalation_text(member, "%9", prompt, 31.7)
+    assert text.splitlines() == [
+        f"[cafleet] member 7 prompt {prompt.digest}: member 7 (coder\x1b[2J) has been waiting "
+        "for an answer for 31s in pane %9.",
+        "  Bash command",
+        "  cafleet message ack 12",
+        "  Acknowledge message 12",
+        "  This command requires approval",
+        "  Do you want to proceed?",
+        "  1. Yes",
+        "  2. Yes, and don\u2019t ask again for: cafleet message *",
+        "  3. No",
+        f"Answer with: cafleet member answer 7 <number or text of a choice> --prompt "
+        f"{prompt.digest}",
+    ]
+    raw = read_prompt("claude", screen("claude", "menu-1.txt"))
+    assert raw is not None
+    text = escalation_text(member, "%9", raw, 40)
+    assert "cafleet cannot read its prompt" in text
+    assert text.splitlines()[1:16] == [f"  {line}" for line in raw.raw]
+    assert "Answer with" not in text
+
+
+def test_screen_lines_lose_control_characters_and_are_cut() -> None:
+    from cafleet.delivery.screens.prompts import LINE_LIMIT, clean
+
+    assert clean("  a\x07b\x1b[31mc\u00a0 ") == "ab[31mc"
+    long = clean("x" * (LINE_LIMIT + 50))
+    assert len(long) == LINE_LIMIT and long.endswith("\u2026")
+
+
+# --------------------------------------------------------------------------- the loop (tmux)
+
+
+@pytest.fixture
+def fleet(tmux_db: TmuxHarness) -> FleetIds:
+    ids = create_fleet(tmux_db)
+    stop_loop(tmux_db, ids.fleet_id)
+    return ids
+
+
+def prompting_member(h: TmuxHarness, fleet_id: int, agent: str = "claude") -> tuple[int, str]:
+    """A screen-mode fake that opens a permission prompt on its next turn, given one."""
+    member, pane = create_member(
+        h, fleet_id, f"{agent}-coder", "#fake screen permission work=600\nhello",
+        "--coding-agent", agent,
+    )  # fmt: skip
+    start_record(pane)
+    retry_until(
+        lambda: any(r.get("state") == "ready" for r in fake_log(pane)),
+        timeout=30,
+        message="the fake never drew its ready screen",
+    )
+    ok(h.cli("member", "prompt", str(member), "run the tests"))
+    retry_until(
+        lambda: any(r.get("state") == "awaiting_user" for r in fake_log(pane)),
+        timeout=20,
+        message="the fake never opened its permission prompt",
+    )
+    return member, pane
+
+
+def director_inbox(h: TmuxHarness, director: int) -> list[dict[str, object]]:
+    got = json.loads(ok(h.cli("message", "poll", str(director), "--json")).stdout)
+    assert isinstance(got, list)
+    return got
+
+
+def ticks(h: TmuxHarness, fleet_id: int) -> str:
+    row = h.sqlite("SELECT last_tick_at FROM monitor_runtime WHERE fleet_id = ?", fleet_id)
+    return str(row[0][0])
+
+
+def wait_ticks(h: TmuxHarness, fleet_id: int, n: int) -> None:
+    seen = {ticks(h, fleet_id)}
+    retry_until(
+        lambda: seen.add(ticks(h, fleet_id)) or len(seen) > n,  # type: ignore[func-returns-value]
+        timeout=30,
+        message=f"the loop did not tick {n} more times",
+    )
+
+
+def pane_cell(h: TmuxHarness, fleet_id: int, member: int) -> str:
+    rows = json.loads(ok(h.cli("member", "list", str(fleet_id), "--json")).stdout)
+    row = next(r for r in rows if r["member_id"] == member)
+    return f"{row['pane_state']}/{row['agent_state']}"
+
+
+def test_a_blocked_member_is_reported_once_then_answered(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    h = tmux_db
+    f, d = fleet.fleet_id, fleet.director_id
+    member, pane = prompting_member(h, f)
+    # member list and fleet show tell the waiting member.
+    table = ok(h.cli("member", "list", str(f))).stdout
+    row = next(x for x in table.splitlines() if x.split()[:2] == [str(member), "claude-coder"])
+    assert "waiting (permission)" in row, table
+    shown = ok(h.cli("fleet", "show", str(f))).stdout
+    assert f"1 waiting (permission) (member {member})" in shown, shown
+
+    loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "2"})
+    logged = loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)
+    digest = re.search(r"at prompt ([0-9a-f]{8}) ", logged[-1]).group(1)  # type: ignore[union-attr]
+    wait_ticks(h, f, 3)  # the same prompt, three more ticks: no second report
+    assert loop.count(r"tick -> escalated") == 1
+    inbox = director_inbox(h, d)
+    assert len(inbox) == 1, inbox
+    report = inbox[0]
+    assert report["from_member_id"] == fleet.monitor_id
+    text = str(report["text"])
+    assert f"member {member} ({'claude-coder'})" in text
+    assert "Do you want to proceed?" in text and "  1. Yes" in text and "  3. No" in text
+    assert f"--prompt {digest}" in text
+
+    # Refusals type nothing: an unknown choice, a stale prompt id.
+    keys_before = [r for r in fake_log(pane) if r.get("kind") == "prompt-key"]
+    r = h.cli("member", "answer", str(member), "7")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        f"Error: '7' is not a choice of member {member}'s prompt {digest} (choices: 1. Yes, "
+        "2. Yes, and don't ask again for: cafleet message *, 3. No, and tell Claude what to do "
+        "differently (esc)); nothing was typed\n"
+    )
+    r = h.cli("member", "answer", str(member), "1", "--prompt", "0badcafe")
+    assert (r.returncode, r.stderr) == (
+        1,
+        f"Error: prompt 0badcafe is no longer on member {member}'s screen (it shows prompt "
+        f"{digest}); nothing was typed\n",
+    )
+    assert [r for r in fake_log(pane) if r.get("kind") == "prompt-key"] == keys_before == []
+
+    r = ok(h.cli("member", "answer", str(member), "yes", "--prompt", digest))
+    assert r.stdout == (
+        f"Answered prompt {digest} of member claude-coder ({member}, pane {pane}): 1. Yes\n"
+    )
+    assert [(k["key"], k["text"]) for k in fake_log(pane) if k.get("kind") == "prompt-key"] == [
+        ("text", "1")
+    ]
+    assert [x["text"] for x in line_records(pane)] == ["run the tests"]  # the turn went on
+    assert pane_cell(h, f, member) == "alive/working"
+    # No prompt now: refused, nothing typed.
+    r = h.cli("member", "answer", str(member), "1")
+    assert (r.returncode, r.stderr) == (
+        1,
+        f"Error: member {member}'s pane {pane} shows no prompt (it is working); nothing was "
+        "typed\n",
+    )
+    assert len([k for k in fake_log(pane) if k.get("kind") == "prompt-key"]) == 1
+    wait_ticks(h, f, 2)
+    assert loop.count(r"tick -> escalated") == 1
+    loop.stop()
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_codex_and_opencode_prompts_are_reported_and_answered(
+    tmux_db: TmuxHarness, fleet: FleetIds, agent: str
+) -> None:
+    h = tmux_db
+    f, d = fleet.fleet_id, fleet.director_id
+    member, pane = prompting_member(h, f, agent)
+    loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "0"})
+    loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)
+    text = str(director_inbox(h, d)[0]["text"])
+    first = {"codex": "1. Yes, proceed", "opencode": "1. Allow once"}[agent]
+    assert f"  {first}" in text, text
+    r = ok(h.cli("member", "answer", str(member), "1", "--json"))
+    answered = json.loads(r.stdout)
+    assert answered["choice"]["number"] == 1 and answered["next_prompt"] is None
+    pressed = [(k["key"], k["text"]) for k in fake_log(pane) if k.get("kind") == "prompt-key"]
+    assert pressed == {"codex": [("text", "y")], "opencode": [("enter", "")]}[agent]
+    assert [x["text"] for x in line_records(pane)] == ["run the tests"]
+    loop.stop()
+
+
+def test_a_prompt_cafleet_cannot_read_is_reported_raw_and_never_answered(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """A real captured screen (Claude Code's /model picker) shown in the member's own pane."""
+    h = tmux_db
+    f, d = fleet.fleet_id, fleet.director_id
+    member, pane = create_member(h, f, "picker")
+    shown = SCREENS / "claude" / "menu-1.txt"
+    h.tmux("respawn-pane", "-k", "-t", pane, f"cat {shlex.quote(str(shown))}; exec sleep 600")
+    retry_until(
+        lambda: "Select model" in h.tmux("capture-pane", "-p", "-t", pane),
+        timeout=10,
+        message="the captured screen never showed",
+    )
+    loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "0"})
+    loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)
+    text = str(director_inbox(h, d)[0]["text"])
+    assert "cafleet cannot read its prompt" in text
+    assert (
+        "  Enter to set as default \u00b7 s to use this session only \u00b7 Esc to cancel" in text
+    )
+    calls = len(h.shim_calls())
+    r = h.cli("member", "answer", str(member), "1")
+    assert r.returncode == 1 and "cafleet cannot read member" in r.stderr, r.stderr
+    assert r.stderr.endswith("nothing was typed\n")
+    sent = [c for c in h.shim_calls()[calls:] if c.get("command") == "send-keys"]
+    assert sent == []
+    loop.stop()
