@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,14 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
             ).message_id
             for _ in range(2 * (runs + 1) + 2)
         ]
+        trees = make_fleet(conn, 3, name="worktrees", director_pane_id="%1")
     finally:
         from cafleet.db.runtime import close_connection
 
         close_connection(conn)
+    _give_worktrees(db_path, trees.member_ids)
     return {
+        "worktree_fleet_id": trees.fleet_id,
         "fleet_id": fleet.fleet_id,
         "sender": sender,
         "poll_member": inbox_owner,
@@ -68,12 +72,56 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
     }
 
 
+def _give_worktrees(db_path: Path, member_ids: Sequence[int]) -> None:
+    """A git repository beside the database with one worktree per member, recorded in
+    `member_spawns` as `member create --worktree` records it (docs/worktrees.md): `member list`
+    then runs git for each. One worktree has an uncommitted change, one a commit."""
+    import json
+    import sqlite3
+    import subprocess
+
+    repo = db_path.parent / "repo"
+    repo.mkdir(parents=True, exist_ok=True)
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+        )
+
+    git("init", "-q", "-b", "main")
+    for i in range(200):  # a checkout of some size for git status to scan
+        (repo / f"f{i}.txt").write_text(f"{i}\n")
+    git("add", ".")
+    git("commit", "-qm", "first")
+    rows = []
+    for n, member_id in enumerate(member_ids):
+        path = repo / ".cafleet" / "worktrees" / f"m{member_id}"
+        git("worktree", "add", "-q", "-b", f"cafleet/m{member_id}", str(path), "main")
+        if n == 1:
+            (path / "f1.txt").write_text("changed\n")
+        if n == 2:
+            (path / "f2.txt").write_text("changed\n")
+            git("commit", "-qam", "work", cwd=path)
+        spec = {"path": str(path), "branch": f"cafleet/m{member_id}", "base": "main"}
+        rows.append((member_id, json.dumps(spec)))
+    conn = sqlite3.connect(db_path)
+    try:
+        conn.executemany("INSERT INTO member_spawns (member_id, worktree_json) VALUES (?, ?)", rows)
+        conn.commit()
+    finally:
+        conn.close()
+
+
 def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
     """Label -> argv after `cafleet`; `{ack}` is replaced by a fresh message id per run."""
     return {
         "--version": ["--version"],
         "fleet list": ["fleet", "list"],
         "member list": ["member", "list", str(ctx["fleet_id"])],
+        "member list (3 worktrees)": ["member", "list", str(ctx["worktree_fleet_id"])],
         "message send (no pane)": [
             "message",
             "send",

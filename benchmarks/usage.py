@@ -1,4 +1,4 @@
-"""15. Reading a member's usage from its agent's record (docs/runtime.md §9.5).
+"""16. Reading a member's usage from its agent's record (docs/runtime.md §9.5).
 
 One Claude Code session record of N replies (~0.6 KB a line, the size of a short reply with its
 usage) under a private HOME: the first `read_usage` (the whole file, in 8 MiB chunks), one after
@@ -73,7 +73,7 @@ def run(tmp: Path, replies: int, runs: int) -> dict[str, Any]:
 
 def render(r: dict[str, Any]) -> list[str]:
     return [
-        f"15. usage from a {r['record_mb']:.1f} MB Claude Code record ({r['replies']} replies): "
+        f"16. usage from a {r['record_mb']:.1f} MB Claude Code record ({r['replies']} replies): "
         f"first read {r['first_read_ms']:.0f} ms, after 10 more replies "
         f"{r['after_10_more_ms']:.2f} ms, nothing new {r['nothing_new_ms']:.2f} ms (medians)"
     ]

@@ -23,6 +23,7 @@ LEAVES: dict[str, str] = {
     "cafleet.text": "text rules: ANSI stripping, capture windows, display sanitizers, body limits",
     "cafleet.signals": "the signal recorder (acted on only at safe points)",
     "cafleet.procs": "processes in `/proc` (liveness, process trees)",
+    "cafleet.git": "every git command, for member worktrees (`docs/worktrees.md`)",
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
 }

@@ -80,6 +80,7 @@ def test_fleets_lists_live_fleets_with_member_count(head_db: Path, world: World,
         ("GET", "/api/members"),
         ("GET", "/api/members/activity"),
         ("GET", "/api/members/panes"),
+        ("GET", "/api/members/worktrees"),
         ("GET", "/api/members/1/inbox"),
         ("GET", "/api/members/1/sent"),
         ("GET", "/api/members/1/capture"),
@@ -217,6 +218,47 @@ def test_usage_reads_each_members_agent_records(head_db: Path, world: World, api
     assert body[bob]["unknown_reason"] == "session gone-session has no record"
     carol = body[world.members["carol"]]
     assert carol["input"] is None and carol["unknown_reason"] == "no session known yet"
+
+
+def test_worktrees_of_the_members_that_have_one(
+    head_db: Path, world: World, api: Any, tmp_path: Path
+) -> None:
+    """docs/worktrees.md §2: the branch, and whether the worktree has changes or commits not on
+    its base, read from a real git repository."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd, check=True, capture_output=True,
+        )  # fmt: skip
+
+    git("init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n")
+    git("add", "a.txt")
+    git("commit", "-qm", "first")
+    path = repo / ".cafleet" / "worktrees" / "alice"
+    git("worktree", "add", "-q", "-b", "cafleet/alice", str(path), "main")
+    (path / "a.txt").write_text("changed\n")
+    git("commit", "-qam", "work", cwd=path)
+    (path / "new.txt").write_text("untracked\n")
+    alice, bob = world.members["alice"], world.members["bob"]
+    spec = f'{{"path": "{path}", "branch": "cafleet/alice", "base": "main"}}'
+    sql_write(
+        head_db, "INSERT INTO member_spawns (member_id, worktree_json) VALUES (?, ?)", alice, spec
+    )
+    sql_write(head_db, "INSERT INTO member_spawns (member_id) VALUES (?)", bob)
+    body = get(api, world, "/api/members/worktrees").json()
+    assert body == [
+        {
+            "member_id": alice, "path": str(path), "branch": "cafleet/alice", "base": "main",
+            "exists": True, "head_branch": "cafleet/alice", "dirty": True, "ahead": 1,
+            "error": None,
+        }
+    ]  # fmt: skip
 
 
 # --- timeline -------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         fleet_summary,
         get_fleet,
         list_fleets,
+        member_defaults,
         panes_shared_outside,
     )
     from cafleet.broker.members import (
@@ -95,6 +96,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         stamp_notified,
     )
     from cafleet.broker.recovery import (
+        fleet_worktrees,
         get_spawn,
         placed_members,
         rebind_placement,
@@ -157,6 +159,8 @@ _HOMES: dict[str, str] = {
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
     "get_spawn": "recovery",
+    "fleet_worktrees": "recovery",
+    "member_defaults": "fleets",
     "placed_members": "recovery",
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
@@ -223,6 +227,8 @@ __all__ = [
     "get_message",
     "get_monitor_runtime",
     "get_spawn",
+    "fleet_worktrees",
+    "member_defaults",
     "heartbeat",
     "idle_seconds",
     "is_live",

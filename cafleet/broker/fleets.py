@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+import json
+from collections.abc import Callable, Container, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ def create_fleet(
     spawn_monitor: SpawnMonitor,
     monitor_spawn: SpawnSpec | None = None,
     mux_socket: str | None = None,
+    member_defaults: Mapping[str, object] | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
@@ -65,6 +67,8 @@ def create_fleet(
     propagates unchanged. ``monitor_spawn`` is recorded for the monitor (`member respawn`). A
     failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
     committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
+    ``member_defaults`` are the defaults for the fleet's new members (`fleets.member_defaults_json`;
+    None or empty: none).
     """
     check_backend(backend)
     check_coding_agent(coding_agent)
@@ -75,7 +79,12 @@ def create_fleet(
             refuse_directed_pane(
                 conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
             )
-            fleet_id = conn.execute(q.INSERT_FLEET, {"name": name, "now": ts}).lastrowid
+            defaults = (
+                json.dumps(dict(member_defaults), sort_keys=True) if member_defaults else None
+            )
+            fleet_id = conn.execute(
+                q.INSERT_FLEET, {"name": name, "now": ts, "defaults": defaults}
+            ).lastrowid
             director_id = conn.execute(
                 q.INSERT_MEMBER,
                 {
@@ -207,6 +216,17 @@ def get_fleet(conn: Connection, fleet_id: int) -> Fleet:
     return fleet_from_row(row)
 
 
+def member_defaults(conn: Connection, fleet_id: int) -> dict[str, Any]:
+    """The fleet's defaults for new members (`fleet create --worktree`): {} when it has none."""
+    with tx.read(conn):
+        text = conn.execute(q.MEMBER_DEFAULTS, {"fleet_id": fleet_id}).scalar()
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def list_fleets(conn: Connection) -> list[FleetSummary]:
     """Live fleets, `created_at DESC, fleet_id DESC`."""
     with tx.read(conn):
@@ -270,5 +290,6 @@ __all__ = [
     "fleet_summary",
     "get_fleet",
     "list_fleets",
+    "member_defaults",
     "panes_shared_outside",
 ]

@@ -21,6 +21,7 @@ from cafleet.records import (
     PaneLike,
     Placement,
     SpawnSpec,
+    WorktreeSpec,
     member_from_row,
     placement_from_row,
 )
@@ -35,6 +36,7 @@ def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
             "prompt": spawn.prompt,
             "model": spawn.model,
             "effort": spawn.effort,
+            "worktree": None if spawn.worktree is None else spawn.worktree.to_json(),
         },
     )
 
@@ -44,7 +46,19 @@ def get_spawn(conn: Connection, member_id: int) -> SpawnSpec | None:
     revision 0003)."""
     with tx.read(conn):
         row = conn.execute(q.SPAWN, {"member_id": member_id}).first()
-    return None if row is None else SpawnSpec(prompt=row[0], model=row[1], effort=row[2])
+    if row is None:
+        return None
+    return SpawnSpec(
+        prompt=row[0], model=row[1], effort=row[2], worktree=WorktreeSpec.from_json(row[3])
+    )
+
+
+def fleet_worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeSpec]:
+    """The worktree of each active member of the fleet that has one, by member id."""
+    with tx.read(conn):
+        rows = conn.execute(q.FLEET_WORKTREES, {"fleet_id": fleet_id}).all()
+    found = {int(row[0]): WorktreeSpec.from_json(row[1]) for row in rows}
+    return {member_id: spec for member_id, spec in found.items() if spec is not None}
 
 
 def rebind_placement(
@@ -141,6 +155,7 @@ def record_pane_loss(
 
 
 __all__ = [
+    "fleet_worktrees",
     "get_spawn",
     "insert_spawn",
     "placed_members",

@@ -9,6 +9,7 @@ import click
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
+from cafleet.cli.worktree_params import discard_worktree_option
 from cafleet.output import (
     cell,
     counted_table,
@@ -141,6 +142,8 @@ def fleet_delete_lines(deleted: Deleted) -> list[str]:
         lines += table(("member_id", "name", "pane_id", "pane"), rows)
     if deleted.loop_stopped is not None:
         lines.append(f"Stopped monitor loop (pid {deleted.loop_stopped}).")
+    for tree in deleted.worktrees:
+        lines.append(f"Worktree of member {tree.member_id}: {cell(tree.text())}.")
     return lines
 
 
@@ -153,6 +156,7 @@ def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
             for r in deleted.panes
         ],
         "loop_stopped_pid": deleted.loop_stopped,
+        **({"worktrees": [t.as_dict() for t in deleted.worktrees]} if deleted.worktrees else {}),
     }
 
 
@@ -170,13 +174,21 @@ def fleet_delete_dict(deleted: Deleted) -> dict[str, object]:
     is_flag=True,
     help="Deregister only; leave the panes running (the loop stops at its next tick).",
 )
+@discard_worktree_option
 @json_option
-def fleet_delete(fleet_id: int, keep_panes: bool, as_json: bool) -> None:
+def fleet_delete(fleet_id: int, keep_panes: bool, discard_worktree: bool, as_json: bool) -> None:
+    if keep_panes and discard_worktree:
+        raise click.UsageError(
+            "--discard-worktree cannot go with --keep-panes (the agents still run in their "
+            "worktrees)"
+        )
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import teardown
 
-    deleted = teardown.delete(conn, inv.settings, fleet_id, keep_panes=keep_panes)
+    deleted = teardown.delete(
+        conn, inv.settings, fleet_id, keep_panes=keep_panes, discard_worktree=discard_worktree
+    )
     if as_json:
         out_json(fleet_delete_dict(deleted))
     else:

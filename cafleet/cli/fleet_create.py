@@ -11,6 +11,7 @@ import click
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import agent_choice, json_option, name_option, read_body_file
+from cafleet.cli.worktree_params import fleet_worktree_option
 from cafleet.output import member_dict, out, out_json
 
 
@@ -39,6 +40,7 @@ from cafleet.output import member_dict, out, out_json
 @click.option(
     "--monitor-effort", default=None, help="Reasoning effort for the monitor (agent default)."
 )
+@fleet_worktree_option
 @json_option
 def fleet_create(
     name: str,
@@ -46,6 +48,7 @@ def fleet_create(
     monitor_file: str | None,
     monitor_model: str | None,
     monitor_effort: str | None,
+    worktree: bool,
     as_json: bool,
 ) -> None:
     inv = invocation()
@@ -63,6 +66,7 @@ def fleet_create(
         monitor_model=monitor_model,
         monitor_effort=monitor_effort,
         close=inv.close,
+        member_defaults={"worktree": True} if worktree else None,
     )
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid

@@ -23,8 +23,10 @@ from cafleet.output import (
 from cafleet.text import idle_text
 
 if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
     from cafleet.records import Member, RosterEntry
     from cafleet.workflows.supervision import PaneReport
+    from cafleet.workflows.worktrees import Report as WorktreeReport
 
 SHOW_LABEL_WIDTH = 17
 MEMBER_ID_HELP = "Member ID."
@@ -77,30 +79,63 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
+    trees = _worktrees(conn, fleet_id)
     extra: list[dict[str, object]] = [{} for _ in report.roster]
     cells: list[tuple[str, ...]] = [() for _ in report.roster]
-    headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
     if with_usage:
         from cafleet.cli.usage import USAGE_HEADERS, read_members_usage, usage_cells, usage_dict
 
         found, table = read_members_usage(conn, inv.settings, [e.member for e in report.roster])
         extra = [usage_dict(u, table) for u in found]
         cells = [usage_cells(u, table) for u in found]
-        headers += USAGE_HEADERS
     if as_json:
         out_json(
             [
-                {**roster_dict(entry), **_pane_keys(panes.get(entry.member.member_id)), **more}
+                {
+                    **roster_dict(entry),
+                    **_pane_keys(panes.get(entry.member.member_id)),
+                    **_tree_keys(trees.get(entry.member.member_id)),
+                    **more,
+                }
                 for entry, more in zip(report.roster, extra, strict=True)
             ]
         )
         return
-    rows = [
-        roster_row(entry, panes.get(entry.member.member_id)) + more
-        for entry, more in zip(report.roster, cells, strict=True)
+    headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
+    rows: list[tuple[str, ...]] = [
+        roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster
     ]
+    if trees:  # the worktree column only where some member has one (docs/worktrees.md)
+        headers += ("worktree",)
+        rows = [
+            (*row, _tree_text(trees.get(entry.member.member_id)))
+            for row, entry in zip(rows, report.roster, strict=True)
+        ]
+    if with_usage:
+        headers += USAGE_HEADERS
+        rows = [(*row, *more) for row, more in zip(rows, cells, strict=True)]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+
+
+def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:
+    """Each member's worktree with its state; git runs only when some member has one."""
+    from cafleet.broker import fleet_worktrees
+
+    specs = fleet_worktrees(conn, fleet_id)
+    if not specs:
+        return {}
+    from cafleet.workflows.worktrees import reports
+
+    return reports(specs)
+
+
+def _tree_keys(tree: WorktreeReport | None) -> dict[str, object]:
+    return {} if tree is None else {"worktree": tree.as_dict()}
+
+
+def _tree_text(tree: WorktreeReport | None) -> str:
+    return "-" if tree is None else cell(tree.text())
 
 
 def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
@@ -112,7 +147,9 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 # --- member show ---------------------------------------------------------------------------------
 
 
-def member_show_lines(member: Member, session_id: str | None = None) -> list[str]:
+def member_show_lines(
+    member: Member, tree: WorktreeReport | None = None, session_id: str | None = None
+) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
         ("fleet_id", str(member.fleet_id)),
@@ -127,6 +164,8 @@ def member_show_lines(member: Member, session_id: str | None = None) -> list[str
     if member.kind != "director":  # the root Director is the user's own agent: not tracked
         pairs.append(("agent_session", cell(session_id) if session_id else "-"))
     pairs.append(("placement", placement_text(member.placement)))
+    if tree is not None:
+        pairs.append(("worktree", cell(f"{tree.spec.path} {tree.text()} base={tree.spec.base}")))
     return label_lines(pairs, SHOW_LABEL_WIDTH)
 
 
@@ -140,8 +179,20 @@ def member_show(member_id: int, as_json: bool) -> None:
     from cafleet.workflows.sessions import learn_quietly
 
     member = broker.get_member(conn, member_id)
+    tree = _member_worktree(conn, member_id)
     session_id = learn_quietly(conn, inv.settings, member)
     if as_json:
-        out_json({**member_dict(member), "agent_session_id": session_id})
+        out_json({**member_dict(member), **_tree_keys(tree), "agent_session_id": session_id})
     else:
-        out_lines(member_show_lines(member, session_id))
+        out_lines(member_show_lines(member, tree, session_id))
+
+
+def _member_worktree(conn: Connection, member_id: int) -> WorktreeReport | None:
+    from cafleet.broker import get_spawn
+
+    spawn = get_spawn(conn, member_id)
+    if spawn is None or spawn.worktree is None:
+        return None
+    from cafleet.workflows.worktrees import reports
+
+    return reports({member_id: spawn.worktree})[member_id]

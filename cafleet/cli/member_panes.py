@@ -7,7 +7,7 @@ Each parses, runs one workflow of `cafleet.workflows.members` and renders its re
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,7 +26,12 @@ from cafleet.cli.params import (
     read_body,
     window_option,
 )
+from cafleet.cli.worktree_params import discard_worktree_option, member_worktree_options
 from cafleet.output import cell, label_lines, member_dict, out, out_json
+
+if TYPE_CHECKING:
+    from cafleet.records import WorktreeSpec
+    from cafleet.workflows.worktrees import Request, Retired
 
 MEMBER_ID_HELP = "Member ID."
 LINES_RANGE = click.IntRange(1, 100000)
@@ -62,6 +67,7 @@ LINES_RANGE = click.IntRange(1, 100000)
     help="Register the fleet's monitor member (to replace a dead one).",
 )
 @window_option
+@member_worktree_options
 @body_argument(
     "prompt",
     help="Spawn prompt (placeholders: {fleet_id}, {member_id}, "
@@ -82,6 +88,7 @@ def member_create(
     prompt: str | None,
     file: str | None,
     as_json: bool,
+    worktree: Request | None,
 ) -> None:
     if prompt is not None and file is not None:
         check_body_choice(prompt, file, "PROMPT")
@@ -101,14 +108,23 @@ def member_create(
         role="monitor" if role == "monitor" else None,
         prompt=None if prompt is None and file is None else lambda: read_body(prompt, file),
         window=placing.window_mode(window),
+        worktree=worktree,
     )
+    tree = created.worktree
     if as_json:
-        out_json(member_dict(created.member))
+        extra = {} if tree is None else {"worktree": worktree_dict(tree)}
+        out_json({**member_dict(created.member), **extra})
     else:
         out(
             f"{created.member.member_id} {cell(name)} agent={created.coding_agent} "
             f"pane={created.pane_id}"
         )
+        if tree is not None:
+            out(f"worktree: {cell(tree.path)} (branch {cell(tree.branch)} from {cell(tree.base)})")
+
+
+def worktree_dict(tree: WorktreeSpec) -> dict[str, str]:
+    return {"path": tree.path, "branch": tree.branch, "base": tree.base}
 
 
 # --- member delete -------------------------------------------------------------------------------
@@ -120,21 +136,35 @@ def member_create(
     help="Deregister a member and kill its pane (the root Director cannot be deleted).",
 )
 @id_argument("member_id", MEMBER_ID_HELP)
+@discard_worktree_option
 @json_option
-def member_delete(member_id: int, as_json: bool) -> None:
+def member_delete(member_id: int, discard_worktree: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import members
 
-    deleted = members.delete(conn, inv.settings, member_id)
-    _print_delete(member_id, deleted.pane_id, deleted.pane_status, deleted.shared_with, as_json)
+    deleted = members.delete(conn, inv.settings, member_id, discard_worktree=discard_worktree)
+    _print_delete(
+        member_id,
+        deleted.pane_id,
+        deleted.pane_status,
+        deleted.shared_with,
+        as_json,
+        deleted.worktree,
+    )
 
 
 def _print_delete(
-    member_id: int, pane_id: str | None, status: str, other: int | None, as_json: bool
+    member_id: int,
+    pane_id: str | None,
+    status: str,
+    other: int | None,
+    as_json: bool,
+    tree: Retired | None = None,
 ) -> None:
     if as_json:
-        out_json({"member_id": member_id, "pane_id": pane_id, "pane_status": status})
+        extra = {} if tree is None else {"worktree": tree.as_dict()}
+        out_json({"member_id": member_id, "pane_id": pane_id, "pane_status": status, **extra})
         return
     shown = {
         "killed": f"{pane_id} (killed)",
@@ -144,9 +174,10 @@ def _print_delete(
         "no_placement": "(no placement)",
     }[status]
     out("Member deleted.")
-    for line in label_lines(
-        [("member_id", str(member_id)), ("pane_id", cell(shown))], 11, indent="  "
-    ):
+    pairs = [("member_id", str(member_id)), ("pane_id", cell(shown))]
+    if tree is not None:
+        pairs.append(("worktree", cell(tree.text())))
+    for line in label_lines(pairs, 11, indent="  "):
         out(line)
 
 

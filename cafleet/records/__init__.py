@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from cafleet.records.monitor import MonitorRuntime, monitor_runtime_from_row
     from cafleet.records.notifications import PendingNotification
     from cafleet.records.rosters import RosterEntry
-    from cafleet.records.specs import PlacementSpec, SpawnSpec
+    from cafleet.records.specs import PlacementSpec, SpawnSpec, WorktreeSpec
     from cafleet.records.wake import WakeRoster, WakeRosterEntry
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
@@ -149,6 +149,7 @@ _HOMES: dict[str, str] = {
     "WakeRoster": "wake",
     "PlacementSpec": "specs",
     "SpawnSpec": "specs",
+    "WorktreeSpec": "specs",
     "Fleet": "fleets",
     "FleetSummary": "fleets",
     "FleetBootstrap": "fleets",
@@ -191,6 +192,7 @@ __all__ = [
     "StorageIntegrityError",
     "WakeRoster",
     "WakeRosterEntry",
+    "WorktreeSpec",
     "asset_install_from_row",
     "check_enum",
     "decode_skills",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -24,3 +25,40 @@ class SpawnSpec:
     prompt: str | None
     model: str | None
     effort: str | None
+    worktree: WorktreeSpec | None = None  # `member create --worktree` (docs/worktrees.md)
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeSpec:
+    """A member's git worktree (`member_spawns.worktree_json`, docs/worktrees.md): its
+    directory, the branch cafleet created for it, the base that branch started from (a branch
+    name, or a commit when the base was a detached HEAD), and the spawn directory's path inside
+    the checkout (``subdir``, '' at its top: the member starts in the same place)."""
+
+    path: str
+    branch: str
+    base: str
+    subdir: str = ""
+
+    def to_json(self) -> str:
+        data = {"path": self.path, "branch": self.branch, "base": self.base}
+        if self.subdir:
+            data["subdir"] = self.subdir
+        return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> WorktreeSpec | None:
+        """The stored JSON, or None (NULL, or not a worktree object)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        path, branch, base = data.get("path"), data.get("branch"), data.get("base")
+        subdir = data.get("subdir", "")
+        if not all(isinstance(v, str) and v for v in (path, branch, base)):
+            return None
+        return cls(str(path), str(branch), str(base), subdir if isinstance(subdir, str) else "")

@@ -450,6 +450,23 @@ def _routes(app: FastAPI) -> None:
         )
 
     @app.get(
+        "/api/members/worktrees",
+        response_model=list[m.WorktreeOut],
+        summary="The git worktree of each roster member that has one, with its state",
+    )
+    @_raw
+    def worktrees(ctx: FleetCtx) -> Any:
+        from cafleet.broker import fleet_worktrees
+
+        specs = fleet_worktrees(ctx.conn, ctx.fleet.fleet_id)
+        if not specs:
+            return []
+        from cafleet.workflows.worktrees import reports
+
+        found = reports(specs)
+        return [dict(member_id=mid, **found[mid].as_dict()) for mid in sorted(found)]
+
+    @app.get(
         "/api/members/{member_id}/prompt",
         response_model=m.ShowingOut,
         summary="The permission prompt or question a member's pane shows",

@@ -114,6 +114,20 @@ class PanesOut(BaseModel):
     panes: list[PaneOut]
 
 
+class WorktreeOut(BaseModel):
+    """A member's git worktree and its state now (docs/worktrees.md §2)."""
+
+    member_id: int
+    path: str
+    branch: str
+    base: str
+    exists: bool
+    head_branch: str | None  # the branch checked out there now; None: detached or unknown
+    dirty: bool | None  # None: unknown (gone, or git failed)
+    ahead: int | None  # commits on HEAD not on the base; None: unknown
+    error: str | None
+
+
 class MessageOut(BaseModel):
     message_id: int
     owner_member_id: int

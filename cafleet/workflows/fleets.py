@@ -11,7 +11,7 @@ exactly as the compensation table says and raise `CompensatedError`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -62,18 +62,24 @@ def create(
     monitor_model: str | None,
     monitor_effort: str | None,
     close: Callable[[], None],
+    member_defaults: Mapping[str, object] | None = None,
 ) -> Created:
     """Bootstrap a fleet from the calling tmux pane and start its monitor loop (docs/cli.md §2.3).
 
     ``monitor_template`` reads the monitor's spawn-prompt template when its turn comes (after
     the agent-option checks); None is the bundled prompt. ``close`` closes ``conn`` (SQLite then
     discards the open bootstrap transaction) when a step after the spawn failed.
+    ``member_defaults`` are stored for the fleet's new members (`--worktree`: docs/worktrees.md).
     """
     from cafleet import signals
     from cafleet.assets.guard import require_assets
 
     # 1. The guard: the Director and the monitor run the agent.
     require_assets(conn, agents=[coding_agent])
+    if member_defaults and member_defaults.get("worktree"):
+        from cafleet.workflows.worktrees import require_repository
+
+        require_repository(os.getcwd())
 
     # 2. Model, effort, the prompt template, agent availability.
     agent = validate_agent_options(
@@ -114,6 +120,7 @@ def create(
             effort=monitor_effort,
         ),
         close=close,
+        member_defaults=member_defaults,
     )
     pid = _start_loop(conn, settings, backend, boot)  # 5.
     return Created(boot=boot, loop_pid=pid)
@@ -150,6 +157,7 @@ def _bootstrap(
     plan: SpawnPlan,
     monitor_spawn: SpawnSpec,
     close: Callable[[], None],
+    member_defaults: Mapping[str, object] | None,
 ) -> FleetBootstrap:
     """Step 4: one write transaction inserts the fleet, the root Director and the monitor,
     spawns the monitor's pane while it is open, and commits; a failure undoes what it did."""
@@ -202,6 +210,7 @@ def _bootstrap(
             spawn_monitor=spawn_monitor,
             monitor_spawn=monitor_spawn,
             mux_socket=backend.socket_path,
+            member_defaults=member_defaults,
         )
     except BootstrapAborted as exc:
         _after_spawn_failure(close, backend, exc)

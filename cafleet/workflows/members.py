@@ -33,8 +33,11 @@ if TYPE_CHECKING:
     from cafleet.delivery.keys import TypeOutcome
     from cafleet.mux import PaneContext
     from cafleet.mux.tmux import TmuxBackend
-    from cafleet.records import Fleet, Member, PaneKey, Placement
+    from cafleet.records import Fleet, Member, PaneKey, Placement, WorktreeSpec
     from cafleet.workflows.placing import WindowMode
+    from cafleet.workflows.worktrees import Plan as WorktreePlan
+    from cafleet.workflows.worktrees import Request as WorktreeRequest
+    from cafleet.workflows.worktrees import Retired
 
 PING_LINE = (
     "[cafleet] ping: run cafleet message poll {member_id}, act on and ack what you find, then "
@@ -49,6 +52,7 @@ class Created:
     member: Member  # with its concrete placement
     coding_agent: str
     pane_id: str
+    worktree: WorktreeSpec | None = None  # `--worktree` (docs/worktrees.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class Deleted:
     pane_id: str | None  # None: the member had no pane (pending, or no placement)
     pane_status: PaneStatus
     shared_with: int | None  # "shared": the active member whose placement names the pane
+    worktree: Retired | None = None  # what became of the member's worktree (docs/worktrees.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,12 +160,15 @@ def create(
     role: Literal["monitor"] | None,
     prompt: Callable[[], str] | None,
     window: WindowMode = "auto",
+    worktree: WorktreeRequest | None = None,
 ) -> Created:
     """Register a member with a pending placement, spawn its agent next to the root Director,
     patch the pane id under the new pane's lock (docs/cli.md §2.7). ``prompt`` reads the spawn-prompt
     template when its turn comes (after the fleet, monitor-slot, assets and agent-option checks);
     None is the bundled default: the member prompt, or the monitor prompt for ``role="monitor"``.
-    ``window`` picks the pane's window (`cafleet.workflows.placing`).
+    ``window`` picks the pane's window (`cafleet.workflows.placing`). ``worktree`` asks for a git
+    worktree (None: the fleet's default; docs/worktrees.md): planned with the checks, made after
+    the registration, the pane started in it.
 
     Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
     """
@@ -177,6 +185,10 @@ def create(
     plan = spawn_plan(agent, template, model, effort)
     backend, director_placement = _split_source(fleet_id, director)  # 6.
     overflow = placing.fleet_windows(broker.placed_members(conn, fleet_id), director_placement)
+    # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
+    from cafleet.workflows import worktrees
+
+    tree = worktrees.plan_for_member(conn, fleet_id, name, role, worktree)
 
     # Safe point: nothing written yet.
     signals.check()
@@ -194,10 +206,19 @@ def create(
         spawn_prompt=template if prompt is not None else None,
         model=model,
         effort=effort,
+        worktree=None if tree is None else tree.spec,
     )
     undo = _Undo(conn, member.member_id, backend)
+    if tree is not None:  # 7b. Make the worktree; from now on the undo removes it again.
+        try:
+            worktrees.make(tree)
+        except WorkflowError as exc:
+            cleanup = Cleanup()
+            undo.deregister(cleanup)
+            fail_with_cleanup(str(exc), cleanup)
+        undo.tree = tree
 
-    # Safe point after the commit, before the spawn: deregister.
+    # Safe point after the commit (and the worktree), before the spawn: deregister.
     if signals.stop_requested():
         cleanup = Cleanup()
         undo.deregister(cleanup)
@@ -224,6 +245,7 @@ def create(
         argv=argv,
         coding_agent=coding_agent,
         on_failure=undo.deregister,
+        cwd=None if tree is None else worktrees.cwd_of(tree.spec),
     )
     undo.pane_id = spawned.pane_id
 
@@ -233,7 +255,12 @@ def create(
 
     placement = _patch_pane(conn, settings, undo, director_placement, spawned)  # 9.
     member = dataclasses.replace(member, placement=placement)
-    return Created(member=member, coding_agent=coding_agent, pane_id=spawned.pane_id)
+    return Created(
+        member=member,
+        coding_agent=coding_agent,
+        pane_id=spawned.pane_id,
+        worktree=None if tree is None else tree.spec,
+    )
 
 
 def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
@@ -313,6 +340,7 @@ def _register(
     spawn_prompt: str | None,
     model: str | None,
     effort: str | None,
+    worktree: WorktreeSpec | None,
 ) -> Member:
     """Step 7: register the member with a pending placement in the Director's window."""
     from cafleet import broker
@@ -334,7 +362,7 @@ def _register(
                 mux_socket=socket_path,
             ),
             require_monitor=True,
-            spawn=SpawnSpec(prompt=spawn_prompt, model=model, effort=effort),
+            spawn=SpawnSpec(prompt=spawn_prompt, model=model, effort=effort, worktree=worktree),
         )
     except (MonitorSlotTaken, NoActiveMonitor) as exc:
         raise WorkflowError(str(exc)) from exc
@@ -343,13 +371,15 @@ def _register(
 
 
 class _Undo:
-    """What a failure after the registration undoes: the member row, and the pane once spawned."""
+    """What a failure after the registration undoes: the member row, the worktree once made
+    (`worktrees.undo`: only while nothing but cafleet's copies is in it), the pane once spawned."""
 
     def __init__(self, conn: Connection, member_id: int, backend: TmuxBackend) -> None:
         self.conn = conn
         self.member_id = member_id
         self.backend = backend
         self.pane_id: str | None = None
+        self.tree: WorktreePlan | None = None
 
     def deregister(self, cleanup: Cleanup, *, only_if_active: bool = False) -> None:
         from cafleet import broker
@@ -362,6 +392,11 @@ class _Undo:
             broker.deregister_member(self.conn, member_id=self.member_id)
 
         cleanup.step(f"member {self.member_id}", action)
+        if self.tree is not None:
+            from cafleet.workflows.worktrees import undo
+
+            for line in undo(self.tree):
+                cleanup.add(line)
 
     def kill_and_deregister(self, primary: str | None, *, only_if_active: bool = False) -> NoReturn:
         pane_id = self.pane_id
@@ -420,9 +455,29 @@ def _patch_pane(
 # --- delete --------------------------------------------------------------------------------------
 
 
-def delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
+def delete(
+    conn: Connection, settings: Settings, member_id: int, *, discard_worktree: bool = False
+) -> Deleted:
     """Deregister a member and kill its pane unless another active member shares it
-    (docs/cli.md §2.10); the root Director cannot be deleted."""
+    (docs/cli.md §2.10); the root Director cannot be deleted. Then its worktree, if it has one,
+    is removed when clean, or always with ``discard_worktree`` (docs/worktrees.md)."""
+    deleted = _delete(conn, settings, member_id)
+    from cafleet.broker import get_spawn
+
+    spawn = get_spawn(conn, member_id)
+    if spawn is None or spawn.worktree is None:
+        return deleted
+    from cafleet.workflows.worktrees import retire
+
+    running = None
+    if deleted.pane_status == "shared":
+        running = f"its pane still runs (shared with member {deleted.shared_with})"
+    retired = retire(member_id, spawn.worktree, discard=discard_worktree, running=running)
+    return dataclasses.replace(deleted, worktree=retired)
+
+
+def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
+    """The deregistration and the pane kill of `delete`."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
 

@@ -108,6 +108,19 @@ def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, 
     return template, spec.model if spec else None, spec.effort if spec else None
 
 
+def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
+    """The member starts again in its worktree (docs/worktrees.md); None: it has none. A
+    worktree that is gone is refused before anything is spawned."""
+    from cafleet import broker
+
+    spec = broker.get_spawn(conn, member_id)
+    if spec is None or spec.worktree is None:
+        return None
+    from cafleet.workflows.worktrees import require_present
+
+    return require_present(member_id, spec.worktree)
+
+
 def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     """`gone`, `dead` (its agent exited; the pane stays until killed) or a refusal.
 
@@ -215,6 +228,7 @@ def respawn(
         )
 
     template, model, effort = _spawn_template(conn, member)
+    cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
     from cafleet.assets.guard import require_assets
 
@@ -291,7 +305,7 @@ def respawn(
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
             coding_agent=agent_name,
-            cwd=None if resumed is None else resumed.cwd,
+            cwd=cwd if resumed is None else resumed.cwd,
         )
     if resumed is None:
         from cafleet.broker import clear_session_id

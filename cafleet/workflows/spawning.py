@@ -224,7 +224,8 @@ def spawn_member_pane(
 ) -> PaneContext:
     """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there. A tmux
     failure fails the command with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is
-    named, then `on_failure` adds the caller's own cleanup (`member create` deregisters)."""
+    named, then `on_failure` adds the caller's own cleanup (`member create` deregisters). The
+    agent starts in ``cwd`` (the member's worktree), else in this process's directory."""
     from cafleet.mux import MultiplexerError
     from cafleet.workflows import placing
 
@@ -243,7 +244,7 @@ def spawn_member_pane(
             session=director_placement.mux_session,
             window_name=window_name,
             argv=argv,
-            cwd=cwd if cwd is not None else os.getcwd(),
+            cwd=cwd or os.getcwd(),
             env=spawn_env(coding_agent),
         )
     except MultiplexerError as exc:

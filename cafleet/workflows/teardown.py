@@ -12,6 +12,7 @@ wave-1 behaviour): the loop then stops on its own at its next tick.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.procs import Proc
-    from cafleet.records import Member, PaneKey, Placement
+    from cafleet.records import Member, PaneKey, Placement, WorktreeSpec
+    from cafleet.workflows.worktrees import Retired
 
 PaneStatus = Literal[
     "killed", "already_gone", "kept", "director", "shared", "pending", "no_placement"
@@ -49,6 +51,7 @@ class Deleted:
     deregistered_count: int
     panes: tuple[PaneReport, ...]  # one per member deregistered by this call, by member id
     loop_stopped: int | None  # the pid of the loop this call stopped
+    worktrees: tuple[Retired, ...] = ()  # the deregistered members' worktrees (docs/worktrees.md)
 
 
 def msg_cannot_kill(fleet_id: int, detail: str) -> str:
@@ -251,9 +254,52 @@ def stop_fleet_loop(fleet_id: int, pid: int | None, *, timeout: float = LOOP_STO
 
 
 def delete(
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    keep_panes: bool = False,
+    discard_worktree: bool = False,
+) -> Deleted:
+    """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order. Last, each
+    deregistered member's worktree is retired (docs/worktrees.md): removed when clean, or with
+    ``discard_worktree``; kept while its pane still runs."""
+    from cafleet.broker import fleet_worktrees
+
+    trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
+    deleted = _delete(conn, settings, fleet_id, keep_panes=keep_panes)
+    if not trees:
+        return deleted
+    return dataclasses.replace(
+        deleted, worktrees=_retire(deleted.panes, trees, keep_panes, discard_worktree)
+    )
+
+
+def _retire(
+    rows: Sequence[PaneReport],
+    trees: dict[int, WorktreeSpec],
+    keep_panes: bool,
+    discard: bool,
+) -> tuple[Retired, ...]:
+    from cafleet.workflows.worktrees import retire
+
+    done: list[Retired] = []
+    for row in rows:
+        spec = trees.get(row.member_id)
+        if spec is None:
+            continue
+        running = None
+        if row.status == "kept" or (keep_panes and row.pane_id is not None):
+            running = "its pane was kept (--keep-panes)"
+        elif row.status == "shared":
+            running = f"its pane still runs (shared with member {row.shared_with})"
+        done.append(retire(row.member_id, spec, discard=discard, running=running))
+    return tuple(done)
+
+
+def _delete(
     conn: Connection, settings: Settings, fleet_id: int, *, keep_panes: bool = False
 ) -> Deleted:
-    """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order."""
     from cafleet import broker, signals
     from cafleet.broker.errors import PlacementsChanged
 

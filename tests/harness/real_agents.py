@@ -316,6 +316,7 @@ class RealAgent:
         login: bool = True,
         opencode_config: Mapping[str, Any] | None = None,
         model_url: str | None = None,
+        start_in: str = "",
     ) -> None:
         if agent not in PACKAGES:
             raise ValueError(f"unknown agent {agent!r}")
@@ -337,6 +338,9 @@ class RealAgent:
         self.root = Path(harness.dir) / "agents" / self.name
         self.home = self.root / "home"
         self.cwd = self.root / "project"
+        # Where the agent starts, relative to ``cwd`` (which alone is trusted): a member's
+        # worktree under the project, or a directory beside it (docs/worktrees.md §1.2).
+        self.start_dir = (self.cwd / start_in).resolve() if start_in else self.cwd
         self.claude_config = self.home / ".claude"
         self.codex_home = self.root / "codex"
         self.pane: str | None = None
@@ -359,7 +363,7 @@ class RealAgent:
 
     def prepare(self) -> None:
         """Create the private directories and write the agent's no-dialog configuration."""
-        for path in [self.cwd, *self._dirs().values()]:
+        for path in [self.cwd, self.start_dir, *self._dirs().values()]:
             path.mkdir(parents=True, exist_ok=True)
         env = {name: str(path) for name, path in self._dirs().items()}
         env.update(
@@ -462,7 +466,7 @@ class RealAgent:
         assert self.binary is not None
         argv = ["env", *[f"-u{name}" for name in UNSET], str(self.binary), *self.args]
         cmd = ["new-session", "-d", "-P", "-F", "#{pane_id}", "-s", self.session]
-        cmd += ["-x", str(self.width), "-y", str(self.height), "-c", str(self.cwd)]
+        cmd += ["-x", str(self.width), "-y", str(self.height), "-c", str(self.start_dir)]
         for name, value in self.env.items():
             cmd += ["-e", f"{name}={value}"]
         self.spawned_at = time.monotonic()

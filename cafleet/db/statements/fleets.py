@@ -28,7 +28,14 @@ _FLEET_COLUMNS = (
 )
 
 INSERT_FLEET = insert(fleets).values(
-    name=param("name"), created_at=param("now"), deleted_at=null(), director_member_id=null()
+    name=param("name"),
+    created_at=param("now"),
+    deleted_at=null(),
+    director_member_id=null(),
+    member_defaults_json=param("defaults"),
+)
+MEMBER_DEFAULTS = select(fleets.c.member_defaults_json).where(
+    fleets.c.fleet_id == param("fleet_id")
 )
 INSERT_MEMBER = insert_member()
 INSERT_PLACEMENT = insert(member_placements).values(
@@ -166,6 +173,7 @@ SHARED_OUTSIDE = (
 
 STATEMENTS: dict[str, Any] = {
     "INSERT_FLEET": INSERT_FLEET,
+    "MEMBER_DEFAULTS": MEMBER_DEFAULTS,
     "INSERT_MEMBER": INSERT_MEMBER,
     "INSERT_PLACEMENT": INSERT_PLACEMENT,
     "SET_DIRECTOR": SET_DIRECTOR,

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import case, insert, null, select, update
 
-from cafleet.db.schema import member_placements, member_spawns, messages
+from cafleet.db.schema import member_placements, member_spawns, members, messages
 from cafleet.db.statements import (
     const,
     member_aliases,
@@ -25,9 +25,24 @@ INSERT_SPAWN = insert(member_spawns).values(
     prompt=param("prompt"),
     model=param("model"),
     effort=param("effort"),
+    worktree_json=param("worktree"),
 )
-SPAWN = select(member_spawns.c.prompt, member_spawns.c.model, member_spawns.c.effort).where(
-    member_spawns.c.member_id == param("member_id")
+SPAWN = select(
+    member_spawns.c.prompt,
+    member_spawns.c.model,
+    member_spawns.c.effort,
+    member_spawns.c.worktree_json,
+).where(member_spawns.c.member_id == param("member_id"))
+# The worktrees of a fleet's active members (docs/worktrees.md): `member list`, `fleet delete`.
+FLEET_WORKTREES = (
+    select(member_spawns.c.member_id, member_spawns.c.worktree_json)
+    .select_from(member_spawns.join(members, members.c.member_id == member_spawns.c.member_id))
+    .where(
+        members.c.fleet_id == param("fleet_id"),
+        members.c.status == const("active"),
+        member_spawns.c.worktree_json.is_not(None),
+    )
+    .order_by(member_spawns.c.member_id)
 )
 MEMBER = (
     select(*member_columns(_m, _f, _p))
@@ -99,6 +114,7 @@ INSERT_REPORT = (
 STATEMENTS: dict[str, Any] = {
     "INSERT_SPAWN": INSERT_SPAWN,
     "SPAWN": SPAWN,
+    "FLEET_WORKTREES": FLEET_WORKTREES,
     "MEMBER": MEMBER,
     "REBIND": REBIND,
     "PLACED": PLACED,

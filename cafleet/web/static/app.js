@@ -107,10 +107,23 @@ function usageText(u) {
   return `in ${u.input} · out ${u.output} · cache ${u.cache_read + u.cache_write}${cost}`;
 }
 
-function renderRoster(members, activity, panes, usage) {
+
+// docs/worktrees.md §2: "<branch> (clean|dirty[, <n> ahead])".
+function worktreeText(w) {
+  if (!w.exists) return `${w.branch} (worktree gone)`;
+  if (w.error !== null || w.dirty === null) return `${w.branch} (?)`;
+  const parts = [w.dirty ? "dirty" : "clean"];
+  if (w.ahead) parts.push(`${w.ahead} ahead`);
+  else if (w.ahead === null) parts.push("ahead ?");
+  if (w.head_branch !== w.branch) parts.push(w.head_branch ? `on ${w.head_branch}` : "detached");
+  return `${w.branch} (${parts.join(", ")})`;
+}
+
+function renderRoster(members, activity, panes, worktrees = [], usage = null) {
   const prompts = [];
   const used = new Map((usage || []).map((u) => [u.member_id, u]));
   const act = new Map(activity.map((a) => [a.member_id, a]));
+  const tree = new Map(worktrees.map((w) => [w.member_id, w]));
   const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
   const list = $("roster");
   list.replaceChildren();
@@ -145,6 +158,10 @@ function renderRoster(members, activity, panes, usage) {
         el("span", { class: "usage", "data-testid": "member-usage",
                      title: (used.get(member.member_id) || {}).unknown_reason || "" },
            usageText(used.get(member.member_id))),
+        tree.has(member.member_id)
+          ? el("div", { class: "meta", "data-testid": "member-worktree", title: tree.get(member.member_id).path },
+              `worktree ${worktreeText(tree.get(member.member_id))}`)
+          : null,
       ),
     );
     if (waiting(p)) {
@@ -302,15 +319,15 @@ async function refresh() {
       setStatus("Choose a fleet.");
       return;
     }
-    const [members, activity, panes, timeline, monitor, usage] = await Promise.all([
+    const [members, activity, panes, timeline, monitor, worktrees, usage] = await Promise.all([
       api("/api/members"), api("/api/members/activity"), api("/api/members/panes"),
-      api("/api/timeline"), api("/api/monitor"),
+      api("/api/timeline"), api("/api/monitor"), api("/api/members/worktrees"),
       // Usage is extra: a bad price file must not blank the roster.
       api("/api/members/usage").catch(() => null),
     ]);
     state.roster = members;
     for (const m of members) state.names.set(m.member_id, m.name);
-    const prompting = renderRoster(members, activity, panes, usage);
+    const prompting = renderRoster(members, activity, panes, worktrees, usage);
     renderTimeline(timeline);
     renderMonitor(monitor);
     await Promise.all([prompting, refreshPane()]);

@@ -10,8 +10,13 @@ if TYPE_CHECKING:
 
 
 INSERT_FLEET: Compiled = (
-    "INSERT INTO fleets (name, created_at, deleted_at, director_member_id) VALUES (?, ?, NULL, NULL)",
-    ("name", "now"),
+    "INSERT INTO fleets (name, created_at, deleted_at, director_member_id, member_defaults_json) VALUES (?, ?, NULL, NULL, ?)",
+    ("name", "now", "defaults"),
+)
+
+MEMBER_DEFAULTS: Compiled = (
+    "SELECT fleets.member_defaults_json FROM fleets WHERE fleets.fleet_id = ?",
+    ("fleet_id",),
 )
 
 INSERT_MEMBER: Compiled = (

@@ -10,13 +10,18 @@ if TYPE_CHECKING:
 
 
 INSERT_SPAWN: Compiled = (
-    "INSERT INTO member_spawns (member_id, prompt, model, effort) VALUES (?, ?, ?, ?)",
-    ("member_id", "prompt", "model", "effort"),
+    "INSERT INTO member_spawns (member_id, prompt, model, effort, worktree_json) VALUES (?, ?, ?, ?, ?)",
+    ("member_id", "prompt", "model", "effort", "worktree"),
 )
 
 SPAWN: Compiled = (
-    "SELECT member_spawns.prompt, member_spawns.model, member_spawns.effort FROM member_spawns WHERE member_spawns.member_id = ?",
+    "SELECT member_spawns.prompt, member_spawns.model, member_spawns.effort, member_spawns.worktree_json FROM member_spawns WHERE member_spawns.member_id = ?",
     ("member_id",),
+)
+
+FLEET_WORKTREES: Compiled = (
+    "SELECT member_spawns.member_id, member_spawns.worktree_json FROM member_spawns JOIN members ON members.member_id = member_spawns.member_id WHERE members.fleet_id = ? AND members.status = 'active' AND member_spawns.worktree_json IS NOT NULL ORDER BY member_spawns.member_id",
+    ("fleet_id",),
 )
 
 MEMBER: Compiled = (
