@@ -150,6 +150,9 @@ __all__ = [
     "BODY_LIMIT",
     "check_inline_body",
     "ELLIPSIS",
+    "LINE_ID_LEN",
+    "id_tag",
+    "line_id",
     "NULL_CELL",
     "idle_text",
     "RETURN_SYMBOL",
@@ -185,6 +188,25 @@ def check_inline_body(text: str) -> str:
     if text.strip() == "":
         raise ValueError("text may not be empty")
     return text
+
+
+# --- the id a wake or ping line ends with (docs/runtime.md §5.7) -----------------------------
+
+LINE_ID_CHARS = "0123456789abcdefghijklmnopqrstuvwxyz"
+LINE_ID_LEN = 4
+
+
+def line_id() -> str:
+    """A fresh 4-character id (base 36, random): every wake and ping line typed carries its own,
+    so the screen check recognises this line, not an older copy of the same text."""
+    import secrets
+
+    return "".join(secrets.choice(LINE_ID_CHARS) for _ in range(LINE_ID_LEN))
+
+
+def id_tag(kind: str, ident: str) -> str:
+    """`[wake k3f9]` / `[ping k3f9]`: the end of the line, and what verifying it looks for."""
+    return f"[{kind} {ident}]"
 
 
 def idle_text(seconds: int | None) -> str:

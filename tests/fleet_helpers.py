@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cafleet.config import monitor_log_path
+from cafleet.config import monitor_hold_path, monitor_log_path
 from tests.cli_helpers import call_run
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import pid_alive, retry_until
@@ -101,7 +101,9 @@ def runtime_row(h: TmuxHarness, fleet_id: int) -> dict[str, Any] | None:
 
 
 def stop_loop(h: TmuxHarness, fleet_id: int, timeout: float = 10) -> None:
-    """SIGTERM the fleet's loop (the pid in its row) and wait until the slot is released."""
+    """Hold the fleet's loop stopped as `cafleet monitor stop` does (so no command's healing
+    restarts it), SIGTERM it (the pid in its row) and wait until the slot is released."""
+    Path(monitor_hold_path(str(h.db_path), fleet_id)).write_text("test\n", encoding="utf-8")
     row = runtime_row(h, fleet_id)
     if row is None or row["pid"] is None:
         return

@@ -157,7 +157,10 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.mux",
             "cafleet.delivery.drains",
             "cafleet.delivery.keys",
+            # an unverified wake is looked for (its id tag, the screen's state) before the next
+            "cafleet.delivery.policy",
             "cafleet.delivery.screens",
+            "cafleet.delivery.submit",
         ),
     ),
     Layer(

@@ -101,8 +101,10 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    2\n"
         "members:    2\n"
-        "loop:       never started\n"  # docs/cli.md §2.5: the loop and the panes
-        "panes:      not checked: not inside a tmux session (TMUX is not set)\n",
+        "loop:       never started\n"  # issue 13: the loop and the panes
+        "panes:      not checked: not inside a tmux session (TMUX is not set)\n"
+        "problems:   the monitor loop is not running: no scheduled wakes; run "
+        f"'cafleet monitor start {fleet_id}'\n",
     )
     assert call_main(["fleet", "delete", str(fleet_id), "--keep-panes"])[0] == 0
     deleted_at = query(head_db, "SELECT deleted_at FROM fleets WHERE fleet_id = ?", (fleet_id,))[0][
@@ -140,6 +142,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
             "log_path": f"{head_db}.monitor-{fleet_id}.log",
         },
         "panes": [],
+        "problems": [],  # a deleted fleet has nothing left to fix
     }
 
 

@@ -96,7 +96,10 @@ def test_roster_text_table(head_db: Path) -> None:
         f"  {coder}          coder     member    codex   (pending)  pending  59m\n"
         f"  {ghost}          ghost     member    -       -          -        1h\n"
         f"  {ghost + 1}          idle      member    codex   %7         ?        -\n"
-        "monitor loop: never started\n"  # no TMUX here: the panes read `?`
+        "monitor loop: never started\n"  # no TMUX here: the panes read `?`, and why
+        "pane ?: not checked: not inside a tmux session (TMUX is not set)\n"
+        "problem: the monitor loop is not running: no scheduled wakes; run "
+        f"'cafleet monitor start {fid}'\n"
     )
 
 

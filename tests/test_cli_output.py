@@ -230,7 +230,7 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
     code, out, _ = call_main(["fleet", "list", "--json"])
     assert [list(f) for f in _one_line_json(out)] == [FLEET_KEYS]
     code, out, _ = call_main(["fleet", "show", fleet_id, "--json"])
-    assert list(_one_line_json(out)) == [*FLEET_KEYS, "loop", "panes"]  # docs/cli.md §2.5
+    assert list(_one_line_json(out)) == [*FLEET_KEYS, "loop", "panes", "problems"]
 
     code, out, _ = call_main(["member", "list", fleet_id, "--json"])
     roster = _one_line_json(out)

@@ -73,7 +73,12 @@ def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> 
     r2 = send(h, a, b, "second")
     m2 = sent_id(r2.stdout)
     assert r2.returncode == 0
-    assert r2.stderr == warning(m1, b, reason) + "\n"  # the older message goes first and fails
+    # The older message goes first and fails; the warning speaks of this send's own message
+    # and names the older one separately (issue 24 item 5).
+    assert r2.stderr.splitlines() == [
+        warning(m2, b, reason),
+        f"Also pending for member {b}: message {m1} (not notified yet)",
+    ]
     assert notified_at(h.db_path, m1) is None and notified_at(h.db_path, m2) is None
     assert sorted(poll_ids(h, b)) == [m1, m2]
     assert util.line_records(pane) == []
@@ -221,12 +226,49 @@ def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_
         assert result.stderr == (
             f"Warning: message {mine} not notified to member {b}: pane {pane} is receiving "
             "another keystroke (it stays in the inbox; delivery will be retried)\n"
+            f"Also pending for member {b}: message {older} (not notified yet)\n"
         )
     with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose=f"notify msg {older}"):
         quiet = send(h, a, b, "handed off")
         assert (quiet.returncode, quiet.stderr) == (0, "")
     assert notified_at(h.db_path, older) is None  # nothing was typed while the locks were held
     assert util.line_records(pane) == []
+
+
+def test_a_warning_about_an_older_line_that_was_typed_says_so(tmux_db) -> None:
+    """The drain stopped at an older message whose own line was typed but not verified (or
+    held it): this send's result names its own message, says the older one failed first, and
+    lists what else is pending; when its own line went in, only the pending line is left."""
+    from cafleet.delivery.drains import DrainFailure, DrainReport
+    from cafleet.workflows.messaging import own_outcome_lines
+    from tests.factories import connect
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    older = sent_id(send(h, a, b, "older", env={"TMUX": ""}).stdout)
+    mine = sent_id(send(h, a, b, "mine", env={"TMUX": ""}).stdout)
+    pane = w.pane(b)
+    reason = f"typed into pane {pane} but not verified: the line is not on the screen after Enter"
+    also = f"Also pending for member {b}: message {older} (not notified yet)"
+    with connect(h.db_path) as conn:
+        report = DrainReport()
+        report.failures.append(DrainFailure(older, b, pane, reason))
+        assert own_outcome_lines(conn, report, {b: mine}) == [
+            warning(mine, b, f"message {older} ahead of it failed first: {reason}"),
+            also,
+        ]
+        held = DrainReport()
+        held.failures.append(DrainFailure(older, b, pane, "held", held="starting"))
+        assert own_outcome_lines(conn, held, {b: mine}) == [
+            f"Held: message {mine} for member {b} waits while pane {pane} is starting; the "
+            "monitor loop will deliver it",
+            also,
+        ]
+        went_in = DrainReport()
+        went_in.notified.append((mine, b))
+        went_in.failures.append(DrainFailure(older, b, pane, reason))
+        assert own_outcome_lines(conn, went_in, {b: mine}) == [also]
 
 
 def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:
@@ -275,7 +317,10 @@ def test_failed_enter_is_one_attempt_and_the_retry_clears_the_stranded_text(tmux
     m3 = sent_id(r3.stdout)
     assert r3.returncode == 0
     reason = f"typing into pane {pane} failed: tmux send-keys failed: injected"
-    assert r3.stderr == warning(older[0], b, reason) + "\n"
+    assert r3.stderr.splitlines() == [  # about its own message; the older ones apart
+        warning(m3, b, reason),
+        f"Also pending for member {b}: messages {older[0]}, {older[1]} (not notified yet)",
+    ]
     assert send_keys_runs(pane) == ["L", "N"]  # one attempt, nothing else tried
     for mid in (*older, m3):
         assert notified_at(h.db_path, mid) is None

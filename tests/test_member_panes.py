@@ -472,8 +472,13 @@ def test_member_delete(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
         r.stderr
         == f"Error: member {a}'s pane is receiving another keystroke; retry in a few seconds\n"
     )
+    # Outside tmux a placement is reached through the server it records; one made before the
+    # socket was recorded needs TMUX (nothing changed).
+    (socket,) = h.sqlite("SELECT mux_socket FROM member_placements WHERE member_id = ?", a)[0]
+    sql_write(h, "UPDATE member_placements SET mux_socket = NULL WHERE member_id = ?", a)
     r = inproc("member", "delete", str(a))
     assert (r.returncode, r.stderr) == (1, "Error: not inside a tmux session (TMUX is not set)\n")
+    sql_write(h, "UPDATE member_placements SET mux_socket = ? WHERE member_id = ?", socket, a)
     assert table_dump(h) == before and h.live_panes() == panes
 
     # Deleting kills exactly its pane.
@@ -606,10 +611,12 @@ def test_member_prompt_and_ping(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
         "state": "unknown",  # the plain fake draws no agent screen
     }
     wait_records(pane, 2)
-    assert line_bytes(pane)[1] == (
-        b"[cafleet] ping: run cafleet message poll %d, act on and ack what you find, then "
-        b"resume your work if something was still running." % member_id
-    )
+    # the fixed line, then its own id (what the screen check looks for, docs/cli.md §2.13)
+    assert re.fullmatch(
+        rb"\[cafleet\] ping: run cafleet message poll %d, act on and ack what you find, then "
+        rb"resume your work if something was still running\. \[ping [0-9a-z]{4}\]" % member_id,
+        line_bytes(pane)[1],
+    ), line_bytes(pane)
 
     # Busy: one non-blocking try, skipped at once.
     lock = _lock(h, pane)

@@ -57,6 +57,18 @@ def _wake_line(fleet_id: int, roster: str, director: str) -> bytes:
     ).encode()
 
 
+WAKE_TAG = re.compile(rb" \[wake [0-9a-z]{4}\]$")
+
+
+def _wake_lines(pane: str) -> list[bytes]:
+    """The pane's line records with each wake line's own id (` [wake <id>]`, docs/runtime.md
+    §5.7) taken off; the ids of the wakes among them must all differ."""
+    lines = line_bytes(pane)
+    tags = [m.group(0) for line in lines if (m := WAKE_TAG.search(line))]
+    assert len(tags) == len(set(tags)), lines
+    return [WAKE_TAG.sub(b"", line) for line in lines]
+
+
 def _register(h: TmuxHarness, fleet_id: int, name: str, agent: str = "codex") -> int:
     """A member with a pending placement (in the wake roster, never typed into)."""
     from cafleet.broker.members import register_member
@@ -266,7 +278,7 @@ def test_scheduled_wakes_on_cadence(tmux_db: TmuxHarness, fleet: FleetIds) -> No
         f"health-check your 1 member: {member} (builder; coding_agent=codex; unacked=0).",
         f"{fleet.director_id} (Director; coding_agent=claude; unacked=0)",
     )
-    assert line_bytes(fleet.monitor_pane)[:3] == [expected] * 3
+    assert _wake_lines(fleet.monitor_pane)[:3] == [expected] * 3
     assert decided[0] - started >= 3.0, (decided, started)
     gaps = [b - a for a, b in zip(decided, decided[1:], strict=False)]
     # Due after 3 s; decided on the next 1 s tick, which a wake's own typing delays.
@@ -296,7 +308,7 @@ def test_interval_zero_forced_wake_and_drain_every_tick(
     loop.wait_line(rf"^{TS} tick -> notify msg {m2} member {fleet.monitor_id}$", timeout=5)
     time.sleep(1.5)
     assert loop.count("tick -> .*wake") == 1
-    assert line_bytes(fleet.monitor_pane)[1] == _wake_line(
+    assert _wake_lines(fleet.monitor_pane)[1] == _wake_line(
         f,
         "no members to health-check.",
         f"{fleet.director_id} (Director; coding_agent=claude; unacked=0)",
@@ -330,7 +342,7 @@ def test_wake_roster_counts_and_sanitised_names(tmux_db: TmuxHarness, fleet: Fle
     _request_wake(h, f)
     loop.wait_line(rf"^{TS} tick -> forced wake monitor {fleet.monitor_id} \(3 members\)$")
     director = f"{d} (Director; coding_agent=claude; unacked=1)"
-    first = retry_until(lambda: x if len(x := line_bytes(fleet.monitor_pane)) >= 2 else None)
+    first = retry_until(lambda: x if len(x := _wake_lines(fleet.monitor_pane)) >= 2 else None)
     assert first[1] == _wake_line(
         f,
         f"health-check your 3 members: {a} (x\u02cb$\ufe59y); coding_agent=claude; unacked=0), "
@@ -341,7 +353,7 @@ def test_wake_roster_counts_and_sanitised_names(tmux_db: TmuxHarness, fleet: Fle
     ok(inproc("member", "delete", str(c)))
     _request_wake(h, f)
     loop.wait_line(rf"^{TS} tick -> forced wake monitor {fleet.monitor_id} \(1 member\)$")
-    second = retry_until(lambda: x if len(x := line_bytes(fleet.monitor_pane)) >= 3 else None)
+    second = retry_until(lambda: x if len(x := _wake_lines(fleet.monitor_pane)) >= 3 else None)
     assert second[2] == _wake_line(
         f,
         f"health-check your 1 member: {a} (x\u02cb$\ufe59y); coding_agent=claude; unacked=0).",

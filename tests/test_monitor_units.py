@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -77,6 +78,20 @@ def test_wake_line_example_exact() -> None:
         "Director: 10 (Director; coding_agent=claude; unacked=1). Follow your monitor role "
         "protocol. Resume your work if something was still running."
     )
+
+
+def test_every_wake_line_ends_with_its_own_id() -> None:
+    """docs/runtime.md §5.7: ` [wake <id>]` ends the line; each wake gets a fresh id, and that
+    tag (not the line's first characters, the same for every wake) is what the screen check
+    looks for."""
+    from cafleet.text import LINE_ID_LEN, id_tag, line_id
+
+    director = WakeEntry(1, "Director", "claude", 0)
+    line = build_wake_line(5, [], director, "k3f9")
+    assert line.endswith("Resume your work if something was still running. [wake k3f9]")
+    ids = {line_id() for _ in range(50)}
+    assert len(ids) > 45 and all(re.fullmatch(f"[0-9a-z]{{{LINE_ID_LEN}}}", i) for i in ids)
+    assert id_tag("ping", "0a1b") == "[ping 0a1b]"
 
 
 def test_wake_line_singular_and_empty() -> None:

@@ -277,3 +277,23 @@ def test_classifier_is_pure_and_deterministic() -> None:
     text = screen("opencode/queued-1.txt")
     assert {classify("opencode", text) for _ in range(3)} == {"working"}
     assert composer_text("opencode", text) == composer_text("opencode", text)
+
+
+def test_a_named_claude_member_reads_ready_with_its_banner_still_on_screen() -> None:
+    """A Claude member cafleet spawns shows its name in the composer's top rule and its
+    welcome banner stays on a tall screen: the composer is still found, so the screen reads
+    `ready` (not `starting` from the banner, which held every wake to a 160x40 monitor)."""
+    screen = (
+        "╭─── Claude Code v2.1.197 ──────────────╮\n"
+        "│   Welcome back!                       │\n"
+        "╰───────────────────────────────────────╯\n"
+        "❯ You are the monitor of cafleet fleet 1. Wait for wake lines.\n"
+        "● Done.\n"
+        "✻ Churned for 0s\n"
+        "──────────────────────────────────────────────────── monitor ──\n"
+        "❯\u00a0\n"
+        "────────────────────────────────────────────────────────────────\n"
+        "  ⏵⏵ don't ask on (shift+tab to cycle) · ← for agents"
+    )
+    assert classify("claude", screen, spawned=True) == "ready"
+    assert composer_text("claude", screen) == ""

@@ -184,6 +184,7 @@ def test_quoted_lines_are_the_product_lines() -> None:
         3,
         [WakeEntry(7, "builder", "claude", 0), WakeEntry(8, "tester", "codex", 2)],
         WakeEntry(1, "Director", "claude", 1),
+        "k3f9",  # each wake ends with its own id; the skill shows one
     )
     assert f"```text\n{wake}\n```" in texts["cafleet/monitor.md"]
     quoted = re.search(r"`(\[cafleet\] ping: [^`]*), \.\.\.`", texts["cafleet/member.md"])

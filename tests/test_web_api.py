@@ -466,6 +466,22 @@ def test_send_stores_as_the_root_director_and_reports_warnings(
     assert stored == [(world.director, alice, "hello", None)]
 
 
+def test_a_second_send_warns_about_its_own_message_and_lists_the_older_one(
+    head_db: Path, world: World, api: Any
+) -> None:
+    """Issue 24: the composer's second send to a pane it cannot reach speaks of its own
+    message, and separately of the first one that still waits."""
+    alice = world.members["alice"]
+    first = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "one"}).json()
+    second = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "two"}).json()
+    one, two = first["message"]["message_id"], second["message"]["message_id"]
+    assert second["warnings"] == [
+        f"Warning: message {two} not notified to member {alice}: not inside a tmux session "
+        "(TMUX is not set) (it stays in the inbox; delivery will be retried)",
+        f"Also pending for member {alice}: message {one} (not notified yet)",
+    ]
+
+
 def test_send_to_all_broadcasts(head_db: Path, world: World, api: Any) -> None:
     body = post(api, world, "/api/messages/send", {"to_member_id": "*", "text": "all"}).json()
     assert body["kind"] == "broadcast"

@@ -100,17 +100,14 @@ class Invocation:
             self.close()
 
     def _heal(self) -> None:
-        """docs/cli.md §1.11 (every command heals): any command that reached the database restarts, in the background, a dead
-        loop of a fleet with pending notifications on the tmux server it runs in. Without TMUX
-        nothing is imported or read; with every loop live it costs one indexed read."""
-        import os
-
+        """Any command that reached the database restarts, in the background, a dead loop of a
+        live fleet on the tmux server the fleet's Director placement records (docs/cli.md
+        §1.11); with every loop live it costs one indexed read."""
         from cafleet import signals
 
         conn = self._conn
         if (
             conn is None
-            or not os.environ.get("TMUX")
             or signals.stop_requested()
             or conn.info.get("cafleet.refused")
             or conn.in_transaction()

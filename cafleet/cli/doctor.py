@@ -105,8 +105,9 @@ def database_section(path: str | None, path_error: str | None) -> Section:
 
 
 def fleets_section(path: str | None, database_ok: bool) -> Section:
-    """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when a loop is not
-    live or a pane is gone. Read-only: the file is opened as the diagnosis opens it and closed
+    """Every live fleet's monitor loop and member panes (issue 13); an issue when the fleet has
+    a problem (`workflows/remedies.fleet_problems`: loop not live, a pane gone, no monitor),
+    each printed under the fleet with the command that fixes it. Read-only: the file is opened as the diagnosis opens it and closed
     the guarded way; skipped (not an issue of its own) when the database section failed."""
     data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}
     if path is None or not database_ok:
@@ -121,15 +122,19 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
         reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
     finally:
         close_connection(conn, guarded=True)
+    from cafleet.workflows.remedies import fleet_problems
+
     lines: list[str] = []
     for report in sorted(reports, key=lambda r: r.summary.fleet_id):
-        healthy = report.loop.state == "live" and not report.panes.gone()
+        problems = fleet_problems(report)
+        healthy = not problems
         data["ok"] = data["ok"] and healthy
         name = f" ({cell(report.summary.name)})" if report.summary.name else ""
         lines.append(
             f"  {OK_MARK if healthy else FAIL_MARK} fleet {report.summary.fleet_id}{name}: "
             f"loop {report.loop.text}; panes {cell(report.panes.summary())}"
         )
+        lines += [f"    {cell(p.line)}" for p in problems]
         data["fleets"].append(
             {
                 "fleet_id": report.summary.fleet_id,
@@ -137,6 +142,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
                 "ok": healthy,
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                "problems": [p.as_dict() for p in problems],
             }
         )
     return Section("fleets", data["ok"], lines or ["  no live fleets"], data)

@@ -77,7 +77,14 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
     ]
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
-    return label_lines(pairs, SHOW_LABEL_WIDTH)
+    lines = label_lines(pairs, SHOW_LABEL_WIDTH)
+    if summary.deleted_at is None:
+        from cafleet.workflows.remedies import fleet_problems
+
+        problems = [cell(p.line) for p in fleet_problems(report)] or ["none"]
+        lines += label_lines([("problems", problems[0])], SHOW_LABEL_WIDTH)
+        lines += [" " * SHOW_LABEL_WIDTH + line for line in problems[1:]]
+    return lines
 
 
 @fleet_group.command(
@@ -95,11 +102,14 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
 
     report = fleet_report(conn, fleet_id, agent_state=classified_state)
     if as_json:
+        from cafleet.workflows.remedies import fleet_problems
+
         out_json(
             {
                 **fleet_dict(report.summary),
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )
     else:

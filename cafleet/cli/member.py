@@ -116,6 +116,13 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
         rows = [(*row, *more) for row, more in zip(rows, cells, strict=True)]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+    if report.panes.unknown_reason is not None:
+        # Why a pane reads `?`: its tmux server could not be asked.
+        out(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")
+    from cafleet.workflows.remedies import fleet_problems
+
+    for problem in fleet_problems(report):
+        out(f"problem: {cell(problem.line)}")
 
 
 def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:

@@ -163,22 +163,26 @@ class _Backends:
         self._cache: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
 
-    def get(self, name: str) -> Any:
-        """The available backend, or raise MultiplexerError (str() is the tmux message)."""
-        if name in self._errors:
+    def get(self, name: str, socket_path: str | None = None) -> Any:
+        """The available backend on the server ``socket_path`` names (the one a placement
+        records, so a drain reaches its pane from any shell; None: the one ``TMUX`` names), or
+        raise MultiplexerError (str() is the tmux message)."""
+        key = f"{name}\0{socket_path or ''}"
+        if key in self._errors:
             from cafleet.mux import MultiplexerUnavailable
 
-            raise MultiplexerUnavailable(self._errors[name])
-        backend = self._cache.get(name)
+            raise MultiplexerUnavailable(self._errors[key])
+        backend = self._cache.get(key)
         if backend is None:
-            from cafleet.mux import MultiplexerError, usable_backend
+            from cafleet.mux import MultiplexerError, placement_backend
 
             try:
-                backend = usable_backend(name, env=self._env)
+                backend = placement_backend(name, socket_path, self._env)
+                backend.ensure_available()
             except MultiplexerError as exc:
-                self._errors[name] = str(exc)
+                self._errors[key] = str(exc)
                 raise
-            self._cache[name] = backend
+            self._cache[key] = backend
         return backend
 
 
@@ -237,7 +241,7 @@ def _attempt(
     from cafleet.mux import MultiplexerError, PaneKey
 
     try:
-        backend = backends.get(placement.backend)
+        backend = backends.get(placement.backend, placement.mux_socket)
     except MultiplexerError as exc:
         return fail(str(exc))
     report.tmux_usable = True
@@ -396,13 +400,15 @@ def drain_recipient(
 # --- several recipients at once (broadcast; docs/runtime.md §4.5) ---------------------------------
 
 
-def _live_tmux_panes(backends: _Backends, report: DrainReport) -> frozenset[str] | None:
-    """One `list-panes -a` for a whole drain, or None when tmux cannot say (the attempts then
-    find out pane by pane, as a single-recipient drain does)."""
+def _live_tmux_panes(
+    backends: _Backends, report: DrainReport, socket_path: str | None = None
+) -> frozenset[str] | None:
+    """One `list-panes -a` of a server for a whole drain, or None when tmux cannot say (the
+    attempts then find out pane by pane, as a single-recipient drain does)."""
     from cafleet.mux import MultiplexerError
 
     try:
-        live = frozenset(backends.get("tmux").list_panes())
+        live = frozenset(backends.get("tmux", socket_path).list_panes())
     except MultiplexerError:
         return None
     report.tmux_usable = True
@@ -441,11 +447,18 @@ def drain_recipients(
         )
     }
     # For a single recipient its own probe is the one cheap check; a list would be a second.
-    live = _live_tmux_panes(backends, report) if len(heads) > 1 else None
+    # One list per server the heads' placements record.
+    lives: dict[str | None, frozenset[str] | None] = {}
     for recipient_id in recipient_ids:
         head = heads.get(recipient_id)
         if head is None:
             continue
+        live = None
+        if len(heads) > 1:
+            socket = head.placement.mux_socket
+            if socket not in lives:
+                lives[socket] = _live_tmux_panes(backends, report, socket)
+            live = lives[socket]
         one = DrainReport()
         one.tmux_usable = report.tmux_usable
         pane_id = head.placement.mux_pane_id

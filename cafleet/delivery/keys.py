@@ -66,6 +66,10 @@ class Target:
     hold_timeout: float = DEFAULT_HOLD_TIMEOUT
     owner: PaneOwner | None = None
     spawned: bool = False
+    # The frame is this attempt's own (a wake's or ping's id tag): the check after Enter also
+    # reads this many lines of history, so a short pane whose transcript scrolled the line up
+    # still shows it taken (cafleet.delivery.policy.SCROLLBACK_LINES). 0: the visible screen only.
+    scrollback: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +200,9 @@ def _under_lock(
         from cafleet.delivery.submit import frame_of, submit_verified
 
         frame = target.frame or frame_of(text)
-        problem = submit_verified(mux, pane_id, target.agent, text, frame, passed.screen, clock)
+        problem = submit_verified(
+            mux, pane_id, target.agent, text, frame, passed.screen, clock, target.scrollback
+        )
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
     if problem is not None:

@@ -27,6 +27,9 @@ ENTER_AGAIN_AFTER = 3.0
 VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
+# History lines read after Enter for a line whose frame is its own id tag (a wake, a ping): a
+# short pane scrolls the transcript, so the tag may have left the visible screen already.
+SCROLLBACK_LINES = 200
 
 
 class InputPolicy(NamedTuple):
@@ -89,6 +92,7 @@ __all__ = [
     "DISMISS_SETTLE",
     "ENTER_AGAIN_AFTER",
     "FRAME_CHARS",
+    "SCROLLBACK_LINES",
     "MAX_ENTERS",
     "POLICIES",
     "UNKNOWN_TYPES",

@@ -89,12 +89,15 @@ def submit_verified(
     frame: str,
     before: str,
     clock: Clock,
+    scrollback: int = 0,
 ) -> str | None:
     """Type ``line`` and Enter, then verify; None when taken, else why it is not verified.
 
     ``before`` is the screen just before typing (composer empty). A failing type or Enter
     raises MultiplexerError (the attempt failed); a capture failing afterwards is a
-    verification problem.
+    verification problem. ``scrollback`` > 0 (the frame is this attempt's own id tag, never on
+    screen before): each check reads that many lines of history with the screen, so the line
+    counts as taken wherever it scrolled (the composer, at the bottom, is still told apart).
     """
     from cafleet.mux import MultiplexerError, PaneGone
 
@@ -106,7 +109,7 @@ def submit_verified(
     while True:
         clock.sleep(VERIFY_POLL)
         try:
-            after = mux.screen(pane_id)
+            after = mux.capture(pane_id, scrollback) if scrollback else mux.screen(pane_id)
         except PaneGone:
             return "the pane closed before the line showed"
         except MultiplexerError as exc:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
@@ -60,11 +60,30 @@ def live_pid(conn: Connection, fleet_id: int) -> int | None:
     return None
 
 
-def start_detached(conn: Connection, fleet_id: int) -> subprocess.Popen[bytes]:
+def loop_env(
+    conn: Connection, fleet_id: int, env: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment the fleet's loop runs with: this process's, with ``TMUX`` naming the
+    server the root Director's placement records when this process is on another server or on
+    none (`mux.server_env`), so a loop started from a plain shell still reaches the fleet."""
+    from cafleet import broker
+    from cafleet.mux import server_env
+
+    env = os.environ if env is None else env
+    placement = broker.director_placement(conn, fleet_id)
+    reached = server_env(None if placement is None else placement.mux_socket, env)
+    return dict(env) if reached is None else reached
+
+
+def start_detached(
+    conn: Connection, fleet_id: int, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Spawn ``python -m cafleet monitor <fleet_id>`` detached (docs/runtime.md §5.3 step 2), its
-    stdout and stderr appended to the fleet's log; raises `MonitorStartError` when it cannot
-    be spawned. Does not wait for it."""
+    stdout and stderr appended to the fleet's log, with `loop_env` (unless ``env`` is given);
+    raises `MonitorStartError` when it cannot be spawned. Does not wait for it."""
     _reap()
+    if env is None:
+        env = loop_env(conn, fleet_id)
     db_path = conn.info["cafleet.path"]
     db_dir = os.path.dirname(db_path)
     log_path = log_path_for(conn, fleet_id)
@@ -77,6 +96,7 @@ def start_detached(conn: Connection, fleet_id: int) -> subprocess.Popen[bytes]:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                env=env,
                 start_new_session=True,
                 close_fds=True,
             )
@@ -135,12 +155,13 @@ def ensure_monitor_loop(
         time.sleep(READY_POLL)
 
 
-# --- restarting dead loops (docs/cli.md §1.11: every command heals) ----------------------------------
+# --- restarting dead loops (every command heals: docs/cli.md §1.11) ---------------------------
 
 
 def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
     """The fleet's loop is not live, `cafleet monitor stop` does not hold it, and a
-    notification is pending (held lines are pending too: nothing stamped them)."""
+    notification is pending (held lines are pending too: nothing stamped them): send and
+    broadcast's restart rule, which waits for the loop to be live."""
     from cafleet import broker
     from cafleet.monitor.runtime import is_held, is_live
 
@@ -155,48 +176,64 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
 
 def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> list[int]:
     """Run after any command that opened the database: restart, in the background, the loop of
-    every live fleet whose loop ran before and is dead now (stale, or stopped but not held by
-    `monitor stop`) while notifications wait, when this process can reach the fleet's tmux
-    server (its root Director's pane is on the server ``TMUX`` names). Returns the fleet ids
-    whose loop it started; never raises for a fleet it could not help.
+    every live fleet whose loop ran before and is dead now (its pid gone, or stopped but not held
+    by `monitor stop`), whether or not notifications wait (the loop also brings the scheduled
+    wakes), when the fleet's tmux server answers and has the root Director's pane. The server is
+    the one the Director's placement records (`loop_env`), so this works from any shell.
+    Returns the fleet ids whose loop it started; never raises for a fleet it could not help
+    (`fleet show`, `member list` and `doctor` name the fix for those).
 
     The cost when every loop is live is one indexed read (the live fleets' runtime rows) and
-    one `kill(pid, 0)` per loop; tmux is asked only when a loop is dead with work waiting.
+    one `kill(pid, 0)` per loop; a dead loop adds a read of its Director's placement and one
+    `list-panes` of its server (one per server).
     """
     env = os.environ if env is None else env
-    if not env.get("TMUX"):
-        return []  # no tmux server to reach: a loop started here could not type anything
     from cafleet import broker
     from cafleet.monitor.runtime import is_live
+    from cafleet.procs import pid_alive
 
     now = utcnow()
-    dead = [r for r in broker.live_fleet_runtimes(conn) if not is_live(r, now)]
+    # Dead: released (stopped), or its pid is gone (killed). A loop whose pid still runs but
+    # stopped beating is left to `monitor start` (fleet show names it): on a loaded machine a
+    # late heartbeat must not make every command start a loop that takes the slot over.
+    dead = [
+        r
+        for r in broker.live_fleet_runtimes(conn)
+        if not is_live(r, now) and (r.pid is None or not pid_alive(int(r.pid)))
+    ]
     if not dead:
         return []
-    candidates = [r.fleet_id for r in dead if needs_restart(conn, r.fleet_id, r)]
+    from cafleet.monitor.runtime import is_held
+
+    db_path = conn.info["cafleet.path"]
+    candidates = [r.fleet_id for r in dead if not is_held(db_path, r.fleet_id)]
     if not candidates:
         return []
-    from cafleet.mux import MultiplexerError, usable_backend
+    from cafleet.mux import MultiplexerError, get_backend, server_env
 
-    try:
-        backend = usable_backend(env=env)
-        live = backend.list_panes()
-    except MultiplexerError:
-        return []
+    listed: dict[str | None, frozenset[str] | None] = {}  # socket -> its live panes
     started: list[int] = []
     for fleet_id in candidates:
-        pane = _director_pane(conn, fleet_id)
-        if pane is None or pane not in live:
-            continue  # another server's fleet, or its Director is gone: the loop would refuse
+        placement = broker.director_placement(conn, fleet_id)
+        if placement is None or placement.mux_pane_id is None:
+            continue
+        reached = server_env(placement.mux_socket, env)
+        if reached is None:
+            continue  # no socket recorded and no TMUX: no server to ask
+        backend: Any = get_backend("tmux", env=reached)
+        socket = backend.socket_path
+        if socket not in listed:
+            try:
+                backend.ensure_available()
+                listed[socket] = backend.list_panes()
+            except MultiplexerError:
+                listed[socket] = None
+        live = listed[socket]
+        if live is None or placement.mux_pane_id not in live:
+            continue  # the server is gone, or the Director's pane: the loop would refuse
         try:
-            start_detached(conn, fleet_id)
+            start_detached(conn, fleet_id, env=reached)
         except MonitorStartError:
             continue
         started.append(fleet_id)
     return started
-
-
-def _director_pane(conn: Connection, fleet_id: int) -> str | None:
-    from cafleet.monitor.tick import director_pane_id
-
-    return director_pane_id(conn, fleet_id)

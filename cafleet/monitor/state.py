@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
 
+@dataclass(frozen=True)
+class UnverifiedWake:
+    """A wake typed but not seen taken (docs/runtime.md §5.5 step 12)."""
+
+    pane_id: str
+    tag: str  # `[wake <id>]`
+    since: float  # time.monotonic() when it was typed
+    count: int  # its roster size, for the log line
+
+
 class SeenPrompt:
     """One member's prompt as the loop saw it: its digest, since when (monotonic), whether
     reported (docs/runtime.md §5.12)."""
@@ -51,6 +61,10 @@ class LoopState:
     wake_held_since: float | None = None
     wake_held_state: str | None = None
     wake_held_pane: str | None = None  # a respawned monitor's new pane starts a new hold
+    # The last wake typed but not seen taken: it may still be queued or worked on, so the next
+    # attempt looks for its id first and never types a new one over a working monitor.
+    unverified_wake: UnverifiedWake | None = None
+    wake_wait_logged: bool = False
     # Blocked members (docs/runtime.md §5.12): CAFLEET_ESCALATE_AFTER, and the prompt each
     # member's pane shows (its digest, since when, whether reported).
     escalate_after: int = 30
@@ -78,4 +92,4 @@ class LoopState:
         return DEFAULT_MONITOR_WAKE_INTERVAL
 
 
-__all__ = ["LoopState", "SeenPrompt"]
+__all__ = ["LoopState", "SeenPrompt", "UnverifiedWake"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
-from cafleet.monitor.state import LoopState
+from cafleet.monitor.state import LoopState, UnverifiedWake
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -222,19 +222,27 @@ def _wake(
     import time
 
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.mux import PaneKey, get_backend, owner_of
+    from cafleet.text import id_tag, line_id
 
     member_id = monitor.member_id
+    if _earlier_wake_pending(state, placement, member_id, now=now, requested=requested):
+        return
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
     if state.wake_held_pane != pane_id:
         state.wake_held_since = state.wake_held_state = None
     held_since = state.wake_held_since
+    wake_id = line_id()
     target = Target(
         agent=placement.coding_agent,
+        # This wake's own id: recognised whatever the pane's height (docs/runtime.md §5.7).
+        frame=id_tag("wake", wake_id),
         waited=0.0 if held_since is None else time.monotonic() - held_since,
         hold_timeout=state.hold_timeout,
         owner=owner_of(placement),
         spawned=True,  # the monitor is always spawned by cafleet
+        scrollback=SCROLLBACK_LINES,
     )
     counted: list[int] = []
 
@@ -253,7 +261,7 @@ def _wake(
 
     def wake_line() -> str:
         # 10.3 The wake line, from a fresh read.
-        line, count = build_line(state.conn, state.fleet_id)
+        line, count = build_line(state.conn, state.fleet_id, wake_id)
         counted.append(count)
         return line
 
@@ -288,7 +296,12 @@ def _wake(
         raise outcome.error  # a wake that cannot be recorded fails the tick
     if not outcome.typed:
         state.log(f"tick -> wake monitor {member_id} not delivered: {outcome.reason}")
+        if outcome.kind == "unverified" and counted:
+            state.unverified_wake = UnverifiedWake(
+                pane_id, id_tag("wake", wake_id), time.monotonic(), counted[0]
+            )
         return
+    state.unverified_wake = None
     state.wake_held_since = state.wake_held_state = None
     count = counted[0]
     noun = "member" if count == 1 else "members"
@@ -297,7 +310,62 @@ def _wake(
     state.last_skip_reason = None
 
 
-def build_line(conn: Connection, fleet_id: int) -> tuple[str, int]:
+def _earlier_wake_pending(
+    state: LoopState, placement: Any, member_id: int, *, now: Any, requested: str | None
+) -> bool:
+    """A wake typed but not seen taken may be queued or worked on (a short pane scrolled it
+    away, the agent redrew late): before typing another, look for its id in the pane's screen
+    and history. Found: it was taken, so it is recorded now and nothing is typed. Not found
+    while the monitor works: nothing is typed (the line may be in its queue), until the hold
+    timeout. Otherwise (ready, or a screen without cues) the wake is typed again, with a new
+    id. True when this tick types nothing (docs/runtime.md §5.5 step 10)."""
+    import time
+
+    from cafleet import broker
+    from cafleet.delivery.policy import SCROLLBACK_LINES
+    from cafleet.delivery.screens import classify
+    from cafleet.delivery.submit import taken
+    from cafleet.mux import MultiplexerError, get_backend
+
+    earlier = state.unverified_wake
+    if earlier is None or earlier.pane_id != placement.mux_pane_id:
+        state.unverified_wake = None
+        return False
+    agent = placement.coding_agent
+    try:
+        backend = get_backend(placement.backend)
+        history = backend.capture(earlier.pane_id, SCROLLBACK_LINES)
+        screen = backend.screen(earlier.pane_id)
+    except MultiplexerError:
+        return False  # the attempt itself reports what is wrong with the pane
+    if taken(agent, "", history, earlier.tag) == "submitted":
+        state.unverified_wake = None
+        state.wake_wait_logged = False
+        broker.record_monitor_wake(
+            state.conn, fleet_id=state.fleet_id, pid=state.pid, now=now, seen_request=requested
+        )
+        noun = "member" if earlier.count == 1 else "members"
+        state.log(
+            f"tick -> wake monitor {member_id} ({earlier.count} {noun}): {earlier.tag} was "
+            "taken after all; not typed again"
+        )
+        state.last_skip_reason = None
+        return True
+    waited = time.monotonic() - earlier.since
+    if classify(agent, screen, spawned=True) == "working" and waited < state.hold_timeout:
+        if not state.wake_wait_logged:
+            state.wake_wait_logged = True
+            state.log(
+                f"tick -> wake monitor {member_id} waits: pane {earlier.pane_id} is working and "
+                f"{earlier.tag} may be queued; not typed again while it works"
+            )
+        return True
+    state.unverified_wake = None
+    state.wake_wait_logged = False
+    return False
+
+
+def build_line(conn: Connection, fleet_id: int, wake_id: str | None = None) -> tuple[str, int]:
     """The §5.7 wake line and its roster size, from a fresh read.
 
     A missing Director or Director placement is an integrity error, which fails the tick.
@@ -319,5 +387,6 @@ def build_line(conn: Connection, fleet_id: int) -> tuple[str, int]:
         fleet_id,
         entries,
         WakeEntry(director.member_id, director.name, director.coding_agent, director.unacked),
+        wake_id,
     )
     return line, len(entries)

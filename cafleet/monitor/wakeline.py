@@ -57,9 +57,16 @@ def render_roster(entries: Sequence[WakeEntry], limit: int = ROSTER_LIMIT) -> st
     return f"health-check your {n} {noun}: " + _listed(entries, limit) + "."
 
 
-def build_wake_line(fleet_id: int, roster: Sequence[WakeEntry], director: WakeEntry) -> str:
+def build_wake_line(
+    fleet_id: int, roster: Sequence[WakeEntry], director: WakeEntry, wake_id: str | None = None
+) -> str:
+    """The wake line; ``wake_id`` (`text.line_id`) ends it as ` [wake <id>]`, which is how the
+    screen check recognises this wake whatever the pane's height (docs/runtime.md §5.7)."""
+    from cafleet.text import id_tag
+
+    tag = "" if wake_id is None else " " + id_tag("wake", wake_id)
     return (
         f"[cafleet] tick: fleet {fleet_id} {_DASH} {render_roster(roster)} "
         f"Director: {render_entry(director)}. Follow your monitor role protocol. "
-        "Resume your work if something was still running."
+        f"Resume your work if something was still running.{tag}"
     )

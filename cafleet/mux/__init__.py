@@ -71,6 +71,23 @@ class PaneOwner:
     window_id: str
 
 
+def server_env(socket_path: str | None, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The environment that reaches the tmux server at ``socket_path`` (the one a placement
+    records, `member_placements.mux_socket`): ``env`` itself when its ``TMUX`` already names that
+    server, else ``env`` with ``TMUX`` naming the socket and no ``TMUX_PANE`` (this process is in
+    no pane of that server), so a command run from a plain shell, or from another server, reaches
+    the fleet's panes (docs/runtime.md §1.3). A placement that recorded no socket gives ``env``
+    when ``TMUX`` is set, else None (nothing names a server)."""
+    current = env.get("TMUX") or None
+    if socket_path is None:
+        return dict(env) if current else None
+    if current and same_server(current.split(",", 1)[0], socket_path):
+        return dict(env)
+    reached = {k: v for k, v in env.items() if k != "TMUX_PANE"}
+    reached["TMUX"] = f"{socket_path},,"  # only the socket part is ever read
+    return reached
+
+
 # What a placement's pane is doing, seen from one listing of the server's panes: the one answer
 # `member list`, `fleet show`, `doctor`, the WebUI roster and the monitor's lost-pane check give
 # (docs/cli.md §2.5). A live pane's agent state (the delivery classifier's) comes on top of it.
@@ -296,6 +313,16 @@ def get_backend(name: str, **kwargs: Any) -> Multiplexer:
     return factory(**kwargs)
 
 
+def placement_backend(
+    backend: str, socket_path: str | None, env: Mapping[str, str] | None = None
+) -> Multiplexer:
+    """The backend that reaches a placement's pane from this process, whatever shell it runs
+    in: its server is the socket the placement records (`server_env`), else ``TMUX``."""
+    base = os.environ if env is None else env
+    reached = server_env(socket_path, base)
+    return get_backend(backend, env=base if reached is None else reached)
+
+
 def usable_backend(name: str = "tmux", env: Mapping[str, str] | None = None) -> Multiplexer:
     """The backend ``name`` names (a placement's; default tmux), built for ``env`` (default: this
     process's environment) and checked available: the one way every caller gets a backend it
@@ -340,7 +367,9 @@ __all__ = [
     "msg_unreachable",
     "msg_unsupported_backend",
     "owner_of",
+    "server_env",
     "owner_problem",
+    "placement_backend",
     "pane_state",
     "probe_for_typing",
     "same_server",

@@ -493,7 +493,7 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError
 
     lock = _lock_pane(settings, placement, member_id, f"member delete {member_id}")
@@ -535,6 +535,7 @@ def _type_line(
     line: str,
     *,
     wait: bool,
+    frame: str | None = None,
 ) -> TypeOutcome:
     """The one typing path (cafleet.delivery.keys) for prompt (``wait``: up to the pane-lock
     timeout, busy is `lock_busy_message`, a held line is refused) and ping (one try, busy and
@@ -544,6 +545,7 @@ def _type_line(
     reused`; each is exit 1."""
     from cafleet import signals
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.mux import owner_of
     from cafleet.mux.locks import PaneLockAbandoned
 
@@ -562,6 +564,8 @@ def _type_line(
             hold_timeout=settings.delivery_hold_timeout,
             owner=owner_of(placement),
             spawned=True,  # prompt and ping refuse the Director: the pane is a spawned member's
+            frame=frame,
+            scrollback=0 if frame is None else SCROLLBACK_LINES,
         ),
         keep_waiting=signals.keep_waiting,
     )
@@ -590,7 +594,7 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     _type_line(settings, placement, member_id, backend, text, wait=True)
     return Prompted(member, pane_id, text)
 
@@ -607,9 +611,13 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     if placement.mux_pane_id is None:
         return Pinged(member, None, True, "pending_placement")
     pane_id = placement.mux_pane_id
-    backend = backend_for(placement.backend)
-    line = PING_LINE.format(member_id=member_id)
-    outcome = _type_line(settings, placement, member_id, backend, line, wait=False)
+    backend = backend_for(placement.backend, placement.mux_socket)
+    from cafleet.text import id_tag, line_id
+
+    # Each ping ends with its own id, so the screen check knows this ping from an older one.
+    tag = id_tag("ping", line_id())
+    line = f"{PING_LINE.format(member_id=member_id)} {tag}"
+    outcome = _type_line(settings, placement, member_id, backend, line, wait=False, frame=tag)
     if outcome.kind == "busy":
         return Pinged(member, pane_id, True, "busy")
     if outcome.kind == "held":

@@ -16,6 +16,7 @@ from cafleet import signals
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
+    from cafleet.delivery.drains import DrainReport
     from cafleet.records import Message
 
 SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs/cli.md §1.11)
@@ -116,22 +117,18 @@ def _drain_recipients(
     ``own`` maps each recipient to this command's message to it.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
-    Each failure is warned about as it happens, except a busy pane that another drain is
-    typing into (it types this line too); a busy pane's warning names this command's message,
-    the one its lock wait was for.
+    Each failure is warned about as it happens (`own_outcome_lines`: the warning names this
+    command's message, and the recipient's other pending messages get a line of their own),
+    except a busy pane that another drain is typing into (it types this line too).
     """
-    from cafleet.delivery.drains import DrainReport, drain_recipients, warning_line
+    from cafleet.delivery.drains import drain_recipients
 
     if signals.stop_requested():
         return set(), False
 
     def on_recipient(report: DrainReport) -> None:
-        for failure in report.failures:
-            if failure.handed_off:
-                continue
-            if failure.busy:
-                failure = failure._replace(message_id=own[failure.recipient_id])
-            warn(warning_line(failure))
+        for line in own_outcome_lines(conn, report, own):
+            warn(line)
 
     report = drain_recipients(
         conn,
@@ -144,6 +141,61 @@ def _drain_recipients(
         on_recipient=on_recipient,
     )
     return set(report.notified), report.tmux_usable
+
+
+ALSO_PENDING_SHOWN = 5  # message ids an also-pending line lists before "and more"
+
+
+def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, int]) -> list[str]:
+    """What one recipient's drain means for this command's own message to it (docs/cli.md
+    §1.11): the warning (or held line) names the command's message even when the drain stopped
+    at an older one first, and a separate line names the recipient's other messages still
+    waiting for their notification. A pane another notification drain holds prints nothing
+    (that drain types this line too)."""
+    from cafleet.delivery.drains import held_line, warning_line
+
+    lines: list[str] = []
+    for failure in report.failures:
+        if failure.handed_off:
+            continue
+        mine = own.get(failure.recipient_id, failure.message_id)
+        if (mine, failure.recipient_id) not in report.notified:
+            # (Notified: its own line went in and a later one, a concurrent send's, failed.)
+            if failure.message_id != mine and failure.reason.startswith("typed into pane"):
+                # The reason is about the older line that was typed; this one never was.
+                reason = f"message {failure.message_id} ahead of it failed first: {failure.reason}"
+                failure = failure._replace(reason=reason)
+            failure = failure._replace(message_id=mine)
+            lines.append(held_line(failure) if failure.held else warning_line(failure))
+        others = also_pending(conn, failure.recipient_id, mine)
+        if others:
+            lines.append(also_pending_line(failure.recipient_id, others))
+    return lines
+
+
+def also_pending(conn: Connection, recipient_id: int, mine: int) -> list[int]:
+    """The recipient's other messages still waiting for their notification, oldest first (at
+    most `ALSO_PENDING_SHOWN` + 1: one more says the list goes on). Paid only after a failure."""
+    from cafleet import broker
+
+    found: list[int] = []
+    exclude = {mine}
+    while len(found) <= ALSO_PENDING_SHOWN:
+        pending = broker.next_pending_notification(conn, recipient_id=recipient_id, exclude=exclude)
+        if pending is None:
+            break
+        found.append(pending.message.message_id)
+        exclude.add(pending.message.message_id)
+    return found
+
+
+def also_pending_line(recipient_id: int, others: list[int]) -> str:
+    """`Also pending for member 3: message 22 (not notified yet)`; several:
+    `messages 20, 21, 22`, more than `ALSO_PENDING_SHOWN`: `… and more`."""
+    shown = ", ".join(str(i) for i in others[:ALSO_PENDING_SHOWN])
+    more = " and more" if len(others) > ALSO_PENDING_SHOWN else ""
+    noun = "message" if len(others) == 1 else "messages"
+    return f"Also pending for member {recipient_id}: {noun} {shown}{more} (not notified yet)"
 
 
 def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Warn) -> None:

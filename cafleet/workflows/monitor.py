@@ -103,22 +103,32 @@ def _live_fleet(conn: Connection, fleet_id: int) -> None:
 
 def start(conn: Connection, fleet_id: int) -> StartResult:
     """Lift `monitor stop`'s hold and make sure the loop runs: the live one's pid, or a new
-    detached loop once it is live (up to 5 s). Refused when this process's tmux server is not
-    the fleet's (its Director's pane is not on it): the loop could not type anything."""
+    detached loop once it is live (up to 5 s), on the fleet's tmux server (the socket its
+    Director's placement records, so any shell will do). Refused when the Director's pane is
+    not on that server: the loop could not run."""
+    from cafleet import broker
     from cafleet.config import monitor_hold_path
     from cafleet.monitor.ensure import (
         MonitorStartError,
         ensure_monitor_loop,
         live_pid,
         log_path_for,
+        loop_env,
     )
-    from cafleet.monitor.tick import director_pane_id
     from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
-    backend = usable_backend()  # MultiplexerError: not inside tmux, tmux missing, ...
-    pane = director_pane_id(conn, fleet_id)
+    # The fleet's server, from any shell: the socket the Director's placement records.
+    backend = usable_backend(env=loop_env(conn, fleet_id))  # MultiplexerError: no server, ...
+    placement = broker.director_placement(conn, fleet_id)
+    pane = None if placement is None else placement.mux_pane_id
     if pane is None or pane not in backend.list_panes():
+        if placement is not None and placement.mux_socket is not None and pane is not None:
+            # Asked on the server the placement records: the pane is gone, not elsewhere.
+            raise WorkflowError(
+                f"fleet {fleet_id}'s root Director pane {pane} is gone, so its monitor loop "
+                f"cannot run; run 'cafleet fleet adopt {fleet_id}' in the pane that takes its place"
+            )
         raise WorkflowError(
             f"fleet {fleet_id}'s root Director pane {pane or '-'} is not on this tmux server; "
             f"run 'cafleet monitor start {fleet_id}' in a pane of the fleet's tmux server"

@@ -22,12 +22,15 @@ class Capture:
     content: str
 
 
-def backend_for(name: str) -> Any:
-    """The placement's backend, available; the tmux message as `PaneUnavailable` otherwise."""
-    from cafleet.mux import MultiplexerError, usable_backend
+def backend_for(name: str, socket_path: str | None = None) -> Any:
+    """The placement's backend, available, on the server the placement records (any shell
+    reaches it; else the one ``TMUX`` names); the tmux message as `PaneUnavailable` otherwise."""
+    from cafleet.mux import MultiplexerError, placement_backend
 
     try:
-        return usable_backend(name)
+        backend = placement_backend(name, socket_path)
+        backend.ensure_available()
+        return backend
     except MultiplexerError as exc:
         raise PaneUnavailable(str(exc)) from exc
 
@@ -70,7 +73,7 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     placement = concrete_placement(member, "nothing to capture")
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    backend = backend_for(placement.backend)
+    backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError, owner_of, owner_problem
 
     not_ours = owner_problem(backend, pane_id, owner_of(placement))

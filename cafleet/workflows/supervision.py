@@ -221,37 +221,52 @@ def check_panes(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> PaneCheck:
-    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per backend of the
-    server ``env`` (default: this process's environment) points at: the one implementation
-    behind `fleet show`, `member list`, `doctor` and the WebUI roster. Without a reachable
-    server every concrete pane is `unknown`; members without a placement are `none`, pending
-    ones `pending`, and no server is asked when no member has a concrete pane. That one call
-    also tells where each pane is, so ``agent_state`` is asked only about a live pane that is
-    the placement's (its server, session and window: docs/runtime.md §1.8); another is plain
-    `alive`, never captured."""
-    from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, usable_backend
+    """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per server: the
+    one its placement records (`member_placements.mux_socket`, so this works from any shell),
+    else the one ``env`` (default: this process's environment) points at. The one
+    implementation behind `fleet show`, `member list`, `doctor` and the WebUI roster. A pane
+    whose server cannot be asked is `unknown` (``unknown_reason`` says why); members without a
+    placement are `none`, pending ones `pending`, and no server is asked when no member has a
+    concrete pane. That one call also tells where each pane is, so ``agent_state`` is asked
+    only about a live pane that is the placement's (its server, session and window:
+    docs/runtime.md §1.8); another is plain `alive`, never captured."""
+    from cafleet.mux import (
+        MultiplexerError,
+        is_owners_place,
+        owner_of,
+        pane_state,
+        placement_backend,
+    )
 
     members = list(members)
-    backends: dict[str, Any] = {}
-    live: dict[str, dict[str, frozenset[tuple[str, str]]]] = {}  # backend -> pane -> places
+    Server = tuple[str, str | None]  # (backend, the socket the placement records)
+    backends: dict[Server, Any] = {}
+    live: dict[Server, dict[str, frozenset[tuple[str, str]]]] = {}  # -> pane -> places
     reason: str | None = None
-    names = {m.placement.backend for m in members if m.placement and m.placement.mux_pane_id}
-    for name in sorted(names):
+    servers = {
+        (m.placement.backend, m.placement.mux_socket)
+        for m in members
+        if m.placement and m.placement.mux_pane_id
+    }
+    for server in sorted(servers, key=lambda s: (s[0], s[1] or "")):
         try:
-            backends[name] = usable_backend(name, env=env)
-            live[name] = backends[name].pane_places()
+            backends[server] = placement_backend(*server, env)
+            backends[server].ensure_available()
+            live[server] = backends[server].pane_places()
         except MultiplexerError as exc:
             reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
     for member in members:
         placement = member.placement
-        places = None if placement is None else live.get(placement.backend)
+        key = None if placement is None else (placement.backend, placement.mux_socket)
+        places = None if key is None else live.get(key)
         state = pane_state(placement, places)
         pane = None if placement is None else placement.mux_pane_id
         agent: str | None = None
         if state == "alive":
-            assert placement is not None and places is not None and pane is not None
-            backend = backends[placement.backend]
+            assert key is not None and placement is not None and places is not None
+            assert pane is not None
+            backend = backends[key]
             if is_owners_place(backend, owner_of(placement), places[pane]):
                 agent = agent_state(backend, placement, member.kind != "director")
         panes[member.member_id] = PaneReport(member.member_id, pane, state, agent)

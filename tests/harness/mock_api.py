@@ -7,6 +7,8 @@ needs without any model. Pointed at with ``ANTHROPIC_BASE_URL`` (Claude Code) or
 ``stall`` every streamed reply starts and then only sends pings until the server stops: the
           agent stays ``working`` for as long as a test needs (opencode gives up on a refused
           connection within seconds).
+``text``  every streamed reply is the text "Done.": each turn ends at once and the agent is
+          ``ready`` again (a monitor that answers every wake line).
 
 Every other request (titles, token counts) gets a short text reply. Standard library only;
 serves on 127.0.0.1, one daemon thread per request.
@@ -67,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(self._message("text", "ok"))
         if self.server.mode == "stall":  # type: ignore[attr-defined]
             return self._stream_stall()
-        if tool is None or _answered(body):
+        if tool is None or _answered(body) or self.server.mode == "text":  # type: ignore[attr-defined]
             return self._stream_text("Done.")
         return self._stream_tool(tool)
 
@@ -161,7 +163,7 @@ class _Server(ThreadingHTTPServer):
 @contextmanager
 def mock_anthropic(mode: str = "tool") -> Iterator[str]:
     """Serve the mock on a free local port; yield its base URL."""
-    if mode not in ("tool", "stall"):
+    if mode not in ("tool", "stall", "text"):
         raise ValueError(f"unknown mock mode {mode!r}")
     server = _Server(("127.0.0.1", 0), _Handler)
     server.requests = []  # type: ignore[attr-defined]

@@ -70,16 +70,23 @@ class RealMember:
         name: str,
         api_url: str | None = None,
         model_url: str | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         """``api_url``: an endpoint for opencode only (e.g. `hanging_api`); ``model_url``: a
-        scripted model's base URL for any agent (tests/harness/scripted_model.py)."""
+        scripted model's base URL for any agent (tests/harness/scripted_model.py); ``extra_env``:
+        more of the agent's environment (e.g. Claude's ``ANTHROPIC_BASE_URL``)."""
         opencode_config = None
         if agent == "opencode" and api_url is not None:
             opencode_config = {"provider": {"anthropic": {"options": {"baseURL": api_url + "/v1"}}}}
         self.harness = harness
         self.name = name
         self.real = RealAgent(
-            harness, agent, name=name, opencode_config=opencode_config, model_url=model_url
+            harness,
+            agent,
+            name=name,
+            opencode_config=opencode_config,
+            model_url=model_url,
+            extra_env=extra_env,
         )
         self.real.prepare()
         self.bin_dir = self.real.root / "bin"
@@ -120,15 +127,16 @@ class RealMember:
             if (installed / sub).is_dir():
                 shutil.copytree(installed / sub, private / sub, dirs_exist_ok=True)
 
-    def create(self, fleet_id: int, prompt: str) -> RealMember:
-        """`cafleet member create` with the wrapper first on PATH, from the agent's project."""
+    def create(self, fleet_id: int, prompt: str, *options: str) -> RealMember:
+        """`cafleet member create` with the wrapper first on PATH, from the agent's project;
+        ``options`` go before the prompt (`--role monitor`, `--window new`)."""
         h = self.harness
         self._share_installed_assets()
         env = {"PATH": os.pathsep.join([str(self.bin_dir), h.env["PATH"]])}
         result = h.cli(
             "member", "create", "--fleet-id", str(fleet_id), "--name", self.name,
-            "--description", f"real {self.agent}", "--coding-agent", self.agent, prompt,
-            env=env, cwd=self.real.cwd, timeout=120,
+            "--description", f"real {self.agent}", "--coding-agent", self.agent, *options,
+            prompt, env=env, cwd=self.real.cwd, timeout=120,
         )  # fmt: skip
         self.created_at = time.time()
         assert result.returncode == 0, (result.stdout, result.stderr)

@@ -1,0 +1,90 @@
+"""A fleet's problems, each with the command that fixes it (docs/cli.md §2.5): what `fleet show`,
+`member list` and `doctor` print under a fleet whose supervision is not whole.
+
+Read from a `FleetReport` (no further query, no tmux call): the root Director's pane gone (the
+loop cannot run: `fleet adopt`), the loop not live (`monitor start`), no active monitor member
+(`member create --role monitor`), a monitor's or member's pane gone (`member respawn`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from cafleet.workflows.supervision import FleetReport
+
+MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` registers
+
+
+class Problem(NamedTuple):
+    kind: str  # director_gone | loop | no_monitor | pane_gone
+    text: str  # what is wrong
+    fix: str  # the command that fixes it
+    where: str = ""  # where to run it, or the alternative, appended after the command
+
+    @property
+    def line(self) -> str:
+        """`<what is wrong>; run '<command>'[ <where>]`."""
+        return f"{self.text}; run '{self.fix}'{self.where}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "problem": self.text, "fix": self.fix, "line": self.line}
+
+
+def fleet_problems(report: FleetReport) -> list[Problem]:
+    """Every problem of a live fleet, most fundamental first; none for a deleted fleet."""
+    summary = report.summary
+    if summary.deleted_at is not None:
+        return []
+    fleet_id = summary.fleet_id
+    members = {e.member.member_id: e.member for e in report.roster}
+    panes = report.panes.panes
+    problems: list[Problem] = []
+    director = summary.director_member_id
+    director_pane = panes.get(director) if director is not None else None
+    director_gone = director_pane is not None and director_pane.state == "gone"
+    if director_gone:
+        assert director_pane is not None
+        problems.append(
+            Problem(
+                "director_gone",
+                f"the root Director's pane {director_pane.pane_id} is gone, so the monitor "
+                "loop cannot run",
+                f"cafleet fleet adopt {fleet_id}",
+                " in the pane that takes its place",
+            )
+        )
+    elif report.loop.state != "live":
+        loop = report.loop
+        if loop.held:
+            text = "the monitor loop is stopped by 'cafleet monitor stop': no scheduled wakes"
+        elif loop.state == "stale" and loop.pid_running:
+            text = f"the monitor loop (pid {loop.pid}) stopped beating: no scheduled wakes"
+        else:
+            text = "the monitor loop is not running: no scheduled wakes"
+        problems.append(Problem("loop", text, f"cafleet monitor start {fleet_id}"))
+    if summary.monitor_member_id is None:
+        problems.append(
+            Problem(
+                "no_monitor",
+                "the fleet has no active monitor member: no one health-checks it",
+                f"cafleet member create --fleet-id {fleet_id} --role monitor --name monitor "
+                f'--description "{MONITOR_DESCRIPTION}"',
+                f" (or, when the fleet is done: 'cafleet fleet delete {fleet_id}')",
+            )
+        )
+    for member_id, pane in sorted(panes.items()):
+        member = members.get(member_id)
+        if pane.state != "gone" or member_id == director or member is None:
+            continue
+        if member.kind == "monitor":
+            text = f"the monitor (member {member_id}) lost its pane {pane.pane_id}"
+            where = ""
+        else:
+            text = f"member {member_id} ({member.name}) lost its pane {pane.pane_id}"
+            where = f" (or remove it: 'cafleet member delete {member_id}')"
+        problems.append(Problem("pane_gone", text, f"cafleet member respawn {member_id}", where))
+    return problems
+
+
+__all__ = ["MONITOR_DESCRIPTION", "Problem", "fleet_problems"]
