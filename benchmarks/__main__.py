@@ -31,6 +31,7 @@ from benchmarks import (
     startup,
     supervision,
     throughput,
+    usage,
     wait_latency,
     webui,
 )
@@ -54,6 +55,7 @@ FULL: dict[str, Any] = {
     "fleet_tasks": [3, 8],
     "escalation_trials": 20,
     "escalation_panes": [1, 4, 8],
+    "usage_replies": 100_000,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -74,6 +76,7 @@ SMOKE: dict[str, Any] = {
     "fleet_tasks": [2],
     "escalation_trials": 2,
     "escalation_panes": [1],
+    "usage_replies": 200,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real", "fleet_roundtrip")
@@ -102,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
-            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation; "
-            "delivery_real and fleet_roundtrip run only when named)"
+            "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
+            "usage; delivery_real and fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             fleet.render,
         ),
+        "usage": (lambda t: usage.run(t, sizes["usage_replies"], sizes["runs"]), usage.render),
         "delivery_real": (
             lambda t: delivery.run_real(
                 t, args.real_trials, args.real_ready, args.real_agents.split(",")
