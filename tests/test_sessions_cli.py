@@ -110,9 +110,10 @@ def test_member_show_learns_the_session_of_its_own_pane_only(
     lines = ok(h.cli("member", "show", str(a))).stdout.splitlines()
     assert "agent_session:   aaaaaaaa-0001" in lines
     # The session line comes before the placement (then worktree, permissions follow it).
-    assert lines.index("agent_session:   aaaaaaaa-0001") < [
-        i for i, line in enumerate(lines) if line.startswith("placement:")
-    ][0]
+    assert (
+        lines.index("agent_session:   aaaaaaaa-0001")
+        < [i for i, line in enumerate(lines) if line.startswith("placement:")][0]
+    )
     assert _show(h, b)["agent_session_id"] is None  # beta's prompt is not in alpha's record
     # A session id is bound to one member, learned once.
     from cafleet.broker.sessions import set_session_id
