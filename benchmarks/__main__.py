@@ -32,6 +32,7 @@ from benchmarks import (
     startup,
     supervision,
     throughput,
+    usage,
     wait_latency,
     webui,
 )
@@ -55,6 +56,7 @@ FULL: dict[str, Any] = {
     "fleet_tasks": [3, 8],
     "escalation_trials": 20,
     "escalation_panes": [1, 4, 8],
+    "usage_replies": 100_000,
     "parallel_members": 32,
     "parallel_workers": [1, 8],
     "parallel_list_runs": 11,
@@ -78,6 +80,7 @@ SMOKE: dict[str, Any] = {
     "fleet_tasks": [2],
     "escalation_trials": 2,
     "escalation_panes": [1],
+    "usage_replies": 200,
     "parallel_members": 3,
     "parallel_workers": [1, 3],
     "parallel_list_runs": 1,
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
             "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
-            "parallel; delivery_real and fleet_roundtrip run only when named)"
+            "usage, parallel; delivery_real and fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -178,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             fleet.render,
         ),
+        "usage": (lambda t: usage.run(t, sizes["usage_replies"], sizes["runs"]), usage.render),
         "delivery_real": (
             lambda t: delivery.run_real(
                 t, args.real_trials, args.real_ready, args.real_agents.split(",")

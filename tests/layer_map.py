@@ -85,8 +85,15 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "agents",
         ("cafleet.agents",),
-        "claude / codex / opencode argv builders, spawn-prompt templates",
+        "claude / codex / opencode argv builders (spawn and resume), spawn-prompt templates",
         lazy=("cafleet.config", "cafleet.assets.bundle", "cafleet.assets.targets"),
+    ),
+    Layer(
+        "sessions",
+        ("cafleet.sessions",),
+        "the agents' own session records: finding a member's session, locating it again, "
+        "usage read incrementally with its cache file beside the database, the price table "
+        "(`docs/runtime.md` §9)",
     ),
     Layer(
         "assets",
@@ -146,9 +153,12 @@ LAYERS: tuple[Layer, ...] = (
         "monitor",
         ("cafleet.monitor",),
         "starting a loop, healing dead ones, the loop process and its log reserve, ticks, "
-        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`",
+        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
+        "members' agent session ids (`learning`)",
         eager=("cafleet.db.timefmt",),
         lazy=(
+            "cafleet.agents",
+            "cafleet.sessions",
             "cafleet.broker",
             "cafleet.config",
             "cafleet.db",
@@ -165,8 +175,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "workflows",
         ("cafleet.workflows",),
-        "what a command does (fleets, teardown, members, recovery, messaging, inbox, panes, "
-        "monitor controls) and what a fleet looks like now (`supervision`: the loop and the "
+        "what a command does (fleets, teardown, members, recovery and restore, agent "
+        "sessions and usage, messaging, inbox, panes, monitor controls) and what a fleet looks like now (`supervision`: the loop and the "
         "one pane-state implementation behind `member list`, `fleet show`, `doctor` and the "
         "WebUI); typed results and typed errors whose `str()` is what the CLI prints",
         lazy=(
@@ -179,6 +189,7 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.monitor",
             "cafleet.mux",
             "cafleet.records",
+            "cafleet.sessions",
         ),
     ),
     Layer(
@@ -191,7 +202,7 @@ LAYERS: tuple[Layer, ...] = (
         ("cafleet.web",),
         "`cafleet server`: a FastAPI app over the same workflows",
         eager=("cafleet.config", "cafleet.db", "cafleet.records"),
-        lazy=("cafleet.broker", "cafleet.workflows", "cafleet.output"),
+        lazy=("cafleet.broker", "cafleet.workflows", "cafleet.output", "cafleet.sessions"),
     ),
     Layer(
         "cli",
@@ -205,6 +216,7 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.monitor",
             "cafleet.mux",
             "cafleet.records",
+            "cafleet.sessions",
             "cafleet.web",
             "cafleet.workflows",
         ),

@@ -389,3 +389,53 @@ def test_fake_bin_fixture_provides_every_agent(fake_bin: Path) -> None:
     install_units(resolve_target("opencode").path, units_for("opencode", "0.1.0"))
     assert preset.is_file()
     assert get_agent("opencode").ensure_available() == str(fake_bin / "opencode")
+
+
+# --------------------------------------------------------------------------- resuming
+
+
+def resume(name: str, **kw: object) -> list[str]:
+    args: dict[str, object] = {
+        "binary_path": BIN,
+        "session_id": "SID",
+        "display_name": "worker 1",
+        "model": None,
+        "effort": None,
+        "monitor": False,
+        "db_dir": "/db",
+    }
+    args.update(kw)
+    return get_agent(name).build_resume_argv(**args)  # type: ignore[arg-type]
+
+
+def test_resume_argv_of_each_agent() -> None:
+    """docs/runtime.md §9.7: the spawn command with the agent's resume form instead of the
+    prompt (Claude Code `--resume <id>`, Codex `resume … <id>`, opencode `--session <id>`)."""
+    assert resume("claude", model="opus", effort="high", permissions="readonly") == [
+        BIN, "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)",
+        "--name", "worker 1", "--model", "opus", "--effort", "high", "--resume", "SID",
+    ]  # fmt: skip
+    assert resume("codex", effort="low", permissions="workspace") == [
+        BIN, "resume", "--ask-for-approval", "on-request", "--sandbox", "workspace-write",
+        "--add-dir", "/db", "--config=model_reasoning_effort=low", "SID",
+    ]  # fmt: skip
+    assert resume("opencode", model="anthropic/claude-sonnet-4-5") == [
+        BIN, "--agent", "cafleet", "--model", "anthropic/claude-sonnet-4-5", "--session", "SID",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "opencode"])
+@pytest.mark.parametrize("profile", ["workspace", "ask", "readonly", "full"])
+def test_resume_keeps_the_members_permission_profile(name: str, profile: str) -> None:
+    """A resumed member runs with the same profile flags as its spawn (docs/permissions.md):
+    the spawn argv's words before the prompt all appear, in order, in the resume argv."""
+    agent = get_agent(name)
+    spawn = agent.build_argv(
+        binary_path=BIN, prompt="PROMPT", display_name="worker 1", model=None, effort=None,
+        monitor=False, db_dir="/db", permissions=profile,
+    )  # fmt: skip
+    leading = spawn[1 : len(spawn) - len(agent.prompt_args("PROMPT"))]
+    resumed = resume(name, permissions=profile)
+    words = iter(resumed)
+    assert all(word in words for word in leading), (leading, resumed)
+    assert resumed[-1] == "SID"

@@ -241,7 +241,7 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
 
     code, out, _ = call_main(["member", "show", director, "--json"])
     member = _one_line_json(out)
-    assert list(member) == [*MEMBER_KEYS, "permissions"]  # docs/permissions.md §1
+    assert list(member) == [*MEMBER_KEYS, "permissions", "agent_session_id"]
     assert list(member["placement"]) == PLACEMENT_KEYS and member["permissions"] is None
 
     code, out, _ = call_main(["message", "ack", str(mailbox.big.message_id), "--json"])

@@ -185,6 +185,43 @@ def test_pane_states_none_and_pending_need_no_tmux(head_db: Path) -> None:
     assert states[world.members["u"]] == "none"
 
 
+def test_usage_reads_each_members_agent_records(head_db: Path, world: World, api: Any) -> None:
+    """docs/runtime.md §9.5: tokens from the agent's own record, a cost from the price table;
+    `unknown` (null counts, with the reason) without a known session or with its record gone.
+    Read-only: the WebUI never learns an id."""
+    import json
+
+    alice, bob = world.members["alice"], world.members["bob"]
+    sql_write(
+        head_db,
+        "INSERT INTO member_spawns (member_id, prompt, agent_session_id) VALUES (?, 'p', ?), "
+        "(?, 'p', 'gone-session')",
+        alice, "aaaa-web", bob,
+    )  # fmt: skip
+    folder = Path(os.environ["HOME"], ".claude", "projects", "-w")
+    folder.mkdir(parents=True)
+    reply = {"id": "m1", "model": "claude-haiku-4-5", "usage": {
+        "input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 10}}  # fmt: skip
+    (folder / "aaaa-web.jsonl").write_text(
+        json.dumps({"type": "user", "cwd": "/w", "message": {"content": "p"}})
+        + "\n"
+        + json.dumps({"type": "assistant", "message": reply})
+        + "\n",
+        encoding="utf-8",
+    )
+    body = {u["member_id"]: u for u in get(api, world, "/api/members/usage").json()}
+    assert body[alice] == {
+        "member_id": alice, "input": 100, "output": 50, "cache_read": 1000, "cache_write": 10,
+        "cost_usd": pytest.approx((100 * 1 + 50 * 5 + 1000 * 0.1 + 10 * 1.25) / 1e6),
+        "unknown_reason": None,
+    }  # fmt: skip
+    assert body[bob]["input"] is None and body[bob]["cost_usd"] is None
+    assert body[bob]["unknown_reason"] == "session gone-session has no record"
+    carol = body[world.members["carol"]]
+    assert carol["input"] is None and carol["unknown_reason"] == "no session known yet"
+
+
 def test_worktrees_of_the_members_that_have_one(
     head_db: Path, world: World, api: Any, tmp_path: Path
 ) -> None:

@@ -84,6 +84,7 @@ def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
         ("GET", "/api/members", {"headers": {"X-Fleet-Id": "77"}}),
         ("GET", "/api/members/activity", {"headers": f}),
         ("GET", "/api/members/panes", {"headers": f}),
+        ("GET", "/api/members/usage", {"headers": f}),
         ("GET", "/api/members/worktrees", {"headers": f}),
         ("GET", "/api/members/{member_id}/inbox", {"headers": f, "path_parameters": {"member_id": alice}}),
         ("GET", "/api/members/{member_id}/inbox", {"headers": f, "path_parameters": {"member_id": 999}}),

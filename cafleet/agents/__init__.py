@@ -60,6 +60,19 @@ class CodingAgent(Protocol):
         permissions: str = "workspace",
     ) -> list[str]: ...
 
+    def build_resume_argv(
+        self,
+        *,
+        binary_path: str,
+        session_id: str,
+        display_name: str,
+        model: str | None,
+        effort: str | None,
+        monitor: bool,
+        db_dir: str | None = None,
+        permissions: str = "workspace",
+    ) -> list[str]: ...
+
 
 def _claude() -> CodingAgent:
     from cafleet.agents.claude import ClaudeAgent

@@ -70,6 +70,40 @@ class BaseAgent:
         argv += self.prompt_args(prompt)
         return argv
 
+    def build_resume_argv(
+        self,
+        *,
+        binary_path: str,
+        session_id: str,
+        display_name: str,
+        model: str | None,
+        effort: str | None,
+        monitor: bool,
+        db_dir: str | None = None,
+        permissions: str = "workspace",
+    ) -> list[str]:
+        """The same command continuing the agent's session ``session_id`` instead of starting
+        one with a prompt (docs/runtime.md §9.7): `<path> <resume subcommand> <leading args>
+        [--model M] [<effort args>] <resume args>`."""
+        argv = [binary_path, *self.resume_subcommand()]
+        argv += self.leading_args(
+            display_name=display_name, monitor=monitor, db_dir=db_dir, permissions=permissions
+        )
+        if model is not None:
+            argv += ["--model", model]
+        if effort is not None:
+            argv += self.effort_args(effort)
+        argv += self.resume_args(session_id)
+        return argv
+
+    def resume_subcommand(self) -> list[str]:
+        """Words right after the binary that select resuming (Codex's `resume`)."""
+        return []
+
+    def resume_args(self, session_id: str) -> list[str]:
+        """How the session to continue is named; each agent has its own flag."""
+        raise NotImplementedError
+
     def leading_args(
         self, *, display_name: str, monitor: bool, db_dir: str | None, permissions: str
     ) -> list[str]:

@@ -64,3 +64,7 @@ class ClaudeAgent(BaseAgent):
 
     def effort_args(self, effort: str) -> list[str]:
         return ["--effort", effort]
+
+    def resume_args(self, session_id: str) -> list[str]:
+        # Claude Code 2.1: `--resume <id>` continues the same session file, from its directory.
+        return ["--resume", session_id]

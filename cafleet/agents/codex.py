@@ -41,3 +41,11 @@ class CodexAgent(BaseAgent):
 
     def effort_args(self, effort: str) -> list[str]:
         return [f"--config=model_reasoning_effort={effort}"]
+
+    # `codex resume [OPTIONS] <id>`: the subcommand takes the same approval, sandbox, add-dir,
+    # model and config options (Codex CLI 0.171).
+    def resume_subcommand(self) -> list[str]:
+        return ["resume"]
+
+    def resume_args(self, session_id: str) -> list[str]:
+        return [session_id]

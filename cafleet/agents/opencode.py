@@ -79,3 +79,6 @@ class OpencodeAgent(BaseAgent):
 
     def prompt_args(self, prompt: str) -> list[str]:
         return ["--prompt", prompt]
+
+    def resume_args(self, session_id: str) -> list[str]:
+        return ["--session", session_id]

@@ -103,6 +103,13 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         rebind_placement,
         record_pane_loss,
     )
+    from cafleet.broker.sessions import (
+        clear_session_id,
+        fleet_sessions,
+        session_id,
+        session_owner,
+        set_session_id,
+    )
     from cafleet.broker.views import (
         inbox_view,
         roster_activity,
@@ -159,6 +166,11 @@ _HOMES: dict[str, str] = {
     "placed_members": "recovery",
     "rebind_placement": "recovery",
     "record_pane_loss": "recovery",
+    "clear_session_id": "sessions",
+    "fleet_sessions": "sessions",
+    "session_id": "sessions",
+    "session_owner": "sessions",
+    "set_session_id": "sessions",
     "next_pending_notification": "notifications",
     "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
@@ -238,6 +250,11 @@ __all__ = [
     "record_asset_install",
     "record_monitor_wake",
     "record_pane_loss",
+    "clear_session_id",
+    "fleet_sessions",
+    "session_id",
+    "session_owner",
+    "set_session_id",
     "register_member",
     "request_monitor_wake",
     "send_message",

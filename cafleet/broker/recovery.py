@@ -97,8 +97,11 @@ def rebind_placement(
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(q.MEMBER, {"member_id": member_id}).mappings().first()
-        if row is not None and row["kind"] == "director":
-            refuse_directed_pane(conn, PaneKey(backend, pane.session, pane.pane_id))
+        new_key = PaneKey(backend, pane.session, pane.pane_id)
+        if row is not None and row["kind"] == "director" and new_key != expected:
+            # (The same key: a new tmux server reused the id of the Director's own old pane,
+            # which directs only this fleet.)
+            refuse_directed_pane(conn, new_key)
         updated = (
             conn.execute(
                 q.REBIND,

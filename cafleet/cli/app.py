@@ -163,11 +163,11 @@ def cli(ctx: click.Context) -> None:
 @cli.group(
     "fleet",
     invoke_without_command=True,
-    help="Create, list, show, delete and adopt fleets.",
+    help="Create, list, show, delete, adopt and restore fleets.",
     command_modules=_modules(
         ("cafleet.cli.fleet_create", "create"),
         ("cafleet.cli.fleet", "list", "show", "delete"),
-        ("cafleet.cli.recovery", "adopt"),
+        ("cafleet.cli.recovery", "adopt", "restore"),
     ),
 )
 @click.pass_context
@@ -178,11 +178,15 @@ def fleet_group(ctx: click.Context) -> None:
 @cli.group(
     "member",
     invoke_without_command=True,
-    help="Create, list, inspect, prompt, answer, respawn and delete the members of a fleet.",
+    help=(
+        "Create, list, inspect, prompt, answer, respawn and delete the members of a fleet, and "
+        "show what each has used."
+    ),
     command_modules=_modules(
         ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping", "answer"),
         ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
+        ("cafleet.cli.usage", "usage"),
     ),
 )
 @click.pass_context

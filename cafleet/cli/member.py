@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import click
+
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -63,14 +65,29 @@ def roster_row(entry: RosterEntry, pane: PaneReport | None = None) -> tuple[str,
     ),
 )
 @id_argument("fleet_id", FLEET_ID_HELP)
+@click.option(
+    "--usage",
+    "with_usage",
+    is_flag=True,
+    help="Add each member's tokens and cost estimate (as 'cafleet member usage').",
+)
 @json_option
-def member_list(fleet_id: int, as_json: bool) -> None:
-    conn = invocation().connection()
+def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
     from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     panes = report.panes.panes
     trees = _worktrees(conn, fleet_id)
+    extra: list[dict[str, object]] = [{} for _ in report.roster]
+    cells: list[tuple[str, ...]] = [() for _ in report.roster]
+    if with_usage:
+        from cafleet.cli.usage import USAGE_HEADERS, read_members_usage, usage_cells, usage_dict
+
+        found, table = read_members_usage(conn, inv.settings, [e.member for e in report.roster])
+        extra = [usage_dict(u, table) for u in found]
+        cells = [usage_cells(u, table) for u in found]
     if as_json:
         from cafleet import broker
         from cafleet.agents.permissions import shown_profile
@@ -85,8 +102,9 @@ def member_list(fleet_id: int, as_json: bool) -> None:
                     "permissions": shown_profile(
                         entry.member.kind, recorded.get(entry.member.member_id)
                     ),
+                    **more,
                 }
-                for entry in report.roster
+                for entry, more in zip(report.roster, extra, strict=True)
             ]
         )
         return
@@ -100,6 +118,9 @@ def member_list(fleet_id: int, as_json: bool) -> None:
             (*row, _tree_text(trees.get(entry.member.member_id)))
             for row, entry in zip(rows, report.roster, strict=True)
         ]
+    if with_usage:
+        headers += USAGE_HEADERS
+        rows = [(*row, *more) for row, more in zip(rows, cells, strict=True)]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
     if report.panes.unknown_reason is not None:
@@ -141,7 +162,10 @@ def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
 
 
 def member_show_lines(
-    member: Member, tree: WorktreeReport | None = None, permissions: str | None = None
+    member: Member,
+    tree: WorktreeReport | None = None,
+    permissions: str | None = None,
+    session_id: str | None = None,
 ) -> list[str]:
     pairs = [
         ("member_id", str(member.member_id)),
@@ -154,6 +178,8 @@ def member_show_lines(
     ]
     if member.status == "deregistered":
         pairs.append(("deregistered_at", cell(member.deregistered_at)))
+    if member.kind != "director":  # the root Director is the user's own agent: not tracked
+        pairs.append(("agent_session", cell(session_id) if session_id else "-"))
     pairs.append(("placement", placement_text(member.placement)))
     if tree is not None:
         pairs.append(("worktree", cell(f"{tree.spec.path} {tree.text()} base={tree.spec.base}")))
@@ -166,18 +192,28 @@ def member_show_lines(
 @id_argument("member_id", MEMBER_ID_HELP)
 @json_option
 def member_show(member_id: int, as_json: bool) -> None:
-    conn = invocation().connection()
+    inv = invocation()
+    conn = inv.connection()
     from cafleet import broker
     from cafleet.agents.permissions import shown_profile
+    from cafleet.workflows.sessions import learn_quietly
 
     member = broker.get_member(conn, member_id)
     spawn = broker.get_spawn(conn, member_id) if member.kind == "member" else None
     permissions = shown_profile(member.kind, spawn.permissions if spawn else None)
     tree = _member_worktree(spawn, member_id)
+    session_id = learn_quietly(conn, inv.settings, member)
     if as_json:
-        out_json({**member_dict(member), "permissions": permissions, **_tree_keys(tree)})
+        out_json(
+            {
+                **member_dict(member),
+                "permissions": permissions,
+                **_tree_keys(tree),
+                "agent_session_id": session_id,
+            }
+        )
     else:
-        out_lines(member_show_lines(member, tree, permissions))
+        out_lines(member_show_lines(member, tree, permissions, session_id))
 
 
 def _member_worktree(spawn: SpawnSpec | None, member_id: int) -> WorktreeReport | None:

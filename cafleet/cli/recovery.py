@@ -1,9 +1,12 @@
-"""Recovering lost panes (docs/cli.md §2.23, §2.24): `member respawn` and `fleet adopt`.
+"""Recovering lost panes (docs/cli.md §2.23, §2.24, §2.27): `member respawn`, `fleet adopt` and
+`fleet restore`.
 
 Each parses, runs one workflow of `cafleet.workflows.recovery` and renders its result.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -24,20 +27,31 @@ from cafleet.output import cell, err, member_dict, out, out_json
 )
 @id_argument("member_id", "Member ID.")
 @window_option
+@click.option(
+    "--resume",
+    is_flag=True,
+    help=(
+        "Continue the member's own agent session (its conversation so far) instead of "
+        "starting afresh with the spawn prompt."
+    ),
+)
 @json_option
-def member_respawn(member_id: int, window: str | None, as_json: bool) -> None:
+def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
     from cafleet.workflows import placing, recovery
 
-    done = recovery.respawn(conn, inv.settings, member_id, window=placing.window_mode(window))
+    done = recovery.respawn(
+        conn, inv.settings, member_id, window=placing.window_mode(window), resume=resume
+    )
     if as_json:
-        out_json(member_dict(done.member))
+        out_json({**member_dict(done.member), "resumed_session_id": done.resumed_session})
         return
     agent = done.member.placement.coding_agent if done.member.placement else "-"
+    resumed = "" if done.resumed_session is None else f"; resumed session {done.resumed_session}"
     out(
         f"Respawned member {cell(done.member.name)} ({member_id}) in pane {done.pane_id} "
-        f"(was {done.previous_pane_id}; agent {agent})."
+        f"(was {done.previous_pane_id}; agent {agent}{resumed})."
     )
 
 
@@ -83,3 +97,72 @@ def fleet_adopt(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
     )
     if done.loop_pid is not None:
         out(f"monitor loop: pid {done.loop_pid}")
+
+
+@fleet_group.command(
+    "restore",
+    short_help="Bring a fleet back after its tmux server is gone.",
+    help=(
+        "Run in a tmux pane after the fleet's tmux server is gone (a reboot): this pane "
+        "becomes the root Director's (as 'fleet adopt'), every member whose pane is gone is "
+        "respawned continuing its own agent session (as 'member respawn --resume'), and the "
+        "monitor loop is started. Prints one line per member; members whose pane runs are left "
+        "alone, so running it again changes nothing."
+    ),
+)
+@id_argument("fleet_id", "Fleet ID.")
+@click.option(
+    "--coding-agent",
+    type=agent_choice(),
+    default=None,
+    help="The coding agent this pane runs (default: the Director's recorded agent).",
+)
+@json_option
+def fleet_restore(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows.restore import restore
+
+    done = restore(conn, inv.settings, fleet_id, coding_agent=coding_agent)
+    if done.loop_warning is not None:
+        err(f"Warning: {done.loop_warning}")
+    if as_json:
+        out_json(
+            {
+                "fleet_id": fleet_id,
+                "director_pane_id": done.director_pane,
+                "adopted_from": done.adopted_from,
+                "members": [
+                    {
+                        "member_id": o.member_id,
+                        "name": o.name,
+                        "outcome": o.state,
+                        "detail": o.detail,
+                        "session_id": o.session_id,
+                    }
+                    for o in done.outcomes
+                ],
+                "monitor_loop": None if done.loop_pid is None else {"pid": done.loop_pid},
+            }
+        )
+    else:
+        if done.adopted_from is not None:
+            out(f"Director: pane {done.director_pane} (adopted; was {done.adopted_from}).")
+        else:
+            out(f"Director: pane {done.director_pane} (already this pane).")
+        for o in done.outcomes:
+            out(f"member {o.member_id} ({cell(o.name)}): {_outcome_text(o)}")
+        if done.loop_pid is not None:
+            out(f"monitor loop: pid {done.loop_pid}")
+    if done.failed:
+        click.get_current_context().exit(1)  # every line printed; a member was not restored
+
+
+def _outcome_text(o: Any) -> str:
+    if o.state == "resumed":
+        return f"resumed session {o.session_id} in {o.detail}"
+    if o.state == "alive":
+        return f"alive in {o.detail}, left alone"
+    if o.state == "afresh":
+        return f"started afresh in {o.detail} (no agent session of it was known)"
+    return f"not restored: {o.detail}"

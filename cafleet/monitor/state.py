@@ -69,6 +69,8 @@ class LoopState:
     # member's pane shows (its digest, since when, whether reported).
     escalate_after: int = 30
     prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
+    session_note: str | None = None  # the last session-learning failure logged
+    next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
 
     @property
     def db_dir(self) -> str:

@@ -78,6 +78,9 @@ def run_tick(state: LoopState) -> None:
     members = broker.placed_members(state.conn, state.fleet_id)
     report_losses(state, live, director_pane, members)
 
+    # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
+    _learn_sessions(state)
+
     # 5. Drain, with fresh sets, every tick.
     _drain(state, live)
     if state.displaced:
@@ -107,6 +110,28 @@ def run_tick(state: LoopState) -> None:
     if not (forced or due):
         return
     _wake(state, live, now=now, requested=requested, forced=forced, director_pane=director_pane)
+
+
+def _learn_sessions(state: LoopState) -> None:
+    """Learn what it can; a failure is logged once per distinct text and never fails the tick
+    (the ids are also learned by `member show` and `member usage`)."""
+    import time
+
+    from cafleet.monitor.learning import LEARN_EVERY, learn_fleet
+
+    now = time.monotonic()
+    if now < state.next_learn_at:
+        return
+    state.next_learn_at = now + LEARN_EVERY
+    try:
+        for line in learn_fleet(state.conn, state.db_dir, state.fleet_id, state.backend):
+            state.log(f"learned agent session of {line}")
+        state.session_note = None
+    except (CafleetError, OSError, ValueError) as exc:
+        note = f"agent sessions not learned this tick: {exc}"
+        if note != state.session_note:
+            state.log(note)
+        state.session_note = note
 
 
 def director_pane_id(conn: Connection, fleet_id: int) -> str | None:

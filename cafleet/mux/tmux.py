@@ -487,6 +487,14 @@ class TmuxBackend:
                 pids[pane] = int(pid)
         return pids
 
+    def server_started_at(self) -> float | None:
+        """When this tmux server started (epoch seconds, `#{start_time}`), None when it does
+        not say. A placement made before then names a pane of an earlier server on this socket
+        (after a reboot the new server hands out the same ids again)."""
+        out = self._run(["list-sessions", "-F", "#{start_time}"])
+        first = _first_nonempty_line(out)
+        return float(first) if first is not None and first.strip().isdigit() else None
+
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
         try:
             self._run(["kill-pane", "-t", pane_id])

@@ -409,6 +409,37 @@ def _routes(app: FastAPI) -> None:
         ]
 
     @app.get(
+        "/api/members/usage",
+        response_model=list[m.UsageOut],
+        summary="Tokens and cost estimate of each roster member, from its agent's own records",
+    )
+    @_raw
+    def member_usage(ctx: FleetCtx) -> Any:
+        from cafleet.broker.views import web_roster
+        from cafleet.sessions.prices import cost, load
+        from cafleet.workflows.sessions import usage
+
+        roster = web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+        table = load()
+        # Read-only: sessions not learned yet stay `unknown` here (the loop learns them).
+        found = usage(ctx.conn, ctx.config.settings.db_dir, roster, learn_missing=False)
+        out = []
+        for member, u in zip(roster, found, strict=True):
+            totals = u.tally.totals() if u.tally is not None else (None, None, None, None)
+            out.append(
+                dict(
+                    member_id=member.member_id,
+                    input=totals[0],
+                    output=totals[1],
+                    cache_read=totals[2],
+                    cache_write=totals[3],
+                    cost_usd=None if u.tally is None else cost(u.tally, table),
+                    unknown_reason=u.reason,
+                )
+            )
+        return out
+
+    @app.get(
         "/api/members/panes", response_model=m.PanesOut, summary="Pane state of each roster member"
     )
     @_raw

@@ -56,6 +56,20 @@ class ActivityOut(BaseModel):
     unacked: int
 
 
+class UsageOut(BaseModel):
+    """A member's tokens from its agent's own records (docs/runtime.md §9.5); the counts are
+    null when `unknown` (``unknown_reason`` says why), ``cost_usd`` also when a model has no
+    price."""
+
+    member_id: int
+    input: int | None
+    output: int | None
+    cache_read: int | None
+    cache_write: int | None
+    cost_usd: float | None
+    unknown_reason: str | None
+
+
 class PaneOut(BaseModel):
     member_id: int
     pane_id: str | None

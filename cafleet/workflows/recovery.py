@@ -13,6 +13,7 @@ fleet's loop is started (it stops when the Director's pane goes).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ class Respawned:
     member: Member  # with its new placement
     previous_pane_id: str
     pane_id: str
+    resumed_session: str | None = None  # the agent session continued (`--resume`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +136,8 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     assert pane_id is not None
     not_ours = MSG_NOT_OURS.format(pane_id=pane_id)
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        if server_gone(placement.mux_socket):
+            return "gone"  # its server is gone (a reboot): so is every pane it had
         raise WorkflowError(not_ours)
     try:
         status = backend.pane_status(pane_id)
@@ -153,10 +157,60 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     )
 
 
+def server_gone(socket: str | None) -> bool:
+    """Whether the tmux server of ``socket`` is gone: its socket file does not exist, or
+    nothing listens on it (a server that was killed or a machine that rebooted)."""
+    import socket as sockets
+
+    if socket is None:
+        return False
+    if not os.path.exists(socket):
+        return True
+    probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        probe.settimeout(2.0)
+        probe.connect(socket)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
+
+
+def predates_server(backend: Any, placement: Placement) -> bool:
+    """Whether ``placement`` was made before the tmux server on its socket started: its pane
+    belonged to an earlier server (one that died, e.g. in a reboot), whatever pane of this
+    server now has the same id, session name and window id."""
+    from cafleet.db.timefmt import parse_ts
+    from cafleet.mux import MultiplexerError, same_server
+
+    started_at = getattr(backend, "server_started_at", None)
+    if started_at is None or not same_server(
+        getattr(backend, "socket_path", None), placement.mux_socket
+    ):
+        return False
+    created = parse_ts(placement.created_at)
+    try:
+        started = started_at()
+    except MultiplexerError:
+        return False
+    return created is not None and started is not None and created.timestamp() < started
+
+
 def respawn(
-    conn: Connection, settings: Settings, member_id: int, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member_id: int,
+    *,
+    window: WindowMode = "auto",
+    resume: bool = False,
 ) -> Respawned:
-    """Re-create a lost member pane with the member's agent and original prompt."""
+    """Re-create a lost member pane with the member's agent and original prompt; with
+    ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.7),
+    in the directory that session ran in. Without it the member starts afresh, and the
+    session id learned for it is forgotten (its new session is learned)."""
     from cafleet import broker, signals
 
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
@@ -186,13 +240,24 @@ def respawn(
         agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
     )
     plan = spawn_plan(agent, template, model, effort, permissions)
+    resumed = None
+    if resume:
+        from cafleet.workflows.sessions import resume_record
+
+        resumed = resume_record(conn, settings, member)  # refused here: nothing spawned
     backend = backend_for(placement.backend)
     from cafleet.mux import MSG_NOT_OURS, same_server
 
     if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
-    state = _old_pane_state(backend, member_id, placement)
+    if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
+        # A new server reused the id for another member's (or the Director's) pane, or the
+        # pane was made on an earlier server on this socket: the member's own pane is gone,
+        # and the pane that has its id now is never touched.
+        state = "gone"
+    else:
+        state = _old_pane_state(backend, member_id, placement)
     overflow = placing.fleet_windows(
         broker.placed_members(conn, fleet.fleet_id), director_placement, exclude=member_id
     )
@@ -219,12 +284,18 @@ def respawn(
             coding_agent=agent_name,
         )
         monitor = member.kind == "monitor"
-        argv = plan.argv(
-            rendered,
-            display_name=MONITOR_DISPLAY_NAME if monitor else member.name,
-            monitor=monitor,
-            db_dir=settings.db_dir,
-        )
+        display_name = MONITOR_DISPLAY_NAME if monitor else member.name
+        if resumed is not None:
+            argv = plan.resume_argv(
+                resumed.session_id,
+                display_name=display_name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+            )
+        else:
+            argv = plan.argv(
+                rendered, display_name=display_name, monitor=monitor, db_dir=settings.db_dir
+            )
         new_placement = _spawn_and_rebind(
             conn,
             settings,
@@ -237,11 +308,20 @@ def respawn(
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
             coding_agent=agent_name,
-            cwd=cwd,
+            cwd=cwd if resumed is None else resumed.cwd,
         )
+    if resumed is None:
+        from cafleet.broker import clear_session_id
+
+        clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
-    return Respawned(dataclasses.replace(member, placement=new_placement), old_pane, pane_id)
+    return Respawned(
+        dataclasses.replace(member, placement=new_placement),
+        old_pane,
+        pane_id,
+        None if resumed is None else resumed.session_id,
+    )
 
 
 def _spawn_and_rebind(
@@ -289,13 +369,13 @@ def _spawn_and_rebind(
         kill_new(None)
     from cafleet.mux.locks import PaneLockAbandoned
 
+    new_key = PaneKey(expected[0], spawned.session, spawned.pane_id)
     try:
-        new_lock = _lock(
-            settings,
-            PaneKey(expected[0], spawned.session, spawned.pane_id),
-            member_id,
-            f"respawn member {member_id}",
-        )
+        if new_key == PaneKey(*expected):
+            # A new server handed the new pane the old one's id: its lock is already held.
+            new_lock: Any = contextlib.nullcontext()
+        else:
+            new_lock = _lock(settings, new_key, member_id, f"respawn member {member_id}")
     except PaneLockAbandoned:
         kill_new(None)
     except WorkflowError:
@@ -320,13 +400,18 @@ def _spawn_and_rebind(
 # --- adopt ---------------------------------------------------------------------------------------
 
 
-def _refuse_member_pane(conn: Connection, here: Any) -> None:
-    """The adopting pane must not be any active member's pane (it would never be typed into)."""
+def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
+    """The adopting pane must not be any active member's pane (it would never be typed into);
+    a placement made on an earlier server on this socket is not (its pane is gone)."""
     from cafleet import broker
     from cafleet.records import Placement
 
     probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, "claude", "")
     other = broker.pane_shared_with(conn, probe)
+    if other is not None:
+        placement = broker.get_member(conn, other).placement
+        if placement is not None and predates_server(backend, placement):
+            other = None
     if other is not None:
         raise WorkflowError(
             f"pane {here.pane_id} is member {other}'s pane; run 'cafleet fleet adopt' in a "
@@ -363,6 +448,15 @@ def adopt(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Adopted:
     """Make the calling pane the root Director's pane of a fleet whose Director pane is gone."""
+    director, moved, old_pane = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    pid, warning = _start_loop(conn, fleet_id)
+    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+
+
+def take_over(
+    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
+) -> tuple[Member, Placement, str | None]:
+    """`adopt` without starting the loop: (Director, its new placement, its old pane id)."""
     from cafleet import broker, signals
     from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
     from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
@@ -387,16 +481,23 @@ def adopt(
     from cafleet.records import PaneKey as Key
 
     new_key = Key("tmux", here.session, here.pane_id)
-    if placement.pane_key == new_key:
+    # The Director's pane was made on an earlier server on this socket (a reboot): whatever
+    # pane has its id now is not it.
+    stale = placement.pane_key is not None and predates_server(backend, placement)
+    if placement.pane_key == new_key and not stale:
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
         )
     taken = broker.fleet_directed_from(conn, new_key)
-    if taken is not None:
+    if taken is not None and not (stale and taken.fleet_id == fleet_id):
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
-    _refuse_member_pane(conn, here)
+    _refuse_member_pane(conn, here, backend)
     old_pane = placement.mux_pane_id
-    if old_pane is not None and _director_pane_is_open(backend, placement, frozenset(live)):
+    if (
+        old_pane is not None
+        and not stale
+        and _director_pane_is_open(backend, placement, frozenset(live))
+    ):
         raise WorkflowError(
             f"fleet {fleet_id}'s root Director pane {old_pane} is still open; "
             "'cafleet fleet adopt' replaces a Director pane that is gone"
@@ -406,7 +507,7 @@ def adopt(
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
     keys = [PaneKey(*new_key)]
-    if placement.pane_key is not None:
+    if placement.pane_key is not None and placement.pane_key != new_key:
         keys.append(PaneKey(*placement.pane_key))
     try:
         held = acquire_pane_locks(
@@ -433,9 +534,7 @@ def adopt(
             )
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc
-
-    pid, warning = _start_loop(conn, fleet_id)
-    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+    return director, moved, old_pane
 
 
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
@@ -456,4 +555,6 @@ def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None
         )
 
 
-__all__ = ["Adopted", "Respawned", "adopt", "respawn"]
+__all__ = ["Adopted", "Respawned", "adopt", "respawn", "server_gone", "start_loop", "take_over"]
+
+start_loop = _start_loop

@@ -70,6 +70,20 @@ class SpawnPlan:
     effort: str | None
     permissions: str = "workspace"  # the member's profile (docs/permissions.md)
 
+    def resume_argv(
+        self, session_id: str, *, display_name: str, monitor: bool, db_dir: str
+    ) -> list[str]:
+        return self.agent.build_resume_argv(
+            binary_path=self.binary_path,
+            session_id=session_id,
+            display_name=display_name,
+            model=self.model,
+            effort=self.effort,
+            monitor=monitor,
+            db_dir=db_dir,
+            permissions=self.permissions,
+        )
+
     def argv(self, prompt: str, *, display_name: str, monitor: bool, db_dir: str) -> list[str]:
         return self.agent.build_argv(
             binary_path=self.binary_path,

@@ -31,6 +31,7 @@ MODULES: tuple[str, ...] = (
     "monitor",
     "notifications",
     "recovery",
+    "sessions",
     "views",
 )
 

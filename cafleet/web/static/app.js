@@ -100,6 +100,14 @@ async function loadFleets() {
 
 // --- roster ---------------------------------------------------------------------------------
 
+function usageText(u) {
+  if (!u) return "usage -";
+  if (u.input === null) return "usage unknown";
+  const cost = u.cost_usd === null ? "" : ` · $${u.cost_usd.toFixed(4)}`;
+  return `in ${u.input} · out ${u.output} · cache ${u.cache_read + u.cache_write}${cost}`;
+}
+
+
 // docs/worktrees.md §2: "<branch> (clean|dirty[, <n> ahead])".
 function worktreeText(w) {
   if (!w.exists) return `${w.branch} (worktree gone)`;
@@ -111,8 +119,9 @@ function worktreeText(w) {
   return `${w.branch} (${parts.join(", ")})`;
 }
 
-function renderRoster(members, activity, panes, worktrees = []) {
+function renderRoster(members, activity, panes, worktrees = [], usage = null) {
   const prompts = [];
+  const used = new Map((usage || []).map((u) => [u.member_id, u]));
   const act = new Map(activity.map((a) => [a.member_id, a]));
   const tree = new Map(worktrees.map((w) => [w.member_id, w]));
   const pane = new Map(panes.panes.map((p) => [p.member_id, p]));
@@ -146,6 +155,10 @@ function renderRoster(members, activity, panes, worktrees = []) {
           : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
+        " · ",
+        el("span", { class: "usage", "data-testid": "member-usage",
+                     title: (used.get(member.member_id) || {}).unknown_reason || "" },
+           usageText(used.get(member.member_id))),
         tree.has(member.member_id)
           ? el("div", { class: "meta", "data-testid": "member-worktree", title: tree.get(member.member_id).path },
               `worktree ${worktreeText(tree.get(member.member_id))}`)
@@ -307,13 +320,15 @@ async function refresh() {
       setStatus("Choose a fleet.");
       return;
     }
-    const [members, activity, panes, timeline, monitor, worktrees] = await Promise.all([
+    const [members, activity, panes, timeline, monitor, worktrees, usage] = await Promise.all([
       api("/api/members"), api("/api/members/activity"), api("/api/members/panes"),
       api("/api/timeline"), api("/api/monitor"), api("/api/members/worktrees"),
+      // Usage is extra: a bad price file must not blank the roster.
+      api("/api/members/usage").catch(() => null),
     ]);
     state.roster = members;
     for (const m of members) state.names.set(m.member_id, m.name);
-    const prompting = renderRoster(members, activity, panes, worktrees);
+    const prompting = renderRoster(members, activity, panes, worktrees, usage);
     renderTimeline(timeline);
     renderMonitor(monitor);
     await Promise.all([prompting, refreshPane()]);

@@ -1,0 +1,150 @@
+"""`fleet restore` (docs/cli.md §2.27; docs/operations.md §4.1): bring a fleet back
+after its tmux server is gone, from a new pane.
+
+The calling pane becomes the root Director's (as `fleet adopt`; skipped when it already is),
+every active member whose pane is gone is respawned continuing its own agent session
+(`member respawn --resume`), then the fleet's loop is started. Members whose pane runs are left
+alone, so a second run changes nothing. Each member's outcome is reported; one member's failure
+does not stop the others.
+
+Decision: a member whose agent session was never learned (its agent recorded none, or the loop
+never saw it) has no conversation to lose, so it is started afresh with its spawn prompt and
+reported so; a member whose session is known but that its agent no longer has is not restored
+(`member respawn --resume`'s error): starting it afresh would drop its work silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cafleet.errors import error_text
+from cafleet.workflows.errors import WorkflowError
+
+if TYPE_CHECKING:
+    from cafleet.config import Settings
+    from cafleet.db.runtime import Connection
+    from cafleet.records import Member
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    member_id: int
+    name: str
+    state: str  # "alive" | "resumed" | "afresh" | "failed"
+    detail: str  # the pane (alive, resumed), or the error (failed)
+    session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    fleet_id: int
+    director_pane: str
+    adopted_from: str | None  # the Director's previous pane when this run adopted it
+    outcomes: list[Outcome]
+    loop_pid: int | None
+    loop_warning: str | None
+
+    @property
+    def failed(self) -> bool:
+        return any(o.state == "failed" for o in self.outcomes)
+
+
+def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
+    """Whether the member's own pane still runs (on its server, in its session and window)."""
+    from cafleet import broker
+    from cafleet.mux import MultiplexerError, PaneGone, owner_of, same_server
+    from cafleet.workflows.recovery import predates_server, server_gone
+
+    placement = member.placement
+    assert placement is not None and placement.mux_pane_id is not None
+    if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
+        return False  # the id now names another member's pane, or an earlier server's
+    if not same_server(backend.socket_path, placement.mux_socket):
+        # A live other server is not ours to judge: left alone. A gone one took the pane along.
+        return not server_gone(placement.mux_socket)
+    try:
+        status = backend.pane_status(placement.mux_pane_id)
+    except PaneGone:
+        return False
+    except MultiplexerError:
+        return True  # cannot tell: leave it alone (the outcome says alive, never a double)
+    owner = owner_of(placement)
+    where = (status.session, status.window_id)
+    if None not in where and where != (owner.session, owner.window_id):
+        return False
+    return not status.dead
+
+
+def restore(
+    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
+) -> Restored:
+    from cafleet import broker, signals
+    from cafleet.broker import session_id
+    from cafleet.mux import MultiplexerError, tmux_backend
+    from cafleet.records import PaneKey
+    from cafleet.workflows.recovery import predates_server, respawn, start_loop, take_over
+
+    fleet = broker.get_fleet(conn, fleet_id)
+    if fleet.deleted_at is not None:
+        raise broker.FleetDeleted(fleet_id)
+    backend = tmux_backend()
+    try:
+        backend.ensure_available()
+        here = backend.discover_context()
+    except MultiplexerError as exc:
+        raise WorkflowError(f"cafleet fleet restore must be run inside a tmux pane: {exc}") from exc
+    if fleet.director_member_id is None:
+        raise WorkflowError(f"fleet {fleet_id} has no root Director")
+    director = broker.get_member(conn, fleet.director_member_id)
+    adopted_from = None
+    placement = director.placement
+    if (
+        placement is None
+        or placement.pane_key != PaneKey("tmux", here.session, here.pane_id)
+        or predates_server(backend, placement)
+    ):
+        director, moved, adopted_from = take_over(
+            conn, settings, fleet_id, coding_agent=coding_agent
+        )
+        adopted_from = adopted_from or "-"
+    outcomes = []
+    for member in broker.placed_members(conn, fleet_id):
+        if member.kind == "director":
+            continue
+        signals.check()
+        if _pane_runs(conn, backend, member):
+            pane = member.placement.mux_pane_id if member.placement else "-"
+            outcomes.append(Outcome(member.member_id, member.name, "alive", f"pane {pane}"))
+            continue
+        resume = session_id(conn, member.member_id) is not None
+        try:
+            done = respawn(conn, settings, member.member_id, resume=resume)
+        except Exception as exc:
+            if not _reportable(exc):
+                raise
+            outcomes.append(Outcome(member.member_id, member.name, "failed", error_text(exc)))
+            continue
+        outcomes.append(
+            Outcome(
+                member.member_id,
+                member.name,
+                "resumed" if resume else "afresh",
+                f"pane {done.pane_id}",
+                done.resumed_session,
+            )
+        )
+    pid, warning = start_loop(conn, fleet_id)
+    return Restored(fleet_id, here.pane_id, adopted_from, outcomes, pid, warning)
+
+
+def _reportable(exc: BaseException) -> bool:
+    """A member's failure that is its outcome line (a cafleet error); anything else, and a
+    signal's stop, ends the command."""
+    from cafleet.errors import CafleetError
+    from cafleet.mux.locks import PaneLockAbandoned
+
+    return isinstance(exc, CafleetError) and not isinstance(exc, PaneLockAbandoned)
+
+
+__all__ = ["Outcome", "Restored", "restore"]
