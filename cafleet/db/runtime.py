@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from cafleet.config import POSTGRES_SCHEMES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
+from cafleet.db.results import Result
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
     flock_with_timeout,
@@ -112,46 +113,6 @@ def is_busy(error: BaseException) -> bool:
     return "database is locked" in str(cause) or "database is busy" in str(cause)
 
 
-# --- results -----------------------------------------------------------------------------------
-
-
-class Result:
-    """All rows of one statement, fetched at once (so COMMIT never meets a statement in
-    progress), with the few accessors the repository uses. Rows are `sqlite3.Row`: by index
-    and by column label."""
-
-    __slots__ = ("_rows", "lastrowid", "rowcount")
-
-    def __init__(self, rows: list[Row], lastrowid: int | None, rowcount: int) -> None:
-        self._rows = rows
-        self.lastrowid = lastrowid
-        self.rowcount = rowcount
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self._rows)
-
-    def mappings(self) -> Result:
-        """The same rows: a `sqlite3.Row` is read by label already."""
-        return self
-
-    def all(self) -> list[Row]:
-        return self._rows
-
-    def first(self) -> Row | None:
-        return self._rows[0] if self._rows else None
-
-    def one(self) -> Row:
-        if len(self._rows) != 1:
-            raise StorageUsageError(f"expected one row, got {len(self._rows)}")
-        return self._rows[0]
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-    def scalar_one(self) -> Any:
-        return self.one()[0]
-
-
 # --- the connection ----------------------------------------------------------------------------
 
 
@@ -172,7 +133,7 @@ class Connection:
         if not self.info.get("cafleet.begin") or not self.driver.in_transaction:
             raise StorageUsageError("statement issued outside tx.read()/tx.write()")
 
-    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result:
+    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result[Row]:
         """Run one catalog statement (`cafleet.db.catalog`) with its named parameters."""
         self._check()
         sql, names = statement
@@ -184,7 +145,9 @@ class Connection:
         finally:
             cursor.close()
 
-    def exec_driver_sql(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Result:
+    def exec_driver_sql(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> Result[Row]:
         """Run literal SQL (PRAGMAs, the diagnosis' catalogue reads, tests' probes); a list of
         parameter tuples runs it once per tuple, as SQLAlchemy's `exec_driver_sql` does."""
         self._check()

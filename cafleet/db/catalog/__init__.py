@@ -5,3 +5,18 @@ and checked by tests/test_catalog.py (`--check`). Importing a generated module i
 but the standard library: each statement is a `(sql, parameter names in placeholder order)`
 tuple that `cafleet.db.runtime.Connection.execute` runs.
 """
+
+# The catalog's modules, one per statements module: what `--write` generates for each dialect
+# and what the PostgreSQL runtime pairs with the SQLite entries (one list, so a new module
+# reaches both).
+MODULES: tuple[str, ...] = (
+    "assets",
+    "fleets",
+    "members",
+    "messages",
+    "monitor",
+    "notifications",
+    "recovery",
+    "sessions",
+    "views",
+)

@@ -20,20 +20,10 @@ from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine.interfaces import Dialect
 
+from cafleet.db.catalog import MODULES
 from cafleet.db.statements import CrossJoin
 
 # Repository modules with statements, in `cafleet.db.statements` and the catalog alike.
-MODULES: tuple[str, ...] = (
-    "assets",
-    "fleets",
-    "members",
-    "messages",
-    "monitor",
-    "notifications",
-    "recovery",
-    "sessions",
-    "views",
-)
 
 _HERE = Path(__file__).resolve().parent
 

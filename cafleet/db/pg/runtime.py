@@ -24,8 +24,10 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cafleet.db.catalog import MODULES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
 from cafleet.db.predicates import APPLICATION_ID
+from cafleet.db.results import Result
 from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
@@ -43,16 +45,6 @@ CHANGES_CHANNEL = "cafleet_changes"  # NOTIFY'd by every committed write transac
 LOCK_TIMEOUT = "5s"  # the writer lock's bound, as SQLite's busy_timeout / writer-lock wait
 CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
 
-_MODULES = (
-    "assets",
-    "fleets",
-    "members",
-    "messages",
-    "monitor",
-    "notifications",
-    "recovery",
-    "views",
-)
 _twins: dict[int, Compiled] | None = None
 _RECOVERABLE = "INSERT INTO members "
 # PostgreSQL's text type cannot hold U+0000 (docs/storage.md §10.5): such a value is refused
@@ -66,7 +58,7 @@ def _twin_map() -> dict[int, Compiled]:
     global _twins
     if _twins is None:
         found: dict[int, Compiled] = {}
-        for module in _MODULES:
+        for module in MODULES:
             lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
             pg = importlib.import_module(f"cafleet.db.catalog.postgresql.{module}")
             for name, value in vars(pg).items():
@@ -110,40 +102,6 @@ def _row_factory(cursor: Any) -> Any:
         return Row(values, labels)
 
     return make
-
-
-class Result:
-    """All rows of one statement (the runtime's `Result` interface)."""
-
-    __slots__ = ("_rows", "lastrowid", "rowcount")
-
-    def __init__(self, rows: list[Row], lastrowid: int | None, rowcount: int) -> None:
-        self._rows = rows
-        self.lastrowid = lastrowid
-        self.rowcount = rowcount
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self._rows)
-
-    def mappings(self) -> Result:
-        return self
-
-    def all(self) -> list[Row]:
-        return self._rows
-
-    def first(self) -> Row | None:
-        return self._rows[0] if self._rows else None
-
-    def one(self) -> Row:
-        if len(self._rows) != 1:
-            raise StorageUsageError(f"expected one row, got {len(self._rows)}")
-        return self._rows[0]
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-    def scalar_one(self) -> Any:
-        return self.one()[0]
 
 
 def first_line(error: BaseException) -> str:
@@ -217,7 +175,7 @@ class Connection:
         if not self.info.get("cafleet.begin") or not self.in_transaction():
             raise StorageUsageError("statement issued outside tx.read()/tx.write()")
 
-    def _run(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None) -> Result:
+    def _run(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None) -> Result[Row]:
         # A failed statement aborts a PostgreSQL transaction, but registration reads the current
         # monitor after a monitor-slot violation (docs/storage.md §7.4): that insert runs under
         # a savepoint, so the transaction stays usable.
@@ -242,14 +200,16 @@ class Connection:
         lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
         return Result(rows, lastrowid, rowcount)
 
-    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result:
+    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result[Row]:
         """Run one catalog statement (the SQLite entry's PostgreSQL twin)."""
         self._check()
         sql, names = twin(statement)
         args = [params[name] for name in names] if params else []
         return self._run(sql, args)
 
-    def exec_driver_sql(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Result:
+    def exec_driver_sql(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> Result[Row]:
         """Run literal PostgreSQL SQL: the diagnosis' catalogue reads, tests' probes; a list of
         parameter tuples runs it once per tuple. Placeholders are `%s`, or SQLite's `?` in a
         text without `%s`, so a portable probe runs on both dialects."""
