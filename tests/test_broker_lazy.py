@@ -57,9 +57,11 @@ def test_importing_the_package_imports_no_repository_module() -> None:
 @pytest.mark.parametrize(
     ("argv", "loaded"),
     [
-        (["message", "ack", "{message}"], ["cafleet.broker.messages"]),
-        (["message", "poll", "{member}"], ["cafleet.broker.messages"]),
-        (["fleet", "list"], ["cafleet.broker.fleets"]),
+        # Every command that opens the database also reads the fleets' loop rows to heal a dead
+        # loop (docs/runtime.md §5.3): broker.monitor is the one module each adds.
+        (["message", "ack", "{message}"], ["cafleet.broker.messages", "cafleet.broker.monitor"]),
+        (["message", "poll", "{member}"], ["cafleet.broker.messages", "cafleet.broker.monitor"]),
+        (["fleet", "list"], ["cafleet.broker.fleets", "cafleet.broker.monitor"]),
     ],
 )
 def test_a_command_imports_only_the_repository_modules_it_calls(

@@ -286,5 +286,7 @@ def test_wake_line_with_a_semicolon_on_a_chunk_boundary(
     monitor_pane = w.monitor_pane
     assert monitor_pane is not None
     util.wait_records(monitor_pane, 1, timeout=20)
-    assert util.line_bytes(monitor_pane) == [line.encode()]
+    # The typed line is the built one plus its own wake id (docs/runtime.md §5.7).
+    [typed] = util.line_bytes(monitor_pane)
+    assert re.fullmatch(re.escape(line) + r" \[wake [0-9a-z]{4}\]", typed.decode()), typed
     assert f"Director: {w.director} (Director; coding_agent=claude; unacked=0)." in line

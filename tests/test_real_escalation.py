@@ -5,9 +5,8 @@ prompt blocks it; the monitor loop reports the prompt to the Director's inbox; `
 approves it; the file is written, the member reports and ACKs. Judged by the database, the file
 on disk and the scripted model's record of the tool results the agent sent back.
 
-The member runs in Claude Code's default permission mode (it asks before an edit): the wrapper
-that execs the real binary turns cafleet's `--permission-mode dontAsk` into `default`, the rest
-of cafleet's argv unchanged. (The `ask` permission profile is the product's way to get this.)
+The member is created with `--permissions ask` (docs/permissions.md): its agent asks the human
+before an edit, which is the prompt the loop escalates.
 """
 
 from __future__ import annotations
@@ -34,20 +33,9 @@ def member_prompt() -> str:
     return (resources.files("cafleet.data") / "member_prompt.md").read_text(encoding="utf-8")
 
 
-def asking(member: RealMember) -> None:
-    """The agent asks before it edits a file. Claude Code: its default permission mode (the
-    wrapper turns cafleet's `dontAsk` into `default`); opencode: `permission.edit = "ask"` in
-    the member's own configuration (cafleet's preset says nothing about edits)."""
-    if member.agent == "claude":
-        wrapper = member.bin_dir / "claude"
-        text = wrapper.read_text(encoding="utf-8")
-        swap = 'for a; do shift; [ "$a" = dontAsk ] && a=default; set -- "$@" "$a"; done\n'
-        wrapper.write_text(text.replace("exec env", swap + "exec env", 1), encoding="utf-8")
-        return
-    path = member.real.home / ".config" / "opencode" / "opencode.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["permission"] = {"edit": "ask"}
-    path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+# The member asks before it edits a file because it runs with the `ask` permission profile
+# (docs/permissions.md): Claude Code's default permission mode, opencode's `cafleet-ask` preset.
+ASK = ("--permissions", "ask")
 
 
 def real_member(h: TmuxHarness, model_server: Any, agent: str = "claude") -> RealMember:
@@ -119,9 +107,8 @@ def test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered
     )
     d = ids.director_id
     member = real_member(h, model_server, agent)
-    asking(member)
     try:
-        member.create(ids.fleet_id, member_prompt())
+        member.create(ids.fleet_id, member_prompt(), *ASK)
         m = member.member_id
         ready = wait_message(h, d, r"^ready$", timeout=240, member=member)
         ok(h.cli("message", "ack", str(ready["message_id"])))

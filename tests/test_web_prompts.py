@@ -146,8 +146,8 @@ def test_a_real_claude_member_s_prompt_is_answered_from_the_page(
 ) -> None:
     from tests.harness.real_agents import require_binary
     from tests.test_real_escalation import (
+        ASK,
         CONTENT,
-        asking,
         member_prompt,
         real_claude_member,
         screen_of,
@@ -162,10 +162,9 @@ def test_a_real_claude_member_s_prompt_is_answered_from_the_page(
         h, ids.fleet_id, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "3"}
     )
     member = real_claude_member(h, model_server)
-    asking(member)
     server = serve(h)
     try:
-        member.create(ids.fleet_id, member_prompt())
+        member.create(ids.fleet_id, member_prompt(), *ASK)
         m, d = member.member_id, ids.director_id
         ready = wait_message(h, d, r"^ready$", timeout=240, member=member)
         ok(h.cli("message", "ack", str(ready["message_id"])))
