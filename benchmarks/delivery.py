@@ -59,6 +59,11 @@ def _private_tmux() -> Iterator[Any]:
         # tests/conftest.py, not whatever cafleet is installed.
         existing = os.environ.get("PYTHONPATH")
         mp.setenv("PYTHONPATH", str(REPO) + (os.pathsep + existing if existing else ""))
+        # Each private server gets a database of its own under its temporary directory: the
+        # harness takes an inherited CAFLEET_DATABASE_URL as given (a test's, or the user's real
+        # one), and every section would then share it (fleet 1 "demo" of one section refusing
+        # the next section's Director pane), or write into the user's database.
+        mp.delenv("CAFLEET_DATABASE_URL", raising=False)
         with private_tmux(mp) as h:
             yield h
 
