@@ -22,6 +22,7 @@ from cafleet.db.shapes import (
     SHAPES,
     ForeignKeyShape,
     SchemaShape,
+    foreign_key_diffs,
     has_autoincrement,
     index_predicate,
     normalise_default,
@@ -232,13 +233,6 @@ def _diagnose_in_tx(path: str, conn: Connection) -> Diagnosis:
     return _d(path, state, revision=revision, schema_version=int(revision))
 
 
-def _fk_text(fk: ForeignKeyShape) -> str:
-    text = f"{fk.target_table}({fk.target_column}) ON DELETE {fk.on_delete}"
-    if fk.on_update != "NO ACTION":
-        text += f" ON UPDATE {fk.on_update}"
-    return text
-
-
 def compare_shape(conn: Connection, shape: SchemaShape) -> list[str]:
     """Differences between the catalogue behind `conn` and `shape`, in a stable order (§5.3).
 
@@ -375,19 +369,4 @@ def _compare_foreign_keys(
                 str(on_update).upper(),
             )
         )
-    unmatched = [fk for fk in actual if fk not in recorded]
-    for fk in sorted(recorded, key=lambda f: (f.column, f.target_table, f.target_column)):
-        if fk in actual:
-            continue
-        same_column = [a for a in unmatched if a.column == fk.column]
-        if same_column:
-            other = same_column[0]
-            unmatched.remove(other)
-            diffs.append(
-                f"{table}.{fk.column}: foreign key {_fk_text(other)} (expected {_fk_text(fk)})"
-            )
-        else:
-            diffs.append(f"missing foreign key {table}.{fk.column} -> {_fk_text(fk)}")
-    for fk in unmatched:
-        diffs.append(f"unexpected foreign key {table}.{fk.column} -> {_fk_text(fk)}")
-    return diffs
+    return diffs + foreign_key_diffs(table, recorded, actual)

@@ -297,6 +297,38 @@ SHAPES: dict[str, SchemaShape] = {
 
 # --- helpers shared with diagnosis -------------------------------------------------------------
 
+
+def _fk_text(fk: ForeignKeyShape) -> str:
+    text = f"{fk.target_table}({fk.target_column}) ON DELETE {fk.on_delete}"
+    if fk.on_update != "NO ACTION":
+        text += f" ON UPDATE {fk.on_update}"
+    return text
+
+
+def foreign_key_diffs(
+    table: str, recorded: frozenset[ForeignKeyShape], actual: list[ForeignKeyShape]
+) -> list[str]:
+    """How a table's foreign keys differ from its recorded ones (both dialects' diagnosis): a
+    changed key on a column, a missing one, an unexpected one."""
+    diffs: list[str] = []
+    unmatched = [fk for fk in actual if fk not in recorded]
+    for fk in sorted(recorded, key=lambda f: (f.column, f.target_table, f.target_column)):
+        if fk in actual:
+            continue
+        same_column = [a for a in unmatched if a.column == fk.column]
+        if same_column:
+            other = same_column[0]
+            unmatched.remove(other)
+            diffs.append(
+                f"{table}.{fk.column}: foreign key {_fk_text(other)} (expected {_fk_text(fk)})"
+            )
+        else:
+            diffs.append(f"missing foreign key {table}.{fk.column} -> {_fk_text(fk)}")
+    for fk in unmatched:
+        diffs.append(f"unexpected foreign key {table}.{fk.column} -> {_fk_text(fk)}")
+    return diffs
+
+
 _WS = re.compile(r"\s+")
 _WHERE = re.compile(r"\sWHERE\s", re.IGNORECASE)
 _AUTOINCREMENT = re.compile(r"\bAUTOINCREMENT\b", re.IGNORECASE)

@@ -289,34 +289,14 @@ def compare_shape(
     return diffs
 
 
-def _fk_text(fk: ForeignKeyShape) -> str:
-    text = f"{fk.target_table}({fk.target_column}) ON DELETE {fk.on_delete}"
-    if fk.on_update != "NO ACTION":
-        text += f" ON UPDATE {fk.on_update}"
-    return text
-
-
 def _compare_foreign_keys(
     table: str, recorded: frozenset[ForeignKeyShape], found: list[ForeignKeyShape | str]
 ) -> list[str]:
     diffs = [f for f in found if isinstance(f, str)]
     actual = [f for f in found if not isinstance(f, str)]
-    unmatched = [fk for fk in actual if fk not in recorded]
-    for fk in sorted(recorded, key=lambda f: (f.column, f.target_table, f.target_column)):
-        if fk in actual:
-            continue
-        same_column = [a for a in unmatched if a.column == fk.column]
-        if same_column:
-            other = same_column[0]
-            unmatched.remove(other)
-            diffs.append(
-                f"{table}.{fk.column}: foreign key {_fk_text(other)} (expected {_fk_text(fk)})"
-            )
-        else:
-            diffs.append(f"missing foreign key {table}.{fk.column} -> {_fk_text(fk)}")
-    for fk in unmatched:
-        diffs.append(f"unexpected foreign key {table}.{fk.column} -> {_fk_text(fk)}")
-    return diffs
+    from cafleet.db.shapes import foreign_key_diffs
+
+    return diffs + foreign_key_diffs(table, recorded, actual)
 
 
 def schema_fingerprint(conn: Connection) -> str:
