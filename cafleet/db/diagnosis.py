@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -370,3 +371,19 @@ def _compare_foreign_keys(
             )
         )
     return diffs + foreign_key_diffs(table, recorded, actual)
+
+
+def duplicate_monitors_text(rows: Iterable[Sequence[Any]]) -> str | None:
+    """Setup's refusal for fleets with two or more active monitors, from `(fleet_id, member_id)`
+    rows (each dialect's own query); None when there are none (docs/storage.md §3.3)."""
+    by_fleet: dict[int, list[int]] = {}
+    for fleet_id, member_id in rows:
+        by_fleet.setdefault(fleet_id, []).append(member_id)
+    duplicates = [(f, m) for f, m in sorted(by_fleet.items()) if len(m) >= 2]
+    if not duplicates:
+        return None
+    return (
+        "active monitor duplicates prevent migration: "
+        + "; ".join(f"fleet {f}: members " + ", ".join(str(i) for i in m) for f, m in duplicates)
+        + "; deregister all but one active monitor per fleet, then run 'cafleet setup' again"
+    )

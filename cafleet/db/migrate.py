@@ -21,7 +21,13 @@ from sqlalchemy.exc import DBAPIError
 from cafleet import signals, status
 from cafleet.config import db_dir_of, is_postgres, locks_dir
 from cafleet.db import engine
-from cafleet.db.diagnosis import Diagnosis, diagnose, guard_text, render_differences
+from cafleet.db.diagnosis import (
+    Diagnosis,
+    diagnose,
+    duplicate_monitors_text,
+    guard_text,
+    render_differences,
+)
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
 from cafleet.errors import CafleetError
@@ -154,17 +160,7 @@ def _alembic_upgrade(conn: Connection, target: str) -> None:
 
 
 def _duplicate_text(conn: Connection) -> str | None:
-    by_fleet: dict[int, list[int]] = {}
-    for fleet_id, member_id in conn.exec_driver_sql(_DUPLICATE_MONITORS_SQL):
-        by_fleet.setdefault(fleet_id, []).append(member_id)
-    duplicates = [(f, m) for f, m in sorted(by_fleet.items()) if len(m) >= 2]
-    if not duplicates:
-        return None
-    return (
-        "active monitor duplicates prevent migration: "
-        + "; ".join(f"fleet {f}: members " + ", ".join(str(i) for i in m) for f, m in duplicates)
-        + "; deregister all but one active monitor per fleet, then run 'cafleet setup' again"
-    )
+    return duplicate_monitors_text(conn.exec_driver_sql(_DUPLICATE_MONITORS_SQL))
 
 
 def _sqlite_detail(e: BaseException) -> str:

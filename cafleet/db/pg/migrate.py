@@ -16,7 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.diagnosis import Diagnosis, guard_text, make_diagnosis, render_differences
+from cafleet.db.diagnosis import (
+    Diagnosis,
+    duplicate_monitors_text,
+    guard_text,
+    make_diagnosis,
+    render_differences,
+)
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.pg.diagnosis import diagnose_in_tx
 from cafleet.db.pg.runtime import SETUP_LOCK_KEY, WRITER_LOCK_KEY, as_sqlite_error, first_line
@@ -83,17 +89,7 @@ class _Rollback(CafleetError):
 
 
 def _duplicate_text(conn: Connection) -> str | None:
-    by_fleet: dict[int, list[int]] = {}
-    for fleet_id, member_id in conn.exec_driver_sql(_DUPLICATE_MONITORS_SQL):
-        by_fleet.setdefault(fleet_id, []).append(member_id)
-    duplicates = [(f, m) for f, m in sorted(by_fleet.items()) if len(m) >= 2]
-    if not duplicates:
-        return None
-    return (
-        "active monitor duplicates prevent migration: "
-        + "; ".join(f"fleet {f}: members " + ", ".join(str(i) for i in m) for f, m in duplicates)
-        + "; deregister all but one active monitor per fleet, then run 'cafleet setup' again"
-    )
+    return duplicate_monitors_text(conn.exec_driver_sql(_DUPLICATE_MONITORS_SQL))
 
 
 def _detail(e: BaseException) -> str:
