@@ -237,3 +237,56 @@ def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
     ]
     assert util.line_records(w.pane(d)) == []
     assert notified_at(h.db_path, for_dave) is None
+
+
+def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_twice(
+    tmux_db, monkeypatch
+) -> None:
+    """An agent that redraws late (seen from opencode under load): the first attempt's
+    verification gives up while the screen still shows the line in the composer, though the
+    agent took it. The next drain finds the message's frame taken on screen and stamps it
+    without typing the line again (docs/runtime.md §4.9)."""
+    from cafleet.delivery import submit
+    from cafleet.delivery.drains import DrainFailure, drain_recipient
+    from cafleet.delivery.screens import composer_text
+    from cafleet.mux import get_backend
+
+    # Only the waits shrink (so the freeze outlasts the verification with a wide margin):
+    # what the verification concludes is the same as with 15 s and 3 s.
+    monkeypatch.setattr(submit, "VERIFY_TIMEOUT", 1.0)
+    fast = submit.POLICIES["claude"]._replace(enter_again_after=0.5)
+    monkeypatch.setattr(submit, "POLICIES", {**submit.POLICIES, "claude": fast})
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"), screen="late=8")
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    with connect(h.db_path) as conn:
+        m1 = put(conn, a, b, "redrawn late")
+        first = drain_recipient(conn, b, attempted=set(), lock_timeout=5, env=h.env)
+        assert first.notified == []
+        assert first.failures == [
+            DrainFailure(
+                m1,
+                b,
+                pane,
+                f"typed into pane {pane} but not verified: the line is still in the composer "
+                "after 3 Enter",
+            )
+        ]
+        assert notified_at(h.db_path, m1) is None
+        line = expected_line(m1, "alice", a, "redrawn late")
+        assert [r["text"] for r in util.line_records(pane)] == [line]
+
+        # The agent's screen catches up: the line is in its transcript, the composer empty.
+        backend = get_backend("tmux", env=h.env)
+        util.retry_until(lambda: composer_text("claude", backend.screen(pane)) == "", timeout=30)
+        calls_before = len(util.shim_calls())
+        second = drain_recipient(conn, b, attempted=set(), lock_timeout=5, env=h.env)
+        assert (second.notified, second.failures) == ([(m1, b)], [])
+    assert notified_at(h.db_path, m1) is not None
+    assert len(util.line_records(pane)) == 1  # taken once, never typed twice
+    typing = [
+        c for c in util.shim_calls()[calls_before:]
+        if c.get("target") == pane and c.get("command") in ("send-keys", "paste-buffer")
+    ]  # fmt: skip
+    assert typing == []

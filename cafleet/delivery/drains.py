@@ -247,6 +247,7 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (docs/runtime.md §4.9).
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import message_frame
     from cafleet.mux import owner_of
 
@@ -258,6 +259,9 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
         hold_timeout=_hold_timeout(),
         owner=owner_of(placement),
         spawned=pending.recipient.kind != "director",
+        # A retry first looks for the line an earlier attempt typed: taken after that attempt's
+        # verification gave up (a late redraw), it is stamped, not typed twice (§4.9).
+        look_back=SCROLLBACK_LINES,
     )
     outcome = type_into_pane(
         key,

@@ -44,6 +44,7 @@ Kind = Literal[
 ]
 
 RecheckState = Literal["pending", "stale", "changed"]
+SEEN = "seen"  # TypeOutcome.detail of a "typed" line found taken before typing (Target.look_back)
 Recheck = Callable[[], RecheckState]
 
 
@@ -70,6 +71,11 @@ class Target:
     # reads this many lines of history, so a short pane whose transcript scrolled the line up
     # still shows it taken (cafleet.delivery.policy.SCROLLBACK_LINES). 0: the visible screen only.
     scrollback: int = 0
+    # The frame is the line's own for good (a notification's `[cafleet msg <id> from`): before
+    # typing into a ready or working screen, this many lines of screen and history are read,
+    # and a frame found taken there (an earlier attempt's line, taken after its verification
+    # gave up) is recorded without typing it again (docs/runtime.md §4.9). 0: never looked for.
+    look_back: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +84,9 @@ class TypeOutcome:
 
     kind: Kind
     pane_id: str
-    detail: str | None = None  # "busy": the lock holder's purpose, when it recorded one
+    # "busy": the lock holder's purpose, when it recorded one; "typed": SEEN when the line was
+    # not typed again because an earlier attempt's was found taken (Target.look_back)
+    detail: str | None = None
     error: Exception | None = None  # "unrecorded": what the record step raised
     state: str | None = None  # the pane state the gate saw (None: the gate did not run)
 
@@ -200,17 +208,19 @@ def _under_lock(
         from cafleet.delivery.submit import frame_of, submit_verified
 
         frame = target.frame or frame_of(text)
-        problem = submit_verified(
-            mux,
-            pane_id,
-            target.agent,
-            text,
-            frame,
-            passed.screen,
-            clock,
-            target.scrollback,
-            state=state,
-        )
+        problem = None
+        if not passed.seen:
+            problem = submit_verified(
+                mux,
+                pane_id,
+                target.agent,
+                text,
+                frame,
+                passed.screen,
+                clock,
+                target.scrollback,
+                state=state,
+            )
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
     if problem is not None:
@@ -221,7 +231,7 @@ def _under_lock(
             record()
         except Exception as exc:  # any database error: the line was typed but not recorded
             return TypeOutcome("unrecorded", pane_id, error_text(exc), exc, state)
-    return TypeOutcome("typed", pane_id, state=state)
+    return TypeOutcome("typed", pane_id, SEEN if passed.seen else None, state=state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +239,7 @@ class _Passed:
     screen: str  # the screen just before typing (composer empty)
     state: str  # what the gate saw
     note: str | None  # appended to the line (typed after its hold ran out)
+    seen: bool = False  # the frame is already taken on screen or in history: type nothing
 
 
 def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeOutcome | _Passed:
@@ -257,6 +268,8 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
 
     screen = capture()
     decision = verdict(screen)
+    if target.look_back and decision.state in ("ready", "working") and _seen(mux, pane_id, target):
+        return _Passed(screen, decision.state, None, seen=True)
     note = decision.note
     if decision.action == "dismiss":
         # Only once a hold ran out, and only for a prompt or menu (never a composer): one
@@ -275,7 +288,24 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
     return _Passed(screen, decision.state, note)
 
 
+def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
+    """An earlier attempt's line already taken: its frame outside the composer in the pane's
+    last ``target.look_back`` lines (screen and history). Only for a ready or working screen,
+    where the agent's cues tell the composer apart (a line stranded there is not taken)."""
+    from cafleet.delivery.submit import taken
+    from cafleet.mux import MultiplexerError
+
+    if target.frame is None:
+        return False
+    try:
+        history = mux.capture(pane_id, target.look_back)
+    except MultiplexerError as exc:
+        raise MultiplexerError(f"capture failed: {exc}") from exc
+    return taken(target.agent, "", history, target.frame) == "submitted"
+
+
 __all__ = [
+    "SEEN",
     "Kind",
     "Recheck",
     "RecheckState",

@@ -14,6 +14,9 @@ fake keeps its plain behaviour (tests/harness/fake_agent.py). Options, space-sep
 ``permission``           a submit opens a permission prompt (awaiting_user) before the turn
 ``escapes=<n>``          Escapes that interrupt a working turn (default: 1 for claude and
                          codex, 2 for opencode, like the real ones)
+``late=<s>``             a submit freezes the screen for ``s`` seconds (the line is taken and
+                         logged at once, but the screen goes on showing it in the composer):
+                         the real agents redraw seconds late under load
 ``auto-submit=<s>``      opencode started with ``--prompt``: once started, its home screen
                          (the logo) shows `SPAWN_PROMPT` in the composer for ``s`` seconds,
                          then submits whatever the composer holds (recorded ``auto-submit``)
@@ -73,6 +76,8 @@ class Screens:
         self.swallow_left = int(opts.get("swallow-enter", 0) or 0)
         self.work_s = float(opts.get("work", 3) or 0)
         self.permission = "permission" in opts
+        self.late_s = float(opts.get("late", 0) or 0)
+        self.frozen_until = 0.0  # `late`: nothing is drawn before then
         self.escapes_needed = int(opts.get("escapes", 2 if self.agent == "opencode" else 1))
         auto = opts.get("auto-submit")
         self.auto_submit_s = None if auto is None else float(auto or 0)
@@ -103,6 +108,8 @@ class Screens:
 
     def submit(self, text: str, *, queued: bool) -> None:
         raw = text.encode("utf-8", "surrogateescape")
+        if self.late_s:
+            self.frozen_until = time.monotonic() + self.late_s
         self.log("line", bytes_b64=base64.b64encode(raw).decode("ascii"), text=text, queued=queued)
         if self.fake.after_line(raw):
             self.exit = True
@@ -293,6 +300,8 @@ class Screens:
         return shutil.get_terminal_size((120, 40)).lines
 
     def draw(self, force: bool = False) -> None:
+        if time.monotonic() < self.frozen_until and not force:
+            return
         painter: Callable[[], list[str]] = getattr(self, f"_{self.agent}")
         lines = [ln[: self.width()] for ln in painter()]
         lines = lines[-self.height() :]
