@@ -1,6 +1,6 @@
 """Re-capture the real agents' screens into tests/data/screens/<agent>/<situation>-N.txt.
 
-    python -m tests.harness.capture_screens [claude] [codex] [opencode]
+    python -m tests.harness.capture_screens [claude] [codex] [opencode] [opencode-answered]
 
 Drives each real agent (tests/harness/real_agents.py) through the situations it can reach
 offline, in a private tmux server, and saves ``capture-pane -p`` of the visible screen. What the
@@ -539,20 +539,53 @@ def opencode(h: TmuxHarness, rec: Recorder) -> None:
                      note="bash permission dialog (tool call from tests/harness/mock_api.py)")  # fmt: skip
 
 
+def opencode_answered(h: TmuxHarness, rec: Recorder) -> None:
+    """opencode idle after a turn its model finished (the scripted model answers): the footer
+    then shows the context and cost where the stalling API's screens show `tab agents`."""
+    from tests.harness.scripted_model import scripted_model
+
+    with (
+        scripted_model() as model,
+        agent_in(h, "opencode", name="opencode-answered", model_url=model.base_url("oc")) as a,
+    ):
+        poll_until(a, lambda t: "Ask anything" in t and _oc_footer_ready(t), 180)
+        a.submit("hello", settle=1.0)
+        poll_until(
+            a,
+            lambda t: bool(re.search(r"▣\s+Build · .* · [0-9.]+m?s", t)) and _oc_footer_ready(t),
+            180,
+        )
+        time.sleep(1.0)
+        rec.save("ready-answered", a.capture(), state="ready", composer="",
+                 note="session screen after a finished turn: context and cost in the footer "
+                 "instead of 'tab agents'")  # fmt: skip
+
+
 CAPTURES = {"claude": claude, "codex": codex, "opencode": opencode}
+# Situations that can be re-captured alone (their files only): `python -m
+# tests.harness.capture_screens opencode-answered`; the agent's whole run includes them.
+EXTRA = {"opencode-answered": ("opencode", opencode_answered)}
 
 
 def main(argv: list[str]) -> int:
     agents = argv or list(AGENTS)
     index: dict[str, Any] = json.loads(INDEX.read_text()) if INDEX.exists() else {}
-    for agent in agents:
+    for name in agents:
+        agent, extra = EXTRA.get(name, (name, None))
         print(f"{agent} {installed_version(agent)}", flush=True)
         rec = Recorder(agent)
-        for old in rec.dir.glob("*.txt"):
-            old.unlink()
-        index = {k: v for k, v in index.items() if not k.startswith(f"{agent}/")}
+        if extra is None:
+            for old in rec.dir.glob("*.txt"):
+                old.unlink()
+            index = {k: v for k, v in index.items() if not k.startswith(f"{agent}/")}
         with pytest.MonkeyPatch.context() as mp, private_tmux(mp) as h:
-            CAPTURES[agent](h, rec)
+            if extra is not None:
+                extra(h, rec)
+            else:
+                CAPTURES[agent](h, rec)
+                for more, fn in EXTRA.values():
+                    if more == agent:
+                        fn(h, rec)
         index.update(rec.entries)
         INDEX.write_text(
             json.dumps(dict(sorted(index.items())), indent=1, ensure_ascii=False) + "\n"

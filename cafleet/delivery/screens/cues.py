@@ -301,6 +301,15 @@ OPENCODE = AgentScreens(
             "see the layout).",
         ),
         Cue(
+            "ready",
+            r"·\s+\$\d+(?:\.\d+)?\s+ctrl\+p commands",
+            "screen",
+            "                                  33 (0%) · $0.00  ctrl+p commands",
+            "ready-answered-1.txt",
+            "The same hints once a turn was answered: the context and cost take the place of "
+            "'tab agents' (the working cues, tried first, tell a running turn apart).",
+        ),
+        Cue(
             "starting",
             r"█▀▀█ █▀▀█ █▀▀█",
             "screen",
