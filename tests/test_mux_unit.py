@@ -610,3 +610,70 @@ def test_pane_places_reads_each_panes_session_and_window_in_one_call() -> None:
     with pytest.raises(MuxCommandFailed) as info:
         backend.pane_places()
     assert str(info.value) == "tmux list-panes failed: no current target"
+
+
+AVAILABLE = ["list-panes", "-a", "-F", "#{version}|#{pane_id}|#{window_id}|#{session_name}"]
+
+
+def test_available_places_checks_the_version_from_the_listing_in_one_call() -> None:
+    """`tmux -V` is not run: the listing prints the server's version (docs/runtime.md §1.4)."""
+    out = "3.3a|%1|@1|main\n3.3a|%7|@3|fleet 2|odd\n3.3a|%1|@1|zz\n"
+    backend, rec = make(lambda a: RunResult(0, out, ""))
+    assert backend.available_places() == {
+        "%1": frozenset({("main", "@1"), ("zz", "@1")}),
+        "%7": frozenset({("fleet 2|odd", "@3")}),
+    }
+    assert rec.calls == [AVAILABLE]
+    backend.ensure_available()  # the version is known now: no `-V`
+    again, rec2 = make(lambda a: RunResult(0, "%1|@1|main\n", ""))
+    assert again.available_places() == {"%1": frozenset({("main", "@1")})}
+    assert rec.calls == [AVAILABLE] and rec2.calls == [
+        ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
+    ]
+
+
+def test_available_places_refuses_an_old_server_as_the_version_check_does() -> None:
+    backend, rec = make(lambda a: RunResult(0, "2.9a|%1|@1|main\n", ""))
+    with pytest.raises(MultiplexerUnavailable) as exc:
+        backend.available_places()
+    assert str(exc.value) == "tmux 3.0 or newer is required (found 'tmux 2.9a')"
+    assert rec.calls == [AVAILABLE]
+
+
+@pytest.mark.parametrize("version", ["", "master"])
+def test_available_places_without_a_version_that_parses_runs_the_version_check(
+    version: str,
+) -> None:
+    def answer(args: list[str]) -> RunResult:
+        if args == ["-V"]:
+            return RunResult(0, f"tmux {version or 'master'}\n", "")
+        return RunResult(0, f"{version}|%1|@1|main\n", "")
+
+    backend, rec = make(answer)
+    assert backend.available_places() == {"%1": frozenset({("main", "@1")})}
+    assert rec.calls == [AVAILABLE, ["-V"]]
+
+
+def test_a_failing_available_places_reports_what_the_two_calls_would() -> None:
+    """The `-V` check comes first, as with ensure_available: an old tmux is refused as such,
+    a current one lets the listing's own failure through."""
+
+    def old(args: list[str]) -> RunResult:
+        if args == ["-V"]:
+            return RunResult(0, "tmux 2.9a\n", "")
+        return RunResult(1, "", "no server running on /tmp/x\n")
+
+    backend, rec = make(old)
+    with pytest.raises(MultiplexerUnavailable) as exc:
+        backend.available_places()
+    assert str(exc.value) == "tmux 3.0 or newer is required (found 'tmux 2.9a')"
+    assert rec.calls == [AVAILABLE, ["-V"]]
+    reset_version_cache()
+    backend, rec = make(lambda a: RunResult(0, "tmux 3.3a\n", "") if a == ["-V"] else old(a))
+    with pytest.raises(MultiplexerUnavailable) as exc:
+        backend.available_places()
+    assert str(exc.value) == "cannot reach tmux: no server running on /tmp/x"
+    backend, _ = make(env={"PATH": "/usr/bin"})
+    with pytest.raises(MultiplexerUnavailable) as exc:
+        backend.available_places()
+    assert str(exc.value) == "not inside a tmux session (TMUX is not set)"

@@ -121,6 +121,16 @@ def _refuse_empty_listing(result: RunResult, found_any: bool) -> None:
         raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
 
 
+def _places(result: RunResult, rows: list[list[str]]) -> dict[str, frozenset[tuple[str, str]]]:
+    """`pane_places` from the listing's ``[pane_id, window_id, session_name]`` rows."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for parts in rows:
+        if len(parts) == 3 and parts[0].strip():
+            found.setdefault(parts[0].strip(), set()).add((parts[2], parts[1].strip()))
+    _refuse_empty_listing(result, bool(found))
+    return {pane: frozenset(where) for pane, where in found.items()}
+
+
 def _first_nonempty_line(text: str) -> str | None:
     for line in text.splitlines():
         if line.strip():
@@ -469,13 +479,34 @@ class TmuxBackend:
         # The session name goes last: it is the only field that may itself contain `|`.
         args = ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
         result = self._run_result(args)
-        found: dict[str, set[tuple[str, str]]] = {}
-        for line in result.stdout.splitlines():
-            parts = line.split("|", 2)
-            if len(parts) == 3 and parts[0].strip():
-                found.setdefault(parts[0].strip(), set()).add((parts[2], parts[1].strip()))
-        _refuse_empty_listing(result, bool(found))
-        return {pane: frozenset(where) for pane, where in found.items()}
+        return _places(result, [line.split("|", 2) for line in result.stdout.splitlines()])
+
+    def available_places(self) -> dict[str, frozenset[tuple[str, str]]]:
+        """`ensure_available` then `pane_places`, in one tmux call once the binary and socket
+        are known (docs/runtime.md §1.4, §1.10): the listing also prints the server's
+        ``#{version}``, which stands in for `tmux -V` (the same binary, run as the server). A
+        listing that fails, or one without a version that parses, runs the `-V` check first,
+        so what is refused, and with which message, is what the two calls said."""
+        binary = self._require_bin()
+        self._require_socket()
+        if binary in _version_checked:
+            return self.pane_places()
+        args = ["list-panes", "-a", "-F", "#{version}|#{pane_id}|#{window_id}|#{session_name}"]
+        try:
+            result = self._run_result(args)
+        except MultiplexerError:
+            self._check_version()
+            raise
+        rows = [line.split("|", 3) for line in result.stdout.splitlines()]
+        version = rows[0][0].strip() if rows and len(rows[0]) == 4 else ""
+        parsed = parse_version(version) if version else None
+        if parsed is None:
+            self._check_version()
+        elif parsed < MIN_VERSION:
+            raise MultiplexerUnavailable(msg_tmux_too_old(f"tmux {version}"))
+        else:
+            _version_checked[binary] = f"tmux {version}"
+        return _places(result, [row[1:] for row in rows if len(row) == 4])
 
     def pane_pids(self) -> dict[str, int]:
         """Every live pane's id and the pid of the process tmux started in it."""

@@ -251,9 +251,13 @@ def check_panes(
     }
     for server in sorted(servers, key=lambda s: (s[0], s[1] or "")):
         try:
-            backends[server] = placement_backend(*server, env)
-            backends[server].ensure_available()
-            live[server] = backends[server].pane_places()
+            backend = backends[server] = placement_backend(*server, env)
+            together = getattr(backend, "available_places", None)  # one tmux call, not two
+            if together is not None:
+                live[server] = together()
+            else:
+                backend.ensure_available()
+                live[server] = backend.pane_places()
         except MultiplexerError as exc:
             reason = reason or str(exc)
     panes: dict[int, PaneReport] = {}
