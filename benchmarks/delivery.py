@@ -10,7 +10,10 @@ line shows taken) into a ready screen-mode fake of each agent in a private tmux 
 ``run_real`` (section 13, only with ``--only delivery_real``: tens of minutes of CPU): per agent,
 ``trials`` real members spawned with `cafleet member create`, one message sent at a random
 0-15 s after the create; the agent's own record decides received-intact, stamped-but-missing
-and interruptions. Also send-to-verified into a real agent at its first ready screen.
+and interruptions. Also send-to-verified into a real agent at its first ready screen (for
+opencode its home screen, which a spawned member never gets lines on: the gate holds it), and
+into one idle after a turn its model answered (the scripted model), each line then read back
+from the agent's own record.
 """
 
 from __future__ import annotations
@@ -282,6 +285,61 @@ def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str, settle: float 
         a.stop()
 
 
+def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any]:
+    """Send-to-verified through the one typing path into a real agent idle after a turn its
+    model answered (tests/harness/scripted_model.py answers each line "OK." and ends the turn):
+    the screen a member shows between tasks. ``count`` lines into one agent, each once the
+    previous line's turn has ended; then the agent's own record must hold each exactly once."""
+    from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.screens import message_frame
+    from cafleet.mux import PaneKey
+    from tests.harness.real_agents import RealAgent
+    from tests.harness.scripted_model import scripted_model
+
+    def idle(a: Any) -> None:
+        # Ready, and still ready a second later: the previous turn has ended, not just begun.
+        a.wait_state("ready", timeout=180)
+        time.sleep(1.0)
+        a.wait_state("ready", timeout=180)
+
+    times: list[float] = []
+    lines = [_line(6000 + n) for n in range(count)]
+    with scripted_model() as model:
+        a = RealAgent(h, agent, name=f"answered-{agent}", model_url=model.base_url(agent))
+        try:
+            a.start()
+            a.wait_state("ready", timeout=240)
+            a.submit("hello", settle=1.0)  # the first turn (opencode leaves its home screen)
+            a.wait_screen(r"OK\.", timeout=180)
+            backend = h.backend(tmux_bin=h.real_tmux)  # the product's cost, not the shim's
+            for n, text in enumerate(lines):
+                idle(a)
+                assert a.pane is not None
+                t0 = time.perf_counter()
+                outcome = type_into_pane(
+                    PaneKey("tmux", a.session, a.pane),
+                    text,
+                    backend=lambda: backend,
+                    db_dir=str(tmp),
+                    purpose="bench",
+                    lock_timeout=5,
+                    target=Target(agent=agent, frame=message_frame(6000 + n)),
+                )
+                elapsed = time.perf_counter() - t0
+                if outcome.kind != "typed":
+                    raise RuntimeError(f"{agent}: {outcome.kind} {outcome.reason}")
+                times.append(elapsed)
+            idle(a)
+            received = a.received()
+        finally:
+            a.stop()
+    return {
+        "send_to_verified_s": _stats(times),
+        "received_once": sum(1 for text in lines if received.count(text) == 1),
+        "lines": count,
+    }
+
+
 def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> dict[str, Any]:
     from tests.fleet_helpers import create_fleet, start_loop, stop_loop
     from tests.harness.real_agents import binary
@@ -306,6 +364,7 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
             settled = [
                 _ready_trial(h, tmp, agent, n, api, settle=SETTLED_FOR) for n in range(ready_trials)
             ]
+            answered = _answered_trials(h, tmp, agent, ready_trials)
             out["agents"][agent] = {
                 "rows": rows,
                 "send_errors": [r["send_error"] for r in rows if "send_error" in r],
@@ -324,6 +383,9 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 ),
                 "send_to_verified_ready_s": _stats(ready),
                 "send_to_verified_settled_s": _stats(settled),
+                "send_to_verified_answered_s": answered["send_to_verified_s"],
+                "answered_received_once": answered["received_once"],
+                "answered_lines": answered["lines"],
             }
     return out
 
@@ -345,7 +407,9 @@ def render_real(r: dict[str, Any]) -> list[str]:
             f"{lag.get('max', 0):+.2f} s; send-to-verified at the first ready screen median "
             f"{s['send_to_verified_ready_s'].get('median', 0):.2f} s, ready for "
             f"{SETTLED_FOR:g} s median {s.get('send_to_verified_settled_s', {}).get('median', 0):.2f}"
-            f" s (n={s['send_to_verified_ready_s'].get('n', 0)} each)"
+            f" s (n={s['send_to_verified_ready_s'].get('n', 0)} each); idle after an answered "
+            f"turn median {s.get('send_to_verified_answered_s', {}).get('median', 0):.2f} s, "
+            f"{s.get('answered_received_once', 0)}/{s.get('answered_lines', 0)} in its record once"
         )
     return lines
 
