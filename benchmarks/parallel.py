@@ -188,6 +188,11 @@ def drain(h: Any, fleet: dict[str, Any], workers: list[int]) -> list[dict[str, A
 def member_list(h: Any, fleet: dict[str, Any], runs: int) -> dict[str, Any]:
     env = dict(os.environ)
     env.update(_product_env(h))
+    # Bytecode cached, as the target says: this machine sets PYTHONDONTWRITEBYTECODE=1, which
+    # would leave a checkout's cafleet compiled afresh on every run (site-packages has its .pyc
+    # files from installation either way); the warm-up round writes cafleet's.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    source = Path(os.environ.get("BENCH_CAFLEET_SOURCE") or str(REPO)) / "cafleet"
     argv = [sys.executable, "-m", "cafleet", "member", "list", str(fleet["fleet_id"])]
     floor = [sys.executable, "-c", "import click, sqlite3, json"]
     times: dict[str, list[float]] = {"member list": [], "floor": []}
@@ -201,6 +206,7 @@ def member_list(h: Any, fleet: dict[str, Any], runs: int) -> dict[str, Any]:
     return {
         "members": len(fleet["members"]),
         "runs": runs,
+        "bytecode": f"cached: {source} has {sum(1 for _ in source.rglob('*.pyc'))} .pyc files",
         "member_list_s": out["member list"],
         "floor_s": out["floor"],
         "x_floor": out["member list"] / out["floor"],
@@ -218,11 +224,14 @@ def run(tmp: Path, members: int, workers: list[int], list_runs: int) -> dict[str
         assert h.cli("setup").returncode == 0
         fleet = _fleet(h, members)
         try:
+            load_start = os.getloadavg()  # the machine is shared: every figure says its load
             return {
                 "members": members,
                 "broadcast": broadcast(h, fleet, workers),
                 "drain": drain(h, fleet, workers),
                 "member_list": member_list(h, fleet, list_runs),
+                "load_start": load_start,
+                "load_end": os.getloadavg(),
             }
         finally:
             fleet["sleeper"].kill()
@@ -233,6 +242,13 @@ def render(result: dict[str, Any]) -> list[str]:
     if "skipped" in result:
         return [f"## 17. parallel delivery: skipped ({result['skipped']})"]
     lines = [f"## 17. parallel delivery, {result['members']} members + the monitor"]
+    if "load_start" in result:
+        lines.append(
+            "  load average (1, 5, 15 min) at start "
+            + ", ".join(f"{x:.2f}" for x in result["load_start"])
+            + "; at end "
+            + ", ".join(f"{x:.2f}" for x in result["load_end"])
+        )
     for row in result["broadcast"]:
         lines.append(
             f"  broadcast, workers={row['workers']}: {row['wall_s']:.2f} s wall, "
@@ -246,6 +262,6 @@ def render(result: dict[str, Any]) -> list[str]:
     ml = result["member_list"]
     lines.append(
         f"  member list ({ml['members']} members): {ml['member_list_s'] * 1000:.0f} ms, "
-        f"floor {ml['floor_s'] * 1000:.0f} ms, {ml['x_floor']:.2f}x"
+        f"floor {ml['floor_s'] * 1000:.0f} ms, {ml['x_floor']:.2f}x ({ml.get('bytecode')})"
     )
     return lines
