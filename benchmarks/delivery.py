@@ -109,6 +109,7 @@ def run(tmp: Path, rounds: int, sends: int) -> dict[str, Any]:
         result["skipped"] = "tmux not installed"
         return result
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import classify, message_frame
     from cafleet.mux import PaneKey
     from tests.harness.util import retry_until
@@ -141,7 +142,7 @@ def run(tmp: Path, rounds: int, sends: int) -> dict[str, Any]:
                     db_dir=str(tmp),
                     purpose="bench",
                     lock_timeout=5,
-                    target=Target(agent=agent, frame=message_frame(n)),
+                    target=Target(agent=agent, frame=message_frame(n), look_back=SCROLLBACK_LINES),
                 )
                 times.append(time.perf_counter() - t0)
                 if outcome.kind != "typed":
@@ -253,6 +254,7 @@ def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str, settle: float 
     (``settle`` 0), or into one that has been ready for ``settle`` seconds (a pane that was
     idle, not one that has just drawn its screen)."""
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import message_frame
     from cafleet.mux import PaneKey
     from tests.harness.real_agents import RealAgent
@@ -275,7 +277,7 @@ def _ready_trial(h: Any, tmp: Path, agent: str, n: int, api: str, settle: float 
             db_dir=str(tmp),
             purpose="bench",
             lock_timeout=5,
-            target=Target(agent=agent, frame=message_frame(5000 + n)),
+            target=Target(agent=agent, frame=message_frame(5000 + n), look_back=SCROLLBACK_LINES),
         )
         elapsed = time.perf_counter() - t0
         if outcome.kind != "typed":
@@ -291,6 +293,7 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
     the screen a member shows between tasks. ``count`` lines into one agent, each once the
     previous line's turn has ended; then the agent's own record must hold each exactly once."""
     from cafleet.delivery.keys import Target, type_into_pane
+    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import message_frame
     from cafleet.mux import PaneKey
     from tests.harness.real_agents import RealAgent
@@ -323,7 +326,9 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
                     db_dir=str(tmp),
                     purpose="bench",
                     lock_timeout=5,
-                    target=Target(agent=agent, frame=message_frame(6000 + n)),
+                    target=Target(
+                        agent=agent, frame=message_frame(6000 + n), look_back=SCROLLBACK_LINES
+                    ),
                 )
                 elapsed = time.perf_counter() - t0
                 if outcome.kind != "typed":
