@@ -15,14 +15,13 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PROC = "/proc"
 POLL = 0.05
 
 
-@dataclass(frozen=True, slots=True)
-class Proc:
+class Proc(NamedTuple):  # not a dataclass: cheaper to define, and `member list` imports it
     pid: int
     start: int  # field 22 of /proc/<pid>/stat, in clock ticks since boot
 

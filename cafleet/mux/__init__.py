@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from cafleet import status
 from cafleet.errors import CafleetError
@@ -52,8 +51,11 @@ def msg_spawn_too_long(size: int) -> str:
 # --------------------------------------------------------------------------- value types
 
 
-@dataclass(frozen=True)
-class PaneContext:
+# NamedTuples, not dataclasses: every command that asks tmux imports these, and a dataclass
+# costs its class several exec'd methods at import.
+
+
+class PaneContext(NamedTuple):
     """The pane the calling process runs in."""
 
     session: str  # tmux session name, verbatim
@@ -61,8 +63,7 @@ class PaneContext:
     pane_id: str  # "%7"
 
 
-@dataclass(frozen=True)
-class PaneOwner:
+class PaneOwner(NamedTuple):
     """Where a placement's pane must be: the server (its socket path, None when the placement
     predates recording it) and the session and window the placement names."""
 
@@ -114,8 +115,7 @@ def owner_of(placement: Placement) -> PaneOwner:
     return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
 
 
-@dataclass(frozen=True)
-class PaneStatus:
+class PaneStatus(NamedTuple):
     pane_id: str
     mode: str | None  # "copy-mode", "view-mode", ...; None when in no mode
     dead: bool  # process exited (remain-on-exit panes)

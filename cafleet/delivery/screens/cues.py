@@ -30,15 +30,15 @@ Claude writes a NO-BREAK SPACE (U+00A0) after its ``❯`` prompt glyph; ``\\s`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 State = Literal["starting", "ready", "working", "awaiting_user", "unknown"]
 Region = Literal["screen", "tail", "composer", "footer"]
 
 
-@dataclass(frozen=True)
-class Cue:
+class Cue(NamedTuple):
     state: State
     pattern: str
     region: Region
@@ -48,14 +48,16 @@ class Cue:
     confidence: str = "high"
 
 
-@dataclass(frozen=True)
-class AgentScreens:
-    """One agent's cue table plus the few layout patterns the composer reader needs."""
+class AgentScreens(NamedTuple):
+    """One agent's cue table plus the few layout patterns the composer reader needs.
+
+    These and `Cue` are NamedTuples, not dataclasses: every command that reads a screen builds
+    the tables, and a dataclass costs its class several exec'd methods at import."""
 
     agent: str
     cues: tuple[Cue, ...]
     # How the composer is drawn (read by cafleet.delivery.screens.layout), see each table's comment.
-    composer: dict[str, str] = field(default_factory=dict)
+    composer: Mapping[str, str] = MappingProxyType({})
     # Texts the composer shows when it is empty (dim in the real TUI, plain in a capture).
     placeholders: tuple[str, ...] = ()
     # Texts that stand for a paste held in the composer (the line is there, folded).

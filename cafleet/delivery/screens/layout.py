@@ -8,13 +8,12 @@ composer's rows, the footer below it. The patterns it uses live in the tables
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.delivery.screens.cues import AgentScreens
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     above: list[str]
     composer: list[str] | None  # the composer's rows, or None when none is drawn
     footer: list[str]
