@@ -9,6 +9,7 @@ monitor loop found gone, so the loss is reported exactly once.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from cafleet.broker._common import refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
@@ -20,11 +21,13 @@ from cafleet.records import (
     PaneKey,
     PaneLike,
     Placement,
-    SpawnSpec,
-    WorktreeSpec,
     member_from_row,
     placement_from_row,
 )
+
+if TYPE_CHECKING:
+    # Loaded only where a spawn is read: `member list` asks for worktrees on every run.
+    from cafleet.records import SpawnSpec, WorktreeSpec
 
 
 def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
@@ -49,6 +52,8 @@ def get_spawn(conn: Connection, member_id: int) -> SpawnSpec | None:
         row = conn.execute(q.SPAWN, {"member_id": member_id}).first()
     if row is None:
         return None
+    from cafleet.records import SpawnSpec, WorktreeSpec
+
     return SpawnSpec(
         prompt=row[0],
         model=row[1],
@@ -61,7 +66,11 @@ def get_spawn(conn: Connection, member_id: int) -> SpawnSpec | None:
 def fleet_worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeSpec]:
     """The worktree of each active member of the fleet that has one, by member id."""
     with tx.read(conn):
-        rows = conn.execute(q.FLEET_WORKTREES, {"fleet_id": fleet_id}).all()
+        rows = [r for r in conn.execute(q.FLEET_WORKTREES, {"fleet_id": fleet_id}).all() if r[1]]
+    if not rows:
+        return {}
+    from cafleet.records import WorktreeSpec
+
     found = {int(row[0]): WorktreeSpec.from_json(row[1]) for row in rows}
     return {member_id: spec for member_id, spec in found.items() if spec is not None}
 
