@@ -369,7 +369,11 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
             settled = [
                 _ready_trial(h, tmp, agent, n, api, settle=SETTLED_FOR) for n in range(ready_trials)
             ]
-            answered = _answered_trials(h, tmp, agent, ready_trials)
+            try:
+                answered = _answered_trials(h, tmp, agent, ready_trials)
+            except (AssertionError, RuntimeError) as exc:  # say what failed, keep the rest
+                answered = {"error": str(exc)[:2000], "send_to_verified_s": {}, "lines": 0}
+                answered["received_once"] = 0
             out["agents"][agent] = {
                 "rows": rows,
                 "send_errors": [r["send_error"] for r in rows if "send_error" in r],
@@ -391,6 +395,7 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 "send_to_verified_answered_s": answered["send_to_verified_s"],
                 "answered_received_once": answered["received_once"],
                 "answered_lines": answered["lines"],
+                "answered_error": answered.get("error"),
             }
     return out
 
