@@ -172,6 +172,12 @@ def load_settings(
         raw = _get(env, "CAFLEET_DELIVERY_WORKERS")
         raise SettingsError(f"CAFLEET_DELIVERY_WORKERS must be a positive integer (got '{raw}')")
     escalate_after = _parse_int(env, "CAFLEET_ESCALATE_AFTER")
+    from cafleet.hosts import HostIdError, check_host_id_env
+
+    try:
+        check_host_id_env(env)
+    except HostIdError as exc:
+        raise SettingsError(str(exc)) from None
     return Settings(
         database_path=path,
         path_error=path_error,
