@@ -78,6 +78,12 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
     lines = label_lines(pairs, SHOW_LABEL_WIDTH)
+    hosts = report.hosts
+    if summary.deleted_at is None and hosts is not None and hosts.spans:
+        # A fleet across machines: each host, its members and who delivers there.
+        texts = [cell(h.text) for h in hosts.hosts]
+        lines += label_lines([("hosts", texts[0])], SHOW_LABEL_WIDTH)
+        lines += [" " * SHOW_LABEL_WIDTH + text for text in texts[1:]]
     if summary.deleted_at is None:
         from cafleet.workflows.remedies import fleet_problems
 
@@ -109,6 +115,7 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
                 **fleet_dict(report.summary),
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                "hosts": [] if report.hosts is None else [h.as_dict() for h in report.hosts.hosts],
                 "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )

@@ -171,7 +171,20 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
         return False
     if is_held(conn.info["cafleet.path"], fleet_id):
         return False
+    if not directed_from_here(conn, fleet_id):
+        return False  # its loop runs on the Director's host; this one cannot start it
     return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
+
+
+def directed_from_here(conn: Connection, fleet_id: int, placement: Any = None) -> bool:
+    """The fleet's root Director is on this host, or its host is not recorded (a one-host
+    fleet): only then may this process start or heal the fleet's loop (docs/runtime.md §10.2)."""
+    from cafleet import broker
+    from cafleet.hosts import current_host
+
+    if placement is None:
+        placement = broker.director_placement(conn, fleet_id)
+    return placement is None or placement.host_id in (None, current_host())
 
 
 def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> list[int]:
@@ -217,6 +230,8 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
         placement = broker.director_placement(conn, fleet_id)
         if placement is None or placement.mux_pane_id is None:
             continue
+        if not directed_from_here(conn, fleet_id, placement):
+            continue  # another host's fleet: its loop is healed there
         reached = server_env(placement.mux_socket, env)
         if reached is None:
             continue  # no socket recorded and no TMUX: no server to ask

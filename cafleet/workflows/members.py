@@ -54,6 +54,11 @@ class Created:
     pane_id: str
     worktree: WorktreeSpec | None = None  # `--worktree` (docs/worktrees.md)
     permissions: str | None = None  # the member's profile (None: the monitor's fixed rules)
+    # A member on another host than its root Director (docs/runtime.md §10.3): this host's id
+    # and its delivery loop's pid, or why that loop did not start (a warning).
+    host_id: str | None = None
+    host_loop_pid: int | None = None
+    host_loop_problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,9 @@ def create(
             profile = DEFAULT_PROFILE
     plan = spawn_plan(agent, template, model, effort, profile or "workspace")
     backend, director_placement = _split_source(fleet_id, director)  # 6.
+    # Away from the Director's host: the pane goes next to this command's own pane.
+    assert director.placement is not None  # `_split_source` checked it
+    away = director_placement.host_id != director.placement.host_id
     overflow = placing.fleet_windows(
         _on_host_of(broker.placed_members(conn, fleet_id), director, director_placement),
         director_placement,
@@ -269,13 +277,37 @@ def create(
 
     placement = _patch_pane(conn, settings, undo, director_placement, spawned)  # 9.
     member = dataclasses.replace(member, placement=placement)
-    return Created(
+    created = Created(
         member=member,
         coding_agent=coding_agent,
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
         permissions=profile,
     )
+    if away:
+        # 10. Placed on this host, away from the Director's: this host's delivery loop types
+        # its lines, started on demand (docs/runtime.md §10.4).
+        created = _with_host_loop(conn, created, director_placement.host_id)
+    return created
+
+
+def _with_host_loop(conn: Connection, created: Created, host_id: str | None) -> Created:
+    from cafleet import signals
+    from cafleet.monitor.hostloop import HostLoopNotStarted, ensure_host_loop, is_held
+
+    assert host_id is not None
+    if is_held(conn, host_id):
+        problem = (
+            f"the delivery loop for host {host_id} is stopped by 'cafleet monitor host stop'; "
+            "lines for this member wait for 'cafleet monitor host start'"
+        )
+        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
+    try:
+        pid, _started = ensure_host_loop(conn, host_id, keep_waiting=signals.keep_waiting)
+    except HostLoopNotStarted as exc:
+        problem = f"{exc} ({exc.detail}); lines for this member wait for it"
+        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
+    return dataclasses.replace(created, host_id=host_id, host_loop_pid=pid)
 
 
 def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
