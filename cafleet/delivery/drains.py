@@ -12,7 +12,6 @@ Nothing here imports libtmux or the multiplexer package until an attempt actuall
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
@@ -142,7 +141,9 @@ def _db_dir(conn: Connection) -> str:
         from cafleet.config import load_settings
 
         path = load_settings().db_path
-    return os.path.dirname(path)
+    from cafleet.config import db_dir_of
+
+    return db_dir_of(path)  # PostgreSQL's local directory, not the URL's "dirname"
 
 
 def _max_text_len() -> int:

@@ -299,6 +299,7 @@ def start_detached(
     child_env = dict(os.environ if env is None else env)
     child_env["CAFLEET_HOST_ID"] = host_id  # the loop serves exactly this host
     try:
+        os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)  # PostgreSQL's may not
         with open(log_path, "ab") as log:
             child = subprocess.Popen(
                 argv,
