@@ -284,8 +284,11 @@ def test_a_fleet_across_two_hosts(
             lambda: message_row(a.db_path, first)["notified_at"] is not None, timeout=10
         )
         log = Path(f"{a.db_path}.host-host-b.log") if dialect == "sqlite" else None
-        if log is not None:
-            assert f"host -> notify msg {first} member {bee}" in log.read_text(encoding="utf-8")
+        if log is not None:  # written once the drain returns
+            util.retry_until(
+                lambda: f"host -> notify msg {first} member {bee}" in log.read_text("utf-8"),
+                timeout=10,
+            )
 
         # 2. B's loop killed: the next line waits, through A's loop ticks and A's commands.
         os.kill(loop_pid, signal.SIGKILL)
@@ -338,6 +341,23 @@ def test_a_fleet_across_two_hosts(
         assert _typed(b, bee_pane, first) == 1  # at least once, and here exactly once
         status = _ok(b.cli("monitor", "host", "status")).stdout
         assert f"host host-b (this host): live (pid {healed[0]}" in status
+
+        # The WebUI on A: each pane's host, B's pane not asked from A, both hosts' delivery.
+        from tests.web_helpers import client, fleet_headers, make_app
+
+        for name in ("CAFLEET_HOST_ID", "PATH", "TMUX_TMPDIR"):  # this process is on A now
+            monkeypatch.setenv(name, a.env[name])
+        with client(make_app(a.db_path)) as web:
+            panes = web.get("/api/members/panes", headers=fleet_headers(fleet_id)).json()
+        for name in ("PATH", "TMUX_TMPDIR"):  # and on B again (B's teardown comes first)
+            monkeypatch.setenv(name, b.env[name])
+        monkeypatch.delenv("CAFLEET_HOST_ID")
+        assert {p["member_id"]: p["host_id"] for p in panes["panes"]} == hosts
+        assert [p["state"] for p in panes["panes"] if p["member_id"] == bee] == ["unknown"]
+        assert [(h["host_id"], h["director"], h["live"]) for h in panes["hosts"]] == [
+            ("host-a", True, True),
+            ("host-b", False, True),
+        ]
 
         # 4. New work wakes the loop at once (PostgreSQL: LISTEN; SQLite: data_version): a loop
         # whose tick is an hour still types a line sent after its first pass.

@@ -415,24 +415,25 @@ class HostsReport(NamedTuple):
 
 
 def hosts_report(
-    conn: Connection, roster: list[RosterEntry], director_id: int | None
+    conn: Connection, members: Iterable[Member], director_id: int | None
 ) -> HostsReport:
-    """The fleet's hosts, from the placements read already and, only for a fleet across
-    machines, one read of the host loops."""
+    """The fleet's hosts, from the placements read already (``members``, the Director among
+    them) and, only for a fleet across machines, one read of the host loops."""
     from cafleet.hosts import HostIdError, current_host, effective_host
 
     try:
         here: str | None = current_host()
     except HostIdError:
         here = None
+    members = list(members)
     director_host: str | None = None
-    for entry in roster:
-        if entry.member.member_id == director_id and entry.member.placement is not None:
-            director_host = entry.member.placement.host_id
+    for member in members:
+        if member.member_id == director_id and member.placement is not None:
+            director_host = member.placement.host_id
     member_host: dict[int, str | None] = {}
-    for entry in roster:
-        placement = entry.member.placement
-        member_host[entry.member.member_id] = effective_host(
+    for member in members:
+        placement = member.placement
+        member_host[member.member_id] = effective_host(
             None if placement is None else placement.host_id, director_host
         )
     by_host: dict[str, list[int]] = {}
@@ -489,7 +490,7 @@ def fleet_report(
     roster: list[RosterEntry] = []
     if summary.deleted_at is None or roster_required:
         roster = broker.member_roster(conn, fleet_id=fleet_id)
-    hosts = hosts_report(conn, roster, summary.director_member_id)
+    hosts = hosts_report(conn, [e.member for e in roster], summary.director_member_id)
     director_host = hosts.member_host.get(summary.director_member_id or 0)
     remote = director_host is not None and hosts.here is not None and director_host != hosts.here
     loop = loop_status(conn, fleet_id, remote=remote)
