@@ -382,3 +382,15 @@ def test_a_fleet_across_two_hosts(
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=20) == 0
         assert _host_row(a, "host-b")[0] is None  # type: ignore[index]  # released
+
+        # 5. A never reads, types into or kills B's pane: the same id names another pane on A.
+        for command in (["prompt", str(bee), "hi"], ["capture", str(bee)]):
+            refused = a.cli("member", *command)
+            assert (refused.returncode, refused.stdout) == (1, ""), command
+            assert refused.stderr == (
+                f"Error: member {bee}'s pane {bee_pane} is on host host-b, not this host "
+                "(host-a); run this command on host host-b\n"
+            )
+        deleted = _ok(a.cli("member", "delete", str(bee)))
+        assert f"{bee_pane} (on another host; not killed)" in deleted.stdout
+        assert bee_pane in b.live_panes() and _typed(b, bee_pane, third) == 1

@@ -145,7 +145,11 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
                 "ok": healthy,
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
-                "hosts": [] if hosts is None else [h.as_dict() for h in hosts.hosts],
+                **(
+                    {"hosts": [h.as_dict() for h in hosts.hosts]}
+                    if hosts is not None and hosts.spans
+                    else {}
+                ),
                 "problems": [p.as_dict() for p in problems],
             }
         )

@@ -115,12 +115,20 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
                 **fleet_dict(report.summary),
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
-                "hosts": [] if report.hosts is None else [h.as_dict() for h in report.hosts.hosts],
+                **_hosts_key(report),
                 "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )
     else:
         out_lines(fleet_show_lines(report))
+
+
+def _hosts_key(report: FleetReport) -> dict[str, object]:
+    """`hosts` only for a fleet across machines (one-host output stays as it was)."""
+    hosts = report.hosts
+    if hosts is None or not hosts.spans:
+        return {}
+    return {"hosts": [h.as_dict() for h in hosts.hosts]}
 
 
 # --- fleet delete --------------------------------------------------------------------------------
@@ -132,6 +140,7 @@ PANE_STATUS_TEXT = {
     "director": "not killed (the root Director's pane)",
     "pending": "-",
     "no_placement": "-",
+    "elsewhere": "not killed (on another host)",
 }
 
 

@@ -98,9 +98,11 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
                 {
                     **roster_dict(entry),
                     **_pane_keys(panes.get(entry.member.member_id)),
-                    "host_id": None
-                    if report.hosts is None
-                    else report.hosts.member_host.get(entry.member.member_id),
+                    **(
+                        {"host_id": report.hosts.member_host.get(entry.member.member_id)}
+                        if report.hosts is not None and report.hosts.spans
+                        else {}
+                    ),
                     **_tree_keys(trees.get(entry.member.member_id)),
                     "permissions": shown_profile(
                         entry.member.kind, recorded.get(entry.member.member_id)

@@ -190,6 +190,7 @@ def _print_delete(
         "shared": f"{pane_id} (shared with member {other}; not killed)",
         "pending": "(pending \u2014 no pane)",
         "no_placement": "(no placement)",
+        "elsewhere": f"{pane_id} (on another host; not killed)",
     }[status]
     out("Member deleted.")
     pairs = [("member_id", str(member_id)), ("pane_id", cell(shown))]

@@ -64,6 +64,9 @@ def showing(conn: Connection, member_id: int) -> Showing:
 
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to read")
+    from cafleet.workflows.members import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     mux = backend_for(placement.backend)
@@ -150,6 +153,9 @@ def answer(
     clock = clock or Clock()
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to answer")
+    from cafleet.workflows.members import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None

@@ -44,7 +44,7 @@ PING_LINE = (
     "resume your work if something was still running."
 )
 
-PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement"]
+PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement", "elsewhere"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,38 @@ def _placed(member: Member) -> Placement:
             "'cafleet member create'"
         )
     return placement
+
+
+def _elsewhere(conn: Connection, member: Member) -> str | None:
+    """The other host the member's pane is on (its placement's, else its root Director's), or
+    None when it is on this one (docs/runtime.md §10.2)."""
+    from cafleet.hosts import current_host, effective_host
+
+    placement = member.placement
+    if placement is None:
+        return None
+    director_host = None
+    if placement.host_id is None:
+        from cafleet import broker
+
+        director = broker.director_placement(conn, member.fleet_id)
+        director_host = None if director is None else director.host_id
+    host = effective_host(placement.host_id, director_host)
+    return None if host is None or host == current_host() else host
+
+
+def refuse_elsewhere(conn: Connection, member: Member) -> None:
+    """Commands that read or type into one member's pane run on its host (docs/runtime.md
+    §10.2): the same pane id names another pane here."""
+    host = _elsewhere(conn, member)
+    if host is not None:
+        from cafleet.hosts import current_host
+
+        pane = member.placement.mux_pane_id if member.placement is not None else None
+        raise WorkflowError(
+            f"member {member.member_id}'s pane {pane or '-'} is on host {host}, not this host "
+            f"({current_host()}); run this command on host {host}"
+        )
 
 
 def _refuse_director(conn: Connection, member: Member) -> None:
@@ -594,6 +626,11 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
+    if _elsewhere(conn, member) is not None:
+        # Another host's pane (docs/runtime.md §10.2): deregistered, never killed from here.
+        signals.check()
+        broker.deregister_member(conn, member_id=member_id)
+        return Deleted(member_id, pane_id, "elsewhere", None)
     backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError
 
@@ -693,6 +730,7 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend, placement.mux_socket)
@@ -711,6 +749,7 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
         return Pinged(member, None, True, "pending_placement")
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.text import id_tag, line_id

@@ -71,6 +71,9 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     """
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to capture")
+    from cafleet.workflows.members import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend, placement.mux_socket)
