@@ -235,8 +235,8 @@ def test_upgrade_from_0004_adds_the_wave3_columns_and_keeps_every_row(
 def test_upgrade_from_0005_adds_host_loops_and_keeps_every_row(
     db_path: Path, templates: Templates
 ) -> None:
-    """Revision 0006 (docs/storage.md §3.9): one new, empty table; every row kept, placements'
-    `host_id` still NULL (this host, docs/runtime.md §10.1); the table takes a host's row."""
+    """Revision 0006 (docs/storage.md §3.9): one new, empty table; every row kept, a recorded
+    placement `host_id` included; the table takes a host's row."""
     templates.copy("0001", db_path)
     populate_0001(db_path)
     upgrade_to(str(db_path), "0005")

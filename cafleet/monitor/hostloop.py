@@ -8,7 +8,7 @@ whether it is alive without signalling its pid. Between ticks it waits for new w
 PostgreSQL the commit notifications (`LISTEN`, docs/storage.md §10.4) end the wait at once; on
 SQLite `PRAGMA data_version` is read every 0.2 s, which costs no query.
 
-Its log lines (`<P>.host-<host>.log` when detached) follow the fleet loop's (§5.9).
+Its log lines (`<P>.host-<host>.log` when detached) follow the fleet loop's (docs/runtime.md §5.9).
 """
 
 from __future__ import annotations
