@@ -391,6 +391,11 @@ def test_a_fleet_across_two_hosts(
                 f"Error: member {bee}'s pane {bee_pane} is on host host-b, not this host "
                 "(host-a); run this command on host host-b\n"
             )
+        scanned = json.loads(_ok(a.cli("monitor", "scan", str(fleet_id), "--json")).stdout)
+        assert [e["error"] for e in scanned if e["member_id"] == bee] == [
+            "capture failed: the pane is on host host-b"
+        ]
+        assert all(e["error"] is None for e in scanned if e["member_id"] != bee)
         deleted = _ok(a.cli("member", "delete", str(bee)))
         assert f"{bee_pane} (on another host; not killed)" in deleted.stdout
         assert bee_pane in b.live_panes() and _typed(b, bee_pane, third) == 1
