@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Mapping
 
 from cafleet.errors import CafleetError
@@ -53,13 +52,18 @@ def host_id_of(env: Mapping[str, str]) -> str:
     given = check_host_id_env(env)
     if given is not None:
         return given
-    name = socket.gethostname()
+    name = _hostname()
     for candidate in (name, name.split(".")[0]):
         if candidate and valid_host_id(candidate):
             return candidate
     raise HostIdError(
         f"the hostname {name!r} is not a usable host id; set {HOST_ID_VAR} ({_ACCEPTED})"
     )
+
+
+def _hostname() -> str:
+    """`socket.gethostname()`'s answer without importing `socket` (~6 ms a command)."""
+    return os.uname().nodename
 
 
 _cached: tuple[str | None, str] | None = None

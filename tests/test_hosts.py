@@ -48,12 +48,15 @@ def test_an_unusable_host_id_is_refused_with_the_rule(value: str) -> None:
 def test_the_default_is_the_hostname_or_its_first_label(monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    monkeypatch.setattr(socket, "gethostname", lambda: "box7.example.org")
+    import cafleet.hosts
+
+    assert cafleet.hosts._hostname() == socket.gethostname()
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box7.example.org")
     assert host_id_of({}) == host_id_of({"CAFLEET_HOST_ID": ""}) == "box7.example.org"
-    monkeypatch.setattr(socket, "gethostname", lambda: "box 7.example")
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box 7.example")
     with pytest.raises(HostIdError, match="the hostname 'box 7.example' is not a usable host id"):
         host_id_of({})
-    monkeypatch.setattr(socket, "gethostname", lambda: "box7.ex ample")
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box7.ex ample")
     assert host_id_of({}) == "box7"  # the whole name is not usable; its first label is
 
 
