@@ -402,3 +402,55 @@ def test_a_fleet_across_two_hosts(
         deleted = _ok(a.cli("member", "delete", str(bee)))
         assert f"{bee_pane} (on another host; not killed)" in deleted.stdout
         assert bee_pane in b.live_panes() and _typed(b, bee_pane, third) == 1
+
+
+# --- cafleet monitor host start | stop | status (docs/cli.md §2.29) ------------------------------
+
+
+def test_monitor_host_start_status_stop(head_db: Path) -> None:
+    from tests.harness.util import pid_alive, retry_until
+
+    env = {"CAFLEET_HOST_ID": "h1"}
+    assert run_cli("monitor", "host", "status", env=env) == (
+        0,
+        "this host: h1\nno host delivery loop has run\n",
+        "",
+    )
+    code, out, err = run_cli("monitor", "host", "start", env=env)
+    assert (code, err) == (0, ""), out
+    match = re.fullmatch(r"delivery loop for host h1: pid (\d+) \(log: (.+)\)\n", out)
+    assert match is not None, out
+    pid = int(match[1])
+    try:
+        assert Path(match[2]) == Path(f"{head_db}.host-h1.log")
+        assert run_cli("monitor", "host", "start", env=env)[1] == (
+            f"delivery loop for host h1: pid {pid} (already running)\n"
+        )
+        status = json.loads(run_cli("monitor", "host", "status", "--json", env=env)[1])
+        assert status["host_id"] == "h1"
+        assert [
+            (s["host_id"], s["live"], s["pid"], s["held"], s["this_host"]) for s in status["loops"]
+        ] == [("h1", True, pid, False, True)]
+        # Seen from another host: live by its heartbeat alone, held unknown there.
+        other = json.loads(
+            run_cli("monitor", "host", "status", "--json", env={"CAFLEET_HOST_ID": "h2"})[1]
+        )
+        assert [(s["live"], s["held"], s["this_host"]) for s in other["loops"]] == [
+            (True, None, False)
+        ]
+        refused = run_cli("monitor", "host", "run", env=env)
+        assert refused == (1, "", f"Error: delivery loop already running for host h1 (pid {pid})\n")
+    finally:
+        code, out, err = run_cli("monitor", "host", "stop", env=env)
+    assert (code, err) == (0, "")
+    assert out == (
+        f"delivery loop for host h1 stopped (pid {pid}); it stays stopped until 'cafleet monitor "
+        "host start'\n"
+    )
+    retry_until(lambda: not pid_alive(pid), timeout=10)
+    assert run_cli("monitor", "host", "status", env=env)[1] == (
+        "this host: h1\nhost h1 (this host): stopped by 'cafleet monitor host stop'\n"
+    )
+    log = Path(f"{head_db}.host-h1.log").read_text(encoding="utf-8")
+    assert log.startswith(f"host loop started (host h1, tick 5s, pid {pid})\n")
+    assert log.endswith(f"received SIGTERM; stopping\nhost loop stopped (host h1, pid {pid})\n")
