@@ -64,7 +64,7 @@ def showing(conn: Connection, member_id: int) -> Showing:
 
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to read")
-    from cafleet.workflows.members import refuse_elsewhere
+    from cafleet.workflows.panes import refuse_elsewhere
 
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
@@ -153,7 +153,7 @@ def answer(
     clock = clock or Clock()
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to answer")
-    from cafleet.workflows.members import refuse_elsewhere
+    from cafleet.workflows.panes import refuse_elsewhere
 
     refuse_elsewhere(conn, member)
     _refuse_director(conn, member)

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.panes import (
+    active_member,
+    backend_for,
+    concrete_placement,
+    elsewhere,
+    refuse_elsewhere,
+)
 from cafleet.workflows.spawning import (
     MSG_KILL_FAILED,
     Cleanup,
@@ -99,38 +105,6 @@ def _placed(member: Member) -> Placement:
             "'cafleet member create'"
         )
     return placement
-
-
-def _elsewhere(conn: Connection, member: Member) -> str | None:
-    """The other host the member's pane is on (its placement's, else its root Director's), or
-    None when it is on this one (docs/runtime.md §10.2)."""
-    from cafleet.hosts import current_host, effective_host
-
-    placement = member.placement
-    if placement is None:
-        return None
-    director_host = None
-    if placement.host_id is None:
-        from cafleet import broker
-
-        director = broker.director_placement(conn, member.fleet_id)
-        director_host = None if director is None else director.host_id
-    host = effective_host(placement.host_id, director_host)
-    return None if host is None or host == current_host() else host
-
-
-def refuse_elsewhere(conn: Connection, member: Member) -> None:
-    """Commands that read or type into one member's pane run on its host (docs/runtime.md
-    §10.2): the same pane id names another pane here."""
-    host = _elsewhere(conn, member)
-    if host is not None:
-        from cafleet.hosts import current_host
-
-        pane = member.placement.mux_pane_id if member.placement is not None else None
-        raise WorkflowError(
-            f"member {member.member_id}'s pane {pane or '-'} is on host {host}, not this host "
-            f"({current_host()}); run this command on host {host}"
-        )
 
 
 def _refuse_director(conn: Connection, member: Member) -> None:
@@ -626,7 +600,7 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
-    if _elsewhere(conn, member) is not None:
+    if elsewhere(conn, member) is not None:
         # Another host's pane (docs/runtime.md §10.2): deregistered, never killed from here.
         signals.check()
         broker.deregister_member(conn, member_id=member_id)

@@ -221,7 +221,7 @@ def respawn(
             f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
         )
     placement = concrete_placement(member, "nothing to respawn")
-    from cafleet.workflows.members import refuse_elsewhere
+    from cafleet.workflows.panes import refuse_elsewhere
 
     refuse_elsewhere(conn, member)  # its old pane's id names another pane here
     old_pane = placement.mux_pane_id
