@@ -1,21 +1,22 @@
-"""A real member blocked at a real permission prompt (docs/runtime.md §5.12, docs/cli.md §2.26):
-a real Claude Code spawned by `cafleet member create`, driven by the scripted model
-(tests/harness/scripted_model.py), is given a task that writes a file; its own permission
-prompt blocks it; the monitor loop reports the prompt to the Director's inbox; `member answer`
-approves it; the file is written, the member reports and ACKs. Judged by the database, the file
-on disk and the scripted model's record of the tool results the agent sent back.
+"""A real member blocked at a real permission prompt (docs/runtime.md §5.12, docs/cli.md §2.26,
+docs/permissions.md §5): a real Claude Code, Codex or opencode spawned by `cafleet member
+create`, driven by the scripted model (tests/harness/scripted_model.py), is given a task that
+writes a file; its own permission prompt blocks it; the monitor loop reports the prompt to the
+Director's inbox; `member answer` approves it; the file is written, the member reports and
+ACKs. opencode's other two buttons follow in the same agent start ("Allow always" with its
+confirmation, "Reject"). Judged by the database, the files on disk, the tool results the agent
+sent back to the model and opencode's own record.
 
 The member is created with `--permissions ask` (docs/permissions.md): its agent asks the human
-before an edit, which is the prompt the loop escalates.
+before an edit, which is the prompt the loop escalates (this is also the `ask` column of
+docs/permissions.md §3).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.util import retry_until
+from tests.test_permission_profiles_real import EXPECTED
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 CONTENT = "approved by the Director"
@@ -197,7 +199,7 @@ def test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered
     ids = create_fleet(h)  # the Director is the harness's pane; the monitor a fake
     stop_loop(h, ids.fleet_id)
     loop = start_loop(
-        h, ids.fleet_id, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "3"}
+        h, ids.fleet_id, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "1"}
     )
     d = ids.director_id
     member = real_member(h, model_server, agent)
@@ -215,9 +217,9 @@ def test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered
         assert "approved.txt" in text and QUESTION[agent] in text, text
         assert f"  {FIRST[agent]}" in text and f"--prompt {digest}" in text, text
         assert not target.exists()
-        dump = os.environ.get("CAFLEET_DUMP_PROMPT")
-        if dump:
-            Path(dump).write_text(screen_of(member), encoding="utf-8")
+        # The `ask` cell of docs/permissions.md §3 (tests/test_permission_profiles_real.py
+        # leaves it to this test): the edit is not done, the agent asks.
+        assert EXPECTED[agent]["ask"] == {"edit": "asks"}
 
         r = h.cli("member", "answer", str(m), "9", "--prompt", digest)
         assert r.returncode == 1 and "is not a choice" in r.stderr, r.stderr
