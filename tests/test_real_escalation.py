@@ -266,13 +266,24 @@ def opencode_always_and_reject(blocked: Blocked) -> None:
     assert "echo ran > rejected.txt" in text and "  3. Reject" in text, text
     blocked.answer("reject", digest)
     member = blocked.member.real
-    member.wait_state("ready", timeout=120)
-    calls = [
-        part["state"]
-        for message in member._opencode_messages()
-        for part in message.get("parts", [])
-        if part.get("type") == "tool" and "rejected.txt" in json.dumps(part.get("state"))
-    ]
+
+    def rejected_calls() -> list[dict[str, Any]]:
+        """opencode's own record of the command's tool call, once it has an outcome."""
+        return [
+            part["state"]
+            for message in member._opencode_messages()
+            for part in message.get("parts", [])
+            if part.get("type") == "tool"
+            and (part["state"].get("input") or {}).get("command") == "echo ran > rejected.txt"
+            and part["state"].get("status") in ("error", "completed")
+        ]
+
+    calls = retry_until(
+        rejected_calls,
+        timeout=120,
+        interval=2.0,
+        message=lambda: f"opencode recorded no outcome\n{screen_of(blocked.member)}",
+    )
     assert [c.get("status") for c in calls] == ["error"], calls
     assert "rejected" in str(calls[0].get("error")).lower(), calls
     assert not (cwd / "rejected.txt").exists()
