@@ -6,8 +6,9 @@ can take apart (`cafleet.delivery.screens.prompts`), be the prompt named by ``--
 (the id the Director's report carries: a newer prompt is never answered by an old report) and
 offer ``CHOICE`` (its number or its words). Only then are the choice's keys pressed; the answer
 counts once the prompt has left the screen. A choice the agent asks to confirm in a second
-dialog (opencode's "Allow always") is confirmed in the same call, under the same lock. Every refusal types nothing. The CLI and the WebUI
-both run `answer`; the WebUI reads the prompt it offers as buttons with `showing`.
+dialog (opencode's "Allow always") is confirmed in the same call, under the same lock. Every
+refusal types nothing. The CLI and the WebUI both run `answer`; the WebUI reads the prompt it
+offers as buttons with `showing`.
 """
 
 from __future__ import annotations
