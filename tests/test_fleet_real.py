@@ -150,9 +150,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         # Each pane's model requests carry its own label: the monitor `fleet create` spawned
         # (a Claude Code, like member alpha) has its own, and no label holds another pane's
         # conversation (each one's first prompt names its member id: YOUR MEMBER ID).
-        monitor_id = h.sqlite(
-            "SELECT member_id FROM members WHERE fleet_id = ? AND kind = 'monitor'", fleet_id
-        )[0][0]
+        monitor_id = next(r["member_id"] for r in roster if r["kind"] == "monitor")
         own = {"monitor": monitor_id, **{name: ids[name] for name, _ in MEMBERS}}
         for label, member_id in own.items():
             named = {x for r in model.client_requests(label) if (x := _member_of(r.body))}
