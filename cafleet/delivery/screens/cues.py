@@ -302,6 +302,15 @@ OPENCODE = AgentScreens(
         ),
         Cue(
             "ready",
+            r"\(\d+%\) · \$\d+\.\d+\s+ctrl\+p commands",
+            "footer",
+            "                                           324 (0%) · $0.00  ctrl+p commands    • OpenCode 1.18.33",
+            "ready-session-1.txt",
+            "After a turn the footer shows the session's context use and cost where 'tab agents' "
+            "was (a spawned member's session screen, idle after its first turn, scripted model).",
+        ),
+        Cue(
+            "ready",
             r"tab agents\s+ctrl\+p commands",
             "screen",
             "                                                                       tab agents  ctrl+p commands",
