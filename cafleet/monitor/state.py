@@ -6,7 +6,6 @@ Its own module so that the tick (`cafleet.monitor.tick`) and the steps it calls
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,8 +73,10 @@ class LoopState:
 
     @property
     def db_dir(self) -> str:
+        from cafleet.config import db_dir_of
+
         path: str = self.conn.info["cafleet.path"]
-        return os.path.dirname(path)
+        return db_dir_of(path)  # PostgreSQL's local directory (docs/storage.md §10.1)
 
     @property
     def lock_timeout(self) -> float:
