@@ -85,6 +85,9 @@ BOTH_DIALECTS = frozenset(
         "test_web_api",
         "test_message_inputs",
         "test_delivery_send",
+        "test_message_wait_stream",
+        "test_seed_invariants",
+        "test_delivery_drain",
     }
 )
 

@@ -12,7 +12,6 @@ Nothing here imports libtmux or the multiplexer package until an attempt actuall
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
@@ -129,12 +128,16 @@ def held_line(failure: DrainFailure) -> str:
 
 
 def _db_dir(conn: Connection) -> str:
+    """The database's local directory (the pane locks' home): the file's directory, or a
+    PostgreSQL database's directory under HOME (docs/storage.md §10.1)."""
+    from cafleet.config import db_dir_of
+
     path = conn.info.get("cafleet.path")
     if not path:
         from cafleet.config import load_settings
 
         path = load_settings().db_path
-    return os.path.dirname(path)
+    return db_dir_of(path)
 
 
 def _max_text_len() -> int:

@@ -84,11 +84,15 @@ def start_detached(
     _reap()
     if env is None:
         env = loop_env(conn, fleet_id)
-    db_path = conn.info["cafleet.path"]
-    db_dir = os.path.dirname(db_path)
+    from cafleet.config import db_dir_of
+
+    # the file's directory, or a PostgreSQL database's local one (docs/storage.md §10.1),
+    # which a host may not have yet: it holds the log
+    db_dir = db_dir_of(conn.info["cafleet.path"])
     log_path = log_path_for(conn, fleet_id)
     argv = [sys.executable, "-m", "cafleet", "monitor", str(fleet_id)]
     try:
+        os.makedirs(db_dir, mode=0o700, exist_ok=True)
         with open(log_path, "ab") as log:
             child = subprocess.Popen(
                 argv,

@@ -6,7 +6,6 @@ Its own module so that the tick (`cafleet.monitor.tick`) and the steps it calls
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,8 +73,9 @@ class LoopState:
 
     @property
     def db_dir(self) -> str:
-        path: str = self.conn.info["cafleet.path"]
-        return os.path.dirname(path)
+        from cafleet.config import db_dir_of
+
+        return db_dir_of(self.conn.info["cafleet.path"])
 
     @property
     def lock_timeout(self) -> float:
