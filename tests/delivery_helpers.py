@@ -16,7 +16,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from tests.cli_helpers import call_run, cli_env
 from tests.factories import World as World
@@ -286,29 +285,11 @@ class LineReader:
 def holds_db_open(pid: int, db_path: Path | str) -> bool:
     """True when process ``pid`` has the database open: the file, or for a PostgreSQL test
     database an established TCP connection to its server's port."""
-    from tests.pg_server import PgDb
+    from tests.pg_server import PgDb, connected_to
 
-    if not isinstance(db_path, PgDb):
-        return holds_open(pid, db_path)
-    port = urlsplit(db_path.url).port
-    sockets = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            with contextlib.suppress(OSError):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:["):
-                    sockets.add(link[len("socket:[") : -1])
-    except OSError:
-        return False
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table) as fh:
-            for line in fh.readlines()[1:]:
-                fields = line.split()
-                # remote address `HEX:PORT`, state 01 = ESTABLISHED, the socket's inode
-                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-                if remote_port == port and fields[3] == "01" and fields[9] in sockets:
-                    return True
-    return False
+    if isinstance(db_path, PgDb):
+        return connected_to(pid, db_path.port)
+    return holds_open(pid, db_path)
 
 
 def holds_open(pid: int, path: str | os.PathLike[str]) -> bool:

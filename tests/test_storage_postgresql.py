@@ -590,3 +590,65 @@ def test_a_held_writer_lock_makes_a_write_fail_busy_and_reads_go_on(empty_db: Pg
         holder.rollback()
         holder.close()
     assert run_cli("message", "ack", str(sent.message_id))[0] == 0  # the lock is gone
+
+
+def test_a_schema_change_after_validation_fails_the_next_write(empty_db: PgDb) -> None:
+    """docs/storage.md §4.4 on PostgreSQL: a write transaction re-reads the ledger right after
+    the writer lock (one round trip, §10.4). Another revision, or a ledger that cannot be read
+    at all, fails the write with `SchemaChanged`, writes nothing, leaves no transaction open
+    and releases the writer lock; the connection stays usable."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.errors import SchemaChanged
+    from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+    from cafleet.db.runtime import close_connection
+
+    insert = "INSERT INTO asset_installs VALUES ('claude', %s, '0.1.0', %s)"
+    run_setup(str(empty_db))
+    conn = open_validated_connection(str(empty_db))
+
+    def lock_is_free() -> bool:
+        with psycopg.connect(empty_db.url, autocommit=True) as probe:
+            row = probe.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,)).fetchone()
+            return bool(row and row[0])
+
+    try:
+        with tx.write(conn):
+            conn.exec_driver_sql(insert, ("/first", TS))
+        pg(empty_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
+        before = state(empty_db)
+        with pytest.raises(SchemaChanged) as e, tx.write(conn):
+            conn.exec_driver_sql(insert, ("/never", TS))  # pragma: no cover
+        assert str(e.value) == (
+            "the database schema changed while this command was running "
+            f"(validated schema {HEAD_VERSION}, now schema {HEAD_VERSION + 1}); re-run the command"
+        )
+        assert not conn.in_transaction()
+        assert state(empty_db) == before
+        assert lock_is_free()
+
+        pg(empty_db, "ALTER TABLE alembic_version RENAME TO alembic_version_gone")
+        before = state(empty_db)
+        with pytest.raises(SchemaChanged) as e, tx.write(conn):
+            conn.exec_driver_sql(insert, ("/never", TS))  # pragma: no cover
+        assert str(e.value) == (
+            "the database schema changed while this command was running "
+            f"(validated schema {HEAD_VERSION}, now unreadable); re-run the command"
+        )
+        assert not conn.in_transaction()
+        assert state(empty_db) == before
+        assert lock_is_free()
+
+        # the ledger restored: the same connection writes again
+        pg(
+            empty_db,
+            "ALTER TABLE alembic_version_gone RENAME TO alembic_version",
+            f"UPDATE alembic_version SET version_num = '{HEAD_REVISION}'",
+        )
+        with tx.write(conn):
+            conn.exec_driver_sql(insert, ("/second", TS))
+        with tx.read(conn):
+            paths = conn.exec_driver_sql("SELECT path FROM asset_installs ORDER BY 1").all()
+        assert [p[0] for p in paths] == ["/first", "/second"]
+    finally:
+        close_connection(conn)
