@@ -99,7 +99,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         and "dialect" in metafunc.fixturenames
         and metafunc.definition.get_closest_marker("sqlite_only") is None
     ):
-        metafunc.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+        # `soak_on_postgresql`: too long for the default run on PostgreSQL, so that case is
+        # marked `soak` (outside the default run; `-m soak` runs it)
+        pg_marks = (
+            [pytest.mark.soak]
+            if metafunc.definition.get_closest_marker("soak_on_postgresql") is not None
+            else []
+        )
+        metafunc.parametrize(
+            "dialect", ["sqlite", pytest.param("postgresql", marks=pg_marks)], indirect=True
+        )
 
 
 @pytest.fixture
