@@ -5,8 +5,9 @@ in a temp directory, loopback TCP, scram password authentication) with fsync and
 writes on, as a production server runs, and measures each figure on both dialects, interleaved
 where drift in machine load could favour one side:
 
-- ``sends``: in-process `send_message` per second, in rounds; each round first measures its
-  dialect's floor on a second cafleet database (SQLite: raw sqlite3 `BEGIN IMMEDIATE; INSERT;
+- ``sends``: in-process `send_message` per second, in rounds (also on a second server without
+  fsync, the tests' settings, to show what the disk costs apart); each round first measures its
+  store's floor on a second cafleet database (SQLite: raw sqlite3 `BEGIN IMMEDIATE; INSERT;
   COMMIT` with synchronous=FULL; PostgreSQL: raw psycopg, one autocommit `INSERT` per message,
   one round trip and one WAL flush), then cafleet's sends;
 - ``pairs``: N writer processes x M send+ACK pairs (`concurrency.run`);
@@ -68,7 +69,7 @@ def _empty(server: Any, dialect: str) -> Path | str | None:
 def _database(server: Any, tmp: Path, dialect: str, name: str) -> Path | str:
     """A new, set-up database of `dialect` (a file under `tmp`, or one on the server)."""
     if dialect == "sqlite":
-        path = tmp / "postgres-cmp" / name / "cafleet.db"
+        path = tmp / "postgres-cmp" / name.replace(" ", "_") / "cafleet.db"
         setup_db(path)
         return path
     from tests.pg_server import PgDb
@@ -119,23 +120,25 @@ class _Floor:
         self.raw.close()
 
 
-def _sends(server: Any, tmp: Path, count: int) -> dict[str, Any]:
+def _sends(servers: dict[str, Any], tmp: Path, count: int) -> dict[str, Any]:
+    """`servers`: a label per measured store, with its server (None for SQLite)."""
     from cafleet.broker import send_message
     from cafleet.db.runtime import close_connection
 
     per_round = max(count // ROUNDS, 1)
-    rounds: dict[str, list[dict[str, float]]] = {d: [] for d in DIALECTS}
+    rounds: dict[str, list[dict[str, float]]] = {label: [] for label in servers}
     conns: dict[str, Any] = {}
     floors: dict[str, _Floor] = {}
     fleets = {}
     try:
-        for dialect in DIALECTS:
-            floors[dialect] = _Floor(dialect, _database(server, tmp, dialect, "sends-floor"))
-            db = _database(server, tmp, dialect, "sends")
-            conns[dialect] = connect(db)
-            fleets[dialect] = make_fleet(conns[dialect], 1)
+        for label, server in servers.items():
+            dialect = "sqlite" if server is None else "postgresql"
+            floors[label] = _Floor(dialect, _database(server, tmp, dialect, f"floor-{label}"))
+            db = _database(server, tmp, dialect, f"sends-{label}")
+            conns[label] = connect(db)
+            fleets[label] = make_fleet(conns[label], 1)
         for _ in range(ROUNDS):
-            for dialect in DIALECTS:
+            for dialect in servers:
                 floor = floors[dialect].block(per_round)
                 conn, fleet = conns[dialect], fleets[dialect]
                 start = time.perf_counter()
@@ -242,10 +245,14 @@ def _short_commands(server: Any, tmp: Path, runs: int) -> dict[str, Any]:
     table: dict[str, Any] = {}
     for label in labels:
         lite, pg = median(times["sqlite"][label]), median(times["postgresql"][label])
+        lite_min, pg_min = min(times["sqlite"][label]), min(times["postgresql"][label])
         table[label] = {
             "sqlite_ms": lite * 1000,
             "postgresql_ms": pg * 1000,
             "postgresql_x_sqlite": pg / lite,
+            "sqlite_min_ms": lite_min * 1000,
+            "postgresql_min_ms": pg_min * 1000,
+            "postgresql_x_sqlite_min": pg_min / lite_min,
             "sqlite_x_floor": lite / median(times["sqlite"]["floor"]),
             "postgresql_x_floor": pg / median(times["postgresql"]["floor"]),
         }
@@ -271,7 +278,15 @@ def run(
             "server": "private, loopback TCP, scram; fsync=on, full_page_writes=on",
             "load_before": os.getloadavg(),
         }
-        result["sends"] = _sends(server, tmp, sends)
+        # the same on a server without fsync (the tests' settings): what the disk costs apart
+        fast = start_server(durable=False)
+        assert fast is not None
+        try:
+            result["sends"] = _sends(
+                {"sqlite": None, "postgresql": server, "postgresql, fsync=off": fast}, tmp, sends
+            )
+        finally:
+            fast.stop()
         result["pairs"] = {
             dialect: concurrency.run(
                 tmp / f"pairs-{dialect}",
@@ -305,10 +320,10 @@ def render(r: dict[str, Any]) -> list[str]:
         f"## 19. PostgreSQL beside SQLite ({r['server']}; load before {load})",
         f"  sends in-process ({s['count']} in {s['rounds']} rounds, per-round medians):",
     ]
-    for dialect in DIALECTS:
-        d = s[dialect]
+    for label in ("sqlite", "postgresql", "postgresql, fsync=off"):
+        d = s[label]
         lines.append(
-            f"    {dialect:<10} {d['sends_per_s']:7.0f}/s; floor {d['floor_per_s']:7.0f}/s; "
+            f"    {label:<22} {d['sends_per_s']:7.0f}/s; floor {d['floor_per_s']:7.0f}/s; "
             f"{d['sends_vs_floor']:.0%} of it"
         )
     lines.append("  writer processes x send+ack pairs:")
@@ -331,12 +346,13 @@ def render(r: dict[str, Any]) -> list[str]:
     )
     lines.append(
         f"    {'command':<26} {'SQLite ms':>9} {'PG ms':>8} {'PG/SQLite':>9} "
-        f"{'SQLite/floor':>12} {'PG/floor':>9}"
+        f"{'SQLite/floor':>12} {'PG/floor':>9} {'min: SQLite':>11} {'PG':>7} {'PG/SQLite':>9}"
     )
     for label, row in c["commands"].items():
         lines.append(
             f"    {label:<26} {row['sqlite_ms']:9.1f} {row['postgresql_ms']:8.1f} "
             f"{row['postgresql_x_sqlite']:9.2f} {row['sqlite_x_floor']:12.2f} "
-            f"{row['postgresql_x_floor']:9.2f}"
+            f"{row['postgresql_x_floor']:9.2f} {row['sqlite_min_ms']:11.1f} "
+            f"{row['postgresql_min_ms']:7.1f} {row['postgresql_x_sqlite_min']:9.2f}"
         )
     return lines
