@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["tests.harness.fixtures"]
+pytest_plugins = ["tests.harness.fixtures", "tests.web_fixtures"]
 
 # Property tests (docs/tmux-arguments.md §7): no example database in the checkout, no per-example deadline (tmux
 # and agent start-up times vary with load), and the fixtures they use are per-test by design

@@ -3,46 +3,21 @@ against the real `cafleet server`, real files and a private tmux server with fak
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.delivery_helpers import expected_line, rows
 from tests.factories import build_world, connect
 from tests.fleet_helpers import start_loop, stop_loop
 from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
-from tests.web_helpers import Server, browser, insert_messages, poll, start_server
+from tests.web_helpers import insert_messages, poll, serve, start_server
 
 HOSTILE_BODIES = (
     "<script>window.__xss = 1</script>",
     '"><img src=x onerror="window.__xss = 2">',
 )
 HOSTILE_NAME = "<img src=x onerror=window.__xss=3>"
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
-
-
-@pytest.fixture
-def page(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1400, "height": 900})
-    p = context.new_page()
-    p.set_default_timeout(20_000)
-    errors: list[str] = []
-    p.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield p
-    context.close()
-    assert errors == []  # the page's script never threw
-
-
-def serve(h: TmuxHarness, *args: str) -> Server:
-    return start_server(*args, env=h.env, cwd=h.project_dir, track=h.track)
 
 
 def texts(page: Any, selector: str) -> list[str]:

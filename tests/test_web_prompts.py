@@ -10,7 +10,6 @@ as in tests/test_real_escalation.py): the task completes after the click.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,29 +18,7 @@ from tests.fleet_helpers import create_fleet, ok, start_loop, stop_loop
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log
 from tests.test_escalation import prompting_member
-from tests.web_helpers import Server, browser, poll, start_server
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
-
-
-@pytest.fixture
-def page(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1400, "height": 900})
-    p = context.new_page()
-    p.set_default_timeout(20_000)
-    errors: list[str] = []
-    p.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield p
-    context.close()
-    assert errors == []  # the page's script never threw
-
-
-def serve(h: TmuxHarness, *args: str) -> Server:
-    return start_server(*args, env=h.env, cwd=h.project_dir, track=h.track)
+from tests.web_helpers import poll, serve
 
 
 def row(page: Any, member: int) -> Any:

@@ -134,6 +134,11 @@ def start_server(
     raise AssertionError("no free port after 5 attempts")
 
 
+def serve(h: Any, *args: str) -> Server:
+    """`start_server` in a private tmux harness's environment and project directory."""
+    return start_server(*args, env=h.env, cwd=h.project_dir, track=h.track)
+
+
 def http(
     method: str,
     url: str,
