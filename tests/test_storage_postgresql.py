@@ -652,3 +652,38 @@ def test_a_schema_change_after_validation_fails_the_next_write(empty_db: PgDb) -
         assert [p[0] for p in paths] == ["/first", "/second"]
     finally:
         close_connection(conn)
+
+
+def test_setups_assets_half_takes_this_hosts_setup_lock(empty_db: PgDb) -> None:
+    """docs/storage.md §10.1: setup's assets half (this host's files) runs under
+    `locks/setup.lock` of the database's local directory, as on a file, so two setups on one
+    host install one after the other: while another process holds it, setup waits on it."""
+    from cafleet.db.migrate import setup_lock_path
+    from tests.cli_helpers import hold_flock
+    from tests.delivery_helpers import holds_open
+    from tests.harness.util import retry_until
+
+    run_setup(str(empty_db))  # the database half is done; the assets half remains
+    lock = setup_lock_path(str(empty_db))
+    holder = hold_flock(Path(lock), 600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "setup", "--coding-agent", "claude"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        retry_until(
+            lambda: holds_open(proc.pid, lock) or proc.poll() is not None,
+            timeout=60,
+            interval=0.02,
+            message="setup never opened this host's setup lock",
+        )
+        assert proc.poll() is None, proc.communicate()  # waiting for the holder
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, ""), err
+    assert out.splitlines()[0] == f"Already at head ({HEAD_VERSION}); nothing to do."

@@ -77,7 +77,16 @@ def _bookkeeping(db_path: str | None) -> Iterator[Connection | None]:
 
 
 def _setup_lock(db_path: str | None) -> contextlib.AbstractContextManager[None]:
-    if db_path is None or not os.path.isdir(os.path.dirname(db_path)):
+    """`locks/setup.lock` of the database's local directory: the file's directory when it
+    exists (none is created for a missing file), or a PostgreSQL database's directory on this
+    host (docs/storage.md §10.1), created if need be: the assets are this host's."""
+    from cafleet.config import db_dir_of, is_postgres
+
+    if db_path is None:
+        return contextlib.nullcontext()
+    if is_postgres(db_path):
+        os.makedirs(db_dir_of(db_path), mode=0o700, exist_ok=True)
+    elif not os.path.isdir(db_dir_of(db_path)):
         return contextlib.nullcontext()
     from cafleet.db.migrate import setup_lock
 
