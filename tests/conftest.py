@@ -99,11 +99,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         and "dialect" in metafunc.fixturenames
         and metafunc.definition.get_closest_marker("sqlite_only") is None
     ):
-        # `soak_on_postgresql`: too long for the default run on PostgreSQL, so that case is
+        # `soak_unless_sqlite`: too long for the default run on PostgreSQL, so that case is
         # marked `soak` (outside the default run; `-m soak` runs it)
         pg_marks = (
             [pytest.mark.soak]
-            if metafunc.definition.get_closest_marker("soak_on_postgresql") is not None
+            if metafunc.definition.get_closest_marker("soak_unless_sqlite") is not None
             else []
         )
         metafunc.parametrize(

@@ -159,7 +159,7 @@ def _sixteen_send_and_ack(conn: Connection, head_db: Path, per_process: int) -> 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 # On PostgreSQL its 16,000 write transactions took 102 s on a loaded 2-core machine (35 s on
 # SQLite): that case runs with `-m soak`; the 16 x 50 test below is its default-run size.
-@pytest.mark.soak_on_postgresql
+@pytest.mark.soak_unless_sqlite
 def test_sixteen_processes_500_send_and_ack_each(conn: Connection, head_db: Path) -> None:
     """16 processes x 500 send+ack through the repository on one database: zero lock errors
     and exact row counts (16,000 write transactions)."""
