@@ -13,7 +13,6 @@ will not see the install.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -77,20 +76,11 @@ def _bookkeeping(db_path: str | None) -> Iterator[Connection | None]:
 
 
 def _setup_lock(db_path: str | None) -> contextlib.AbstractContextManager[None]:
-    """`locks/setup.lock` of the database's local directory: the file's directory when it
-    exists (none is created for a missing file), or a PostgreSQL database's directory on this
-    host (docs/storage.md §10.1), created if need be: the assets are this host's."""
-    from cafleet.config import db_dir_of, is_postgres
-
     if db_path is None:
         return contextlib.nullcontext()
-    if is_postgres(db_path):
-        os.makedirs(db_dir_of(db_path), mode=0o700, exist_ok=True)
-    elif not os.path.isdir(db_dir_of(db_path)):
-        return contextlib.nullcontext()
-    from cafleet.db.migrate import setup_lock
+    from cafleet.db.migrate import assets_lock
 
-    return setup_lock(db_path)
+    return assets_lock(db_path)
 
 
 def run_assets_half(
