@@ -172,6 +172,12 @@ def load_settings(
         raw = _get(env, "CAFLEET_DELIVERY_WORKERS")
         raise SettingsError(f"CAFLEET_DELIVERY_WORKERS must be a positive integer (got '{raw}')")
     escalate_after = _parse_int(env, "CAFLEET_ESCALATE_AFTER")
+    from cafleet.hosts import HostIdError, check_host_id_env
+
+    try:
+        check_host_id_env(env)
+    except HostIdError as exc:
+        raise SettingsError(str(exc)) from None
     return Settings(
         database_path=path,
         path_error=path_error,
@@ -203,3 +209,14 @@ def monitor_log_path(db_path: str, fleet_id: int) -> str:
     """`<db path>.monitor-<fleet_id>.log`: named after the database file, so databases that
     share a directory never share a loop's log (fleet ids repeat across databases)."""
     return f"{local_anchor(db_path)}.monitor-{fleet_id}.log"
+
+
+def host_hold_path(db_path: str, host_id: str) -> str:
+    """`<db path>.host-<host_id>.stopped`: left by `cafleet monitor host stop`, removed by
+    `cafleet monitor host start`; while it exists nothing restarts the host's delivery loop."""
+    return f"{local_anchor(db_path)}.host-{host_id}.stopped"
+
+
+def host_log_path(db_path: str, host_id: str) -> str:
+    """`<db path>.host-<host_id>.log`: the host delivery loop's log (docs/runtime.md §10.4)."""
+    return f"{local_anchor(db_path)}.host-{host_id}.log"

@@ -206,6 +206,7 @@ def placement_dict(placement: Any) -> dict[str, Any] | None:
         "coding_agent": placement.coding_agent,
         "created_at": placement.created_at,
         "lost_at": placement.lost_at,
+        "host_id": placement.host_id,
     }
 
 

@@ -49,6 +49,7 @@ PLACEMENT_KEYS = [
     "coding_agent",
     "created_at",
     "lost_at",
+    "host_id",
 ]
 MEMBER_KEYS = [
     "member_id",

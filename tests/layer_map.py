@@ -27,6 +27,7 @@ LEAVES: dict[str, str] = {
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
     "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
+    "cafleet.hosts": "host ids (`CAFLEET_HOST_ID`) and the one rule of whose panes a host types into",
 }
 
 

@@ -128,6 +128,7 @@ APP_TABLES = (
     "monitor_runtime",
     "asset_installs",
     "member_spawns",
+    "host_loops",
 )
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cafleet.db.timefmt import utcnow
+from cafleet.hosts import current_host
 from tests.cli_helpers import assert_unchanged, call_main, run_cli, snapshot, sql, stamp
 from tests.factories import Db, FakePane
 
@@ -167,6 +168,7 @@ def test_member_show_active_and_deregistered(head_db: Path) -> None:
         "coding_agent": "claude",
         "created_at": stamp(T1),
         "lost_at": None,
+        "host_id": current_host(),  # the broker records this process's host
     }
 
 

@@ -64,6 +64,38 @@ def test_opencode_s_real_permission_dialog_reads_with_its_three_buttons() -> Non
     ]
 
 
+def test_codex_s_real_approval_prompt_reads_with_its_shortcut_keys() -> None:
+    """A command the model asked to run outside Codex's read-only sandbox (the `ask` profile)."""
+    prompt = read_prompt("codex", screen("codex", "permission-1.txt"))
+    assert prompt is not None and prompt.readable
+    assert prompt.question == "Would you like to run the following command?"
+    assert prompt.details[0] == "Environment: local"
+    assert prompt.details[-1].startswith("$ printf '%s' 'approved by the Director' > ")
+    assert [(c.number, c.keys) for c in prompt.choices] == [
+        (1, ("y",)), (2, ("p",)), (3, ("Escape",)),
+    ]  # fmt: skip
+    assert prompt.choices[0].label == "Yes, proceed"
+    assert prompt.choices[1].label.startswith("Yes, and don't ask again for commands that start")
+    assert prompt.choices[2].label == "No, and tell Codex what to do differently"
+    assert all(c.confirm is None for c in prompt.choices)
+
+
+def test_opencode_s_allow_always_is_confirmed_in_a_second_dialog() -> None:
+    """ "Allow always" opens a confirmation (Confirm selected); its reader drops the session
+    sidebar a wide pane draws at the right."""
+    first = read_prompt("opencode", screen("opencode", "permission-1.txt"))
+    assert first is not None
+    assert [c.confirm for c in first.choices] == [None, ("Always allow", "Confirm"), None]
+    prompt = read_prompt("opencode", screen("opencode", "permission-always-1.txt"))
+    assert prompt is not None and prompt.readable
+    assert prompt.question == "Always allow"
+    assert prompt.details == ("This will allow edit until OpenCode is restarted.",)
+    assert [(c.label, c.keys) for c in prompt.choices] == [
+        ("Confirm", ("Enter",)),
+        ("Cancel", ("Right", "Enter")),
+    ]
+
+
 def test_the_digest_names_the_prompt_not_the_screen_around_it() -> None:
     """The cursor's row, spacing and what scrolls above the prompt do not change the digest;
     another command does."""

@@ -24,9 +24,11 @@ from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import require_binary
 from tests.harness.real_fleet import RealFleet, plan_text
 from tests.harness.scripted_model import (
+    MEMBER_ID_RX,
     Call,
     ScriptedModel,
     anthropic_conversation,
+    responses_conversation,
     scripted_model,
 )
 from tests.harness.util import read_jsonl, retry_until
@@ -145,9 +147,26 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         for message_id, usage in recorded.items():
             assert usage["output_tokens"] == reported[message_id]["output_tokens"], message_id
             assert usage["input_tokens"] == reported[message_id]["input_tokens"], message_id
+        # Each pane's model requests carry its own label: the monitor `fleet create` spawned
+        # (a Claude Code, like member alpha) has its own, and no label holds another pane's
+        # conversation (each one's first prompt names its member id: YOUR MEMBER ID).
+        monitor_id = next(r["member_id"] for r in roster if r["kind"] == "monitor")
+        own = {"monitor": monitor_id, **{name: ids[name] for name, _ in MEMBERS}}
+        for label, member_id in own.items():
+            named = {x for r in model.client_requests(label) if (x := _member_of(r.body))}
+            assert named == {member_id}, (label, named, own)
+        assert any(
+            "You are the monitor of cafleet fleet" in json.dumps(r.body)
+            for r in model.client_requests("monitor")
+        )
+        assert set(model.usage_totals()) == {"director", *own}
+        assert any(
+            "You are the monitor of cafleet fleet" in t for t in fleet.monitor.real.received()
+        )
+        assert not any("You are the monitor" in t for t in fleet.members["alpha"].real.received())
         # The model reported usage in every response and kept per-client totals.
         totals = model.usage_totals()
-        for label in ("director", *(n for n, _ in MEMBERS)):
+        for label in ("director", "monitor", *(n for n, _ in MEMBERS)):
             served = [r for r in model.client_requests(label) if r.action is not None]
             assert totals[label]["responses"] == len(served) > 0
             assert totals[label]["output_tokens"] == sum(r.usage["output_tokens"] for r in served)
@@ -167,6 +186,13 @@ def _claude_usage(config_dir: Path) -> dict[str, dict[str, int]]:
             if rec.get("type") == "assistant" and isinstance(message.get("usage"), dict):
                 out[str(message.get("id"))] = message["usage"]
     return out
+
+
+def _member_of(body: dict[str, Any]) -> int | None:
+    """The member id the conversation's first prompt names (None: none, e.g. a title request)."""
+    conv = anthropic_conversation(body) if "messages" in body else responses_conversation(body)
+    m = MEMBER_ID_RX.search(conv.first)
+    return int(m.group(1)) if m else None
 
 
 def _calls(body: dict[str, Any]) -> list[Call]:

@@ -6,6 +6,10 @@ in their working directory; a second task asks the workspace member to write out
 Judged by the files on disk, the agent's screen (a permission prompt: `awaiting_user`), the
 database (replies and ACKs) and the agent's own record; the expected outcome of each cell is
 `EXPECTED` below, which is the table in docs/permissions.md §3 (a test checks they agree).
+
+The `ask` column is proven by tests/test_real_escalation.py, whose member runs under `ask` and
+is given the same edit task: it sees the prompt (`asks`), then answers it. One agent start
+proves both, instead of one here and one there (the suite's time, docs/permissions.md §3).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from tests.harness.util import retry_until
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 REPO = Path(__file__).resolve().parents[1]
 PROFILES = ("workspace", "ask", "readonly", "full")
+# The profiles this module spawns; `ask` is tests/test_real_escalation.py's (module docstring).
+SPAWNED = ("workspace", "readonly", "full")
 AGENTS = ("claude", "codex", "opencode")
 OUTSIDE_ROOT = "/var/tmp"
 # Outcome of (task, profile) per agent: "runs" (the file / the command's output is there and
@@ -126,7 +132,7 @@ def test_each_profile_does_what_its_table_says(
     outside = Path(tempfile.mkdtemp(prefix="cafleet-outside-", dir=OUTSIDE_ROOT))
     members: dict[str, RealMember] = {}
     try:
-        for profile in PROFILES:
+        for profile in SPAWNED:
             # Claude Code refuses bypassPermissions as root unless told it runs in a sandbox
             # (this container); cafleet never sets that itself.
             # It also asks once to accept that mode; this user accepted it before.
@@ -168,7 +174,7 @@ def test_each_profile_does_what_its_table_says(
             return (reply and _acked(h, sent[profile])) or member.real.state() == "awaiting_user"
 
         retry_until(
-            lambda: all(settled(p) for p in PROFILES),
+            lambda: all(settled(p) for p in SPAWNED),
             timeout=300,
             interval=1.0,
             message=lambda: f"not settled: {_inbox(h, d)}\n" + _screens(members),
@@ -209,7 +215,8 @@ def test_each_profile_does_what_its_table_says(
         else:
             assert _acked(h, second)
             outcome["workspace"]["edit outside"] = "runs" if target.exists() else "refused"
-        assert outcome == EXPECTED[agent], f"{outcome}\n{_screens(members)}"
+        expected = {p: cells for p, cells in EXPECTED[agent].items() if p in SPAWNED}
+        assert outcome == expected, f"{outcome}\n{_screens(members)}"
         # Every task reached the agent as its own user message (its own record).
         for profile, member in members.items():
             texts = member.real.received()

@@ -124,6 +124,13 @@ EXPECTED_COLUMNS = {
         ("cafleet_version", "TEXT", 1, None, 0),
         ("installed_at", "TEXT", 1, None, 0),
     ],
+    "host_loops": [  # revision 0006
+        ("host_id", "TEXT", 1, None, 1),
+        ("pid", "INTEGER", 0, None, 0),
+        ("started_at", "TEXT", 0, None, 0),
+        ("last_tick_at", "TEXT", 0, None, 0),
+        ("tick_seconds", "INTEGER", 1, "5", 0),
+    ],
 }
 
 
@@ -199,7 +206,11 @@ def test_exactly_the_eight_indexes(fresh: Path) -> None:
         r[0]
         for r in query(fresh, "SELECT name FROM sqlite_master WHERE name LIKE 'sqlite_autoindex_%'")
     }
-    assert autos == {"sqlite_autoindex_asset_installs_1", "sqlite_autoindex_alembic_version_1"}
+    assert autos == {
+        "sqlite_autoindex_asset_installs_1",
+        "sqlite_autoindex_alembic_version_1",
+        "sqlite_autoindex_host_loops_1",  # its TEXT primary key (revision 0006)
+    }
     sql_by_name = {r[0]: r[2] for r in rows}
     for name, (table, columns, unique, partial) in EXPECTED_INDEXES.items():
         info = query(fresh, f"PRAGMA index_info({name})")
@@ -325,6 +336,22 @@ def test_shape_of_0005() -> None:
             ("agent_session_id", "TEXT", False),
         ],
     }
+
+
+def test_shape_of_0006() -> None:
+    """One new table, `host_loops`, appended; every other table and index unchanged."""
+    s5, s6 = SHAPES["0005"], SHAPES["0006"]
+    assert s6.indexes == s5.indexes
+    assert s6.tables[: len(s5.tables)] == s5.tables
+    (added,) = s6.tables[len(s5.tables) :]
+    assert added.name == "host_loops" and not added.foreign_keys and not added.autoincrement
+    assert [(c.name, c.type, c.notnull, c.default, c.pk) for c in added.columns] == [
+        ("host_id", "TEXT", True, None, 1),
+        ("pid", "INTEGER", False, None, 0),
+        ("started_at", "TEXT", False, None, 0),
+        ("last_tick_at", "TEXT", False, None, 0),
+        ("tick_seconds", "INTEGER", True, "5", 0),
+    ]
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

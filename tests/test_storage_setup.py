@@ -128,6 +128,7 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     # 0003 adds an empty member_spawns; 0003, 0004 and 0005 add member_placements.lost_at,
     # .mux_socket and .host_id, 0005 fleets.member_defaults_json (NULL everywhere).
     assert after.pop("member_spawns") == []
+    assert after.pop("host_loops") == []  # 0006
     assert _without_added(after, {"member_placements": 3, "fleets": 1}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
@@ -231,6 +232,28 @@ def test_upgrade_from_0004_adds_the_wave3_columns_and_keeps_every_row(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
+def test_upgrade_from_0005_adds_host_loops_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0006 (docs/storage.md §3.9): one new, empty table; every row kept, a recorded
+    placement `host_id` included; the table takes a host's row."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0005")
+    sql(db_path, "UPDATE member_placements SET host_id = 'gpu-1' WHERE member_id = 3")
+    before = dump(db_path)
+    assert "host_loops" not in before
+    assert diagnose_path(str(db_path)).state == "behind"
+    upgrade_to(str(db_path), "0006")
+    after = dump(db_path)
+    assert after.pop("host_loops") == []
+    assert after == before
+    assert ledger(db_path) == [("0006",)]
+    sql(db_path, "INSERT INTO host_loops (host_id, pid) VALUES ('gpu-1', 42)")
+    assert query(db_path, "SELECT host_id, pid, tick_seconds FROM host_loops") == [("gpu-1", 42, 5)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement and fleet columns NULL, `member_spawns` empty."""
@@ -240,6 +263,7 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     assert run_setup(str(db_path)) == f"Upgraded from 2 to {HEAD_VERSION}."
     after = dump(db_path)
     assert after.pop("member_spawns") == []
+    assert after.pop("host_loops") == []  # 0006
     assert _without_added(after, {"member_placements": 3, "fleets": 1}) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -576,7 +600,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0001 -> 0002, unique_active_monitor" in history.stdout
     assert "0002 -> 0003, member_spawns_and_pane_loss" in history.stdout
     assert "0003 -> 0004, placement_socket" in history.stdout
-    assert "0004 -> 0005 (head), wave3_columns" in history.stdout
+    assert "0004 -> 0005, wave3_columns" in history.stdout
+    assert "0005 -> 0006 (head), host_loops" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

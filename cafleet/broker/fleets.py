@@ -58,6 +58,7 @@ def create_fleet(
     monitor_spawn: SpawnSpec | None = None,
     mux_socket: str | None = None,
     member_defaults: Mapping[str, object] | None = None,
+    host_id: str | None = None,
     now: datetime | None = None,
 ) -> FleetBootstrap:
     """Bootstrap a fleet in one write transaction, spawning the monitor pane inside it.
@@ -68,9 +69,13 @@ def create_fleet(
     failure after it returned raises `BootstrapAborted` carrying the spawned pane; nothing is
     committed. ``mux_socket`` is the tmux server both panes are on (recorded in both placements).
     ``member_defaults`` are the defaults for the fleet's new members (`fleets.member_defaults_json`;
-    None or empty: none).
+    None or empty: none). ``host_id`` is the host both panes are on (default: this process's,
+    `hosts.current_host`).
     """
+    from cafleet.hosts import current_host
+
     check_backend(backend)
+    host = current_host() if host_id is None else host_id
     check_coding_agent(coding_agent)
     spawned: list[Any] = []
     try:
@@ -106,6 +111,7 @@ def create_fleet(
                     "agent": coding_agent,
                     "now": ts,
                     "socket": mux_socket,
+                    "host": host,
                 },
             )
             conn.execute(q.SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
@@ -137,6 +143,7 @@ def create_fleet(
                     "agent": coding_agent,
                     "now": ts,
                     "socket": mux_socket,
+                    "host": host,
                 },
             )
             fleet_row = conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()

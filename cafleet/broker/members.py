@@ -129,6 +129,9 @@ def register_member(
             insert_spawn(conn, member_id, spawn)
         placed: Placement | None = None
         if placement is not None:
+            from cafleet.hosts import current_host
+
+            host = current_host() if placement.host_id is None else placement.host_id
             conn.execute(
                 q.INSERT_PENDING_PLACEMENT,
                 {
@@ -139,6 +142,7 @@ def register_member(
                     "agent": placement.coding_agent,
                     "now": ts,
                     "socket": placement.mux_socket,
+                    "host": host,
                 },
             )
             placed = Placement(
@@ -150,6 +154,7 @@ def register_member(
                 coding_agent=placement.coding_agent,
                 created_at=ts,
                 mux_socket=placement.mux_socket,
+                host_id=host,
             )
     return Member(
         member_id=member_id,

@@ -15,7 +15,7 @@ from cafleet.db import tx
 from cafleet.db.catalog.sqlite import monitor as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
-from cafleet.records import MonitorRuntime, monitor_runtime_from_row
+from cafleet.records import HostLoop, MonitorRuntime, host_loop_from_row, monitor_runtime_from_row
 
 IsLive = Callable[[MonitorRuntime, datetime], bool]
 
@@ -143,8 +143,92 @@ def get_monitor_runtime(conn: Connection, fleet_id: int) -> MonitorRuntime | Non
     return None if row is None else monitor_runtime_from_row(row)
 
 
+# --- host delivery loops (docs/runtime.md §10.4) ------------------------------------------------
+
+
+def host_loop_live(row: HostLoop | None, here: str, now: datetime | None = None) -> bool:
+    """A host loop is live when its pid and heartbeat are set and the heartbeat is at most
+    max(3 x tick, 15) s old; on its own host its pid must also exist. Another host cannot
+    signal it: there the heartbeat alone is the authority."""
+    if row is None or row.pid is None or row.last_tick_at is None:
+        return False
+    tick = parse_ts(row.last_tick_at)
+    if tick is None:
+        return False
+    moment = now if now is not None else utcnow()
+    if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
+        return False
+    if row.host_id != here:
+        return True
+    from cafleet.procs import pid_alive
+
+    return pid_alive(row.pid)
+
+
+def claim_host_loop(
+    conn: Connection, *, host_id: str, pid: int, tick_seconds: int, now: datetime | None = None
+) -> HostLoop | None:
+    """Claim the host's loop slot: no row, insert; a live row, refuse (None); a stale one, take
+    it over. Returns the row claimed."""
+    with tx.write(conn):
+        moment = now if now is not None else utcnow()
+        params = {"host": host_id, "pid": pid, "now": stamp(moment), "tick": tick_seconds}
+        current = conn.execute(q.HOST_LOOP, {"host": host_id}).mappings().first()
+        if current is None:
+            conn.execute(q.INSERT_HOST_LOOP, params)
+        elif host_loop_live(host_loop_from_row(current), host_id, moment):
+            return None
+        else:
+            conn.execute(q.TAKE_OVER_HOST_LOOP, params)
+        return host_loop_from_row(conn.execute(q.HOST_LOOP, {"host": host_id}).mappings().one())
+
+
+def host_heartbeat(
+    conn: Connection, *, host_id: str, pid: int, now: datetime | None = None
+) -> bool:
+    """Set `last_tick_at` where the pid matches; False means this loop was displaced."""
+    with tx.write(conn):
+        ts = stamp(now)
+        result = conn.execute(q.HOST_HEARTBEAT, {"now": ts, "host": host_id, "pid": pid})
+        return result.rowcount == 1
+
+
+def clear_host_loop(conn: Connection, *, host_id: str, pid: int) -> bool:
+    """Release `pid`, `started_at` and `last_tick_at` where the pid matches."""
+    with tx.write(conn):
+        return conn.execute(q.CLEAR_HOST_LOOP, {"host": host_id, "pid": pid}).rowcount == 1
+
+
+def get_host_loop(conn: Connection, host_id: str) -> HostLoop | None:
+    """The host's loop row, or None when no loop ever ran there."""
+    with tx.read(conn):
+        row = conn.execute(q.HOST_LOOP, {"host": host_id}).mappings().first()
+    return None if row is None else host_loop_from_row(row)
+
+
+def host_loops(conn: Connection) -> list[HostLoop]:
+    """Every host loop row, by host id."""
+    with tx.read(conn):
+        rows = conn.execute(q.HOST_LOOPS).mappings().all()
+    return [host_loop_from_row(row) for row in rows]
+
+
+def host_serves(conn: Connection, host_id: str) -> bool:
+    """Whether an active member of a live fleet has its pane on ``host_id`` while the fleet's
+    root Director is on another host (the host's loop has something to serve)."""
+    with tx.read(conn):
+        return bool(conn.execute(q.HOST_SERVES, {"host": host_id}).scalar())
+
+
 __all__ = [
+    "claim_host_loop",
     "claim_monitor",
+    "clear_host_loop",
+    "get_host_loop",
+    "host_heartbeat",
+    "host_loop_live",
+    "host_loops",
+    "host_serves",
     "clear_monitor",
     "get_monitor_runtime",
     "heartbeat",

@@ -57,13 +57,23 @@ def oldest_pending_by_recipient(
     *,
     fleet_id: int | None = None,
     recipient_ids: Iterable[int] | None = None,
+    host_id: str | None = None,
     exclude: Iterable[int] = (),
 ) -> list[PendingNotification]:
     """Each recipient's oldest pending message (`created_at, message_id`), skipping the ids in
     `exclude`: one row per recipient of `fleet_id`, or of `recipient_ids`, that has one, oldest
-    first. One statement whose cost follows the recipients, not their messages."""
+    first. One statement whose cost follows the recipients, not their messages. ``host_id``
+    instead: the recipients whose pane is recorded on that host, in every fleet whose root
+    Director is on another host (a host's delivery loop, docs/runtime.md §10.4)."""
     params: dict[str, Any] = {"exclude": _id_array(exclude)}
-    if fleet_id is not None and recipient_ids is None:
+    if host_id is not None:
+        if fleet_id is not None or recipient_ids is not None:
+            raise TypeError(
+                "oldest_pending_by_recipient takes one of fleet_id, recipient_ids, host_id"
+            )
+        statement = q.HEADS_FOR_HOST
+        params["host"] = host_id
+    elif fleet_id is not None and recipient_ids is None:
         statement = q.HEADS_FOR_FLEET
         params["fleet_id"] = fleet_id
     elif recipient_ids is not None and fleet_id is None:
@@ -89,6 +99,7 @@ def _pending_from_row(row: Any) -> PendingNotification:
         sender_name=row["sender_name"],
         recipient=recipient,
         placement=recipient.placement,
+        director_host=row["d_host_id"],
     )
 
 

@@ -82,6 +82,7 @@ def rebind_placement(
     pane: PaneLike,
     coding_agent: str,
     mux_socket: str | None = None,
+    host_id: str | None = None,
     now: datetime | None = None,
 ) -> Placement:
     """Point the member's placement at ``pane`` (the caller holds the old and the new pane's
@@ -93,7 +94,10 @@ def rebind_placement(
     fleet's root Director, the new pane must not already direct another live fleet
     (`PaneDirectsFleet`).
     """
+    from cafleet.hosts import current_host
+
     backend, old_session, old_pane = expected
+    host = current_host() if host_id is None else host_id  # the new pane's host
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(q.MEMBER, {"member_id": member_id}).mappings().first()
@@ -115,6 +119,7 @@ def rebind_placement(
                     "pane": pane.pane_id,
                     "agent": coding_agent,
                     "socket": mux_socket,
+                    "host": host,
                     "now": ts,
                 },
             )

@@ -313,12 +313,28 @@ class MonitorGroup(CafleetGroup):
     },
     help=(
         "Run a fleet's monitor loop (cafleet monitor FLEET_ID), start or stop it in the "
-        "background (cafleet monitor start|stop FLEET_ID), or scan its panes once "
-        "(cafleet monitor scan FLEET_ID)."
+        "background (cafleet monitor start|stop FLEET_ID), scan its panes once "
+        "(cafleet monitor scan FLEET_ID), or run this host's delivery loop (cafleet monitor "
+        "host)."
     ),
 )
 def monitor_group() -> None:
     pass
+
+
+@monitor_group.group(
+    "host",
+    invoke_without_command=True,
+    short_help="Run, start, stop or show this host's delivery loop.",
+    help=(
+        "This host's delivery loop (a fleet across machines): it types the pending lines for "
+        "panes on this host in fleets whose root Director is on another host."
+    ),
+    command_modules=_modules(("cafleet.cli.host_cmd", "run", "start", "stop", "status")),
+)
+@click.pass_context
+def monitor_host_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
 
 
 def monitor_loop_command(**attrs: Any) -> Callable[[Callable[..., Any]], click.Command]:

@@ -119,6 +119,15 @@ class Invocation:
 
         with contextlib.suppress(Exception):  # best effort: the command's own result stands
             heal_dead_loops(conn)
+        with contextlib.suppress(Exception):  # this host's delivery loop (docs/runtime.md §10.4)
+            from cafleet import broker
+            from cafleet.hosts import current_host
+
+            # One read by primary key; the loop's module only when a loop ever ran here.
+            if broker.get_host_loop(conn, current_host()) is not None:
+                from cafleet.monitor.hostloop import heal_host_loop
+
+                heal_host_loop(conn)
 
     def close(self) -> None:
         """Close the connection now (idempotent); also runs when the root context closes."""

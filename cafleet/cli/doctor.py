@@ -134,6 +134,9 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
             f"  {OK_MARK if healthy else FAIL_MARK} fleet {report.summary.fleet_id}{name}: "
             f"loop {report.loop.text}; panes {cell(report.panes.summary())}"
         )
+        hosts = report.hosts
+        if hosts is not None and hosts.spans:  # a fleet across machines: each host's delivery
+            lines += [f"    host {cell(h.text)}" for h in hosts.hosts]
         lines += [f"    {cell(p.line)}" for p in problems]
         data["fleets"].append(
             {
@@ -142,6 +145,11 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
                 "ok": healthy,
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                **(
+                    {"hosts": [h.as_dict() for h in hosts.hosts]}
+                    if hosts is not None and hosts.spans
+                    else {}
+                ),
                 "problems": [p.as_dict() for p in problems],
             }
         )

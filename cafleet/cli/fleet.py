@@ -78,6 +78,12 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
     lines = label_lines(pairs, SHOW_LABEL_WIDTH)
+    hosts = report.hosts
+    if summary.deleted_at is None and hosts is not None and hosts.spans:
+        # A fleet across machines: each host, its members and who delivers there.
+        texts = [cell(h.text) for h in hosts.hosts]
+        lines += label_lines([("hosts", texts[0])], SHOW_LABEL_WIDTH)
+        lines += [" " * SHOW_LABEL_WIDTH + text for text in texts[1:]]
     if summary.deleted_at is None:
         from cafleet.workflows.remedies import fleet_problems
 
@@ -109,11 +115,20 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
                 **fleet_dict(report.summary),
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
+                **_hosts_key(report),
                 "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )
     else:
         out_lines(fleet_show_lines(report))
+
+
+def _hosts_key(report: FleetReport) -> dict[str, object]:
+    """`hosts` only for a fleet across machines (one-host output stays as it was)."""
+    hosts = report.hosts
+    if hosts is None or not hosts.spans:
+        return {}
+    return {"hosts": [h.as_dict() for h in hosts.hosts]}
 
 
 # --- fleet delete --------------------------------------------------------------------------------
@@ -125,6 +140,7 @@ PANE_STATUS_TEXT = {
     "director": "not killed (the root Director's pane)",
     "pending": "-",
     "no_placement": "-",
+    "elsewhere": "not killed (on another host)",
 }
 
 

@@ -98,6 +98,11 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
                 {
                     **roster_dict(entry),
                     **_pane_keys(panes.get(entry.member.member_id)),
+                    **(
+                        {"host_id": report.hosts.member_host.get(entry.member.member_id)}
+                        if report.hosts is not None and report.hosts.spans
+                        else {}
+                    ),
                     **_tree_keys(trees.get(entry.member.member_id)),
                     "permissions": shown_profile(
                         entry.member.kind, recorded.get(entry.member.member_id)
@@ -112,6 +117,13 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
     rows: list[tuple[str, ...]] = [
         roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster
     ]
+    hosts = report.hosts
+    if hosts is not None and hosts.spans:  # the host column only for a fleet across machines
+        headers += ("host",)
+        rows = [
+            (*row, cell(hosts.member_host.get(entry.member.member_id) or "-"))
+            for row, entry in zip(rows, report.roster, strict=True)
+        ]
     if trees:  # the worktree column only where some member has one (docs/worktrees.md)
         headers += ("worktree",)
         rows = [
@@ -123,6 +135,9 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
         rows = [(*row, *more) for row, more in zip(rows, cells, strict=True)]
     out_lines(counted_table("member", headers, rows))
     out(f"monitor loop: {report.loop.text}")
+    if hosts is not None and hosts.spans:
+        for host in hosts.hosts:
+            out(f"host {cell(host.text)}")
     if report.panes.unknown_reason is not None:
         # Why a pane reads `?`: its tmux server could not be asked.
         out(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")

@@ -123,6 +123,8 @@ def member_create(
         from cafleet.agents.permissions import FULL_WARNING
 
         err(FULL_WARNING)
+    if created.host_loop_problem is not None:
+        err(f"Warning: {created.host_loop_problem}")
     tree = created.worktree
     if as_json:
         extra = {} if tree is None else {"worktree": worktree_dict(tree)}
@@ -134,6 +136,9 @@ def member_create(
         )
         if tree is not None:
             out(f"worktree: {cell(tree.path)} (branch {cell(tree.branch)} from {cell(tree.base)})")
+        if created.host_loop_pid is not None:
+            # docs/runtime.md §10.4: this host's loop delivers the member's lines.
+            out(f"delivery loop for host {cell(created.host_id)}: pid {created.host_loop_pid}")
 
 
 def worktree_dict(tree: WorktreeSpec) -> dict[str, str]:
@@ -185,6 +190,7 @@ def _print_delete(
         "shared": f"{pane_id} (shared with member {other}; not killed)",
         "pending": "(pending \u2014 no pane)",
         "no_placement": "(no placement)",
+        "elsewhere": f"{pane_id} (on another host; not killed)",
     }[status]
     out("Member deleted.")
     pairs = [("member_id", str(member_id)), ("pane_id", cell(shown))]

@@ -30,6 +30,7 @@ __all__ = [
     "PENDING_NOTIFICATION_PREDICATE",
     "asset_installs",
     "fleets",
+    "host_loops",
     "member_placements",
     "member_spawns",
     "members",
@@ -188,4 +189,15 @@ asset_installs = Table(
     Column("cafleet_version", Text, nullable=False),
     Column("installed_at", Text, nullable=False),
     PrimaryKeyConstraint("coding_agent", "path"),
+)
+
+# Revision 0006: each host's delivery loop, its slot and heartbeat (docs/storage.md §2.11).
+host_loops = Table(
+    "host_loops",
+    metadata,
+    Column("host_id", Text, primary_key=True),
+    Column("pid", Integer, nullable=True),
+    Column("started_at", Text, nullable=True),
+    Column("last_tick_at", Text, nullable=True),
+    Column("tick_seconds", Integer, nullable=False, server_default=text("5")),
 )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -286,12 +286,30 @@ _TABLES_0005 = tuple(
     else t
     for t in _TABLES_0004
 )
+
+# --- revision 0006 `host_loops` (never edit) ---------------------------------------------------
+
+_HOST_LOOPS_0006 = TableShape(
+    "host_loops",
+    (
+        _c("host_id", _TEXT, True, pk=1),
+        _c("pid", _INT, False),
+        _c("started_at", _TEXT, False),
+        _c("last_tick_at", _TEXT, False),
+        _c("tick_seconds", _INT, True, "5"),
+    ),
+    False,
+    frozenset(),
+)
+_TABLES_0006 = (*_TABLES_0005, _HOST_LOOPS_0006)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
     "0003": SchemaShape("0003", _TABLES_0003, _INDEXES_0002),
     "0004": SchemaShape("0004", _TABLES_0004, _INDEXES_0002),
     "0005": SchemaShape("0005", _TABLES_0005, _INDEXES_0002),
+    "0006": SchemaShape("0006", _TABLES_0006, _INDEXES_0002),
 }
 
 

@@ -62,6 +62,7 @@ class DrainFailure(NamedTuple):
     busy: bool = False  # the pane lock stayed taken
     holder: str | None = None  # a busy pane lock: its holder's purpose (`notify msg 36`)
     held: str | None = None  # the gate held the line: the pane's state (`starting`)
+    remote: str | None = None  # the pane is on this host id, not ours: its loop delivers it
 
     @property
     def handed_off(self) -> bool:
@@ -107,7 +108,7 @@ LockTimeout = float | Callable[[], float]
 def warning_line(failure: DrainFailure) -> str:
     """docs/cli.md §1.11's not-notified warning (without the trailing newline); a held line's is
     `held_line`."""
-    if failure.held is not None:
+    if failure.held is not None or failure.remote is not None:
         return held_line(failure)
     return (
         f"Warning: message {failure.message_id} not notified to member {failure.recipient_id}: "
@@ -115,9 +116,16 @@ def warning_line(failure: DrainFailure) -> str:
     )
 
 
-def held_line(failure: DrainFailure) -> str:
+def held_line(failure: DrainFailure, loop_note: str = "") -> str:
     """What send, broadcast and wait print for a held line (docs/runtime.md §4.9): it is pending,
-    the loop delivers it; not a warning."""
+    the loop delivers it; not a warning. A line for a pane on another host waits for that
+    host's delivery loop (docs/runtime.md §10.2); ``loop_note`` says more about that loop."""
+    if failure.remote is not None:
+        return (
+            f"Held: message {failure.message_id} for member {failure.recipient_id} waits for "
+            f"host {failure.remote}'s delivery loop (pane {failure.pane_id} is on host "
+            f"{failure.remote}, not this one){loop_note}"
+        )
     return (
         f"Held: message {failure.message_id} for member {failure.recipient_id} waits while pane "
         f"{failure.pane_id} is {failure.held}; the monitor loop will deliver it"
@@ -128,16 +136,14 @@ def held_line(failure: DrainFailure) -> str:
 
 
 def _db_dir(conn: Connection) -> str:
-    """The database's local directory (the pane locks' home): the file's directory, or a
-    PostgreSQL database's directory under HOME (docs/storage.md §10.1)."""
-    from cafleet.config import db_dir_of
-
     path = conn.info.get("cafleet.path")
     if not path:
         from cafleet.config import load_settings
 
         path = load_settings().db_path
-    return db_dir_of(path)
+    from cafleet.config import db_dir_of
+
+    return db_dir_of(path)  # PostgreSQL's local directory, not the URL's "dirname"
 
 
 def _max_text_len() -> int:
@@ -314,6 +320,22 @@ class _Drain:
     max_text_len: int | None
     coordinator: Coordinator | None = None
     halt: Any = None  # threading.Event of a parallel drain
+    here: str | None = None  # this host's id, read at the first attempt (cafleet.hosts)
+
+    def remote_host(self, pending: Any) -> str | None:
+        """The other host ``pending``'s pane is on; None when this host types into it (the
+        only-own-host rule, docs/runtime.md §10.2)."""
+        host: str | None = pending.host
+        if host is None:
+            return None
+        if self.here is None:
+            from cafleet.hosts import HostIdError, current_host
+
+            try:
+                self.here = current_host()
+            except HostIdError:
+                self.here = ""  # no host id: every recorded host is another one (never typed)
+        return None if host == self.here else host
 
     def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` on the connection's thread."""
@@ -346,6 +368,14 @@ class _Drain:
         if gone is not None:
             pane_id = pending.placement.mux_pane_id
             report.failures.append(DrainFailure(message_id, recipient_id, pane_id, gone))
+            return "failed"
+        remote = self.remote_host(pending)
+        if remote is not None:
+            pane_id = pending.placement.mux_pane_id
+            reason = f"pane {pane_id} is on host {remote}"
+            report.failures.append(
+                DrainFailure(message_id, recipient_id, pane_id, reason, remote=remote)
+            )
             return "failed"
         if self.max_text_len is None:
             self.max_text_len = _max_text_len()
@@ -489,8 +519,10 @@ def drain_recipients(
         lives = {}
         for recipient_id in recipient_ids:
             head = heads.get(recipient_id)
-            socket = None if head is None else head.placement.mux_socket
-            if head is not None and socket not in lives:
+            if head is None or drain.remote_host(head) is not None:
+                continue  # another host's pane: never listed nor typed into from here
+            socket = head.placement.mux_socket
+            if socket not in lives:
                 lives[socket] = _live_tmux_panes(backends, report, socket)
     order = [r for r in recipient_ids if r in heads]
     groups = _by_pane(heads[r] for r in order)
@@ -654,16 +686,16 @@ def drain_fleet(
     recipient's messages still oldest first and ending at its first failure (docs/runtime.md
     §4.10).
     """
-    import heapq
-
     from cafleet import broker
 
     report = DrainReport()
     backends = _Backends(env)
+    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
+    # A pane on another host is that host's loop's (docs/runtime.md §10.2): skipped untried.
     heads = [
         head
         for head in broker.oldest_pending_by_recipient(conn, fleet_id=fleet_id, exclude=attempted)
-        if head.recipient.member_id not in blocked
+        if head.recipient.member_id not in blocked and drain.remote_host(head) is None
     ]
     if not heads:
         return report
@@ -680,31 +712,106 @@ def drain_fleet(
             report.not_attempted = str(exc)
             return report
 
+    def is_live(head: Any) -> bool:
+        return head.placement.mux_pane_id in live
+
+    _drain_heads(drain, heads, is_live, fleet_id, attempted, blocked, report, workers)
+    return report
+
+
+def _drain_heads(
+    drain: _Drain,
+    heads: list[Any],
+    is_live: Callable[[Any], bool],
+    fleet_id: int | None,
+    attempted: set[int],
+    blocked: set[int],
+    report: DrainReport,
+    workers: int | None,
+) -> None:
+    """The attempts of a fleet or host drain, from each recipient's oldest pending message
+    (``heads``): the live ones oldest first across recipients (one heap), or one task per pane
+    in parallel; each recipient until its first failure, which adds it to ``blocked``."""
+    import heapq
+
+    from cafleet import broker
+
     def order(head: Any) -> tuple[str, int, Any]:
         return (head.message.created_at, head.message.message_id, head)
 
-    queue = [order(head) for head in heads if head.placement.mux_pane_id in live]
+    queue = [order(head) for head in heads if is_live(head)]
     heapq.heapify(queue)
-    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
     groups = _by_pane(entry[2] for entry in sorted(queue, key=lambda entry: entry[:2]))
     if _workers(workers) > 1 and len(groups) > 1:
-        _drain_fleet_parallel(drain, groups, _workers(workers), fleet_id, live, attempted, report)
+        _drain_fleet_parallel(
+            drain, groups, _workers(workers), fleet_id, is_live, attempted, report
+        )
         blocked.update(failure.recipient_id for failure in report.failures)
-        return report
+        return
     while queue:
         current = heapq.heappop(queue)[2]
         recipient_id = current.recipient.member_id
         done = drain.step(current, attempted, report)
         if done == "stop":
-            return report
+            return
         if done == "failed":
             blocked.add(recipient_id)
             continue
         following = broker.next_pending_notification(
-            conn, fleet_id=fleet_id, recipient_id=recipient_id, exclude=attempted
+            drain.conn, fleet_id=fleet_id, recipient_id=recipient_id, exclude=attempted
         )
-        if following is not None and following.placement.mux_pane_id in live:
+        if following is not None and is_live(following):
             heapq.heappush(queue, order(following))
+
+
+def drain_host(
+    conn: Connection,
+    host_id: str,
+    *,
+    attempted: set[int],
+    blocked: set[int],
+    lock_timeout: LockTimeout,
+    before_attempt: Callable[[], object] | None = None,
+    keep_waiting: Callable[[], bool] | None = None,
+    max_text_len: int | None = None,
+    env: Mapping[str, str] | None = None,
+    workers: int | None = None,
+) -> DrainReport:
+    """A host delivery loop's drain (docs/runtime.md §10.4): every pending line for a pane
+    recorded on ``host_id`` in a fleet whose root Director is on another host, across fleets,
+    as `drain_fleet` drains one fleet. Each tmux server the placements record is listed once;
+    a pane not live on its server is skipped untried, and so is every pane of a server that
+    cannot be listed (``not_attempted`` then names the first such error)."""
+    from cafleet import broker
+    from cafleet.mux import MultiplexerError
+
+    report = DrainReport()
+    backends = _Backends(env)
+    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
+    drain.here = host_id
+    heads = [
+        head
+        for head in broker.oldest_pending_by_recipient(conn, host_id=host_id, exclude=attempted)
+        if head.recipient.member_id not in blocked
+    ]
+    lives: dict[tuple[str, str | None], frozenset[str] | None] = {}
+    for head in heads:
+        server = (head.placement.backend, head.placement.mux_socket)
+        if server in lives:
+            continue
+        try:
+            lives[server] = frozenset(backends.get(*server).list_panes())
+            report.tmux_usable = True
+        except MultiplexerError as exc:
+            lives[server] = None
+            if report.not_attempted is None:
+                report.not_attempted = str(exc)
+
+    def is_live(head: Any) -> bool:
+        live = lives.get((head.placement.backend, head.placement.mux_socket))
+        return live is not None and head.placement.mux_pane_id in live
+
+    _drain_heads(drain, heads, is_live, None, attempted, blocked, report, workers)
     return report
 
 
@@ -712,8 +819,8 @@ def _drain_fleet_parallel(
     drain: _Drain,
     groups: list[list[Any]],
     workers: int,
-    fleet_id: int,
-    live: frozenset[str],
+    fleet_id: int | None,
+    is_live: Callable[[Any], bool],
     attempted: set[int],
     report: DrainReport,
 ) -> None:
@@ -746,7 +853,7 @@ def _drain_fleet_parallel(
                     recipient_id=current.recipient.member_id,
                     exclude=attempted,
                 )
-                if current is not None and current.placement.mux_pane_id not in live:
+                if current is not None and not is_live(current):
                     current = None
         return mine
 

@@ -86,12 +86,11 @@ def start_detached(
         env = loop_env(conn, fleet_id)
     from cafleet.config import db_dir_of
 
-    # the file's directory, or a PostgreSQL database's local one (docs/storage.md §10.1),
-    # which a host may not have yet: it holds the log
-    db_dir = db_dir_of(conn.info["cafleet.path"])
+    db_dir = db_dir_of(conn.info["cafleet.path"])  # PostgreSQL: its local directory
     log_path = log_path_for(conn, fleet_id)
     argv = [sys.executable, "-m", "cafleet", "monitor", str(fleet_id)]
     try:
+        # PostgreSQL's local directory may not exist yet on this host (docs/storage.md §10.1).
         os.makedirs(db_dir, mode=0o700, exist_ok=True)
         with open(log_path, "ab") as log:
             child = subprocess.Popen(
@@ -175,7 +174,20 @@ def needs_restart(conn: Connection, fleet_id: int, row: object = None) -> bool:
         return False
     if is_held(conn.info["cafleet.path"], fleet_id):
         return False
+    if not directed_from_here(conn, fleet_id):
+        return False  # its loop runs on the Director's host; this one cannot start it
     return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
+
+
+def directed_from_here(conn: Connection, fleet_id: int, placement: Any = None) -> bool:
+    """The fleet's root Director is on this host, or its host is not recorded (a one-host
+    fleet): only then may this process start or heal the fleet's loop (docs/runtime.md §10.2)."""
+    from cafleet import broker
+    from cafleet.hosts import current_host
+
+    if placement is None:
+        placement = broker.director_placement(conn, fleet_id)
+    return placement is None or placement.host_id in (None, current_host())
 
 
 def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> list[int]:
@@ -221,6 +233,8 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
         placement = broker.director_placement(conn, fleet_id)
         if placement is None or placement.mux_pane_id is None:
             continue
+        if not directed_from_here(conn, fleet_id, placement):
+            continue  # another host's fleet: its loop is healed there
         reached = server_env(placement.mux_socket, env)
         if reached is None:
             continue  # no socket recorded and no TMUX: no server to ask

@@ -63,6 +63,10 @@ def _pane_pid(backend: Any, member: Member, pids: Mapping[str, int] | None) -> i
         return None
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
         return None
+    from cafleet.hosts import current_host
+
+    if placement.host_id is not None and placement.host_id != current_host():
+        return None  # another host's pane: the same socket path names another server there
     if pids is None:
         try:
             pids = backend.pane_pids()

@@ -84,7 +84,17 @@ def _startup(
     except MultiplexerError as exc:
         raise LoopStartError(str(exc)) from None
 
-    # 3. The Director's pane must be live.
+    # 3. The Director's pane must be on this host (the loop types into this host's panes
+    # only, docs/runtime.md §10.2) and live.
+    from cafleet.hosts import current_host
+
+    director = broker.director_placement(conn, fleet_id)
+    here = current_host()
+    if director is not None and director.host_id not in (None, here):
+        raise LoopStartError(
+            f"director pane {director.mux_pane_id or '-'} is on host {director.host_id}, not "
+            f"this host ({here}); the fleet's monitor loop runs there"
+        )
     pane = director_pane_id(conn, fleet_id)
     if pane is None or pane not in live:
         raise LoopStartError(f"director pane {pane or '-'} is gone")

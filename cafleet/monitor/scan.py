@@ -87,10 +87,23 @@ def capture_entries(
 
     A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
     not found` without a capture (a dead pane costs one cheap check: docs/runtime.md §5.10)."""
+    from cafleet.hosts import current_host, effective_host
     from cafleet.mux import MultiplexerError, PaneGone, owner_of, owner_problem, usable_backend
 
     cache: dict[str, object] = {} if backends is None else backends
-    live = _live_tmux_panes(members, cache)
+    director = next((m for m in members if m.kind == "director"), None)  # type: ignore[attr-defined]
+    director_placement = None if director is None else director.placement  # type: ignore[attr-defined]
+    director_host = None if director_placement is None else director_placement.host_id
+    here = current_host()
+
+    def elsewhere(member: Any) -> str | None:
+        placement = member.placement
+        host = None if placement is None else effective_host(placement.host_id, director_host)
+        return None if host is None or host == here else host
+
+    # Another host's pane is not captured from here (docs/runtime.md §10.2).
+    remote = {m.member_id: h for m in members if (h := elsewhere(m)) is not None}  # type: ignore[attr-defined]
+    live = _live_tmux_panes([m for m in members if m.member_id not in remote], cache)  # type: ignore[attr-defined]
     entries: list[ScanEntry] = []
     for member in members:
         placement = member.placement  # type: ignore[attr-defined]
@@ -109,6 +122,12 @@ def capture_entries(
             entries.append(_failed_entry(base, None, PENDING_ANNOTATION))
             continue
         pane_id = placement.mux_pane_id
+        host = remote.get(member.member_id)  # type: ignore[attr-defined]
+        if host is not None:
+            entries.append(
+                _failed_entry(base, pane_id, f"capture failed: the pane is on host {host}")
+            )
+            continue
         if live is not None and placement.backend == "tmux" and pane_id not in live:
             entries.append(_failed_entry(base, pane_id, "capture failed: pane not found"))
             continue

@@ -75,7 +75,8 @@ class LoopState:
     def db_dir(self) -> str:
         from cafleet.config import db_dir_of
 
-        return db_dir_of(self.conn.info["cafleet.path"])
+        path: str = self.conn.info["cafleet.path"]
+        return db_dir_of(path)  # PostgreSQL's local directory (docs/storage.md §10.1)
 
     @property
     def lock_timeout(self) -> float:

@@ -75,7 +75,9 @@ def run_tick(state: LoopState) -> None:
     # 4a. Lost member and monitor panes: reported to the Director once each (§5.11).
     from cafleet.monitor.losses import report_losses
 
-    members = broker.placed_members(state.conn, state.fleet_id)
+    # Only this host's panes: another host's are not in this server's list (a pane id there
+    # may even name one of ours) and its own delivery loop serves them (docs/runtime.md §10.2).
+    members = on_this_host(broker.placed_members(state.conn, state.fleet_id))
     report_losses(state, live, director_pane, members)
 
     # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
@@ -110,6 +112,23 @@ def run_tick(state: LoopState) -> None:
     if not (forced or due):
         return
     _wake(state, live, now=now, requested=requested, forced=forced, director_pane=director_pane)
+
+
+def on_this_host(members: list[Any]) -> list[Any]:
+    """The fleet's placed members whose panes are on this host (`hosts.is_local`, a placement
+    without a host being on its root Director's)."""
+    from cafleet.hosts import current_host, is_local
+
+    director = next((m for m in members if m.kind == "director"), None)
+    director_host = None
+    if director is not None and director.placement is not None:
+        director_host = director.placement.host_id
+    here = current_host()
+    return [
+        m
+        for m in members
+        if m.placement is None or is_local(m.placement.host_id, director_host, here)
+    ]
 
 
 def _learn_sessions(state: LoopState) -> None:
@@ -211,6 +230,11 @@ def _wake(
         _skip(state, f"monitor member {monitor.member_id} has no pane")
         return
     pane_id = placement.mux_pane_id
+    from cafleet.hosts import current_host
+
+    if placement.host_id is not None and placement.host_id != current_host():
+        _skip(state, f"monitor pane {pane_id} is on host {placement.host_id}")
+        return
     if pane_id not in live:
         _skip(state, f"monitor pane {pane_id} is gone")
         return

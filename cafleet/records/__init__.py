@@ -28,7 +28,12 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.records.members import Member, Placement, member_from_row, placement_from_row
     from cafleet.records.messages import Broadcast, Message, message_from_row
-    from cafleet.records.monitor import MonitorRuntime, monitor_runtime_from_row
+    from cafleet.records.monitor import (
+        HostLoop,
+        MonitorRuntime,
+        host_loop_from_row,
+        monitor_runtime_from_row,
+    )
     from cafleet.records.notifications import PendingNotification
     from cafleet.records.rosters import RosterEntry
     from cafleet.records.specs import PlacementSpec, SpawnSpec, WorktreeSpec
@@ -158,6 +163,8 @@ _HOMES: dict[str, str] = {
     "PendingNotification": "notifications",
     "MonitorRuntime": "monitor",
     "monitor_runtime_from_row": "monitor",
+    "HostLoop": "monitor",
+    "host_loop_from_row": "monitor",
     "AssetInstall": "assets",
     "asset_install_from_row": "assets",
 }
@@ -175,6 +182,7 @@ __all__ = [
     "Fleet",
     "FleetBootstrap",
     "FleetSummary",
+    "HostLoop",
     "MEMBER_STATUSES",
     "MESSAGE_STATES",
     "MESSAGE_TYPES",
@@ -198,6 +206,7 @@ __all__ = [
     "decode_skills",
     "fleet_from_row",
     "fleet_summary_from_row",
+    "host_loop_from_row",
     "member_card",
     "member_from_row",
     "message_from_row",

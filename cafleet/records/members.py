@@ -28,6 +28,9 @@ class Placement:
     created_at: str
     lost_at: str | None = None  # when the monitor loop found the pane gone (reported once)
     mux_socket: str | None = None  # the server the pane was made on; None: not recorded
+    host_id: str | None = (
+        None  # the host the pane is on; None: its fleet Director's (cafleet.hosts)
+    )
 
     @property
     def is_concrete(self) -> bool:
@@ -75,6 +78,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
         created_at=row[prefix + "created_at"],
         lost_at=_optional(row, prefix + "lost_at"),
         mux_socket=_optional(row, prefix + "mux_socket"),
+        host_id=_optional(row, prefix + "host_id"),
     )
 
 

@@ -30,3 +30,24 @@ def monitor_runtime_from_row(row: Row) -> MonitorRuntime:
         wake_interval_seconds=row["wake_interval_seconds"],
         wake_requested_at=row["wake_requested_at"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class HostLoop:
+    """A host's delivery loop slot (`host_loops`, docs/storage.md §2.11)."""
+
+    host_id: str
+    pid: int | None
+    started_at: str | None
+    last_tick_at: str | None
+    tick_seconds: int
+
+
+def host_loop_from_row(row: Row) -> HostLoop:
+    return HostLoop(
+        host_id=row["host_id"],
+        pid=row["pid"],
+        started_at=row["started_at"],
+        last_tick_at=row["last_tick_at"],
+        tick_seconds=row["tick_seconds"],
+    )

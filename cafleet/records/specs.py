@@ -15,6 +15,7 @@ class PlacementSpec:
     coding_agent: str
     backend: str = "tmux"
     mux_socket: str | None = None  # the tmux server's socket path (revision 0004)
+    host_id: str | None = None  # the pane's host (revision 0005); None: this process's
 
 
 @dataclass(frozen=True, slots=True)

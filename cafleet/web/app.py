@@ -445,19 +445,35 @@ def _routes(app: FastAPI) -> None:
     @_raw
     def panes(ctx: FleetCtx) -> Any:
         from cafleet import broker
-        from cafleet.workflows.supervision import check_panes, classified_state
+        from cafleet.workflows.supervision import (
+            check_panes,
+            classified_state,
+            hosts_report,
+            loop_status,
+        )
 
         roster = broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+        # Each pane's host; another host's pane is not asked from here (docs/runtime.md §10.5).
+        hosts = hosts_report(ctx.conn, roster, ctx.fleet.director_member_id)
+        if hosts.spans:
+            director_host = hosts.member_host.get(ctx.fleet.director_member_id or 0)
+            remote = director_host not in (None, hosts.here)  # its pid is not ours to ask
+            hosts = hosts.with_loop(loop_status(ctx.conn, ctx.fleet.fleet_id, remote=remote))
         # The same answer as `member list` (docs/cli.md §2.8): the classifier's word on a live pane.
-        check = check_panes(roster, agent_state=classified_state)
+        check = check_panes(roster, agent_state=classified_state, elsewhere=hosts.elsewhere())
         return dict(
             error=check.unknown_reason,
             panes=[
                 dict(
-                    member_id=p.member_id, pane_id=p.pane_id, state=p.state, activity=p.agent_state
+                    member_id=p.member_id,
+                    pane_id=p.pane_id,
+                    state=p.state,
+                    activity=p.agent_state,
+                    host_id=hosts.member_host.get(p.member_id),
                 )
                 for p in (check.panes[m.member_id] for m in roster)
             ],
+            hosts=[h.as_dict() for h in hosts.hosts] if hosts.spans else [],
         )
 
     @app.get(

@@ -75,6 +75,9 @@ class PaneOut(BaseModel):
     pane_id: str | None
     state: Literal["alive", "gone", "pending", "none", "unknown"]
     activity: str | None  # a live pane's agent state (the delivery classifier's), as member list
+    host_id: str | None = (
+        None  # the host the pane is on (docs/runtime.md §10.1); null: not recorded
+    )
 
 
 class ChoiceOut(BaseModel):
@@ -111,9 +114,21 @@ class AnsweredOut(BaseModel):
     next_prompt: PromptOut | None
 
 
+class HostOut(BaseModel):
+    """One host of a fleet across machines and who delivers there (docs/runtime.md §10.5)."""
+
+    host_id: str
+    member_ids: list[int]
+    director: bool  # the root Director's host: the fleet's monitor loop delivers
+    live: bool  # that loop (the fleet's, or the host's delivery loop) is live
+    pid: int | None
+    heartbeat_age: int | None
+
+
 class PanesOut(BaseModel):
     error: str | None  # why tmux could not be asked; every placed pane is then "unknown"
     panes: list[PaneOut]
+    hosts: list[HostOut] = []  # only for a fleet whose panes are on more than one host
 
 
 class WorktreeOut(BaseModel):

@@ -5,8 +5,10 @@ Under the member's pane-input lock: the pane must be the placement's, show a pro
 can take apart (`cafleet.delivery.screens.prompts`), be the prompt named by ``--prompt`` when given
 (the id the Director's report carries: a newer prompt is never answered by an old report) and
 offer ``CHOICE`` (its number or its words). Only then are the choice's keys pressed; the answer
-counts once the prompt has left the screen. Every refusal types nothing. The CLI and the WebUI
-both run `answer`; the WebUI reads the prompt it offers as buttons with `showing`.
+counts once the prompt has left the screen. A choice the agent asks to confirm in a second
+dialog (opencode's "Allow always") is confirmed in the same call, under the same lock. Every
+refusal types nothing. The CLI and the WebUI both run `answer`; the WebUI reads the prompt it
+offers as buttons with `showing`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 VERIFY_SECONDS = 10.0  # how long the prompt may take to leave the screen after the keys
 VERIFY_STEP = 0.1
 KEY_SETTLE = 0.05  # between two keys of one choice (opencode: Right, Enter)
+CONFIRM_SECONDS = 2.0  # how long a choice's confirmation dialog may take to appear
 
 
 class AnswerRefused(WorkflowError):
@@ -64,6 +67,9 @@ def showing(conn: Connection, member_id: int) -> Showing:
 
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to read")
+    from cafleet.workflows.panes import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     mux = backend_for(placement.backend)
@@ -150,6 +156,9 @@ def answer(
     clock = clock or Clock()
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to answer")
+    from cafleet.workflows.panes import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -175,6 +184,8 @@ def answer(
             )  # fmt: skip
             _press(mux, pane_id, choice, clock)
             after = _verify(mux, pane_id, agent, prompt, choice, clock)
+            if choice.confirm is not None:
+                after = _confirm(mux, pane_id, agent, choice, after, clock)
         except MultiplexerError as exc:
             raise WorkflowError(f"typing into pane {pane_id} failed: {exc}") from exc
     return Answered(member, pane_id, prompt, choice, after)
@@ -197,6 +208,33 @@ def _verify(
                 f"{prompt.digest} is still on screen after {VERIFY_SECONDS:g} s"
             )
         clock.sleep(VERIFY_STEP)
+
+
+def _confirm(
+    mux: Multiplexer,
+    pane_id: str,
+    agent: str,
+    choice: Choice,
+    after: Prompt | None,
+    clock: Clock,
+) -> Prompt | None:
+    """Confirm ``choice`` in the dialog it opened (``choice.confirm``: its question and the
+    confirming choice); the prompt shown then. No such dialog within `CONFIRM_SECONDS`: as is."""
+    from cafleet.delivery.screens.prompts import read_prompt
+
+    assert choice.confirm is not None
+    question, label = choice.confirm
+    deadline = clock.now() + CONFIRM_SECONDS
+    while after is None and clock.now() < deadline:
+        clock.sleep(VERIFY_STEP)
+        after = read_prompt(agent, mux.screen(pane_id))
+    if after is None or after.question != question:
+        return after
+    confirming = after.pick(label)
+    if confirming is None:
+        return after
+    _press(mux, pane_id, confirming, clock)
+    return _verify(mux, pane_id, agent, after, confirming, clock)
 
 
 __all__ = ["AnswerRefused", "Answered", "Showing", "answer", "showing"]

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.panes import (
+    active_member,
+    backend_for,
+    concrete_placement,
+    elsewhere,
+    refuse_elsewhere,
+)
 from cafleet.workflows.spawning import (
     MSG_KILL_FAILED,
     Cleanup,
@@ -44,7 +50,7 @@ PING_LINE = (
     "resume your work if something was still running."
 )
 
-PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement"]
+PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement", "elsewhere"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,11 @@ class Created:
     pane_id: str
     worktree: WorktreeSpec | None = None  # `--worktree` (docs/worktrees.md)
     permissions: str | None = None  # the member's profile (None: the monitor's fixed rules)
+    # A member on another host than its root Director (docs/runtime.md §10.3): this host's id
+    # and its delivery loop's pid, or why that loop did not start (a warning).
+    host_id: str | None = None
+    host_loop_pid: int | None = None
+    host_loop_problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +205,13 @@ def create(
             profile = DEFAULT_PROFILE
     plan = spawn_plan(agent, template, model, effort, profile or "workspace")
     backend, director_placement = _split_source(fleet_id, director)  # 6.
-    overflow = placing.fleet_windows(broker.placed_members(conn, fleet_id), director_placement)
+    # Away from the Director's host: the pane goes next to this command's own pane.
+    assert director.placement is not None  # `_split_source` checked it
+    away = director_placement.host_id != director.placement.host_id
+    overflow = placing.fleet_windows(
+        _on_host_of(broker.placed_members(conn, fleet_id), director, director_placement),
+        director_placement,
+    )
     # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
     from cafleet.workflows import worktrees
 
@@ -266,13 +283,37 @@ def create(
 
     placement = _patch_pane(conn, settings, undo, director_placement, spawned)  # 9.
     member = dataclasses.replace(member, placement=placement)
-    return Created(
+    created = Created(
         member=member,
         coding_agent=coding_agent,
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
         permissions=profile,
     )
+    if away:
+        # 10. Placed on this host, away from the Director's: this host's delivery loop types
+        # its lines, started on demand (docs/runtime.md §10.4).
+        created = _with_host_loop(conn, created, director_placement.host_id)
+    return created
+
+
+def _with_host_loop(conn: Connection, created: Created, host_id: str | None) -> Created:
+    from cafleet import signals
+    from cafleet.monitor.hostloop import HostLoopNotStarted, ensure_host_loop, is_held
+
+    assert host_id is not None
+    if is_held(conn, host_id):
+        problem = (
+            f"the delivery loop for host {host_id} is stopped by 'cafleet monitor host stop'; "
+            "lines for this member wait for 'cafleet monitor host start'"
+        )
+        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
+    try:
+        pid, _started = ensure_host_loop(conn, host_id, keep_waiting=signals.keep_waiting)
+    except HostLoopNotStarted as exc:
+        problem = f"{exc} ({exc.detail}); lines for this member wait for it"
+        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
+    return dataclasses.replace(created, host_id=host_id, host_loop_pid=pid)
 
 
 def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
@@ -331,12 +372,59 @@ def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placeme
     director_placement = director.placement
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
+    from cafleet.hosts import current_host
+
+    here = current_host()
+    if director_placement.host_id not in (None, here):
+        # The Director is on another host (docs/runtime.md §10.3): the member's pane goes next
+        # to the pane this command runs in, on this host's tmux server.
+        return backend, _local_anchor(backend, director_placement, here)
     from cafleet.mux import MSG_NOT_OURS, same_server
 
     if not same_server(backend.socket_path, director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
     return backend, director_placement
+
+
+def _on_host_of(members: list[Member], director: Member, anchor: Placement) -> list[Member]:
+    """The members whose panes are on the host of ``anchor`` (the pane a new one goes next to)."""
+    from cafleet.hosts import effective_host
+
+    director_host = director.placement.host_id if director.placement is not None else None
+    host = effective_host(anchor.host_id, director_host)
+    return [
+        m
+        for m in members
+        if m.placement is not None and effective_host(m.placement.host_id, director_host) == host
+    ]
+
+
+def _local_anchor(backend: TmuxBackend, director_placement: Placement, here: str) -> Placement:
+    """The pane a member created on a host other than its Director's is placed next to: the
+    pane this command runs in (its session and window take the Director's place in the layout
+    rules), on this host."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.records import Placement
+
+    try:
+        context = backend.discover_context()
+    except MultiplexerError as exc:
+        raise WorkflowError(
+            f"the fleet's root Director is on host {director_placement.host_id}, not this host "
+            f"({here}): run 'cafleet member create' in a tmux pane on this host ({exc})"
+        ) from exc
+    return Placement(
+        member_id=director_placement.member_id,
+        backend="tmux",
+        mux_session=context.session,
+        mux_window_id=context.window_id,
+        mux_pane_id=context.pane_id,
+        coding_agent=director_placement.coding_agent,
+        created_at=director_placement.created_at,
+        mux_socket=backend.socket_path,
+        host_id=here,
+    )
 
 
 def _register(
@@ -512,6 +600,11 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         return Deleted(member_id, None, status, None)
 
     pane_id = placement.mux_pane_id
+    if elsewhere(conn, member) is not None:
+        # Another host's pane (docs/runtime.md §10.2): deregistered, never killed from here.
+        signals.check()
+        broker.deregister_member(conn, member_id=member_id)
+        return Deleted(member_id, pane_id, "elsewhere", None)
     backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.mux import MultiplexerError
 
@@ -611,6 +704,7 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend, placement.mux_socket)
@@ -629,6 +723,7 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
         return Pinged(member, None, True, "pending_placement")
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend, placement.mux_socket)
     from cafleet.text import id_tag, line_id

@@ -168,11 +168,26 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
                 reason = f"message {failure.message_id} ahead of it failed first: {failure.reason}"
                 failure = failure._replace(reason=reason)
             failure = failure._replace(message_id=mine)
-            lines.append(held_line(failure) if failure.held else warning_line(failure))
+            if failure.remote is not None:
+                lines.append(held_line(failure, _host_loop_note(conn, failure.remote)))
+            else:
+                lines.append(held_line(failure) if failure.held else warning_line(failure))
         others = also_pending(conn, failure.recipient_id, mine)
         if others:
             lines.append(also_pending_line(failure.recipient_id, others))
     return lines
+
+
+def _host_loop_note(conn: Connection, host_id: str) -> str:
+    """What a held-for-another-host line adds about that host's delivery loop: nothing while
+    its heartbeat is fresh, else how to start it (docs/runtime.md §10.4)."""
+    from cafleet import broker
+    from cafleet.hosts import current_host
+
+    row = broker.get_host_loop(conn, host_id)
+    if broker.host_loop_live(row, current_host()):
+        return ""
+    return f"; that loop is not running: run 'cafleet monitor host start' on host {host_id}"
 
 
 def also_pending(conn: Connection, recipient_id: int, mine: int) -> list[int]:

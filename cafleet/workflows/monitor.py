@@ -118,6 +118,15 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
+    from cafleet.monitor.ensure import directed_from_here
+
+    director = broker.director_placement(conn, fleet_id)
+    if not directed_from_here(conn, fleet_id, director):
+        assert director is not None
+        raise WorkflowError(
+            f"fleet {fleet_id}'s root Director is on host {director.host_id}, not this host; "
+            f"run 'cafleet monitor start {fleet_id}' there"
+        )
     # The fleet's server, from any shell: the socket the Director's placement records.
     backend = usable_backend(env=loop_env(conn, fleet_id))  # MultiplexerError: no server, ...
     placement = broker.director_placement(conn, fleet_id)

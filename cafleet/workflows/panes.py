@@ -62,6 +62,38 @@ def concrete_placement(member: Member, what: str) -> Placement:
     return placement
 
 
+def elsewhere(conn: Connection, member: Member) -> str | None:
+    """The other host the member's pane is on (its placement's, else its root Director's), or
+    None when it is on this one (docs/runtime.md §10.2)."""
+    from cafleet.hosts import current_host, effective_host
+
+    placement = member.placement
+    if placement is None:
+        return None
+    director_host = None
+    if placement.host_id is None:
+        from cafleet import broker
+
+        director = broker.director_placement(conn, member.fleet_id)
+        director_host = None if director is None else director.host_id
+    host = effective_host(placement.host_id, director_host)
+    return None if host is None or host == current_host() else host
+
+
+def refuse_elsewhere(conn: Connection, member: Member) -> None:
+    """Commands that read or type into one member's pane run on its host (docs/runtime.md
+    §10.2): the same pane id names another pane here."""
+    host = elsewhere(conn, member)
+    if host is not None:
+        from cafleet.hosts import current_host
+
+        pane = member.placement.mux_pane_id if member.placement is not None else None
+        raise PaneUnavailable(
+            f"member {member.member_id}'s pane {pane or '-'} is on host {host}, not this host "
+            f"({current_host()}); run this command on host {host}"
+        )
+
+
 def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool = False) -> Capture:
     """The last ``lines`` lines of an active member's pane.
 
@@ -71,6 +103,7 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     """
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to capture")
+    refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend, placement.mux_socket)
@@ -92,4 +125,6 @@ __all__ = [
     "backend_for",
     "concrete_placement",
     "capture_member",
+    "elsewhere",
+    "refuse_elsewhere",
 ]

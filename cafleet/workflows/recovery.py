@@ -221,6 +221,9 @@ def respawn(
             f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
         )
     placement = concrete_placement(member, "nothing to respawn")
+    from cafleet.workflows.panes import refuse_elsewhere
+
+    refuse_elsewhere(conn, member)  # its old pane's id names another pane here
     old_pane = placement.mux_pane_id
     assert old_pane is not None
     director = broker.get_member(conn, fleet.director_member_id)

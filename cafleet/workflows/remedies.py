@@ -3,7 +3,8 @@
 
 Read from a `FleetReport` (no further query, no tmux call): the root Director's pane gone (the
 loop cannot run: `fleet adopt`), the loop not live (`monitor start`), no active monitor member
-(`member create --role monitor`), a monitor's or member's pane gone (`member respawn`).
+(`member create --role monitor`), a host's delivery loop not live in a fleet across machines
+(`monitor host start` on that host), a monitor's or member's pane gone (`member respawn`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` reg
 
 
 class Problem(NamedTuple):
-    kind: str  # director_gone | loop | no_monitor | pane_gone
+    kind: str  # director_gone | loop | no_monitor | host_loop | pane_gone
     text: str  # what is wrong
     fix: str  # the command that fixes it
     where: str = ""  # where to run it, or the alternative, appended after the command
@@ -73,6 +74,21 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
                 f" (or, when the fleet is done: 'cafleet fleet delete {fleet_id}')",
             )
         )
+    hosts = report.hosts
+    if hosts is not None and hosts.spans:
+        for host in hosts.hosts:
+            if host.director or host.live:
+                continue
+            noun = "member" if len(host.member_ids) == 1 else "members"
+            problems.append(
+                Problem(
+                    "host_loop",
+                    f"host {host.host_id}'s delivery loop is not running: lines for {noun} "
+                    f"{', '.join(map(str, host.member_ids))} wait",
+                    "cafleet monitor host start",
+                    f" on host {host.host_id}",
+                )
+            )
     for member_id, pane in sorted(panes.items()):
         member = members.get(member_id)
         if pane.state != "gone" or member_id == director or member is None:

@@ -106,9 +106,16 @@ class LoopStatus(NamedTuple):
 
 
 def loop_status_of(
-    row: MonitorRuntime | None, *, fleet_id: int, db_path: str, now: datetime | None = None
+    row: MonitorRuntime | None,
+    *,
+    fleet_id: int,
+    db_path: str,
+    now: datetime | None = None,
+    remote: bool = False,
 ) -> LoopStatus:
-    """The status a runtime row (None: no loop ever ran) shows at ``now``."""
+    """The status a runtime row (None: no loop ever ran) shows at ``now``. ``remote``: the loop
+    runs on another host (its root Director's), whose pid this host cannot ask: the heartbeat
+    alone decides (docs/runtime.md §10.5)."""
     from cafleet.config import monitor_log_path
     from cafleet.db.timefmt import parse_ts, utcnow
     from cafleet.monitor.runtime import is_held, is_live
@@ -121,10 +128,11 @@ def loop_status_of(
         return LoopStatus(fleet_id, "never", None, None, None, None, None, None, held, log_path)
     beat = parse_ts(row.last_tick_at)
     age = None if beat is None else max(0, int((moment - beat).total_seconds()))
-    running = None if row.pid is None else pid_alive(int(row.pid))
+    running = None if row.pid is None or remote else pid_alive(int(row.pid))
+    fresh = age is not None and age <= max(3 * row.tick_seconds, 15)
     if row.pid is None:
         state: LoopState = "stopped"
-    elif is_live(row, moment):
+    elif fresh if remote else is_live(row, moment):
         state = "live"
     else:
         state = "stale"
@@ -142,12 +150,12 @@ def loop_status_of(
     )
 
 
-def loop_status(conn: Connection, fleet_id: int) -> LoopStatus:
-    """The fleet's loop now: one indexed read of its runtime row."""
+def loop_status(conn: Connection, fleet_id: int, *, remote: bool = False) -> LoopStatus:
+    """The fleet's loop now: one indexed read of its runtime row (``remote``: `loop_status_of`)."""
     from cafleet import broker
 
     row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
-    return loop_status_of(row, fleet_id=fleet_id, db_path=conn.info["cafleet.path"])
+    return loop_status_of(row, fleet_id=fleet_id, db_path=conn.info["cafleet.path"], remote=remote)
 
 
 # --- the panes ---------------------------------------------------------------------------------
@@ -158,6 +166,7 @@ class PaneReport(NamedTuple):
     pane_id: str | None
     state: PaneState
     agent_state: str | None = None  # the classifier's word for a live pane (None: unknown)
+    elsewhere: str | None = None  # the pane is on this other host: not asked from here
 
     @property
     def waiting(self) -> bool:
@@ -168,6 +177,8 @@ class PaneReport(NamedTuple):
     def text(self) -> str:
         """`alive`, `alive (ready)`, `waiting (permission)` (a live pane at a permission prompt
         or question), `gone`, `pending`, `-` (no placement), `?` (unknown)."""
+        if self.elsewhere is not None:
+            return f"on host {self.elsewhere}"
         if self.waiting:
             return WAITING_TEXT
         if self.state == "alive":
@@ -180,6 +191,7 @@ class PaneReport(NamedTuple):
             "pane_id": self.pane_id,
             "pane_state": self.state,
             "agent_state": self.agent_state,
+            "elsewhere": self.elsewhere,
         }
 
 
@@ -201,6 +213,9 @@ class PaneCheck(NamedTuple):
         for report in self.panes.values():
             counts[report.state] = counts.get(report.state, 0) + 1
         parts = [f"{counts[s]} {s}" for s in ("alive", "gone", "pending") if counts.get(s)]
+        elsewhere = sum(1 for r in self.panes.values() if r.elsewhere is not None)
+        if elsewhere:
+            parts.append(f"{elsewhere} on other hosts")
         waiting = [r.member_id for r in self.panes.values() if r.waiting]
         if waiting:
             noun = "member" if len(waiting) == 1 else "members"
@@ -221,6 +236,7 @@ def check_panes(
     *,
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
+    elsewhere: Mapping[int, str] | None = None,
 ) -> PaneCheck:
     """Each member's pane (`cafleet.mux.pane_state`) against one `list-panes` per server: the
     one its placement records (`member_placements.mux_socket`, so this works from any shell),
@@ -230,7 +246,9 @@ def check_panes(
     placement are `none`, pending ones `pending`, and no server is asked when no member has a
     concrete pane. That one call also tells where each pane is, so ``agent_state`` is asked
     only about a live pane that is the placement's (its server, session and window:
-    docs/runtime.md §1.8); another is plain `alive`, never captured."""
+    docs/runtime.md §1.8); another is plain `alive`, never captured. A member in ``elsewhere``
+    (member id -> host id) has its pane on another host: its server is not asked from here and
+    it reads `unknown`, `on host <H>` (docs/runtime.md §10.5)."""
     from cafleet.mux import (
         MultiplexerError,
         is_owners_place,
@@ -239,7 +257,9 @@ def check_panes(
         placement_backend,
     )
 
-    members = list(members)
+    remote = dict(elsewhere or {})
+    every = list(members)
+    members = [m for m in every if m.member_id not in remote]
     Server = tuple[str, str | None]  # (backend, the socket the placement records)
     backends: dict[Server, Any] = {}
     live: dict[Server, dict[str, frozenset[tuple[str, str]]]] = {}  # -> pane -> places
@@ -270,6 +290,12 @@ def check_panes(
             assert pane is not None
             if is_owners_place(backends[key], owner_of(placement), places[pane]):
                 asked.append((member, placement, pane))
+    for member in every:
+        if member.member_id in remote:
+            pane = None if member.placement is None else member.placement.mux_pane_id
+            panes[member.member_id] = PaneReport(
+                member.member_id, pane, "unknown", None, remote[member.member_id]
+            )
     if agent_state is no_agent_state or not asked:
         return PaneCheck(panes, reason)
     # The probes' captures, one tmux call per server for all of them: each probe then reads
@@ -315,11 +341,136 @@ class _Prefetched:
 # --- a fleet's report (fleet show, member list, doctor) ---------------------------------------
 
 
+class HostLoopStatus(NamedTuple):
+    """One host of a fleet across machines (docs/runtime.md §10.5): its members and who
+    delivers their lines there: the fleet's monitor loop on the root Director's host, the
+    host's delivery loop (`host_loops`) elsewhere."""
+
+    host_id: str
+    member_ids: tuple[int, ...]
+    director: bool  # the root Director's host: its fleet loop delivers here
+    live: bool  # director: the fleet loop is live; else the host loop's heartbeat is fresh
+    pid: int | None
+    heartbeat_age: int | None
+
+    @property
+    def text(self) -> str:
+        """`A: members 1, 2; the root Director's host (its monitor loop delivers)`,
+        `B: members 4, 5; delivery loop live (pid 77, last heartbeat 2s ago)`,
+        `B: members 4; delivery loop not running`."""
+        from cafleet.text import idle_text
+
+        noun = "member" if len(self.member_ids) == 1 else "members"
+        who = f"{self.host_id}: {noun} {', '.join(map(str, self.member_ids))}"
+        if self.director:
+            return f"{who}; the root Director's host (its monitor loop delivers)"
+        if not self.live:
+            return f"{who}; delivery loop not running"
+        beat = (
+            ""
+            if self.heartbeat_age is None
+            else f", last heartbeat {idle_text(self.heartbeat_age)} ago"
+        )
+        return f"{who}; delivery loop live (pid {self.pid}{beat})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host_id": self.host_id,
+            "member_ids": list(self.member_ids),
+            "director": self.director,
+            "live": self.live,
+            "pid": self.pid,
+            "heartbeat_age": self.heartbeat_age,
+        }
+
+
+class HostsReport(NamedTuple):
+    """Each member's host (None: not recorded anywhere, a one-host fleet) and each host's
+    delivery; ``spans`` when the fleet's panes are on more than one host, the only case
+    `member list`, `fleet show` and `doctor` show hosts (one-host output stays as it was)."""
+
+    here: str | None
+    member_host: dict[int, str | None]
+    hosts: list[HostLoopStatus]
+
+    @property
+    def spans(self) -> bool:
+        return len(self.hosts) > 1
+
+    def with_loop(self, loop: LoopStatus) -> HostsReport:
+        """The Director's host's delivery is the fleet loop's: its state filled in."""
+        hosts = [
+            h._replace(live=loop.state == "live", pid=loop.pid, heartbeat_age=loop.heartbeat_age)
+            if h.director
+            else h
+            for h in self.hosts
+        ]
+        return self._replace(hosts=hosts)
+
+    def elsewhere(self) -> dict[int, str]:
+        """The members whose panes are on another host than this process's."""
+        if self.here is None:
+            return {}
+        return {m: h for m, h in self.member_host.items() if h is not None and h != self.here}
+
+
+def hosts_report(
+    conn: Connection, members: Iterable[Member], director_id: int | None
+) -> HostsReport:
+    """The fleet's hosts, from the placements read already (``members``, the Director among
+    them) and, only for a fleet across machines, one read of the host loops."""
+    from cafleet.hosts import HostIdError, current_host, effective_host
+
+    try:
+        here: str | None = current_host()
+    except HostIdError:
+        here = None
+    members = list(members)
+    director_host: str | None = None
+    for member in members:
+        if member.member_id == director_id and member.placement is not None:
+            director_host = member.placement.host_id
+    member_host: dict[int, str | None] = {}
+    for member in members:
+        placement = member.placement
+        member_host[member.member_id] = effective_host(
+            None if placement is None else placement.host_id, director_host
+        )
+    by_host: dict[str, list[int]] = {}
+    for member_id, host in member_host.items():
+        if host is not None:
+            by_host.setdefault(host, []).append(member_id)
+    if len(by_host) < 2:
+        hosts = [
+            HostLoopStatus(h, tuple(ids), h == director_host, False, None, None)
+            for h, ids in by_host.items()
+        ]
+        return HostsReport(here, member_host, hosts)
+    from cafleet import broker
+    from cafleet.db.timefmt import parse_ts, utcnow
+
+    now = utcnow()
+    rows = {row.host_id: row for row in broker.host_loops(conn)}
+    hosts = []
+    for host in sorted(by_host, key=lambda h: (h != director_host, h)):
+        ids = tuple(sorted(by_host[host]))
+        if host == director_host:
+            hosts.append(HostLoopStatus(host, ids, True, False, None, None))  # `with_loop`
+            continue
+        row = rows.get(host)
+        live = broker.host_loop_live(row, here or "", now)
+        beat = None if row is None else parse_ts(row.last_tick_at)
+        age = None if beat is None else max(0, int((now - beat).total_seconds()))
+        hosts.append(HostLoopStatus(host, ids, False, live, None if row is None else row.pid, age))
+    return HostsReport(here, member_host, hosts)
+
+
 class FleetReport(NamedTuple):
     summary: FleetSummary
     roster: list[RosterEntry]  # active members (empty for a soft-deleted fleet)
     loop: LoopStatus
     panes: PaneCheck
+    hosts: HostsReport | None = None  # None: not asked (a soft-deleted fleet)
 
 
 def fleet_report(
@@ -339,14 +490,23 @@ def fleet_report(
     roster: list[RosterEntry] = []
     if summary.deleted_at is None or roster_required:
         roster = broker.member_roster(conn, fleet_id=fleet_id)
-    panes = check_panes([e.member for e in roster], env=env, agent_state=agent_state)
-    return FleetReport(summary, roster, loop_status(conn, fleet_id), panes)
+    hosts = hosts_report(conn, [e.member for e in roster], summary.director_member_id)
+    director_host = hosts.member_host.get(summary.director_member_id or 0)
+    remote = director_host is not None and hosts.here is not None and director_host != hosts.here
+    loop = loop_status(conn, fleet_id, remote=remote)
+    hosts = hosts.with_loop(loop)
+    panes = check_panes(
+        [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()
+    )
+    return FleetReport(summary, roster, loop, panes, hosts)
 
 
 __all__ = [
     "WAITING_TEXT",
     "AgentStateProbe",
     "FleetReport",
+    "HostLoopStatus",
+    "HostsReport",
     "LoopState",
     "LoopStatus",
     "PaneCheck",
@@ -354,6 +514,7 @@ __all__ = [
     "check_panes",
     "classified_state",
     "fleet_report",
+    "hosts_report",
     "loop_status",
     "loop_status_of",
     "no_agent_state",

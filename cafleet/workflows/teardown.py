@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from cafleet.workflows.worktrees import Retired
 
 PaneStatus = Literal[
-    "killed", "already_gone", "kept", "director", "shared", "pending", "no_placement"
+    "killed", "already_gone", "kept", "director", "shared", "pending", "no_placement", "elsewhere"
 ]
 LOOP_STOP_TIMEOUT = 10.0  # SIGTERM, then this long for the loop to finish its keystroke and exit
 
@@ -110,8 +110,15 @@ def _plan(
     *,
     keep_panes: bool,
 ) -> _Plan:
+    from cafleet.hosts import current_host, is_local
+
     rows: list[PaneReport] = []
     kill: dict[PaneKey, list[int]] = {}
+    here = current_host()
+    director = next((m for m in members if m.kind == "director"), None)
+    director_host = None
+    if director is not None and director.placement is not None:
+        director_host = director.placement.host_id
     for member in members:
         placement = member.placement
         key = placement.pane_key if placement is not None else None
@@ -124,6 +131,9 @@ def _plan(
             status = "pending"
         elif member.kind == "director" or key == director_key:
             status = "director"
+        elif not is_local(placement.host_id, director_host, here):
+            # Another host's pane (docs/runtime.md §10.2): never killed from here.
+            status = "elsewhere"
         elif key in shared:
             status, other = "shared", shared[key]
         elif keep_panes:

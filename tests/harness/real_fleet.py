@@ -6,13 +6,17 @@ send` and `message wait`, as the model's Director script tells it.
 The Director's PATH starts with one wrapper per agent (as `RealMember` builds them): `member
 create` spawns each member through it, so each agent runs with its own private HOME and
 configuration and its own client label at the model, in the Director's project directory (the
-members' panes start where `member create` ran). `cafleet setup` runs once per private
-environment, as each agent's user would have run it.
+members' panes start where `member create` ran). The fleet's monitor is a Claude Code too,
+spawned by `fleet create` through the same PATH: the ``claude`` wrapper picks the monitor's own
+environment (label ``monitor``) or the Claude member's by the ``--name`` cafleet passes
+(docs/runtime.md §2.2), so each one's model requests carry its own label. `cafleet setup` runs
+once per private environment, as each agent's user would have run it.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +25,8 @@ from typing import Any
 from tests.harness.real_agents import RealAgent
 from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import PLAN_MARK, ScriptedModel
+
+MONITOR_NAME = "monitor"  # the display name cafleet gives the monitor's pane (`--name`)
 
 
 def plan_text(
@@ -55,22 +61,31 @@ class RealFleet:
         self.bin_dir = Path(harness.dir) / "fleet-bin"
         self.bin_dir.mkdir(parents=True, exist_ok=True)
         self.members: dict[str, RealMember] = {}
-        agents_seen: set[str] = set()
+        # The monitor `fleet create` spawns (a Claude Code, `--name monitor`).
+        self.monitor = RealMember(
+            harness, "claude", MONITOR_NAME, model_url=model.base_url(MONITOR_NAME),
+            cwd=self.project,
+        )  # fmt: skip
+        claude: dict[str, RealMember] = {MONITOR_NAME: self.monitor}
         for name, agent in members:
-            if agent in agents_seen:
+            if agent in {m.agent for m in self.members.values()}:
                 raise ValueError(f"one member per agent (a wrapper per agent): {agent} twice")
-            agents_seen.add(agent)
             member = RealMember(
                 harness, agent, name, model_url=model.base_url(name), cwd=self.project
             )
             self.members[name] = member
-            shutil.copy2(member.bin_dir / agent, self.bin_dir / agent)
+            if agent == "claude":
+                claude[name] = member
+            else:
+                shutil.copy2(member.bin_dir / agent, self.bin_dir / agent)
+        _dispatch_by_name(self.bin_dir / "claude", claude)
 
     def start(self, prompt: str) -> RealFleet:
         """Set up every private environment, then start the Director with ``prompt``."""
         h = self.harness
         self.director.prepare()
-        for env in [self.director.env, *(m.real.env for m in self.members.values())]:
+        spawned = [self.monitor, *self.members.values()]
+        for env in [self.director.env, *(m.real.env for m in spawned)]:
             result = h.cli("setup", env=env, cwd=self.project)
             assert result.returncode == 0, (result.stdout, result.stderr)
         path = os.pathsep.join([str(self.bin_dir), h.env["PATH"]])
@@ -88,7 +103,7 @@ class RealFleet:
     def stop(self) -> None:
         """Stop every agent of the fleet (members, monitor and Director) by their markers."""
         problems = []
-        for agent in [*(m.real for m in self.members.values()), self.director]:
+        for agent in [*(m.real for m in self.members.values()), self.monitor.real, self.director]:
             try:
                 agent.stop()
             except AssertionError as exc:
@@ -97,4 +112,24 @@ class RealFleet:
             raise AssertionError("; ".join(problems))
 
 
-__all__ = ["RealFleet", "plan_text"]
+def _dispatch_by_name(path: Path, wrappers: dict[str, RealMember]) -> None:
+    """A ``claude`` on PATH that execs the wrapper of the pane cafleet names with ``--name``
+    (the monitor's or a member's); any other name fails loudly instead of borrowing one."""
+    cases = "".join(
+        f'  {shlex.quote(name)}) exec {shlex.quote(str(m.bin_dir / "claude"))} "$@" ;;\n'
+        for name, m in wrappers.items()
+    )
+    path.write_text(
+        "#!/bin/sh\n"
+        'name=""; prev=""\n'
+        'for arg; do [ "$prev" = "--name" ] && name=$arg; prev=$arg; done\n'
+        'case "$name" in\n'
+        f"{cases}"
+        "  *) echo \"no claude environment for --name '$name'\" >&2; exit 1 ;;\n"
+        "esac\n",
+        encoding="utf-8",
+    )
+    path.chmod(0o755)
+
+
+__all__ = ["MONITOR_NAME", "RealFleet", "plan_text"]

@@ -125,6 +125,7 @@ PLACEMENT_FIELDS = (
     "created_at",
     "lost_at",
     "mux_socket",
+    "host_id",
 )
 
 

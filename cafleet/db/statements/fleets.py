@@ -47,6 +47,7 @@ INSERT_PLACEMENT = insert(member_placements).values(
     coding_agent=param("agent"),
     created_at=param("now"),
     mux_socket=param("socket"),
+    host_id=param("host"),
 )
 SET_DIRECTOR = (
     update(fleets)

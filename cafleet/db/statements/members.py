@@ -47,6 +47,7 @@ INSERT_PENDING_PLACEMENT = insert(member_placements).values(
     coding_agent=param("agent"),
     created_at=param("now"),
     mux_socket=param("socket"),
+    host_id=param("host"),
 )
 _mp = member_placements.c
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import case, func, insert, null, select, update
+from sqlalchemy import case, exists, func, insert, null, select, update
 
-from cafleet.db.schema import fleets, monitor_runtime
-from cafleet.db.statements import param
+from cafleet.db.schema import fleets, host_loops, member_placements, members, monitor_runtime
+from cafleet.db.statements import const, param
 
 _rt = monitor_runtime.c
 _RUNTIME_FIELDS = (
@@ -90,6 +90,58 @@ SET_INTERVAL = (
     .values(wake_interval_seconds=param("seconds"))
 )
 
+
+# --- host delivery loops (`host_loops`, revision 0006; docs/runtime.md §10.4) ------------------
+
+_hl = host_loops.c
+_HOST_LOOP_FIELDS = ("host_id", "pid", "started_at", "last_tick_at", "tick_seconds")
+HOST_LOOP = select(*[_hl[n] for n in _HOST_LOOP_FIELDS]).where(_hl.host_id == param("host"))
+HOST_LOOPS = select(*[_hl[n] for n in _HOST_LOOP_FIELDS]).order_by(_hl.host_id)
+INSERT_HOST_LOOP = insert(host_loops).values(
+    host_id=param("host"),
+    pid=param("pid"),
+    started_at=param("now"),
+    last_tick_at=param("now"),
+    tick_seconds=param("tick"),
+)
+TAKE_OVER_HOST_LOOP = (
+    update(host_loops)
+    .where(_hl.host_id == param("host"))
+    .values(
+        pid=param("pid"),
+        started_at=param("now"),
+        last_tick_at=param("now"),
+        tick_seconds=param("tick"),
+    )
+)
+_HOST_OWNED = (_hl.host_id == param("host"), _hl.pid == param("pid"))
+HOST_HEARTBEAT = update(host_loops).where(*_HOST_OWNED).values(last_tick_at=param("now"))
+CLEAR_HOST_LOOP = (
+    update(host_loops)
+    .where(*_HOST_OWNED)
+    .values(pid=null(), started_at=null(), last_tick_at=null())
+)
+_m, _mf, _mp = members.alias("m"), fleets.alias("mf"), member_placements.alias("mp")
+_dp = member_placements.alias("dp")
+# Whether any active member of a live fleet has its pane on the host while the fleet's root
+# Director is on another one: the host's loop has something to serve.
+HOST_SERVES = select(
+    exists(
+        select(const(1))
+        .select_from(
+            _m.join(_mf, _mf.c.fleet_id == _m.c.fleet_id)
+            .join(_mp, _mp.c.member_id == _m.c.member_id)
+            .outerjoin(_dp, _dp.c.member_id == _mf.c.director_member_id)
+        )
+        .where(
+            _m.c.status == const("active"),
+            _mf.c.deleted_at.is_(None),
+            _mp.c.host_id == param("host"),
+            _dp.c.host_id.is_distinct_from(param("host")),
+        )
+    )
+)
+
 STATEMENTS: dict[str, Any] = {
     "FLEET_STATE": FLEET_STATE,
     "RUNTIME": RUNTIME,
@@ -102,4 +154,11 @@ STATEMENTS: dict[str, Any] = {
     "RECORD_WAKE": RECORD_WAKE,
     "REQUEST_WAKE": REQUEST_WAKE,
     "SET_INTERVAL": SET_INTERVAL,
+    "HOST_LOOP": HOST_LOOP,
+    "HOST_LOOPS": HOST_LOOPS,
+    "INSERT_HOST_LOOP": INSERT_HOST_LOOP,
+    "TAKE_OVER_HOST_LOOP": TAKE_OVER_HOST_LOOP,
+    "HOST_HEARTBEAT": HOST_HEARTBEAT,
+    "CLEAR_HOST_LOOP": CLEAR_HOST_LOOP,
+    "HOST_SERVES": HOST_SERVES,
 }

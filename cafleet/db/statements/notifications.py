@@ -57,6 +57,7 @@ _ELIGIBLE = (
 _COLUMNS = (
     *message_columns(_x, "x_"),
     _s.c.name.label("sender_name"),
+    _dp.c.host_id.label("d_host_id"),
     *member_columns(_m, _f, _p),
 )
 
@@ -135,6 +136,11 @@ def _heads(*where: Any) -> Any:
 
 HEADS_FOR_FLEET = _heads(_m.c.fleet_id == param("fleet_id"))
 HEADS_FOR_MEMBERS = _heads(_m.c.member_id.in_(json_ids("members")))
+# A host's delivery loop (docs/runtime.md §10.4): the lines for panes recorded on that host in
+# fleets whose root Director is on another one (no fleet loop runs on this host for them).
+HEADS_FOR_HOST = _heads(
+    _p.c.host_id == param("host"), _dp.c.host_id.is_distinct_from(param("host"))
+)
 
 RECHECK = (
     select(
@@ -177,6 +183,7 @@ STATEMENTS: dict[str, Any] = {
     "NEXT_FOR_BOTH": NEXT_FOR_BOTH,
     "HEADS_FOR_FLEET": HEADS_FOR_FLEET,
     "HEADS_FOR_MEMBERS": HEADS_FOR_MEMBERS,
+    "HEADS_FOR_HOST": HEADS_FOR_HOST,
     "RECHECK": RECHECK,
     "STAMP": STAMP,
 }

@@ -74,6 +74,7 @@ REBIND = (
         created_at=param("now"),
         lost_at=null(),
         mux_socket=param("socket"),
+        host_id=param("host"),
     )
     .returning(*placement_columns(member_placements))
 )

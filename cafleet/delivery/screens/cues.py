@@ -169,10 +169,10 @@ CODEX = AgentScreens(
             r"|grant these permissions|send input to)",
             "screen",
             "  Would you like to run the following command?",
-            "docs",
+            "permission-1.txt",
             "Title of the approval prompts (exec, patch, permissions, terminal input); all four "
-            "strings are in the 0.171.0 binary, the command one is quoted in issue reports.",
-            confidence="high for the texts (binary + issues), medium for the layout",
+            "strings are in the 0.171.0 binary; the command one captured (a command the model "
+            "asked to run outside the read-only sandbox, approval policy on-request).",
         ),
         Cue(
             "awaiting_user",
@@ -180,10 +180,9 @@ CODEX = AgentScreens(
             r"|No, and tell Codex what to do differently)",
             "screen",
             "› 1. Yes, proceed (y)",
-            "docs",
-            "Options of the approval prompt (issue reports; 'Yes, just this once' and 'No, and "
-            "tell Codex what to do differently' are the 0.171.0 binary's strings).",
-            confidence="medium: not seen on this machine",
+            "permission-1.txt",
+            "Options of the approval prompt (captured; 'Yes, just this once' is the 0.171.0 "
+            "binary's string for other prompts).",
         ),
         Cue(
             "awaiting_user",
@@ -266,6 +265,16 @@ OPENCODE = AgentScreens(
         ),
         Cue(
             "awaiting_user",
+            r"△ Always allow",
+            "screen",
+            "  ┃  △ Always allow",
+            "permission-always-1.txt",
+            "The confirmation 'Allow always' opens ('This will allow edit until OpenCode is "
+            "restarted.', buttons 'Confirm   Cancel'), drawn in place of the input box "
+            "(captured: an edit under the cafleet-ask preset, the scripted model).",
+        ),
+        Cue(
+            "awaiting_user",
             r"^\s{2,}(Commands|Select model|Select agent|Switch session|Select session|Themes?)"
             r"\s{2,}esc\s*$",
             "screen",
@@ -290,6 +299,15 @@ OPENCODE = AgentScreens(
             "   ■■■■⬝⬝⬝⬝  esc again to interrupt                                                        tab agents  ctrl+p commands",
             "escape-once-1.txt",
             "The interrupt hint (after one Escape: 'esc again to interrupt') and the retry note.",
+        ),
+        Cue(
+            "ready",
+            r"\(\d+%\) · \$\d+\.\d+\s+ctrl\+p commands",
+            "footer",
+            "                                           324 (0%) · $0.00  ctrl+p commands    • OpenCode 1.18.33",
+            "ready-session-1.txt",
+            "After a turn the footer shows the session's context use and cost where 'tab agents' "
+            "was (a spawned member's session screen, idle after its first turn, scripted model).",
         ),
         Cue(
             "ready",

@@ -38,9 +38,14 @@ _CODEX_TITLE = re.compile(
     r"Would you like to (run the following command|make the following edits"
     r"|grant these permissions|send input to)"
 )
-_OPENCODE_TITLE = re.compile(r"Permission required")
+_OPENCODE_TITLE = re.compile(r"Permission required|△ Always allow")
 _OPENCODE_SIDE = "┃"
-_OPENCODE_CHOICES = ("Allow once", "Allow always", "Reject")
+# The button rows of opencode's two dialogs: the permission dialog, and the confirmation its
+# "Allow always" opens ("This will allow … until OpenCode is restarted").
+_OPENCODE_ROWS = (("Allow once", "Allow always", "Reject"), ("Confirm", "Cancel"))
+_OPENCODE_CONFIRM = ("Always allow", "Confirm")
+# Text this far right of the dialog's left edge is the session sidebar of a wide pane.
+_OPENCODE_INDENT = 12
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -49,6 +54,9 @@ class Choice:
     number: int  # 1-based, as the screen numbers it
     label: str  # the choice's words, without its number or shortcut
     keys: tuple[str, ...]  # tmux send-keys key names that pick it
+    # The agent asks to confirm this choice in a second dialog: (that dialog's question, the
+    # label of its choice that confirms). `member answer` confirms it too.
+    confirm: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,23 +167,43 @@ def _codex(lines: list[str]) -> tuple[str, list[str], list[Choice]] | None:
     return body[0], body[1:start], choices
 
 
+def _opencode_line(line: str) -> str:
+    """One row of an opencode dialog: its side bar dropped, the sidebar text that a wide pane
+    draws at its right cut off; "" for a row that holds only sidebar text."""
+    text = line.replace(_OPENCODE_SIDE, " ")
+    indent = len(text) - len(text.lstrip())
+    if indent > _OPENCODE_INDENT:
+        return ""
+    return clean(re.split(r"\s{8,}", text.strip())[0])
+
+
 def _opencode(lines: list[str]) -> tuple[str, list[str], list[Choice]] | None:
     """The permission dialog (`△ Permission required`), its details, and the row of three
-    buttons; the first is selected when the dialog opens, → moves right, Enter confirms."""
+    buttons; or the confirmation "Allow always" opens (`△ Always allow`, Confirm / Cancel).
+    The first button is selected when a dialog opens, → moves right, Enter confirms."""
     titles = [i for i, line in enumerate(lines) if _OPENCODE_TITLE.search(line)]
     if not titles:
         return None
-    body = [clean(x.replace(_OPENCODE_SIDE, " ")) for x in lines[titles[-1] :]]
-    body = [x for x in body if x]
-    row = next((i for i, x in enumerate(body) if x.startswith(_OPENCODE_CHOICES[0])), None)
-    if row is None:
-        return None
-    buttons = re.split(r"\s{2,}", body[row])[: len(_OPENCODE_CHOICES)]
-    if tuple(buttons) != _OPENCODE_CHOICES:
-        return None
-    choices = [Choice(i + 1, label, ("Right",) * i + ("Enter",)) for i, label in enumerate(buttons)]
-    question = body[0].lstrip("△ ").strip()
-    return question, body[1:row], choices
+    body = [x for x in (_opencode_line(x) for x in lines[titles[-1] :]) if x]
+    for labels in _OPENCODE_ROWS:
+        row = next((i for i, x in enumerate(body) if x.startswith(labels[0])), None)
+        if row is None:
+            continue
+        buttons = re.split(r"\s{2,}", body[row])[: len(labels)]
+        if tuple(buttons) != labels:
+            return None
+        choices = [
+            Choice(
+                i + 1,
+                label,
+                ("Right",) * i + ("Enter",),
+                _OPENCODE_CONFIRM if label == "Allow always" else None,
+            )
+            for i, label in enumerate(buttons)
+        ]
+        question = body[0].lstrip("△ ").strip()
+        return question, body[1:row], choices
+    return None
 
 
 _READERS = {"claude": _claude, "codex": _codex, "opencode": _opencode}

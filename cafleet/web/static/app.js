@@ -119,6 +119,17 @@ function worktreeText(w) {
   return `${w.branch} (${parts.join(", ")})`;
 }
 
+// A fleet across machines (docs/runtime.md §10.5): each member's host, and whether the loop
+// that delivers there is live. Nothing for a fleet on one host.
+function hostText(p, panes) {
+  const hosts = panes.hosts || [];
+  if (hosts.length < 2 || !p.host_id) return null;
+  const host = hosts.find((h) => h.host_id === p.host_id);
+  const down = host && !host.live;
+  return el("span", { "data-testid": "member-host", class: down ? "badge gone" : "" },
+    ` · host ${p.host_id}${down ? " (its loop is not running)" : ""}`);
+}
+
 function renderRoster(members, activity, panes, worktrees = [], usage = null) {
   const prompts = [];
   const used = new Map((usage || []).map((u) => [u.member_id, u]));
@@ -153,6 +164,7 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
         waiting(p)
           ? el("span", { class: "badge waiting", "data-testid": "member-pane-state" }, "waiting (permission)")
           : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
+        hostText(p, panes),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
         " · ",

@@ -30,12 +30,12 @@ FLEET_PERMISSIONS: Compiled = (
 )
 
 MEMBER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = %s::INTEGER",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = %s::INTEGER",
     ("member_id",),
 )
 
 REBIND: Compiled = (
-    "UPDATE member_placements SET mux_session=%s::VARCHAR, mux_window_id=%s::VARCHAR, mux_pane_id=%s::VARCHAR, coding_agent=%s::VARCHAR, created_at=%s::VARCHAR, lost_at=NULL, mux_socket=%s::VARCHAR WHERE member_placements.member_id = %s::INTEGER AND member_placements.backend = %s::VARCHAR AND member_placements.mux_session = %s::VARCHAR AND member_placements.mux_pane_id IS NOT DISTINCT FROM %s::VARCHAR AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = %s::INTEGER AND members.status = 'active')) RETURNING member_placements.member_id AS member_id, member_placements.backend AS backend, member_placements.mux_session AS mux_session, member_placements.mux_window_id AS mux_window_id, member_placements.mux_pane_id AS mux_pane_id, member_placements.coding_agent AS coding_agent, member_placements.created_at AS created_at, member_placements.lost_at AS lost_at, member_placements.mux_socket AS mux_socket",
+    "UPDATE member_placements SET mux_session=%s::VARCHAR, mux_window_id=%s::VARCHAR, mux_pane_id=%s::VARCHAR, coding_agent=%s::VARCHAR, created_at=%s::VARCHAR, lost_at=NULL, mux_socket=%s::VARCHAR, host_id=%s::VARCHAR WHERE member_placements.member_id = %s::INTEGER AND member_placements.backend = %s::VARCHAR AND member_placements.mux_session = %s::VARCHAR AND member_placements.mux_pane_id IS NOT DISTINCT FROM %s::VARCHAR AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = %s::INTEGER AND members.status = 'active')) RETURNING member_placements.member_id AS member_id, member_placements.backend AS backend, member_placements.mux_session AS mux_session, member_placements.mux_window_id AS mux_window_id, member_placements.mux_pane_id AS mux_pane_id, member_placements.coding_agent AS coding_agent, member_placements.created_at AS created_at, member_placements.lost_at AS lost_at, member_placements.mux_socket AS mux_socket, member_placements.host_id AS host_id",
     (
         "session",
         "window",
@@ -43,6 +43,7 @@ REBIND: Compiled = (
         "agent",
         "now",
         "socket",
+        "host",
         "member_id",
         "backend",
         "old_session",
@@ -52,7 +53,7 @@ REBIND: Compiled = (
 )
 
 PLACED: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND m.status = 'active' AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND m.status = 'active' AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
     ("fleet_id",),
 )
 

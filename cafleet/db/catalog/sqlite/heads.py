@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 SCHEMAS = frozenset(
     (
         (
@@ -16,6 +16,7 @@ SCHEMAS = frozenset(
             "index\u001fidx_messages_to_member_status_ts\u001fmessages\u001fCREATE INDEX idx_messages_to_member_status_ts ON messages (to_member_id, status_timestamp)\n"
             "index\u001fsqlite_autoindex_alembic_version_1\u001falembic_version\u001f\n"
             "index\u001fsqlite_autoindex_asset_installs_1\u001fasset_installs\u001f\n"
+            "index\u001fsqlite_autoindex_host_loops_1\u001fhost_loops\u001f\n"
             "table\u001falembic_version\u001falembic_version\u001fCREATE TABLE alembic_version (\n"
             "\tversion_num VARCHAR(32) NOT NULL, \n"
             "\tCONSTRAINT alembic_version_pkc PRIMARY KEY (version_num)\n"
@@ -34,6 +35,14 @@ SCHEMAS = frozenset(
             "\tdeleted_at TEXT, \n"
             "\tdirector_member_id INTEGER, member_defaults_json TEXT, \n"
             "\tFOREIGN KEY(director_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
+            ")\n"
+            "table\u001fhost_loops\u001fhost_loops\u001fCREATE TABLE host_loops (\n"
+            "\thost_id TEXT NOT NULL, \n"
+            "\tpid INTEGER, \n"
+            "\tstarted_at TEXT, \n"
+            "\tlast_tick_at TEXT, \n"
+            "\ttick_seconds INTEGER DEFAULT 5 NOT NULL, \n"
+            "\tPRIMARY KEY (host_id)\n"
             ")\n"
             "table\u001fmember_placements\u001fmember_placements\u001fCREATE TABLE member_placements (\n"
             "\tmember_id INTEGER NOT NULL, \n"

@@ -63,3 +63,38 @@ SET_INTERVAL: Compiled = (
     "UPDATE monitor_runtime SET wake_interval_seconds=? WHERE monitor_runtime.fleet_id = ?",
     ("seconds", "fleet_id"),
 )
+
+HOST_LOOP: Compiled = (
+    "SELECT host_loops.host_id, host_loops.pid, host_loops.started_at, host_loops.last_tick_at, host_loops.tick_seconds FROM host_loops WHERE host_loops.host_id = ?",
+    ("host",),
+)
+
+HOST_LOOPS: Compiled = (
+    "SELECT host_loops.host_id, host_loops.pid, host_loops.started_at, host_loops.last_tick_at, host_loops.tick_seconds FROM host_loops ORDER BY host_loops.host_id",
+    (),
+)
+
+INSERT_HOST_LOOP: Compiled = (
+    "INSERT INTO host_loops (host_id, pid, started_at, last_tick_at, tick_seconds) VALUES (?, ?, ?, ?, ?)",
+    ("host", "pid", "now", "now", "tick"),
+)
+
+TAKE_OVER_HOST_LOOP: Compiled = (
+    "UPDATE host_loops SET pid=?, started_at=?, last_tick_at=?, tick_seconds=? WHERE host_loops.host_id = ?",
+    ("pid", "now", "now", "tick", "host"),
+)
+
+HOST_HEARTBEAT: Compiled = (
+    "UPDATE host_loops SET last_tick_at=? WHERE host_loops.host_id = ? AND host_loops.pid = ?",
+    ("now", "host", "pid"),
+)
+
+CLEAR_HOST_LOOP: Compiled = (
+    "UPDATE host_loops SET pid=NULL, started_at=NULL, last_tick_at=NULL WHERE host_loops.host_id = ? AND host_loops.pid = ?",
+    ("host", "pid"),
+)
+
+HOST_SERVES: Compiled = (
+    "SELECT EXISTS (SELECT 1 FROM members AS m JOIN fleets AS mf ON mf.fleet_id = m.fleet_id JOIN member_placements AS mp ON mp.member_id = m.member_id LEFT OUTER JOIN member_placements AS dp ON dp.member_id = mf.director_member_id WHERE m.status = 'active' AND mf.deleted_at IS NULL AND mp.host_id = ? AND dp.host_id IS NOT ?) AS anon_1",
+    ("host", "host"),
+)

@@ -1,0 +1,75 @@
+"""Every host's delivery loop as the database records it (`cafleet monitor host status`,
+docs/cli.md §2.29): live when its heartbeat is fresh (and, on this host, its pid runs)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+
+
+class HostLoopView(NamedTuple):
+    host_id: str
+    live: bool
+    pid: int | None
+    heartbeat_age: int | None  # whole seconds since the last heartbeat
+    held: bool | None  # `monitor host stop` holds it (None: another host's, unknown here)
+    here: bool  # this process's host
+
+    @property
+    def line(self) -> str:
+        """`host B (this host): live (pid 77, last heartbeat 2s ago)`, `host B: not running`,
+        `host B: stopped by 'cafleet monitor host stop'`."""
+        from cafleet.text import idle_text
+
+        name = f"host {self.host_id}{' (this host)' if self.here else ''}"
+        beat = (
+            "no heartbeat"
+            if self.heartbeat_age is None
+            else f"last heartbeat {idle_text(self.heartbeat_age)} ago"
+        )
+        if self.live:
+            return f"{name}: live (pid {self.pid}, {beat})"
+        if self.held:
+            return f"{name}: stopped by 'cafleet monitor host stop'"
+        return f"{name}: not running ({beat})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host_id": self.host_id,
+            "live": self.live,
+            "pid": self.pid,
+            "heartbeat_age": self.heartbeat_age,
+            "held": self.held,
+            "this_host": self.here,
+        }
+
+
+def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
+    """Every `host_loops` row, by host id: one read."""
+    from cafleet import broker
+    from cafleet.db.timefmt import parse_ts, utcnow
+    from cafleet.monitor.hostloop import is_held
+
+    now = utcnow()
+    views: list[HostLoopView] = []
+    for row in broker.host_loops(conn):
+        beat = parse_ts(row.last_tick_at)
+        age = None if beat is None else max(0, int((now - beat).total_seconds()))
+        live = broker.host_loop_live(row, here, now)
+        mine = row.host_id == here
+        views.append(
+            HostLoopView(
+                row.host_id,
+                live,
+                row.pid if live else None,
+                age,
+                is_held(conn, row.host_id) if mine else None,
+                mine,
+            )
+        )
+    return views
+
+
+__all__ = ["HostLoopView", "host_loop_views"]

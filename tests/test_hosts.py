@@ -1,0 +1,456 @@
+"""Fleets across machines (docs/runtime.md §10): host ids, the only-own-host rule, each host's
+delivery loop. The unit tests need no tmux; the two-host test simulates two machines on this
+one: two private tmux servers, two `CAFLEET_HOST_ID` values, one database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cafleet.hosts import HostIdError, effective_host, host_id_of, is_local, valid_host_id
+from tests.cli_helpers import run_cli
+from tests.delivery_helpers import message_row, sql_write
+from tests.factories import build_world, connect
+
+OTHER = "gpu-box.lab"
+
+
+# --- host ids (docs/cli.md §1.6) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["laptop", "gpu-box.lab", "A1_b-2.c", "x" * 253, "9host"])
+def test_a_valid_host_id_is_taken_as_given(value: str) -> None:
+    assert valid_host_id(value)
+    assert host_id_of({"CAFLEET_HOST_ID": value}) == value
+
+
+@pytest.mark.parametrize(
+    "value", ["bad host", "-lead", ".dot", "a/b", "x" * 254, "tab\there", "ünïcode", "a:b"]
+)
+def test_an_unusable_host_id_is_refused_with_the_rule(value: str) -> None:
+    assert not valid_host_id(value)
+    with pytest.raises(HostIdError) as caught:
+        host_id_of({"CAFLEET_HOST_ID": value})
+    assert str(caught.value) == (
+        "CAFLEET_HOST_ID must be a host id (letters, digits, '.', '_' and '-', starting with a "
+        f"letter or digit, at most 253); got {value!r}"
+    )
+
+
+def test_the_default_is_the_hostname_or_its_first_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import cafleet.hosts
+
+    assert cafleet.hosts._hostname() == socket.gethostname()
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box7.example.org")
+    assert host_id_of({}) == host_id_of({"CAFLEET_HOST_ID": ""}) == "box7.example.org"
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box 7.example")
+    with pytest.raises(HostIdError, match="the hostname 'box 7.example' is not a usable host id"):
+        host_id_of({})
+    monkeypatch.setattr(cafleet.hosts, "_hostname", lambda: "box7.ex ample")
+    assert host_id_of({}) == "box7"  # the whole name is not usable; its first label is
+
+
+def test_a_bad_host_id_stops_every_command_before_it_writes(head_db: Path) -> None:
+    """Validated with the other CAFLEET_* variables (exit 1, `Error:`), before anything is
+    written: a send under an unusable id stores nothing."""
+    from tests.storage_helpers import dump
+
+    w = build_world(head_db, members=("alice", "bob"))
+    before = dump(head_db)
+    code, out, err = run_cli(
+        "message", "send", "--from-member-id", str(w.members["alice"]),
+        "--to-member-id", str(w.members["bob"]), "hi",
+        env={"CAFLEET_HOST_ID": "two words"},
+    )  # fmt: skip
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: CAFLEET_HOST_ID must be a host id (letters, digits, '.', '_' and '-', starting "
+        "with a letter or digit, at most 253); got 'two words'\n"
+    )
+    assert dump(head_db) == before
+
+
+def test_the_only_own_host_rule() -> None:
+    """A placement's host is its own, else its root Director's; nowhere recorded: any host's."""
+    assert effective_host("b", "a") == "b" and effective_host(None, "a") == "a"
+    assert effective_host(None, None) is None
+    assert is_local("a", "b", "a") and not is_local("b", "a", "a")
+    assert is_local(None, "a", "a") and not is_local(None, "b", "a")
+    assert is_local(None, None, "anyone")
+
+
+# --- drains leave other hosts' panes alone (docs/runtime.md §10.2) ------------------------------
+
+
+def _world_with_one_member_elsewhere(db: Path) -> Any:
+    """Alice on this host, Bob on OTHER (his placement says so), one pending line each."""
+    w = build_world(db, members=("alice", "bob"))
+    alice, bob = w.members["alice"], w.members["bob"]
+    sql_write(db, "UPDATE member_placements SET host_id = ? WHERE member_id = ?", OTHER, bob)
+    with connect(db) as conn:
+        from cafleet import broker
+
+        to_alice = broker.send_message(conn, from_member_id=bob, to_member_id=alice, text="hi")
+        to_bob = broker.send_message(conn, from_member_id=alice, to_member_id=bob, text="yo")
+    return w, to_alice.message_id, to_bob.message_id
+
+
+def test_a_send_never_reaches_for_another_hosts_pane(head_db: Path) -> None:
+    """The recipient on another host: no tmux call (the attempt before it would have needed
+    TMUX, which this process lacks), the line stays pending, reported as held for that host's
+    loop; the local one is attempted (and fails here for want of tmux)."""
+    from cafleet.delivery.drains import drain_recipients, held_line
+
+    w, to_alice, to_bob = _world_with_one_member_elsewhere(head_db)
+    alice, bob = w.members["alice"], w.members["bob"]
+    with connect(head_db) as conn:
+        report = drain_recipients(
+            conn, [alice, bob], attempted=set(), lock_timeout=1.0, env={}, workers=1
+        )
+    by_recipient = {f.recipient_id: f for f in report.failures}
+    assert by_recipient[bob].remote == OTHER and by_recipient[bob].message_id == to_bob
+    assert by_recipient[alice].remote is None
+    assert by_recipient[alice].reason == "not inside a tmux session (TMUX is not set)"
+    assert report.notified == []
+    assert held_line(by_recipient[bob]) == (
+        f"Held: message {to_bob} for member {bob} waits for host {OTHER}'s delivery loop "
+        f"(pane {w.panes[bob]} is on host {OTHER}, not this one)"
+    )
+    assert message_row(head_db, to_bob)["notified_at"] is None
+    assert message_row(head_db, to_alice)["notified_at"] is None
+
+
+def test_the_fleet_drain_skips_and_the_host_drain_takes_another_hosts_lines(head_db: Path) -> None:
+    from cafleet import broker
+    from cafleet.delivery.drains import drain_fleet
+    from cafleet.hosts import current_host
+
+    w, to_alice, to_bob = _world_with_one_member_elsewhere(head_db)
+    alice, bob = w.members["alice"], w.members["bob"]
+    with connect(head_db) as conn:
+        # The fleet drain (a loop tick, `message wait`): Bob's pane is even "live" here (a pane
+        # id can repeat across servers), yet his line is never attempted.
+        live = frozenset(p for p in w.panes.values() if p is not None)
+        seen: set[int] = set()
+        report = drain_fleet(
+            conn,
+            w.fleet_id,
+            attempted=seen,
+            blocked=set(),
+            lock_timeout=1.0,
+            live_panes=live,
+            env={},
+            workers=1,
+        )
+        assert seen == {to_alice}
+        assert [f.recipient_id for f in report.failures] == [alice]
+        # The host drain's selection: OTHER's loop gets Bob's line; this host's loop nothing
+        # (its Director is here, so its fleet loop serves this host).
+        heads = broker.oldest_pending_by_recipient(conn, host_id=OTHER)
+        assert [(h.recipient.member_id, h.message.message_id) for h in heads] == [(bob, to_bob)]
+        assert heads[0].host == OTHER and heads[0].director_host == current_host()
+        assert broker.oldest_pending_by_recipient(conn, host_id=current_host()) == []
+        assert broker.host_serves(conn, OTHER) and not broker.host_serves(conn, current_host())
+
+
+def test_rows_written_before_hosts_are_this_hosts(head_db: Path) -> None:
+    """NULL everywhere (an upgraded database): every host types into every pane, as before."""
+    from cafleet import broker
+    from cafleet.delivery.drains import drain_recipients
+
+    w, _to_alice, to_bob = _world_with_one_member_elsewhere(head_db)
+    bob = w.members["bob"]
+    sql_write(head_db, "UPDATE member_placements SET host_id = NULL")
+    with connect(head_db) as conn:
+        report = drain_recipients(conn, [bob], attempted=set(), lock_timeout=1.0, env={})
+        assert [(f.message_id, f.remote) for f in report.failures] == [(to_bob, None)]
+        assert broker.oldest_pending_by_recipient(conn, host_id=OTHER) == []
+
+
+# --- two hosts, one database (docs/runtime.md §10) -----------------------------------------------
+
+
+def _lines(h: Any, pane: str) -> list[str]:
+    """What reached the fake agent in ``pane`` of harness ``h`` (its own fake dir: the other
+    harness's panes have the same ids)."""
+    from tests.harness import util
+
+    path = h.fake_dir / f"{util.pane_stem(pane)}.jsonl"
+    return [
+        util.record_bytes(r).decode("utf-8", "replace")
+        for r in util.read_jsonl(path)
+        if r.get("kind") == "line"
+    ]
+
+
+def _typed(h: Any, pane: str, message_id: int) -> int:
+    return sum(1 for line in _lines(h, pane) if f"[cafleet msg {message_id} from" in line)
+
+
+def _ok(result: Any) -> Any:
+    if result.returncode != 0 and "see /" in result.stderr:  # a loop's log says why
+        log = result.stderr.rsplit("see ", 1)[1].strip()
+        with contextlib.suppress(OSError):
+            result.stderr += Path(log).read_text(encoding="utf-8", errors="replace")
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return result
+
+
+def _host_row(h: Any, host: str) -> tuple[Any, ...] | None:
+    rows = h.sqlite("SELECT pid, last_tick_at FROM host_loops WHERE host_id = ?", host)
+    return rows[0] if rows else None
+
+
+@pytest.mark.tmux
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+def test_a_fleet_across_two_hosts(
+    monkeypatch: pytest.MonkeyPatch, dialect: str, request: pytest.FixtureRequest
+) -> None:
+    """Host A runs the Director, the monitor and member alpha; host B member bee, created from
+    a pane on B. A's message to bee is typed by B's loop, never by A (each harness's tmux shim
+    refuses, and its teardown fails on, any call to the other server); with B's loop killed the
+    line waits through A's loop ticks and A's commands, and a command run on B heals the loop,
+    which then types it. The Director on A sees both hosts."""
+    from tests.harness import util
+    from tests.harness.fixtures import private_tmux
+
+    if dialect == "postgresql":
+        from tests.pg_server import PgDb
+
+        server = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+    with contextlib.ExitStack() as stack:
+        path = os.environ.get("PATH", "")
+        a = stack.enter_context(private_tmux(monkeypatch))
+        # A's teardown runs after B's: with A's TMUX_TMPDIR again, so it finds its own server.
+        stack.callback(lambda: monkeypatch.setenv("TMUX_TMPDIR", str(a.dir)))
+        # B's harness must find the real tmux, not A's shim (first on PATH now): each host has
+        # its own bin directory, fake agents and shim, as two machines would.
+        monkeypatch.setenv("PATH", path)
+        b = stack.enter_context(private_tmux(monkeypatch))
+        a.env["CAFLEET_HOST_ID"], b.env["CAFLEET_HOST_ID"] = "host-a", "host-b"
+        _ok(a.cli("setup"))
+
+        created = _ok(a.cli("fleet", "create", "--name", "wide", "--coding-agent", "claude"))
+        fleet_id, director, _monitor = (
+            int(x)
+            for x in re.match(r"(\d+) director=(\d+) monitor=(\d+)", created.stdout).groups()  # type: ignore[union-attr]
+        )
+        stack.callback(lambda: a.cli("monitor", "stop", str(fleet_id)))
+        member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
+        alpha_out = _ok(a.cli(*member, "--name", "alpha", "hello {member_id}")).stdout
+        alpha = int(alpha_out.split()[0])
+        bee_out = _ok(b.cli(*member, "--name", "bee", "hello {member_id}")).stdout.splitlines()
+        stack.callback(lambda: b.cli("monitor", "host", "stop"))
+        bee, bee_pane = int(bee_out[0].split()[0]), bee_out[0].rsplit("pane=", 1)[1]
+        loop_pid = int(re.fullmatch(r"delivery loop for host host-b: pid (\d+)", bee_out[1])[1])  # type: ignore[index]
+        placements = dict(
+            a.sqlite(
+                "SELECT member_id, host_id || ' ' || mux_socket FROM member_placements "
+                "WHERE member_id IN (?, ?, ?)",
+                director,
+                alpha,
+                bee,
+            )
+        )
+        assert placements == {
+            director: f"host-a {a.socket_path}",
+            alpha: f"host-a {a.socket_path}",
+            bee: f"host-b {b.socket_path}",  # B's pane, on B's tmux server
+        }
+        assert bee_pane in b.live_panes()
+
+        # 1. A sends to bee: held for B's loop (not a failure), typed by B's loop.
+        sent = a.cli(
+            "message", "send", "--from-member-id", str(alpha), "--to-member-id", str(bee),
+            "first", "--json",
+        )  # fmt: skip
+        _ok(sent)
+        first = json.loads(sent.stdout)["message"]["message_id"]
+        assert json.loads(sent.stdout)["notification_sent"] is False
+        assert f"Held: message {first} for member {bee} waits for host host-b's delivery loop" in (
+            sent.stderr
+        )
+        assert "Warning" not in sent.stderr
+        util.retry_until(lambda: _typed(b, bee_pane, first) == 1, timeout=30, message="not typed")
+        util.retry_until(
+            lambda: message_row(a.db_path, first)["notified_at"] is not None, timeout=10
+        )
+        log = Path(f"{a.db_path}.host-host-b.log") if dialect == "sqlite" else None
+        if log is not None:  # written once the drain returns
+            util.retry_until(
+                lambda: f"host -> notify msg {first} member {bee}" in log.read_text("utf-8"),
+                timeout=10,
+            )
+
+        # 2. B's loop killed: the next line waits, through A's loop ticks and A's commands.
+        os.kill(loop_pid, signal.SIGKILL)
+        util.retry_until(lambda: not util.pid_alive(loop_pid), timeout=10)
+        sent = _ok(
+            a.cli(
+                "message", "send", "--from-member-id", str(alpha), "--to-member-id", str(bee),
+                "second", "--json",
+            )
+        )  # fmt: skip
+        second = json.loads(sent.stdout)["message"]["message_id"]
+        assert f"Held: message {second} for member {bee}" in sent.stderr
+        beat = a.sqlite("SELECT last_tick_at FROM monitor_runtime WHERE fleet_id = ?", fleet_id)
+        util.retry_until(  # two more ticks of A's fleet loop after the send
+            lambda: (
+                a.sqlite("SELECT last_tick_at FROM monitor_runtime WHERE fleet_id = ?", fleet_id)[
+                    0
+                ][0]
+                > beat[0][0]
+            ),
+            timeout=20,
+        )
+        listed = _ok(a.cli("member", "list", str(fleet_id)))  # A's command heals only A's
+        assert message_row(a.db_path, second)["notified_at"] is None
+        assert _typed(b, bee_pane, second) == 0
+        assert _host_row(a, "host-b")[0] == loop_pid  # type: ignore[index]
+
+        # The Director on A sees both hosts: a host column and each host's delivery.
+        count, header, _rule, *rows = listed.stdout.splitlines()[:7]
+        assert count == "4 members:" and header.split()[-1] == "host"
+        hosts = {int(r.split()[0]): r.split()[-1] for r in rows}
+        assert "on host host-b" in rows[-1]  # B's pane is not asked from A
+        assert hosts == {director: "host-a", alpha: "host-a", _monitor: "host-a", bee: "host-b"}
+        assert (
+            f"host host-a: members {director}, {_monitor}, {alpha}; the root Director's host"
+            in (listed.stdout)
+        )
+        assert f"host host-b: member {bee}; delivery loop" in listed.stdout
+        shown = json.loads(_ok(a.cli("member", "list", str(fleet_id), "--json")).stdout)
+        assert {m["member_id"]: m["host_id"] for m in shown} == hosts
+
+        # 3. Any command on B heals B's loop, which types the waiting line.
+        _ok(b.cli("fleet", "list"))
+        util.retry_until(lambda: _typed(b, bee_pane, second) == 1, timeout=30, message="waits")
+        util.retry_until(
+            lambda: message_row(a.db_path, second)["notified_at"] is not None, timeout=10
+        )
+        healed = _host_row(a, "host-b")
+        assert healed is not None and healed[0] not in (None, loop_pid)
+        assert _typed(b, bee_pane, first) == 1  # at least once, and here exactly once
+        status = _ok(b.cli("monitor", "host", "status")).stdout
+        assert f"host host-b (this host): live (pid {healed[0]}" in status
+
+        # The WebUI on A: each pane's host, B's pane not asked from A, both hosts' delivery.
+        from tests.web_helpers import client, fleet_headers, make_app
+
+        for name in ("CAFLEET_HOST_ID", "PATH", "TMUX_TMPDIR"):  # this process is on A now
+            monkeypatch.setenv(name, a.env[name])
+        with client(make_app(a.db_path)) as web:
+            panes = web.get("/api/members/panes", headers=fleet_headers(fleet_id)).json()
+        for name in ("PATH", "TMUX_TMPDIR"):  # and on B again (B's teardown comes first)
+            monkeypatch.setenv(name, b.env[name])
+        monkeypatch.delenv("CAFLEET_HOST_ID")
+        assert {p["member_id"]: p["host_id"] for p in panes["panes"]} == hosts
+        assert [p["state"] for p in panes["panes"] if p["member_id"] == bee] == ["unknown"]
+        assert [(h["host_id"], h["director"], h["live"]) for h in panes["hosts"]] == [
+            ("host-a", True, True),
+            ("host-b", False, True),
+        ]
+
+        # 4. New work wakes the loop at once (PostgreSQL: LISTEN; SQLite: data_version): a loop
+        # whose tick is an hour still types a line sent after its first pass.
+        stopped = _ok(b.cli("monitor", "host", "stop")).stdout
+        assert stopped.startswith(f"delivery loop for host host-b stopped (pid {healed[0]})")
+        run = b.popen_cli("monitor", "host", "run", "--tick", "3600")
+        util.retry_until(
+            lambda: (row := _host_row(a, "host-b")) is not None and row[0] == run.pid,
+            timeout=20,
+            message="the foreground loop did not claim the slot",
+        )
+        first_pass = run.stdout.readline()  # type: ignore[union-attr]
+        assert first_pass.startswith("host loop started (host host-b, tick 3600s, pid ")
+        sent = _ok(
+            a.cli(
+                "message", "send", "--from-member-id", str(alpha), "--to-member-id", str(bee),
+                "third", "--json",
+            )
+        )  # fmt: skip
+        third = json.loads(sent.stdout)["message"]["message_id"]
+        util.retry_until(lambda: _typed(b, bee_pane, third) == 1, timeout=30, message="no wake")
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=20) == 0
+        assert _host_row(a, "host-b")[0] is None  # type: ignore[index]  # released
+
+        # 5. A never reads, types into or kills B's pane: the same id names another pane on A.
+        for command in (["prompt", str(bee), "hi"], ["capture", str(bee)]):
+            refused = a.cli("member", *command)
+            assert (refused.returncode, refused.stdout) == (1, ""), command
+            assert refused.stderr == (
+                f"Error: member {bee}'s pane {bee_pane} is on host host-b, not this host "
+                "(host-a); run this command on host host-b\n"
+            )
+        scanned = json.loads(_ok(a.cli("monitor", "scan", str(fleet_id), "--json")).stdout)
+        assert [e["error"] for e in scanned if e["member_id"] == bee] == [
+            "capture failed: the pane is on host host-b"
+        ]
+        assert all(e["error"] is None for e in scanned if e["member_id"] != bee)
+        deleted = _ok(a.cli("member", "delete", str(bee)))
+        assert f"{bee_pane} (on another host; not killed)" in deleted.stdout
+        assert bee_pane in b.live_panes() and _typed(b, bee_pane, third) == 1
+
+
+# --- cafleet monitor host start | stop | status (docs/cli.md §2.29) ------------------------------
+
+
+def test_monitor_host_start_status_stop(head_db: Path) -> None:
+    from tests.harness.util import pid_alive, retry_until
+
+    env = {"CAFLEET_HOST_ID": "h1"}
+    assert run_cli("monitor", "host", "status", env=env) == (
+        0,
+        "this host: h1\nno host delivery loop has run\n",
+        "",
+    )
+    code, out, err = run_cli("monitor", "host", "start", env=env)
+    assert (code, err) == (0, ""), out
+    match = re.fullmatch(r"delivery loop for host h1: pid (\d+) \(log: (.+)\)\n", out)
+    assert match is not None, out
+    pid = int(match[1])
+    try:
+        assert Path(match[2]) == Path(f"{head_db}.host-h1.log")
+        assert run_cli("monitor", "host", "start", env=env)[1] == (
+            f"delivery loop for host h1: pid {pid} (already running)\n"
+        )
+        status = json.loads(run_cli("monitor", "host", "status", "--json", env=env)[1])
+        assert status["host_id"] == "h1"
+        assert [
+            (s["host_id"], s["live"], s["pid"], s["held"], s["this_host"]) for s in status["loops"]
+        ] == [("h1", True, pid, False, True)]
+        # Seen from another host: live by its heartbeat alone, held unknown there.
+        other = json.loads(
+            run_cli("monitor", "host", "status", "--json", env={"CAFLEET_HOST_ID": "h2"})[1]
+        )
+        assert [(s["live"], s["held"], s["this_host"]) for s in other["loops"]] == [
+            (True, None, False)
+        ]
+        refused = run_cli("monitor", "host", "run", env=env)
+        assert refused == (1, "", f"Error: delivery loop already running for host h1 (pid {pid})\n")
+    finally:
+        code, out, err = run_cli("monitor", "host", "stop", env=env)
+    assert (code, err) == (0, "")
+    assert out == (
+        f"delivery loop for host h1 stopped (pid {pid}); it stays stopped until 'cafleet monitor "
+        "host start'\n"
+    )
+    retry_until(lambda: not pid_alive(pid), timeout=10)
+    assert run_cli("monitor", "host", "status", env=env)[1] == (
+        "this host: h1\nhost h1 (this host): stopped by 'cafleet monitor host stop'\n"
+    )
+    log = Path(f"{head_db}.host-h1.log").read_text(encoding="utf-8")
+    assert log.startswith(f"host loop started (host h1, tick 5s, pid {pid})\n")
+    assert log.endswith(f"received SIGTERM; stopping\nhost loop stopped (host h1, pid {pid})\n")
