@@ -27,6 +27,7 @@ from benchmarks import (
     fleet,
     notify,
     parallel,
+    postgres,
     scale,
     send_paths,
     startup,
@@ -60,6 +61,8 @@ FULL: dict[str, Any] = {
     "parallel_members": 32,
     "parallel_workers": [1, 8],
     "parallel_list_runs": 11,
+    "pg_sends": 2000,
+    "pg_per_proc": 500,
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -84,6 +87,8 @@ SMOKE: dict[str, Any] = {
     "parallel_members": 3,
     "parallel_workers": [1, 3],
     "parallel_list_runs": 1,
+    "pg_sends": 50,
+    "pg_per_proc": 10,
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real", "fleet_roundtrip")
@@ -99,6 +104,8 @@ TARGETS = [
     "send-to-verified into a ready pane: median <= 1.5 s (typing settles included)",
     "broadcast to 32 ready fake-agent members: <= 2.5 s wall; loop drain of 32 panes: <= 3 s",
     "member list of a 32-member fleet: <= 2 x the `import click, sqlite3, json` floor",
+    "PostgreSQL: message wait wake-up p50 <= 50 ms, >= 1,500 sends/s in-process, short "
+    "commands <= 2 x their SQLite time",
     "fresh real members, message at 0-15 s: 20/20 received intact, 0 stamped-but-missing, "
     "0 interruptions",
 ]
@@ -115,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         help=(
             "run only these sections (startup, throughput, concurrency, wait, scale, notify, "
             "send_paths, webui, drains, assets_guard, supervision, delivery, escalation, "
-            "usage, parallel; delivery_real and fleet_roundtrip run only when named)"
+            "usage, parallel, postgres; delivery_real and fleet_roundtrip run only when named)"
         ),
     )
     parser.add_argument(
@@ -182,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
             fleet.render,
         ),
         "usage": (lambda t: usage.run(t, sizes["usage_replies"], sizes["runs"]), usage.render),
+        "postgres": (
+            lambda t: postgres.run(
+                t,
+                sizes["pg_sends"],
+                sizes["procs"],
+                sizes["pg_per_proc"],
+                sizes["trials"],
+                sizes["runs"],
+            ),
+            postgres.render,
+        ),
         "delivery_real": (
             lambda t: delivery.run_real(
                 t, args.real_trials, args.real_ready, args.real_agents.split(",")

@@ -38,37 +38,55 @@ class BenchFleet:
 AGENT_VARIABLES = ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME")
 
 
-def bench_home(db_path: Path) -> Path:
-    """The HOME every benchmark command runs with: beside its temporary database."""
-    return db_path.parent / "home"
+def bench_home(db_path: Path | str) -> Path:
+    """The HOME every benchmark command runs with: beside its temporary database (for a
+    PostgreSQL database, `tests.pg_server.PgDb`, beside its server's directory)."""
+    from tests.pg_server import PgDb
+
+    if isinstance(db_path, PgDb):
+        return db_path.server.dir / f"home-{db_path.name}"
+    return Path(db_path).parent / "home"
 
 
-def base_env(db_path: Path) -> dict[str, str]:
+def database_url(db_path: Path | str) -> str:
+    """CAFLEET_DATABASE_URL for a database file, or a PostgreSQL database's URL (with its
+    password: the benchmark's own throw-away server)."""
+    from tests.pg_server import PgDb
+
+    if isinstance(db_path, PgDb):
+        return db_path.url
+    return f"sqlite:///{db_path}"
+
+
+def base_env(db_path: Path | str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("CAFLEET_", "TMUX")) and k not in AGENT_VARIABLES
     }
     env["HOME"] = str(bench_home(db_path))
-    env["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
+    env["CAFLEET_DATABASE_URL"] = database_url(db_path)
     env["PYTHONPATH"] = str(REPO) + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""
     )
     return env
 
 
-def use_db(db_path: Path) -> None:
-    """Point this process at `db_path` (the repository functions take paths from settings)."""
-    os.environ["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
+def use_db(db_path: Path | str) -> None:
+    """Point this process at `db_path` (the repository functions take paths from settings; a
+    PostgreSQL connection reads its password from there)."""
+    os.environ["CAFLEET_DATABASE_URL"] = database_url(db_path)
 
 
-def setup_db(db_path: Path) -> None:
+def setup_db(db_path: Path | str) -> None:
     """`cafleet setup`'s two halves: the database, and every agent's assets installed under
     `bench_home` and recorded, so the stale-assets guard lets the measured commands run."""
     import cafleet
     from cafleet.assets.setup import run_assets_half
     from cafleet.db.migrate import run_setup
 
+    if not isinstance(db_path, Path):
+        use_db(db_path)
     run_setup(str(db_path))
     bench_home(db_path).mkdir(parents=True, exist_ok=True)
     results = run_assets_half(
@@ -83,8 +101,11 @@ def setup_db(db_path: Path) -> None:
         raise RuntimeError(f"assets half failed: {failed}")
 
 
-def connect(db_path: Path) -> Connection:
+def connect(db_path: Path | str) -> Connection:
     from cafleet.cli.guard import open_validated_connection
+
+    if not isinstance(db_path, Path):
+        use_db(db_path)  # a PostgreSQL database: the password comes from the URL
 
     return open_validated_connection(str(db_path))
 

@@ -6,13 +6,14 @@ Fleets are built by `tests.factories.build_world` (re-exported here with `World`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,42 @@ def sql_write(db_path: Path | str, sql: str, *params: Any) -> None:
         conn.close()
 
 
+def local_dir(db_path: Path | str) -> Path:
+    """The database's local directory, home of `locks/` (docs/storage.md §10.1): the file's
+    directory, or a PostgreSQL database's own directory under this test's HOME."""
+    from cafleet.config import db_dir_of
+
+    return Path(db_dir_of(str(db_path)))
+
+
 def lock_files(db_path: Path | str) -> list[str]:
-    locks = Path(db_path).parent / "locks"
+    locks = local_dir(db_path) / "locks"
     return sorted(os.listdir(locks)) if locks.is_dir() else []
+
+
+@contextlib.contextmanager
+def hold_writer_lock(db_path: Path | str) -> Iterator[None]:
+    """Hold the writer lock (docs/storage.md §4.3, §10.4) from another process or session
+    until the block ends: the file lock `locks/db-write.lock`, or PostgreSQL's advisory lock."""
+    from tests.pg_server import PgDb
+
+    if isinstance(db_path, PgDb):
+        import psycopg
+
+        from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+
+        with psycopg.connect(db_path.url, autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK_KEY,))
+            yield
+        return
+    from tests.cli_helpers import hold_flock
+
+    holder = hold_flock(local_dir(db_path) / "locks" / "db-write.lock", 600)
+    try:
+        yield
+    finally:
+        holder.kill()
+        holder.wait(10)
 
 
 # --- the notification line as the fake agent records it -----------------------------------------
@@ -246,6 +280,16 @@ class LineReader:
             self._fill(left)
         data, self.buf = self.buf, b""
         return data
+
+
+def holds_db_open(pid: int, db_path: Path | str) -> bool:
+    """True when process ``pid`` has the database open: the file, or for a PostgreSQL test
+    database an established TCP connection to its server's port."""
+    from tests.pg_server import PgDb, connected_to
+
+    if isinstance(db_path, PgDb):
+        return connected_to(pid, db_path.port)
+    return holds_open(pid, db_path)
 
 
 def holds_open(pid: int, path: str | os.PathLike[str]) -> bool:

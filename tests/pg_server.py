@@ -43,8 +43,11 @@ def _free_port() -> int:
 
 
 class PgServer:
-    def __init__(self, bin_dir: str) -> None:
+    def __init__(self, bin_dir: str, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        # The tests' server skips fsync (nothing there needs to survive a crash); a benchmark's
+        # is `durable`: fsync and full-page writes on, as a production server runs.
+        self.durable = durable
         self.dir = Path(tempfile.mkdtemp(prefix="cafleet-pg-", dir="/tmp"))
         self.data = self.dir / "data"
         self.port = _free_port()
@@ -83,10 +86,9 @@ class PgServer:
             "--no-sync",
         )
         pwfile.unlink()
-        options = (
-            f"-k {self.dir} -h 127.0.0.1 -p {self.port} -F "
-            "-c max_connections=200 -c fsync=off -c full_page_writes=off"
-        )
+        options = f"-k {self.dir} -h 127.0.0.1 -p {self.port} -c max_connections=200"
+        if not self.durable:
+            options += " -F -c fsync=off -c full_page_writes=off"
         self._run(
             "pg_ctl",
             "-D",
@@ -120,12 +122,35 @@ class PgServer:
         return name
 
 
-def start_server() -> PgServer | None:
+def connected_to(pid: int, port: int) -> bool:
+    """True when process `pid` holds an established loopback TCP connection to `port` (a
+    PostgreSQL client's counterpart of having the database file open; Linux /proc)."""
+    sockets = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    sockets.add(link[len("socket:[") : -1])
+    except OSError:
+        return False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for line in fh.readlines()[1:]:
+                fields = line.split()
+                # remote address `HEX:PORT`, state 01 = ESTABLISHED, the socket's inode
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                if remote_port == port and fields[3] == "01" and fields[9] in sockets:
+                    return True
+    return False
+
+
+def start_server(*, durable: bool = False) -> PgServer | None:
     """A started server, or None when the binaries are not installed."""
     bin_dir = pg_bin()
     if bin_dir is None:
         return None
-    server = PgServer(bin_dir)
+    server = PgServer(bin_dir, durable=durable)
     try:
         server.start()
     except BaseException:
@@ -151,6 +176,12 @@ class PgDb(str):
         db.name = name
         db.server = server
         return db
+
+    @property
+    def port(self) -> int:
+        from urllib.parse import urlsplit
+
+        return int(urlsplit(self.url).port or 5432)
 
     @classmethod
     def from_url(cls, url: str) -> PgDb:

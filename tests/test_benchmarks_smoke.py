@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,6 +79,22 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         assert row["notified"] == row["pending_lines"] == par["members"] + 1
         assert row["failures"] == []
     assert par["member_list"]["x_floor"] > 0
+    # docs/performance.md §19: PostgreSQL beside SQLite on the section's own server
+    pg = results["postgres"]
+    if "skipped" in pg:
+        assert os.environ.get("CAFLEET_REQUIRE_POSTGRES") != "1", pg["skipped"]
+    else:
+        for label in ("sqlite", "postgresql", "postgresql, fsync=off"):
+            assert pg["sends"][label]["sends_per_s"] > 0 and pg["sends"][label]["floor_per_s"] > 0
+        for dialect in ("sqlite", "postgresql"):
+            pairs = pg["pairs"][dialect]
+            assert (pairs["errors"], pairs["lost"]) == (0, 0)
+            assert pairs["acked"] == pairs["rows"] == pairs["processes"] * pairs["per_process"]
+            assert pg["wait"][dialect]["p50_ms"] > 0
+        assert pg["pairs"]["sqlite"]["integrity_check"] == "ok"
+        commands = pg["short_commands"]["commands"]
+        assert {"floor", "fleet list", "message poll (10 pending)", "message ack"} <= set(commands)
+        assert all(row["sqlite_ms"] > 0 and row["postgresql_ms"] > 0 for row in commands.values())
     assert "delivery_real" not in results  # opt-in only: it runs real agents for many minutes
     # The printed table names every section.
     for heading in (
@@ -94,6 +111,7 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         "## 11.",
         "## 12.",
         "## 17.",
+        "## 19.",
     ):
         assert heading in proc.stdout
 

@@ -10,6 +10,7 @@ import pytest
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.delivery_helpers import (
     expected_line,
+    local_dir,
     message_row,
     notified_at,
     record_of,
@@ -225,7 +226,7 @@ def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
 
         pane = h.spawn_fake()
         with pane_input_lock(
-            str(h.db_path.parent), PaneKey("tmux", w.session, pane), timeout=5, purpose="test"
+            str(local_dir(h.db_path)), PaneKey("tmux", w.session, pane), timeout=5, purpose="test"
         ):
             broker.set_placement_pane(conn, member_id=c, pane_id=pane)
         report = drain_fleet(

@@ -23,7 +23,10 @@ from tests.delivery_helpers import (
     call,
     cli,
     expected_line,
+    hold_writer_lock,
+    holds_db_open,
     holds_open,
+    local_dir,
     lock_files,
     notified_at,
     popen,
@@ -43,7 +46,7 @@ def put(conn, frm: int, to: int, text: str) -> int:
 def started(proc, db_path: Path) -> None:
     """Wait until the child has the database open (it is past start-up, in or near its loop)."""
     util.retry_until(
-        lambda: holds_open(proc.pid, db_path) or proc.poll() is not None,
+        lambda: holds_db_open(proc.pid, db_path) or proc.poll() is not None,
         timeout=30,
         interval=0.01,
         message="the command never opened the database",
@@ -306,8 +309,8 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         h.cli("message", "send", "--from-member-id", str(a), "--to-member-id", str(b), "x",
               env={"TMUX": ""}).stdout
     )  # fmt: skip
-    lock = pane_lock_path(str(h.db_path.parent), w.key(b))
-    with util.hold_pane_lock(h.db_path.parent, w.key(b)):
+    lock = pane_lock_path(str(local_dir(h.db_path)), w.key(b))
+    with util.hold_pane_lock(local_dir(h.db_path), w.key(b)):
         # 1. the lock wait lasts until the deadline, then the empty result
         proc = h.popen_cli("message", "wait", str(w.director), "--timeout", "2")
         util.retry_until(lambda: holds_open(proc.pid, lock) or proc.poll() is not None, 30, 0.01)
@@ -448,28 +451,8 @@ def test_a_schema_change_stops_wait_and_stream(world, head_db: Path, command: st
 
 
 def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> None:
-    import subprocess
-    import sys
-
     a, b = world.members["alice"], world.members["bob"]
-    lock_path = head_db.parent / "locks" / "db-write.lock"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys\n"
-            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.read()\n",
-            str(lock_path),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "locked"
+    with hold_writer_lock(head_db):
         before = snapshot(head_db)
         poll = cli("message", "poll", str(b))
         assert poll.returncode == 0  # readers never wait for the writer lock
@@ -479,6 +462,3 @@ def test_send_fails_when_the_writer_lock_stays_busy(world, head_db: Path) -> Non
         assert (r.returncode, r.stdout, r.stderr) == (1, "", "Error: database is locked\n")
         assert elapsed >= 5.0
         assert snapshot(head_db) == before
-    finally:
-        holder.kill()
-        holder.wait(10)

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import call_main
-from tests.delivery_helpers import expected_line, message_row, notified_at, record_of, warning
+from tests.delivery_helpers import (
+    expected_line,
+    local_dir,
+    message_row,
+    notified_at,
+    record_of,
+    warning,
+)
 from tests.factories import build_world, connect
 from tests.harness import util
 
@@ -51,7 +58,7 @@ def test_stamp_happens_after_the_full_line_while_the_pane_lock_is_held(tmux_db, 
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
     a, b = w.members["alice"], w.members["bob"]
     pane = w.pane(b)
-    db_dir = str(h.db_path.parent)
+    db_dir = str(local_dir(h.db_path))
     key = PaneKey("tmux", w.session, pane)
     real_stamp = broker.stamp_notified
     seen: list[dict] = []
@@ -211,7 +218,7 @@ def test_member_create_patch_times_out_on_the_new_panes_held_lock(tmux_db):
     w = build_world(h.db_path, harness=h, members=("alice",))
     pane = _next_pane_id(h)
     key = PaneKey("tmux", w.session, pane)
-    with util.hold_pane_lock(h.db_path.parent, key):
+    with util.hold_pane_lock(local_dir(h.db_path), key):
         result = h.cli(*_create_args(w.fleet_id, "carol"), env={"CAFLEET_PANE_LOCK_TIMEOUT": "1"})
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert result.stdout == ""
@@ -232,7 +239,7 @@ def test_member_create_patch_waits_for_the_new_panes_lock(tmux_db):
     w = build_world(h.db_path, harness=h, members=("alice",))
     pane = _next_pane_id(h)
     key = PaneKey("tmux", w.session, pane)
-    with util.hold_pane_lock(h.db_path.parent, key):
+    with util.hold_pane_lock(local_dir(h.db_path), key):
         out, err = h.dir / "create.out", h.dir / "create.err"
         with open(out, "w") as fo, open(err, "w") as fe:
             proc = h.popen_cli(
@@ -266,9 +273,10 @@ def test_member_create_patch_waits_for_the_new_panes_lock(tmux_db):
 
 def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, monkeypatch):
     """Breaks if any step of `message send` (guard, insert, drain recheck/stamp, loop check)
-    opens a second connection to the database file."""
+    opens a second connection to the database (the file, or the PostgreSQL database)."""
     import cafleet.db.diagnosis as diagnosis
     import cafleet.db.runtime as runtime
+    from tests.pg_server import PgDb
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -279,20 +287,35 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
     opened: list[str] = []
     file_connects: list[str] = []
     real_open = runtime.open_connection
-    real_connect = sqlite3.connect
 
     def counting_open(path, *args, **kwargs):
         opened.append(path)
         return real_open(path, *args, **kwargs)
 
-    def counting_connect(database, *args, **kwargs):
-        if str(h.db_path) in str(database):
-            file_connects.append(str(database))
-        return real_connect(database, *args, **kwargs)
-
     monkeypatch.setattr(runtime, "open_connection", counting_open)  # what the guard imports
     monkeypatch.setattr(diagnosis, "open_connection", counting_open)
-    monkeypatch.setattr(sqlite3, "connect", counting_connect)  # any path to the file at all
+    # any driver connection to the database at all: sqlite3.connect to the file, or psycopg's
+    # connect (module function and class method, either may be called) naming the database
+    if isinstance(h.db_path, PgDb):
+        import psycopg
+
+        target = f"/{h.db_path.name}"
+        patched = [(psycopg, "connect"), (psycopg.Connection, "connect")]
+    else:
+        target = str(h.db_path)
+        patched = [(sqlite3, "connect")]
+    counting = [True]  # only during the command: the checks below read the database too
+
+    def counted(real):
+        def connect(database, *args, **kwargs):
+            if counting[0] and target in str(database):
+                file_connects.append(str(database))
+            return real(database, *args, **kwargs)
+
+        return connect
+
+    for owner, name in patched:
+        monkeypatch.setattr(owner, name, counted(getattr(owner, name)))
     try:
         code, stdout, stderr = call_main(
             [
@@ -307,7 +330,7 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
             ]
         )
     finally:
-        monkeypatch.setattr(sqlite3, "connect", real_connect)
+        counting[0] = False
     assert code == 0, (stdout, stderr)
     assert stderr == ""
     data = json.loads(stdout)

@@ -590,3 +590,100 @@ def test_a_held_writer_lock_makes_a_write_fail_busy_and_reads_go_on(empty_db: Pg
         holder.rollback()
         holder.close()
     assert run_cli("message", "ack", str(sent.message_id))[0] == 0  # the lock is gone
+
+
+def test_a_schema_change_after_validation_fails_the_next_write(empty_db: PgDb) -> None:
+    """docs/storage.md §4.4 on PostgreSQL: a write transaction re-reads the ledger right after
+    the writer lock (one round trip, §10.4). Another revision, or a ledger that cannot be read
+    at all, fails the write with `SchemaChanged`, writes nothing, leaves no transaction open
+    and releases the writer lock; the connection stays usable."""
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.errors import SchemaChanged
+    from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+    from cafleet.db.runtime import close_connection
+
+    insert = "INSERT INTO asset_installs VALUES ('claude', %s, '0.1.0', %s)"
+    run_setup(str(empty_db))
+    conn = open_validated_connection(str(empty_db))
+
+    def lock_is_free() -> bool:
+        with psycopg.connect(empty_db.url, autocommit=True) as probe:
+            row = probe.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,)).fetchone()
+            return bool(row and row[0])
+
+    try:
+        with tx.write(conn):
+            conn.exec_driver_sql(insert, ("/first", TS))
+        pg(empty_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
+        before = state(empty_db)
+        with pytest.raises(SchemaChanged) as e, tx.write(conn):
+            conn.exec_driver_sql(insert, ("/never", TS))  # pragma: no cover
+        assert str(e.value) == (
+            "the database schema changed while this command was running "
+            f"(validated schema {HEAD_VERSION}, now schema {HEAD_VERSION + 1}); re-run the command"
+        )
+        assert not conn.in_transaction()
+        assert state(empty_db) == before
+        assert lock_is_free()
+
+        pg(empty_db, "ALTER TABLE alembic_version RENAME TO alembic_version_gone")
+        before = state(empty_db)
+        with pytest.raises(SchemaChanged) as e, tx.write(conn):
+            conn.exec_driver_sql(insert, ("/never", TS))  # pragma: no cover
+        assert str(e.value) == (
+            "the database schema changed while this command was running "
+            f"(validated schema {HEAD_VERSION}, now unreadable); re-run the command"
+        )
+        assert not conn.in_transaction()
+        assert state(empty_db) == before
+        assert lock_is_free()
+
+        # the ledger restored: the same connection writes again
+        pg(
+            empty_db,
+            "ALTER TABLE alembic_version_gone RENAME TO alembic_version",
+            f"UPDATE alembic_version SET version_num = '{HEAD_REVISION}'",
+        )
+        with tx.write(conn):
+            conn.exec_driver_sql(insert, ("/second", TS))
+        with tx.read(conn):
+            paths = conn.exec_driver_sql("SELECT path FROM asset_installs ORDER BY 1").all()
+        assert [p[0] for p in paths] == ["/first", "/second"]
+    finally:
+        close_connection(conn)
+
+
+def test_setups_assets_half_takes_this_hosts_setup_lock(empty_db: PgDb) -> None:
+    """docs/storage.md §10.1: setup's assets half (this host's files) runs under
+    `locks/setup.lock` of the database's local directory, as on a file, so two setups on one
+    host install one after the other: while another process holds it, setup waits on it."""
+    from cafleet.db.migrate import setup_lock_path
+    from tests.cli_helpers import hold_flock
+    from tests.delivery_helpers import holds_open
+    from tests.harness.util import retry_until
+
+    run_setup(str(empty_db))  # the database half is done; the assets half remains
+    lock = setup_lock_path(str(empty_db))
+    holder = hold_flock(Path(lock), 600)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "setup", "--coding-agent", "claude"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        retry_until(
+            lambda: holds_open(proc.pid, lock) or proc.poll() is not None,
+            timeout=60,
+            interval=0.02,
+            message="setup never opened this host's setup lock",
+        )
+        assert proc.poll() is None, proc.communicate()  # waiting for the holder
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, ""), err
+    assert out.splitlines()[0] == f"Already at head ({HEAD_VERSION}); nothing to do."

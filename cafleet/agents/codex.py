@@ -8,9 +8,9 @@ from cafleet.agents._base import BaseAgent
 
 
 def _resolved_db_dir() -> str:
-    from cafleet.config import resolve_database_path
+    from cafleet.config import db_dir_of, resolve_database_path
 
-    return os.path.dirname(os.path.abspath(resolve_database_path(os.environ)))
+    return os.path.abspath(db_dir_of(resolve_database_path(os.environ)))
 
 
 class CodexAgent(BaseAgent):

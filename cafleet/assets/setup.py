@@ -13,7 +13,6 @@ will not see the install.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -77,11 +76,11 @@ def _bookkeeping(db_path: str | None) -> Iterator[Connection | None]:
 
 
 def _setup_lock(db_path: str | None) -> contextlib.AbstractContextManager[None]:
-    if db_path is None or not os.path.isdir(os.path.dirname(db_path)):
+    if db_path is None:
         return contextlib.nullcontext()
-    from cafleet.db.migrate import setup_lock
+    from cafleet.db.migrate import assets_lock
 
-    return setup_lock(db_path)
+    return assets_lock(db_path)
 
 
 def run_assets_half(

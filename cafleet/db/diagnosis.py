@@ -7,23 +7,18 @@ connection being opened. The guard path imports this module, so it must never im
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from cafleet.config import is_postgres
-from cafleet.db.predicates import APPLICATION_ID
+from cafleet.db.classify import FoundIndex, FoundTable, classify, shape_diffs
 from cafleet.db.runtime import close_connection, is_postgres_connection, open_connection, tx
 from cafleet.db.shapes import (
-    HEAD_REVISION,
     HEAD_VERSION,
-    REVISIONS,
-    SHAPES,
     ForeignKeyShape,
     SchemaShape,
-    foreign_key_diffs,
     has_autoincrement,
     index_predicate,
     normalise_default,
@@ -40,8 +35,6 @@ if TYPE_CHECKING:
     Connection = RuntimeConnection | SAConnection
 
 State = Literal["missing", "current", "behind", "ahead", "foreign", "damaged", "unreadable"]
-
-_DIGITS = re.compile(r"[0-9]+")
 
 
 @dataclass(frozen=True)
@@ -181,57 +174,44 @@ def _q(name: str) -> str:
 
 
 def _diagnose_in_tx(path: str, conn: Connection) -> Diagnosis:
-    identity = int(_scalar(conn, "PRAGMA main.application_id") or 0)
-    objects = int(
-        _scalar(
-            conn,
-            "SELECT count(*) FROM main.sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+    return classify(path, _FileCatalogue(conn), _d)  # type: ignore[no-any-return]
+
+
+class _FileCatalogue:
+    """§5.2's reads of a file (`cafleet.db.classify.Catalogue`)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def identity(self) -> int:
+        return int(_scalar(self.conn, "PRAGMA main.application_id") or 0)
+
+    def has_objects(self) -> bool:
+        return bool(
+            _scalar(
+                self.conn,
+                "SELECT count(*) FROM main.sqlite_master "
+                "WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'",
+            )
         )
-    )
-    if identity == 0:
-        if objects == 0:
-            return _d(path, "missing")
-        return _d(path, "foreign", reason="it has tables but no cafleet identity")
-    if identity != APPLICATION_ID:
-        return _d(path, "foreign", reason=f"application_id is {identity}, not {APPLICATION_ID}")
-    has_ledger = _scalar(
-        conn,
-        "SELECT count(*) FROM main.sqlite_master WHERE type = 'table' AND name = 'alembic_version'",
-    )
-    if not has_ledger:
-        return _d(path, "foreign", reason="it has the cafleet identity but no schema ledger")
-    ledger_columns = [r[1] for r in _rows(conn, "PRAGMA main.table_xinfo('alembic_version')")]
-    if "version_num" not in ledger_columns:
-        return _d(path, "damaged", differences=("alembic_version: no version_num column",))
-    rows = _rows(conn, "SELECT version_num FROM main.alembic_version")
-    if len(rows) != 1:
-        return _d(
-            path,
-            "damaged",
-            differences=(f"alembic_version: holds {len(rows)} rows (expected 1)",),
+
+    def has_ledger(self) -> bool:
+        return bool(
+            _scalar(
+                self.conn,
+                "SELECT count(*) FROM main.sqlite_master "
+                "WHERE type = 'table' AND name = 'alembic_version'",
+            )
         )
-    value = rows[0][0]
-    revision = "NULL" if value is None else str(value)
-    if revision not in REVISIONS:
-        if _DIGITS.fullmatch(revision) and int(revision) > HEAD_VERSION:
-            return _d(path, "ahead", revision=revision, schema_version=int(revision))
-        return _d(
-            path,
-            "damaged",
-            revision=revision,
-            differences=(f"alembic_version: '{revision}' is not a cafleet revision",),
-        )
-    differences = compare_shape(conn, SHAPES[revision])
-    if differences:
-        return _d(
-            path,
-            "damaged",
-            revision=revision,
-            schema_version=int(revision),
-            differences=tuple(differences),
-        )
-    state: State = "current" if revision == HEAD_REVISION else "behind"
-    return _d(path, state, revision=revision, schema_version=int(revision))
+
+    def ledger_columns(self) -> list[str]:
+        return [r[1] for r in _rows(self.conn, "PRAGMA main.table_xinfo('alembic_version')")]
+
+    def ledger_rows(self) -> list[tuple[Any, ...]]:
+        return _rows(self.conn, "SELECT version_num FROM main.alembic_version")
+
+    def compare(self, shape: SchemaShape) -> list[str]:
+        return compare_shape(self.conn, shape)
 
 
 def compare_shape(conn: Connection, shape: SchemaShape) -> list[str]:
@@ -239,117 +219,55 @@ def compare_shape(conn: Connection, shape: SchemaShape) -> list[str]:
 
     Reads the catalogue, not DDL text, except for AUTOINCREMENT and index predicates.
     """
-    diffs: list[str] = []
-    for table in shape.tables:
-        name = table.name
-        kind = _rows(conn, "SELECT type, sql FROM main.sqlite_master WHERE name = ?", (name,))
-        if not kind or kind[0][0] != "table":
-            if kind and kind[0][0] == "view":
-                diffs.append(f"missing table {name} (a view has that name)")
-            else:
-                diffs.append(f"missing table {name}")
-            continue
-        sql = kind[0][1]
-        xinfo = _rows(conn, f"PRAGMA main.table_xinfo({_q(name)})")
-        actual = {r[1]: r for r in xinfo}
-        recorded_pk = tuple(c.name for c in sorted(table.columns, key=lambda c: c.pk) if c.pk)
-        actual_pk = tuple(r[1] for r in sorted(xinfo, key=lambda r: r[5]) if r[5])
-        if actual_pk != recorded_pk:
-            diffs.append(
-                f"{name}: primary key ({', '.join(actual_pk)}) "
-                f"(expected ({', '.join(recorded_pk)}))"
-            )
-        for col in table.columns:
-            row = actual.get(col.name)
-            if row is None:
-                diffs.append(f"missing column {name}.{col.name}")
-                continue
-            type_ = normalise_type(row[2] or "")
-            if type_ != col.type:
-                diffs.append(f"{name}.{col.name}: type {type_ or 'none'} (expected {col.type})")
-            notnull = bool(row[3])
-            if notnull != col.notnull:
-                diffs.append(
-                    f"{name}.{col.name}: {'NOT NULL' if notnull else 'nullable'} "
-                    f"(expected {'NOT NULL' if col.notnull else 'nullable'})"
-                )
-            default = normalise_default(row[4])
-            if default != col.default:
-                diffs.append(
-                    f"{name}.{col.name}: default {default if default is not None else 'none'} "
-                    f"(expected {col.default if col.default is not None else 'none'})"
-                )
-        recorded_names = {c.name for c in table.columns}
-        for row in xinfo:
-            if row[1] not in recorded_names:
-                diffs.append(f"unexpected column {name}.{row[1]}")
-        autoinc = has_autoincrement(sql)
-        if autoinc != table.autoincrement:
-            diffs.append(
-                f"{name}: AUTOINCREMENT {'present' if autoinc else 'absent'} "
-                f"(expected {'present' if table.autoincrement else 'absent'})"
-            )
-        diffs.extend(_compare_foreign_keys(conn, name, table.foreign_keys))
-
-    for index in shape.indexes:
-        rows = _rows(
-            conn,
-            "SELECT tbl_name, sql FROM main.sqlite_master WHERE type = 'index' AND name = ?",
-            (index.name,),
-        )
-        if not rows:
-            diffs.append(f"missing index {index.name}")
-            continue
-        table_name, sql = rows[0]
-        if table_name != index.table:
-            diffs.append(f"index {index.name}: on table {table_name} (expected {index.table})")
-            continue
-        columns = tuple(
-            r[2] if r[2] is not None else "<expression>"
-            for r in sorted(
-                _rows(conn, f"PRAGMA main.index_info({_q(index.name)})"), key=lambda r: r[0]
-            )
-        )
-        if columns != index.columns:
-            diffs.append(
-                f"index {index.name}: key columns ({', '.join(columns)}) "
-                f"(expected ({', '.join(index.columns)}))"
-            )
-        unique = any(
-            bool(r[2])
-            for r in _rows(conn, f"PRAGMA main.index_list({_q(table_name)})")
-            if r[1] == index.name
-        )
-        if unique != index.unique:
-            diffs.append(
-                f"index {index.name}: unique (expected not unique)"
-                if unique
-                else f"index {index.name}: not unique (expected unique)"
-            )
-        where = index_predicate(sql)
-        if where != index.where:
-            if index.where is None:
-                diffs.append(f"index {index.name}: unexpected predicate")
-            elif where is None:
-                diffs.append(f"index {index.name}: no predicate (expected one)")
-            else:
-                diffs.append(f"index {index.name}: other predicate")
-    return diffs
+    return shape_diffs(
+        shape, lambda name: _found_table(conn, name), lambda name: _found_index(conn, name)
+    )
 
 
-def _compare_foreign_keys(
-    conn: Connection, table: str, recorded: frozenset[ForeignKeyShape]
-) -> list[str]:
-    diffs: list[str] = []
+def _found_table(conn: Connection, name: str) -> FoundTable | Literal["view"] | None:
+    kind = _rows(conn, "SELECT type, sql FROM main.sqlite_master WHERE name = ?", (name,))
+    if not kind or kind[0][0] != "table":
+        return "view" if kind and kind[0][0] == "view" else None
+    xinfo = _rows(conn, f"PRAGMA main.table_xinfo({_q(name)})")
+    return FoundTable(
+        columns={
+            r[1]: (normalise_type(r[2] or ""), bool(r[3]), normalise_default(r[4])) for r in xinfo
+        },
+        primary_key=tuple(r[1] for r in sorted(xinfo, key=lambda r: r[5]) if r[5]),
+        autoincrement=has_autoincrement(kind[0][1]),
+        foreign_keys=_foreign_keys(conn, name),
+    )
+
+
+def _found_index(conn: Connection, name: str) -> FoundIndex | None:
+    rows = _rows(
+        conn,
+        "SELECT tbl_name, sql FROM main.sqlite_master WHERE type = 'index' AND name = ?",
+        (name,),
+    )
+    if not rows:
+        return None
+    table_name, sql = rows[0]
+    columns = tuple(
+        r[2] if r[2] is not None else "<expression>"
+        for r in sorted(_rows(conn, f"PRAGMA main.index_info({_q(name)})"), key=lambda r: r[0])
+    )
+    unique = any(
+        bool(r[2]) for r in _rows(conn, f"PRAGMA main.index_list({_q(table_name)})") if r[1] == name
+    )
+    return FoundIndex(table_name, columns, unique, index_predicate(sql))
+
+
+def _foreign_keys(conn: Connection, table: str) -> list[ForeignKeyShape | str]:
+    found: list[ForeignKeyShape | str] = []
     groups: dict[int, list[tuple[Any, ...]]] = {}
     for r in _rows(conn, f"PRAGMA main.foreign_key_list({_q(table)})"):
         groups.setdefault(int(r[0]), []).append(r)
-    actual: list[ForeignKeyShape] = []
     for fk_id in sorted(groups):
         rows = sorted(groups[fk_id], key=lambda r: r[1])
         if len(rows) > 1:
             cols = ", ".join(str(r[3]) for r in rows)
-            diffs.append(f"{table}: unexpected composite foreign key ({cols}) -> {rows[0][2]}")
+            found.append(f"{table}: unexpected composite foreign key ({cols}) -> {rows[0][2]}")
             continue
         _id, _seq, target, column, target_column, on_update, on_delete, _match = rows[0]
         if target_column is None:
@@ -361,7 +279,7 @@ def _compare_foreign_keys(
                 if r[5]
             ]
             target_column = pk[0] if len(pk) == 1 else ",".join(pk) or "rowid"
-        actual.append(
+        found.append(
             ForeignKeyShape(
                 str(column),
                 str(target).lower(),
@@ -370,7 +288,7 @@ def _compare_foreign_keys(
                 str(on_update).upper(),
             )
         )
-    return diffs + foreign_key_diffs(table, recorded, actual)
+    return found
 
 
 def duplicate_monitors_text(rows: Iterable[Sequence[Any]]) -> str | None:

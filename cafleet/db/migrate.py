@@ -132,6 +132,20 @@ def setup_lock(path: str) -> Iterator[None]:
         os.close(fd)
 
 
+def assets_lock(path: str | None) -> contextlib.AbstractContextManager[None]:
+    """The setup lock setup's assets half runs under: none when the path did not resolve or a
+    file's directory does not exist (nothing is created for a missing file); a PostgreSQL
+    database's local directory (docs/storage.md §10.1) is created if need be: the assets are
+    this host's files."""
+    if path is None:
+        return contextlib.nullcontext()
+    if is_postgres(path):
+        os.makedirs(db_dir_of(path), mode=0o700, exist_ok=True)
+    elif not os.path.isdir(db_dir_of(path)):
+        return contextlib.nullcontext()
+    return setup_lock(path)
+
+
 # --- the driver --------------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from cafleet.db.predicates import APPLICATION_ID
 
 if TYPE_CHECKING:
     from cafleet.db.pg.runtime import Connection
-    from cafleet.db.shapes import ForeignKeyShape, SchemaShape
+    from cafleet.db.shapes import SchemaShape
 
 # `cafleet.db.diagnosis` builds its `Diagnosis` records and imports this module, so the caller
 # passes its maker in (`make(path, state, **fields)`) and this module never imports it.
@@ -65,56 +65,43 @@ def _relations(conn: Connection) -> dict[str, str]:
 
 def diagnose_in_tx(path: str, conn: Connection, _d: Make) -> Any:
     """docs/storage.md §5.2's algorithm on PostgreSQL's catalogue (caller's transaction)."""
-    from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS, SHAPES
+    from cafleet.db.classify import classify
 
-    ident = identity(conn)
-    relations = _relations(conn)
-    if ident == 0:
-        if not relations:
-            return _d(path, "missing")
-        return _d(path, "foreign", reason="it has tables but no cafleet identity")
-    if ident != APPLICATION_ID:
-        return _d(path, "foreign", reason=f"application_id is {ident}, not {APPLICATION_ID}")
-    if relations.get("alembic_version") not in ("r", "p"):
-        return _d(path, "foreign", reason="it has the cafleet identity but no schema ledger")
-    ledger_columns = [
-        r[0]
-        for r in _rows(
-            conn,
-            "SELECT attname FROM pg_attribute WHERE attrelid = "
-            "(current_schema() || '.alembic_version')::regclass AND attnum > 0 "
-            "AND NOT attisdropped",
-        )
-    ]
-    if "version_num" not in ledger_columns:
-        return _d(path, "damaged", differences=("alembic_version: no version_num column",))
-    rows = _rows(conn, "SELECT version_num FROM alembic_version")
-    if len(rows) != 1:
-        return _d(
-            path, "damaged", differences=(f"alembic_version: holds {len(rows)} rows (expected 1)",)
-        )
-    value = rows[0][0]
-    revision = "NULL" if value is None else str(value)
-    if revision not in REVISIONS:
-        if _DIGITS.fullmatch(revision) and int(revision) > HEAD_VERSION:
-            return _d(path, "ahead", revision=revision, schema_version=int(revision))
-        return _d(
-            path,
-            "damaged",
-            revision=revision,
-            differences=(f"alembic_version: '{revision}' is not a cafleet revision",),
-        )
-    differences = compare_shape(conn, SHAPES[revision], relations)
-    if differences:
-        return _d(
-            path,
-            "damaged",
-            revision=revision,
-            schema_version=int(revision),
-            differences=tuple(differences),
-        )
-    state = "current" if revision == HEAD_REVISION else "behind"
-    return _d(path, state, revision=revision, schema_version=int(revision))
+    return classify(path, _PgCatalogue(conn), _d)
+
+
+class _PgCatalogue:
+    """§5.2's reads of a PostgreSQL database (`cafleet.db.classify.Catalogue`)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.relations = _relations(conn)
+
+    def identity(self) -> int:
+        return identity(self.conn)
+
+    def has_objects(self) -> bool:
+        return bool(self.relations)
+
+    def has_ledger(self) -> bool:
+        return self.relations.get("alembic_version") in ("r", "p")
+
+    def ledger_columns(self) -> list[str]:
+        return [
+            r[0]
+            for r in _rows(
+                self.conn,
+                "SELECT attname FROM pg_attribute WHERE attrelid = "
+                "(current_schema() || '.alembic_version')::regclass AND attnum > 0 "
+                "AND NOT attisdropped",
+            )
+        ]
+
+    def ledger_rows(self) -> list[tuple[Any, ...]]:
+        return _rows(self.conn, "SELECT version_num FROM alembic_version")
+
+    def compare(self, shape: SchemaShape) -> list[str]:
+        return compare_shape(self.conn, shape, self.relations)
 
 
 def normalise_predicate(text: str | None) -> str | None:
@@ -142,11 +129,37 @@ _RULES = {"a": "NO ACTION", "r": "RESTRICT", "c": "CASCADE", "n": "SET NULL", "d
 def compare_shape(
     conn: Connection, shape: SchemaShape, relations: dict[str, str] | None = None
 ) -> list[str]:
-    """Differences between the schema behind `conn` and `shape`, in §5.3's words and order."""
-    from cafleet.db.shapes import ForeignKeyShape
+    """Differences between the schema behind `conn` and `shape`, in §5.3's words and order
+    (`cafleet.db.classify.shape_diffs`), then the functions cafleet installs (§10.3). The
+    catalogue is read in a handful of queries up front."""
+    from cafleet.db.classify import shape_diffs
 
     relations = _relations(conn) if relations is None else relations
-    columns: dict[str, dict[str, tuple[Any, ...]]] = {}
+    tables, attnames = _found_tables(conn, relations)
+    indexes = _found_indexes(conn, attnames)
+    diffs = shape_diffs(shape, tables.get, indexes.get, normalise_predicate)
+    present = {
+        r[0]
+        for r in _rows(
+            conn,
+            f"SELECT proname FROM pg_proc WHERE pronamespace = {_NS} AND proname IN (%s, %s)",
+            FUNCTIONS,
+        )
+    }
+    diffs.extend(f"missing function {f}" for f in FUNCTIONS if f not in present)
+    return diffs
+
+
+def _found_tables(
+    conn: Connection, relations: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+    """Every relation of the schema: a table's `FoundTable`, or "view"; and each table's
+    column names by attribute number (an index's key names them)."""
+    from cafleet.db.classify import FoundTable
+    from cafleet.db.shapes import ForeignKeyShape
+
+    columns: dict[str, dict[str, tuple[str, bool, str | None]]] = {}
+    generated: dict[str, set[str]] = {}  # columns whose value a sequence or identity gives
     attnames: dict[str, dict[int, str]] = {}
     for table, attnum, name, type_, notnull, default, ident in _rows(
         conn,
@@ -157,15 +170,17 @@ def compare_shape(
         f"WHERE c.relnamespace = {_NS} AND c.relkind IN ('r', 'p') AND a.attnum > 0 "
         "AND NOT a.attisdropped ORDER BY c.relname, a.attnum",
     ):
-        columns.setdefault(table, {})[name] = (type_, notnull, default, ident)
+        columns.setdefault(table, {})[name] = (_type(type_), bool(notnull), _default(default))
+        if (default or "").startswith("nextval(") or ident in ("a", "d"):
+            generated.setdefault(table, set()).add(name)
         attnames.setdefault(table, {})[attnum] = name
-    pks: dict[str, list[str]] = {}
+    pks: dict[str, tuple[str, ...]] = {}
     for table, key in _rows(
         conn,
         "SELECT c.relname, i.indkey::int2[] FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
         f"WHERE i.indisprimary AND c.relnamespace = {_NS}",
     ):
-        pks[table] = [attnames.get(table, {}).get(int(n), "?") for n in key]
+        pks[table] = tuple(attnames.get(table, {}).get(int(n), "?") for n in key)
     fks: dict[str, list[ForeignKeyShape | str]] = {}
     for table, key, target, target_key, on_delete, on_update in _rows(
         conn,
@@ -184,119 +199,38 @@ def compare_shape(
         fks.setdefault(table, []).append(
             ForeignKeyShape(names[0], target, target_names[0], _RULES[on_delete], _RULES[on_update])
         )
-
-    diffs: list[str] = []
-    for table in shape.tables:
-        name = table.name
-        kind = relations.get(name)
-        if kind not in ("r", "p"):
-            if kind == "v":
-                diffs.append(f"missing table {name} (a view has that name)")
-            else:
-                diffs.append(f"missing table {name}")
-            continue
-        actual = columns.get(name, {})
-        recorded_pk = tuple(c.name for c in sorted(table.columns, key=lambda c: c.pk) if c.pk)
-        actual_pk = tuple(pks.get(name, []))
-        if actual_pk != recorded_pk:
-            diffs.append(
-                f"{name}: primary key ({', '.join(actual_pk)}) "
-                f"(expected ({', '.join(recorded_pk)}))"
+    found: dict[str, Any] = {}
+    for name, kind in relations.items():
+        if kind == "v":
+            found[name] = "view"
+        elif kind in ("r", "p"):
+            pk = pks.get(name, ())
+            found[name] = FoundTable(
+                columns=columns.get(name, {}),
+                primary_key=pk,
+                autoincrement=any(c in generated.get(name, ()) for c in pk),
+                foreign_keys=fks.get(name, []),
             )
-        autoinc = False
-        for col in table.columns:
-            row = actual.get(col.name)
-            if row is None:
-                diffs.append(f"missing column {name}.{col.name}")
-                continue
-            pg_type, notnull, default, ident = row
-            if col.pk and ((default or "").startswith("nextval(") or ident in ("a", "d")):
-                autoinc = True
-            type_ = _type(pg_type)
-            if type_ != col.type:
-                diffs.append(f"{name}.{col.name}: type {type_ or 'none'} (expected {col.type})")
-            if bool(notnull) != col.notnull:
-                diffs.append(
-                    f"{name}.{col.name}: {'NOT NULL' if notnull else 'nullable'} "
-                    f"(expected {'NOT NULL' if col.notnull else 'nullable'})"
-                )
-            shown = _default(default)
-            if shown != col.default:
-                diffs.append(
-                    f"{name}.{col.name}: default {shown if shown is not None else 'none'} "
-                    f"(expected {col.default if col.default is not None else 'none'})"
-                )
-        recorded_names = {c.name for c in table.columns}
-        for column in actual:
-            if column not in recorded_names:
-                diffs.append(f"unexpected column {name}.{column}")
-        if autoinc != table.autoincrement:
-            diffs.append(
-                f"{name}: AUTOINCREMENT {'present' if autoinc else 'absent'} "
-                f"(expected {'present' if table.autoincrement else 'absent'})"
-            )
-        diffs.extend(_compare_foreign_keys(name, table.foreign_keys, fks.get(name, [])))
+    return found, attnames
 
-    indexes = {
-        str(r[0]): r[1:]
-        for r in _rows(
-            conn,
-            "SELECT i.relname, t.relname, x.indisunique, pg_get_expr(x.indpred, x.indrelid), "
-            "x.indkey::int2[] FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-            f"JOIN pg_class t ON t.oid = x.indrelid WHERE i.relnamespace = {_NS}",
+
+def _found_indexes(conn: Connection, attnames: dict[str, dict[int, str]]) -> dict[str, Any]:
+    """Every index of the schema as a `FoundIndex`."""
+    from cafleet.db.classify import FoundIndex
+
+    found: dict[str, Any] = {}
+    for name, table, unique, predicate, key in _rows(
+        conn,
+        "SELECT i.relname, t.relname, x.indisunique, pg_get_expr(x.indpred, x.indrelid), "
+        "x.indkey::int2[] FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+        f"JOIN pg_class t ON t.oid = x.indrelid WHERE i.relnamespace = {_NS}",
+    ):
+        names = attnames.get(table, {})
+        columns = tuple(names.get(int(n), "?") if int(n) else "<expression>" for n in key)
+        found[str(name)] = FoundIndex(
+            str(table), columns, bool(unique), normalise_predicate(predicate)
         )
-    }
-    for index in shape.indexes:
-        found = indexes.get(index.name)
-        if found is None:
-            diffs.append(f"missing index {index.name}")
-            continue
-        table_name, unique, predicate, key = found
-        if table_name != index.table:
-            diffs.append(f"index {index.name}: on table {table_name} (expected {index.table})")
-            continue
-        cols = tuple(
-            attnames.get(table_name, {}).get(int(n), "?") if int(n) else "<expression>" for n in key
-        )
-        if cols != index.columns:
-            diffs.append(
-                f"index {index.name}: key columns ({', '.join(cols)}) "
-                f"(expected ({', '.join(index.columns)}))"
-            )
-        if bool(unique) != index.unique:
-            diffs.append(
-                f"index {index.name}: unique (expected not unique)"
-                if unique
-                else f"index {index.name}: not unique (expected unique)"
-            )
-        where = normalise_predicate(predicate)
-        if where != normalise_predicate(index.where):
-            if index.where is None:
-                diffs.append(f"index {index.name}: unexpected predicate")
-            elif where is None:
-                diffs.append(f"index {index.name}: no predicate (expected one)")
-            else:
-                diffs.append(f"index {index.name}: other predicate")
-    present = {
-        r[0]
-        for r in _rows(
-            conn,
-            f"SELECT proname FROM pg_proc WHERE pronamespace = {_NS} AND proname IN (%s, %s)",
-            FUNCTIONS,
-        )
-    }
-    diffs.extend(f"missing function {f}" for f in FUNCTIONS if f not in present)
-    return diffs
-
-
-def _compare_foreign_keys(
-    table: str, recorded: frozenset[ForeignKeyShape], found: list[ForeignKeyShape | str]
-) -> list[str]:
-    diffs = [f for f in found if isinstance(f, str)]
-    actual = [f for f in found if not isinstance(f, str)]
-    from cafleet.db.shapes import foreign_key_diffs
-
-    return diffs + foreign_key_diffs(table, recorded, actual)
+    return found
 
 
 def schema_fingerprint(conn: Connection) -> str:

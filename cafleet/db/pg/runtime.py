@@ -275,22 +275,9 @@ def open_connection(path: str, *, purpose: str = "command") -> Connection:
     )
 
 
-def recheck_ledger(conn: Connection, validated: str | None) -> None:
-    """Inside every write transaction of a validated connection (docs/storage.md §4.4)."""
-    import psycopg
-
-    try:
-        with conn.driver.cursor() as cursor:
-            cursor.execute("SAVEPOINT cafleet_ledger")
-            try:
-                cursor.execute("SELECT version_num FROM alembic_version")
-                rows = cursor.fetchall()
-            except psycopg.Error:
-                cursor.execute("ROLLBACK TO SAVEPOINT cafleet_ledger")
-                rows = None
-            cursor.execute("RELEASE SAVEPOINT cafleet_ledger")
-    except psycopg.Error as e:
-        raise as_sqlite_error(e) from e
+def _ledger_check(rows: list[Any] | None, validated: str | None) -> None:
+    """The ledger rows read in a write transaction still name the validated revision (None:
+    the ledger could not be read), else `SchemaChanged` (docs/storage.md §4.4)."""
     if rows is not None and len(rows) == 1 and str(rows[0][0]).isdigit():
         if rows[0][0] == validated:
             return
@@ -298,6 +285,49 @@ def recheck_ledger(conn: Connection, validated: str | None) -> None:
     else:
         now = "unreadable"
     raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
+
+
+# The start of a write transaction, sent as one simple-query batch (one round trip): BEGIN, the
+# writer lock and, for a validated connection, the ledger read under a savepoint. A failed
+# ledger read leaves that savepoint behind (its RELEASE never runs), which is how the failure
+# is told apart from the lock's or the connection's.
+_BEGIN_WRITE = f"BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY})"
+_BEGIN_VALIDATED_WRITE = (
+    f"{_BEGIN_WRITE}; SAVEPOINT cafleet_ledger; SELECT version_num FROM alembic_version; "
+    "RELEASE SAVEPOINT cafleet_ledger"
+)
+# The end of a write transaction: NOTIFY and COMMIT in one round trip. If NOTIFY failed the
+# batch stops there and the transaction is rolled back.
+_COMMIT_WRITE = f"NOTIFY {CHANGES_CHANNEL}; COMMIT"
+
+
+def _begin_write(conn: Connection, validated: bool) -> None:
+    """BEGIN, the writer lock (at most `lock_timeout`, then `DatabaseBusy`) and, when
+    `validated`, the ledger re-check, in one round trip; on an error the transaction is left
+    for the caller to roll back."""
+    import psycopg
+
+    driver = conn.driver
+    if not validated:
+        with _translated():
+            driver.execute(_BEGIN_WRITE)
+        return
+    rows: list[Any] | None
+    try:
+        cursor = driver.execute(_BEGIN_VALIDATED_WRITE)
+    except psycopg.Error as e:
+        try:  # only the ledger read runs inside the savepoint
+            driver.execute("ROLLBACK TO SAVEPOINT cafleet_ledger")
+        except psycopg.Error:
+            raise as_sqlite_error(e) from e
+        rows = None
+    else:
+        with _translated():
+            cursor.nextset()  # the lock's row
+            cursor.nextset()  # SAVEPOINT
+            cursor.nextset()  # the ledger
+            rows = cursor.fetchall()
+    _ledger_check(rows, conn.info.get("cafleet.revision"))
 
 
 @contextlib.contextmanager
@@ -336,13 +366,8 @@ def write(conn: Connection) -> Iterator[Connection]:
     info["cafleet.begin"] = "write"
     driver = conn.driver
     try:
-        with _translated():
-            driver.execute("BEGIN")
         try:
-            with _translated():
-                driver.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK_KEY,))
-            if purpose == "validated":
-                recheck_ledger(conn, info.get("cafleet.revision"))
+            _begin_write(conn, purpose == "validated")
             yield conn
         except BaseException:
             with contextlib.suppress(Exception):
@@ -353,8 +378,7 @@ def write(conn: Connection) -> Iterator[Connection]:
                 with _translated():
                     # Wakes every listener (`data_version`) when this commit lands; NOTIFY is
                     # transactional, so a rolled-back write wakes nobody.
-                    driver.execute(f"NOTIFY {CHANGES_CHANNEL}")
-                    driver.execute("COMMIT")
+                    driver.execute(_COMMIT_WRITE)
             except BaseException:
                 with contextlib.suppress(Exception):
                     driver.execute("ROLLBACK")
@@ -417,7 +441,6 @@ __all__ = [
     "first_line",
     "open_connection",
     "read",
-    "recheck_ledger",
     "twin",
     "wait_for_change",
     "write",
