@@ -11,16 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
+from cafleet.monitor.detached import reap, spawn_detached
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
 READY_TIMEOUT = 5.0
 READY_POLL = 0.1
-
-# Long-lived callers keep their children here and poll() them, so an exited loop never stays a
-# zombie (docs/runtime.md §5.3).
-_children: list[subprocess.Popen[bytes]] = []
 
 
 class MonitorStartError(CafleetError):
@@ -41,12 +38,6 @@ def log_path_for(conn: Connection, fleet_id: int) -> str:
     from cafleet.config import monitor_log_path
 
     return monitor_log_path(conn.info["cafleet.path"], fleet_id)
-
-
-def _reap() -> None:
-    for child in list(_children):
-        if child.poll() is not None:
-            _children.remove(child)
 
 
 def live_pid(conn: Connection, fleet_id: int) -> int | None:
@@ -81,7 +72,7 @@ def start_detached(
     """Spawn ``python -m cafleet monitor <fleet_id>`` detached (docs/runtime.md §5.3 step 2), its
     stdout and stderr appended to the fleet's log, with `loop_env` (unless ``env`` is given);
     raises `MonitorStartError` when it cannot be spawned. Does not wait for it."""
-    _reap()
+    reap()
     if env is None:
         env = loop_env(conn, fleet_id)
     from cafleet.config import db_dir_of
@@ -90,26 +81,12 @@ def start_detached(
     log_path = log_path_for(conn, fleet_id)
     argv = [sys.executable, "-m", "cafleet", "monitor", str(fleet_id)]
     try:
-        # PostgreSQL's local directory may not exist yet on this host (docs/storage.md §10.1).
-        os.makedirs(db_dir, mode=0o700, exist_ok=True)
-        with open(log_path, "ab") as log:
-            child = subprocess.Popen(
-                argv,
-                cwd=db_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
+        return spawn_detached(argv, log_path=log_path, cwd=db_dir, env=env)
     except OSError as exc:
         from cafleet import status
 
         detail = f"it could not be spawned: {status.os_error_text(exc)}"
         raise MonitorStartError(fleet_id, log_path, detail) from exc
-    _children.append(child)
-    return child
 
 
 def ensure_monitor_loop(
@@ -128,7 +105,7 @@ def ensure_monitor_loop(
     up to ``timeout`` seconds. ``keep_waiting`` is consulted before the spawn and between
     checks; False raises :class:`StartAbandoned`.
     """
-    _reap()
+    reap()
     pid = live_pid(conn, fleet_id)
     if pid is not None:
         return pid

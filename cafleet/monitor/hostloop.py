@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 from cafleet import signals
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError, error_text
+from cafleet.monitor.detached import reap, spawn_detached
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -37,8 +38,6 @@ WAIT_STEP = 0.2  # no wait lasts longer: the stop flag and SQLite's data_version
 MAX_FAILED_TICKS = 3
 READY_TIMEOUT = 5.0
 READY_POLL = 0.1
-
-_children: list[subprocess.Popen[bytes]] = []
 
 
 class HostLoopStartError(CafleetError):
@@ -280,12 +279,6 @@ def live_pid(conn: Connection, host_id: str) -> int | None:
     return None
 
 
-def _reap() -> None:
-    for child in list(_children):
-        if child.poll() is not None:
-            _children.remove(child)
-
-
 def start_detached(
     conn: Connection, host_id: str, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
@@ -293,31 +286,18 @@ def start_detached(
     /dev/null, stdout and stderr appended to the host's log, run from the local state
     directory), with this process's environment (``CAFLEET_HOST_ID`` included). Raises
     `HostLoopNotStarted` when it cannot be spawned; does not wait."""
-    _reap()
+    reap()
     log_path = log_path_for(conn, host_id)
     argv = [sys.executable, "-m", "cafleet", "monitor", "host", "run"]
     child_env = dict(os.environ if env is None else env)
     child_env["CAFLEET_HOST_ID"] = host_id  # the loop serves exactly this host
     try:
-        os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)  # PostgreSQL's may not
-        with open(log_path, "ab") as log:
-            child = subprocess.Popen(
-                argv,
-                cwd=os.path.dirname(log_path),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=child_env,
-                start_new_session=True,
-                close_fds=True,
-            )
+        return spawn_detached(argv, log_path=log_path, cwd=os.path.dirname(log_path), env=child_env)
     except OSError as exc:
         from cafleet import status
 
         detail = f"it could not be spawned: {status.os_error_text(exc)}"
         raise HostLoopNotStarted(host_id, log_path, detail) from exc
-    _children.append(child)
-    return child
 
 
 def ensure_host_loop(
@@ -329,7 +309,7 @@ def ensure_host_loop(
 ) -> tuple[int, bool]:
     """The pid of the host's live loop and whether this call started it: a new detached loop
     once its row is live (up to ``timeout`` s). Raises `HostLoopNotStarted`."""
-    _reap()
+    reap()
     pid = live_pid(conn, host_id)
     if pid is not None:
         return pid, False

@@ -1,0 +1,42 @@
+"""Spawning a delivery loop as a detached child (docs/runtime.md §5.3 step 2): the fleet's loop
+and a host's loop start the same way, so they share this one function."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+
+# Long-lived callers keep their children here and poll() them, so an exited loop never stays a
+# zombie (docs/runtime.md §5.3).
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def reap() -> None:
+    for child in list(_children):
+        if child.poll() is not None:
+            _children.remove(child)
+
+
+def spawn_detached(
+    argv: Sequence[str], *, log_path: str, cwd: str, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session, stdin from /dev/null, stdout and stderr appended to
+    ``log_path``, run from ``cwd`` (created first: PostgreSQL's local directory may not exist
+    yet on this host, docs/storage.md §10.1). Raises OSError; does not wait."""
+    reap()
+    os.makedirs(cwd, mode=0o700, exist_ok=True)
+    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
+    with open(log_path, "ab") as log:
+        child = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+        )
+    _children.append(child)
+    return child
