@@ -28,6 +28,7 @@ from cafleet import signals
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError, error_text
 from cafleet.monitor.detached import reap, spawn_detached
+from cafleet.monitor.state import log_drain_report
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -234,23 +235,7 @@ def _drain(state: _State) -> None:
         keep_waiting=lambda: not signals.stop_requested(),
         workers=state.workers,
     )
-    for message_id, member_id in report.notified:
-        state.held_logged.pop(message_id, None)
-        state.log(f"host -> notify msg {message_id} member {member_id}")
-    for failure in report.failures:
-        if failure.held is not None:
-            if state.held_logged.get(failure.message_id) != failure.held:
-                state.held_logged[failure.message_id] = failure.held
-                state.log(
-                    f"host -> held msg {failure.message_id} member {failure.recipient_id}: "
-                    f"{failure.reason}"
-                )
-            continue
-        state.held_logged.pop(failure.message_id, None)
-        state.log(
-            f"host -> not notified msg {failure.message_id} member {failure.recipient_id}: "
-            f"{failure.reason}"
-        )
+    log_drain_report(report, state.held_logged, state.log, "host")
 
 
 # --- starting, healing, stopping (docs/runtime.md §10.4) --------------------------------------

@@ -14,6 +14,7 @@ from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
+    from cafleet.delivery.drains import DrainReport
 
 
 @dataclass(frozen=True)
@@ -94,3 +95,27 @@ class LoopState:
 
 
 __all__ = ["LoopState", "SeenPrompt", "UnverifiedWake"]
+
+
+def log_drain_report(
+    report: DrainReport, held_logged: dict[int, str], log: Callable[[str], None], prefix: str
+) -> None:
+    """One drain's outcome in a loop's log (docs/runtime.md §5.5): each line notified, each
+    failure, and a held line only when its hold starts or its state changes, not every tick."""
+    for message_id, member_id in report.notified:
+        held_logged.pop(message_id, None)
+        log(f"{prefix} -> notify msg {message_id} member {member_id}")
+    for failure in report.failures:
+        if failure.held is not None:
+            if held_logged.get(failure.message_id) != failure.held:
+                held_logged[failure.message_id] = failure.held
+                log(
+                    f"{prefix} -> held msg {failure.message_id} member {failure.recipient_id}: "
+                    f"{failure.reason}"
+                )
+            continue
+        held_logged.pop(failure.message_id, None)
+        log(
+            f"{prefix} -> not notified msg {failure.message_id} member {failure.recipient_id}: "
+            f"{failure.reason}"
+        )

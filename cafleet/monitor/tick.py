@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
-from cafleet.monitor.state import LoopState, UnverifiedWake
+from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -184,23 +184,7 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
         before_attempt=before_attempt,
         keep_waiting=lambda: not state.stop_requested(),
     )
-    for message_id, member_id in report.notified:
-        state.held_logged.pop(message_id, None)
-        state.log(f"tick -> notify msg {message_id} member {member_id}")
-    for failure in report.failures:
-        if failure.held is not None:
-            if state.held_logged.get(failure.message_id) != failure.held:
-                state.held_logged[failure.message_id] = failure.held
-                state.log(
-                    f"tick -> held msg {failure.message_id} member {failure.recipient_id}: "
-                    f"{failure.reason}"
-                )
-            continue
-        state.held_logged.pop(failure.message_id, None)
-        state.log(
-            f"tick -> not notified msg {failure.message_id} member {failure.recipient_id}: "
-            f"{failure.reason}"
-        )
+    log_drain_report(report, state.held_logged, state.log, "tick")
 
 
 def _skip(state: LoopState, reason: str) -> None:
