@@ -211,6 +211,32 @@ def _host_row(h: Any, host: str) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def _two_hosts(stack: contextlib.ExitStack, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+    """Two simulated hosts on this machine (host-a, host-b: each its own private tmux server,
+    bin directory, fake agents and tmux shim; one database) and a fleet created on host-a:
+    ``(a, b, fleet_id, director, monitor)``. Teardowns are on ``stack``."""
+    from tests.harness.fixtures import private_tmux
+
+    path = os.environ.get("PATH", "")
+    a = stack.enter_context(private_tmux(monkeypatch))
+    # A's teardown runs after B's: with A's TMUX_TMPDIR again, so it finds its own server.
+    stack.callback(lambda: monkeypatch.setenv("TMUX_TMPDIR", str(a.dir)))
+    # B's harness must find the real tmux, not A's shim (first on PATH now): each host has
+    # its own bin directory, fake agents and shim, as two machines would.
+    monkeypatch.setenv("PATH", path)
+    b = stack.enter_context(private_tmux(monkeypatch))
+    a.env["CAFLEET_HOST_ID"], b.env["CAFLEET_HOST_ID"] = "host-a", "host-b"
+    _ok(a.cli("setup"))
+    created = _ok(a.cli("fleet", "create", "--name", "wide", "--coding-agent", "claude"))
+    fleet_id, director, monitor = (
+        int(x)
+        for x in re.match(r"(\d+) director=(\d+) monitor=(\d+)", created.stdout).groups()  # type: ignore[union-attr]
+    )
+    stack.callback(lambda: a.cli("monitor", "stop", str(fleet_id)))
+    stack.callback(lambda: b.cli("monitor", "host", "stop"))  # runs before A's loop stops
+    return a, b, fleet_id, director, monitor
+
+
 @pytest.mark.tmux
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
 def test_a_fleet_across_two_hosts(
@@ -222,7 +248,6 @@ def test_a_fleet_across_two_hosts(
     line waits through A's loop ticks and A's commands, and a command run on B heals the loop,
     which then types it. The Director on A sees both hosts."""
     from tests.harness import util
-    from tests.harness.fixtures import private_tmux
 
     if dialect == "postgresql":
         from tests.pg_server import PgDb
@@ -230,28 +255,11 @@ def test_a_fleet_across_two_hosts(
         server = request.getfixturevalue("pg_server")
         monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
     with contextlib.ExitStack() as stack:
-        path = os.environ.get("PATH", "")
-        a = stack.enter_context(private_tmux(monkeypatch))
-        # A's teardown runs after B's: with A's TMUX_TMPDIR again, so it finds its own server.
-        stack.callback(lambda: monkeypatch.setenv("TMUX_TMPDIR", str(a.dir)))
-        # B's harness must find the real tmux, not A's shim (first on PATH now): each host has
-        # its own bin directory, fake agents and shim, as two machines would.
-        monkeypatch.setenv("PATH", path)
-        b = stack.enter_context(private_tmux(monkeypatch))
-        a.env["CAFLEET_HOST_ID"], b.env["CAFLEET_HOST_ID"] = "host-a", "host-b"
-        _ok(a.cli("setup"))
-
-        created = _ok(a.cli("fleet", "create", "--name", "wide", "--coding-agent", "claude"))
-        fleet_id, director, _monitor = (
-            int(x)
-            for x in re.match(r"(\d+) director=(\d+) monitor=(\d+)", created.stdout).groups()  # type: ignore[union-attr]
-        )
-        stack.callback(lambda: a.cli("monitor", "stop", str(fleet_id)))
+        a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
         member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
         alpha_out = _ok(a.cli(*member, "--name", "alpha", "hello {member_id}")).stdout
         alpha = int(alpha_out.split()[0])
         bee_out = _ok(b.cli(*member, "--name", "bee", "hello {member_id}")).stdout.splitlines()
-        stack.callback(lambda: b.cli("monitor", "host", "stop"))
         bee, bee_pane = int(bee_out[0].split()[0]), bee_out[0].rsplit("pane=", 1)[1]
         loop_pid = int(re.fullmatch(r"delivery loop for host host-b: pid (\d+)", bee_out[1])[1])  # type: ignore[index]
         placements = dict(
@@ -402,6 +410,135 @@ def test_a_fleet_across_two_hosts(
         deleted = _ok(a.cli("member", "delete", str(bee)))
         assert f"{bee_pane} (on another host; not killed)" in deleted.stdout
         assert bee_pane in b.live_panes() and _typed(b, bee_pane, third) == 1
+
+
+def _roster(h: Any) -> list[tuple[Any, ...]]:
+    """Every member and its placement: what a refused command must leave as it was."""
+    return h.sqlite(
+        "SELECT m.member_id, m.status, p.host_id, p.mux_socket, p.mux_session, p.mux_window_id, "
+        "p.mux_pane_id FROM members m LEFT JOIN member_placements p USING (member_id) "
+        "ORDER BY m.member_id"
+    )
+
+
+@pytest.mark.tmux
+def test_a_member_on_another_host_is_created_and_respawned_only_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/runtime.md §10.3: bee's pane is on host B, its Director on A. From a plain shell
+    on B (no tmux pane) `member create` and `member respawn` are refused naming what to do;
+    from A `member respawn` is refused naming B; each leaves the database as it was. Run in a
+    pane on B, `member respawn` re-creates bee's lost pane next to that pane, on B's server
+    (recorded as B's), starts B's delivery loop, and A's message reaches the new pane."""
+    from tests.harness import util
+
+    with contextlib.ExitStack() as stack:
+        a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
+        member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
+        plain = ("TMUX", "TMUX_PANE")  # a shell on B outside tmux
+        before = _roster(a)
+        refused = b.cli(*member, "--name", "cee", "hi", unset=plain)
+        assert (refused.returncode, refused.stdout) == (1, ""), refused.stderr
+        assert refused.stderr == (
+            "Error: the fleet's root Director is on host host-a, not this host (host-b): run "
+            "'cafleet member create' in a tmux pane on this host (not inside a tmux session "
+            "(TMUX is not set))\n"
+        )
+        assert _roster(a) == before
+
+        bee_out = _ok(b.cli(*member, "--name", "bee", "hello {member_id}")).stdout.splitlines()
+        bee, bee_pane = int(bee_out[0].split()[0]), bee_out[0].rsplit("pane=", 1)[1]
+        b.tmux("kill-pane", "-t", bee_pane)
+        util.retry_until(lambda: bee_pane not in b.live_panes(), timeout=10)
+        before = _roster(a)
+        refused = a.cli("member", "respawn", str(bee))
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == (
+            f"Error: member {bee}'s pane {bee_pane} is on host host-b, not this host (host-a); "
+            "run this command on host host-b\n"
+        )
+        refused = b.cli("member", "respawn", str(bee), unset=plain)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == (
+            "Error: the fleet's root Director is on host host-a, not this host (host-b): run "
+            f"'cafleet member respawn {bee}' in a tmux pane on this host (not inside a tmux "
+            "session (TMUX is not set))\n"
+        )
+        assert _roster(a) == before
+
+        done = _ok(b.cli("member", "respawn", str(bee))).stdout.splitlines()
+        new_pane = re.fullmatch(
+            rf"Respawned member bee \({bee}\) in pane (%\d+) \(was {bee_pane}; agent claude\)\.",
+            done[0],
+        )
+        assert new_pane is not None, done
+        pane = new_pane[1]
+        assert re.fullmatch(r"delivery loop for host host-b: pid \d+", done[1]), done
+        assert pane in b.live_panes()
+        # Next to the pane it ran in (B's Director-like pane), on B's server, recorded as B's.
+        assert b.pane_format(pane, "#{session_name} #{window_id}") == (
+            f"{b.session_name} {b.window_id}"
+        )
+        assert a.sqlite(
+            "SELECT host_id, mux_socket, mux_pane_id FROM member_placements WHERE member_id = ?",
+            bee,
+        ) == [("host-b", b.socket_path, pane)]
+        sent = _ok(
+            a.cli(
+                "message", "send", "--from-member-id", str(director), "--to-member-id", str(bee),
+                "after the respawn", "--json",
+            )
+        )  # fmt: skip
+        message = json.loads(sent.stdout)["message"]["message_id"]
+        util.retry_until(lambda: _typed(b, pane, message) == 1, timeout=30, message="not typed")
+
+
+def test_the_webui_judges_another_hosts_fleet_loop_by_its_heartbeat(head_db: Path) -> None:
+    """`/api/monitor` and `/api/monitor/wake` (docs/runtime.md §10.5): a fleet loop with a fresh
+    heartbeat and a pid this host has not got is dead here when the root Director is on this
+    host, and live (woken through the database) when it is on another host, which alone can
+    ask its pid."""
+    from cafleet.db.timefmt import now_ts
+    from tests.web_helpers import client, fleet_headers, make_app
+
+    w = build_world(head_db, members=("alice",))
+    not_here = 2**22 + 7  # above every pid_max: no process of this host has it
+    sql_write(
+        head_db,
+        "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds) "
+        "VALUES (?, ?, ?, ?, 5)",
+        w.fleet_id, not_here, now_ts(), now_ts(),
+    )  # fmt: skip
+    headers = fleet_headers(w.fleet_id)
+
+    def wake_requested() -> Any:
+        with connect(head_db) as conn:
+            from cafleet import broker
+
+            runtime = broker.get_monitor_runtime(conn, w.fleet_id)
+        return None if runtime is None else runtime.wake_requested_at
+
+    with client(make_app(head_db)) as web:
+        status = web.get("/api/monitor", headers=headers).json()
+        assert (status["live"], status["runtime"]["pid"]) == (False, None)
+        woken = web.post("/api/monitor/wake", headers=headers)
+        assert (woken.status_code, woken.json()["detail"]) == (
+            404,
+            f"monitor loop for fleet {w.fleet_id} is not running",
+        )
+        assert wake_requested() is None
+        sql_write(
+            head_db,
+            "UPDATE member_placements SET host_id = ? WHERE member_id = ?",
+            OTHER,
+            w.director,
+        )
+        status = web.get("/api/monitor", headers=headers).json()
+        assert (status["live"], status["runtime"]["pid"]) == (True, not_here)
+        woken = web.post("/api/monitor/wake", headers=headers)
+        assert woken.status_code == 200, woken.text
+        requested = wake_requested()
+        assert requested is not None and woken.json()["wake_requested_at"] == requested
 
 
 # --- cafleet monitor host start | stop | status (docs/cli.md §2.29) ------------------------------

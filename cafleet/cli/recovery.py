@@ -44,6 +44,8 @@ def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bo
     done = recovery.respawn(
         conn, inv.settings, member_id, window=placing.window_mode(window), resume=resume
     )
+    if done.host_loop_problem is not None:
+        err(f"Warning: {done.host_loop_problem}")
     if as_json:
         out_json({**member_dict(done.member), "resumed_session_id": done.resumed_session})
         return
@@ -53,6 +55,9 @@ def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bo
         f"Respawned member {cell(done.member.name)} ({member_id}) in pane {done.pane_id} "
         f"(was {done.previous_pane_id}; agent {agent}{resumed})."
     )
+    if done.host_loop_pid is not None:
+        # docs/runtime.md §10.4: this host's loop delivers the member's lines.
+        out(f"delivery loop for host {cell(done.host_id)}: pid {done.host_loop_pid}")
 
 
 @fleet_group.command(

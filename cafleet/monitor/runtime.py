@@ -19,9 +19,11 @@ def is_held(db_path: str, fleet_id: int) -> bool:
     return os.path.exists(monitor_hold_path(db_path, fleet_id))
 
 
-def is_live(row: Any, now: datetime) -> bool:
+def is_live(row: Any, now: datetime, *, remote: bool = False) -> bool:
     """True when ``pid`` and ``last_tick_at`` are set, the heartbeat is at most
-    ``max(3 * tick_seconds, 15)`` seconds old, and the pid exists.
+    ``max(3 * tick_seconds, 15)`` seconds old, and the pid exists. ``remote``: the loop runs on
+    another host (its root Director's), whose pids this one cannot ask, so the heartbeat alone
+    decides (docs/runtime.md §10.5).
 
     The heartbeat is the authority; the signal check only corroborates it. ``row`` is a
     MonitorRuntime record (or anything with ``pid``, ``last_tick_at``, ``tick_seconds``);
@@ -40,4 +42,4 @@ def is_live(row: Any, now: datetime) -> bool:
     age = (now - last).total_seconds()
     if age > max(3 * tick, MIN_STALE_SECONDS):
         return False
-    return pid_alive(int(pid))
+    return remote or pid_alive(int(pid))

@@ -209,7 +209,9 @@ def create(
     assert director.placement is not None  # `_split_source` checked it
     away = director_placement.host_id != director.placement.host_id
     overflow = placing.fleet_windows(
-        _on_host_of(broker.placed_members(conn, fleet_id), director, director_placement),
+        placing.on_host_of(
+            broker.placed_members(conn, fleet_id), director.placement.host_id, director_placement
+        ),
         director_placement,
     )
     # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
@@ -298,22 +300,13 @@ def create(
 
 
 def _with_host_loop(conn: Connection, created: Created, host_id: str | None) -> Created:
-    from cafleet import signals
-    from cafleet.monitor.hostloop import HostLoopNotStarted, ensure_host_loop, is_held
+    from cafleet.workflows.hosts import start_on_demand
 
     assert host_id is not None
-    if is_held(conn, host_id):
-        problem = (
-            f"the delivery loop for host {host_id} is stopped by 'cafleet monitor host stop'; "
-            "lines for this member wait for 'cafleet monitor host start'"
-        )
-        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
-    try:
-        pid, _started = ensure_host_loop(conn, host_id, keep_waiting=signals.keep_waiting)
-    except HostLoopNotStarted as exc:
-        problem = f"{exc} ({exc.detail}); lines for this member wait for it"
-        return dataclasses.replace(created, host_id=host_id, host_loop_problem=problem)
-    return dataclasses.replace(created, host_id=host_id, host_loop_pid=pid)
+    pid, problem = start_on_demand(conn, host_id)
+    return dataclasses.replace(
+        created, host_id=host_id, host_loop_pid=pid, host_loop_problem=problem
+    )
 
 
 def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
@@ -362,69 +355,33 @@ def _resolve_agent(conn: Connection, director: Member, coding_agent: str | None)
 
 def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placement]:
     """Step 6: tmux, and the root Director's concrete pane on this server to split from."""
+    from cafleet.hosts import current_host
     from cafleet.mux import MultiplexerError, tmux_backend
 
     backend = tmux_backend()
-    try:
-        backend.ensure_available()
-    except MultiplexerError as exc:
-        raise WorkflowError(str(exc)) from exc
     director_placement = director.placement
+    here = current_host()
+    away = director_placement is not None and director_placement.host_id not in (None, here)
+    if not away:
+        try:
+            backend.ensure_available()
+        except MultiplexerError as exc:
+            raise WorkflowError(str(exc)) from exc
     if director_placement is None or director_placement.mux_pane_id is None:
         raise WorkflowError(f"the root Director of fleet {fleet_id} has no pane to split from")
-    from cafleet.hosts import current_host
-
-    here = current_host()
-    if director_placement.host_id not in (None, here):
+    if away:
         # The Director is on another host (docs/runtime.md §10.3): the member's pane goes next
-        # to the pane this command runs in, on this host's tmux server.
-        return backend, _local_anchor(backend, director_placement, here)
+        # to the pane this command runs in, on this host's tmux server (a plain shell is
+        # refused naming the host and what to do).
+        return backend, placing.local_anchor(
+            backend, director_placement, here, "cafleet member create"
+        )
     from cafleet.mux import MSG_NOT_OURS, same_server
 
     if not same_server(backend.socket_path, director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
     return backend, director_placement
-
-
-def _on_host_of(members: list[Member], director: Member, anchor: Placement) -> list[Member]:
-    """The members whose panes are on the host of ``anchor`` (the pane a new one goes next to)."""
-    from cafleet.hosts import effective_host
-
-    director_host = director.placement.host_id if director.placement is not None else None
-    host = effective_host(anchor.host_id, director_host)
-    return [
-        m
-        for m in members
-        if m.placement is not None and effective_host(m.placement.host_id, director_host) == host
-    ]
-
-
-def _local_anchor(backend: TmuxBackend, director_placement: Placement, here: str) -> Placement:
-    """The pane a member created on a host other than its Director's is placed next to: the
-    pane this command runs in (its session and window take the Director's place in the layout
-    rules), on this host."""
-    from cafleet.mux import MultiplexerError
-    from cafleet.records import Placement
-
-    try:
-        context = backend.discover_context()
-    except MultiplexerError as exc:
-        raise WorkflowError(
-            f"the fleet's root Director is on host {director_placement.host_id}, not this host "
-            f"({here}): run 'cafleet member create' in a tmux pane on this host ({exc})"
-        ) from exc
-    return Placement(
-        member_id=director_placement.member_id,
-        backend="tmux",
-        mux_session=context.session,
-        mux_window_id=context.window_id,
-        mux_pane_id=context.pane_id,
-        coding_agent=director_placement.coding_agent,
-        created_at=director_placement.created_at,
-        mux_socket=backend.socket_path,
-        host_id=here,
-    )
 
 
 def _register(

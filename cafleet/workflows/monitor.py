@@ -30,11 +30,16 @@ class MonitorStatus:
     roster: WakeRoster
 
 
-def _live(runtime: MonitorRuntime | None) -> bool:
+def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bool:
+    """Live by its heartbeat and pid; a loop on another host (the fleet's root Director's) by its
+    heartbeat alone, as this host cannot ask its pid (docs/runtime.md §10.5)."""
     from cafleet.db.timefmt import utcnow
+    from cafleet.monitor.ensure import directed_from_here
     from cafleet.monitor.runtime import is_live
 
-    return runtime is not None and is_live(runtime, utcnow())
+    if runtime is None:
+        return False
+    return is_live(runtime, utcnow(), remote=not directed_from_here(conn, fleet_id))
 
 
 def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
@@ -42,7 +47,7 @@ def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
     from cafleet import broker
 
     runtime = broker.get_monitor_runtime(conn, fleet_id)
-    live = _live(runtime)
+    live = _live(conn, fleet_id, runtime)
     if runtime is not None and not live:
         runtime = dataclasses.replace(runtime, pid=None, started_at=None, last_tick_at=None)
     return MonitorStatus(
@@ -64,7 +69,7 @@ def wake_now(conn: Connection, fleet_id: int) -> str:
     request is kept). `LoopNotLive` when the loop is not live."""
     from cafleet import broker
 
-    if not _live(broker.get_monitor_runtime(conn, fleet_id)):
+    if not _live(conn, fleet_id, broker.get_monitor_runtime(conn, fleet_id)):
         raise LoopNotLive(fleet_id)
     requested = broker.request_monitor_wake(conn, fleet_id=fleet_id)
     if requested is None:  # the row vanished in between (fleet delete)

@@ -117,6 +117,54 @@ def spawn_at(
     return PaneContext(session=session, window_id=target.window_id, pane_id=pane_id)
 
 
+# --- a pane on a host other than the root Director's (docs/runtime.md §10.3) --------------------
+
+
+def on_host_of(
+    members: Iterable[Member], director_host: str | None, anchor: Placement
+) -> list[Member]:
+    """The members whose panes are on the host of ``anchor`` (the pane a new one goes next to);
+    ``director_host``: the fleet's root Director's host (a placement without its own)."""
+    from cafleet.hosts import effective_host
+
+    host = effective_host(anchor.host_id, director_host)
+    return [
+        m
+        for m in members
+        if m.placement is not None and effective_host(m.placement.host_id, director_host) == host
+    ]
+
+
+def local_anchor(backend: Any, director_placement: Placement, here: str, command: str) -> Placement:
+    """The pane a member's pane made on a host other than its root Director's is placed next
+    to: the pane ``command`` runs in (its session and window take the Director's place in the
+    layout rules), on this host's tmux server. Without a tmux pane here (a plain shell, no
+    server) it is refused naming what to do: the Director's window is on another machine."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.records import Placement
+    from cafleet.workflows.errors import WorkflowError
+
+    try:
+        backend.ensure_available()
+        context = backend.discover_context()
+    except MultiplexerError as exc:
+        raise WorkflowError(
+            f"the fleet's root Director is on host {director_placement.host_id}, not this host "
+            f"({here}): run '{command}' in a tmux pane on this host ({exc})"
+        ) from exc
+    return Placement(
+        member_id=director_placement.member_id,
+        backend="tmux",
+        mux_session=context.session,
+        mux_window_id=context.window_id,
+        mux_pane_id=context.pane_id,
+        coding_agent=director_placement.coding_agent,
+        created_at=director_placement.created_at,
+        mux_socket=backend.socket_path,
+        host_id=here,
+    )
+
+
 def window_name(fleet_id: int, name: str | None) -> str:
     """An overflow window is named after its fleet."""
     return name if name else f"fleet {fleet_id}"
@@ -127,7 +175,9 @@ __all__ = [
     "WindowMode",
     "choose",
     "fleet_windows",
+    "local_anchor",
     "minimum",
+    "on_host_of",
     "spawn_at",
     "window_mode",
     "window_name",

@@ -47,6 +47,11 @@ class Respawned:
     previous_pane_id: str
     pane_id: str
     resumed_session: str | None = None  # the agent session continued (`--resume`)
+    # Re-created on a host other than its root Director's (docs/runtime.md §10.3): this host's
+    # id and its delivery loop (pid, or why it is not running).
+    host_id: str | None = None
+    host_loop_pid: int | None = None
+    host_loop_problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,12 +253,28 @@ def respawn(
         from cafleet.workflows.sessions import resume_record
 
         resumed = resume_record(conn, settings, member)  # refused here: nothing spawned
-    backend = backend_for(placement.backend)
-    from cafleet.mux import MSG_NOT_OURS, same_server
+    from cafleet.hosts import current_host
 
-    if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
-        # Splitting "@<window>" here would split a window of this server, not the Director's.
-        raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+    here = current_host()
+    away = director_placement.host_id not in (None, here)
+    if away:
+        # Its root Director is on another host (docs/runtime.md §10.3): the new pane goes next
+        # to the pane this command runs in, on this host's tmux server, like `member create`.
+        from cafleet.mux import tmux_backend
+
+        backend: Any = tmux_backend()
+        anchor = placing.local_anchor(
+            backend, director_placement, here, f"cafleet member respawn {member_id}"
+        )
+    else:
+        backend = backend_for(placement.backend)
+        from cafleet.mux import MSG_NOT_OURS, same_server
+
+        if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
+            # Splitting "@<window>" here would split a window of this server, not the
+            # Director's.
+            raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
+        anchor = director_placement
     if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
         # A new server reused the id for another member's (or the Director's) pane, or the
         # pane was made on an earlier server on this socket: the member's own pane is gone,
@@ -262,7 +283,11 @@ def respawn(
     else:
         state = _old_pane_state(backend, member_id, placement)
     overflow = placing.fleet_windows(
-        broker.placed_members(conn, fleet.fleet_id), director_placement, exclude=member_id
+        placing.on_host_of(
+            broker.placed_members(conn, fleet.fleet_id), director_placement.host_id, anchor
+        ),
+        anchor,
+        exclude=member_id,
     )
     signals.check()
 
@@ -304,7 +329,7 @@ def respawn(
             settings,
             backend,
             member=member,
-            director_placement=director_placement,
+            director_placement=anchor,
             overflow=overflow,
             window=window,
             window_name=placing.window_name(fleet.fleet_id, fleet.name),
@@ -319,12 +344,19 @@ def respawn(
         clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
-    return Respawned(
+    done = Respawned(
         dataclasses.replace(member, placement=new_placement),
         old_pane,
         pane_id,
         None if resumed is None else resumed.session_id,
     )
+    if away:
+        # This host's delivery loop types its lines, started on demand (docs/runtime.md §10.4).
+        from cafleet.workflows.hosts import start_on_demand
+
+        pid, problem = start_on_demand(conn, here)
+        done = dataclasses.replace(done, host_id=here, host_loop_pid=pid, host_loop_problem=problem)
+    return done
 
 
 def _spawn_and_rebind(
