@@ -466,7 +466,8 @@ def test_a_member_on_another_host_is_created_and_respawned_only_there(
         )
         assert _roster(a) == before
 
-        done = _ok(b.cli("member", "respawn", str(bee))).stdout.splitlines()
+        # `--window current`: split the window of the pane it runs in, whatever its size.
+        done = _ok(b.cli("member", "respawn", str(bee), "--window", "current")).stdout.splitlines()
         new_pane = re.fullmatch(
             rf"Respawned member bee \({bee}\) in pane (%\d+) \(was {bee_pane}; agent claude\)\.",
             done[0],
