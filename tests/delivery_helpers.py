@@ -306,3 +306,16 @@ def holds_open(pid: int, path: str | os.PathLike[str]) -> bool:
         except OSError:
             continue
     return False
+
+
+def shorten_verification(
+    monkeypatch: Any, *, verify: float = 2.0, agents: tuple[str, ...] = (), enter_again: float = 0.5
+) -> None:
+    """Only the verified submit's waits shrink (docs/runtime.md §4.7): the verify timeout, and the
+    re-Enter gap of ``agents``' input policies. What a verification concludes is the same as with
+    15 s and the real gaps, as long as the test's fake outlasts the shorter waits."""
+    from cafleet.delivery import submit
+
+    monkeypatch.setattr(submit, "VERIFY_TIMEOUT", verify)
+    faster = {a: submit.POLICIES[a]._replace(enter_again_after=enter_again) for a in agents}
+    monkeypatch.setattr(submit, "POLICIES", {**submit.POLICIES, **faster})

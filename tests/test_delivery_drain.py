@@ -14,6 +14,7 @@ from tests.delivery_helpers import (
     message_row,
     notified_at,
     record_of,
+    shorten_verification,
     sql_write,
     typed_ids,
 )
@@ -247,16 +248,13 @@ def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_t
     verification gives up while the screen still shows the line in the composer, though the
     agent took it. The next drain finds the message's frame taken on screen and stamps it
     without typing the line again (docs/runtime.md §4.9)."""
-    from cafleet.delivery import submit
     from cafleet.delivery.drains import DrainFailure, drain_recipient
     from cafleet.delivery.screens import composer_text
     from cafleet.mux import get_backend
 
     # Only the waits shrink (so the freeze outlasts the verification with a wide margin):
     # what the verification concludes is the same as with 15 s and 3 s.
-    monkeypatch.setattr(submit, "VERIFY_TIMEOUT", 1.0)
-    fast = submit.POLICIES["claude"]._replace(enter_again_after=0.5)
-    monkeypatch.setattr(submit, "POLICIES", {**submit.POLICIES, "claude": fast})
+    shorten_verification(monkeypatch, verify=1.0, agents=("claude",))
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"), screen="late=8")
     a, b = w.members["alice"], w.members["bob"]

@@ -17,6 +17,7 @@ import pytest
 
 from cafleet.delivery.keys import Target, TypeOutcome, type_into_pane
 from cafleet.delivery.screens import message_frame
+from tests.delivery_helpers import shorten_verification
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import line_records, retry_until, shim_calls
 from tests.test_fake_screens import kinds, typed, wait_screen, wait_state
@@ -134,9 +135,10 @@ def test_a_swallowed_enter_is_pressed_again_and_the_line_counts_once(
 
 
 def test_a_line_still_in_the_composer_after_three_enters_is_not_verified(
-    tmux_harness: TmuxHarness, tmp_path: Path
+    tmux_harness: TmuxHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h = tmux_harness
+    shorten_verification(monkeypatch, verify=2.0, agents=("codex",))  # the fake swallows 9
     pane = spawn(h, "codex", "swallow-enter=9")
     outcome = attempt(h, tmp_path, pane, "codex", line(11), 11)
     assert outcome.kind == "unverified"
@@ -190,11 +192,12 @@ def test_a_spawned_member_gets_nothing_until_its_agent_submitted_the_spawn_promp
 
 
 def test_a_line_typed_into_a_starting_agent_that_drops_it_is_not_verified(
-    tmux_harness: TmuxHarness, tmp_path: Path
+    tmux_harness: TmuxHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CAFLEET_DELIVERY_HOLD_TIMEOUT=0 (never hold) types at once; the verification sees the
     line nowhere and nothing counts it."""
     h = tmux_harness
+    shorten_verification(monkeypatch, verify=2.0)  # the fake starts for 60 s
     pane = spawn(h, "claude", "start=60 drop-while-starting")
     outcome = attempt(h, tmp_path, pane, "claude", line(13), 13, hold_timeout=0)
     assert outcome.kind == "unverified", outcome

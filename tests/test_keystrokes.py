@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.delivery.keys import Target, TypeOutcome, type_into_pane
+from tests.delivery_helpers import shorten_verification
 from tests.harness import util
 
 pytestmark = pytest.mark.tmux
@@ -138,13 +139,14 @@ def test_refusals_type_nothing_and_record_nothing(tmux_harness, tmp_path: Path) 
 
 
 def test_a_line_the_pane_never_shows_is_unverified_and_not_recorded(
-    tmux_harness, tmp_path: Path
+    tmux_harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fake stops reading its terminal: the line and Enter reach tmux but nothing shows."""
     h = tmux_harness
+    shorten_verification(monkeypatch, verify=2.0)  # the stall below outlasts it by far
     pane = h.spawn_fake()
     recorded: list[str] = []
-    util.fake_stall(pane, 25)
+    util.fake_stall(pane, 6)
     outcome = type_into_pane(
         _key(h, pane),
         "check me",
