@@ -126,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        help="run every section but these (repeatable; sections as for --only)",
+    )
+    parser.add_argument(
         "--real-trials", type=int, default=20, help="delivery_real: trials per agent"
     )
     parser.add_argument(
@@ -207,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             delivery.render_real,
         ),
     }
+    unknown = [name for name in (args.only or []) + args.skip if name not in sections]
+    if unknown:
+        parser.error(f"unknown section(s): {', '.join(unknown)}")
     chosen = args.only or [name for name in sections if name not in OPT_IN]
+    chosen = [name for name in chosen if name not in args.skip]
     results: dict[str, object] = {
         "mode": "smoke" if args.smoke else "full",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
