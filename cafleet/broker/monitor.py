@@ -20,9 +20,12 @@ from cafleet.records import HostLoop, MonitorRuntime, host_loop_from_row, monito
 IsLive = Callable[[MonitorRuntime, datetime], bool]
 
 
-def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
+def is_live(
+    row: MonitorRuntime | HostLoop, now: datetime | None = None, *, remote: bool = False
+) -> bool:
     """docs/runtime.md §5.2: pid and heartbeat set, the heartbeat at most max(3 x tick, 15) s old,
-    and `os.kill(pid, 0)` succeeds or raises PermissionError."""
+    and `os.kill(pid, 0)` succeeds or raises PermissionError. ``remote``: the loop runs on another
+    host, whose pids this one cannot ask, so the heartbeat alone decides (§10.5)."""
     if row.pid is None or row.last_tick_at is None:
         return False
     tick = parse_ts(row.last_tick_at)
@@ -31,6 +34,8 @@ def is_live(row: MonitorRuntime, now: datetime | None = None) -> bool:
     moment = now if now is not None else utcnow()
     if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
         return False
+    if remote:
+        return True
     from cafleet.procs import pid_alive  # standard library only
 
     return pid_alive(row.pid)
@@ -147,22 +152,9 @@ def get_monitor_runtime(conn: Connection, fleet_id: int) -> MonitorRuntime | Non
 
 
 def host_loop_live(row: HostLoop | None, here: str, now: datetime | None = None) -> bool:
-    """A host loop is live when its pid and heartbeat are set and the heartbeat is at most
-    max(3 x tick, 15) s old; on its own host its pid must also exist. Another host cannot
-    signal it: there the heartbeat alone is the authority."""
-    if row is None or row.pid is None or row.last_tick_at is None:
-        return False
-    tick = parse_ts(row.last_tick_at)
-    if tick is None:
-        return False
-    moment = now if now is not None else utcnow()
-    if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
-        return False
-    if row.host_id != here:
-        return True
-    from cafleet.procs import pid_alive
-
-    return pid_alive(row.pid)
+    """A host loop is live by `is_live`'s rule; seen from another host (``here``), which cannot
+    signal it, by its heartbeat alone."""
+    return row is not None and is_live(row, now, remote=row.host_id != here)
 
 
 def claim_host_loop(
