@@ -1,11 +1,14 @@
-"""Spawning a delivery loop as a detached child (docs/runtime.md §5.3 step 2): the fleet's loop
-and a host's loop start the same way, so they share this one function."""
+"""Starting and stopping a delivery loop as a detached child (docs/runtime.md §5.3 step 2): the
+fleet's loop and a host's loop start and stop the same way, so they share these functions."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 # Long-lived callers keep their children here and poll() them, so an exited loop never stays a
 # zombie (docs/runtime.md §5.3).
@@ -40,3 +43,23 @@ def spawn_detached(
         )
     _children.append(child)
     return child
+
+
+def terminate_and_wait(
+    pid: int, is_ours: Callable[[int], bool], *, timeout: float, poll: float
+) -> bool:
+    """SIGTERM ``pid`` and wait while it lives and is still ours (a recycled pid is never
+    signalled or waited for); False when it outlived ``timeout`` seconds. A pending signal to
+    this process interrupts the wait (`signals.check`)."""
+    from cafleet import signals
+    from cafleet.procs import pid_alive
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and is_ours(pid):
+        if time.monotonic() >= deadline:
+            return False
+        signals.check()
+        time.sleep(poll)
+    return True

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 from cafleet import signals
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError, error_text
-from cafleet.monitor.detached import reap, spawn_detached
+from cafleet.monitor.detached import reap, spawn_detached, terminate_and_wait
 from cafleet.monitor.state import log_drain_report
 
 if TYPE_CHECKING:
@@ -378,17 +378,11 @@ def stop_host_loop(conn: Connection, host_id: str, *, timeout: float = STOP_TIME
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid):
         return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and _is_our_loop(pid):
-        if time.monotonic() >= deadline:
-            raise HostLoopStartError(
-                f"delivery loop for host {host_id} (pid {pid}) did not stop within "
-                f"{timeout:g} s; it stays held stopped"
-            )
-        signals.check()
-        time.sleep(STOP_POLL)
+    if not terminate_and_wait(pid, _is_our_loop, timeout=timeout, poll=STOP_POLL):
+        raise HostLoopStartError(
+            f"delivery loop for host {host_id} (pid {pid}) did not stop within "
+            f"{timeout:g} s; it stays held stopped"
+        )
     return pid
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -189,17 +187,15 @@ def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> S
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):
         return StopResult(fleet_id, None, False)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while pid_alive(pid) and _is_our_loop(pid, fleet_id):
-        if time.monotonic() >= deadline:
-            raise WorkflowError(
-                f"monitor loop for fleet {fleet_id} (pid {pid}) did not stop within "
-                f"{timeout:g} s; it stays held stopped"
-            )
-        signals.check()
-        time.sleep(STOP_POLL)
+    from cafleet.monitor.detached import terminate_and_wait
+
+    if not terminate_and_wait(
+        pid, lambda p: _is_our_loop(p, fleet_id), timeout=timeout, poll=STOP_POLL
+    ):
+        raise WorkflowError(
+            f"monitor loop for fleet {fleet_id} (pid {pid}) did not stop within "
+            f"{timeout:g} s; it stays held stopped"
+        )
     return StopResult(fleet_id, pid, True)
 
 
