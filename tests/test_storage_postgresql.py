@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -31,6 +30,7 @@ from tests.broker_helpers import raw_connect, table_counts
 from tests.cli_helpers import REPO_ROOT, run_cli
 from tests.factories import add_member, make_fleet
 from tests.pg_server import PASSWORD, PgDb, PgServer
+from tests.pg_server import pg_state as state
 from tests.storage_helpers import MONITOR_CARD, TS, card
 
 pytestmark = pytest.mark.usefixtures("pg_server")
@@ -48,22 +48,6 @@ def pg(db: PgDb, *statements: str) -> None:
     with psycopg.connect(db.url, autocommit=True) as c:
         for statement in statements:
             c.execute(statement)  # type: ignore[arg-type]
-
-
-def state(db: PgDb) -> dict[str, Any]:
-    """Everything a refusal must leave as it was: the schema comment, every relation of the
-    schema (kind, columns) and every row of every table, in a stable order."""
-    with psycopg.connect(db.url, autocommit=True) as c:
-        comment = c.execute(
-            "SELECT obj_description(current_schema()::regnamespace, 'pg_namespace')"
-        ).fetchone()
-        relations = c.execute(
-            "SELECT c.relname, c.relkind, coalesce(pg_get_indexdef(c.oid), '') FROM pg_class c "
-            "WHERE c.relnamespace = current_schema()::regnamespace ORDER BY 1"
-        ).fetchall()
-        tables = [r[0] for r in relations if r[1] == "r"]
-        rows = {t: c.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables}  # type: ignore[arg-type]
-    return {"comment": comment, "relations": relations, "rows": rows}
 
 
 def guard_error(*argv: str) -> tuple[int, str, str]:
