@@ -81,6 +81,7 @@ BOTH_DIALECTS = frozenset(
         "test_broker_monitor",
         "test_broker_notifications",
         "test_storage_postgresql",
+        "test_storage_current",
         "test_cli_message",
         "test_web_api",
         "test_message_inputs",

@@ -101,6 +101,7 @@ def test_upgrade_from_0001_keeps_every_row(empty_db: PgDb) -> None:
     upgrade_to(str(empty_db), "0001")
     d = diagnose_path(str(empty_db))
     assert (d.state, d.schema_version) == ("behind", 1)
+    assert not _fast_check_passes(empty_db)
     _populate_0001(empty_db)
     code, out, err = run_cli("fleet", "list")
     assert (code, out) == (1, "")
@@ -144,9 +145,23 @@ def test_duplicate_monitors_refuse_the_upgrade_and_change_nothing(empty_db: PgDb
 # --- refusals: not cafleet's, newer, damaged ----------------------------------------------------
 
 
+def _fast_check_passes(db: PgDb) -> bool:
+    """The guard's fast check alone (`cafleet.db.pg.current`, docs/storage.md §10.2)."""
+    from cafleet.db.pg.current import current_schema_version
+    from cafleet.db.pg.runtime import close_connection, open_connection
+
+    conn = open_connection(str(db))
+    try:
+        return current_schema_version(conn) is not None
+    finally:
+        close_connection(conn)
+
+
 def _refusals(db: PgDb, text: str) -> None:
-    """The guard, `setup` and `doctor` all refuse with `text` and leave `db` as it was."""
+    """The guard's fast check does not pass `db`; the guard, `setup` and `doctor` all refuse
+    with `text` and leave `db` as it was."""
     before = state(db)
+    assert not _fast_check_passes(db)
     for argv in (("fleet", "list"), ("member", "list", "1")):
         assert run_cli(*argv) == (1, "", f"Error: {text}\n")
     with pytest.raises(SetupFailed) as refused:
@@ -204,7 +219,9 @@ def test_a_damaged_schema_names_its_differences(empty_db: PgDb) -> None:
 
 def test_an_auxiliary_index_keeps_the_database_current(empty_db: PgDb) -> None:
     run_setup(str(empty_db))
+    assert _fast_check_passes(empty_db)
     pg(empty_db, "CREATE INDEX my_own ON messages (text)")
+    assert not _fast_check_passes(empty_db)  # the long way: the full diagnosis
     assert diagnose_path(str(empty_db)).state == "current"
     assert run_cli("fleet", "list") == (0, "0 fleets.\n", "")
 
@@ -528,6 +545,46 @@ def test_data_version_changes_on_another_connections_commit_only(
         retry_until(lambda: data_version(watcher) != first, message="no change seen")
     finally:
         close_connection(watcher)
+
+
+def test_session_settings_travel_in_the_startup_packet_beside_the_users_own(
+    empty_db: PgDb, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """docs/storage.md §10.4: `lock_timeout` and UTC reach the server in the startup packet
+    (libpq's `options`, no round trip), after the user's own options (the URL's, else
+    PGOPTIONS), so both apply and cafleet's win where both set one. A connection service may
+    carry options an explicit `options` would override, so there cafleet SETs its two."""
+    from cafleet.db.pg.runtime import connect_driver
+
+    def settings(url: str) -> dict[str, tuple[str, str]]:
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", url)
+        driver = connect_driver(str(PgDb.from_url(url)))
+        try:
+            rows = driver.execute(
+                "SELECT name, setting, source FROM pg_settings WHERE name IN "
+                "('lock_timeout', 'TimeZone', 'statement_timeout', 'idle_session_timeout')"
+            ).fetchall()
+        finally:
+            driver.close()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    got = settings(empty_db.url)
+    assert got["lock_timeout"] == ("5000", "client") and got["TimeZone"] == ("UTC", "client")
+    own = "options=-c%20statement_timeout%3D7s%20-c%20lock_timeout%3D1s%20-c%20TimeZone%3DEST"
+    got = settings(f"{empty_db.url}?{own}")
+    assert got["statement_timeout"] == ("7000", "client")
+    assert (got["lock_timeout"], got["TimeZone"]) == (("5000", "client"), ("UTC", "client"))
+    monkeypatch.setenv("PGOPTIONS", "-c idle_session_timeout=9s")
+    assert settings(empty_db.url)["idle_session_timeout"] == ("9000", "client")
+    monkeypatch.delenv("PGOPTIONS")
+
+    service = tmp_path / "pg_service.conf"
+    service.write_text("[cafleet_test]\noptions=-c statement_timeout=8s\n")
+    monkeypatch.setenv("PGSERVICEFILE", str(service))
+    monkeypatch.setenv("PGSERVICE", "cafleet_test")
+    got = settings(empty_db.url)
+    assert got["statement_timeout"] == ("8000", "client")  # the service's options apply
+    assert (got["lock_timeout"], got["TimeZone"]) == (("5000", "session"), ("UTC", "session"))
 
 
 def test_a_held_writer_lock_makes_a_write_fail_busy_and_reads_go_on(empty_db: PgDb) -> None:

@@ -2,8 +2,10 @@
 
 The guard diagnoses the very connection the command body then uses, so writes reach the
 diagnosed file. It never creates the file or its directory and never imports Alembic. A file at
-head is recognised by `cafleet.db.current` (its catalogue equals head's, read in one statement);
-only another file loads the full diagnosis and the recorded shapes of every revision.
+head is recognised by `cafleet.db.current` (its catalogue equals head's, read in one statement),
+a PostgreSQL database at head by `cafleet.db.pg.current` (one statement whose fingerprint of the
+schema's shape equals head's); only another database loads the full diagnosis and the recorded
+shapes of every revision.
 """
 
 from __future__ import annotations
@@ -95,6 +97,15 @@ def open_validated_connection(path: str) -> Connection:
         raise _unreadable(path, str(e)) from None
     schema_version: int | str | None = None
     try:
+        if is_postgres_connection(conn):
+            # PostgreSQL's fast check: one statement, outside a transaction (§10.2).
+            from cafleet.db.pg.current import current_schema_version
+
+            schema_version = current_schema_version(conn)  # type: ignore[arg-type]
+            if schema_version is not None:
+                mark_validated(conn, HEAD_REVISION)
+                conn.info[SCHEMA_VERSION_KEY] = schema_version
+                return conn
         try:
             with tx.read(conn):
                 refusal = _diagnose(path, conn)

@@ -25,7 +25,7 @@ from alembic.ddl.postgresql import PostgresqlImpl
 from sqlalchemy import ForeignKeyConstraint, Index, Table, text
 from sqlalchemy.schema import AddConstraint
 
-from cafleet.db.pg.diagnosis import IDENTITY_PREFIX
+from cafleet.db.pg.current import IDENTITY_PREFIX
 
 _APPLICATION_ID = re.compile(r"^\s*PRAGMA\s+application_id\s*=\s*([0-9]+)\s*$", re.IGNORECASE)
 

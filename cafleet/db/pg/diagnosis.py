@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.predicates import APPLICATION_ID
+from cafleet.db.pg.current import IDENTITY_COMMENT, IDENTITY_PREFIX, schema_fingerprint_sql
 
 if TYPE_CHECKING:
     from cafleet.db.pg.runtime import Connection
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 # passes its maker in (`make(path, state, **fields)`) and this module never imports it.
 Make = Callable[..., Any]
 
-IDENTITY_PREFIX = "cafleet application_id "
-IDENTITY_COMMENT = f"{IDENTITY_PREFIX}{APPLICATION_ID}"
 FUNCTIONS = ("json_extract", "json_valid")
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -236,13 +234,7 @@ def _found_indexes(conn: Connection, attnames: dict[str, dict[int, str]]) -> dic
 def schema_fingerprint(conn: Connection) -> str:
     """PostgreSQL's `PRAGMA schema_version`: changes whenever a relation of the schema is
     created, altered or dropped, or the identity comment changes (docs/storage.md §4.4)."""
-    rows = _rows(
-        conn,
-        "SELECT md5(coalesce(string_agg(oid::text || ':' || xmin::text, ',' ORDER BY oid), '') "
-        f"|| coalesce(obj_description({_NS}, 'pg_namespace'), '')) "
-        f"FROM pg_class WHERE relnamespace = {_NS}",
-    )
-    return str(rows[0][0])
+    return str(_rows(conn, schema_fingerprint_sql(_NS))[0][0])
 
 
 def diagnose(path: str, conn: Connection, _d: Make) -> Any:

@@ -237,34 +237,67 @@ class Connection:
         return None
 
 
+def _session_options(url: str, lock_timeout: str) -> str | None:
+    """libpq's `options` for a connection: the user's own (the URL's `options`, else PGOPTIONS,
+    which libpq reads only when no `options` is given) followed by cafleet's session settings,
+    which therefore win, as the SETs they replace did (docs/storage.md §10.4). None with a
+    connection service (`service=`, PGSERVICE): its file may carry options that an explicit
+    `options` would override."""
+    import os
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(url)
+    if params.get("service") or os.environ.get("PGSERVICE"):
+        return None
+    own = params.get("options") or os.environ.get("PGOPTIONS") or ""
+    return f"{own} -c lock_timeout={lock_timeout} -c TimeZone=UTC".strip()
+
+
 def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Connection[Any]:
     """A psycopg connection to database `P` (the password from CAFLEET_DATABASE_URL, PGPASSWORD
     or ~/.pgpass), autocommit, client-side binding, cafleet's session settings. Failures raise
     `sqlite3.OperationalError` with libpq's first line (it names the host, never the password).
+
+    The settings (`lock_timeout`, UTC) travel in the startup packet (libpq's `options`), so they
+    cost no round trip. Where they cannot (a connection service), or a server or pooler refuses
+    them (`unsupported startup parameter`) or ignores them (the TimeZone it reports is not
+    UTC), they are sent as SETs, in one round trip.
     """
     try:
         import psycopg
     except ImportError:
         raise sqlite3.OperationalError(MISSING_DRIVER) from None
 
+    url = connect_url(path)
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "cursor_factory": psycopg.ClientCursor,
+        "row_factory": _row_factory,
+        "connect_timeout": CONNECT_TIMEOUT,
+        "application_name": "cafleet",
+    }
     try:
-        driver = psycopg.connect(
-            connect_url(path),
-            autocommit=True,
-            cursor_factory=psycopg.ClientCursor,
-            row_factory=_row_factory,
-            connect_timeout=CONNECT_TIMEOUT,
-            application_name="cafleet",
-        )
+        options = _session_options(url, lock_timeout)
+        if options is None:
+            driver = psycopg.connect(url, **kwargs)
+        else:
+            try:
+                driver = psycopg.connect(url, options=options, **kwargs)
+            except psycopg.OperationalError as e:
+                if "startup parameter" not in str(e):
+                    raise
+                options = None
+                driver = psycopg.connect(url, **kwargs)
     except psycopg.Error as e:
         raise sqlite3.OperationalError(first_line(e)) from None
-    try:
-        with _translated():
-            driver.execute(f"SET lock_timeout = '{lock_timeout}'")
-            driver.execute("SET TIME ZONE 'UTC'")
-    except BaseException:
-        driver.close()
-        raise
+    if options is None or driver.info.parameter_status("TimeZone") != "UTC":
+        try:
+            with _translated():
+                driver.execute(f"SET lock_timeout = '{lock_timeout}'; SET TIME ZONE 'UTC'")
+        except BaseException:
+            driver.close()
+            raise
     return driver
 
 
