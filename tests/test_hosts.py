@@ -211,6 +211,17 @@ def _host_row(h: Any, host: str) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def _use_dialect(
+    dialect: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """On PostgreSQL both hosts share a fresh database of the session's server."""
+    if dialect == "postgresql":
+        from tests.pg_server import PgDb
+
+        server = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+
+
 def _two_hosts(stack: contextlib.ExitStack, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
     """Two simulated hosts on this machine (host-a, host-b: each its own private tmux server,
     bin directory, fake agents and tmux shim; one database) and a fleet created on host-a:
@@ -249,11 +260,7 @@ def test_a_fleet_across_two_hosts(
     which then types it. The Director on A sees both hosts."""
     from tests.harness import util
 
-    if dialect == "postgresql":
-        from tests.pg_server import PgDb
-
-        server = request.getfixturevalue("pg_server")
-        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+    _use_dialect(dialect, monkeypatch, request)
     with contextlib.ExitStack() as stack:
         a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
         member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
@@ -422,16 +429,21 @@ def _roster(h: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.tmux
-def test_a_member_on_another_host_is_created_and_respawned_only_there(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+def test_a_member_on_another_host_is_created_respawned_and_restored_only_there(
+    monkeypatch: pytest.MonkeyPatch, dialect: str, request: pytest.FixtureRequest
 ) -> None:
     """docs/runtime.md §10.3: bee's pane is on host B, its Director on A. From a plain shell
     on B (no tmux pane) `member create` and `member respawn` are refused naming what to do;
     from A `member respawn` is refused naming B; each leaves the database as it was. Run in a
     pane on B, `member respawn` re-creates bee's lost pane next to that pane, on B's server
-    (recorded as B's), starts B's delivery loop, and A's message reaches the new pane."""
+    (recorded as B's), starts B's delivery loop, and A's message reaches the new pane. With
+    bee's pane lost again, `fleet restore` on A restores A's members and names B for bee
+    (untouched, exit 0); on B it leaves the Director alone, names A for the monitor and
+    re-creates bee's pane on B's server."""
     from tests.harness import util
 
+    _use_dialect(dialect, monkeypatch, request)
     with contextlib.ExitStack() as stack:
         a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
         member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
@@ -492,6 +504,54 @@ def test_a_member_on_another_host_is_created_and_respawned_only_there(
         )  # fmt: skip
         message = json.loads(sent.stdout)["message"]["message_id"]
         util.retry_until(lambda: _typed(b, pane, message) == 1, timeout=30, message="not typed")
+
+        # `fleet restore` (docs/cli.md §2.27) on each host restores that host's members only.
+        b.tmux("kill-pane", "-t", pane)
+        util.retry_until(lambda: pane not in b.live_panes(), timeout=10)
+        before = _roster(a)
+        restored = _ok(a.cli("fleet", "restore", str(fleet_id))).stdout.splitlines()
+        monitor_pane = a.sqlite(
+            "SELECT mux_pane_id FROM member_placements WHERE member_id = ?", _monitor
+        )[0][0]
+        assert restored[:3] == [
+            f"Director: pane {a.director_pane} (already this pane).",
+            f"member {_monitor} (monitor): alive in pane {monitor_pane}, left alone",
+            f"member {bee} (bee): on host host-b; run 'cafleet fleet restore {fleet_id}' there",
+        ], restored
+        assert re.fullmatch(r"monitor loop: pid \d+", restored[3]) and len(restored) == 4
+        assert _roster(a) == before  # nothing tried or written for B's member
+
+        done = json.loads(_ok(b.cli("fleet", "restore", str(fleet_id), "--json")).stdout)
+        assert (done["director_pane_id"], done["director_host_id"], done["adopted_from"]) == (
+            None,
+            "host-a",
+            None,
+        )
+        assert done["monitor_loop"] is None
+        outcomes = {m["member_id"]: (m["outcome"], m["detail"]) for m in done["members"]}
+        assert outcomes.pop(_monitor) == ("elsewhere", "host-a")
+        (state, detail), *_ = outcomes.values()
+        assert list(outcomes) == [bee] and state == "afresh", done
+        pane = detail.removeprefix("pane ")
+        assert pane in b.live_panes()
+        assert b.pane_format(pane, "#{session_name}") == b.session_name
+        assert done["host_loop"]["host_id"] == "host-b"
+        assert util.pid_alive(done["host_loop"]["pid"])
+        after = _roster(a)
+        assert [r for r in after if r[0] != bee] == [r for r in before if r[0] != bee]
+        assert a.sqlite(
+            "SELECT host_id, mux_socket, mux_pane_id FROM member_placements WHERE member_id = ?",
+            bee,
+        ) == [("host-b", b.socket_path, pane)]
+        again = _ok(b.cli("fleet", "restore", str(fleet_id))).stdout.splitlines()
+        assert again == [
+            f"Director: on host host-a; run 'cafleet fleet restore {fleet_id}' there.",
+            f"member {_monitor} (monitor): on host host-a; run 'cafleet fleet restore "
+            f"{fleet_id}' there",
+            f"member {bee} (bee): alive in pane {pane}, left alone",
+            f"delivery loop for host host-b: pid {done['host_loop']['pid']}",
+        ]
+        assert _roster(a) == after
 
 
 def test_the_webui_judges_another_hosts_fleet_loop_by_its_heartbeat(head_db: Path) -> None:
