@@ -554,6 +554,65 @@ def test_a_member_on_another_host_is_created_respawned_and_restored_only_there(
         assert _roster(a) == after
 
 
+@pytest.mark.tmux
+def test_a_monitor_on_another_host_is_woken_by_that_hosts_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/runtime.md §10.4: the fleet's monitor member has its pane on host B while its root
+    Director and fleet loop are on A (as after the Director was adopted on another host). A
+    requested wake is left due by A's loop (which never calls B's server: the shim) and typed
+    by B's delivery loop into the monitor's pane on B, recorded in the fleet loop's row."""
+    from cafleet.broker.monitor import request_monitor_wake
+    from tests.harness import util
+
+    with contextlib.ExitStack() as stack:
+        a, b, fleet_id, _director, monitor = _two_hosts(stack, monkeypatch)
+        pane = b.spawn_fake("claude")  # in B's first window
+        session, window = b.session_name, b.window_id
+        sql_write(
+            a.db_path,
+            "UPDATE member_placements SET host_id = 'host-b', mux_socket = ?, mux_session = ?, "
+            "mux_window_id = ?, mux_pane_id = ? WHERE member_id = ?",
+            b.socket_path, session, window, pane, monitor,
+        )  # fmt: skip
+        with connect(a.db_path) as conn:
+            requested = request_monitor_wake(conn, fleet_id=fleet_id)
+        assert requested is not None
+
+        def row() -> list[tuple[Any, ...]]:
+            return a.sqlite(
+                "SELECT last_wake_at, wake_requested_at FROM monitor_runtime WHERE fleet_id = ?",
+                fleet_id,
+            )
+
+        def woken() -> list[str]:
+            return [line for line in _lines(b, pane) if f"[cafleet] tick: fleet {fleet_id}" in line]
+
+        # A's loop leaves the wake due (no host loop runs on B yet).
+        fleet_log = Path(f"{a.db_path}.monitor-{fleet_id}.log")
+        skipped = (
+            f"tick -> wake skipped: monitor pane {pane} is on host host-b (its delivery loop "
+            "wakes it)"
+        )
+        util.retry_until(lambda: skipped in fleet_log.read_text("utf-8"), timeout=20)
+        assert row() == [(None, requested)] and woken() == []
+
+        started = _ok(b.cli("monitor", "host", "start")).stdout
+        assert started.startswith("delivery loop for host host-b: pid "), started
+        util.retry_until(lambda: len(woken()) == 1, timeout=30, message="monitor not woken")
+        assert re.search(r"Director: .*\[wake [^\]]+\]$", woken()[0].rstrip()), woken()
+        util.retry_until(
+            lambda: row()[0][0] is not None and row()[0][1] is None,
+            timeout=10,
+            message="the wake was not recorded",
+        )
+        host_log = Path(f"{a.db_path}.host-host-b.log")
+        util.retry_until(
+            lambda: f"host -> forced wake monitor {monitor} (" in host_log.read_text("utf-8"),
+            timeout=10,
+        )
+
+
 def test_the_webui_judges_another_hosts_fleet_loop_by_its_heartbeat(head_db: Path) -> None:
     """`/api/monitor` and `/api/monitor/wake` (docs/runtime.md §10.5): a fleet loop with a fresh
     heartbeat and a pid this host has not got is dead here when the root Director is on this

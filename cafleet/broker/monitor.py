@@ -212,6 +212,14 @@ def host_serves(conn: Connection, host_id: str) -> bool:
         return bool(conn.execute(q.HOST_SERVES, {"host": host_id}).scalar())
 
 
+def remote_monitor_runtimes(conn: Connection, host_id: str) -> list[MonitorRuntime]:
+    """The runtime rows of live fleets whose active monitor member's pane is on ``host_id``
+    while their root Director is on another host: that host's loop wakes those monitors."""
+    with tx.read(conn):
+        rows = conn.execute(q.REMOTE_MONITOR_RUNTIMES, {"host": host_id}).mappings().all()
+    return [monitor_runtime_from_row(row) for row in rows]
+
+
 __all__ = [
     "claim_host_loop",
     "claim_monitor",
@@ -227,6 +235,7 @@ __all__ = [
     "is_live",
     "live_fleet_runtimes",
     "record_monitor_wake",
+    "remote_monitor_runtimes",
     "request_monitor_wake",
     "set_wake_interval",
 ]

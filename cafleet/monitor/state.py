@@ -71,6 +71,11 @@ class LoopState:
     prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
+    # The wake of a monitor member on another host than its fleet's loop is typed by that host's
+    # delivery loop with a state of its own (docs/runtime.md §10.4): its log lines say `host`
+    # and it reaches the pane on the tmux server its placement records.
+    log_prefix: str = "tick"
+    by_socket: bool = False
 
     @property
     def db_dir(self) -> str:
