@@ -89,6 +89,30 @@ def test_the_only_own_host_rule() -> None:
     assert is_local(None, None, "anyone")
 
 
+def test_a_loops_liveness_window_is_three_ticks_never_below_the_verification_wait() -> None:
+    """docs/runtime.md §10.4's decision: seen from another host a loop is live while its
+    heartbeat is at most max(3 x tick, 15) s old; the floor is the delivery's verification
+    wait, during which a live loop writes no heartbeat."""
+    from datetime import timedelta
+
+    from cafleet import broker
+    from cafleet.db.timefmt import format_ts, utcnow
+    from cafleet.delivery.policy import VERIFY_TIMEOUT
+    from cafleet.monitor.runtime import MIN_STALE_SECONDS, stale_after
+    from cafleet.records import HostLoop
+
+    assert MIN_STALE_SECONDS >= VERIFY_TIMEOUT
+    now = utcnow()
+
+    def live_at(age: float, tick: int) -> bool:
+        beat = format_ts(now - timedelta(seconds=age))
+        return broker.host_loop_live(HostLoop(OTHER, 2**22 + 7, beat, beat, tick), "here", now)
+
+    for tick, window in ((1, 15), (5, 15), (20, 60)):
+        assert stale_after(tick) == window
+        assert live_at(window - 0.5, tick) and not live_at(window + 0.5, tick), tick
+
+
 # --- drains leave other hosts' panes alone (docs/runtime.md §10.2) ------------------------------
 
 

@@ -32,7 +32,9 @@ def is_live(
     if tick is None:
         return False
     moment = now if now is not None else utcnow()
-    if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
+    from cafleet.monitor.runtime import stale_after
+
+    if (moment - tick).total_seconds() > stale_after(row.tick_seconds):
         return False
     if remote:
         return True
