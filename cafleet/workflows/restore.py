@@ -124,6 +124,7 @@ def restore(
             conn, settings, fleet_id, coding_agent=coding_agent
         )
         adopted_from = adopted_from or "-"
+        director_host = moved.host_id
     outcomes = []
     for member in broker.placed_members(conn, fleet_id):
         if member.kind == "director":
