@@ -638,6 +638,109 @@ def test_a_schema_change_after_validation_fails_the_next_write(empty_db: PgDb) -
         close_connection(conn)
 
 
+class _CountingDriver:
+    """The psycopg connection with its `execute` calls counted: each is one round trip."""
+
+    def __init__(self, driver: psycopg.Connection[object]) -> None:
+        self.driver = driver
+        self.calls = 0
+
+    def execute(self, *args: object, **kwargs: object) -> object:
+        self.calls += 1
+        return self.driver.execute(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.driver, name)
+
+
+def test_a_one_statement_write_is_one_round_trip_under_the_writer_rules(
+    empty_db: PgDb,
+) -> None:
+    """docs/storage.md §10.4, `tx.write_one`: BEGIN, the writer lock, the ledger check, the
+    stamp, the statement, NOTIFY and COMMIT in one round trip. Its stamp is read after the lock
+    (a write that waited for it is stamped after the holder let go); a ledger changed after
+    validation fails it with `SchemaChanged`; a failing statement writes nothing; each leaves
+    no transaction open and the writer lock free."""
+    import threading
+    from datetime import UTC, datetime
+
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.catalog.sqlite import assets as q
+    from cafleet.db.catalog.sqlite import messages as mq
+    from cafleet.db.errors import SchemaChanged
+    from cafleet.db.pg.runtime import WRITER_LOCK_KEY
+    from cafleet.db.runtime import close_connection
+    from cafleet.db.timefmt import format_ts, parse_ts
+    from tests.harness.util import retry_until
+
+    run_setup(str(empty_db))
+    conn = open_validated_connection(str(empty_db))
+    listener = psycopg.connect(empty_db.url, autocommit=True)
+    listener.execute("LISTEN cafleet_changes")
+
+    def lock_is_free() -> bool:
+        with psycopg.connect(empty_db.url, autocommit=True) as probe:
+            row = probe.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,)).fetchone()
+            return bool(row and row[0])
+
+    def upsert(path: str) -> str:
+        params = {"agent": "claude", "path": path, "version": "0.1.0"}
+        return tx.write_one(conn, q.UPSERT, params)[1]
+
+    try:
+        counting = _CountingDriver(conn.driver)  # type: ignore[arg-type]
+        conn.driver = counting  # type: ignore[assignment]
+        upsert("/first")
+        assert counting.calls == 1
+        assert not conn.in_transaction() and lock_is_free()
+        assert len(list(listener.notifies(timeout=5, stop_after=1))) == 1  # NOTIFY at commit
+        conn.driver = counting.driver  # type: ignore[assignment]
+
+        # the stamp follows the lock: a write waiting for it is stamped after the holder's end
+        holder = psycopg.connect(empty_db.url, autocommit=True)
+        holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK_KEY,))
+        stamped: list[str] = []
+        waiter = threading.Thread(target=lambda: stamped.append(upsert("/waited")))
+        waiter.start()
+        retry_until(
+            lambda: (
+                holder.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                ).fetchone()
+                == (1,)
+            ),
+            message="the write never waited for the writer lock",
+        )
+        released = datetime.now(UTC)
+        holder.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK_KEY,))
+        holder.close()
+        waiter.join(timeout=30)
+        assert stamped and parse_ts(stamped[0]) >= released  # type: ignore[operator]
+        assert stamped[0] == format_ts(parse_ts(stamped[0]))  # type: ignore[arg-type]
+
+        # a failing statement (a NUL in the text) writes nothing and frees the lock
+        before = state(empty_db)
+        with pytest.raises(Exception, match="NUL"):
+            tx.write_one(conn, mq.SEND, {"text": "a\x00b", "from_id": 1, "to_id": 1})
+        assert not conn.in_transaction() and lock_is_free() and state(empty_db) == before
+
+        # a ledger changed after validation
+        pg(empty_db, f"UPDATE alembic_version SET version_num = '{HEAD_VERSION + 1:04d}'")
+        before = state(empty_db)
+        with pytest.raises(SchemaChanged):
+            upsert("/never")
+        assert not conn.in_transaction() and lock_is_free() and state(empty_db) == before
+        pg(empty_db, f"UPDATE alembic_version SET version_num = '{HEAD_REVISION}'")
+        upsert("/second")
+        with tx.read(conn):
+            paths = conn.exec_driver_sql("SELECT path FROM asset_installs ORDER BY 1").all()
+        assert [p[0] for p in paths] == ["/first", "/second", "/waited"]
+    finally:
+        listener.close()
+        close_connection(conn)
+
+
 def test_setups_assets_half_takes_this_hosts_setup_lock(empty_db: PgDb) -> None:
     """docs/storage.md §10.1: setup's assets half (this host's files) runs under
     `locks/setup.lock` of the database's local directory, as on a file, so two setups on one

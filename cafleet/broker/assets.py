@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from cafleet.broker._common import check_coding_agent, stamp
+from cafleet.broker._common import check_coding_agent
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import assets as q
 from cafleet.db.runtime import Connection
@@ -31,11 +31,8 @@ def record_asset_install(
 ) -> AssetInstall:
     """Upsert the row for `(coding_agent, path)` with this CLI version and time."""
     check_coding_agent(coding_agent)
-    with tx.write(conn):
-        ts = stamp(now)
-        conn.execute(
-            q.UPSERT, {"agent": coding_agent, "path": path, "version": cafleet_version, "now": ts}
-        )
+    params = {"agent": coding_agent, "path": path, "version": cafleet_version}
+    _, ts = tx.write_one(conn, q.UPSERT, params, now)
     return AssetInstall(
         coding_agent=coding_agent, path=path, cafleet_version=cafleet_version, installed_at=ts
     )

@@ -178,12 +178,11 @@ def set_placement_pane(
 
     `PlacementVanished` when the member is not active or has no pending placement.
     """
-    with tx.write(conn):
-        params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
-        row = conn.execute(q.PATCH_PANE, params).mappings().first()
-        if row is None:
-            raise PlacementVanished(member_id)
-        return placement_from_row(row)
+    params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
+    row = tx.write_one(conn, q.PATCH_PANE, params)[0].first()
+    if row is None:
+        raise PlacementVanished(member_id)
+    return placement_from_row(row)
 
 
 def deregister_member(conn: Connection, *, member_id: int, now: datetime | None = None) -> Member:

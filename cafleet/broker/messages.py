@@ -34,15 +34,17 @@ def send_message(
 ) -> Message:
     """Insert one unicast delivery. A self-send is born notified (`notified_at = created_at`)
     and stays `input_required` until ACKed."""
-    with tx.write(conn):
-        ts = stamp(now)
-        rows = conn.execute(
-            q.SEND, {"now": ts, "text": text, "from_id": from_member_id, "to_id": to_member_id}
-        ).all()
-        if not rows:
-            _refuse_send(conn, from_member_id, to_member_id)
-        message_id = rows[0][0]
-    return _delivery(message_id, from_member_id, to_member_id, ts, text, origin=None)
+    params = {"text": text, "from_id": from_member_id, "to_id": to_member_id}
+    result, ts = tx.write_one(conn, q.SEND, params, now)
+    rows = result.all()
+    if not rows:
+        # Refused: decide why in one transaction (the parties may have changed meanwhile).
+        with tx.write(conn):
+            ts = stamp(now)
+            rows = conn.execute(q.SEND, {**params, "now": ts}).all()
+            if not rows:
+                _refuse_send(conn, from_member_id, to_member_id)
+    return _delivery(rows[0][0], from_member_id, to_member_id, ts, text, origin=None)
 
 
 def _delivery(
@@ -130,14 +132,17 @@ def broadcast_message(
 
 def ack_message(conn: Connection, *, message_id: int, now: datetime | None = None) -> Message:
     """Complete an `input_required` row once; `notified_at` is not touched."""
-    with tx.write(conn):
-        ts = stamp(now)
-        row = conn.execute(q.ACK, {"now": ts, "message_id": message_id}).mappings().first()
-        if row is None:
-            current = conn.execute(q.MESSAGE_BY_ID, {"message_id": message_id}).mappings().first()
-            if current is None:
-                raise MessageNotFound(message_id)
-            raise CannotAck(message_from_row(current).status_state, message_id)
+    row = tx.write_one(conn, q.ACK, {"message_id": message_id}, now)[0].first()
+    if row is None:
+        # Refused: decide why in one transaction (it may be ACKable by now).
+        with tx.write(conn):
+            ts = stamp(now)
+            row = conn.execute(q.ACK, {"now": ts, "message_id": message_id}).first()
+            if row is None:
+                current = conn.execute(q.MESSAGE_BY_ID, {"message_id": message_id}).first()
+                if current is None:
+                    raise MessageNotFound(message_id)
+                raise CannotAck(message_from_row(current).status_state, message_id)
     return message_from_row(row)
 
 

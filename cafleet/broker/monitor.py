@@ -86,17 +86,14 @@ def claim_monitor(
 
 def heartbeat(conn: Connection, *, fleet_id: int, pid: int, now: datetime | None = None) -> bool:
     """Set `last_tick_at` where the pid matches; False means this loop was displaced."""
-    with tx.write(conn):
-        ts = stamp(now)
-        return (
-            conn.execute(q.HEARTBEAT, {"now": ts, "fleet_id": fleet_id, "pid": pid}).rowcount == 1
-        )
+    result, _ = tx.write_one(conn, q.HEARTBEAT, {"fleet_id": fleet_id, "pid": pid}, now)
+    return result.rowcount == 1
 
 
 def clear_monitor(conn: Connection, *, fleet_id: int, pid: int) -> bool:
     """Release `pid`, `started_at` and `last_tick_at` where the pid matches."""
-    with tx.write(conn):
-        return conn.execute(q.CLEAR, {"fleet_id": fleet_id, "pid": pid}).rowcount == 1
+    result, _ = tx.write_one(conn, q.CLEAR, {"fleet_id": fleet_id, "pid": pid})
+    return result.rowcount == 1
 
 
 def record_monitor_wake(
@@ -109,12 +106,9 @@ def record_monitor_wake(
 ) -> bool:
     """Where the pid matches, set `last_wake_at`; clear `wake_requested_at` only if it still
     equals `seen_request`, so a request made during the wake stays pending."""
-    with tx.write(conn):
-        ts = stamp(now)
-        result = conn.execute(
-            q.RECORD_WAKE, {"now": ts, "seen": seen_request, "fleet_id": fleet_id, "pid": pid}
-        )
-        return result.rowcount == 1
+    params = {"seen": seen_request, "fleet_id": fleet_id, "pid": pid}
+    result, _ = tx.write_one(conn, q.RECORD_WAKE, params, now)
+    return result.rowcount == 1
 
 
 def request_monitor_wake(
@@ -122,18 +116,15 @@ def request_monitor_wake(
 ) -> str | None:
     """Set `wake_requested_at` if it is NULL; return the stored request time, or None when no
     row exists."""
-    with tx.write(conn):
-        ts = stamp(now)
-        stored = conn.execute(q.REQUEST_WAKE, {"now": ts, "fleet_id": fleet_id}).scalar()
-        return None if stored is None else str(stored)
+    result, _ = tx.write_one(conn, q.REQUEST_WAKE, {"fleet_id": fleet_id}, now)
+    stored = result.scalar()
+    return None if stored is None else str(stored)
 
 
 def set_wake_interval(conn: Connection, *, fleet_id: int, seconds: int | None) -> bool:
     """Ownership-free; False when no row exists. None stores NULL (unset)."""
-    with tx.write(conn):
-        return (
-            conn.execute(q.SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id}).rowcount == 1
-        )
+    result, _ = tx.write_one(conn, q.SET_INTERVAL, {"seconds": seconds, "fleet_id": fleet_id})
+    return result.rowcount == 1
 
 
 def live_fleet_runtimes(conn: Connection) -> list[MonitorRuntime]:
@@ -181,16 +172,14 @@ def host_heartbeat(
     conn: Connection, *, host_id: str, pid: int, now: datetime | None = None
 ) -> bool:
     """Set `last_tick_at` where the pid matches; False means this loop was displaced."""
-    with tx.write(conn):
-        ts = stamp(now)
-        result = conn.execute(q.HOST_HEARTBEAT, {"now": ts, "host": host_id, "pid": pid})
-        return result.rowcount == 1
+    result, _ = tx.write_one(conn, q.HOST_HEARTBEAT, {"host": host_id, "pid": pid}, now)
+    return result.rowcount == 1
 
 
 def clear_host_loop(conn: Connection, *, host_id: str, pid: int) -> bool:
     """Release `pid`, `started_at` and `last_tick_at` where the pid matches."""
-    with tx.write(conn):
-        return conn.execute(q.CLEAR_HOST_LOOP, {"host": host_id, "pid": pid}).rowcount == 1
+    result, _ = tx.write_one(conn, q.CLEAR_HOST_LOOP, {"host": host_id, "pid": pid})
+    return result.rowcount == 1
 
 
 def get_host_loop(conn: Connection, host_id: str) -> HostLoop | None:

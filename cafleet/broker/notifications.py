@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from cafleet.broker._common import stamp
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import notifications as q
 from cafleet.db.runtime import Connection
@@ -134,9 +133,8 @@ def recheck_pending(conn: Connection, *, message_id: int, pane_key: Sequence[str
 def stamp_notified(conn: Connection, *, message_id: int, now: datetime | None = None) -> bool:
     """Record a complete submission. False when the message was ACKed or stamped meanwhile
     (an ACK before the stamp counts as notified). Changes nothing but `notified_at`."""
-    with tx.write(conn):
-        ts = stamp(now)
-        return conn.execute(q.STAMP, {"now": ts, "message_id": message_id}).rowcount == 1
+    result, _ = tx.write_one(conn, q.STAMP, {"message_id": message_id}, now)
+    return result.rowcount == 1
 
 
 __all__ = [

@@ -33,17 +33,14 @@ def fleet_sessions(conn: Connection, fleet_id: int) -> dict[int, str | None]:
 def set_session_id(conn: Connection, member_id: int, session_id: str) -> bool:
     """Store a learned session id; False when one is already stored or another member holds
     this one (nothing changes then)."""
-    with tx.write(conn):
-        changed = conn.execute(
-            q.SET_SESSION, {"member_id": member_id, "session_id": session_id}
-        ).rowcount
-    return changed == 1
+    params = {"member_id": member_id, "session_id": session_id}
+    result, _ = tx.write_one(conn, q.SET_SESSION, params)
+    return result.rowcount == 1
 
 
 def clear_session_id(conn: Connection, member_id: int) -> None:
     """Forget the member's session id (it was respawned afresh: a new session is learned)."""
-    with tx.write(conn):
-        conn.execute(q.CLEAR_SESSION, {"member_id": member_id})
+    tx.write_one(conn, q.CLEAR_SESSION, {"member_id": member_id})
 
 
 __all__ = [

@@ -28,9 +28,12 @@ from cafleet.db.catalog import MODULES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
+from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import psycopg
 
 # A catalog entry, as `cafleet.db.runtime.Compiled` (not imported: that module imports this one).
@@ -387,6 +390,115 @@ def write(conn: Connection) -> Iterator[Connection]:
         info.pop("cafleet.begin", None)
 
 
+# `format_ts`'s text (`YYYY-MM-DDTHH:MM:SS.ffffff+00:00`) from the server's clock.
+_SERVER_NOW = (
+    "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+)
+_one_batches: dict[tuple[int, bool], str] = {}
+
+
+def _one_batch(statement: Compiled, sql: str, names: tuple[str, ...], server_now: bool) -> str:
+    """`write_one`'s batch for `statement` (cached): its `now` placeholders read the stamp the
+    batch sets after the lock (`server_now`), or stay placeholders for an injected `now`."""
+    key = (id(statement), server_now)
+    batch = _one_batches.get(key)
+    if batch is None:
+        if server_now:
+            parts = sql.split("%s")
+            sql = parts[0] + "".join(
+                ("current_setting('cafleet.now')" if name == "now" else "%s") + part
+                for name, part in zip(names, parts[1:], strict=True)
+            )
+        batch = f"{sql}; {_COMMIT_WRITE}"
+        _one_batches[key] = batch
+    return batch
+
+
+def write_one(
+    conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
+) -> tuple[Result[Row], str]:
+    """One catalog statement as a whole write transaction, sent as one batch (one round trip,
+    docs/storage.md §10.4): BEGIN, the writer lock, the ledger check, the stamp, the statement,
+    NOTIFY, COMMIT. The stamp is the server's clock read after the lock (so timestamps follow
+    commit order), the statement's `now`, and returned with its result. A failure anywhere
+    stops the batch and rolls everything back; the write is then run again by `write`, whose
+    errors are the exact ones (`SchemaChanged`, a constraint's), so only a success takes one
+    round trip."""
+    info = conn.info
+    if info.get("cafleet.begin"):
+        raise StorageUsageError("nested transaction")
+    purpose = info.get("cafleet.purpose")
+    if purpose not in ("validated", "migration"):
+        raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+    sql, names = twin(statement)
+    revision = info.get("cafleet.revision") if purpose == "validated" else ""
+    if (
+        sql.startswith(_RECOVERABLE)
+        or not isinstance(revision, str)
+        or not (revision.isdigit() or purpose == "migration")
+    ):
+        return _write_one_in_steps(conn, statement, params, now)
+    # The ledger check fails the batch (a text that is not a number cast to int) unless the
+    # ledger holds exactly the validated revision; `write` then says what changed.
+    check = (
+        f"SELECT (CASE WHEN (SELECT version_num FROM alembic_version) = '{revision}' "
+        "THEN '1' ELSE 'cafleet: schema changed' END)::int; "
+        if purpose == "validated"
+        else ""
+    )
+    server_now = now is None
+    stamp = f"SELECT set_config('cafleet.now', {_SERVER_NOW}, true)" if server_now else "SELECT 1"
+    if server_now:
+        args = [params[name] for name in names if name != "now"]
+    else:
+        ts = format_ts(now)  # type: ignore[arg-type]
+        args = [ts if name == "now" else params[name] for name in names]
+    batch = f"{_BEGIN_WRITE}; {check}{stamp}; {_one_batch(statement, sql, names, server_now)}"
+    info["cafleet.begin"] = "write"
+    driver = conn.driver
+    import psycopg
+
+    try:
+        try:
+            cursor = driver.execute(batch, args or None)
+            cursor.nextset()  # the lock's row
+            if check:
+                cursor.nextset()
+            cursor.nextset()  # the stamp
+            stamped = cursor.fetchone()
+            cursor.nextset()  # the statement
+            rows = cursor.fetchall() if cursor.description is not None else []
+            rowcount = cursor.rowcount
+            cursor.close()
+        except psycopg.Error as e:
+            conn.rollback()
+            translated = as_sqlite_error(e)
+            if isinstance(translated, DatabaseBusy):
+                raise translated from e
+            failed = True
+        except BaseException:
+            conn.rollback()
+            raise
+        else:
+            failed = False
+    finally:
+        info.pop("cafleet.begin", None)
+    if failed:
+        return _write_one_in_steps(conn, statement, params, now)
+    if server_now:
+        ts = str(stamped[0])  # type: ignore[index]
+    lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
+    return Result(rows, lastrowid, rowcount), ts
+
+
+def _write_one_in_steps(
+    conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
+) -> tuple[Result[Row], str]:
+    with write(conn):
+        ts = format_ts(now if now is not None else utcnow())
+        return conn.execute(statement, {**params, "now": ts}), ts
+
+
 def data_version(conn: Connection) -> int:
     """SQLite's `PRAGMA data_version` on PostgreSQL (docs/storage.md §10.4): a counter that
     changes when a write transaction commits. The first call LISTENs on the channel every
@@ -444,4 +556,5 @@ __all__ = [
     "twin",
     "wait_for_change",
     "write",
+    "write_one",
 ]
