@@ -10,6 +10,7 @@ loop's row, guarded by that loop's pid as read, exactly as the loop itself recor
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,11 @@ def wake_remote_monitors(
         due = interval > 0 and wake_due(now, interval, row.last_wake_at, row.started_at)
         if not (forced or due):
             continue
+        moment = time.monotonic()
+        if moment < state.next_wake_try and row.wake_requested_at == state.request_tried:
+            continue  # tried this tick already (held, not delivered): the next tick tries again
+        state.next_wake_try = moment + state.tick_seconds
+        state.request_tried = row.wake_requested_at
         try:
             wake_monitor(
                 state,

@@ -76,6 +76,10 @@ class LoopState:
     # and it reaches the pane on the tmux server its placement records.
     log_prefix: str = "tick"
     by_socket: bool = False
+    # A host loop passes on every commit: a wake not delivered is tried again once a tick, as
+    # the fleet loop would, or at once for a new request (monotonic time, request seen).
+    next_wake_try: float = 0.0
+    request_tried: str | None = None
 
     @property
     def db_dir(self) -> str:
