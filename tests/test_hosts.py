@@ -579,26 +579,54 @@ def test_a_member_on_another_host_is_created_respawned_and_restored_only_there(
 
 
 @pytest.mark.tmux
-def test_a_monitor_on_another_host_is_woken_by_that_hosts_loop(
+def test_a_director_adopted_on_another_host_leaves_the_monitor_to_that_hosts_loop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """docs/runtime.md §10.4: the fleet's monitor member has its pane on host B while its root
-    Director and fleet loop are on A (as after the Director was adopted on another host). A
-    requested wake is left due by A's loop (which never calls B's server: the shim) and typed
-    by B's delivery loop into the monitor's pane on B, recorded in the fleet loop's row."""
+    """docs/runtime.md §10.3, §10.4: `fleet adopt` on B is refused while A's fleet loop beats
+    (A's Director pane is open; B never asks A's tmux: the shim). With that pane gone and the
+    loop stopped, B adopts the fleet: the Director and its fleet loop are on B, the monitor's
+    pane stays on A. A requested wake is left due by B's loop and typed by A's delivery loop
+    into the monitor's pane on A, recorded in the fleet loop's row."""
     from cafleet.broker.monitor import request_monitor_wake
     from tests.harness import util
 
     with contextlib.ExitStack() as stack:
-        a, b, fleet_id, _director, monitor = _two_hosts(stack, monkeypatch)
-        pane = b.spawn_fake("claude")  # in B's first window
-        session, window = b.session_name, b.window_id
-        sql_write(
-            a.db_path,
-            "UPDATE member_placements SET host_id = 'host-b', mux_socket = ?, mux_session = ?, "
-            "mux_window_id = ?, mux_pane_id = ? WHERE member_id = ?",
-            b.socket_path, session, window, pane, monitor,
-        )  # fmt: skip
+        a, b, fleet_id, director, monitor = _two_hosts(stack, monkeypatch)
+        stack.callback(lambda: a.cli("monitor", "host", "stop"))
+        stack.callback(lambda: b.cli("monitor", "stop", str(fleet_id)))
+        before = _roster(a)
+        refused = b.cli("fleet", "adopt", str(fleet_id))
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr.startswith(
+            f"Error: fleet {fleet_id}'s root Director pane {a.director_pane} is on host host-a, "
+            "whose monitor loop for the fleet is live (pid "
+        ), refused.stderr
+        assert _roster(a) == before
+
+        a.tmux("kill-pane", "-t", a.director_pane)
+        util.retry_until(
+            lambda: (
+                a.sqlite("SELECT pid FROM monitor_runtime WHERE fleet_id = ?", fleet_id)
+                == [(None,)]
+            ),
+            timeout=30,
+            message="A's fleet loop did not stop",
+        )
+        adopted = _ok(b.cli("fleet", "adopt", str(fleet_id))).stdout.splitlines()
+        assert adopted[0] == (
+            f"Adopted fleet {fleet_id}: its root Director (member {director}) is now pane "
+            f"{b.director_pane} (was {a.director_pane})."
+        )
+        assert re.fullmatch(r"monitor loop: pid \d+", adopted[1]), adopted
+        monitor_pane = a.sqlite(
+            "SELECT mux_pane_id FROM member_placements WHERE member_id = ?", monitor
+        )[0][0]
+        assert a.sqlite(
+            "SELECT member_id, host_id FROM member_placements WHERE member_id IN (?, ?) "
+            "ORDER BY member_id",
+            director, monitor,
+        ) == [(director, "host-b"), (monitor, "host-a")]  # fmt: skip
+
         with connect(a.db_path) as conn:
             requested = request_monitor_wake(conn, fleet_id=fleet_id)
         assert requested is not None
@@ -610,27 +638,32 @@ def test_a_monitor_on_another_host_is_woken_by_that_hosts_loop(
             )
 
         def woken() -> list[str]:
-            return [line for line in _lines(b, pane) if f"[cafleet] tick: fleet {fleet_id}" in line]
+            return [
+                line
+                for line in _lines(a, monitor_pane)
+                if line.startswith(f"[cafleet] tick: fleet {fleet_id}")
+            ]
 
-        # A's loop leaves the wake due (no host loop runs on B yet).
+        # B's fleet loop leaves the wake due (no delivery loop runs on A yet).
         fleet_log = Path(f"{a.db_path}.monitor-{fleet_id}.log")
         skipped = (
-            f"tick -> wake skipped: monitor pane {pane} is on host host-b (its delivery loop "
-            "wakes it)"
+            f"tick -> wake skipped: monitor pane {monitor_pane} is on host host-a (its delivery "
+            "loop wakes it)"
         )
         util.retry_until(lambda: skipped in fleet_log.read_text("utf-8"), timeout=20)
         assert row() == [(None, requested)] and woken() == []
 
-        started = _ok(b.cli("monitor", "host", "start")).stdout
-        assert started.startswith("delivery loop for host host-b: pid "), started
+        started = _ok(a.cli("monitor", "host", "start")).stdout
+        assert started.startswith("delivery loop for host host-a: pid "), started
         util.retry_until(lambda: len(woken()) == 1, timeout=30, message="monitor not woken")
-        assert re.search(r"Director: .*\[wake [^\]]+\]$", woken()[0].rstrip()), woken()
+        assert f"Director: {director} (Director;" in woken()[0], woken()
+        assert re.search(r"\[wake [^\]]+\]$", woken()[0].rstrip()), woken()
         util.retry_until(
             lambda: row()[0][0] is not None and row()[0][1] is None,
             timeout=10,
             message="the wake was not recorded",
         )
-        host_log = Path(f"{a.db_path}.host-host-b.log")
+        host_log = Path(f"{a.db_path}.host-host-a.log")
         util.retry_until(
             lambda: f"host -> forced wake monitor {monitor} (" in host_log.read_text("utf-8"),
             timeout=10,
