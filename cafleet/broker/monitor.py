@@ -32,7 +32,7 @@ def is_live(
     if tick is None:
         return False
     moment = now if now is not None else utcnow()
-    from cafleet.monitor.runtime import stale_after
+    from cafleet.procs import stale_after
 
     if (moment - tick).total_seconds() > stale_after(row.tick_seconds):
         return False

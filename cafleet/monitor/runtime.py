@@ -7,18 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from cafleet.db.timefmt import parse_ts
-from cafleet.procs import pid_alive
-
-# The floor of the liveness window (docs/runtime.md §10.4's decision): a live loop writes no
-# heartbeat while one attempt waits for its line to be seen taken, so the window is never
-# shorter than that wait (delivery.policy.VERIFY_TIMEOUT).
-MIN_STALE_SECONDS = 15
-
-
-def stale_after(tick_seconds: int | None) -> int:
-    """Seconds after its last heartbeat a loop stops counting as live: 3 ticks, at least
-    ``MIN_STALE_SECONDS``."""
-    return max(3 * (tick_seconds or 5), MIN_STALE_SECONDS)
+from cafleet.procs import MIN_STALE_SECONDS, pid_alive, stale_after
 
 
 def is_held(db_path: str, fleet_id: int) -> bool:
@@ -51,3 +40,6 @@ def is_live(row: Any, now: datetime, *, remote: bool = False) -> bool:
     if age > stale_after(getattr(row, "tick_seconds", None)):
         return False
     return remote or pid_alive(int(pid))
+
+
+__all__ = ["MIN_STALE_SECONDS", "is_held", "is_live", "stale_after"]

@@ -129,7 +129,7 @@ def loop_status_of(
     beat = parse_ts(row.last_tick_at)
     age = None if beat is None else max(0, int((moment - beat).total_seconds()))
     running = None if row.pid is None or remote else pid_alive(int(row.pid))
-    from cafleet.monitor.runtime import stale_after
+    from cafleet.procs import stale_after
 
     fresh = age is not None and age <= stale_after(row.tick_seconds)
     if row.pid is None:
