@@ -23,6 +23,7 @@ from cafleet.config import POSTGRES_SCHEMES
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
 from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts, utcnow
+from cafleet.db.txcheck import write_purpose
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
     flock_with_timeout,
@@ -335,11 +336,7 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
                 yield c
             return
         info = conn.info
-        if info.get("cafleet.begin"):
-            raise StorageUsageError("nested transaction")
-        purpose = info.get("cafleet.purpose")
-        if purpose not in ("validated", "migration"):
-            raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+        purpose = write_purpose(info)
         fd = _writer_fd(info)
         if not flock_with_timeout(fd, WRITER_LOCK_TIMEOUT):
             raise DatabaseBusy()

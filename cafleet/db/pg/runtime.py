@@ -29,6 +29,7 @@ from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts, utcnow
+from cafleet.db.txcheck import write_purpose
 from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
@@ -361,11 +362,7 @@ def write(conn: Connection) -> Iterator[Connection]:
     """The writer rules on PostgreSQL: BEGIN, the transaction-scoped writer lock (at most
     `lock_timeout`, then `DatabaseBusy`), the ledger re-check; COMMIT or ROLLBACK."""
     info = conn.info
-    if info.get("cafleet.begin"):
-        raise StorageUsageError("nested transaction")
-    purpose = info.get("cafleet.purpose")
-    if purpose not in ("validated", "migration"):
-        raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+    purpose = write_purpose(info)
     info["cafleet.begin"] = "write"
     driver = conn.driver
     try:
@@ -425,11 +422,7 @@ def write_one(
     errors are the exact ones (`SchemaChanged`, a constraint's), so only a success takes one
     round trip."""
     info = conn.info
-    if info.get("cafleet.begin"):
-        raise StorageUsageError("nested transaction")
-    purpose = info.get("cafleet.purpose")
-    if purpose not in ("validated", "migration"):
-        raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+    purpose = write_purpose(info)
     sql, names = twin(statement)
     revision = info.get("cafleet.revision") if purpose == "validated" else ""
     if (
