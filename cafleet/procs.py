@@ -18,12 +18,22 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 PROC = "/proc"
+# The floor of a loop's liveness window (docs/runtime.md §10.4's decision): a live loop writes no
+# heartbeat while one attempt waits for its line to be seen taken, so the window is never
+# shorter than that wait (delivery.policy.VERIFY_TIMEOUT).
+MIN_STALE_SECONDS = 15
 POLL = 0.05
 
 
 class Proc(NamedTuple):  # not a dataclass: cheaper to define, and `member list` imports it
     pid: int
     start: int  # field 22 of /proc/<pid>/stat, in clock ticks since boot
+
+
+def stale_after(tick_seconds: int | None) -> int:
+    """Seconds after its last heartbeat a loop (a fleet's, a host's) stops counting as live:
+    3 ticks, at least ``MIN_STALE_SECONDS``."""
+    return max(3 * (tick_seconds or 5), MIN_STALE_SECONDS)
 
 
 def pid_alive(pid: int) -> bool:
@@ -171,4 +181,13 @@ def cmdline(pid: int, proc: str = PROC) -> list[str]:
     return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
 
 
-__all__ = ["Proc", "alive", "cmdline", "end_processes", "identify", "pane_processes"]
+__all__ = [
+    "MIN_STALE_SECONDS",
+    "Proc",
+    "alive",
+    "cmdline",
+    "end_processes",
+    "identify",
+    "pane_processes",
+    "stale_after",
+]

@@ -437,3 +437,27 @@ def test_a_live_fleets_director_pane_cannot_bootstrap_another(
     assert broker.fleet_directed_from(conn, key) is None
     second = make_fleet(conn, name="second", director_pane=pane)
     assert broker.fleet_directed_from(conn, key) == second.fleet
+
+
+def test_the_same_pane_key_on_another_host_directs_another_fleet(
+    conn: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/runtime.md §10.2: a pane key names one pane per host, so the pane `s %7` of host
+    `there` and the pane `s %7` of host `here` each direct a live fleet of their own."""
+    pane = FakePane("s", "@1", "%7")
+    key = ("tmux", "s", "%7")
+    monkeypatch.setenv("CAFLEET_HOST_ID", "there")
+    there = make_fleet(conn, name="there", director_pane=pane)
+    monkeypatch.setenv("CAFLEET_HOST_ID", "here")
+    assert broker.fleet_directed_from(conn, key) is None
+    here = broker.create_fleet(
+        conn,
+        name="here",
+        backend="tmux",
+        coding_agent="claude",
+        director_pane=pane,
+        spawn_monitor=lambda f, d, m: FakePane("s", "@1", "%8"),
+    )
+    assert broker.fleet_directed_from(conn, key) == here.fleet
+    monkeypatch.setenv("CAFLEET_HOST_ID", "there")
+    assert broker.fleet_directed_from(conn, key) == there.fleet

@@ -534,3 +534,35 @@ def test_pane_shared_with_names_the_lowest_other_active_member_on_the_key(
     broker.deregister_member(conn, member_id=a.member_id)
     broker.deregister_member(conn, member_id=b.member_id)
     assert broker.pane_shared_with(conn, c.placement) is None  # deregistered members do not count
+
+
+def test_a_pane_key_on_another_host_is_not_shared(
+    conn: Connection, head_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/runtime.md §10.2: the same (session, pane id) on two hosts names two panes, so only
+    a member on this host (or whose host is not recorded) shares a key."""
+
+    boot = make_fleet(conn)
+    fid = boot.fleet.fleet_id
+    a = add_member(conn, fid, name="a", pane_id="%70")
+    b = add_member(conn, fid, name="b", pane_id="%70")
+    assert a.placement and b.placement and boot.fleet.director_member_id is not None
+
+    def place(member_id: int, host: str | None) -> None:
+        db = raw_connect(head_db)
+        db.execute(
+            "UPDATE member_placements SET host_id = ? WHERE member_id = ?", (host, member_id)
+        )
+        db.close()
+
+    monkeypatch.setenv("CAFLEET_HOST_ID", "here")
+    place(boot.fleet.director_member_id, "here")
+    place(a.member_id, "here")
+    place(b.member_id, "there")
+    assert broker.pane_shared_with(conn, a.placement) is None
+    place(b.member_id, None)  # not recorded: its root Director's host, this one
+    assert broker.pane_shared_with(conn, a.placement) == b.member_id
+    place(boot.fleet.director_member_id, "there")
+    assert broker.pane_shared_with(conn, a.placement) is None
+    place(boot.fleet.director_member_id, None)  # nothing recorded: every host's
+    assert broker.pane_shared_with(conn, a.placement) == b.member_id

@@ -149,6 +149,37 @@ def test_heartbeat_clear_and_wake_record_need_the_pid(conn: Connection) -> None:
     assert (row.tick_seconds, row.wake_interval_seconds) == (5, 9)
 
 
+def test_remote_monitor_runtimes_are_the_fleets_whose_monitor_is_on_the_host_alone(
+    conn: Connection, head_db: Path
+) -> None:
+    """docs/runtime.md §10.4: host `b`'s loop wakes the monitors on `b` of fleets directed from
+    another recorded host; none when no host is recorded (one host) or the Director is on `b`."""
+    made = make_fleet(conn)
+    fid = made.fleet.fleet_id
+    monitor = broker.get_active_monitor(conn, fid)
+    assert monitor is not None and made.fleet.director_member_id is not None
+    broker.claim_monitor(conn, fleet_id=fid, pid=5, tick_seconds=5, wake_interval_seconds=9)
+
+    def place(member_id: int, host: str | None) -> None:
+        db = raw_connect(head_db)
+        db.execute(
+            "UPDATE member_placements SET host_id = ? WHERE member_id = ?", (host, member_id)
+        )
+        db.close()
+
+    place(made.fleet.director_member_id, None)  # rows written before hosts were recorded
+    place(monitor.member_id, None)
+    assert broker.remote_monitor_runtimes(conn, "b") == []  # no host recorded: one host
+    place(monitor.member_id, "b")
+    assert broker.remote_monitor_runtimes(conn, "b") == []  # the Director's host not recorded
+    place(made.fleet.director_member_id, "a")
+    rows = broker.remote_monitor_runtimes(conn, "b")
+    assert [(r.fleet_id, r.pid, r.wake_interval_seconds) for r in rows] == [(fid, 5, 9)]
+    assert broker.remote_monitor_runtimes(conn, "a") == []
+    place(made.fleet.director_member_id, "b")
+    assert broker.remote_monitor_runtimes(conn, "b") == []  # its own fleet loop wakes it
+
+
 def test_request_and_interval_without_row(conn: Connection) -> None:
     fid = make_fleet(conn).fleet.fleet_id
     assert broker.request_monitor_wake(conn, fleet_id=fid) is None

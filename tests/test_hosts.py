@@ -89,6 +89,30 @@ def test_the_only_own_host_rule() -> None:
     assert is_local(None, None, "anyone")
 
 
+def test_a_loops_liveness_window_is_three_ticks_never_below_the_verification_wait() -> None:
+    """docs/runtime.md §10.4's decision: seen from another host a loop is live while its
+    heartbeat is at most max(3 x tick, 15) s old; the floor is the delivery's verification
+    wait, during which a live loop writes no heartbeat."""
+    from datetime import timedelta
+
+    from cafleet import broker
+    from cafleet.db.timefmt import format_ts, utcnow
+    from cafleet.delivery.policy import VERIFY_TIMEOUT
+    from cafleet.monitor.runtime import MIN_STALE_SECONDS, stale_after
+    from cafleet.records import HostLoop
+
+    assert MIN_STALE_SECONDS >= VERIFY_TIMEOUT
+    now = utcnow()
+
+    def live_at(age: float, tick: int) -> bool:
+        beat = format_ts(now - timedelta(seconds=age))
+        return broker.host_loop_live(HostLoop(OTHER, 2**22 + 7, beat, beat, tick), "here", now)
+
+    for tick, window in ((1, 15), (5, 15), (20, 60)):
+        assert stale_after(tick) == window
+        assert live_at(window - 0.5, tick) and not live_at(window + 0.5, tick), tick
+
+
 # --- drains leave other hosts' panes alone (docs/runtime.md §10.2) ------------------------------
 
 
@@ -211,6 +235,17 @@ def _host_row(h: Any, host: str) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def _use_dialect(
+    dialect: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """On PostgreSQL both hosts share a fresh database of the session's server."""
+    if dialect == "postgresql":
+        from tests.pg_server import PgDb
+
+        server = request.getfixturevalue("pg_server")
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+
+
 def _two_hosts(stack: contextlib.ExitStack, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
     """Two simulated hosts on this machine (host-a, host-b: each its own private tmux server,
     bin directory, fake agents and tmux shim; one database) and a fleet created on host-a:
@@ -249,11 +284,7 @@ def test_a_fleet_across_two_hosts(
     which then types it. The Director on A sees both hosts."""
     from tests.harness import util
 
-    if dialect == "postgresql":
-        from tests.pg_server import PgDb
-
-        server = request.getfixturevalue("pg_server")
-        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+    _use_dialect(dialect, monkeypatch, request)
     with contextlib.ExitStack() as stack:
         a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
         member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
@@ -422,16 +453,21 @@ def _roster(h: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.tmux
-def test_a_member_on_another_host_is_created_and_respawned_only_there(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+def test_a_member_on_another_host_is_created_respawned_and_restored_only_there(
+    monkeypatch: pytest.MonkeyPatch, dialect: str, request: pytest.FixtureRequest
 ) -> None:
     """docs/runtime.md §10.3: bee's pane is on host B, its Director on A. From a plain shell
     on B (no tmux pane) `member create` and `member respawn` are refused naming what to do;
     from A `member respawn` is refused naming B; each leaves the database as it was. Run in a
     pane on B, `member respawn` re-creates bee's lost pane next to that pane, on B's server
-    (recorded as B's), starts B's delivery loop, and A's message reaches the new pane."""
+    (recorded as B's), starts B's delivery loop, and A's message reaches the new pane. With
+    bee's pane lost again, `fleet restore` on A restores A's members and names B for bee
+    (untouched, exit 0); on B it leaves the Director alone, names A for the monitor and
+    re-creates bee's pane on B's server."""
     from tests.harness import util
 
+    _use_dialect(dialect, monkeypatch, request)
     with contextlib.ExitStack() as stack:
         a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
         member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
@@ -492,6 +528,146 @@ def test_a_member_on_another_host_is_created_and_respawned_only_there(
         )  # fmt: skip
         message = json.loads(sent.stdout)["message"]["message_id"]
         util.retry_until(lambda: _typed(b, pane, message) == 1, timeout=30, message="not typed")
+
+        # `fleet restore` (docs/cli.md §2.27) on each host restores that host's members only.
+        b.tmux("kill-pane", "-t", pane)
+        util.retry_until(lambda: pane not in b.live_panes(), timeout=10)
+        before = _roster(a)
+        restored = _ok(a.cli("fleet", "restore", str(fleet_id))).stdout.splitlines()
+        monitor_pane = a.sqlite(
+            "SELECT mux_pane_id FROM member_placements WHERE member_id = ?", _monitor
+        )[0][0]
+        assert restored[:3] == [
+            f"Director: pane {a.director_pane} (already this pane).",
+            f"member {_monitor} (monitor): alive in pane {monitor_pane}, left alone",
+            f"member {bee} (bee): on host host-b; run 'cafleet fleet restore {fleet_id}' there",
+        ], restored
+        assert re.fullmatch(r"monitor loop: pid \d+", restored[3]) and len(restored) == 4
+        assert _roster(a) == before  # nothing tried or written for B's member
+
+        done = json.loads(_ok(b.cli("fleet", "restore", str(fleet_id), "--json")).stdout)
+        assert (done["director_pane_id"], done["director_host_id"], done["adopted_from"]) == (
+            None,
+            "host-a",
+            None,
+        )
+        assert done["monitor_loop"] is None
+        outcomes = {m["member_id"]: (m["outcome"], m["detail"]) for m in done["members"]}
+        assert outcomes.pop(_monitor) == ("elsewhere", "host-a")
+        (state, detail), *_ = outcomes.values()
+        assert list(outcomes) == [bee] and state == "afresh", done
+        pane = detail.removeprefix("pane ")
+        assert pane in b.live_panes()
+        assert b.pane_format(pane, "#{session_name}") == b.session_name
+        assert done["host_loop"]["host_id"] == "host-b"
+        assert util.pid_alive(done["host_loop"]["pid"])
+        after = _roster(a)
+        assert [r for r in after if r[0] != bee] == [r for r in before if r[0] != bee]
+        assert a.sqlite(
+            "SELECT host_id, mux_socket, mux_pane_id FROM member_placements WHERE member_id = ?",
+            bee,
+        ) == [("host-b", b.socket_path, pane)]
+        again = _ok(b.cli("fleet", "restore", str(fleet_id))).stdout.splitlines()
+        assert again == [
+            f"Director: on host host-a; run 'cafleet fleet restore {fleet_id}' there.",
+            f"member {_monitor} (monitor): on host host-a; run 'cafleet fleet restore "
+            f"{fleet_id}' there",
+            f"member {bee} (bee): alive in pane {pane}, left alone",
+            f"delivery loop for host host-b: pid {done['host_loop']['pid']}",
+        ]
+        assert _roster(a) == after
+
+
+@pytest.mark.tmux
+def test_a_director_adopted_on_another_host_leaves_the_monitor_to_that_hosts_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/runtime.md §10.3, §10.4: `fleet adopt` on B is refused while A's fleet loop beats
+    (A's Director pane is open; B never asks A's tmux: the shim). With that pane gone and the
+    loop stopped, B adopts the fleet: the Director and its fleet loop are on B, the monitor's
+    pane stays on A. A requested wake is left due by B's loop and typed by A's delivery loop
+    into the monitor's pane on A, recorded in the fleet loop's row."""
+    from cafleet.broker.monitor import request_monitor_wake
+    from tests.harness import util
+
+    with contextlib.ExitStack() as stack:
+        a, b, fleet_id, director, monitor = _two_hosts(stack, monkeypatch)
+        stack.callback(lambda: a.cli("monitor", "host", "stop"))
+        stack.callback(lambda: b.cli("monitor", "stop", str(fleet_id)))
+        before = _roster(a)
+        refused = b.cli("fleet", "adopt", str(fleet_id))
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr.startswith(
+            f"Error: fleet {fleet_id}'s root Director pane {a.director_pane} is on host host-a, "
+            "whose monitor loop for the fleet is live (pid "
+        ), refused.stderr
+        assert _roster(a) == before
+
+        a.tmux("kill-pane", "-t", a.director_pane)
+        util.retry_until(
+            lambda: (
+                a.sqlite("SELECT pid FROM monitor_runtime WHERE fleet_id = ?", fleet_id)
+                == [(None,)]
+            ),
+            timeout=30,
+            message="A's fleet loop did not stop",
+        )
+        adopted = _ok(b.cli("fleet", "adopt", str(fleet_id))).stdout.splitlines()
+        assert adopted[0] == (
+            f"Adopted fleet {fleet_id}: its root Director (member {director}) is now pane "
+            f"{b.director_pane} (was {a.director_pane})."
+        )
+        assert re.fullmatch(r"monitor loop: pid \d+", adopted[1]), adopted
+        monitor_pane = a.sqlite(
+            "SELECT mux_pane_id FROM member_placements WHERE member_id = ?", monitor
+        )[0][0]
+        assert a.sqlite(
+            "SELECT member_id, host_id FROM member_placements WHERE member_id IN (?, ?) "
+            "ORDER BY member_id",
+            director, monitor,
+        ) == [(director, "host-b"), (monitor, "host-a")]  # fmt: skip
+
+        with connect(a.db_path) as conn:
+            requested = request_monitor_wake(conn, fleet_id=fleet_id)
+        assert requested is not None
+
+        def row() -> list[tuple[Any, ...]]:
+            return a.sqlite(
+                "SELECT last_wake_at, wake_requested_at FROM monitor_runtime WHERE fleet_id = ?",
+                fleet_id,
+            )
+
+        def woken() -> list[str]:
+            return [
+                line
+                for line in _lines(a, monitor_pane)
+                if line.startswith(f"[cafleet] tick: fleet {fleet_id}")
+            ]
+
+        # B's fleet loop leaves the wake due (no delivery loop runs on A yet).
+        fleet_log = Path(f"{a.db_path}.monitor-{fleet_id}.log")
+        skipped = (
+            f"tick -> wake skipped: monitor pane {monitor_pane} is on host host-a (its delivery "
+            "loop wakes it)"
+        )
+        util.retry_until(lambda: skipped in fleet_log.read_text("utf-8"), timeout=20)
+        assert row() == [(None, requested)] and woken() == []
+
+        started = _ok(a.cli("monitor", "host", "start")).stdout
+        assert started.startswith("delivery loop for host host-a: pid "), started
+        util.retry_until(lambda: len(woken()) == 1, timeout=30, message="monitor not woken")
+        assert f"Director: {director} (Director;" in woken()[0], woken()
+        assert re.search(r"\[wake [^\]]+\]$", woken()[0].rstrip()), woken()
+        util.retry_until(
+            lambda: row()[0][0] is not None and row()[0][1] is None,
+            timeout=10,
+            message="the wake was not recorded",
+        )
+        host_log = Path(f"{a.db_path}.host-host-a.log")
+        util.retry_until(
+            lambda: f"host -> forced wake monitor {monitor} (" in host_log.read_text("utf-8"),
+            timeout=10,
+        )
 
 
 def test_the_webui_judges_another_hosts_fleet_loop_by_its_heartbeat(head_db: Path) -> None:

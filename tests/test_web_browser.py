@@ -232,3 +232,73 @@ def test_read_only_page_has_no_composer_or_controls(
         assert "read-only" in page.locator("[data-testid=status]").inner_text()
     finally:
         server.stop()
+
+
+def test_a_fleet_across_hosts_shows_each_members_host_and_its_loop(
+    head_db: Path, page: Any, tmp_path: Path
+) -> None:
+    """docs/runtime.md §10.5: the WebUI served on host-a (the Director's) shows each member's
+    host, and flags the members of a host whose delivery loop is not running: host-b's loop
+    beats (live, by its heartbeat alone from here), host-c's heartbeat is a minute old, and the
+    Director's host is served by the fleet loop (live while its pid runs here)."""
+    import os
+
+    from cafleet.db.timefmt import now_ts
+    from tests.delivery_helpers import sql_write
+
+    world = build_world(head_db, members=("alice", "bob", "cee"))
+    hosts = {world.members["bob"]: "host-b", world.members["cee"]: "host-c"}
+    sql_write(head_db, "UPDATE member_placements SET host_id = 'host-a'")
+    for member, host in hosts.items():
+        sql_write(
+            head_db, "UPDATE member_placements SET host_id = ? WHERE member_id = ?", host, member
+        )
+    old = "2026-01-01T00:00:00.000000+00:00"
+    not_here = 2**22 + 7  # above every pid_max: no process of this host has it
+    sql_write(
+        head_db,
+        "INSERT INTO host_loops (host_id, pid, started_at, last_tick_at, tick_seconds) "
+        "VALUES ('host-b', ?, ?, ?, 5), ('host-c', ?, ?, ?, 5)",
+        not_here, now_ts(), now_ts(), not_here, old, old,
+    )  # fmt: skip
+    sql_write(  # the fleet loop: this test process stands in for its pid on host-a
+        head_db,
+        "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds) "
+        "VALUES (?, ?, ?, ?, 3600)",
+        world.fleet_id, os.getpid(), now_ts(), now_ts(),
+    )  # fmt: skip
+
+    def shown() -> dict[str, str]:
+        names = texts(page, "[data-testid=member-name]")
+        badges = [
+            item.locator("[data-testid=member-host]").inner_text().strip()
+            for item in page.locator("[data-testid=member]").all()
+        ]
+        return dict(zip(names, badges, strict=True))
+
+    def flagged() -> list[str]:
+        return texts(page, "[data-testid=member-host].gone")
+
+    server = start_server(cwd=tmp_path, env={**os.environ, "CAFLEET_HOST_ID": "host-a"})
+    try:
+        page.goto(server.url)
+        poll(lambda: page.locator("[data-testid=member-host]").count() == 5, message="no hosts")
+        assert shown() == {
+            "Director": "· host host-a",
+            "monitor": "· host host-a",
+            "alice": "· host host-a",
+            "bob": "· host host-b",
+            "cee": "· host host-c (its loop is not running)",
+        }
+        assert flagged() == ["· host host-c (its loop is not running)"]
+        # The fleet loop gone: the Director's host is flagged too; host-b's heartbeat stopped:
+        # it reads live from here only while it is at most 15 s old.
+        sql_write(head_db, "UPDATE monitor_runtime SET pid = NULL, last_tick_at = NULL")
+        sql_write(head_db, "UPDATE host_loops SET last_tick_at = ? WHERE host_id = 'host-b'", old)
+        page.reload()
+        poll(lambda: len(flagged()) == 5, message="dead loops never flagged")
+        assert set(shown().values()) == {
+            f"· host {h} (its loop is not running)" for h in ("host-a", "host-b", "host-c")
+        }
+    finally:
+        assert server.stop() == 0

@@ -93,6 +93,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         is_live,
         live_fleet_runtimes,
         record_monitor_wake,
+        remote_monitor_runtimes,
         request_monitor_wake,
         set_wake_interval,
     )
@@ -172,6 +173,7 @@ _HOMES: dict[str, str] = {
     "is_live": "monitor",
     "live_fleet_runtimes": "monitor",
     "record_monitor_wake": "monitor",
+    "remote_monitor_runtimes": "monitor",
     "request_monitor_wake": "monitor",
     "set_wake_interval": "monitor",
     "get_spawn": "recovery",
@@ -236,6 +238,7 @@ __all__ = [
     "host_loop_live",
     "host_loops",
     "host_serves",
+    "remote_monitor_runtimes",
     "create_fleet",
     "delete_fleet",
     "deregister_member",

@@ -31,22 +31,27 @@ def check_coding_agent(coding_agent: str) -> None:
         )
 
 
-def directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
+def directed_from(conn: Connection, key: PaneKey, host: str) -> Fleet | None:
     """Inside the caller's transaction: the live fleet whose active root Director's placement
-    names ``key``, or None. Here, not in `fleets`, because `recovery` needs it too."""
+    names ``key`` on ``host`` (or records no host), or None: the same key on another host
+    names another pane (docs/runtime.md §10.2). Here, not in `fleets`, because `recovery`
+    needs it too."""
     from cafleet.db.catalog.sqlite import fleets as q
     from cafleet.records import fleet_from_row
 
-    row = (
+    rows = (
         conn.execute(q.FLEET_DIRECTED_FROM, {"backend": key[0], "session": key[1], "pane": key[2]})
         .mappings()
-        .first()
+        .all()
     )
-    return None if row is None else fleet_from_row(row)
+    for row in rows:
+        if row["director_host_id"] in (None, host):
+            return fleet_from_row(row)
+    return None
 
 
-def refuse_directed_pane(conn: Connection, key: PaneKey) -> None:
-    """`PaneDirectsFleet` when ``key`` is a live fleet's root Director pane."""
-    fleet = directed_from(conn, key)
+def refuse_directed_pane(conn: Connection, key: PaneKey, host: str) -> None:
+    """`PaneDirectsFleet` when ``key`` is a live fleet's root Director pane on ``host``."""
+    fleet = directed_from(conn, key, host)
     if fleet is not None:
         raise PaneDirectsFleet(key[2], fleet.fleet_id, fleet.name)

@@ -82,7 +82,7 @@ def create_fleet(
         with tx.write(conn):
             ts = stamp(now)
             refuse_directed_pane(
-                conn, PaneKey(backend, director_pane.session, director_pane.pane_id)
+                conn, PaneKey(backend, director_pane.session, director_pane.pane_id), host
             )
             defaults = (
                 json.dumps(dict(member_defaults), sort_keys=True) if member_defaults else None
@@ -163,9 +163,12 @@ def create_fleet(
 
 
 def fleet_directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
-    """The live fleet whose active root Director's placement names ``key``, or None."""
+    """The live fleet whose active root Director's placement names ``key`` on this host (or
+    records no host), or None."""
+    from cafleet.hosts import current_host
+
     with tx.read(conn):
-        return directed_from(conn, key)
+        return directed_from(conn, key, current_host())
 
 
 def _rollback_leftover(conn: Connection) -> BaseException | None:

@@ -232,10 +232,14 @@ def get_active_monitor(conn: Connection, fleet_id: int) -> Member | None:
 
 def pane_shared_with(conn: Connection, placement: Placement) -> int | None:
     """Another active member whose placement names the same pane key as the concrete
-    ``placement`` (the lowest such id), or None."""
+    ``placement`` on this host (the lowest such id), or None. A member whose pane is recorded on
+    another host does not share it: the same key names another pane there (docs/runtime.md
+    §10.2); one whose host is not recorded is on every host, as before hosts were recorded."""
+    from cafleet.hosts import current_host
+
     assert placement.mux_pane_id is not None
     with tx.read(conn):
-        row = conn.execute(
+        rows = conn.execute(
             q.PANE_SHARED_WITH,
             {
                 "backend": placement.backend,
@@ -243,8 +247,12 @@ def pane_shared_with(conn: Connection, placement: Placement) -> int | None:
                 "pane": placement.mux_pane_id,
                 "member_id": placement.member_id,
             },
-        ).first()
-    return None if row is None else int(row[0])
+        ).all()
+    here = current_host() if any(row[1] is not None for row in rows) else None
+    for member_id, host in rows:
+        if host is None or host == here:
+            return int(member_id)
+    return None
 
 
 def idle_seconds(

@@ -32,7 +32,9 @@ def is_live(
     if tick is None:
         return False
     moment = now if now is not None else utcnow()
-    if (moment - tick).total_seconds() > max(3 * row.tick_seconds, 15):
+    from cafleet.procs import stale_after
+
+    if (moment - tick).total_seconds() > stale_after(row.tick_seconds):
         return False
     if remote:
         return True
@@ -201,6 +203,14 @@ def host_serves(conn: Connection, host_id: str) -> bool:
         return bool(conn.execute(q.HOST_SERVES, {"host": host_id}).scalar())
 
 
+def remote_monitor_runtimes(conn: Connection, host_id: str) -> list[MonitorRuntime]:
+    """The runtime rows of live fleets whose active monitor member's pane is on ``host_id``
+    while their root Director is on another host: that host's loop wakes those monitors."""
+    with tx.read(conn):
+        rows = conn.execute(q.REMOTE_MONITOR_RUNTIMES, {"host": host_id}).mappings().all()
+    return [monitor_runtime_from_row(row) for row in rows]
+
+
 __all__ = [
     "claim_host_loop",
     "claim_monitor",
@@ -216,6 +226,7 @@ __all__ = [
     "is_live",
     "live_fleet_runtimes",
     "record_monitor_wake",
+    "remote_monitor_runtimes",
     "request_monitor_wake",
     "set_wake_interval",
 ]

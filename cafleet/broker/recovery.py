@@ -114,7 +114,7 @@ def rebind_placement(
         if row is not None and row["kind"] == "director" and new_key != expected:
             # (The same key: a new tmux server reused the id of the Director's own old pane,
             # which directs only this fleet.)
-            refuse_directed_pane(conn, new_key)
+            refuse_directed_pane(conn, new_key, host)
         updated = (
             conn.execute(
                 q.REBIND,

@@ -112,7 +112,9 @@ def fleet_adopt(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
         "becomes the root Director's (as 'fleet adopt'), every member whose pane is gone is "
         "respawned continuing its own agent session (as 'member respawn --resume'), and the "
         "monitor loop is started. Prints one line per member; members whose pane runs are left "
-        "alone, so running it again changes nothing."
+        "alone, so running it again changes nothing. In a fleet across machines run it on each "
+        "host: it restores the members whose pane is on this host and names the host of each "
+        "other member."
     ),
 )
 @id_argument("fleet_id", "Fleet ID.")
@@ -129,13 +131,15 @@ def fleet_restore(fleet_id: int, coding_agent: str | None, as_json: bool) -> Non
     from cafleet.workflows.restore import restore
 
     done = restore(conn, inv.settings, fleet_id, coding_agent=coding_agent)
-    if done.loop_warning is not None:
-        err(f"Warning: {done.loop_warning}")
+    for warning in (done.loop_warning, done.host_loop_warning):
+        if warning is not None:
+            err(f"Warning: {warning}")
     if as_json:
         out_json(
             {
                 "fleet_id": fleet_id,
                 "director_pane_id": done.director_pane,
+                "director_host_id": done.director_host,
                 "adopted_from": done.adopted_from,
                 "members": [
                     {
@@ -148,22 +152,39 @@ def fleet_restore(fleet_id: int, coding_agent: str | None, as_json: bool) -> Non
                     for o in done.outcomes
                 ],
                 "monitor_loop": None if done.loop_pid is None else {"pid": done.loop_pid},
+                "host_loop": (
+                    None
+                    if done.host_loop_pid is None
+                    else {"host_id": done.host_id, "pid": done.host_loop_pid}
+                ),
             }
         )
     else:
-        if done.adopted_from is not None:
+        if done.director_pane is None:
+            out(f"Director: on host {done.director_host}; {_run_there(fleet_id)}.")
+        elif done.adopted_from is not None:
             out(f"Director: pane {done.director_pane} (adopted; was {done.adopted_from}).")
         else:
             out(f"Director: pane {done.director_pane} (already this pane).")
         for o in done.outcomes:
-            out(f"member {o.member_id} ({cell(o.name)}): {_outcome_text(o)}")
+            out(f"member {o.member_id} ({cell(o.name)}): {_outcome_text(o, fleet_id)}")
         if done.loop_pid is not None:
             out(f"monitor loop: pid {done.loop_pid}")
+        if done.host_loop_pid is not None:
+            out(f"delivery loop for host {done.host_id}: pid {done.host_loop_pid}")
     if done.failed:
-        click.get_current_context().exit(1)  # every line printed; a member was not restored
+        # Every line printed; a member of this host was not restored (one on another host is
+        # not a failure: `fleet restore` there restores it).
+        click.get_current_context().exit(1)
 
 
-def _outcome_text(o: Any) -> str:
+def _run_there(fleet_id: int) -> str:
+    return f"run 'cafleet fleet restore {fleet_id}' there"
+
+
+def _outcome_text(o: Any, fleet_id: int) -> str:
+    if o.state == "elsewhere":
+        return f"on host {o.detail}; {_run_there(fleet_id)}"
     if o.state == "resumed":
         return f"resumed session {o.session_id} in {o.detail}"
     if o.state == "alive":

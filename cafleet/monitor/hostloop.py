@@ -3,7 +3,8 @@ stopping, and how commands start and heal it.
 
 One loop per host delivers the pending lines for panes on its host in every fleet whose root
 Director is on another host (no fleet loop runs on this host for those; the fleet loop on the
-Director's host skips them). It heartbeats in `host_loops` every tick, so other hosts see
+Director's host skips them), and wakes the monitor members on this host of such fleets
+(`cafleet.monitor.hostwake`). It heartbeats in `host_loops` every tick, so other hosts see
 whether it is alive without signalling its pid. Between ticks it waits for new work: on
 PostgreSQL the commit notifications (`LISTEN`, docs/storage.md §10.4) end the wait at once; on
 SQLite `PRAGMA data_version` is read every 0.2 s, which costs no query.
@@ -33,6 +34,7 @@ from cafleet.monitor.state import log_drain_report
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
+    from cafleet.monitor.state import LoopState
 
 DEFAULT_TICK = 5
 WAIT_STEP = 0.2  # no wait lasts longer: the stop flag and SQLite's data_version are read as often
@@ -72,11 +74,32 @@ class _State:
     lock_timeout: float
     workers: int
     out: TextIO
+    settings: Settings
     displaced: bool = False
     held_logged: dict[int, str] = field(default_factory=dict)
+    wakes: dict[int, LoopState] = field(default_factory=dict)  # per fleet (monitor wakes)
 
     def log(self, text: str) -> None:
         _log_line(self.out, f"{now_ts()} {text}")
+
+    def wake_state(self, fleet_id: int, pid: int) -> LoopState:
+        """The wake state of a fleet whose monitor is on this host (cafleet.monitor.hostwake)."""
+        from cafleet.monitor.state import LoopState
+
+        return LoopState(
+            conn=self.conn,
+            fleet_id=fleet_id,
+            pid=pid,
+            tick_seconds=self.tick_seconds,
+            pane_lock_timeout=self.settings.pane_lock_timeout,
+            env_wake_interval=self.settings.monitor_wake_interval,
+            hold_timeout=self.settings.delivery_hold_timeout,
+            backend=None,  # the wake lists the monitor's own server
+            log=self.log,
+            stop_requested=signals.stop_requested,
+            log_prefix="host",
+            by_socket=True,
+        )
 
 
 # --- the loop process -----------------------------------------------------------------------
@@ -113,6 +136,7 @@ def run_host_loop(
         lock_timeout=float(min(settings.pane_lock_timeout, tick_seconds)),
         workers=settings.delivery_workers,
         out=out,
+        settings=settings,
     )
     code = 0
     try:
@@ -166,6 +190,12 @@ def _schedule(
             if state.displaced:
                 state.log("host loop slot taken over by another loop; stopping")
                 return 0
+            if not signals.stop_requested():
+                from cafleet.monitor.hostwake import wake_remote_monitors
+
+                wake_remote_monitors(
+                    state.conn, state.host_id, state.wakes, state.wake_state, state.log
+                )
         except Exception as exc:
             failed += 1
             state.log(f"tick failed: {error_text(exc)}")

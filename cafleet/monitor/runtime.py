@@ -7,9 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from cafleet.db.timefmt import parse_ts
-from cafleet.procs import pid_alive
-
-MIN_STALE_SECONDS = 15
+from cafleet.procs import MIN_STALE_SECONDS, pid_alive, stale_after
 
 
 def is_held(db_path: str, fleet_id: int) -> bool:
@@ -38,8 +36,10 @@ def is_live(row: Any, now: datetime, *, remote: bool = False) -> bool:
     last = parse_ts(last_tick_at) if isinstance(last_tick_at, str) else last_tick_at
     if last is None:
         return False
-    tick = getattr(row, "tick_seconds", None) or 5
     age = (now - last).total_seconds()
-    if age > max(3 * tick, MIN_STALE_SECONDS):
+    if age > stale_after(getattr(row, "tick_seconds", None)):
         return False
     return remote or pid_alive(int(pid))
+
+
+__all__ = ["MIN_STALE_SECONDS", "is_held", "is_live", "stale_after"]

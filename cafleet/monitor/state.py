@@ -71,6 +71,15 @@ class LoopState:
     prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
+    # The wake of a monitor member on another host than its fleet's loop is typed by that host's
+    # delivery loop with a state of its own (docs/runtime.md §10.4): its log lines say `host`
+    # and it reaches the pane on the tmux server its placement records.
+    log_prefix: str = "tick"
+    by_socket: bool = False
+    # A host loop passes on every commit: a wake not delivered is tried again once a tick, as
+    # the fleet loop would, or at once for a new request (monotonic time, request seen).
+    next_wake_try: float = 0.0
+    request_tried: str | None = None
 
     @property
     def db_dir(self) -> str:

@@ -111,7 +111,9 @@ def run_tick(state: LoopState) -> None:
     due = interval > 0 and wake_due(now, interval, row.last_wake_at, row.started_at)
     if not (forced or due):
         return
-    _wake(state, live, now=now, requested=requested, forced=forced, director_pane=director_pane)
+    wake_monitor(
+        state, live, now=now, requested=requested, forced=forced, director_pane=director_pane
+    )
 
 
 def on_this_host(members: list[Any]) -> list[Any]:
@@ -189,19 +191,32 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
 
 def _skip(state: LoopState, reason: str) -> None:
     if reason != state.last_skip_reason:
-        state.log(f"tick -> wake skipped: {reason}")
+        state.log(f"{state.log_prefix} -> wake skipped: {reason}")
     state.last_skip_reason = reason
 
 
-def _wake(
+def _backend(state: LoopState, placement: Any) -> Any:
+    """The monitor pane's backend: the loop's own server, or (a host loop's wake) the server
+    the placement records."""
+    from cafleet.mux import get_backend, placement_backend
+
+    if state.by_socket:
+        return placement_backend(placement.backend, placement.mux_socket)
+    return get_backend(placement.backend)
+
+
+def wake_monitor(
     state: LoopState,
-    live: frozenset[str],
+    live: frozenset[str] | None,
     *,
     now: Any,
     requested: str | None,
     forced: bool,
-    director_pane: str,
+    director_pane: str | None,
 ) -> None:
+    """Type the wake line into the monitor member's pane and record it. ``live``: the loop's
+    live panes (None: list the monitor's server here); ``director_pane`` None: the Director is
+    on another host, so no pane here is its."""
     from cafleet import broker
 
     # 8. Target.
@@ -217,8 +232,20 @@ def _wake(
     from cafleet.hosts import current_host
 
     if placement.host_id is not None and placement.host_id != current_host():
-        _skip(state, f"monitor pane {pane_id} is on host {placement.host_id}")
+        # That host's delivery loop types it (docs/runtime.md §10.4); the wake stays due.
+        _skip(
+            state,
+            f"monitor pane {pane_id} is on host {placement.host_id} (its delivery loop wakes it)",
+        )
         return
+    if live is None:
+        from cafleet.mux import MultiplexerError
+
+        try:
+            live = frozenset(_backend(state, placement).list_panes())
+        except MultiplexerError as exc:
+            _skip(state, f"monitor pane {pane_id}'s tmux server cannot be listed: {exc}")
+            return
     if pane_id not in live:
         _skip(state, f"monitor pane {pane_id} is gone")
         return
@@ -231,7 +258,7 @@ def _wake(
 
     from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.delivery.policy import SCROLLBACK_LINES
-    from cafleet.mux import PaneKey, get_backend, owner_of
+    from cafleet.mux import PaneKey, owner_of
     from cafleet.text import id_tag, line_id
 
     member_id = monitor.member_id
@@ -277,7 +304,7 @@ def _wake(
     outcome = type_into_pane(
         key,
         wake_line,
-        backend=lambda: get_backend(placement.backend),
+        backend=lambda: _backend(state, placement),
         db_dir=state.db_dir,
         purpose=f"wake monitor {member_id}",
         lock_timeout=state.lock_timeout,
@@ -297,13 +324,13 @@ def _wake(
             state.wake_held_pane = pane_id
         if outcome.detail != state.wake_held_state:
             state.wake_held_state = outcome.detail
-            state.log(f"tick -> wake monitor {member_id} held: {outcome.reason}")
+            state.log(f"{state.log_prefix} -> wake monitor {member_id} held: {outcome.reason}")
         return
     if outcome.kind == "unrecorded":
         assert outcome.error is not None
         raise outcome.error  # a wake that cannot be recorded fails the tick
     if not outcome.typed:
-        state.log(f"tick -> wake monitor {member_id} not delivered: {outcome.reason}")
+        state.log(f"{state.log_prefix} -> wake monitor {member_id} not delivered: {outcome.reason}")
         if outcome.kind == "unverified" and counted:
             state.unverified_wake = UnverifiedWake(
                 pane_id, id_tag("wake", wake_id), time.monotonic(), counted[0]
@@ -314,7 +341,7 @@ def _wake(
     count = counted[0]
     noun = "member" if count == 1 else "members"
     prefix = "forced wake" if forced else "wake"
-    state.log(f"tick -> {prefix} monitor {member_id} ({count} {noun})")
+    state.log(f"{state.log_prefix} -> {prefix} monitor {member_id} ({count} {noun})")
     state.last_skip_reason = None
 
 
@@ -333,7 +360,7 @@ def _earlier_wake_pending(
     from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import classify
     from cafleet.delivery.submit import taken
-    from cafleet.mux import MultiplexerError, get_backend
+    from cafleet.mux import MultiplexerError
 
     earlier = state.unverified_wake
     if earlier is None or earlier.pane_id != placement.mux_pane_id:
@@ -341,7 +368,7 @@ def _earlier_wake_pending(
         return False
     agent = placement.coding_agent
     try:
-        backend = get_backend(placement.backend)
+        backend = _backend(state, placement)
         history = backend.capture(earlier.pane_id, SCROLLBACK_LINES)
         screen = backend.screen(earlier.pane_id)
     except MultiplexerError:
@@ -354,8 +381,8 @@ def _earlier_wake_pending(
         )
         noun = "member" if earlier.count == 1 else "members"
         state.log(
-            f"tick -> wake monitor {member_id} ({earlier.count} {noun}): {earlier.tag} was "
-            "taken after all; not typed again"
+            f"{state.log_prefix} -> wake monitor {member_id} ({earlier.count} {noun}): "
+            f"{earlier.tag} was taken after all; not typed again"
         )
         state.last_skip_reason = None
         return True
@@ -364,8 +391,8 @@ def _earlier_wake_pending(
         if not state.wake_wait_logged:
             state.wake_wait_logged = True
             state.log(
-                f"tick -> wake monitor {member_id} waits: pane {earlier.pane_id} is working and "
-                f"{earlier.tag} may be queued; not typed again while it works"
+                f"{state.log_prefix} -> wake monitor {member_id} waits: pane {earlier.pane_id} "
+                f"is working and {earlier.tag} may be queued; not typed again while it works"
             )
         return True
     state.unverified_wake = None

@@ -72,9 +72,11 @@ def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
     return views
 
 
-def start_on_demand(conn: Connection, host_id: str) -> tuple[int | None, str | None]:
+def start_on_demand(
+    conn: Connection, host_id: str, whom: str = "this member"
+) -> tuple[int | None, str | None]:
     """This host's delivery loop for a member just placed here, away from its root Director
-    (`member create`, `member respawn`; docs/runtime.md §10.3): (its pid, None), or (None, the
+    (`member create`, `member respawn`, `fleet restore`; docs/runtime.md §10.3): (its pid, None), or (None, the
     warning) when `monitor host stop` holds it or it does not start; the member's lines wait."""
     from cafleet import signals
     from cafleet.monitor.hostloop import HostLoopNotStarted, ensure_host_loop, is_held
@@ -82,12 +84,12 @@ def start_on_demand(conn: Connection, host_id: str) -> tuple[int | None, str | N
     if is_held(conn, host_id):
         return None, (
             f"the delivery loop for host {host_id} is stopped by 'cafleet monitor host stop'; "
-            "lines for this member wait for 'cafleet monitor host start'"
+            f"lines for {whom} wait for 'cafleet monitor host start'"
         )
     try:
         pid, _started = ensure_host_loop(conn, host_id, keep_waiting=signals.keep_waiting)
     except HostLoopNotStarted as exc:
-        return None, f"{exc} ({exc.detail}); lines for this member wait for it"
+        return None, f"{exc} ({exc.detail}); lines for {whom} wait for it"
     return pid, None
 
 

@@ -516,10 +516,14 @@ def take_over(
     from cafleet.records import PaneKey as Key
 
     new_key = Key("tmux", here.session, here.pane_id)
+    from cafleet.hosts import current_host
+
+    me = current_host()
+    away = placement.host_id not in (None, me)
     # The Director's pane was made on an earlier server on this socket (a reboot): whatever
     # pane has its id now is not it.
-    stale = placement.pane_key is not None and predates_server(backend, placement)
-    if placement.pane_key == new_key and not stale:
+    stale = not away and placement.pane_key is not None and predates_server(backend, placement)
+    if placement.pane_key == new_key and not stale and not away:
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
         )
@@ -528,7 +532,11 @@ def take_over(
         raise PaneDirectsFleet(here.pane_id, taken.fleet_id, taken.name)
     _refuse_member_pane(conn, here, backend)
     old_pane = placement.mux_pane_id
-    if (
+    if away:
+        # Its pane is on another host, whose tmux this one never asks (docs/runtime.md §10.2):
+        # the fleet loop there runs exactly while that pane is open, so its heartbeat decides.
+        _refuse_open_elsewhere(conn, fleet_id, placement)
+    elif (
         old_pane is not None
         and not stale
         and _director_pane_is_open(backend, placement, frozenset(live))
@@ -570,6 +578,23 @@ def take_over(
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc
     return director, moved, old_pane
+
+
+def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement) -> None:
+    """Adopting a fleet whose root Director is on another host (docs/runtime.md §10.3): refused
+    while the fleet loop there is live by its heartbeat (it stops when the Director's pane
+    goes), since that pane may still be open."""
+    from cafleet import broker
+    from cafleet.db.timefmt import utcnow
+    from cafleet.monitor.runtime import is_live
+
+    row = broker.get_monitor_runtime(conn, fleet_id)
+    if row is not None and is_live(row, utcnow(), remote=True):
+        raise WorkflowError(
+            f"fleet {fleet_id}'s root Director pane {placement.mux_pane_id or '-'} is on host "
+            f"{placement.host_id}, whose monitor loop for the fleet is live (pid {row.pid}): "
+            "that pane is open there; 'cafleet fleet adopt' replaces a Director pane that is gone"
+        )
 
 
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:

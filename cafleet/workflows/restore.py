@@ -7,6 +7,13 @@ every active member whose pane is gone is respawned continuing its own agent ses
 alone, so a second run changes nothing. Each member's outcome is reported; one member's failure
 does not stop the others.
 
+Across hosts (docs/runtime.md §10.3): a pane can be re-created only on its own host's tmux
+server, so each host restores its own members. On the root Director's host the command works as
+above for the members there; on another host it leaves the Director and its fleet loop alone,
+restores the members whose pane is on this host next to the calling pane (as `member respawn`
+there) and starts this host's delivery loop. A member on another host is reported with the host
+to run `fleet restore` on; nothing is tried or written for it, and it is not a failure.
+
 Decision: a member whose agent session was never learned (its agent recorded none, or the loop
 never saw it) has no conversation to lose, so it is started afresh with its spawn prompt and
 reported so; a member whose session is known but that its agent no longer has is not restored
@@ -15,6 +22,7 @@ reported so; a member whose session is known but that its agent no longer has is
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,19 +39,23 @@ if TYPE_CHECKING:
 class Outcome:
     member_id: int
     name: str
-    state: str  # "alive" | "resumed" | "afresh" | "failed"
-    detail: str  # the pane (alive, resumed), or the error (failed)
+    state: str  # "alive" | "resumed" | "afresh" | "failed" | "elsewhere"
+    detail: str  # the pane (alive, resumed), the error (failed), the host (elsewhere)
     session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Restored:
     fleet_id: int
-    director_pane: str
+    director_pane: str | None  # None: the root Director is on another host (director_host)
     adopted_from: str | None  # the Director's previous pane when this run adopted it
     outcomes: list[Outcome]
     loop_pid: int | None
     loop_warning: str | None
+    director_host: str | None = None  # the root Director's host (None: not recorded)
+    host_id: str | None = None  # this host, when its delivery loop serves the members here
+    host_loop_pid: int | None = None
+    host_loop_warning: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -81,6 +93,7 @@ def restore(
 ) -> Restored:
     from cafleet import broker, signals
     from cafleet.broker import session_id
+    from cafleet.hosts import current_host
     from cafleet.mux import MultiplexerError, tmux_backend
     from cafleet.records import PaneKey
     from cafleet.workflows.recovery import predates_server, respawn, start_loop, take_over
@@ -97,9 +110,12 @@ def restore(
     if fleet.director_member_id is None:
         raise WorkflowError(f"fleet {fleet_id} has no root Director")
     director = broker.get_member(conn, fleet.director_member_id)
+    me = current_host()
+    director_host = director.placement.host_id if director.placement is not None else None
+    director_here = director_host in (None, me)
     adopted_from = None
     placement = director.placement
-    if (
+    if director_here and (
         placement is None
         or placement.pane_key != PaneKey("tmux", here.session, here.pane_id)
         or predates_server(backend, placement)
@@ -108,11 +124,16 @@ def restore(
             conn, settings, fleet_id, coding_agent=coding_agent
         )
         adopted_from = adopted_from or "-"
+        director_host = moved.host_id
     outcomes = []
     for member in broker.placed_members(conn, fleet_id):
         if member.kind == "director":
             continue
         signals.check()
+        other = _other_host(member, director_host, me)
+        if other is not None:  # its own host restores it: nothing is tried from here
+            outcomes.append(Outcome(member.member_id, member.name, "elsewhere", other))
+            continue
         if _pane_runs(conn, backend, member):
             pane = member.placement.mux_pane_id if member.placement else "-"
             outcomes.append(Outcome(member.member_id, member.name, "alive", f"pane {pane}"))
@@ -134,8 +155,28 @@ def restore(
                 done.resumed_session,
             )
         )
-    pid, warning = start_loop(conn, fleet_id)
-    return Restored(fleet_id, here.pane_id, adopted_from, outcomes, pid, warning)
+    if director_here:
+        pid, warning = start_loop(conn, fleet_id)
+        return Restored(fleet_id, here.pane_id, adopted_from, outcomes, pid, warning, director_host)
+    restored = Restored(fleet_id, None, None, outcomes, None, None, director_host)
+    if all(o.state == "elsewhere" for o in outcomes) or signals.stop_requested():
+        return restored
+    # The members here are served by this host's delivery loop (docs/runtime.md §10.4).
+    from cafleet.workflows.hosts import start_on_demand
+
+    host_pid, problem = start_on_demand(conn, me, "the members on this host")
+    return dataclasses.replace(
+        restored, host_id=me, host_loop_pid=host_pid, host_loop_warning=problem
+    )
+
+
+def _other_host(member: Member, director_host: str | None, me: str) -> str | None:
+    """The host the member's pane is on when that is not this one (docs/runtime.md §10.1)."""
+    from cafleet.hosts import effective_host
+
+    own = member.placement.host_id if member.placement is not None else None
+    host = effective_host(own, director_host)
+    return None if host is None or host == me else host
 
 
 def _reportable(exc: BaseException) -> bool:

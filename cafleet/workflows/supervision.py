@@ -129,7 +129,9 @@ def loop_status_of(
     beat = parse_ts(row.last_tick_at)
     age = None if beat is None else max(0, int((moment - beat).total_seconds()))
     running = None if row.pid is None or remote else pid_alive(int(row.pid))
-    fresh = age is not None and age <= max(3 * row.tick_seconds, 15)
+    from cafleet.procs import stale_after
+
+    fresh = age is not None and age <= stale_after(row.tick_seconds)
     if row.pid is None:
         state: LoopState = "stopped"
     elif fresh if remote else is_live(row, moment):

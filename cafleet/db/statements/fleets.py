@@ -130,6 +130,7 @@ FLEET_DIRECTED_FROM = (
         _f.c.created_at.label("created_at"),
         _f.c.deleted_at.label("deleted_at"),
         _f.c.director_member_id.label("director_member_id"),
+        _p.c.host_id.label("director_host_id"),
     )
     .select_from(
         _f.join(_d, _d.c.member_id == _f.c.director_member_id).join(
@@ -144,7 +145,6 @@ FLEET_DIRECTED_FROM = (
         _p.c.mux_pane_id == param("pane"),
     )
     .order_by(_f.c.fleet_id)
-    .limit(const(1))
 )
 # Panes of the fleet's active members that an active member of another fleet also names
 # (`fleet delete` never kills those), with the lowest such member.

@@ -89,8 +89,21 @@ ACTIVE_MONITOR_MEMBER = (
 FLEET_STATE = select(fleets.c.deleted_at).where(fleets.c.fleet_id == param("fleet_id"))
 _pp = member_placements.alias("p")
 _pm = members.alias("m")
+_pf, _pd = fleets.alias("pf"), member_placements.alias("pd")
+# Every other active member whose placement names the pane key, with the host its pane is on
+# (its placement's, else its root Director's; NULL: not recorded). The caller keeps those on
+# its own host: the same key on another host names another pane (docs/runtime.md §10.2).
 PANE_SHARED_WITH = (
-    select(_pp.c.member_id)
+    select(
+        _pp.c.member_id,
+        func.coalesce(
+            _pp.c.host_id,
+            select(_pd.c.host_id)
+            .select_from(_pf.join(_pd, _pd.c.member_id == _pf.c.director_member_id))
+            .where(_pf.c.fleet_id == _pm.c.fleet_id)
+            .scalar_subquery(),
+        ).label("host_id"),
+    )
     .select_from(_pp.join(_pm, _pm.c.member_id == _pp.c.member_id))
     .where(
         _pp.c.backend == param("backend"),
@@ -100,7 +113,6 @@ PANE_SHARED_WITH = (
         _pm.c.status == const("active"),
     )
     .order_by(_pp.c.member_id)
-    .limit(const(1))
 )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import case, exists, func, insert, null, select, update
 
 from cafleet.db.schema import fleets, host_loops, member_placements, members, monitor_runtime
-from cafleet.db.statements import const, param
+from cafleet.db.statements import active_monitor_id, const, param
 
 _rt = monitor_runtime.c
 _RUNTIME_FIELDS = (
@@ -141,6 +141,25 @@ HOST_SERVES = select(
         )
     )
 )
+_wp, _wd = member_placements.alias("wp"), member_placements.alias("wd")
+# The runtime rows of the live fleets whose active monitor member has its pane on the host while
+# the root Director is recorded on another one: the host's loop types their wake lines
+# (docs/runtime.md §10.4). One read per pass of the host loop.
+REMOTE_MONITOR_RUNTIMES = (
+    select(*[_r.c[n].label(n) for n in _RUNTIME_FIELDS])
+    .select_from(
+        _r.join(_f, _f.c.fleet_id == _r.c.fleet_id)
+        .join(_wp, _wp.c.member_id == active_monitor_id(_f.c.fleet_id))
+        .join(_wd, _wd.c.member_id == _f.c.director_member_id)
+    )
+    .where(
+        _f.c.deleted_at.is_(None),
+        _wp.c.host_id == param("host"),
+        _wd.c.host_id.is_not(None),
+        _wd.c.host_id != param("host"),
+    )
+    .order_by(_r.c.fleet_id)
+)
 
 STATEMENTS: dict[str, Any] = {
     "FLEET_STATE": FLEET_STATE,
@@ -161,4 +180,5 @@ STATEMENTS: dict[str, Any] = {
     "HOST_HEARTBEAT": HOST_HEARTBEAT,
     "CLEAR_HOST_LOOP": CLEAR_HOST_LOOP,
     "HOST_SERVES": HOST_SERVES,
+    "REMOTE_MONITOR_RUNTIMES": REMOTE_MONITOR_RUNTIMES,
 }

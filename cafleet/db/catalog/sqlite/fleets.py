@@ -90,7 +90,7 @@ FLEET_SUMMARY: Compiled = (
 )
 
 FLEET_DIRECTED_FROM: Compiled = (
-    "SELECT f.fleet_id AS fleet_id, f.name AS name, f.created_at AS created_at, f.deleted_at AS deleted_at, f.director_member_id AS director_member_id FROM fleets AS f JOIN members AS d ON d.member_id = f.director_member_id JOIN member_placements AS p ON p.member_id = d.member_id WHERE f.deleted_at IS NULL AND d.status = 'active' AND p.backend = ? AND p.mux_session = ? AND p.mux_pane_id = ? ORDER BY f.fleet_id LIMIT 1",
+    "SELECT f.fleet_id AS fleet_id, f.name AS name, f.created_at AS created_at, f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, p.host_id AS director_host_id FROM fleets AS f JOIN members AS d ON d.member_id = f.director_member_id JOIN member_placements AS p ON p.member_id = d.member_id WHERE f.deleted_at IS NULL AND d.status = 'active' AND p.backend = ? AND p.mux_session = ? AND p.mux_pane_id = ? ORDER BY f.fleet_id",
     ("backend", "session", "pane"),
 )
 

@@ -60,7 +60,7 @@ FLEET_STATE: Compiled = (
 )
 
 PANE_SHARED_WITH: Compiled = (
-    "SELECT p.member_id FROM member_placements AS p JOIN members AS m ON m.member_id = p.member_id WHERE p.backend = ? AND p.mux_session = ? AND p.mux_pane_id = ? AND p.member_id != ? AND m.status = 'active' ORDER BY p.member_id LIMIT 1",
+    "SELECT p.member_id, coalesce(p.host_id, (SELECT pd.host_id FROM fleets AS pf JOIN member_placements AS pd ON pd.member_id = pf.director_member_id WHERE pf.fleet_id = m.fleet_id)) AS host_id FROM member_placements AS p JOIN members AS m ON m.member_id = p.member_id WHERE p.backend = ? AND p.mux_session = ? AND p.mux_pane_id = ? AND p.member_id != ? AND m.status = 'active' ORDER BY p.member_id",
     ("backend", "session", "pane", "member_id"),
 )
 

@@ -98,3 +98,8 @@ HOST_SERVES: Compiled = (
     "SELECT EXISTS (SELECT 1 FROM members AS m JOIN fleets AS mf ON mf.fleet_id = m.fleet_id JOIN member_placements AS mp ON mp.member_id = m.member_id LEFT OUTER JOIN member_placements AS dp ON dp.member_id = mf.director_member_id WHERE m.status = 'active' AND mf.deleted_at IS NULL AND mp.host_id = ? AND dp.host_id IS NOT ?) AS anon_1",
     ("host", "host"),
 )
+
+REMOTE_MONITOR_RUNTIMES: Compiled = (
+    "SELECT r.fleet_id AS fleet_id, r.pid AS pid, r.started_at AS started_at, r.last_tick_at AS last_tick_at, r.tick_seconds AS tick_seconds, r.last_wake_at AS last_wake_at, r.wake_interval_seconds AS wake_interval_seconds, r.wake_requested_at AS wake_requested_at FROM monitor_runtime AS r JOIN fleets AS f ON f.fleet_id = r.fleet_id JOIN member_placements AS wp ON wp.member_id = (SELECT members.member_id FROM members WHERE members.fleet_id = f.fleet_id AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor') JOIN member_placements AS wd ON wd.member_id = f.director_member_id WHERE f.deleted_at IS NULL AND wp.host_id = ? AND wd.host_id IS NOT NULL AND wd.host_id != ? ORDER BY r.fleet_id",
+    ("host", "host"),
+)
