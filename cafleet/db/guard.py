@@ -84,7 +84,9 @@ def open_validated_connection(path: str) -> Connection:
     Absent `path`: refuses without opening anything (nothing is created). Otherwise opens the
     file read-write, diagnoses on that connection and, for any class but `current`, closes it
     with the guarded close (§5.5) and raises `GuardRefused`. On `current` the connection is
-    marked validated for `HEAD_REVISION` and returned.
+    marked validated for `HEAD_REVISION` and returned. A PostgreSQL database first gets the
+    one-statement fast check outside a transaction (§10.2); only a database it does not pass
+    is diagnosed in a read transaction.
     """
     from cafleet.db import tx
     from cafleet.db.runtime import close_connection, mark_validated, open_connection
