@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from tests.delivery_helpers import shorten_verification
 from tests.fleet_helpers import (
     TS,
     FleetIds,
@@ -62,7 +63,7 @@ def test_a_message_to_a_starting_member_is_held_then_delivered_by_the_loop(
 ) -> None:
     h = tmux_db
     f, d = fleet.fleet_id, fleet.director_id
-    m, pane = screen_member(h, f, "late", "start=20")
+    m, pane = screen_member(h, f, "late", "start=14")
     loop = start_loop(h, f, "--tick", "1", "--interval", "0")
     msg, stderr = send(h, d, m, "welcome")
     # Not a warning: the line is pending and the loop has it.
@@ -93,7 +94,7 @@ def test_a_message_to_a_starting_member_is_held_then_delivered_by_the_loop(
 
 
 def test_ping_reports_the_pane_state_and_prompt_refuses_what_it_cannot_deliver(
-    tmux_db: TmuxHarness, fleet: FleetIds
+    tmux_db: TmuxHarness, fleet: FleetIds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     h = tmux_db
     f = fleet.fleet_id
@@ -126,7 +127,9 @@ def test_ping_reports_the_pane_state_and_prompt_refuses_what_it_cannot_deliver(
     assert not [x for x in fake_log(pane) if x.get("kind") == "interrupted"]
 
     deaf, deaf_pane = screen_member(h, f, "deaf", "swallow-enter=9")
-    r = h.cli("member", "prompt", str(deaf), "are you there")
+    # In this process, so only the verification's waits shrink (the fake swallows 9 Enters).
+    shorten_verification(monkeypatch, verify=2.0, agents=("claude",))
+    r = inproc("member", "prompt", str(deaf), "are you there", env=dict(h.env))
     assert (r.returncode, r.stdout) == (1, "")
     assert r.stderr == (
         f"Error: typed into pane {deaf_pane} but not verified: the line is still in the composer "
@@ -138,7 +141,7 @@ def test_ping_reports_the_pane_state_and_prompt_refuses_what_it_cannot_deliver(
 
 def test_the_wake_waits_while_the_monitor_starts(tmux_db: TmuxHarness) -> None:
     h = tmux_db
-    h.tmux("set-environment", "-g", "CAFLEET_FAKE_SCREEN", "start=25")  # every new pane
+    h.tmux("set-environment", "-g", "CAFLEET_FAKE_SCREEN", "start=16")  # every new pane
     ids = create_fleet(h)
     stop_loop(h, ids.fleet_id)
     f, mon = ids.fleet_id, ids.monitor_id

@@ -290,6 +290,10 @@ def recheck_ledger(driver: sqlite3.Connection, validated: str | None) -> None:
     raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
 
 
+class _Unchanged(Exception):
+    """A one-statement write that changed no row: rolled back instead of committed."""
+
+
 class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     @staticmethod
     @contextlib.contextmanager
@@ -386,9 +390,17 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
             from cafleet.db.pg import runtime as pg
 
             return pg.write_one(conn, statement, params, now)  # type: ignore[arg-type]
-        with tx.write(conn) as c:
-            ts = format_ts(now if now is not None else utcnow())
-            return c.execute(statement, {**params, "now": ts}), ts
+        try:
+            with tx.write(conn) as c:
+                ts = format_ts(now if now is not None else utcnow())
+                result = c.execute(statement, {**params, "now": ts})
+                if result.rowcount <= 0 and not result.all():
+                    # Rolled back, not committed: a refused write leaves the file's bytes as
+                    # they were (an empty commit can still write pages, docs/storage.md §5.5).
+                    raise _Unchanged
+        except _Unchanged:
+            pass
+        return result, ts
 
 
 # --- closing -----------------------------------------------------------------------------------
