@@ -424,13 +424,17 @@ def write(conn: Connection) -> Iterator[Connection]:
 _SERVER_NOW = (
     "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 )
-_one_batches: dict[tuple[int, bool], str] = {}
+_one_batches: dict[tuple[int, bool, str], str] = {}
 
 
-def _one_batch(statement: Compiled, sql: str, names: tuple[str, ...], server_now: bool) -> str:
-    """`write_one`'s batch for `statement` (cached): its `now` placeholders read the stamp the
-    batch sets after the lock (`server_now`), or stay placeholders for an injected `now`."""
-    key = (id(statement), server_now)
+def _one_batch(
+    statement: Compiled, sql: str, names: tuple[str, ...], server_now: bool, revision: str
+) -> str:
+    """`write_one`'s batch for `statement` (cached). Its first query takes the writer lock,
+    then (reading the lock's row, so never before it) checks the ledger against `revision`
+    ("" when not validated) and sets the stamp; the statement's `now` placeholders read that
+    stamp (`server_now`), or stay placeholders for an injected `now`."""
+    key = (id(statement), server_now, revision)
     batch = _one_batches.get(key)
     if batch is None:
         if server_now:
@@ -439,7 +443,19 @@ def _one_batch(statement: Compiled, sql: str, names: tuple[str, ...], server_now
                 ("current_setting('cafleet.now')" if name == "now" else "%s") + part
                 for name, part in zip(names, parts[1:], strict=True)
             )
-        batch = f"{sql}; {_COMMIT_WRITE}"
+        # The ledger check fails the batch (a text that is not a number, cast to int) unless
+        # the ledger holds exactly the validated revision; `write` then says what changed.
+        check = (
+            f"(CASE WHEN (SELECT version_num FROM alembic_version) = '{revision}' "
+            "THEN '1' ELSE 'cafleet: schema changed' END)::int"
+            if revision
+            else "1"
+        )
+        stamp = f"set_config('cafleet.now', {_SERVER_NOW}, true)" if server_now else "NULL"
+        batch = (
+            f"WITH cafleet_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({WRITER_LOCK_KEY}))"
+            f" SELECT {stamp}, {check} FROM cafleet_lock; {sql}; NOTIFY {CHANGES_CHANNEL}"
+        )
         _one_batches[key] = batch
     return batch
 
@@ -447,13 +463,13 @@ def _one_batch(statement: Compiled, sql: str, names: tuple[str, ...], server_now
 def write_one(
     conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
 ) -> tuple[Result[Row], str]:
-    """One catalog statement as a whole write transaction, sent as one batch (one round trip,
-    docs/storage.md §10.4): BEGIN, the writer lock, the ledger check, the stamp, the statement,
-    NOTIFY, COMMIT. The stamp is the server's clock read after the lock (so timestamps follow
-    commit order), the statement's `now`, and returned with its result. A failure anywhere
-    stops the batch and rolls everything back; the write is then run again by `write`, whose
-    errors are the exact ones (`SchemaChanged`, a constraint's), so only a success takes one
-    round trip."""
+    """One catalog statement as a whole write transaction, sent as one simple query (one round
+    trip, docs/storage.md §10.4), which PostgreSQL runs as one implicit transaction: the writer
+    lock, the ledger check and the stamp, the statement, NOTIFY; COMMIT at its end. The stamp
+    is the server's clock read after the lock (so timestamps follow commit order), the
+    statement's `now`, and returned with its result. A failure anywhere rolls everything back;
+    the write is then run again by `write`, whose errors are the exact ones (`SchemaChanged`,
+    a constraint's), so only a success takes one round trip."""
     info = conn.info
     purpose = write_purpose(info)
     sql, names = twin(statement)
@@ -462,42 +478,29 @@ def write_one(
         sql.startswith(_RECOVERABLE)
         or not isinstance(revision, str)
         or not (revision.isdigit() or purpose == "migration")
+        or conn.in_transaction()
     ):
         return _write_one_in_steps(conn, statement, params, now)
-    # The ledger check fails the batch (a text that is not a number cast to int) unless the
-    # ledger holds exactly the validated revision; `write` then says what changed.
-    check = (
-        f"SELECT (CASE WHEN (SELECT version_num FROM alembic_version) = '{revision}' "
-        "THEN '1' ELSE 'cafleet: schema changed' END)::int; "
-        if purpose == "validated"
-        else ""
-    )
     server_now = now is None
-    stamp = f"SELECT set_config('cafleet.now', {_SERVER_NOW}, true)" if server_now else "SELECT 1"
     if server_now:
         args = [params[name] for name in names if name != "now"]
     else:
         ts = format_ts(now)  # type: ignore[arg-type]
         args = [ts if name == "now" else params[name] for name in names]
-    batch = f"{_BEGIN_WRITE}; {check}{stamp}; {_one_batch(statement, sql, names, server_now)}"
+    batch = _one_batch(statement, sql, names, server_now, revision)
     info["cafleet.begin"] = "write"
-    driver = conn.driver
     import psycopg
 
     try:
         try:
-            cursor = driver.execute(batch, args or None)
-            cursor.nextset()  # the lock's row
-            if check:
-                cursor.nextset()
-            cursor.nextset()  # the stamp
+            cursor = conn.driver.execute(batch, args or None)
             stamped = cursor.fetchone()
             cursor.nextset()  # the statement
             rows = cursor.fetchall() if cursor.description is not None else []
             rowcount = cursor.rowcount
             cursor.close()
         except psycopg.Error as e:
-            conn.rollback()
+            conn.rollback()  # (PostgreSQL rolled the implicit transaction back already)
             translated = as_sqlite_error(e)
             if isinstance(translated, DatabaseBusy):
                 raise translated from e
