@@ -98,7 +98,18 @@ def companions(db: Path | str) -> list[str]:
 
 
 def sql(db: Path | str, *statements: str, fk: bool = False) -> None:
-    """Run statements with a plain sqlite3 connection (autocommit per statement batch)."""
+    """Run statements with a plain sqlite3 connection (autocommit per statement batch), or on a
+    PostgreSQL test database (`tests.pg_server.PgDb`) with a plain psycopg one."""
+    from tests.pg_server import PgDb, PgRaw
+
+    if isinstance(db, PgDb):
+        raw = PgRaw(db)
+        try:
+            for statement in statements:
+                raw.executescript(statement)
+        finally:
+            raw.close()
+        return
     con = sqlite3.connect(str(db), isolation_level=None)
     try:
         con.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")

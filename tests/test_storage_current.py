@@ -48,18 +48,6 @@ def _fast(db: Path) -> bool:
         close_connection(conn)
 
 
-def _change(db: Path, *statements: str) -> None:
-    if not isinstance(db, PgDb):
-        sql(db, *statements)
-        return
-    raw = raw_connect(db)
-    try:
-        for statement in statements:
-            raw.execute(statement)
-    finally:
-        raw.close()
-
-
 def test_a_database_set_up_to_head_is_current_at_a_glance(head_db: Path) -> None:
     assert _fast(head_db)
 
@@ -87,7 +75,7 @@ def test_any_other_database_goes_to_the_full_diagnosis(
 ) -> None:
     """The fast check passes nothing but head; the guard's verdict is then the full
     diagnosis', word for word, and a refused database is left as it was."""
-    _change(head_db, CHANGES[change][dialect == "postgresql"])
+    sql(head_db, CHANGES[change][dialect == "postgresql"])
     assert not _fast(head_db)
     d = diagnose_path(str(head_db))
     before = snapshot(head_db)
@@ -102,7 +90,7 @@ def test_any_other_database_goes_to_the_full_diagnosis(
 
 
 def test_a_drifted_index_is_refused_by_the_full_diagnosis(head_db: Path) -> None:
-    _change(
+    sql(
         head_db,
         "DROP INDEX idx_members_fleet_status",
         "CREATE INDEX idx_members_fleet_status ON members (fleet_id)",
@@ -212,7 +200,7 @@ def test_a_changed_shape_behind_an_unchanged_ledger_is_refused(
     statement = SHAPE_CHANGES[change]
     for table, column in (("members", "fleet_id"), ("messages", "owner_member_id")):
         statement = statement.replace(f"{table}_{column}_fkey", _fk_name(db, table, column))
-    _change(db, *statement.split("; "))
+    sql(db, *statement.split("; "))
     assert not _fast(db)
     d = diagnose_path(str(db))
     assert d.state == "damaged", d
@@ -239,8 +227,8 @@ def test_the_fast_check_remembers_the_schema_fingerprint_the_recheck_compares(
         with tx.read(conn):
             assert conn.info[SCHEMA_VERSION_KEY] == schema_fingerprint(conn)  # type: ignore[arg-type]
         recheck_schema(conn)  # unchanged
-        _change(db, "ALTER TABLE members ALTER COLUMN status DROP NOT NULL")
-        _change(db, "ALTER TABLE members ADD COLUMN touched text")  # the relation changes too
+        sql(db, "ALTER TABLE members ALTER COLUMN status DROP NOT NULL")
+        sql(db, "ALTER TABLE members ADD COLUMN touched text")  # the relation changes too
         with pytest.raises(GuardRefused, match="is damaged"):
             recheck_schema(conn)
     finally:
