@@ -31,6 +31,7 @@ from cafleet.db.writelock import (
     unlock,
     writer_lock_path,
 )
+from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -290,8 +291,8 @@ def recheck_ledger(driver: sqlite3.Connection, validated: str | None) -> None:
     raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
 
 
-class _Unchanged(Exception):
-    """A one-statement write that changed no row: rolled back instead of committed."""
+class _Unchanged(CafleetError):
+    """Raised inside tx.write to roll back a one-statement write that changed no row."""
 
 
 class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)

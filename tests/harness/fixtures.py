@@ -548,6 +548,7 @@ def model_server() -> Iterator[Any]:
 _TMUX_FIXTURES = frozenset({"tmux_harness", "tmux_db", "real_agent"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -555,6 +556,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.tmux)
         if "real_agent" in names:
             item.add_marker(pytest.mark.real_agent)
+        if item.get_closest_marker("real_agent") is not None:
+            # One worker runs the real agents one after another (`--dist loadgroup`,
+            # pyproject.toml): two agents at once on two cores slow each other down far more
+            # than the fake-agent tests the other worker runs meanwhile.
+            item.add_marker(pytest.mark.xdist_group("real_agents"))
 
 
 __all__ = [
