@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cafleet import status
 from cafleet.errors import CafleetError
 
@@ -15,6 +17,18 @@ class StorageError(CafleetError):
 class StorageUsageError(StorageError):
     """A programming error: a statement outside tx.read/tx.write, or a write on an
     unvalidated connection."""
+
+
+def write_purpose(info: dict[str, Any]) -> str:
+    """The checks every write transaction makes before it begins, on both runtimes
+    (docs/storage.md §4.3): the connection's purpose, `validated` or `migration`; a nested
+    transaction or any other purpose is a `StorageUsageError`."""
+    if info.get("cafleet.begin"):
+        raise StorageUsageError("nested transaction")
+    purpose = info.get("cafleet.purpose")
+    if purpose not in ("validated", "migration"):
+        raise StorageUsageError(f"tx.write on a connection whose purpose is {purpose!r}")
+    return str(purpose)
 
 
 class DatabaseBusy(StorageError):

@@ -20,10 +20,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from cafleet.config import POSTGRES_SCHEMES
-from cafleet.db.errors import DatabaseBusy, SchemaChanged, SqliteTooOld, StorageUsageError
+from cafleet.db.errors import (
+    DatabaseBusy,
+    SchemaChanged,
+    SqliteTooOld,
+    StorageUsageError,
+    write_purpose,
+)
 from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts, utcnow
-from cafleet.db.txcheck import write_purpose
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
     flock_with_timeout,
@@ -386,11 +391,14 @@ class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
     ) -> tuple[Result[Any], str]:
         """One catalog statement as a whole write transaction, its `now` parameter the stamp
         read after the writer lock (docs/storage.md §7.1); returns the result and that stamp.
-        The same as `tx.write` around one `execute`, in fewer round trips on PostgreSQL."""
+        The same as `tx.write` around one `execute`; on PostgreSQL one round trip when it
+        succeeds (`pg.write_one`), this path otherwise."""
         if is_postgres_connection(conn):
             from cafleet.db.pg import runtime as pg
 
-            return pg.write_one(conn, statement, params, now)  # type: ignore[arg-type]
+            done = pg.write_one(conn, statement, params, now)  # type: ignore[arg-type]
+            if done is not None:
+                return done
         try:
             with tx.write(conn) as c:
                 ts = format_ts(now if now is not None else utcnow())

@@ -25,11 +25,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cafleet.db.catalog import MODULES
-from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError
+from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError, write_purpose
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
-from cafleet.db.timefmt import format_ts, utcnow
-from cafleet.db.txcheck import write_purpose
+from cafleet.db.timefmt import format_ts
 from cafleet.pgurl import connect_url
 
 if TYPE_CHECKING:
@@ -462,14 +461,17 @@ def _one_batch(
 
 def write_one(
     conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
-) -> tuple[Result[Row], str]:
+) -> tuple[Result[Row], str] | None:
     """One catalog statement as a whole write transaction, sent as one simple query (one round
     trip, docs/storage.md §10.4), which PostgreSQL runs as one implicit transaction: the writer
     lock, the ledger check and the stamp, the statement, NOTIFY; COMMIT at its end. The stamp
     is the server's clock read after the lock (so timestamps follow commit order), the
-    statement's `now`, and returned with its result. A failure anywhere rolls everything back;
-    the write is then run again by `write`, whose errors are the exact ones (`SchemaChanged`,
-    a constraint's), so only a success takes one round trip."""
+    statement's `now`, and returned with its result. A failure anywhere rolls everything back
+    and returns None: the caller then runs the write through `write`, whose errors are the
+    exact ones (`SchemaChanged`, a constraint's), so only a success takes one round trip. None
+    too, untried, for a write this form cannot carry."""
+    import psycopg
+
     info = conn.info
     purpose = write_purpose(info)
     sql, names = twin(statement)
@@ -480,52 +482,37 @@ def write_one(
         or not (revision.isdigit() or purpose == "migration")
         or conn.in_transaction()
     ):
-        return _write_one_in_steps(conn, statement, params, now)
+        return None
     server_now = now is None
-    if server_now:
+    if server_now:  # the batch reads the server's stamp in place of `now`
         args = [params[name] for name in names if name != "now"]
     else:
         ts = format_ts(now)  # type: ignore[arg-type]
         args = [ts if name == "now" else params[name] for name in names]
     batch = _one_batch(statement, sql, names, server_now, revision)
     info["cafleet.begin"] = "write"
-    import psycopg
-
     try:
-        try:
-            cursor = conn.driver.execute(batch, args or None)
-            stamped = cursor.fetchone()
-            cursor.nextset()  # the statement
-            rows = cursor.fetchall() if cursor.description is not None else []
-            rowcount = cursor.rowcount
-            cursor.close()
-        except psycopg.Error as e:
-            conn.rollback()  # (PostgreSQL rolled the implicit transaction back already)
-            translated = as_sqlite_error(e)
-            if isinstance(translated, DatabaseBusy):
-                raise translated from e
-            failed = True
-        except BaseException:
-            conn.rollback()
-            raise
-        else:
-            failed = False
+        cursor = conn.driver.execute(batch, args or None)
+        stamped = cursor.fetchone()
+        cursor.nextset()  # the statement
+        rows = cursor.fetchall() if cursor.description is not None else []
+        rowcount = cursor.rowcount
+        cursor.close()
+    except psycopg.Error as e:
+        conn.rollback()  # (PostgreSQL rolled the implicit transaction back already)
+        translated = as_sqlite_error(e)
+        if isinstance(translated, DatabaseBusy):
+            raise translated from e
+        return None
+    except BaseException:
+        conn.rollback()
+        raise
     finally:
         info.pop("cafleet.begin", None)
-    if failed:
-        return _write_one_in_steps(conn, statement, params, now)
     if server_now:
         ts = str(stamped[0])  # type: ignore[index]
     lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
     return Result(rows, lastrowid, rowcount), ts
-
-
-def _write_one_in_steps(
-    conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
-) -> tuple[Result[Row], str]:
-    with write(conn):
-        ts = format_ts(now if now is not None else utcnow())
-        return conn.execute(statement, {**params, "now": ts}), ts
 
 
 def data_version(conn: Connection) -> int:
