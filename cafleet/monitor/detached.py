@@ -45,8 +45,30 @@ def spawn_detached(
     return child
 
 
+STOP_TIMEOUT = 10.0  # a loop sees SIGTERM within 0.2 s, after at most one keystroke sequence
+STOP_POLL = 0.05
+
+
+def runs_cafleet(pid: int, *words: str) -> bool:
+    """Whether ``pid``'s command line is cafleet's with every one of ``words`` among its
+    arguments, so a recycled pid is never signalled; True when there is no /proc to ask (the
+    live heartbeat vouches for it)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return all(word.encode() in argv for word in ("cafleet", *words))
+
+
 def terminate_and_wait(
-    pid: int, is_ours: Callable[[int], bool], *, timeout: float, poll: float
+    pid: int,
+    is_ours: Callable[[int], bool],
+    *,
+    timeout: float = STOP_TIMEOUT,
+    poll: float = STOP_POLL,
 ) -> bool:
     """SIGTERM ``pid`` and wait while it lives and is still ours (a recycled pid is never
     signalled or waited for); False when it outlived ``timeout`` seconds. A pending signal to

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, TextIO
 from cafleet import signals
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError, error_text
-from cafleet.monitor.detached import reap, spawn_detached, terminate_and_wait
+from cafleet.monitor.detached import (
+    STOP_TIMEOUT,
+    reap,
+    runs_cafleet,
+    spawn_detached,
+    terminate_and_wait,
+)
 from cafleet.monitor.state import log_drain_report
 
 if TYPE_CHECKING:
@@ -379,20 +385,9 @@ def heal_host_loop(conn: Connection, env: Mapping[str, str] | None = None) -> bo
     return True
 
 
-STOP_TIMEOUT = 10.0
-STOP_POLL = 0.05
-
-
 def _is_our_loop(pid: int) -> bool:
-    """The pid runs `cafleet monitor host run` (a recycled pid is never signalled)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            argv = fh.read().split(b"\0")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    return b"cafleet" in argv and b"host" in argv and b"run" in argv
+    """The pid runs `cafleet monitor host run`."""
+    return runs_cafleet(pid, "host", "run")
 
 
 def stop_host_loop(conn: Connection, host_id: str, *, timeout: float = STOP_TIMEOUT) -> int | None:
@@ -408,7 +403,7 @@ def stop_host_loop(conn: Connection, host_id: str, *, timeout: float = STOP_TIME
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid):
         return None
-    if not terminate_and_wait(pid, _is_our_loop, timeout=timeout, poll=STOP_POLL):
+    if not terminate_and_wait(pid, _is_our_loop, timeout=timeout):
         raise HostLoopStartError(
             f"delivery loop for host {host_id} (pid {pid}) did not stop within "
             f"{timeout:g} s; it stays held stopped"

@@ -77,9 +77,6 @@ def wake_now(conn: Connection, fleet_id: int) -> str:
 
 # --- monitor start / stop (docs/cli.md §2.25) ---------------------------------------------------
 
-STOP_TIMEOUT = 10.0  # a loop sees SIGTERM within 0.2 s, after at most one keystroke sequence
-STOP_POLL = 0.05
-
 
 @dataclass(frozen=True, slots=True)
 class StartResult:
@@ -159,18 +156,13 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
 
 
 def _is_our_loop(pid: int, fleet_id: int) -> bool:
-    """The pid runs `cafleet monitor <fleet_id>` (so a recycled pid is never signalled)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            argv = fh.read().split(b"\0")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True  # no /proc to ask: the live heartbeat vouches for it
-    return b"cafleet" in argv and b"monitor" in argv and str(fleet_id).encode() in argv
+    """The pid runs `cafleet monitor <fleet_id>`."""
+    from cafleet.monitor.detached import runs_cafleet
+
+    return runs_cafleet(pid, "monitor", str(fleet_id))
 
 
-def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> StopResult:
+def stop(conn: Connection, fleet_id: int, *, timeout: float | None = None) -> StopResult:
     """Hold the loop stopped (`config.monitor_hold_path`), then SIGTERM the running one and
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
     from cafleet import broker
@@ -187,14 +179,13 @@ def stop(conn: Connection, fleet_id: int, *, timeout: float = STOP_TIMEOUT) -> S
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):
         return StopResult(fleet_id, None, False)
-    from cafleet.monitor.detached import terminate_and_wait
+    from cafleet.monitor.detached import STOP_TIMEOUT, terminate_and_wait
 
-    if not terminate_and_wait(
-        pid, lambda p: _is_our_loop(p, fleet_id), timeout=timeout, poll=STOP_POLL
-    ):
+    wait = STOP_TIMEOUT if timeout is None else timeout
+    if not terminate_and_wait(pid, lambda p: _is_our_loop(p, fleet_id), timeout=wait):
         raise WorkflowError(
             f"monitor loop for fleet {fleet_id} (pid {pid}) did not stop within "
-            f"{timeout:g} s; it stays held stopped"
+            f"{wait:g} s; it stays held stopped"
         )
     return StopResult(fleet_id, pid, True)
 
