@@ -21,6 +21,7 @@ from typing import Any
 from tests.storage_helpers import Snapshot as Snapshot
 from tests.storage_helpers import assert_unchanged as assert_unchanged
 from tests.storage_helpers import snapshot as snapshot
+from tests.storage_helpers import sql as sql
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN_ALWAYS = ("sqlalchemy", "alembic", "libtmux", "fastapi", "uvicorn", "starlette")
@@ -280,15 +281,6 @@ def _connect(db: Path | str) -> sqlite3.Connection:
     if isinstance(db, PgDb):
         return PgRaw(db)  # type: ignore[return-value]
     return sqlite3.connect(str(db), isolation_level=None)
-
-
-def sql(db: Path, *statements: str) -> None:
-    con = _connect(db)
-    try:
-        for statement in statements:
-            con.executescript(statement)
-    finally:
-        con.close()
 
 
 def query(db: Path, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

@@ -98,21 +98,14 @@ def companions(db: Path | str) -> list[str]:
 
 
 def sql(db: Path | str, *statements: str, fk: bool = False) -> None:
-    """Run statements with a plain sqlite3 connection (autocommit per statement batch), or on a
-    PostgreSQL test database (`tests.pg_server.PgDb`) with a plain psycopg one."""
+    """Run statements with a plain sqlite3 connection (autocommit per statement batch), or with a
+    plain psycopg one on a PostgreSQL test database (`tests.pg_server.PgDb`)."""
     from tests.pg_server import PgDb, PgRaw
 
-    if isinstance(db, PgDb):
-        raw = PgRaw(db)
-        try:
-            for statement in statements:
-                raw.executescript(statement)
-        finally:
-            raw.close()
-        return
-    con = sqlite3.connect(str(db), isolation_level=None)
+    con = PgRaw(db) if isinstance(db, PgDb) else sqlite3.connect(str(db), isolation_level=None)
     try:
-        con.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
+        if not isinstance(db, PgDb):
+            con.execute(f"PRAGMA foreign_keys = {'ON' if fk else 'OFF'}")
         for statement in statements:
             con.executescript(statement)
     finally:
