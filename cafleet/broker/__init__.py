@@ -110,6 +110,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         placed_members,
         rebind_placement,
         record_pane_loss,
+        recorded_worktrees,
     )
     from cafleet.broker.sessions import (
         clear_session_id,
@@ -178,6 +179,7 @@ _HOMES: dict[str, str] = {
     "set_wake_interval": "monitor",
     "get_spawn": "recovery",
     "fleet_worktrees": "recovery",
+    "recorded_worktrees": "recovery",
     "fleet_permissions": "recovery",
     "placed_members": "recovery",
     "rebind_placement": "recovery",
@@ -255,6 +257,7 @@ __all__ = [
     "fleet_permissions",
     "get_spawn",
     "fleet_worktrees",
+    "recorded_worktrees",
     "member_defaults",
     "heartbeat",
     "idle_seconds",

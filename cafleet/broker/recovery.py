@@ -27,7 +27,7 @@ from cafleet.records import (
 
 if TYPE_CHECKING:
     # Loaded only where a spawn is read: `member list` asks for worktrees on every run.
-    from cafleet.records import SpawnSpec, WorktreeSpec
+    from cafleet.records import RecordedWorktree, SpawnSpec, WorktreeSpec
 
 
 def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
@@ -73,6 +73,25 @@ def fleet_worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeSpec]:
 
     found = {int(row[0]): WorktreeSpec.from_json(row[1]) for row in rows}
     return {member_id: spec for member_id, spec in found.items() if spec is not None}
+
+
+def recorded_worktrees(conn: Connection) -> list[RecordedWorktree]:
+    """Every worktree a member was created with, any fleet's, by member id."""
+    with tx.read(conn):
+        rows = conn.execute(q.ALL_WORKTREES, {}).all()
+    if not rows:
+        return []
+    from cafleet.records import RecordedWorktree, WorktreeSpec
+
+    found: list[RecordedWorktree] = []
+    for row in rows:
+        spec = WorktreeSpec.from_json(row[5])
+        if spec is not None:
+            active = row[3] == "active"
+            found.append(
+                RecordedWorktree(int(row[0]), int(row[1]), row[2], active, row[4] is not None, spec)
+            )
+    return found
 
 
 def fleet_permissions(conn: Connection, fleet_id: int) -> dict[int, str | None]:
@@ -183,6 +202,7 @@ def record_pane_loss(
 
 __all__ = [
     "fleet_worktrees",
+    "recorded_worktrees",
     "fleet_permissions",
     "get_spawn",
     "insert_spawn",
