@@ -157,6 +157,11 @@ def test_delete_of_a_half_made_member_removes_its_pane_worktree_and_branch(
     m = killed_create(h, f, {"command": "split-window"})
     [orphan] = h.live_panes() - panes
     path = repo / ".cafleet" / "worktrees" / f"{f}-alice"
+    # Commands that need its pane say what happened and what finishes it.
+    [found] = problems(h, f)
+    for command in (("ping", str(m)), ("prompt", str(m), "x"), ("capture", str(m))):
+        r = h.cli("member", *command)
+        assert (r.returncode, r.stderr) == (1, f"Error: {found['line']}\n"), command
     r = ok(h.cli("member", "delete", str(m)))
     assert r.stdout == (
         f"Member deleted.\n  member_id: {m}\n  pane_id:   {orphan} (killed)\n"
@@ -220,3 +225,16 @@ def test_delete_killed_before_git_worktree_remove_is_completed_by_running_it_aga
     # Nothing left: a further delete is the plain refusal.
     again = h.cli("member", "delete", str(m))
     assert (again.returncode, again.stderr) == (1, f"Error: member {m} is deregistered\n")
+
+
+def test_fleet_delete_kills_the_pane_a_killed_create_spawned(
+    tmux_db: TmuxHarness, repo: Path, fleet: FleetIds
+) -> None:
+    h, f = tmux_db, fleet.fleet_id
+    panes = h.live_panes()
+    m = killed_create(h, f, {"command": "split-window"})
+    [orphan] = h.live_panes() - panes
+    data = json.loads(ok(h.cli("fleet", "delete", str(f), "--json")).stdout)
+    assert {"member_id": m, "pane_id": orphan, "pane_status": "killed"} in data["panes"]
+    assert orphan not in h.live_panes()
+    assert [t["status"] for t in data["worktrees"]] == ["removed"]

@@ -114,6 +114,15 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
     return found
 
 
+def refuse(conn: Connection, member: Member) -> None:
+    """Commands that need the member's pane (ping, prompt, capture): a half-made member is
+    refused with its line (what happened, and the command that finishes it)."""
+    from cafleet.config import db_dir_of
+
+    for left in half_made(conn, db_dir_of(conn.info["cafleet.path"]), [member]):
+        raise WorkflowError(left.line)
+
+
 def _acquire(settings: Settings, fleet_id: int, name: str, *, wait: bool, purpose: str) -> Any:
     """The creation lock, or None when ``wait`` is False and it is busy. Waiting runs out after
     the pane-lock timeout: `WorkflowError` naming the holder."""
@@ -250,4 +259,5 @@ __all__ = [
     "of_name",
     "orphan_pane",
     "placement_token",
+    "refuse",
 ]

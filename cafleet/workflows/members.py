@@ -891,6 +891,9 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
     require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
+    from cafleet.workflows.halfmade import refuse
+
+    refuse(conn, member)  # its create was interrupted: say so, and how to finish it
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
     refuse_elsewhere(conn, member)
@@ -911,6 +914,9 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     placement = _placed(member)
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
+        from cafleet.workflows.halfmade import refuse
+
+        refuse(conn, member)  # its create was interrupted: say so, and how to finish it
         return Pinged(member, None, True, "pending_placement")
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
