@@ -115,12 +115,13 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
 
 
 def refuse(conn: Connection, member: Member) -> None:
-    """Commands that need the member's pane (ping, prompt, capture): a half-made member is
-    refused with its line (what happened, and the command that finishes it)."""
+    """Commands that need the member's pane (ping, prompt, capture, the WebUI's): a half-made
+    member is refused with its line (what happened, and the command that finishes it)."""
     from cafleet.config import db_dir_of
+    from cafleet.workflows.errors import PaneUnavailable
 
     for left in half_made(conn, db_dir_of(conn.info["cafleet.path"]), [member]):
-        raise WorkflowError(left.line)
+        raise PaneUnavailable(left.line)
 
 
 def _acquire(settings: Settings, fleet_id: int, name: str, *, wait: bool, purpose: str) -> Any:
