@@ -172,3 +172,39 @@ def test_a_real_claude_member_s_prompt_is_answered_from_the_page(
         server.stop()
         member.stop()
         loop.stop()
+
+
+def test_a_server_started_from_a_plain_shell_captures_reads_and_answers_a_prompt(
+    tmux_db: TmuxHarness,
+) -> None:
+    """`cafleet server` run outside tmux (TMUX unset, as the README starts it) reaches each
+    member's pane through the tmux server its placement records: the capture, the prompt and
+    the answer all work."""
+    from tests.web_helpers import http, start_server
+
+    h = tmux_db
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    member, pane = prompting_member(h, ids.fleet_id)
+    plain = {k: v for k, v in h.env.items() if k not in ("TMUX", "TMUX_PANE")}
+    server = start_server(env=plain, cwd=h.project_dir, track=h.track)
+    headers = {"X-Fleet-Id": str(ids.fleet_id)}
+    api = f"{server.base}/api/members/{member}"
+    try:
+        status, _, body = http("GET", f"{api}/capture?lines=40", headers=headers)
+        assert status == 200, body
+        assert "Do you want to proceed?" in body.decode()
+        status, _, body = http("GET", f"{api}/prompt", headers=headers)
+        assert status == 200, body
+        shown = json.loads(body)
+        assert shown["state"] == "awaiting_user" and shown["pane_id"] == pane
+        digest = shown["prompt"]["prompt_id"]
+        assert "cafleet message ack 12" in shown["prompt"]["details"]
+        status, _, body = http(
+            "POST", f"{api}/answer", headers=headers, body={"choice": "1", "prompt_id": digest}
+        )
+        assert status == 200, body
+        assert json.loads(body)["choice"] == {"number": 1, "label": "Yes"}
+        assert keys(pane) == [("text", "1")]
+    finally:
+        assert server.stop() == 0
