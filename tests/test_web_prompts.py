@@ -208,3 +208,41 @@ def test_a_server_started_from_a_plain_shell_captures_reads_and_answers_a_prompt
         assert keys(pane) == [("text", "1")]
     finally:
         assert server.stop() == 0
+
+
+def test_the_page_shows_a_prompt_report_whole(head_db: Any, page: Any, tmp_path: Any) -> None:
+    """The report of a real Claude Code Write prompt (tests/data/screens), in the Director's
+    inbox, reads on the page line for line as it was sent."""
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.monitor.escalate import escalation_text
+    from cafleet.records import Member
+    from tests.factories import build_world
+    from tests.test_escalation import screen
+    from tests.web_helpers import insert_messages, start_server
+
+    world = build_world(head_db, members=("coder",))
+    coder = world.members["coder"]
+    member = Member(
+        member_id=coder, fleet_id=world.fleet_id, name="coder", description="d", kind="member",
+        status="active", registered_at="t", deregistered_at=None, skills=[], placement=None,
+    )  # fmt: skip
+    prompt = read_prompt("claude", screen("claude", "permission-write-1.txt"))
+    assert prompt is not None
+    report = escalation_text(member, "%5", prompt, 30)
+    ts = "2026-01-01T00:00:00.000000+00:00"
+    insert_messages(
+        head_db,
+        [(world.director, world.monitor, world.director, "unicast", ts, "input_required", ts,
+          None, report)],
+    )  # fmt: skip
+    server = start_server(cwd=tmp_path)
+    try:
+        page.goto(server.url)
+        body = page.locator("[data-testid=unicast] [data-testid=body]")
+        poll(lambda: body.count() == 1, message="no report on the page")
+        shown = body.inner_text()
+        assert shown.splitlines() == report.splitlines(), shown
+        assert "  approved.txt" in shown and "  Do you want to create approved.txt?" in shown
+        assert shown.splitlines()[-1].startswith(f"Answer with: cafleet member answer {coder} ")
+    finally:
+        assert server.stop() == 0
