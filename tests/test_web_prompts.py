@@ -4,7 +4,9 @@ shows the question with one button per choice; a button answers that prompt (the
 the key, the prompt goes); a read-only server shows no buttons and refuses the answer.
 
 And the same with a real Claude Code member at its real permission prompt (the scripted model,
-as in tests/test_real_escalation.py): the task completes after the click.
+as in tests/test_real_escalation.py): the task completes after the click. A server started from
+a plain shell (TMUX unset) reads and answers a prompt through the placement's own tmux server;
+a prompt's report shows on the page whole.
 """
 
 from __future__ import annotations
