@@ -78,7 +78,8 @@ def run_tick(state: LoopState) -> None:
     # Only this host's panes: another host's are not in this server's list (a pane id there
     # may even name one of ours) and its own delivery loop serves them (docs/runtime.md §10.2).
     members = on_this_host(broker.placed_members(state.conn, state.fleet_id))
-    report_losses(state, live, director_pane, members)
+    if report_losses(state, live, director_pane, members):
+        heartbeat_or_stop(state)  # a batch of losses took its time: beat before the drain
 
     # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
     _learn_sessions(state)
