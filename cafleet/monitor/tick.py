@@ -46,9 +46,7 @@ def _stop_for_lost_heartbeat(state: LoopState) -> LoopStop:
 
 
 def heartbeat_or_stop(state: LoopState) -> None:
-    from cafleet import broker
-
-    if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
+    if not state.beat():
         raise _stop_for_lost_heartbeat(state)
 
 
@@ -96,6 +94,8 @@ def run_tick(state: LoopState) -> None:
     from cafleet.monitor.escalate import escalate_prompts
 
     escalate_prompts(state, live, director_pane, members)
+    if state.displaced:
+        raise _stop_for_lost_heartbeat(state)
 
     # 6. Re-read the row.
     now = utcnow()
@@ -168,14 +168,7 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
     from cafleet.delivery.drains import drain_fleet
 
     def before_attempt() -> bool:
-        from cafleet import broker
-
-        if state.stop_requested():
-            return False
-        if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
-            state.displaced = True
-            return False
-        return True
+        return not state.stop_requested() and state.beat()
 
     report = drain_fleet(
         state.conn,
