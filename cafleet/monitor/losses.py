@@ -6,10 +6,11 @@ A candidate is an active member other than the root Director whose concrete plac
 `lost_at` and whose pane is not in the tick's live set. A tick takes at most `LOSS_BATCH` of
 them, so it stays short whatever the fleet's size (the rest are the next ticks'). It makes one
 non-blocking try of each one's pane lock (a busy lock means a delete, respawn or keystroke is
-working on it: a later tick looks again), then, holding them, re-reads the fleet's members and
-lists tmux's panes once; a pane still missing is recorded, all of them together with one report
-naming them (count and first names), in one transaction (`broker.record_pane_losses`). The
-sender is the fleet's active monitor member, or the Director itself when the fleet has none.
+working on it: a later tick looks again), then, holding them, lists tmux's panes once; a pane
+still missing is recorded, all of them together with one report naming them (count and first
+names), in one transaction (`broker.record_pane_losses`, which marks only a placement still
+active, on the same pane and not yet marked). The sender is the fleet's active monitor member,
+or the Director itself when the fleet has none.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from cafleet.mux.locks import PaneLock
     from cafleet.records import Member
 
-LOSS_BATCH = 500  # lost panes one tick records (each holds a lock file open meanwhile)
+LOSS_BATCH = 200  # lost panes one tick records (~1 s with each one's lock taken)
 NAMES_SHOWN = 10  # members a report of several losses names; the rest are counted
 
 
@@ -142,25 +143,13 @@ def _lock_batch(state: LoopState, batch: list[Member], held: contextlib.ExitStac
 
 
 def _still_lost(state: LoopState, locked: list[Member]) -> list[Member]:
-    """Under the locks: the members whose placement is unchanged (active, the same pane, no
-    loss recorded) and whose pane tmux still does not list (it came back, or the tick's live
-    set was stale). One read and one listing for the whole batch."""
-    from cafleet import broker
-
+    """Under the locks: the members whose pane tmux still does not list (it came back, or the
+    tick's live set was stale), from one listing for the whole batch. A placement changed
+    meanwhile (respawned, deleted, already marked) is left alone by the write itself."""
     if not locked:
         return []
-    fresh = {m.member_id: m for m in broker.placed_members(state.conn, state.fleet_id)}
     listed = frozenset(state.backend.list_panes())
-    lost = []
-    for member in locked:
-        now = fresh.get(member.member_id)
-        p = now.placement if now is not None else None
-        if now is None or not now.is_active or p is None or p.lost_at:
-            continue
-        if p.pane_key != member.placement.pane_key or p.mux_pane_id in listed:  # type: ignore[union-attr]
-            continue
-        lost.append(now)
-    return lost
+    return [m for m in locked if m.placement is not None and m.placement.mux_pane_id not in listed]
 
 
 __all__ = ["LOSS_BATCH", "loss_text", "losses_text", "report_losses"]
