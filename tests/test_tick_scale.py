@@ -108,3 +108,13 @@ def test_thousands_of_lost_panes_are_reported_in_batches_between_heartbeats(
         counted += n
     assert counted == LOST
     assert loop.count(r"tick -> pane lost: member ") == LOST
+
+
+def test_the_lost_panes_benchmark_runs_at_smoke_size() -> None:
+    """`python -m benchmarks.loop_outage --only lost` at 20 lost panes: one tick, one report
+    (docs/performance.md §20)."""
+    from benchmarks.loop_outage import lost_panes
+
+    result = lost_panes(20)
+    assert (result["ticks"], result["reports"]) == (1, 1), result
+    assert result["heartbeats"] >= 2 and result["first_tick_s"] > 0
