@@ -87,7 +87,7 @@ def escalate_prompts(
     places = state.backend.pane_places()
     director = next((m for m in members if m.kind == "director"), None)
     for member in candidates:
-        if state.stop_requested():
+        if state.stop_requested() or not state.beat_if_due():
             return
         placement = member.placement
         assert placement is not None and placement.mux_pane_id is not None
