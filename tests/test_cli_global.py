@@ -441,11 +441,9 @@ def test_empty_max_text_len_is_unset(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         db.send(fleet.director.member_id, fleet.director.member_id, "x" * 300)
-    code, out, err = run_cli(
-        "message", "poll", str(fleet.director.member_id), env={"CAFLEET_MAX_TEXT_LEN": ""}
-    )
+    code, out, err = run_cli("message", "ack", "1", env={"CAFLEET_MAX_TEXT_LEN": ""})
     assert code == 0, err
-    assert out.splitlines()[1] == "x" * 200 + "…"
+    assert out.splitlines()[2] == "x" * 200 + "… (+100 characters: cafleet message show 1)"
 
 
 @pytest.mark.parametrize("name", ["CAFLEET_MONITOR_WAKE_INTERVAL", "CAFLEET_PANE_LOCK_TIMEOUT"])

@@ -109,7 +109,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         get_spawn,
         placed_members,
         rebind_placement,
-        record_pane_loss,
+        record_pane_losses,
         recorded_worktrees,
     )
     from cafleet.broker.sessions import (
@@ -183,7 +183,7 @@ _HOMES: dict[str, str] = {
     "fleet_permissions": "recovery",
     "placed_members": "recovery",
     "rebind_placement": "recovery",
-    "record_pane_loss": "recovery",
+    "record_pane_losses": "recovery",
     "clear_session_id": "sessions",
     "fleet_sessions": "sessions",
     "session_id": "sessions",
@@ -276,7 +276,7 @@ __all__ = [
     "recheck_pending",
     "record_asset_install",
     "record_monitor_wake",
-    "record_pane_loss",
+    "record_pane_losses",
     "clear_session_id",
     "fleet_sessions",
     "session_id",
