@@ -113,6 +113,7 @@ def message_send(
             {
                 "message": echoed,
                 "notification_sent": result.notification_sent,
+                "notification_note": result.notification_note,
                 "text_truncated": echoed["text"] != message.text,
             }
         )
