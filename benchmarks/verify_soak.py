@@ -320,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
                 if n:
                     restore(h, fleet, drivers)
                 live = [d for d in drivers if d.error is None]
-                threads = [threading.Thread(target=d.run, args=(size, n)) for d in live]
+                threads = [
+                    threading.Thread(target=d.run, args=(size, n), daemon=True) for d in live
+                ]
                 for t in threads:
                     t.start()
                 for t in threads:

@@ -1,5 +1,5 @@
 """The second witness of a verified submit (docs/runtime.md §4.9): does the agent's own record
-of its session hold a user message that starts with a line's frame (`[cafleet msg <id> from`)?
+of its session hold a user message with a line's frame (`[cafleet msg <id> from`)?
 
 The screen is the first witness, but an agent may take a line and draw it seconds later (opencode
 under load, or while a resumed session's transcript loads) or draw it where the visible screen no
@@ -7,9 +7,9 @@ longer shows it. Each agent writes a line it takes to its record at once (Claude
 ``queue-operation`` for a line queued while it works, a ``user`` record otherwise; Codex's user
 message; opencode's user message part), so finding it there means the line was taken.
 
-Only user messages count, and only text that starts with the frame (a tool's output quoting a
-notification, say a captured screen, is not the agent receiving it). A record that cannot be
-read says no. Claude's and Codex's files are read from their last `TAIL_BYTES` only.
+Only the text of user messages counts (a tool's output quoting a notification, say a captured
+screen, is not the agent receiving it); the frame may stand anywhere in it (Claude Code joins
+lines queued while it worked into one message). A record that cannot be read says no. Claude's and Codex's files are read from their last `TAIL_BYTES` only.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ TAIL_BYTES = 1 << 20  # a line just taken is among the last records
 
 def holds_line(agent: str, path: str, session_id: str, frame: str) -> bool:
     """Whether ``agent``'s record at ``path`` (session ``session_id``) holds a user message
-    starting with ``frame``."""
+    whose text has ``frame``."""
     try:
         if agent == "opencode":
             return _opencode(path, session_id, frame)
         if agent in ("claude", "codex"):
-            return any(_user_text_starts(agent, rec, frame) for rec in _tail_records(path, frame))
+            return any(_user_text_has(agent, rec, frame) for rec in _tail_records(path, frame))
     except (OSError, sqlite3.Error):
         return False
     return False
@@ -68,7 +68,7 @@ def _texts(content: Any) -> list[str]:
     return []
 
 
-def _user_text_starts(agent: str, rec: dict[str, Any], frame: str) -> bool:
+def _user_text_has(agent: str, rec: dict[str, Any], frame: str) -> bool:
     if agent == "claude":
         if rec.get("type") == "queue-operation" and rec.get("operation") == "enqueue":
             texts = _texts(rec.get("content"))
@@ -84,7 +84,7 @@ def _user_text_starts(agent: str, rec: dict[str, Any], frame: str) -> bool:
             texts = _texts(payload.get("message"))
         else:
             return False
-    return any(text.lstrip().startswith(frame) for text in texts)
+    return any(frame in text for text in texts)
 
 
 def _opencode(path: str, session_id: str, frame: str) -> bool:
@@ -107,7 +107,8 @@ def _opencode(path: str, session_id: str, frame: str) -> bool:
         if (
             isinstance(part, dict)
             and part.get("type") == "text"
-            and str(part.get("text", "")).lstrip().startswith(frame)
+            and frame in str(part.get("text", ""))
+            and not part.get("synthetic")
         ):
             return True
     return False
