@@ -219,13 +219,40 @@ class Driver:
             else {}
         )
         try:
-            records = arrivals(self.member)
+            # opencode's `export` into a pipe is cut at 64 KiB: read its database instead.
+            records = _opencode_arrivals(self.member) if self.agent == "opencode" else []
+            records = records or arrivals(self.member)
         except Exception as exc:
             print(f"{self.agent}: record unreadable: {exc}", flush=True)
             records = []
         for s in self.sent:
             s.stamped = stamped.get(s.message_id) is not None
             s.records = _line_count(self.agent, records, s.message_id)
+
+
+def _opencode_arrivals(member: Any) -> list[tuple[str, float | None, bool]]:
+    """(text, None, False) of every user text part in the member's opencode database."""
+    import sqlite3
+
+    env = member.real.env
+    data = env.get("XDG_DATA_HOME") or str(Path(env["HOME"]) / ".local" / "share")
+    path = Path(data) / "opencode" / "opencode.db"
+    if not path.is_file():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT p.data FROM part p JOIN message m ON m.id = p.message_id "
+            "WHERE json_extract(m.data, '$.role') = 'user'"
+        ).fetchall()
+    finally:
+        conn.close()
+    out: list[tuple[str, float | None, bool]] = []
+    for (raw,) in rows:
+        part = json.loads(raw)
+        if part.get("type") == "text" and not part.get("synthetic"):
+            out.append((str(part.get("text", "")), None, False))
+    return out
 
 
 def _p(values: list[float], pct: float) -> float:
