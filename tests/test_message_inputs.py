@@ -41,7 +41,9 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     r = send(world, a, b, body, "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert list(data) == ["message", "notification_sent", "text_truncated", "already_sent"]
+    assert list(data) == [
+        "message", "notification_sent", "notification_note", "text_truncated", "already_sent",
+    ]  # fmt: skip
     assert list(data["message"]) == MESSAGE_KEYS
     assert data["text_truncated"] is False
     msg = data["message"]

@@ -144,6 +144,7 @@ def message_send(
             {
                 "message": echoed,
                 "notification_sent": result.notification_sent,
+                "notification_note": result.notification_note,
                 "text_truncated": echoed["text"] != message.text,
                 "already_sent": not result.stored,
             }

@@ -314,6 +314,7 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
         # A retry first looks for the line an earlier attempt typed: taken after that attempt's
         # verification gave up (a late redraw), it is stamped, not typed twice (§4.9).
         look_back=SCROLLBACK_LINES,
+        witness=_witness(drain, placement.coding_agent, recipient_id, message.message_id),
     )
     outcome = type_into_pane(
         key,
@@ -353,6 +354,37 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     if outcome.kind == "held":
         return fail(outcome.reason, held=outcome.detail)
     return fail(outcome.reason)
+
+
+def _witness(
+    drain: _Drain, agent: str | None, member_id: int, message_id: int
+) -> Callable[[], bool] | None:
+    """The second witness of the verified submit (docs/runtime.md §4.9): the recipient's agent's
+    own record holds the line. Its session and record (learned by the loop, `cafleet.monitor
+    .learning`) are looked up at the first question only; none known: always no."""
+    if agent not in ("claude", "codex", "opencode"):
+        return None
+    from cafleet.delivery.screens import message_frame
+
+    frame = message_frame(message_id)
+    found: list[Any] = []
+
+    def record() -> Any:
+        from cafleet import broker
+        from cafleet.sessions.usage import known_record
+
+        sid = drain.db(broker.session_id, drain.conn, member_id)
+        return None if sid is None else known_record(_db_dir(drain.conn), member_id, sid)
+
+    def holds() -> bool:
+        from cafleet.sessions.witness import holds_line
+
+        if not found:
+            found.append(record())
+        known = found[0]
+        return known is not None and holds_line(str(agent), known.path, known.session_id, frame)
+
+    return holds
 
 
 @dataclass

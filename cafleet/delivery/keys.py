@@ -76,6 +76,9 @@ class Target:
     # and a frame found taken there (an earlier attempt's line, taken after its verification
     # gave up) is recorded without typing it again (docs/runtime.md §4.9). 0: never looked for.
     look_back: int = 0
+    # The second witness (docs/runtime.md §4.9): True when the agent's own record holds the
+    # line (cafleet.sessions.witness). Asked only where the screen does not show it taken.
+    witness: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +255,7 @@ def _under_lock(
                 clock,
                 target.scrollback,
                 state=state,
+                witness=target.witness,
             )
     except MultiplexerError as exc:
         return TypeOutcome("failed", pane_id, str(exc))
@@ -318,8 +322,9 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
 
 def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
     """An earlier attempt's line already taken: its frame outside the composer in the pane's
-    last ``target.look_back`` lines (screen and history). Only for a ready or working screen,
-    where the agent's cues tell the composer apart (a line stranded there is not taken)."""
+    last ``target.look_back`` lines (screen and history), or in the agent's own record
+    (``target.witness``). Only for a ready or working screen, where the agent's cues tell the
+    composer apart (a line stranded there is not taken)."""
     from cafleet.delivery.submit import taken
     from cafleet.mux import MultiplexerError
 
@@ -329,7 +334,9 @@ def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
         history = mux.capture(pane_id, target.look_back)
     except MultiplexerError as exc:
         raise MultiplexerError(f"capture failed: {exc}") from exc
-    return taken(target.agent, "", history, target.frame) == "submitted"
+    if taken(target.agent, "", history, target.frame) == "submitted":
+        return True
+    return target.witness is not None and target.witness()
 
 
 __all__ = [

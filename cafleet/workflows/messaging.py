@@ -19,7 +19,7 @@ from cafleet.workflows import outcome
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
-    from cafleet.delivery.drains import DrainReport
+    from cafleet.delivery.drains import DrainFailure, DrainReport
     from cafleet.records import Broadcast, Message
 
 SEND_LOCK_CAP = 1  # send and broadcast try each pane lock for at most 1 s (docs/cli.md §1.11)
@@ -31,6 +31,9 @@ class SendResult(NamedTuple):
     message: Message
     notification_sent: bool  # this message's line was typed into the recipient's pane
     stored: bool = True  # False: the key had stored this message already (nothing new)
+    # Not sent: the line that said why (a warning, `Held: …`, `Pending: …`); None when sent or
+    # when no attempt was made (the recipient has no pane, a self-send)
+    notification_note: str | None = None
 
 
 class BroadcastResult(NamedTuple):
@@ -82,9 +85,11 @@ def send(
     if from_member_id != to_member_id:
         # A self-send is born notified and runs no drain (docs/runtime.md §4.5). For the Director or
         # a paneless recipient the drain finds nothing pending and never touches tmux.
+        notes: dict[int, str] = {}
+
         def after() -> bool:
             notified, tmux_usable = _drain_recipients(
-                conn, settings, {to_member_id: message.message_id}, warn
+                conn, settings, {to_member_id: message.message_id}, warn, notes
             )
             if tmux_usable and not signals.stop_requested():
                 fleet_id = _fleet_of(conn, to_member_id)
@@ -93,6 +98,8 @@ def send(
             return (message.message_id, to_member_id) in notified
 
         notification_sent = _after_store(conn, [message.message_id], after, warn)
+        note = None if notification_sent else notes.get(to_member_id)
+        return SendResult(message, notification_sent, stored=new, notification_note=note)
     return SendResult(message=message, notification_sent=notification_sent, stored=new)
 
 
@@ -219,16 +226,20 @@ def _keep_going() -> bool:
 
 
 def _drain_recipients(
-    conn: Connection, settings: Settings, own: Mapping[int, int], warn: Warn
+    conn: Connection,
+    settings: Settings,
+    own: Mapping[int, int],
+    warn: Warn,
+    notes: dict[int, str] | None = None,
 ) -> tuple[set[tuple[int, int]], bool]:
     """The recipients' drains in ascending id (different panes at the same time, docs/runtime.md
     §4.10), sharing one `attempted` set and one pane list; ``own`` maps each recipient to this
     command's message to it.
 
     Returns the notified ``(message_id, recipient_id)`` pairs and whether tmux was usable.
-    Each failure is warned about as it happens (`own_outcome_lines`: the warning names this
-    command's message, and the recipient's other pending messages get a line of their own),
-    except a busy pane that another drain is typing into (it types this line too).
+    Each failure is said as it happens (`own_outcome_lines`: the line names this command's
+    message, and the recipient's other pending messages get a line of their own); ``notes``
+    gets each recipient's first such line (why its line was not typed).
     """
     from cafleet.delivery.drains import drain_recipients
 
@@ -236,7 +247,10 @@ def _drain_recipients(
         return set(), False
 
     def on_recipient(report: DrainReport) -> None:
-        for line in own_outcome_lines(conn, report, own):
+        lines = own_outcome_lines(conn, report, own)
+        if notes is not None and lines and report.failures:
+            notes.setdefault(report.failures[0].recipient_id, lines[0])
+        for line in lines:
             warn(line)
 
     report = drain_recipients(
@@ -260,15 +274,17 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
     """What one recipient's drain means for this command's own message to it (docs/cli.md
     §1.11): the warning (or held line) names the command's message even when the drain stopped
     at an older one first, and a separate line names the recipient's other messages still
-    waiting for their notification. A pane another notification drain holds prints nothing
-    (that drain types this line too)."""
+    waiting for their notification. A pane another notification drain holds is no warning
+    (that drain types this line too) but is said (`handed_off_line`)."""
     from cafleet.delivery.drains import held_line, warning_line
 
     lines: list[str] = []
     for failure in report.failures:
-        if failure.handed_off:
-            continue
         mine = own.get(failure.recipient_id, failure.message_id)
+        if failure.handed_off:
+            if (mine, failure.recipient_id) not in report.notified:
+                lines.append(handed_off_line(failure._replace(message_id=mine)))
+            continue
         if (mine, failure.recipient_id) not in report.notified:
             # (Notified: its own line went in and a later one, a concurrent send's, failed.)
             if failure.message_id != mine and failure.reason.startswith("typed into pane"):
@@ -284,6 +300,24 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
         if others:
             lines.append(also_pending_line(failure.recipient_id, others))
     return lines
+
+
+def handed_off_line(failure: DrainFailure) -> str:
+    """This send's line was not typed because another notification drain holds the pane (it
+    goes on with the recipient's pending lines, this one included): not a warning, but said."""
+    from cafleet.delivery.drains import NOTIFY_PURPOSE
+
+    if failure.holder == f"{NOTIFY_PURPOSE}{failure.message_id}":
+        return (
+            f"Pending: message {failure.message_id} for member {failure.recipient_id} is being "
+            f"typed into pane {failure.pane_id} by another delivery (the monitor loop's, or a "
+            "send's)"
+        )
+    return (
+        f"Pending: message {failure.message_id} for member {failure.recipient_id} is not typed "
+        f"yet: pane {failure.pane_id} is busy typing another line ({failure.holder}); it stays "
+        "in the inbox and is typed after that one"
+    )
 
 
 def _host_loop_note(conn: Connection, host_id: str) -> str:
