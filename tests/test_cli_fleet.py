@@ -101,7 +101,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    2\n"
         "members:    2\n"
-        "loop:       never started\n"  # issue 13: the loop and the panes
+        "loop:       never started\n"  # docs/cli.md §2.5: the loop and the panes
         "panes:      not checked: not inside a tmux session (TMUX is not set)\n"
         "problems:   the monitor loop is not running: no scheduled wakes; run "
         f"'cafleet monitor start {fleet_id}'\n",

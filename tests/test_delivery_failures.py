@@ -74,7 +74,7 @@ def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> 
     m2 = sent_id(r2.stdout)
     assert r2.returncode == 0
     # The older message goes first and fails; the warning speaks of this send's own message
-    # and names the older one separately (issue 24 item 5).
+    # and names the older one separately (docs/cli.md §1.11).
     assert r2.stderr.splitlines() == [
         warning(m2, b, reason),
         f"Also pending for member {b}: message {m1} (not notified yet)",
