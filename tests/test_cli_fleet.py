@@ -216,17 +216,26 @@ def test_delete_deregisters_keeps_messages(head_db: Path) -> None:
         "SELECT count(*) FROM members WHERE fleet_id = ? AND status = 'active'",
         (other.fleet.fleet_id,),
     ) == [(2,)]
-    # idempotent
+
+
+def test_a_second_delete_is_refused(head_db: Path) -> None:
+    """A fleet already deleted: `fleet <id> is deleted` (exit 1, code `deleted`), nothing
+    changed, instead of a silent exit 0."""
+    with Db(head_db) as db:
+        fleet_id = db.fleet("gone").fleet.fleet_id
+    assert run_cli("fleet", "delete", str(fleet_id), "--keep-panes")[0] == 0
+    before = snapshot(head_db)
     code, out, err = run_cli("fleet", "delete", str(fleet_id), "--json")
-    assert (code, err) == (0, "")
-    assert out == (
-        f'{{"fleet_id":{fleet_id},"deregistered_count":0,"panes":[],"loop_stopped_pid":null}}\n'
-    )
+    assert (code, out) == (1, "")
+    assert json.loads(err) == {
+        "error": {"code": "deleted", "message": f"fleet {fleet_id} is deleted"}
+    }
     assert run_cli("fleet", "delete", str(fleet_id)) == (
-        0,
-        f"Deleted fleet {fleet_id}. Deregistered 0 members.\n",
+        1,
         "",
+        f"Error: fleet {fleet_id} is deleted\n",
     )
+    assert_unchanged(before, head_db)
 
 
 def test_delete_one_member_plural(head_db: Path) -> None:

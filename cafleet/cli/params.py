@@ -22,7 +22,26 @@ import click
 from cafleet.config import MAX_ID
 from cafleet.text import BODY_LIMIT, check_inline_body
 
-ID = click.IntRange(1, MAX_ID)
+
+class IdRange(click.IntRange):
+    """An id, `1 … MAX_ID`, refused in words (`'abc' is not an id: …`), not as Click's
+    "not a valid integer range" (docs/cli.md §1.5)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{str(value)!r} is not an id: {ID_RULE}", param, ctx)
+        if not 1 <= number <= MAX_ID:
+            self.fail(f"{number} is not an id: {ID_RULE}", param, ctx)
+        return number
+
+
+ID_RULE = f"ids are whole numbers from 1 to {MAX_ID}"
+ID = IdRange(1, MAX_ID)
 
 NAME_LIMIT = 100
 DESCRIPTION_LIMIT = 2000
