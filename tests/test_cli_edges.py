@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import call_main
+from tests.cli_helpers import assert_unchanged, call_main, snapshot
+from tests.factories import Db
 
 
 def test_a_non_numeric_id_is_refused_in_words(db_path: Path) -> None:
@@ -43,3 +44,76 @@ def test_a_mistyped_command_at_any_level_gets_a_suggestion(
     code, out, err = call_main(argv)
     assert (code, out) == (2, "")
     assert err.splitlines()[-1] == f"Error: No such command '{typo}'. Did you mean '{suggestion}'?"
+
+
+def test_member_create_help_shows_the_prompt_as_optional() -> None:
+    """PROMPT has a default (the bundled prompt), so the usage line brackets it; TEXT too."""
+    for argv, usage in (
+        (["member", "create"], "Usage: cafleet member create [OPTIONS] FLEET_ID [PROMPT]"),
+        (["message", "send"], "Usage: cafleet message send [OPTIONS] [TEXT]"),
+    ):
+        code, out, _err = call_main([*argv, "--help"])
+        assert (code, out.splitlines()[0]) == (0, usage)
+
+
+FLEET_COMMANDS = [
+    ["fleet", "show"],
+    ["fleet", "delete"],
+    ["fleet", "adopt"],
+    ["fleet", "restore"],
+    ["member", "list"],
+    ["monitor", "scan"],
+    ["monitor", "start"],
+    ["monitor", "stop"],
+    ["monitor"],
+]
+
+
+@pytest.mark.parametrize("command", FLEET_COMMANDS, ids=" ".join)
+def test_every_command_takes_the_fleet_positionally_or_as_fleet_id(
+    command: list[str], head_db: Path
+) -> None:
+    """`FLEET_ID` or `--fleet-id ID`, exactly one (docs/cli.md §1.5)."""
+    before = snapshot(head_db)
+    for form in (["999"], ["--fleet-id", "999"]):
+        assert call_main([*command, *form]) == (1, "", "Error: fleet 999 not found\n"), form
+    code, _out, err = call_main([*command, "--fleet-id", "999", "999"])
+    assert (code, err.splitlines()[-1]) == (
+        2,
+        "Error: give either FLEET_ID or --fleet-id, not both",
+    )
+    code, _out, err = call_main(command if command != ["monitor"] else [*command, "--tick", "2"])
+    assert (code, err.splitlines()[-1]) == (2, "Error: missing FLEET_ID or --fleet-id")
+    assert_unchanged(before, head_db)
+
+
+def test_member_create_takes_the_fleet_either_way_and_then_its_prompt(head_db: Path) -> None:
+    """`member create 1 … PROMPT` and `member create --fleet-id 1 … PROMPT` read the same prompt
+    (here one the placeholder check refuses, before anything is written or spawned)."""
+    with Db(head_db) as db:
+        fid = db.fleet("team").fleet.fleet_id
+    before = snapshot(head_db)
+    labels = ["--name", "w", "--description", "works"]
+    refused = (
+        "Error: unknown placeholder 'nope' in the spawn prompt; supported placeholders are "
+        "{fleet_id}, {member_id}, {director_member_id}, {coding_agent}; write {{ and }} for "
+        "literal braces"
+    )
+    for argv in (
+        [str(fid), *labels, "{nope}"],
+        ["--fleet-id", str(fid), *labels, "{nope}"],
+        [*labels, "--fleet-id", str(fid), "{nope}"],
+    ):
+        code, _out, err = call_main(["member", "create", *argv])
+        assert (code, err.splitlines()[-1]) == (2, refused), argv
+    code, _out, err = call_main(["member", "create", "--fleet-id", str(fid), *labels, "1", "x"])
+    assert (code, err.splitlines()[-1]) == (
+        2,
+        "Error: give either FLEET_ID or --fleet-id, not both",
+    )
+    assert call_main(["member", "create", "999", *labels]) == (
+        1,
+        "",
+        "Error: fleet 999 not found\n",
+    )
+    assert_unchanged(before, head_db)

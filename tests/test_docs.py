@@ -43,7 +43,7 @@ def test_reference_check_fails_on_a_stale_file(tmp_path: Path) -> None:
     assert reference.main(["--check", "--output", str(target)]) == 1  # absent
     assert reference.main(["--write", "--output", str(target)]) == 0
     assert reference.main(["--check", "--output", str(target)]) == 0
-    target.write_text(target.read_text(encoding="utf-8").replace("Fleet ID.", "Fleet id."))
+    target.write_text(target.read_text(encoding="utf-8").replace("Member ID.", "Member id."))
     assert reference.main(["--check", "--output", str(target)]) == 1
 
 

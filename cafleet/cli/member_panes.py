@@ -20,8 +20,8 @@ from cafleet.cli.params import (
     check_body_choice,
     description_option,
     file_option,
+    fleet_id_param,
     id_argument,
-    id_option,
     json_option,
     name_option,
     read_body,
@@ -51,7 +51,7 @@ LINES_RANGE = click.IntRange(1, 100000)
         "CAFLEET_MIN_PANE_ROWS (40x8), else in the fleet's own window of the same session."
     ),
 )
-@id_option("--fleet-id", "The fleet to join.")
+@fleet_id_param("The fleet to join", then="prompt")
 @name_option("Display name of the member.")
 @description_option("One-sentence purpose of the member.")
 @click.option(
