@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import assert_unchanged, call_main, snapshot
+from tests.cli_helpers import assert_unchanged, call_main, snapshot, stamp
 from tests.factories import Db
+
+T1 = datetime(2026, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def test_a_non_numeric_id_is_refused_in_words(db_path: Path) -> None:
@@ -117,3 +121,35 @@ def test_member_create_takes_the_fleet_either_way_and_then_its_prompt(head_db: P
         "Error: fleet 999 not found\n",
     )
     assert_unchanged(before, head_db)
+
+
+def test_message_wait_lists_oldest_first(head_db: Path) -> None:
+    """What a wait prints comes in the order it arrived (poll stays newest first)."""
+    with Db(head_db) as db:
+        fleet = db.fleet("team")
+        d = fleet.director.member_id
+        w = db.member(fleet.fleet.fleet_id, "coder").member_id
+        first = db.send(d, w, "first", now=T1).message_id
+        second = db.send(d, w, "second", now=T1 + timedelta(seconds=1)).message_id
+    code, out, err = call_main(["message", "wait", str(w), "--timeout", "0"])
+    assert (code, err) == (0, "")
+    assert out == (
+        f"[{first} | from:Director ({d}) | {stamp(T1)}]\nfirst\n\n"
+        f"[{second} | from:Director ({d}) | {stamp(T1 + timedelta(seconds=1))}]\nsecond\n"
+    )
+    code, out, _ = call_main(["message", "wait", str(w), "--timeout", "0", "--json"])
+    assert [m["message_id"] for m in json.loads(out)] == [first, second]
+    code, out, _ = call_main(["message", "poll", str(w), "--json"])
+    assert [m["message_id"] for m in json.loads(out)] == [second, first]
+
+
+def test_envelopes_show_the_send_time_and_the_senders_name(head_db: Path) -> None:
+    """An ACKed message still shows when it was sent, and `from:` names the sender."""
+    with Db(head_db) as db:
+        fleet = db.fleet("team")
+        w = db.member(fleet.fleet.fleet_id, "builder").member_id
+        sent = db.send(w, fleet.director.member_id, "done", now=T1).message_id
+    header = f"[{sent} | from:builder ({w}) | {stamp(T1)}]"
+    code, out, _ = call_main(["message", "ack", str(sent)])
+    assert (code, out) == (0, f"Message acknowledged.\n{header}\ndone\n")
+    assert call_main(["message", "show", str(sent)]) == (0, f"{header}\ndone\n", "")

@@ -166,7 +166,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     latency = time.monotonic() - sent_at
     assert waiter.returncode == 0, stderr
     assert stderr == ""
-    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:{a} | ")
+    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:alice ({a}) | ")
     assert stdout.splitlines()[1] == "done"
     assert latency < 5, latency
     assert util.line_records(w.director_pane) == []
@@ -176,7 +176,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     p_id = sent_id(pending.stdout)
     own = h.cli("message", "wait", str(b), "--timeout", "0", "--json")
     assert own.returncode == 0 and own.stderr == ""
-    assert [m["message_id"] for m in json.loads(own.stdout)] == [p_id, m1]
+    assert [m["message_id"] for m in json.loads(own.stdout)] == [m1, p_id]  # oldest first
     assert typed_ids(new) == [m1]
 
 

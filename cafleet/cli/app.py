@@ -216,6 +216,7 @@ def member_group(ctx: click.Context) -> None:
         "poll": "cafleet.cli.message",
         "ack": "cafleet.cli.message",
         "show": "cafleet.cli.message",
+        "history": "cafleet.cli.message",
         "wait": "cafleet.cli.message_delivery",
         "stream": "cafleet.cli.message_delivery",
     },

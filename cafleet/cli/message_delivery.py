@@ -117,8 +117,10 @@ def message_send(
             }
         )
     else:
+        from cafleet.workflows.inbox import sender_names
+
         out("Message sent.")
-        out_lines(envelope_lines(message, inv.max_text_len))
+        out_lines(envelope_lines(message, inv.max_text_len, sender_names(conn, [message])))
 
 
 # --- broadcast -----------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
-        out_lines(envelopes_lines(shown, inv.max_text_len))
+        out_lines(envelopes_lines(shown, inv.max_text_len, inbox.sender_names(conn, shown)))
 
 
 # --- stream --------------------------------------------------------------------------------------
