@@ -153,3 +153,16 @@ def test_envelopes_show_the_send_time_and_the_senders_name(head_db: Path) -> Non
     code, out, _ = call_main(["message", "ack", str(sent)])
     assert (code, out) == (0, f"Message acknowledged.\n{header}\ndone\n")
     assert call_main(["message", "show", str(sent)]) == (0, f"{header}\ndone\n", "")
+
+
+def test_a_deleted_fleets_loop_reads_stopped_not_never_started(head_db: Path) -> None:
+    with Db(head_db) as db:
+        fid = db.fleet("gone").fleet.fleet_id
+    assert call_main(["fleet", "delete", str(fid), "--keep-panes"])[0] == 0
+    code, out, _ = call_main(["fleet", "show", str(fid)])
+    assert (code, [x for x in out.splitlines() if x.startswith("loop:")]) == (
+        0,
+        ["loop:       stopped (fleet deleted)"],
+    )
+    code, out, _ = call_main(["fleet", "show", str(fid), "--json"])
+    assert json.loads(out)["loop"]["state"] == "stopped"

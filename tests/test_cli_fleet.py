@@ -119,7 +119,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    -\n"
         "members:    0\n"
-        "loop:       never started\n"
+        "loop:       stopped (fleet deleted)\n"  # not "never started": its delete stopped it
     )
     code, out, _ = call_main(["fleet", "show", str(fleet_id), "--json"])
     assert json.loads(out) == {
@@ -131,7 +131,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "monitor_member_id": None,
         "member_count": 0,
         "loop": {
-            "state": "never",
+            "state": "stopped",
             "pid": None,
             "pid_running": None,
             "started_at": None,
