@@ -23,6 +23,7 @@ from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     NULL_CELL,
+    cut_naming_the_rest,
     sanitize_multiline,
     sanitize_single_line,
     truncate,
@@ -115,9 +116,11 @@ def out_json(value: Any) -> None:
 # --- truncation and the display sanitizer (cafleet.text implements both) -------------------
 
 
-def body_text(text: str, limit: int) -> str:
-    """A message body for text mode: truncated, then sanitized (one code point maps to one)."""
-    return sanitize_multiline(truncate(text, limit))
+def body_text(text: str, limit: int | None = None, message_id: int = 0) -> str:
+    """A message body for text mode, sanitized (one code point maps to one): whole, or with
+    ``limit`` (a summary line) cut there, the cut naming how to read the rest."""
+    shown = text if limit is None else cut_naming_the_rest(text, limit, message_id)
+    return sanitize_multiline(shown)
 
 
 def cell(value: object) -> str:
@@ -277,12 +280,13 @@ def party_text(member_id: int, names: Mapping[int, str] | None) -> str:
 
 def envelope_lines(
     message: Any,
-    limit: int,
+    limit: int | None = None,
     names: Mapping[int, str] | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
     """Header line (the sender by name and id, the send time, then ``extra`` fields), then the
-    truncated, sanitized body when it is non-empty."""
+    sanitized body when it is non-empty: whole (what a member reads its messages with), or cut
+    at ``limit`` for an echo or a listing (`body_text`)."""
     sender = party_text(message.from_member_id, names)
     header = f"[{message.message_id} | from:{sender} | {cell(message.created_at)}"
     if message.type != "unicast":
@@ -290,12 +294,12 @@ def envelope_lines(
     if message.origin_message_id is not None:
         header += f" | origin:{message.origin_message_id}"
     header += "".join(f" | {field}" for field in extra) + "]"
-    body = body_text(message.text, limit)
+    body = body_text(message.text, limit, message.message_id)
     return [header, body] if body else [header]
 
 
 def envelopes_lines(
-    messages: Sequence[Any], limit: int, names: Mapping[int, str] | None = None
+    messages: Sequence[Any], limit: int | None = None, names: Mapping[int, str] | None = None
 ) -> list[str]:
     """Envelopes separated by one blank line, or `No messages found.`."""
     return _separated([envelope_lines(m, limit, names) for m in messages])
@@ -304,8 +308,9 @@ def envelopes_lines(
 def history_lines(
     messages: Sequence[Any], member_id: int, limit: int, names: Mapping[int, str]
 ) -> list[str]:
-    """`message history`: each envelope also names the recipient of what the member sent and
-    whether a delivery was ACKed (docs/cli.md §2.30)."""
+    """`message history`, a listing (bodies cut at ``limit``, each cut naming `message show`):
+    each envelope also names the recipient of what the member sent and whether a delivery was
+    ACKed (docs/cli.md §2.31)."""
     shown = []
     for m in messages:
         extra = []

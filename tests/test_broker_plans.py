@@ -178,7 +178,7 @@ def test_roster_activity_subqueries_each_search_their_index(plans_db: Plans) -> 
 
 @pytest.mark.parametrize("member", ["heavy", "light", "director"])
 def test_history_view_searches_its_indexes_in_their_order(plans_db: Plans, member: str) -> None:
-    """`message history` (docs/cli.md §2.30): what the member owns, by type, and what it sent,
+    """`message history` (docs/cli.md §2.31): what the member owns, by type, and what it sent,
     each read newest first from its index, never sorted nor scanned."""
     member_id = getattr(plans_db, member)
     lines = plans_of(

@@ -141,7 +141,7 @@ def test_show(inbox: SimpleNamespace, head_db: Path) -> None:
 def test_history_shows_what_a_member_received_and_sent_acked_or_not(
     inbox: SimpleNamespace, head_db: Path
 ) -> None:
-    """docs/cli.md §2.30: oldest first, ACKed too, a broadcast once (its summary, for the
+    """docs/cli.md §2.31: oldest first, ACKed too, a broadcast once (its summary, for the
     sender), the newest --limit; read-only; a deregistered member's history too."""
     with Db(head_db) as db:
         reply = db.send(inbox.w, inbox.d, "done", now=T1 + timedelta(seconds=3))

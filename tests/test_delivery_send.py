@@ -76,13 +76,17 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     shown = json.loads(h.cli("message", "show", str(m1), "--json").stdout)["message"]
     assert shown["text"] == body and "notified_at" not in shown
 
-    # 2. a 10 KB body arrives truncated to 200 code points plus …, as one record
+    # 2. a 10 KB body arrives cut to 200 code points plus … and how to read the rest, one record
     big = ("0123456789" * 1024)[:10_240]
     result = send(h, a, b, big, "--json")
     m2 = send_json(result)["message"]["message_id"]
     assert result.stderr == ""
     util.wait_records(pane, 2)
-    assert util.line_bytes(pane)[1] == record_of(expected_line(m2, "a`b$(c)", a, big[:200] + "…"))
+    assert util.line_bytes(pane)[1] == record_of(
+        expected_line(
+            m2, "a`b$(c)", a, big[:200] + f"… (+10,040 characters: cafleet message show {m2})"
+        )
+    )
 
     # 3. a long multi-byte body under a raised limit: typed in several 1024-byte chunks, yet one
     #    literal record; leading '-', key names and '%1' stay literal (docs/runtime.md §8 item 12)

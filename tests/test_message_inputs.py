@@ -80,7 +80,8 @@ def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None
     body = "x" * 300
     r = send(world, a, world.director, body)
     assert r.returncode == 0
-    assert r.stdout.splitlines()[2] == "x" * 200 + "…"
+    shown = r.stdout.splitlines()[2]
+    assert shown.startswith("x" * 200 + "… (+100 characters: cafleet message show ")
     r = call(
         "message",
         "send",
@@ -91,7 +92,7 @@ def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None
         "abcdefg",
         env={"CAFLEET_MAX_TEXT_LEN": "5"},
     )
-    assert r.stdout.splitlines()[2] == "abcde…"
+    assert r.stdout.splitlines()[2].startswith("abcde… (+2 characters: cafleet message show ")
     stored = rows(head_db, "SELECT text FROM messages ORDER BY message_id")
     assert [t for (t,) in stored] == [body, "abcdefg"]
 

@@ -1,4 +1,4 @@
-"""`cafleet message …` commands (docs/cli.md §2.14–§2.20, §2.30)."""
+"""`cafleet message …` commands (docs/cli.md §2.14–§2.20, §2.31)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def message_poll(member_id: int, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in messages])
     else:
-        out_lines(envelopes_lines(messages, inv.max_text_len, _names(conn, messages)))
+        # whole bodies: what the member acts on
+        out_lines(envelopes_lines(messages, None, _names(conn, messages)))
 
 
 @message_group.command("ack", help="Acknowledge a delivered message (marks it completed).")
@@ -74,7 +75,7 @@ def message_show(message_id: int, as_json: bool) -> None:
     if as_json:
         out_json({"message": message_dict(message)})
     else:
-        out_lines(envelope_lines(message, inv.max_text_len, _names(conn, [message])))
+        out_lines(envelope_lines(message, None, _names(conn, [message])))
 
 
 @message_group.command(

@@ -190,7 +190,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
-        out_lines(envelopes_lines(shown, inv.max_text_len, inbox.sender_names(conn, shown)))
+        out_lines(envelopes_lines(shown, None, inbox.sender_names(conn, shown)))  # whole, as poll
 
 
 # --- stream --------------------------------------------------------------------------------------

@@ -38,10 +38,10 @@ def notification_line(
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
     """
-    from cafleet.text import normalize_notification_text, truncate
+    from cafleet.text import cut_naming_the_rest, normalize_notification_text
 
     name = normalize_notification_text("unknown" if sender_name is None else sender_name)
-    shown = truncate(normalize_notification_text(body), max_text_len)
+    shown = cut_naming_the_rest(normalize_notification_text(body), max_text_len, message_id)
     return (
         f"[cafleet msg {message_id} from {name} ({from_member_id})] {shown} "
         f"{EM_DASH} ack with: cafleet message ack {message_id}"

@@ -278,7 +278,7 @@ class History:
 
 
 def history(conn: Connection, member_id: int, *, limit: int) -> History:
-    """`message history` (docs/cli.md §2.30): the newest ``limit`` messages to and from the
+    """`message history` (docs/cli.md §2.31): the newest ``limit`` messages to and from the
     member, ACKed or not, oldest first; a deregistered member's too. Read-only."""
     from cafleet import broker
 

@@ -47,6 +47,8 @@ SETUP_LOCK_KEY = APPLICATION_ID + 1
 CHANGES_CHANNEL = "cafleet_changes"  # NOTIFY'd by every committed write transaction
 LOCK_TIMEOUT = "5s"  # the writer lock's bound, as SQLite's busy_timeout / writer-lock wait
 CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
+# A loop's reconnect attempt (docs/storage.md §10.4): short, so a stop is seen between attempts.
+RECONNECT_TIMEOUT = 3
 
 _twins: dict[int, Compiled] | None = None
 _RECOVERABLE = "INSERT INTO members "
@@ -257,7 +259,9 @@ def _session_options(url: str, lock_timeout: str) -> str | None:
     return f"{own} -c lock_timeout={lock_timeout} -c TimeZone=UTC".strip()
 
 
-def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Connection[Any]:
+def connect_driver(
+    path: str, *, lock_timeout: str = LOCK_TIMEOUT, connect_timeout: int = CONNECT_TIMEOUT
+) -> psycopg.Connection[Any]:
     """A psycopg connection to database `P` (the password from CAFLEET_DATABASE_URL, PGPASSWORD
     or ~/.pgpass), autocommit, client-side binding, cafleet's session settings. Failures raise
     `sqlite3.OperationalError` with libpq's first line (it names the host, never the password).
@@ -277,7 +281,7 @@ def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Co
         "autocommit": True,
         "cursor_factory": psycopg.ClientCursor,
         "row_factory": _row_factory,
-        "connect_timeout": CONNECT_TIMEOUT,
+        "connect_timeout": connect_timeout,
         "application_name": "cafleet",
     }
     try:
@@ -309,6 +313,33 @@ def open_connection(path: str, *, purpose: str = "command") -> Connection:
         connect_driver(path),
         {"cafleet.path": path, "cafleet.purpose": purpose, "cafleet.companions_at_open": False},
     )
+
+
+def connection_lost(conn: Connection) -> bool:
+    """Whether the server side of ``conn`` is gone (a restart, a crash, a network failure):
+    psycopg closes a connection whose socket failed."""
+    return bool(conn.driver.closed)
+
+
+def reconnect(conn: Connection, *, timeout: int = RECONNECT_TIMEOUT) -> None:
+    """Give ``conn`` a new server connection in place, so every holder of the object keeps
+    working; its validation stands (the next schema re-check compares the schema's fingerprint
+    with the validated one). A connection that listened for commits listens again, and its
+    counter moves on by one: commits made while it was away notified nobody. Raises
+    `sqlite3.OperationalError` while the server cannot be reached (the old connection kept)."""
+    driver = connect_driver(conn.info["cafleet.path"], connect_timeout=timeout)
+    if "cafleet.data_version" in conn.info:
+        try:
+            with _translated():
+                driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+        except BaseException:
+            driver.close()
+            raise
+        conn.info["cafleet.data_version"] += 1
+    old, conn.driver = conn.driver, driver
+    conn.info.pop("cafleet.begin", None)
+    with contextlib.suppress(Exception):
+        old.close()
 
 
 def _ledger_check(rows: list[Any] | None, validated: str | None) -> None:
@@ -565,10 +596,12 @@ __all__ = [
     "as_sqlite_error",
     "close_connection",
     "connect_driver",
+    "connection_lost",
     "data_version",
     "first_line",
     "open_connection",
     "read",
+    "reconnect",
     "twin",
     "wait_for_change",
     "write",

@@ -60,7 +60,7 @@ SENT = (
     .order_by(*_NEWEST_FIRST)
     .limit(param("limit"))
 )
-# `message history` (docs/cli.md §2.30) in index searches: what the member owns of one type
+# `message history` (docs/cli.md §2.31) in index searches: what the member owns of one type
 # (its deliveries, or its broadcast summaries; `idx_messages_owner_type_created`), and the
 # unicasts it sent (`idx_messages_from_created`; a broadcast's deliveries are its summary's), each
 # the newest `:limit` by creation.
