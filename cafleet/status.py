@@ -21,6 +21,7 @@ OK = 0
 ERROR = 1  # a runtime error; doctor found issues
 USAGE = 2
 INTERNAL = 70  # a bug: an exception nothing maps (EX_SOFTWARE of sysexits.h)
+UNKNOWN = 75  # a send could not tell whether its message was stored (EX_TEMPFAIL: check, retry)
 TIMEOUT = 124  # `message wait` saw no message before its deadline (as timeout(1) exits)
 SIGINT = 130
 BROKEN_PIPE = 141
@@ -38,16 +39,23 @@ CODE_TMUX = "tmux"  # tmux is missing, unreachable, or a call failed
 CODE_DATABASE = "database"  # the schema guard refused the file, or SQLite failed
 CODE_OS = "os"  # a file-system call failed (the message names the path and the remedy)
 CODE_TIMEOUT = "timeout"
+CODE_UNKNOWN = "unknown"  # a send lost the database and could not tell what it stored
 CODE_INTERRUPTED = "interrupted"
 CODE_OUTPUT = "output"  # writing stdout failed
 CODE_ERROR = "error"  # a cafleet error without a code of its own
 CODE_INTERNAL = "internal"  # anything unmapped: a bug in cafleet, not a user error
 
-_EXIT_FOR_CODE = {CODE_USAGE: USAGE, CODE_TIMEOUT: TIMEOUT, CODE_INTERNAL: INTERNAL}
+_EXIT_FOR_CODE = {
+    CODE_USAGE: USAGE,
+    CODE_TIMEOUT: TIMEOUT,
+    CODE_UNKNOWN: UNKNOWN,
+    CODE_INTERNAL: INTERNAL,
+}
 
 
 def exit_status(code: str) -> int:
-    """The exit status of an error code: 2 for usage, 124 for a timeout, 70 for a bug, else 1."""
+    """The exit status of an error code: 2 for usage, 70 for a bug, 75 for an unknown send
+    outcome, 124 for a timeout, else 1."""
     return _EXIT_FOR_CODE.get(code, ERROR)
 
 
@@ -125,6 +133,7 @@ __all__ = [
     "CODE_OUTPUT",
     "CODE_TIMEOUT",
     "CODE_TMUX",
+    "CODE_UNKNOWN",
     "CODE_USAGE",
     "ERROR",
     "INTERNAL",
@@ -132,6 +141,7 @@ __all__ = [
     "SIGINT",
     "SIGTERM",
     "TIMEOUT",
+    "UNKNOWN",
     "USAGE",
     "deregistered",
     "error_code",

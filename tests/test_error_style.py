@@ -118,8 +118,8 @@ def test_setup_on_a_read_only_file_system_names_the_path_and_the_remedy() -> Non
 
 
 def test_the_one_map() -> None:
-    codes = ("usage", "timeout", "not_found", "error", "os", "internal")
-    assert [status.exit_status(c) for c in codes] == [2, 124, 1, 1, 1, 70]
+    codes = ("usage", "timeout", "not_found", "error", "os", "internal", "unknown")
+    assert [status.exit_status(c) for c in codes] == [2, 124, 1, 1, 1, 70, 75]
     from cafleet.broker.errors import FleetDeleted, MemberDeregistered, MemberNotFound
     from cafleet.db.errors import DatabaseBusy
     from cafleet.mux import MultiplexerUnavailable

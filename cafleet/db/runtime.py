@@ -262,7 +262,7 @@ def connection_lost(conn: Connection) -> bool:
     if is_postgres_connection(conn):
         from cafleet.db.pg import runtime as pg
 
-        return pg.connection_lost(conn)  # type: ignore[arg-type]
+        return pg.lost_connection(conn)  # type: ignore[arg-type]
     return False
 
 
