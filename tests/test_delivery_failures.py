@@ -74,7 +74,7 @@ def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> 
     m2 = sent_id(r2.stdout)
     assert r2.returncode == 0
     # The older message goes first and fails; the warning speaks of this send's own message
-    # and names the older one separately (issue 24 item 5).
+    # and names the older one separately (docs/cli.md §1.11).
     assert r2.stderr.splitlines() == [
         warning(m2, b, reason),
         f"Also pending for member {b}: message {m1} (not notified yet)",
@@ -166,7 +166,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     latency = time.monotonic() - sent_at
     assert waiter.returncode == 0, stderr
     assert stderr == ""
-    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:{a} | ")
+    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:alice ({a}) | ")
     assert stdout.splitlines()[1] == "done"
     assert latency < 5, latency
     assert util.line_records(w.director_pane) == []
@@ -176,7 +176,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     p_id = sent_id(pending.stdout)
     own = h.cli("message", "wait", str(b), "--timeout", "0", "--json")
     assert own.returncode == 0 and own.stderr == ""
-    assert [m["message_id"] for m in json.loads(own.stdout)] == [p_id, m1]
+    assert [m["message_id"] for m in json.loads(own.stdout)] == [m1, p_id]  # oldest first
     assert typed_ids(new) == [m1]
 
 

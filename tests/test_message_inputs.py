@@ -73,8 +73,8 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     lines = r2.stdout.splitlines()
     assert lines[0] == "Message sent."
     mid = int(lines[1].split(" ", 1)[0][1:])
-    ts = message_row(head_db, mid)["status_timestamp"]
-    assert lines[1:] == [f"[{mid} | from:{a} | {ts}]", "hello\u241b"]
+    ts = message_row(head_db, mid)["created_at"]
+    assert lines[1:] == [f"[{mid} | from:alice ({a}) | {ts}]", "hello\u241b"]
 
 
 def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None:

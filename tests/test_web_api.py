@@ -474,7 +474,7 @@ def test_send_stores_as_the_root_director_and_reports_warnings(
 def test_a_second_send_warns_about_its_own_message_and_lists_the_older_one(
     head_db: Path, world: World, api: Any
 ) -> None:
-    """Issue 24: the composer's second send to a pane it cannot reach speaks of its own
+    """docs/cli.md §1.11 (own outcome): the composer's second send to a pane it cannot reach speaks of its own
     message, and separately of the first one that still waits."""
     alice = world.members["alice"]
     first = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "one"}).json()

@@ -123,6 +123,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         set_session_id,
     )
     from cafleet.broker.views import (
+        history_view,
         inbox_view,
         roster_activity,
         sent_view,
@@ -199,6 +200,7 @@ _HOMES: dict[str, str] = {
     "oldest_pending_by_recipient": "notifications",
     "recheck_pending": "notifications",
     "stamp_notified": "notifications",
+    "history_view": "views",
     "inbox_view": "views",
     "roster_activity": "views",
     "sent_view": "views",
@@ -299,6 +301,7 @@ __all__ = [
     "stamp_notified",
     "unacked_deliveries",
     "wake_roster",
+    "history_view",
     "inbox_view",
     "roster_activity",
     "sent_view",

@@ -86,6 +86,10 @@ class Invocation:
             try:
                 conn = open_validated_connection(path)
             except Exception as exc:
+                from cafleet import status
+
+                if status.error_code(exc) == status.CODE_INTERNAL:
+                    raise  # a bug: `run` reports it as one (docs/cli.md §1.4)
                 raise to_click_error(exc) from exc
             self._conn = conn
             self._root.call_on_close(self.finish)

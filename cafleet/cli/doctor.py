@@ -105,7 +105,7 @@ def database_section(path: str | None, path_error: str | None) -> Section:
 
 
 def fleets_section(path: str | None, database_ok: bool) -> Section:
-    """Every live fleet's monitor loop and member panes (issue 13); an issue when the fleet has
+    """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when the fleet has
     a problem (`workflows/remedies.fleet_problems`: loop not live, a pane gone, no monitor),
     each printed under the fleet with the command that fixes it; then the worktrees deleted
     fleets' members left behind, each an issue too. Read-only: the file is opened as the diagnosis opens it and closed

@@ -73,7 +73,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
         ("director", cell(summary.director_member_id)),
         ("monitor", cell(summary.monitor_member_id)),
         ("members", str(summary.member_count)),
-        ("loop", report.loop.text),
+        ("loop", report.loop.text if summary.deleted_at is None else "stopped (fleet deleted)"),
     ]
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))

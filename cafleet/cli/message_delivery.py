@@ -150,8 +150,10 @@ def message_send(
             }
         )
     else:
+        from cafleet.workflows.inbox import sender_names
+
         out("Message sent." if result.stored else f"Message already sent with key {key}.")
-        out_lines(envelope_lines(message, inv.max_text_len))
+        out_lines(envelope_lines(message, inv.max_text_len, sender_names(conn, [message])))
 
 
 # --- broadcast -----------------------------------------------------------------------------------
@@ -226,7 +228,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
-        out_lines(envelopes_lines(shown))  # whole bodies, as poll
+        out_lines(envelopes_lines(shown, None, inbox.sender_names(conn, shown)))  # whole, as poll
 
 
 # --- stream --------------------------------------------------------------------------------------

@@ -513,6 +513,8 @@ def fleet_report(
     director_host = hosts.member_host.get(summary.director_member_id or 0)
     remote = director_host is not None and hosts.here is not None and director_host != hosts.here
     loop = loop_status(conn, fleet_id, remote=remote)
+    if summary.deleted_at is not None:  # its delete stopped the loop and dropped its row
+        loop = loop._replace(state="stopped")
     hosts = hosts.with_loop(loop)
     panes = check_panes(
         [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()

@@ -273,9 +273,13 @@ def delete(
 ) -> Deleted:
     """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order. Last, each
     deregistered member's worktree is retired (docs/worktrees.md): removed when clean, or with
-    ``discard_worktree``; kept while its pane still runs."""
-    from cafleet.broker import fleet_worktrees
+    ``discard_worktree``; kept while its pane still runs. A fleet already deleted is refused
+    (`fleet <id> is deleted`), not reported as a delete of nobody."""
+    from cafleet.broker import fleet_worktrees, get_fleet
+    from cafleet.broker.errors import FleetDeleted
 
+    if get_fleet(conn, fleet_id).deleted_at is not None:
+        raise FleetDeleted(fleet_id)
     trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
     broken = [] if keep_panes else _half_made(conn, settings, fleet_id)
     deleted = _delete(conn, settings, fleet_id, keep_panes=keep_panes)

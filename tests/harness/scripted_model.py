@@ -57,8 +57,11 @@ MEMBER_ID_RX = re.compile(r"YOUR MEMBER ID: (\d+)")
 DIRECTOR_ID_RX = re.compile(r"DIRECTOR MEMBER ID: (\d+)")
 TRIGGER_RX = re.compile(r"\[cafleet msg (\d+) from [^\]]*\((\d+)\)\]")
 # A text envelope of `cafleet message poll` / `wait` (docs/cli.md §1.10): a header
-# `[<id> | from:<sender> | <timestamp>…]`, then the body up to a blank line.
-ENVELOPE_RX = re.compile(r"^\[(\d+) \| from:(\d+) \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M)
+# `[<id> | from:<name> (<sender id>) | <timestamp>…]` (a bare id when the name is not known),
+# then the body up to a blank line.
+ENVELOPE_RX = re.compile(
+    r"^\[(\d+) \| from:(?:[^\n]*? \()?(\d+)\)? \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M
+)
 PLAN_MARK = "FLEET PLAN"
 REPLY_PREFIX = "done"
 
