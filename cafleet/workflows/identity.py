@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from cafleet import status
 from cafleet.workflows.errors import WorkflowError
@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
 
-class PaneMember(NamedTuple):
-    member_id: int
-    name: str
+# (member id, name); a plain tuple: every message command from a pane imports this module.
+PaneMember = tuple[int, str]
 
 
 class NotThisPanesMember(WorkflowError):
@@ -31,7 +30,7 @@ class NotThisPanesMember(WorkflowError):
 
 
 def _named(members: Sequence[PaneMember]) -> str:
-    return " and ".join(f"member {m.member_id} ({m.name})" for m in members)
+    return " and ".join(f"member {member_id} ({name})" for member_id, name in members)
 
 
 def _same_socket(current: str, recorded: str | None) -> bool:
@@ -59,7 +58,7 @@ def pane_members(conn: Connection, env: Mapping[str, str]) -> list[PaneMember]:
 
         here = current_host()
     return [
-        PaneMember(member_id, name)
+        (member_id, name)
         for member_id, name, recorded, host in rows
         if _same_socket(socket, recorded) and host in (None, here)
     ]
@@ -68,8 +67,8 @@ def pane_members(conn: Connection, env: Mapping[str, str]) -> list[PaneMember]:
 def require_acting_as(conn: Connection, env: Mapping[str, str], member_id: int) -> None:
     """Refuse ``member_id`` as the acting member when the pane is another member's."""
     members = pane_members(conn, env)
-    if members and member_id not in {m.member_id for m in members}:
-        acts = f"member {members[0].member_id}" if len(members) == 1 else "one of them"
+    if members and member_id not in {m[0] for m in members}:
+        acts = f"member {members[0][0]}" if len(members) == 1 else "one of them"
         raise NotThisPanesMember(
             f"this pane is {_named(members)}; a command run here acts as {acts} only, "
             f"not as member {member_id}"
@@ -84,11 +83,11 @@ def require_own_message(conn: Connection, env: Mapping[str, str], message_id: in
     from cafleet import broker
 
     owner = broker.get_message(conn, message_id).owner_member_id  # unknown: `message … not found`
-    if owner not in {m.member_id for m in members}:
+    if owner not in {m[0] for m in members}:
         raise NotThisPanesMember(
             f"message {message_id} is addressed to member {owner}, not to {_named(members)} "
             f"whose pane this is; ACK only your own messages (cafleet message poll "
-            f"{members[0].member_id})"
+            f"{members[0][0]})"
         )
 
 
