@@ -187,7 +187,7 @@ def test_paneless_self_and_director_sends_never_import_libtmux(tmux_db) -> None:
             "p",
         ),
     ):
-        code, found = imported_after(argv, TYPING_MODULES, env=h.env, cwd=h.project_dir)
+        code, found = imported_after(argv, TYPING_MODULES, env=h.env_for(*argv), cwd=h.project_dir)
         assert code == 0, (argv, found)
         assert set(found) <= {"cafleet.delivery.drains"}, (argv, found)
     assert util.shim_calls() == []

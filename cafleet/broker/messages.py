@@ -277,12 +277,22 @@ def unacked_deliveries(
     return [message_from_row(row) for row in rows]
 
 
+def pane_members(conn: Connection, pane_id: str) -> list[tuple[int, str, str | None, str | None]]:
+    """(member id, name, socket, host) of each active member whose live tmux placement names
+    ``pane_id``, on any server and host (the caller keeps its own); for one identity per pane
+    (docs/cli.md §1.5)."""
+    with tx.read(conn):
+        rows = conn.execute(q.PANE_MEMBERS, {"pane": pane_id}).all()
+    return [(int(r[0]), str(r[1]), r[2], r[3]) for r in rows]
+
+
 __all__ = [
     "Stored",
     "ack_message",
     "broadcast_message",
     "find_sent",
     "get_message",
+    "pane_members",
     "poll_inbox",
     "send_message",
     "store_broadcast",

@@ -182,6 +182,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
 )
 @json_option
 def doctor(as_json: bool) -> None:
+    from cafleet.agents.installed import installed_agents
     from cafleet.cli.doctor_agents import (
         coding_agents_section,
         member_permissions_section,
@@ -193,7 +194,7 @@ def doctor(as_json: bool) -> None:
     sections = [multiplexer_section(), database]
     issues = sum(1 for section in sections if not section.ok)
     rows = recorded_installs(settings.database_path, database.data["state"])
-    agents, statuses = coding_agents_section(rows, __version__)
+    agents, statuses = coding_agents_section(rows, __version__, installed_agents())
     permissions = member_permissions_section(statuses, __version__)
     issues += agents.issues + permissions.issues  # each failing row is one issue
     fleets = fleets_section(settings.database_path, database.ok)

@@ -37,6 +37,7 @@ MESSAGE_ID_HELP = "Message ID."
 def message_poll(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet import broker
 
     messages = broker.poll_inbox(conn, member_id)
@@ -53,6 +54,7 @@ def message_poll(member_id: int, as_json: bool) -> None:
 def message_ack(message_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    inv.ack_own(message_id)
     from cafleet import broker
 
     message = broker.ack_message(conn, message_id=message_id)

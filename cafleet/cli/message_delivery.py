@@ -121,6 +121,7 @@ def message_send(
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(from_member_id)
     body = read_body(text, file)
     signals.check()  # nothing written yet: a signal stops the command here
 
@@ -177,6 +178,7 @@ def message_broadcast(
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(from_member_id)
     body = read_body(text, file)
     signals.check()
 
@@ -220,6 +222,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet.workflows import inbox
 
     shown = inbox.wait(  # an empty inbox at the deadline raises WaitTimedOut (exit 124)
@@ -251,7 +254,9 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 )
 def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None:
     del as_json  # output is always JSON Lines (docs/cli.md §2.20)
-    conn = invocation().connection()
+    inv = invocation()
+    conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet.workflows import inbox
 
     for message in inbox.stream(conn, member_id, timeout=timeout):

@@ -814,8 +814,10 @@ def _delete(
             not_ours = owner_problem(backend, pane_id, owner_of(placement))
             if not_ours is not None:
                 raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
-            try:
-                killed = backend.kill_pane(pane_id, ignore_missing=True)
+            from cafleet.workflows.reaping import kill_pane_and_leftovers
+
+            try:  # and everything its agent started (docs/runtime.md §1.10)
+                killed = kill_pane_and_leftovers(backend, pane_id, placement)
             except MultiplexerError as exc:
                 raise WorkflowError(
                     MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import case, func, insert, null, select, update
 
-from cafleet.db.schema import members, messages
+from cafleet.db.schema import fleets, member_placements, members, messages
 from cafleet.db.statements import const, indexed_by, message_columns, param
 
 _INSERT_COLUMNS = [
@@ -162,6 +162,35 @@ def _inbox(*extra: Any) -> Any:
 POLL = _inbox().order_by(messages.c.status_timestamp.desc(), messages.c.message_id.desc())
 UNACKED = _inbox(messages.c.message_id > param("after")).order_by(messages.c.message_id)
 
+# One identity per pane (docs/cli.md §1.5): the active members whose live placement names the
+# pane, each with its server's socket and its host (its placement's, else its root Director's;
+# NULL: not recorded). Here, beside the statements every messaging command already loads. A scan
+# of member_placements, which holds only live members' rows.
+_ip, _im = member_placements.alias("ip"), members.alias("im")
+_df, _dp = fleets.alias("df"), member_placements.alias("dp")
+PANE_MEMBERS = (
+    select(
+        _im.c.member_id,
+        _im.c.name,
+        _ip.c.mux_socket,
+        func.coalesce(
+            _ip.c.host_id,
+            select(_dp.c.host_id)
+            .select_from(_df.join(_dp, _dp.c.member_id == _df.c.director_member_id))
+            .where(_df.c.fleet_id == _im.c.fleet_id)
+            .scalar_subquery(),
+        ).label("host_id"),
+    )
+    .select_from(_ip.join(_im, _im.c.member_id == _ip.c.member_id))
+    .where(
+        _ip.c.backend == const("tmux"),
+        _ip.c.mux_pane_id == param("pane"),
+        _ip.c.lost_at.is_(None),
+        _im.c.status == const("active"),
+    )
+    .order_by(_im.c.member_id)
+)
+
 STATEMENTS: dict[str, Any] = {
     "SEND": SEND,
     "PARTIES": PARTIES,
@@ -176,4 +205,5 @@ STATEMENTS: dict[str, Any] = {
     "MEMBER_STATUS": MEMBER_STATUS,
     "POLL": POLL,
     "UNACKED": UNACKED,
+    "PANE_MEMBERS": PANE_MEMBERS,
 }

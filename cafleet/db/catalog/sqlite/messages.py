@@ -73,3 +73,8 @@ UNACKED: Compiled = (
     "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages INDEXED BY idx_messages_owner_type_state_ts WHERE messages.owner_member_id = ? AND messages.type = 'unicast' AND messages.status_state = 'input_required' AND messages.message_id > ? ORDER BY messages.message_id",
     ("member_id", "after"),
 )
+
+PANE_MEMBERS: Compiled = (
+    "SELECT im.member_id, im.name, ip.mux_socket, coalesce(ip.host_id, (SELECT dp.host_id FROM fleets AS df JOIN member_placements AS dp ON dp.member_id = df.director_member_id WHERE df.fleet_id = im.fleet_id)) AS host_id FROM member_placements AS ip JOIN members AS im ON im.member_id = ip.member_id WHERE ip.backend = 'tmux' AND ip.mux_pane_id = ? AND ip.lost_at IS NULL AND im.status = 'active' ORDER BY im.member_id",
+    ("pane",),
+)
