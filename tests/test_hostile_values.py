@@ -15,6 +15,11 @@ import pytest
 from cafleet.sessions import prices
 from tests.cli_helpers import run_cli
 from tests.factories import Db
+from tests.fleet_helpers import create_fleet, ok, stop_loop
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.util import fake_log
+from tests.test_escalation import prompting_member
+from tests.web_helpers import client, fleet_headers, make_app
 
 
 def _price_file() -> Path:
@@ -100,3 +105,47 @@ def test_session_record_fifo_is_unreadable_not_a_hang(tmp_path: Path) -> None:
     with pytest.raises(RecordUnreadable, match="not a regular file"):
         list(new_objects(str(fifo), {}))
     assert list(head_objects(str(fifo))) == []
+
+
+# --- member answer: choices that only look like numbers ----------------------------------------
+
+# (choice, the refusal's words after `Error: `) — each typed nothing.
+NOT_CHOICES = [
+    ("²", "choice '²' is not a choice number: write it in the digits 0-9 without a leading zero (1, 2, …)"),
+    ("١", "choice '١' is not a choice number: write it in the digits 0-9 without a leading zero (1, 2, …)"),
+    ("01", "choice '01' is not a choice number: write it in the digits 0-9 without a leading zero (1, 2, …)"),
+    ("9" * 5000, "choice '" + "9" * 40 + "…' is not a choice number: write it in the digits 0-9 without a leading zero (1, 2, …)"),
+    ("1\r", "choice '1␍' contains control characters; give a choice's number or its words"),
+    ("\x1b]0;x\x07yes", "choice '␛]0;x␇yes' contains control characters; give a choice's number or its words"),
+    (" ", "choice is empty; give a choice's number (1, 2, …) or its words"),
+]  # fmt: skip
+
+
+@pytest.mark.tmux
+def test_answer_refuses_what_only_looks_like_a_choice_number(tmux_db: TmuxHarness) -> None:
+    """`²` and 5,000 digits printed `invalid literal for int()` (the WebUI: HTTP 500); `١`,
+    `01` and `1\\r` picked choice 1."""
+    h = tmux_db
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    member, pane = prompting_member(h, ids.fleet_id)
+    for choice, refusal in NOT_CHOICES:
+        r = h.cli("member", "answer", str(member), choice)
+        assert (r.returncode, r.stdout) == (2, ""), (choice, r.stderr)
+        assert r.stderr.splitlines()[-1] == f"Error: {refusal}", choice
+    # The WebUI's answer (it answered HTTP 500 for `²`): 400, the same words.
+    with client(make_app(h.db_path)) as api:
+        for choice, refusal in NOT_CHOICES:
+            response = api.post(
+                f"/api/members/{member}/answer",
+                headers=fleet_headers(ids.fleet_id),
+                json={"choice": choice, "prompt_id": "0" * 8},
+            )
+            assert response.status_code == 400, (choice, response.text)
+            assert response.json() == {"detail": f"{refusal}; nothing was typed"}
+    assert [k for k in fake_log(pane) if k.get("kind") == "prompt-key"] == []
+    # The prompt was there all along: a real choice still answers it.
+    ok(h.cli("member", "answer", str(member), "1"))
+    assert [(k["key"], k["text"]) for k in fake_log(pane) if k.get("kind") == "prompt-key"] == [
+        ("text", "1")
+    ]

@@ -102,7 +102,8 @@ class ShowingOut(BaseModel):
 
 
 class AnswerIn(Strict):
-    choice: str = Field(min_length=1, max_length=200)  # a choice's number or its words
+    # A choice's number or its words; the route refuses what no prompt could offer (400).
+    choice: str = Field(max_length=10_000)
     prompt_id: str = Field(pattern=r"^[0-9a-f]{8}$")  # the prompt the buttons were drawn for
 
 
