@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.pgurl import display_url
 from cafleet.sessions import prices
 from tests.cli_helpers import run_cli
 from tests.factories import Db
@@ -149,3 +150,31 @@ def test_answer_refuses_what_only_looks_like_a_choice_number(tmux_db: TmuxHarnes
     assert [(k["key"], k["text"]) for k in fake_log(pane) if k.get("kind") == "prompt-key"] == [
         ("text", "1")
     ]
+
+
+# --- PostgreSQL URLs: the password is never printed ---------------------------------------------
+
+SECRET = "S3cretPW"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://cafleet:{SECRET}@[::1/cf1",  # libpq quoted the whole URL in its error
+        f"postgresql://cafleet:{SECRET}@host:abc/cf1",  # a port that is no number
+        f"postgresql://cafleet@[::1/cf1?password={SECRET}",
+    ],
+)
+@pytest.mark.parametrize(
+    "argv", [("fleet", "list"), ("member", "show", "1"), ("setup",), ("doctor",)]
+)
+def test_a_malformed_postgresql_url_never_shows_its_password(
+    url: str, argv: tuple[str, ...]
+) -> None:
+    code, out, err = run_cli(*argv, env={"CAFLEET_DATABASE_URL": url})
+    assert code == 1, (out, err)
+    assert SECRET not in out + err
+    shown = display_url(url)
+    # The reason, naming the database without its password (doctor: in its database check).
+    assert f"cannot read database {shown}: " in (out if argv == ("doctor",) else err)
+    assert "invalid literal" not in out + err  # Python's own words, not a reason
