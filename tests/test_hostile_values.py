@@ -14,13 +14,13 @@ import pytest
 
 from cafleet.pgurl import display_url
 from cafleet.sessions import prices
-from tests.cli_helpers import run_cli
+from tests.cli_helpers import assert_unchanged, call_main, run_cli, snapshot
 from tests.factories import Db
 from tests.fleet_helpers import create_fleet, ok, stop_loop
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log
 from tests.test_escalation import prompting_member
-from tests.web_helpers import client, fleet_headers, make_app
+from tests.web_helpers import client, fleet_headers, make_app, unchanged
 
 
 def _price_file() -> Path:
@@ -178,3 +178,49 @@ def test_a_malformed_postgresql_url_never_shows_its_password(
     # The reason, naming the database without its password (doctor: in its database check).
     assert f"cannot read database {shown}: " in (out if argv == ("doctor",) else err)
     assert "invalid literal" not in out + err  # Python's own words, not a reason
+
+
+# --- ids the database cannot hold ----------------------------------------------------------------
+
+BIG_IDS = ("2147483648", "9223372036854775807")  # above PostgreSQL's integer; SQLite's largest
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+def test_an_id_the_database_cannot_hold_reads_not_found(head_db: Path) -> None:
+    """PostgreSQL said `integer out of range` (and the WebUI HTTP 500) where SQLite said not
+    found."""
+    with Db(head_db) as db:
+        fleet = db.fleet()
+        director = fleet.director.member_id
+    before = snapshot(head_db)
+    for big in BIG_IDS:
+        for argv, entity in [
+            (("fleet", "show", big), "fleet"),
+            (("fleet", "delete", big), "fleet"),
+            (("member", "list", big), "fleet"),
+            (("member", "create", "--fleet-id", big, "--name", "w", "--description", "d"), "fleet"),
+            (("member", "show", big), "member"),
+            (("member", "delete", big), "member"),
+            (("member", "usage", big), "member"),
+            (("member", "answer", big, "1"), "member"),
+            (("message", "poll", big), "member"),
+            (("message", "send", "--from-member-id", str(director), "--to-member-id", big, "x"),
+             "member"),
+            (("message", "show", big), "message"),
+            (("message", "ack", big), "message"),
+        ]:  # fmt: skip
+            code, out, err = call_main(list(argv))
+            assert (code, out) == (1, ""), (argv, err)
+            assert err.startswith("Error: ") and f"{entity} {big}" in err, (argv, err)
+            assert "not found" in err, (argv, err)
+    assert_unchanged(before, head_db)
+    with client(make_app(head_db)) as api:
+        for big in BIG_IDS:
+            headers = fleet_headers(fleet.fleet.fleet_id)
+            assert api.get(f"/api/members/{big}/inbox", headers=headers).status_code == 404
+            assert api.get("/api/members", headers=fleet_headers(int(big))).status_code == 404
+            sent = api.post(
+                "/api/messages/send", headers=headers, json={"to_member_id": int(big), "text": "x"}
+            )
+            assert sent.status_code == 404, sent.text
+    unchanged(api, before, head_db)
