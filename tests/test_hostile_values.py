@@ -224,3 +224,52 @@ def test_an_id_the_database_cannot_hold_reads_not_found(head_db: Path) -> None:
             )
             assert sent.status_code == 404, sent.text
     unchanged(api, before, head_db)
+
+
+# --- settings the database cannot hold -----------------------------------------------------------
+
+INT_SETTINGS = [
+    "CAFLEET_MAX_TEXT_LEN",
+    "CAFLEET_MONITOR_WAKE_INTERVAL",
+    "CAFLEET_PANE_LOCK_TIMEOUT",
+    "CAFLEET_MIN_PANE_COLUMNS",
+    "CAFLEET_MIN_PANE_ROWS",
+    "CAFLEET_DELIVERY_HOLD_TIMEOUT",
+    "CAFLEET_DELIVERY_WORKERS",
+    "CAFLEET_ESCALATE_AFTER",
+]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"], indirect=True)
+def test_a_setting_the_database_cannot_hold_is_refused_when_read(
+    head_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CAFLEET_MONITOR_WAKE_INTERVAL=3000000000` killed the loop at start on PostgreSQL (its
+    INTEGER column cannot hold it)."""
+    with Db(head_db) as db:
+        fleet_id = db.fleet().fleet.fleet_id
+    before = snapshot(head_db)
+    for name in INT_SETTINGS:
+        with monkeypatch.context() as mp:
+            for value in ("3000000000", "2147483648", "9" * 5000):
+                mp.setenv(name, value)
+                code, out, err = call_main(["fleet", "list"])
+                shown = value if len(value) <= 40 else value[:40] + "…"
+                assert (code, out, err) == (
+                    1, "", f"Error: {name} must be an integer from 0 to 2147483647 (got '{shown}')\n"
+                )  # fmt: skip
+            for value in ("2147483647", "0002"):
+                mp.setenv(name, value)
+                assert call_main(["fleet", "list"])[0] == 0, (name, value)
+    # The same bound where an interval is given: `monitor --interval`, the WebUI.
+    code, _out, err = call_main(["monitor", str(fleet_id), "--interval", "3000000000"])
+    assert code == 2 and "0<=x<=2147483647" in err, err
+    assert_unchanged(before, head_db)
+    with client(make_app(head_db)) as api:
+        response = api.patch(
+            "/api/monitor",
+            headers=fleet_headers(fleet_id),
+            json={"wake_interval_seconds": 3_000_000_000},
+        )
+        assert response.status_code == 422, response.text
+    unchanged(api, before, head_db)

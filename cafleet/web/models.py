@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from cafleet.config import MAX_ID
+from cafleet.config import MAX_ID, MAX_SETTING
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
@@ -233,7 +233,7 @@ class MonitorOut(BaseModel):
 
 
 class IntervalIn(Strict):
-    wake_interval_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
+    wake_interval_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_SETTING)]
 
 
 class WakeOut(BaseModel):
