@@ -273,3 +273,99 @@ def test_a_setting_the_database_cannot_hold_is_refused_when_read(
         )
         assert response.status_code == 422, response.text
     unchanged(api, before, head_db)
+
+
+# --- worktree options: empty, control characters, relative bases ---------------------------------
+
+
+@pytest.mark.parametrize("flag", ["--branch", "--base"])
+def test_an_empty_branch_or_base_is_refused(head_db: Path, flag: str) -> None:
+    """`--branch ''` silently meant the default branch name."""
+    with Db(head_db) as db:
+        fleet_id = db.fleet().fleet.fleet_id
+    before = snapshot(head_db)
+    for empty in ("", "  "):
+        code, out, err = call_main(
+            ["member", "create", "--fleet-id", str(fleet_id), "--name", "w", "--description", "d",
+             flag, empty]
+        )  # fmt: skip
+        assert (code, out) == (2, "")
+        assert err.splitlines()[-1] == f"Error: {flag} is empty; give a name, or leave {flag} out"
+    assert_unchanged(before, head_db)
+
+
+def _repo(path: Path) -> list[str]:
+    """A repository with three commits on `main`; their ids, oldest first."""
+    from tests.test_worktrees import git, make_repo
+
+    make_repo(path)
+    for n in (1, 2):
+        (path / "shared.txt").write_text(f"line {n}\n")
+        git(path, "commit", "-qam", f"commit {n}")
+    return git(path, "log", "--reverse", "--format=%H").split()
+
+
+@pytest.mark.tmux
+def test_worktree_refusals_show_control_characters_sanitised(tmux_db: TmuxHarness) -> None:
+    """A raw ESC/BEL in `--branch`/`--base` reached the terminal in the error."""
+    h = tmux_db
+    _repo(h.project_dir)
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    create = ["member", "create", "--fleet-id", str(ids.fleet_id), "--name", "w",
+              "--description", "d"]  # fmt: skip
+    r = h.cli(*create, "--branch", "x\x1b]0;pwned\x07y")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines()[-1] == "Error: --branch 'x␛]0;pwned␇y' is not a valid branch name"
+    r = h.cli(*create, "--base", "\x1b[2J\x07nowhere")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == f"Error: --base '␛[2J␇nowhere' names no commit in {h.project_dir}\n"
+    assert "\x1b" not in r.stderr + r.stdout and "\x07" not in r.stderr
+
+
+@pytest.mark.tmux
+def test_a_relative_base_is_resolved_to_its_commit_at_create(tmux_db: TmuxHarness) -> None:
+    """`--base HEAD~1` was stored as written and read again in the member's worktree, where it
+    names another commit: the ahead count was wrong."""
+    from tests.test_worktrees import create, roster
+
+    h = tmux_db
+    commits = _repo(h.project_dir)
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    m, _pane, _path, _branch, base = create(h, ids.fleet_id, "rel", "--base", "HEAD~1")
+    assert base == commits[1]  # the commit it named at create time, not `HEAD~1`
+    worktree = roster(h, ids.fleet_id)[m]["worktree"]
+    assert (worktree["base"], worktree["ahead"], worktree["dirty"]) == (commits[1], 0, False)
+    # `HEAD` names the checked-out branch, as no --base does; a branch keeps its name.
+    assert create(h, ids.fleet_id, "head", "--base", "HEAD")[4] == "main"
+    assert create(h, ids.fleet_id, "main", "--base", "main")[4] == "main"
+
+
+# --- bidirectional controls in typed lines -------------------------------------------------------
+
+
+@pytest.mark.tmux
+def test_a_typed_line_shows_bidirectional_controls_sanitised(tmux_db: TmuxHarness) -> None:
+    """U+202E in a body or a sender's name reached the agent's pane: the rest of the line reads
+    backwards there."""
+    from tests.delivery_helpers import expected_line, record_of, send_json
+    from tests.factories import build_world
+    from tests.harness import util
+    from tests.test_delivery_send import occupy_loop_slot
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("ev\u202eil", "bob"))
+    a, b = w.members["ev\u202eil"], w.members["bob"]
+    occupy_loop_slot(h, w)
+    body = "run \u202etxt.exe\u2066 now\u2069"
+    data = send_json(
+        h.cli("message", "send", "--from-member-id", str(a), "--to-member-id", str(b), body,
+              "--json")
+    )  # fmt: skip
+    assert data["message"]["text"] == body  # stored as sent
+    util.wait_records(w.pane(b), 1)
+    line = expected_line(
+        data["message"]["message_id"], "ev\ufffdil", a, "run \ufffdtxt.exe\ufffd now\ufffd"
+    )
+    assert util.line_bytes(w.pane(b)) == [record_of(line)]
