@@ -60,8 +60,8 @@ def private_dirs(path: str) -> None:
     if os.path.isdir(path):
         return
     parent = os.path.dirname(path)
-    if parent and parent != path:
-        private_dirs(parent)
+    if parent and parent != path and not os.path.lexists(parent):
+        private_dirs(parent)  # a parent that is a file fails below, naming this path
     try:
         os.mkdir(path, DIR_MODE)
     except FileExistsError:
@@ -86,20 +86,27 @@ def create_private(path: str, flags: int = os.O_RDWR) -> int:
     return fd
 
 
-def tighten(path: str) -> bool:
-    """Make existing file ``path`` `0600` when it grants anything to group or others; True when
-    its mode changed (False: already private, missing, or not ours to change)."""
+def write_private(path: str, text: str) -> None:
+    """Replace the contents of ``path`` with ``text``, creating it `0600` (see `create_private`)."""
+    with os.fdopen(create_private(path, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def tighten(path: str) -> int | None:
+    """Make existing regular file ``path`` `0600` when it grants anything to group or others;
+    its mode before when it changed (None: already private, missing, or not ours to change)."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        st = os.lstat(path)
     except OSError:
-        return False
-    if mode & 0o077 == 0:
-        return False
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISREG(st.st_mode) or mode & 0o077 == 0:
+        return None
     try:
-        os.chmod(path, mode & 0o700 | FILE_MODE)
+        os.chmod(path, FILE_MODE)
     except OSError:
-        return False
-    return True
+        return None
+    return mode
 
 
 __all__ = [
@@ -111,4 +118,5 @@ __all__ = [
     "private_dirs",
     "read_regular",
     "tighten",
+    "write_private",
 ]
