@@ -369,3 +369,10 @@ def test_a_typed_line_shows_bidirectional_controls_sanitised(tmux_db: TmuxHarnes
         data["message"]["message_id"], "ev\ufffdil", a, "run \ufffdtxt.exe\ufffd now\ufffd"
     )
     assert util.line_bytes(w.pane(b)) == [record_of(line)]
+
+
+def test_the_wake_line_shows_bidirectional_controls_sanitised() -> None:
+    from cafleet.monitor.wakeline import WakeEntry, render_entry
+
+    entry = render_entry(WakeEntry(7, "ev\u202eil\u2067", "claude\u202a", 0))
+    assert entry == "7 (ev\ufffdil\ufffd; coding_agent=claude\ufffd; unacked=0)"
