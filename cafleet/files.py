@@ -14,8 +14,6 @@ import stat
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-
-
 NOT_REGULAR = "not a regular file"
 
 
@@ -23,6 +21,9 @@ def open_regular(path: str) -> int:
     """A read-only descriptor of ``path``, opened without blocking (a FIFO opens at once) and
     checked to be a regular file; raises `OSError` (`NOT_REGULAR` for a FIFO, a device, a
     directory or a socket)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):  # a device is never even opened
+        raise OSError(NOT_REGULAR)
+    # O_NONBLOCK: what was swapped in since is a FIFO at worst, and opens at once; fstat decides.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -96,7 +97,7 @@ def tighten(path: str) -> int | None:
     """Make existing regular file ``path`` `0600` when it grants anything to group or others;
     its mode before when it changed (None: already private, missing, or not ours to change)."""
     try:
-        st = os.lstat(path)
+        st = os.stat(path)  # a symlinked database: its file is what others could read
     except OSError:
         return None
     mode = stat.S_IMODE(st.st_mode)
