@@ -23,6 +23,7 @@ from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     NULL_CELL,
+    cut_naming_the_rest,
     sanitize_multiline,
     sanitize_single_line,
     truncate,
@@ -115,9 +116,11 @@ def out_json(value: Any) -> None:
 # --- truncation and the display sanitizer (cafleet.text implements both) -------------------
 
 
-def body_text(text: str, limit: int) -> str:
-    """A message body for text mode: truncated, then sanitized (one code point maps to one)."""
-    return sanitize_multiline(truncate(text, limit))
+def body_text(text: str, limit: int | None = None, message_id: int = 0) -> str:
+    """A message body for text mode, sanitized (one code point maps to one): whole, or with
+    ``limit`` (a summary line) cut there, the cut naming how to read the rest."""
+    shown = text if limit is None else cut_naming_the_rest(text, limit, message_id)
+    return sanitize_multiline(shown)
 
 
 def cell(value: object) -> str:
@@ -269,8 +272,9 @@ def message_dict(message: Any) -> dict[str, Any]:
 # --- text envelopes ----------------------------------------------------------------------------
 
 
-def envelope_lines(message: Any, limit: int) -> list[str]:
-    """Header line, then the truncated, sanitized body when it is non-empty."""
+def envelope_lines(message: Any, limit: int | None = None) -> list[str]:
+    """Header line, then the sanitized body when it is non-empty: whole (what a member reads
+    its messages with), or cut at ``limit`` for an echo (`body_text`)."""
     header = (
         f"[{message.message_id} | from:{message.from_member_id} | {cell(message.status_timestamp)}"
     )
@@ -279,11 +283,11 @@ def envelope_lines(message: Any, limit: int) -> list[str]:
     if message.origin_message_id is not None:
         header += f" | origin:{message.origin_message_id}"
     header += "]"
-    body = body_text(message.text, limit)
+    body = body_text(message.text, limit, message.message_id)
     return [header, body] if body else [header]
 
 
-def envelopes_lines(messages: Sequence[Any], limit: int) -> list[str]:
+def envelopes_lines(messages: Sequence[Any], limit: int | None = None) -> list[str]:
     """Envelopes separated by one blank line, or `No messages found.`."""
     if not messages:
         return ["No messages found."]

@@ -105,6 +105,15 @@ def _environ(pid: int, proc: str = PROC) -> list[bytes]:
         return []
 
 
+def env_value(pid: int, name: str, proc: str = PROC) -> str | None:
+    """The value of ``name`` in the environment ``pid`` started with, or None."""
+    prefix = name.encode() + b"="
+    for entry in _environ(pid, proc):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "surrogateescape")
+    return None
+
+
 def pane_processes(
     socket_path: str, pane_pids: Mapping[str, int], proc: str = PROC
 ) -> dict[str, set[Proc]]:
@@ -186,6 +195,7 @@ __all__ = [
     "Proc",
     "alive",
     "cmdline",
+    "env_value",
     "end_processes",
     "identify",
     "pane_processes",

@@ -18,6 +18,7 @@ import os
 OK = 0
 ERROR = 1  # a runtime error; doctor found issues
 USAGE = 2
+UNKNOWN = 75  # a send could not tell whether its message was stored (EX_TEMPFAIL: check, retry)
 TIMEOUT = 124  # `message wait` saw no message before its deadline (as timeout(1) exits)
 SIGINT = 130
 BROKEN_PIPE = 141
@@ -35,15 +36,17 @@ CODE_TMUX = "tmux"  # tmux is missing, unreachable, or a call failed
 CODE_DATABASE = "database"  # the schema guard refused the file, or SQLite failed
 CODE_OS = "os"  # a file-system call failed (the message names the path and the remedy)
 CODE_TIMEOUT = "timeout"
+CODE_UNKNOWN = "unknown"  # a send lost the database and could not tell what it stored
 CODE_INTERRUPTED = "interrupted"
 CODE_OUTPUT = "output"  # writing stdout failed
 CODE_ERROR = "error"  # anything else
 
-_EXIT_FOR_CODE = {CODE_USAGE: USAGE, CODE_TIMEOUT: TIMEOUT}
+_EXIT_FOR_CODE = {CODE_USAGE: USAGE, CODE_TIMEOUT: TIMEOUT, CODE_UNKNOWN: UNKNOWN}
 
 
 def exit_status(code: str) -> int:
-    """The exit status of an error code: 2 for usage, 124 for a timeout, else 1."""
+    """The exit status of an error code: 2 for usage, 75 for an unknown send outcome, 124 for
+    a timeout, else 1."""
     return _EXIT_FOR_CODE.get(code, ERROR)
 
 
@@ -120,12 +123,14 @@ __all__ = [
     "CODE_OUTPUT",
     "CODE_TIMEOUT",
     "CODE_TMUX",
+    "CODE_UNKNOWN",
     "CODE_USAGE",
     "ERROR",
     "OK",
     "SIGINT",
     "SIGTERM",
     "TIMEOUT",
+    "UNKNOWN",
     "USAGE",
     "deregistered",
     "error_code",

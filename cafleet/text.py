@@ -92,6 +92,19 @@ def truncate(text: str, limit: int) -> str:
     return text[:limit] + ELLIPSIS
 
 
+def cut_naming_the_rest(text: str, limit: int, message_id: int) -> str:
+    """`truncate`, and a cut says how much is left and how to read it whole
+    (`… (+1,277 characters: cafleet message show 41)`), so a reader never takes the start of a
+    message for all of it."""
+    if len(text) <= limit:
+        return text
+    rest = len(text) - max(limit, 0)
+    return (
+        f"{truncate(text, limit)} (+{rest:,} character{'' if rest == 1 else 's'}: "
+        f"cafleet message show {message_id})"
+    )
+
+
 # --------------------------------------------------------------------------- notification
 
 

@@ -145,6 +145,7 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.delivery.keys",
             "cafleet.delivery.parallel",
             "cafleet.delivery.screens",
+            "cafleet.sessions",
             "cafleet.broker",
             "cafleet.db",
             "cafleet.config",

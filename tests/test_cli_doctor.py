@@ -95,7 +95,13 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "fleets",
         "issues",
     ]
-    assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
+    assert data["fleets"] == {
+        "ok": True,
+        "skipped": True,
+        "fleets": [],
+        "left_worktrees": [],
+        "error": None,
+    }
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
     assert data["multiplexer"] == {

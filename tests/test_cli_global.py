@@ -293,7 +293,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 13  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 14  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -441,11 +441,9 @@ def test_empty_max_text_len_is_unset(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         db.send(fleet.director.member_id, fleet.director.member_id, "x" * 300)
-    code, out, err = run_cli(
-        "message", "poll", str(fleet.director.member_id), env={"CAFLEET_MAX_TEXT_LEN": ""}
-    )
+    code, out, err = run_cli("message", "ack", "1", env={"CAFLEET_MAX_TEXT_LEN": ""})
     assert code == 0, err
-    assert out.splitlines()[1] == "x" * 200 + "…"
+    assert out.splitlines()[2] == "x" * 200 + "… (+100 characters: cafleet message show 1)"
 
 
 @pytest.mark.parametrize("name", ["CAFLEET_MONITOR_WAKE_INTERVAL", "CAFLEET_PANE_LOCK_TIMEOUT"])

@@ -160,7 +160,17 @@ def test_envelope_lines() -> None:
     assert output.envelope_lines(_message(origin_message_id=3), 200)[0].endswith(" | origin:3]")
     assert output.envelope_lines(_message(text="abc"), 0) == [
         "[42 | from:7 | 2026-11-29T15:02:11.123456+00:00]",
-        "…",
+        "… (+3 characters: cafleet message show 42)",
+    ]
+    assert output.envelope_lines(_message(text="x" * 1477), 200)[1] == (
+        "x" * 200 + "… (+1,277 characters: cafleet message show 42)"
+    )
+    assert output.envelope_lines(_message(text="x" * 201), 200)[1].endswith(
+        "… (+1 character: cafleet message show 42)"
+    )
+    assert output.envelope_lines(_message(text="x" * 5000)) == [
+        "[42 | from:7 | 2026-11-29T15:02:11.123456+00:00]",
+        "x" * 5000,
     ]
 
 
@@ -250,28 +260,44 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
     assert acked["message"]["text"] == mailbox.long_body
 
 
-def test_text_truncation_default(mailbox: SimpleNamespace) -> None:
-    code, out, _ = call_main(["message", "show", str(mailbox.mid.message_id)])
+def test_what_a_member_reads_with_is_whole_and_echoes_say_how_to_read_the_rest(
+    mailbox: SimpleNamespace,
+) -> None:
+    """poll, wait and show print every character; only an echo (ack, send) is cut, and the cut
+    names the command that shows the rest."""
+    big, mid, d = mailbox.big.message_id, mailbox.mid.message_id, str(mailbox.director)
+    code, out, _ = call_main(["message", "show", str(mid)])
     assert code == 0
-    assert out.splitlines()[1] == "x" * 200 + "…"
-    code, out, _ = call_main(["message", "show", str(mailbox.big.message_id)])
-    body = out.splitlines()[1]
-    assert body == mailbox.long_body[:200] + "…"  # multi-byte characters count as one
+    assert out.splitlines()[1] == "x" * 300
+    code, out, _ = call_main(["message", "show", str(big)])
+    assert out.splitlines()[1:] == [mailbox.long_body]
+    code, out, _ = call_main(["message", "poll", d])
+    assert mailbox.long_body in out.splitlines() and "x" * 300 in out.splitlines()
+    code, out, _ = call_main(["message", "wait", d, "--timeout", "0"])
+    assert mailbox.long_body in out.splitlines() and "x" * 300 in out.splitlines()
+    code, out, _ = call_main(["message", "ack", str(big)])
+    cut = mailbox.long_body[:200]  # multi-byte characters count as one
+    assert out.splitlines()[2] == cut + f"… (+4,800 characters: cafleet message show {big})"
 
 
 @pytest.mark.parametrize(
     ("limit", "text", "expected"),
-    [("5", "abcdefg", "abcde…"), ("0", "abcdefg", "…"), ("7", "abcdefg", "abcdefg")],
+    [
+        ("5", "abcdefg", "abcde… (+2 characters: cafleet message show 1)"),
+        ("0", "abcdefg", "… (+7 characters: cafleet message show 1)"),
+        ("7", "abcdefg", "abcdefg"),
+    ],
 )
 def test_text_truncation_limit(head_db: Path, limit: str, text: str, expected: str) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         message = db.send(fleet.director.member_id, fleet.director.member_id, text)
+    assert message.message_id == 1
     code, out, _ = run_cli(
-        "message", "show", str(message.message_id), env={"CAFLEET_MAX_TEXT_LEN": limit}
+        "message", "ack", str(message.message_id), env={"CAFLEET_MAX_TEXT_LEN": limit}
     )
     assert code == 0
-    assert out.splitlines()[1] == expected
+    assert out.splitlines()[2] == expected
     code, out, _ = run_cli(
         "message", "show", str(message.message_id), "--json", env={"CAFLEET_MAX_TEXT_LEN": limit}
     )

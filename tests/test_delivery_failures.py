@@ -229,8 +229,23 @@ def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_
             f"Also pending for member {b}: message {older} (not notified yet)\n"
         )
     with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose=f"notify msg {older}"):
+        # Another drain (a loop retrying the older line) holds the pane: no warning, but the
+        # send says its own line was not typed, and why, in text and in JSON.
         quiet = send(h, a, b, "handed off")
-        assert (quiet.returncode, quiet.stderr) == (0, "")
+        handed = sent_id(quiet.stdout)
+        pending = (
+            f"Pending: message {handed} for member {b} is not typed yet: pane {pane} is busy "
+            f"typing another line (notify msg {older}); it stays in the inbox and is typed "
+            "after that one"
+        )
+        assert quiet.returncode == 0 and quiet.stdout.startswith("Message sent.\n")
+        assert quiet.stderr == pending + "\n"  # that drain goes on with the older ones too
+        as_json = send(h, a, b, "handed off too", "--json")
+        data = send_json(as_json)
+        too = data["message"]["message_id"]
+        assert data["notification_sent"] is False
+        assert data["notification_note"] == pending.replace(f"message {handed} ", f"message {too} ")
+        assert as_json.stderr == data["notification_note"] + "\n"
     assert notified_at(h.db_path, older) is None  # nothing was typed while the locks were held
     assert util.line_records(pane) == []
 
@@ -269,6 +284,22 @@ def test_a_warning_about_an_older_line_that_was_typed_says_so(tmux_db) -> None:
         went_in.notified.append((mine, b))
         went_in.failures.append(DrainFailure(older, b, pane, reason))
         assert own_outcome_lines(conn, went_in, {b: mine}) == [also]
+        # The pane lock was held by another drain: by one typing this very line (the loop
+        # picked it up first), or an older one.
+        busy = f"pane {pane} is receiving another keystroke"
+        itself = DrainReport()
+        itself.failures.append(DrainFailure(mine, b, pane, busy, True, f"notify msg {mine}"))
+        assert own_outcome_lines(conn, itself, {b: mine}) == [
+            f"Pending: message {mine} for member {b} is being typed into pane {pane} by another "
+            "delivery (the monitor loop's, or a send's)"
+        ]
+        behind = DrainReport()
+        behind.failures.append(DrainFailure(mine, b, pane, busy, True, f"notify msg {older}"))
+        assert own_outcome_lines(conn, behind, {b: mine}) == [
+            f"Pending: message {mine} for member {b} is not typed yet: pane {pane} is busy "
+            f"typing another line (notify msg {older}); it stays in the inbox and is typed "
+            "after that one"
+        ]
 
 
 def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.db.shapes import HEAD_VERSION
 from tests.cli_helpers import cli_env
 from tests.factories import Db
 
@@ -88,7 +89,7 @@ def test_setup_tightens_an_existing_database_and_says_so(head_db: Path) -> None:
         r = cli_umask0("setup", "--coding-agent", "claude")
         assert r.returncode == 0, r.stderr
         assert r.stdout.splitlines()[:4] == [
-            "Already at head (6); nothing to do.",
+            f"Already at head ({HEAD_VERSION}); nothing to do.",
             f"Made {head_db} readable by you alone (mode 0600; it was 0644).",
             f"Made {head_db}-wal readable by you alone (mode 0600; it was 0644).",
             f"Made {head_db}-shm readable by you alone (mode 0600; it was 0644).",
@@ -96,7 +97,7 @@ def test_setup_tightens_an_existing_database_and_says_so(head_db: Path) -> None:
         assert [mode(p) for p in [head_db, *companions]] == [0o600] * 3
     again = cli_umask0("setup", "--coding-agent", "claude")
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[0] == "Already at head (6); nothing to do."
+    assert again.stdout.splitlines()[0] == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert "readable by you alone" not in again.stdout  # nothing left to tighten
 
 

@@ -100,6 +100,9 @@ def test_parse_task_and_envelopes() -> None:
         ("run", "echo ran-a", ""),
     )
     assert parse_task("ready").steps == ()
+    # A long task that ends with its command: the last line is run exactly, whatever it says.
+    task = "run the last line:\nsome context ; run: not this\n  ls -la 'a b' ; echo x "
+    assert parse_task(task).steps == (("run", "  ls -la 'a b' ; echo x ", ""),)
 
 
 def test_member_script_follows_the_skill_step_by_step() -> None:

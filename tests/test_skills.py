@@ -197,7 +197,7 @@ def test_quoted_lines_are_the_product_lines() -> None:
         origin_message_id=None,
         text="please run the parser tests",
     )
-    shown = "\n".join(envelope_lines(message, 200))
+    shown = "\n".join(envelope_lines(message))  # as poll prints it
     assert f"```text\n{shown}\n```" in texts["cafleet/reference.md"]
 
 

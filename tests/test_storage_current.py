@@ -57,7 +57,8 @@ CHANGES = {
     # compatible: still current, the long way
     "extra index": ("CREATE INDEX aux_names ON members (name)",) * 2,
     "older ledger": ("UPDATE alembic_version SET version_num = '0001'",) * 2,
-    "newer ledger": ("UPDATE alembic_version SET version_num = '0007'",) * 2,
+    "newer ledger": (f"UPDATE alembic_version SET version_num = '{int(HEAD_REVISION) + 1:04d}'",)
+    * 2,
     "two ledger rows": (f"INSERT INTO alembic_version VALUES ('{HEAD_REVISION}x')",) * 2,
     "another identity": (
         "PRAGMA application_id = 7",

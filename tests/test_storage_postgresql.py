@@ -193,10 +193,16 @@ def test_another_identity_is_foreign_even_with_cafleets_schema(empty_db: PgDb) -
 
 def test_a_newer_schema_is_refused(empty_db: PgDb) -> None:
     run_setup(str(empty_db))
-    pg(empty_db, "UPDATE alembic_version SET version_num = '0007'", "DROP TABLE member_spawns")
+    newer = HEAD_VERSION + 1
+    pg(
+        empty_db,
+        f"UPDATE alembic_version SET version_num = '{newer:04d}'",
+        "DROP TABLE member_spawns",
+    )
     _refusals(
         empty_db,
-        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
+        f"database schema {newer} is newer than this cafleet (head {HEAD_VERSION}); "
+        "upgrade cafleet",
     )
 
 
@@ -779,7 +785,7 @@ def test_a_one_statement_write_is_one_round_trip_under_the_writer_rules(
         # a failing statement (a NUL in the text) writes nothing and frees the lock
         before = state(empty_db)
         with pytest.raises(Exception, match="NUL"):
-            tx.write_one(conn, mq.SEND, {"text": "a\x00b", "from_id": 1, "to_id": 1})
+            tx.write_one(conn, mq.SEND, {"text": "a\x00b", "from_id": 1, "to_id": 1, "token": None})
         assert not conn.in_transaction() and lock_is_free() and state(empty_db) == before
 
         # a ledger changed after validation

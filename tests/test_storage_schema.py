@@ -107,6 +107,7 @@ EXPECTED_COLUMNS = {
         ("origin_message_id", "INTEGER", 0, None, 0),
         ("text", "TEXT", 1, None, 0),
         ("notified_at", "TEXT", 0, None, 0),
+        ("client_token", "TEXT", 0, None, 0),  # revision 0007
     ],
     "monitor_runtime": [
         ("fleet_id", "INTEGER", 1, None, 1),
@@ -192,10 +193,11 @@ EXPECTED_INDEXES = {
         1,
     ),
     "idx_members_one_active_monitor_per_fleet": ("members", ["fleet_id"], 1, 1),
+    "idx_messages_client_token": ("messages", ["from_member_id", "client_token"], 1, 1),
 }
 
 
-def test_exactly_the_eight_indexes(fresh: Path) -> None:
+def test_exactly_the_contract_indexes(fresh: Path) -> None:
     rows = query(
         fresh,
         "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' "
@@ -223,6 +225,9 @@ def test_exactly_the_eight_indexes(fresh: Path) -> None:
     )
     assert index_predicate(sql_by_name["idx_messages_pending_notification"]) == (
         schema.PENDING_NOTIFICATION_PREDICATE
+    )
+    assert index_predicate(sql_by_name["idx_messages_client_token"]) == (
+        schema.CLIENT_TOKEN_PREDICATE
     )
     assert schema.ACTIVE_MONITOR_PREDICATE == (
         "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
@@ -352,6 +357,33 @@ def test_shape_of_0006() -> None:
         ("last_tick_at", "TEXT", False, None, 0),
         ("tick_seconds", "INTEGER", True, "5", 0),
     ]
+
+
+def test_shape_of_0007() -> None:
+    """One nullable TEXT column appended to `messages` and one partial unique index on
+    (from_member_id, client_token); every other table and index unchanged."""
+    s6, s7 = SHAPES["0006"], SHAPES["0007"]
+    changed = [(a, b) for a, b in zip(s6.tables, s7.tables, strict=True) if a != b]
+    assert [a.name for a, _ in changed] == ["messages"]
+    old, new = changed[0]
+    assert new.columns[:-1] == old.columns and new.foreign_keys == old.foreign_keys
+    assert new.autoincrement == old.autoincrement
+    added = new.columns[-1]
+    assert (added.name, added.type, added.notnull, added.default) == (
+        "client_token",
+        "TEXT",
+        False,
+        None,
+    )
+    assert s7.indexes[: len(s6.indexes)] == s6.indexes
+    (index,) = s7.indexes[len(s6.indexes) :]
+    assert (index.name, index.table, index.columns, index.unique, index.where) == (
+        "idx_messages_client_token",
+        "messages",
+        ("from_member_id", "client_token"),
+        True,
+        "client_token IS NOT NULL",
+    )
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

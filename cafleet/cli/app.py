@@ -92,7 +92,7 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor", "server")
+ROOT_ORDER = ("setup", "doctor", "fleet", "member", "worktree", "message", "monitor", "server")
 
 
 class RootGroup(CafleetGroup):
@@ -191,6 +191,17 @@ def fleet_group(ctx: click.Context) -> None:
 )
 @click.pass_context
 def member_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "worktree",
+    invoke_without_command=True,
+    help="List the git worktrees cafleet made for members, and remove one left behind.",
+    command_modules=_modules(("cafleet.cli.worktree_cmd", "list", "remove")),
+)
+@click.pass_context
+def worktree_group(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
 
 

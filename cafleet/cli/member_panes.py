@@ -127,7 +127,9 @@ def member_create(
         err(f"Warning: {created.host_loop_problem}")
     tree = created.worktree
     if as_json:
-        extra = {} if tree is None else {"worktree": worktree_dict(tree)}
+        extra: dict[str, object] = {} if tree is None else {"worktree": worktree_dict(tree)}
+        if created.finished:
+            extra["finished_interrupted_create"] = True
         out_json({**member_dict(created.member), "permissions": created.permissions, **extra})
     else:
         out(
@@ -139,6 +141,8 @@ def member_create(
         if created.host_loop_pid is not None:
             # docs/runtime.md §10.4: this host's loop delivers the member's lines.
             out(f"delivery loop for host {cell(created.host_id)}: pid {created.host_loop_pid}")
+        if created.finished:
+            out("(finished the interrupted 'member create' that registered it)")
 
 
 def worktree_dict(tree: WorktreeSpec) -> dict[str, str]:
@@ -191,6 +195,7 @@ def _print_delete(
         "pending": "(pending \u2014 no pane)",
         "no_placement": "(no placement)",
         "elsewhere": f"{pane_id} (on another host; not killed)",
+        "deregistered": "(already deregistered)",
     }[status]
     out("Member deleted.")
     pairs = [("member_id", str(member_id)), ("pane_id", cell(shown))]

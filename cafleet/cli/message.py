@@ -26,7 +26,7 @@ def message_poll(member_id: int, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in messages])
     else:
-        out_lines(envelopes_lines(messages, inv.max_text_len))
+        out_lines(envelopes_lines(messages))  # whole bodies: what the member acts on
 
 
 @message_group.command("ack", help="Acknowledge a delivered message (marks it completed).")
@@ -57,4 +57,4 @@ def message_show(message_id: int, as_json: bool) -> None:
     if as_json:
         out_json({"message": message_dict(message)})
     else:
-        out_lines(envelope_lines(message, inv.max_text_len))
+        out_lines(envelope_lines(message))

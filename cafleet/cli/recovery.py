@@ -51,9 +51,11 @@ def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bo
         return
     agent = done.member.placement.coding_agent if done.member.placement else "-"
     resumed = "" if done.resumed_session is None else f"; resumed session {done.resumed_session}"
+    # No previous pane: the interrupted 'member create' that registered it was finished.
+    was = done.previous_pane_id or "pending: its interrupted create finished"
     out(
         f"Respawned member {cell(done.member.name)} ({member_id}) in pane {done.pane_id} "
-        f"(was {done.previous_pane_id}; agent {agent}{resumed})."
+        f"(was {was}; agent {agent}{resumed})."
     )
     if done.host_loop_pid is not None:
         # docs/runtime.md §10.4: this host's loop delivers the member's lines.

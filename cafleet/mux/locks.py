@@ -157,6 +157,22 @@ def try_pane_lock(db_dir: str, key: PaneKey, *, purpose: str = "try") -> PaneLoc
     return lock
 
 
+def lock_busy(db_dir: str, key: PaneKey) -> bool:
+    """Whether some process holds ``key``'s lock now. Creates nothing (doctor creates no lock
+    file): a lock file that does not exist was never held."""
+    try:
+        fd = os.open(pane_lock_path(db_dir, key), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not _try_flock(fd):
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def acquire_pane_lock(
     db_dir: str,
     key: PaneKey,
@@ -291,6 +307,7 @@ __all__ = [
     "PaneLockTimeout",
     "acquire_pane_lock",
     "acquire_pane_locks",
+    "lock_busy",
     "lock_file_name",
     "pane_input_lock",
     "pane_lock_path",

@@ -103,7 +103,7 @@ def showing(conn: Connection, member_id: int) -> Showing:
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    mux = backend_for(placement.backend)
+    mux = backend_for(placement.backend, placement.mux_socket)  # any shell reaches it
     not_ours = owner_problem(mux, pane_id, owner_of(placement))
     if not_ours is not None:
         raise PaneUnavailable(not_ours)
@@ -200,7 +200,7 @@ def answer(
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    mux = backend_for(placement.backend)
+    mux = backend_for(placement.backend, placement.mux_socket)
     agent = placement.coding_agent
     with _lock_pane(settings, placement, member_id, f"answer member {member_id}"):
         # Re-read under the lock: a respawn may have moved the member meanwhile.

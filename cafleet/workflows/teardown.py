@@ -277,12 +277,48 @@ def delete(
     from cafleet.broker import fleet_worktrees
 
     trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
+    broken = [] if keep_panes else _half_made(conn, settings, fleet_id)
     deleted = _delete(conn, settings, fleet_id, keep_panes=keep_panes)
+    if broken:
+        deleted = _kill_orphans(deleted, broken)
     if not trees:
         return deleted
     return dataclasses.replace(
         deleted, worktrees=_retire(deleted.panes, trees, keep_panes, discard_worktree)
     )
+
+
+def _half_made(conn: Connection, settings: Settings, fleet_id: int) -> list[Member]:
+    """The live fleet's members left half-made by an interrupted `member create`: the pane that
+    create may have spawned is recorded nowhere, so `_delete` cannot kill it."""
+    from cafleet import broker
+    from cafleet.workflows.halfmade import half_made
+
+    if broker.get_fleet(conn, fleet_id).deleted_at is not None:
+        return []
+    members = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
+    return [left.member for left in half_made(conn, settings.db_dir, members)]
+
+
+def _kill_orphans(deleted: Deleted, members: Sequence[Member]) -> Deleted:
+    """Kill each half-made member's spawned pane, found by its environment, and report it
+    `killed` instead of `pending`."""
+    from cafleet.workflows.halfmade import kill_orphan
+
+    killed: dict[int, str] = {}
+    for member in members:
+        assert member.placement is not None
+        with contextlib.suppress(WorkflowError):  # a kill that fails leaves it `pending`
+            pane = kill_orphan(member.placement)
+            if pane is not None:
+                killed[member.member_id] = pane
+    rows = tuple(
+        dataclasses.replace(r, pane_id=killed[r.member_id], status="killed")
+        if r.member_id in killed and r.status == "pending"
+        else r
+        for r in deleted.panes
+    )
+    return dataclasses.replace(deleted, panes=rows)
 
 
 def _retire(

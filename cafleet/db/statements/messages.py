@@ -21,6 +21,7 @@ _INSERT_COLUMNS = [
     "text",
     "notified_at",
 ]
+_TOKEN_COLUMNS = [*_INSERT_COLUMNS, "client_token"]
 _s = members.alias("s")
 _r = members.alias("r")
 
@@ -28,7 +29,7 @@ _r = members.alias("r")
 SEND = (
     insert(messages)
     .from_select(
-        _INSERT_COLUMNS,
+        _TOKEN_COLUMNS,
         select(
             _r.c.member_id,
             _s.c.member_id,
@@ -40,6 +41,7 @@ SEND = (
             null(),
             param("text"),
             case((_s.c.member_id == _r.c.member_id, param("now")), else_=null()),
+            param("token"),
         )
         .select_from(_s.join(_r, _r.c.member_id == param("to_id")))
         .where(
@@ -78,6 +80,7 @@ INSERT_SUMMARY = insert(messages).values(
     origin_message_id=null(),
     text=param("text"),
     notified_at=param("now"),
+    client_token=param("token"),
 )
 LINK_SUMMARY = (
     update(messages)
@@ -121,6 +124,23 @@ ACK = (
 MESSAGE_BY_ID = select(*message_columns(messages)).where(
     messages.c.message_id == param("message_id")
 )
+# The row a sender's token stored (idx_messages_client_token; its predicate is implied).
+MESSAGE_BY_TOKEN = select(*message_columns(messages)).where(
+    messages.c.from_member_id == param("from_id"),
+    messages.c.client_token == param("token"),
+)
+# A broadcast's deliveries, found from its summary: same sender and stamp, then its origin
+# (idx_messages_from_created).
+DELIVERIES_OF = (
+    select(*message_columns(messages))
+    .where(
+        messages.c.from_member_id == param("from_id"),
+        messages.c.created_at == param("created_at"),
+        messages.c.origin_message_id == param("summary_id"),
+        messages.c.type == const("unicast"),
+    )
+    .order_by(messages.c.message_id)
+)
 MEMBER_STATUS = select(members.c.status).where(members.c.member_id == param("member_id"))
 
 
@@ -151,6 +171,8 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_DELIVERIES": INSERT_DELIVERIES,
     "ACK": ACK,
     "MESSAGE_BY_ID": MESSAGE_BY_ID,
+    "MESSAGE_BY_TOKEN": MESSAGE_BY_TOKEN,
+    "DELIVERIES_OF": DELIVERIES_OF,
     "MEMBER_STATUS": MEMBER_STATUS,
     "POLL": POLL,
     "UNACKED": UNACKED,

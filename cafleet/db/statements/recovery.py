@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import case, insert, null, select, update
 
-from cafleet.db.schema import member_placements, member_spawns, members, messages
+from cafleet.db.schema import fleets, member_placements, member_spawns, members, messages
 from cafleet.db.statements import (
     const,
     member_aliases,
@@ -44,6 +44,24 @@ FLEET_WORKTREES = (
         members.c.status == const("active"),
         member_spawns.c.worktree_json.is_not(None),
     )
+    .order_by(member_spawns.c.member_id)
+)
+# Every recorded worktree, any fleet's (docs/worktrees.md §3): `worktree list`, left-behind ones.
+ALL_WORKTREES = (
+    select(
+        member_spawns.c.member_id,
+        members.c.fleet_id,
+        members.c.name,
+        members.c.status,
+        fleets.c.deleted_at,
+        member_spawns.c.worktree_json,
+    )
+    .select_from(
+        member_spawns.join(members, members.c.member_id == member_spawns.c.member_id).join(
+            fleets, fleets.c.fleet_id == members.c.fleet_id
+        )
+    )
+    .where(member_spawns.c.worktree_json.is_not(None))
     .order_by(member_spawns.c.member_id)
 )
 FLEET_PERMISSIONS = (
@@ -123,6 +141,7 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_SPAWN": INSERT_SPAWN,
     "SPAWN": SPAWN,
     "FLEET_WORKTREES": FLEET_WORKTREES,
+    "ALL_WORKTREES": ALL_WORKTREES,
     "FLEET_PERMISSIONS": FLEET_PERMISSIONS,
     "MEMBER": MEMBER,
     "REBIND": REBIND,

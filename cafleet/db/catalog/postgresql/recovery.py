@@ -24,6 +24,11 @@ FLEET_WORKTREES: Compiled = (
     ("fleet_id",),
 )
 
+ALL_WORKTREES: Compiled = (
+    "SELECT member_spawns.member_id, members.fleet_id, members.name, members.status, fleets.deleted_at, member_spawns.worktree_json FROM member_spawns JOIN members ON members.member_id = member_spawns.member_id JOIN fleets ON fleets.fleet_id = members.fleet_id WHERE member_spawns.worktree_json IS NOT NULL ORDER BY member_spawns.member_id",
+    (),
+)
+
 FLEET_PERMISSIONS: Compiled = (
     "SELECT member_spawns.member_id, member_spawns.permissions FROM member_spawns JOIN members AS m ON m.member_id = member_spawns.member_id WHERE m.fleet_id = %s::BIGINT",
     ("fleet_id",),
