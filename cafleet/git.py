@@ -122,6 +122,23 @@ def resolve_commit(top: str, ref: str) -> str | None:
     return sha if proc.returncode == 0 and sha else None
 
 
+def stable_name(top: str, ref: str) -> str | None:
+    """The name to keep for ``ref`` as a base: a branch's short name (`HEAD` and `@` give the
+    branch checked out), a tag's or remote branch's name as given (else `tags/…`, `remotes/…`);
+    None for anything else (`HEAD~1`, a commit id, `@{-1}`), which reads differently later or
+    from another worktree, so the caller keeps the commit instead."""
+    proc = run(
+        ["rev-parse", "--symbolic-full-name", "--verify", "--quiet", "--end-of-options", ref],
+        top,
+        check=False,
+    )
+    full = proc.stdout.strip()
+    if proc.returncode != 0 or not full.startswith(("refs/heads/", "refs/tags/", "refs/remotes/")):
+        return None
+    short = full.split("/", 2)[2]
+    return short if full.startswith("refs/heads/") or short == ref else full[len("refs/") :]
+
+
 def branch_name_ok(top: str, name: str) -> bool:
     """Whether ``name`` is a valid new branch name (`git check-ref-format --branch`)."""
     if not name or name.startswith("-") or name.startswith("@"):

@@ -430,7 +430,7 @@ def test_unknown_later_wave_commands_are_usage_errors() -> None:
 # --- 11–14. environment variables ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5", " 5", "9223372036854775808"])
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", " 5"])
 def test_bad_max_text_len(value: str, head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, err = run_cli("message", "poll", "1", env={"CAFLEET_MAX_TEXT_LEN": value})

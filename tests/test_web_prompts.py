@@ -190,7 +190,7 @@ def test_a_server_started_from_a_plain_shell_captures_reads_and_answers_a_prompt
     member, pane = prompting_member(h, ids.fleet_id)
     plain = {k: v for k, v in h.env.items() if k not in ("TMUX", "TMUX_PANE")}
     server = start_server(env=plain, cwd=h.project_dir, track=h.track)
-    headers = {"X-Fleet-Id": str(ids.fleet_id)}
+    headers = {"X-Fleet-Id": str(ids.fleet_id), **server.auth}
     api = f"{server.base}/api/members/{member}"
     try:
         status, _, body = http("GET", f"{api}/capture?lines=40", headers=headers)

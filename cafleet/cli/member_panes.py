@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cafleet.cli.app import member_group
-from cafleet.cli.context import invocation
+from cafleet.cli.context import invocation, usage_error
 from cafleet.cli.params import (
     PERMISSION_PROFILES,
     agent_choice,
@@ -365,9 +365,13 @@ def member_ping(member_id: int, as_json: bool) -> None:
 )
 @json_option
 def member_answer(member_id: int, choice: str, prompt_id: str | None, as_json: bool) -> None:
+    from cafleet.workflows.answering import answer, choice_problem
+
+    problem = choice_problem(choice)
+    if problem is not None:
+        usage_error(problem)
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows.answering import answer
 
     done = answer(conn, inv.settings, member_id, choice, prompt_id=prompt_id)
     picked = done.choice

@@ -413,10 +413,12 @@ def stop_host_loop(conn: Connection, host_id: str, *, timeout: float = STOP_TIME
     stopped, or None when none was running."""
     from cafleet import broker
     from cafleet.config import host_hold_path
+    from cafleet.files import write_private
     from cafleet.procs import pid_alive
 
-    with open(host_hold_path(conn.info["cafleet.path"], host_id), "w", encoding="utf-8") as fh:
-        fh.write(f"{now_ts()} pid {os.getpid()}\n")
+    write_private(
+        host_hold_path(conn.info["cafleet.path"], host_id), f"{now_ts()} pid {os.getpid()}\n"
+    )
     row = broker.get_host_loop(conn, host_id)
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid):

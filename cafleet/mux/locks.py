@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError
+from cafleet.files import create_private, private_dirs
 from cafleet.mux import PaneKey
 
 RETRY_INTERVAL = 0.05
@@ -88,8 +89,8 @@ def read_holder(path: str) -> LockHolder | None:
 
 
 def _open_lock_file(path: str) -> int:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    private_dirs(os.path.dirname(path))
+    return create_private(path)
 
 
 def _try_flock(fd: int) -> bool:

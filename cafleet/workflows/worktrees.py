@@ -134,6 +134,7 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
     """Check everything `make` needs; raise `WorkflowError` (exit 1) or a usage error (exit 2,
     an invalid `--branch`) and write nothing."""
     from cafleet import git
+    from cafleet.text import sanitize_single_line
 
     directory = directory or os.getcwd()
     try:
@@ -151,8 +152,11 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
         else:
             found = git.resolve_commit(top, request.base)
             if found is None:
-                raise WorkflowError(f"--base '{request.base}' names no commit in {top}")
-            commit, base = found, request.base
+                shown = sanitize_single_line(request.base)
+                raise WorkflowError(f"--base '{shown}' names no commit in {top}")
+            # A relative base (`HEAD~1`) is fixed to its commit now: read again later, from the
+            # member's worktree, it would name another commit (and miscount what is ahead).
+            commit, base = found, git.stable_name(top, request.base) or found
         if commit == head:
             changed = git.changed_paths(top, untracked="no")
             if changed:
@@ -162,10 +166,10 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
                     f"{changed[0]}) that the member's worktree would not contain; commit or "
                     "stash them first"
                 )
-        branch = request.branch or default_branch(fleet_id, member_name)
+        branch = default_branch(fleet_id, member_name) if request.branch is None else request.branch
         if not git.branch_name_ok(top, branch):
             if request.branch is not None:
-                usage(f"--branch '{branch}' is not a valid branch name")
+                usage(f"--branch '{sanitize_single_line(branch)}' is not a valid branch name")
             raise WorkflowError(f"cannot make a branch name from '{member_name}'; pass --branch")
         if git.branch_exists(top, branch):
             raise WorkflowError(

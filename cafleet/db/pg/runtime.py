@@ -29,7 +29,7 @@ from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError, wr
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts
-from cafleet.pgurl import connect_url
+from cafleet.pgurl import connect_url, redact
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -274,6 +274,24 @@ def _session_options(url: str, lock_timeout: str) -> str | None:
     return f"{own} -c lock_timeout={lock_timeout} -c TimeZone=UTC".strip()
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name a server: libpq cannot read it (its words, every password of the
+    URL hidden), or a port is not a number; else None."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return MISSING_DRIVER
+    try:
+        params = conninfo_to_dict(url)
+    except Error as e:
+        return redact(first_line(e), url)
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            return f"port '{redact(port, url)}' is not a number from 1 to 65535"
+    return None
+
+
 def connect_driver(
     path: str, *, lock_timeout: str = LOCK_TIMEOUT, connect_timeout: int = CONNECT_TIMEOUT
 ) -> psycopg.Connection[Any]:
@@ -292,6 +310,9 @@ def connect_driver(
         raise sqlite3.OperationalError(MISSING_DRIVER) from None
 
     url = connect_url(path)
+    problem = url_problem(url)
+    if problem is not None:
+        raise sqlite3.OperationalError(problem)
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "cursor_factory": psycopg.ClientCursor,
@@ -312,7 +333,7 @@ def connect_driver(
                 options = None
                 driver = psycopg.connect(url, **kwargs)
     except psycopg.Error as e:
-        raise sqlite3.OperationalError(first_line(e)) from None
+        raise sqlite3.OperationalError(redact(first_line(e), url)) from None
     if options is None or driver.info.parameter_status("TimeZone") != "UTC":
         try:
             with _translated():

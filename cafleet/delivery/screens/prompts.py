@@ -47,6 +47,9 @@ _OPENCODE_CONFIRM = ("Always allow", "Confirm")
 # Text this far right of the dialog's left edge is the session sidebar of a wide pane.
 _OPENCODE_INDENT = 12
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A choice's number as `member answer` takes it: ASCII digits, no leading zero (`01`, `١` and
+# `²` are not numbers here, so they never pick choice 1 by Python's reading of them).
+CHOICE_NUMBER = re.compile(r"[1-9][0-9]{0,2}", re.ASCII)
 # A line drawn only of box-drawing and block characters (the dashed rules around Claude Code's
 # diff of a file, clean()'s ellipsis when cut): decoration, never what the prompt asks about.
 _DECORATION = re.compile("^[\u2500-\u259f\u2026\\s]+$")
@@ -84,7 +87,7 @@ class Prompt:
     def pick(self, wanted: str) -> Choice | None:
         """The choice ``wanted`` names: its number, or its label (case and spacing ignored)."""
         text = " ".join(wanted.split()).casefold()
-        if text.isdigit():
+        if CHOICE_NUMBER.fullmatch(text):
             return next((c for c in self.choices if c.number == int(text)), None)
         return next((c for c in self.choices if " ".join(c.label.split()).casefold() == text), None)
 

@@ -10,67 +10,67 @@ if TYPE_CHECKING:
 
 
 ACTIVE_MONITOR: Compiled = (
-    "SELECT members.member_id FROM members WHERE members.fleet_id = %s::INTEGER AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'",
+    "SELECT members.member_id FROM members WHERE members.fleet_id = %s::BIGINT AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'",
     ("fleet_id",),
 )
 
 REGISTER_CHECK: Compiled = (
-    "SELECT f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, d.status AS director_status, (SELECT members.member_id FROM members WHERE members.fleet_id = f.fleet_id AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor') AS monitor_member_id FROM fleets AS f LEFT OUTER JOIN members AS d ON d.member_id = f.director_member_id WHERE f.fleet_id = %s::INTEGER",
+    "SELECT f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, d.status AS director_status, (SELECT members.member_id FROM members WHERE members.fleet_id = f.fleet_id AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor') AS monitor_member_id FROM fleets AS f LEFT OUTER JOIN members AS d ON d.member_id = f.director_member_id WHERE f.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 INSERT_MEMBER: Compiled = (
-    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, member_card_json) VALUES (%s::INTEGER, %s::VARCHAR, %s::VARCHAR, 'active', %s::VARCHAR, NULL, %s::VARCHAR) RETURNING members.member_id",
+    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, member_card_json) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, 'active', %s::VARCHAR, NULL, %s::VARCHAR) RETURNING members.member_id",
     ("fleet_id", "name", "description", "now", "card"),
 )
 
 INSERT_PENDING_PLACEMENT: Compiled = (
-    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id) VALUES (%s::INTEGER, %s::VARCHAR, %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR)",
+    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR)",
     ("member_id", "session", "window", "backend", "agent", "now", "socket", "host"),
 )
 
 PATCH_PANE: Compiled = (
-    "UPDATE member_placements SET mux_window_id=coalesce(%s, member_placements.mux_window_id), mux_pane_id=%s::VARCHAR WHERE member_placements.member_id = %s::INTEGER AND member_placements.mux_pane_id IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = %s::INTEGER AND members.status = 'active')) RETURNING member_placements.member_id AS member_id, member_placements.backend AS backend, member_placements.mux_session AS mux_session, member_placements.mux_window_id AS mux_window_id, member_placements.mux_pane_id AS mux_pane_id, member_placements.coding_agent AS coding_agent, member_placements.created_at AS created_at, member_placements.lost_at AS lost_at, member_placements.mux_socket AS mux_socket, member_placements.host_id AS host_id",
+    "UPDATE member_placements SET mux_window_id=coalesce(%s, member_placements.mux_window_id), mux_pane_id=%s::VARCHAR WHERE member_placements.member_id = %s::BIGINT AND member_placements.mux_pane_id IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = %s::BIGINT AND members.status = 'active')) RETURNING member_placements.member_id AS member_id, member_placements.backend AS backend, member_placements.mux_session AS mux_session, member_placements.mux_window_id AS mux_window_id, member_placements.mux_pane_id AS mux_pane_id, member_placements.coding_agent AS coding_agent, member_placements.created_at AS created_at, member_placements.lost_at AS lost_at, member_placements.mux_socket AS mux_socket, member_placements.host_id AS host_id",
     ("window_id", "pane_id", "member_id", "member_id"),
 )
 
 MEMBER_BY_ID: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = %s::INTEGER",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = %s::BIGINT",
     ("member_id",),
 )
 
 DEREGISTER: Compiled = (
-    "UPDATE members SET status='deregistered', deregistered_at=%s::VARCHAR WHERE members.member_id = %s::INTEGER AND members.status = 'active'",
+    "UPDATE members SET status='deregistered', deregistered_at=%s::VARCHAR WHERE members.member_id = %s::BIGINT AND members.status = 'active'",
     ("now", "member_id"),
 )
 
 DELETE_PLACEMENT: Compiled = (
-    "DELETE FROM member_placements WHERE member_placements.member_id = %s::INTEGER",
+    "DELETE FROM member_placements WHERE member_placements.member_id = %s::BIGINT",
     ("member_id",),
 )
 
 ACTIVE_MONITOR_MEMBER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = (SELECT members.member_id FROM members WHERE members.fleet_id = %s::INTEGER AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor')",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = (SELECT members.member_id FROM members WHERE members.fleet_id = %s::BIGINT AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor')",
     ("fleet_id",),
 )
 
 FLEET_STATE: Compiled = (
-    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::INTEGER",
+    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 PANE_SHARED_WITH: Compiled = (
-    "SELECT p.member_id, coalesce(p.host_id, (SELECT pd.host_id FROM fleets AS pf JOIN member_placements AS pd ON pd.member_id = pf.director_member_id WHERE pf.fleet_id = m.fleet_id)) AS host_id FROM member_placements AS p JOIN members AS m ON m.member_id = p.member_id WHERE p.backend = %s::VARCHAR AND p.mux_session = %s::VARCHAR AND p.mux_pane_id = %s::VARCHAR AND p.member_id != %s::INTEGER AND m.status = 'active' ORDER BY p.member_id",
+    "SELECT p.member_id, coalesce(p.host_id, (SELECT pd.host_id FROM fleets AS pf JOIN member_placements AS pd ON pd.member_id = pf.director_member_id WHERE pf.fleet_id = m.fleet_id)) AS host_id FROM member_placements AS p JOIN members AS m ON m.member_id = p.member_id WHERE p.backend = %s::VARCHAR AND p.mux_session = %s::VARCHAR AND p.mux_pane_id = %s::VARCHAR AND p.member_id != %s::BIGINT AND m.status = 'active' ORDER BY p.member_id",
     ("backend", "session", "pane", "member_id"),
 )
 
 ROSTER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, (SELECT max(x.created_at) AS max_1 FROM messages AS x WHERE x.from_member_id = m.member_id) AS last_sent, (SELECT max(x.created_at) AS max_2 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast') AS last_recv, (SELECT max(x.status_timestamp) AS max_3 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'completed') AS last_ack FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND m.status = 'active' ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, (SELECT max(x.created_at) AS max_1 FROM messages AS x WHERE x.from_member_id = m.member_id) AS last_sent, (SELECT max(x.created_at) AS max_2 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast') AS last_recv, (SELECT max(x.status_timestamp) AS max_3 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'completed') AS last_ack FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND m.status = 'active' ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 WAKE_ROSTER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, (SELECT count(*) AS count_1 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'input_required') AS unacked FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND m.status = 'active' ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, (SELECT count(*) AS count_1 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'input_required') AS unacked FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND m.status = 'active' ORDER BY m.member_id",
     ("fleet_id",),
 )
 
