@@ -146,7 +146,7 @@ def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
     m1 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="1")
     m2 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="2")
     waited = inbox.wait(conn, settings, b.member_id, timeout=5, warn=warned.append)
-    assert [m.message_id for m in waited] == [m2.message_id, m1.message_id]  # poll's order
+    assert [m.message_id for m in waited] == [m1.message_id, m2.message_id]  # oldest first
     streamed = inbox.stream(conn, b.member_id, timeout=0)
     assert [m.message_id for m in streamed] == [m1.message_id, m2.message_id]
     assert warned == []
