@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.mux import PaneContext, PaneKey
+    from cafleet.mux.locks import PaneLockTimeout
     from cafleet.records import Member, Placement
 
 PLACEMENT_VARIABLE = "CAFLEET_PLACEMENT"
@@ -127,34 +128,21 @@ def refuse(conn: Connection, member: Member) -> None:
 def _acquire(settings: Settings, fleet_id: int, name: str, *, wait: bool, purpose: str) -> Any:
     """The creation lock, or None when ``wait`` is False and it is busy. Waiting runs out after
     the pane-lock timeout: `WorkflowError` naming the holder."""
-    from cafleet import signals
-    from cafleet.mux.locks import (
-        PaneLockAbandoned,
-        PaneLockTimeout,
-        acquire_pane_lock,
-        try_pane_lock,
-    )
+    from cafleet.mux.locks import try_pane_lock
+    from cafleet.workflows.locking import wait_for_lock
 
     key = creation_key(fleet_id, name)
     if not wait:
         return try_pane_lock(settings.db_dir, key, purpose=purpose)
-    try:
-        return acquire_pane_lock(
-            settings.db_dir,
-            key,
-            timeout=settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout as exc:
+
+    def busy(exc: PaneLockTimeout) -> str:
         pid = "" if exc.holder is None else f" (pid {exc.holder.pid})"
-        raise WorkflowError(
+        return (
             f"another 'cafleet member create' of '{name}' in fleet {fleet_id}{pid} is still "
             "running; retry when it has finished"
-        ) from None
+        )
+
+    return wait_for_lock(settings, key, purpose, busy)
 
 
 @contextlib.contextmanager

@@ -138,24 +138,14 @@ def _pane_key(placement: Placement) -> PaneKey:
 
 def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose: str) -> Any:
     """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
-    `lock_busy_message` (exit 1), an abandoned wait re-checks for a signal and re-raises."""
+    `lock_busy_message` (exit 1)."""
     from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.workflows.locking import wait_for_lock
 
     signals.check()
-    try:
-        return acquire_pane_lock(
-            settings.db_dir,
-            _pane_key(placement),
-            timeout=settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        raise WorkflowError(lock_busy_message(member_id)) from None
+    return wait_for_lock(
+        settings, _pane_key(placement), purpose, lambda _exc: lock_busy_message(member_id)
+    )
 
 
 def _default_template(role: Literal["monitor"] | None) -> str:

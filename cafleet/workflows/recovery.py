@@ -65,22 +65,9 @@ class Adopted:
 
 def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
     """One pane lock, waiting up to the pane-lock timeout (a timeout is the lock message)."""
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.workflows.locking import wait_for_lock
 
-    try:
-        return acquire_pane_lock(
-            settings.db_dir,
-            key,
-            timeout=settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        raise WorkflowError(lock_busy_message(member_id)) from None
+    return wait_for_lock(settings, key, purpose, lambda _exc: lock_busy_message(member_id))
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> Any:
