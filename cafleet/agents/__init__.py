@@ -1,4 +1,5 @@
-"""Coding agents (docs/runtime.md §2): the CodingAgent protocol, the registry, and their errors.
+"""Coding agents (docs/runtime.md §2): the CodingAgent protocol, and their errors; the agents
+themselves are the packages `registry` lists.
 
 Standard library only. `AgentUsageError` maps to exit 2, `AgentUnavailable` to exit 1; each
 error's ``str()`` is docs/cli.md §1.9's exact message.
@@ -6,11 +7,18 @@ error's ``str()`` is docs/cli.md §1.9's exact message.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from cafleet import status
+from cafleet.agents.registry import agent_names, find_agent
 from cafleet.errors import CafleetError
+
+if TYPE_CHECKING:
+    from cafleet.assets.bundle import Unit
+    from cafleet.assets.permissions import PermissionRow
+    from cafleet.delivery.policy import InputPolicy
+    from cafleet.delivery.screens.cues import AgentScreens
+    from cafleet.sessions import AgentRecords, SessionRecord
 
 
 class AgentError(CafleetError):
@@ -36,8 +44,20 @@ class AgentUnavailable(AgentError):
 
 @runtime_checkable
 class CodingAgent(Protocol):
-    name: str  # "claude" | "codex" | "opencode"
+    """Everything cafleet knows about one coding agent; each is one package under
+    `cafleet/agents/` (`_base.BaseAgent` gives the defaults), listed in `registry`."""
+
+    name: str  # its --coding-agent value, stored in placements and asset installs
     binary: str  # looked up on PATH
+    npm_package: str  # the install remedy doctor names, and where it reads the version
+    # Its configuration directory (skills, presets, settings): variables in precedence order,
+    # each with a suffix appended to its value, then the default under HOME.
+    config_variables: tuple[tuple[str, str], ...]
+    config_default: str
+    record_variables: tuple[str, ...]  # variables beyond HOME that move its session records
+    policy: InputPolicy  # how cafleet types into its composer
+    screens: AgentScreens  # its screen cues, composer finder and prompt reader
+    records: AgentRecords  # its session records: finding, locating, usage
 
     def validate_model(self, model: str | None, *, flag: str) -> None: ...
 
@@ -73,49 +93,32 @@ class CodingAgent(Protocol):
         permissions: str = "workspace",
     ) -> list[str]: ...
 
+    def asset_units(self, version: str) -> list[Unit]: ...
 
-def _claude() -> CodingAgent:
-    from cafleet.agents.claude import ClaudeAgent
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool: ...
 
-    return ClaudeAgent()
+    def locate_remembered(
+        self, session_id: str, remembered: SessionRecord
+    ) -> SessionRecord | None: ...
 
-
-def _codex() -> CodingAgent:
-    from cafleet.agents.codex import CodexAgent
-
-    return CodexAgent()
-
-
-def _opencode() -> CodingAgent:
-    from cafleet.agents.opencode import OpencodeAgent
-
-    return OpencodeAgent()
-
-
-_REGISTRY: dict[str, Callable[[], CodingAgent]] = {
-    "claude": _claude,
-    "codex": _codex,
-    "opencode": _opencode,
-}
-AGENT_NAMES: tuple[str, ...] = tuple(_REGISTRY)  # the CLI's --coding-agent choices, in order
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow: ...
 
 
 def get_agent(name: str) -> CodingAgent:
     """Resolve an agent by name (the CLI's Click choice already limits the names)."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
+    agent = find_agent(name)
+    if agent is None:
         raise AgentUsageError(
-            f"unknown coding agent '{name}'; choose one of {', '.join(AGENT_NAMES)}"
-        ) from None
-    return factory()
+            f"unknown coding agent '{name}'; choose one of {', '.join(agent_names())}"
+        )
+    return agent
 
 
 __all__ = [
-    "AGENT_NAMES",
     "AgentError",
     "AgentUnavailable",
     "AgentUsageError",
     "CodingAgent",
+    "agent_names",
     "get_agent",
 ]

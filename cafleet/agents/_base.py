@@ -1,4 +1,5 @@
-"""Shared pieces of the agent implementations."""
+"""Shared pieces of the agent implementations: `BaseAgent`, the defaults of the
+`cafleet.agents.CodingAgent` protocol that each agent's package overrides where it differs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import os
 import shutil
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
+from cafleet.assets.bundle import Unit
+from cafleet.assets.permissions import PermissionRow
+from cafleet.delivery.policy import InputPolicy
+from cafleet.delivery.screens.cues import AgentScreens
+from cafleet.sessions import AgentRecords, SessionRecord
 
 
 def msg_empty(flag: str) -> str:
@@ -19,7 +25,33 @@ def msg_effort_choice(flag: str, agent: str, levels: tuple[str, ...], value: str
 class BaseAgent:
     name: str = ""
     binary: str = ""
+    npm_package: str = ""
     effort_levels: tuple[str, ...] = ()
+    config_variables: tuple[tuple[str, str], ...] = ()
+    config_default: str = ""
+    record_variables: tuple[str, ...] = ()
+    policy: InputPolicy
+    screens: AgentScreens
+    records: AgentRecords
+
+    def asset_units(self, version: str) -> list[Unit]:
+        """What `setup` installs beyond the skills every agent gets (a preset, rules)."""
+        return []
+
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool:
+        """Whether its record at ``path`` holds a user message with ``frame`` (the second
+        witness of a submit, docs/runtime.md §4.9); no record reader: never."""
+        return False
+
+    def locate_remembered(self, session_id: str, remembered: SessionRecord) -> SessionRecord | None:
+        """``session_id`` where it was recorded (``remembered``, whose file still exists): a
+        file per session by default, so the file is the session."""
+        return remembered if session_id in os.path.basename(remembered.path) else None
+
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
+        """Doctor's member-permissions row: rules in its own settings that would block the
+        cafleet commands members run (docs/cli.md §3.3); none read by default."""
+        return PermissionRow(self.name)
 
     def validate_model(self, model: str | None, *, flag: str) -> None:
         if model is None:

@@ -15,13 +15,9 @@ import subprocess
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from cafleet.agents.registry import agent_names, load_agent
+
 VERSION_TIMEOUT = 10.0
-# Each agent's npm package: its package.json gives the version, its name the install remedy.
-PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "opencode": "opencode-ai",
-}
 
 
 class Installed(NamedTuple):
@@ -36,7 +32,12 @@ class Installed(NamedTuple):
 
     def remedy(self) -> str:
         agent = self.coding_agent
-        return f"install it (npm install -g {PACKAGES[agent]}) to run {agent} members"
+        return f"install it (npm install -g {_package(agent)}) to run {agent} members"
+
+
+def _package(agent: str) -> str:
+    """The agent's npm package: its package.json gives the version, its name the remedy."""
+    return load_agent(agent).npm_package
 
 
 def _package_version(path: str, package: str) -> str | None:
@@ -65,13 +66,14 @@ def _first_line(data: bytes) -> str:
     return ""
 
 
-def installed_agents(agents: Sequence[str] = tuple(PACKAGES)) -> list[Installed]:
+def installed_agents(agents: Sequence[str] | None = None) -> list[Installed]:
     """Each agent's binary (``shutil.which``, the lookup spawning uses) and its version."""
+    agents = agent_names() if agents is None else agents
     found: dict[str, str | None] = {}
     for agent in agents:
-        which = shutil.which(agent)
+        which = shutil.which(load_agent(agent).binary)
         found[agent] = os.path.abspath(which) if which else None
-    versions = {a: _package_version(p, PACKAGES[a]) for a, p in found.items() if p is not None}
+    versions = {a: _package_version(p, _package(a)) for a, p in found.items() if p is not None}
     # The rest are asked, all at once (a slow start-up costs its own time only once).
     asked: dict[str, subprocess.Popen[bytes]] = {}
     errors: dict[str, str] = {}
@@ -106,4 +108,4 @@ def installed_agents(agents: Sequence[str] = tuple(PACKAGES)) -> list[Installed]
     ]
 
 
-__all__ = ["PACKAGES", "VERSION_TIMEOUT", "Installed", "installed_agents"]
+__all__ = ["VERSION_TIMEOUT", "Installed", "installed_agents"]

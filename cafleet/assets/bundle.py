@@ -5,11 +5,8 @@ Package data under `cafleet/data/` (read with importlib.resources, nothing is fe
 - `skills/<name>/…`: one folder per skill in the Agent Skills format (SKILL.md with `name` and
   `description` front matter, role files beside it). Every agent gets every skill folder under
   `<identity path>/skills/<name>/`.
-- `presets/codex-cafleet.rules` → codex's `rules/cafleet.rules` (allows `cafleet …` commands).
-- `presets/opencode-agent.md` + the skill's `member.md` → opencode's `agents/cafleet.md`, the
-  agent preset members run with (`--agent cafleet`, permission profile workspace): its front
-  matter, then the member instructions as the body; `presets/opencode-agent-<profile>.md` →
-  `agents/cafleet-<profile>.md` for the profiles ask, readonly and full (docs/permissions.md).
+- `presets/…`: what an agent's package installs besides the skills (`asset_units`: Codex's
+  rules file, opencode's agent presets).
 
 `@CAFLEET_VERSION@` in a text file becomes the running cafleet's version, so an upgrade changes
 the installed files and `cafleet doctor` can tell a file of another version.
@@ -21,11 +18,10 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from cafleet.agents.registry import load_agent
+
 VERSION_TOKEN = "@CAFLEET_VERSION@"
 SKILLS_DIR = "skills"
-CODEX_RULES = "rules/cafleet.rules"
-OPENCODE_AGENT = "agents/cafleet.md"
-OPENCODE_AGENT_NAME = "cafleet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,44 +70,27 @@ def skill_files(name: str, version: str) -> dict[str, bytes]:
     return {rel: _render(data, version) for rel, data in raw.items()}
 
 
-def codex_rules(version: str) -> bytes:
-    return _render(_data().joinpath("presets", "codex-cafleet.rules").read_bytes(), version)
+def preset(name: str, version: str) -> bytes:
+    """A file of `presets/`, rendered."""
+    return _render(_data().joinpath("presets", name).read_bytes(), version)
 
 
-# The opencode agent presets beside `agents/cafleet.md` (profile workspace): one per other
-# permission profile (docs/permissions.md §2), `agents/cafleet-<profile>.md`.
-OPENCODE_PROFILE_AGENTS: tuple[str, ...] = ("ask", "readonly", "full")
-
-
-def opencode_agent(version: str, profile: str = "workspace") -> bytes:
-    name = "opencode-agent.md" if profile == "workspace" else f"opencode-agent-{profile}.md"
-    header = _render(_data().joinpath("presets", name).read_bytes(), version)
-    body = _data().joinpath(SKILLS_DIR, "cafleet", "member.md").read_bytes()
-    return header + b"\n" + _render(body, version)
+def member_instructions(version: str) -> bytes:
+    """The `cafleet` skill's member instructions (`member.md`), rendered."""
+    return _render(_data().joinpath(SKILLS_DIR, "cafleet", "member.md").read_bytes(), version)
 
 
 def units_for(coding_agent: str, version: str) -> list[Unit]:
-    """Everything installed for one agent, in installation order."""
+    """Everything installed for one agent, in installation order: every skill, then what its
+    package adds (`CodingAgent.asset_units`)."""
     units = [Unit(f"{SKILLS_DIR}/{name}", skill_files(name, version)) for name in skill_names()]
-    if coding_agent == "codex":
-        units.append(Unit(CODEX_RULES, {"": codex_rules(version)}))
-    elif coding_agent == "opencode":
-        units.append(Unit(OPENCODE_AGENT, {"": opencode_agent(version)}))
-        for profile in OPENCODE_PROFILE_AGENTS:
-            units.append(
-                Unit(f"agents/cafleet-{profile}.md", {"": opencode_agent(version, profile)})
-            )
-    return units
+    return units + load_agent(coding_agent).asset_units(version)
 
 
 __all__ = [
-    "CODEX_RULES",
-    "OPENCODE_AGENT",
-    "OPENCODE_AGENT_NAME",
-    "OPENCODE_PROFILE_AGENTS",
     "Unit",
-    "codex_rules",
-    "opencode_agent",
+    "member_instructions",
+    "preset",
     "skill_files",
     "skill_names",
     "units_for",

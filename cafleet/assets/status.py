@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from cafleet.agents.registry import agent_names
 from cafleet.assets.bundle import Unit, units_for
 from cafleet.assets.install import changes_for
-from cafleet.assets.targets import AGENTS, Target, TargetUnresolved, resolve_target
+from cafleet.assets.targets import Target, TargetUnresolved, resolve_target
 from cafleet.records import AssetInstall
 
 
@@ -75,13 +76,13 @@ def agent_status(
 
 
 def agent_statuses(
-    rows: Sequence[AssetInstall] | None, version: str, agents: Sequence[str] = AGENTS
+    rows: Sequence[AssetInstall] | None, version: str, agents: Sequence[str] | None = None
 ) -> list[AgentStatus]:
     return [
         agent_status(
             agent, None if rows is None else [r for r in rows if r.coding_agent == agent], version
         )
-        for agent in agents
+        for agent in (agent_names() if agents is None else agents)
     ]
 
 

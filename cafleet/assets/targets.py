@@ -1,10 +1,6 @@
-"""Each coding agent's identity path: the configuration directory it reads skills from.
-
-| agent    | path                                                              |
-|----------|-------------------------------------------------------------------|
-| claude   | `$CLAUDE_CONFIG_DIR`, else `$HOME/.claude`                        |
-| codex    | `$CODEX_HOME`, else `$HOME/.codex`                                |
-| opencode | `$OPENCODE_CONFIG_DIR`, else `$XDG_CONFIG_HOME/opencode`, else `$HOME/.config/opencode` |
+"""Each coding agent's identity path: the configuration directory it reads skills from. Each
+agent's package names its variables and default (`config_variables`, `config_default`; the
+table is in docs/maintaining.md §2).
 
 As everywhere in cafleet (docs/cli.md §1.6), a variable set to the empty string counts as unset.
 **Decision:** the resolved path is `os.path.abspath` of the value (a relative value is taken
@@ -19,9 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from cafleet.agents.registry import agent_names, load_agent
 from cafleet.errors import CafleetError
-
-AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 
 
 class TargetUnresolved(CafleetError):
@@ -40,15 +35,10 @@ class Target(NamedTuple):
         return self.source if self.source != "default" else f"default {self.default}"
 
 
-# agent -> (variables in precedence order with the suffix appended to each, default under HOME)
-_RULES: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {
-    "claude": ((("CLAUDE_CONFIG_DIR", ""),), ".claude"),
-    "codex": ((("CODEX_HOME", ""),), ".codex"),
-    "opencode": (
-        (("OPENCODE_CONFIG_DIR", ""), ("XDG_CONFIG_HOME", "opencode")),
-        os.path.join(".config", "opencode"),
-    ),
-}
+def _rule(coding_agent: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    """(variables in precedence order with the suffix appended to each, default under HOME)."""
+    agent = load_agent(coding_agent)
+    return agent.config_variables, agent.config_default
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:
@@ -59,7 +49,7 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
 def resolve_target(coding_agent: str, env: Mapping[str, str] | None = None) -> Target:
     """The agent's identity path; raises `TargetUnresolved` when HOME is needed and unset."""
     env = os.environ if env is None else env
-    variables, default = _RULES[coding_agent]
+    variables, default = _rule(coding_agent)
     for name, suffix in variables:
         value = _get(env, name)
         if value is not None:
@@ -78,13 +68,13 @@ def resolve_target(coding_agent: str, env: Mapping[str, str] | None = None) -> T
 
 def identity_variables(coding_agent: str) -> tuple[str, ...]:
     """The variables that move the agent's identity path, in precedence order."""
-    return tuple(name for name, _suffix in _RULES[coding_agent][0])
+    return tuple(name for name, _suffix in _rule(coding_agent)[0])
 
 
 def resolved_paths(env: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """Every agent's resolved path, None where it cannot be resolved (the guard's input)."""
     paths: dict[str, str | None] = {}
-    for agent in AGENTS:
+    for agent in agent_names():
         try:
             paths[agent] = resolve_target(agent, env).path
         except TargetUnresolved:
@@ -93,7 +83,6 @@ def resolved_paths(env: Mapping[str, str] | None = None) -> dict[str, str | None
 
 
 __all__ = [
-    "AGENTS",
     "Target",
     "TargetUnresolved",
     "identity_variables",

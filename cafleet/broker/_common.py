@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from cafleet.agents.registry import agent_names
 from cafleet.broker.errors import PaneDirectsFleet
 from cafleet.db.timefmt import format_ts, utcnow
-from cafleet.records import BACKENDS, CODING_AGENTS
+from cafleet.records import BACKENDS
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -25,9 +26,9 @@ def check_backend(backend: str) -> None:
 
 
 def check_coding_agent(coding_agent: str) -> None:
-    if coding_agent not in CODING_AGENTS:
+    if coding_agent not in agent_names():
         raise ValueError(
-            f"unknown coding agent {coding_agent!r} (expected one of: {', '.join(CODING_AGENTS)})"
+            f"unknown coding agent {coding_agent!r} (expected one of: {', '.join(agent_names())})"
         )
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from cafleet.agents.registry import agent_names
 from cafleet.broker._common import check_coding_agent
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import assets as q
 from cafleet.db.runtime import Connection
 from cafleet.records import (
-    CODING_AGENTS,
     AssetInstall,
     asset_install_from_row,
     check_enum,
@@ -75,7 +75,7 @@ def current_asset_versions(
     members' placements in that scope: ``"member"`` (member ``scope_id``), ``"fleet"`` (fleet
     ``scope_id``) or ``"fleet_of_member"`` (the fleet of member ``scope_id``).
     """
-    params: dict[str, object] = {f"path_{a}": paths.get(a) for a in CODING_AGENTS}
+    params: dict[str, object] = {f"path_{a}": paths.get(a) for a in agent_names()}
     if scope is not None:
         params["scope_id"] = scope_id
         with tx.read(conn):
@@ -83,16 +83,16 @@ def current_asset_versions(
         found: dict[str, str | None] = {}
         for agent, version in rows:
             agent = check_enum(
-                "member_placements", "a placement", "coding_agent", agent, CODING_AGENTS
+                "member_placements", "a placement", "coding_agent", agent, agent_names()
             )
             found[agent] = version
-        return dict(sorted(found.items(), key=lambda kv: CODING_AGENTS.index(kv[0])))
+        return dict(sorted(found.items(), key=lambda kv: agent_names().index(kv[0])))
     needed = [a for a in dict.fromkeys(agents)]
     for agent in needed:
         check_coding_agent(agent)
     if not needed:
         return {}
-    wanted = {f"path_{a}": paths.get(a) if a in needed else None for a in CODING_AGENTS}
+    wanted = {f"path_{a}": paths.get(a) if a in needed else None for a in agent_names()}
     with tx.read(conn):
         rows = conn.execute(q.VERSIONS_AT_PATHS, wanted).all()
     versions = {agent: version for agent, version in rows}

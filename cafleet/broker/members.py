@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet.agents.registry import agent_names
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
@@ -31,7 +32,6 @@ from cafleet.db.catalog.sqlite import members as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import (
-    CODING_AGENTS,
     Member,
     Placement,
     RosterEntry,
@@ -316,7 +316,7 @@ def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
                 f"member_id {row['member_id']}",
                 "coding_agent",
                 agent,
-                CODING_AGENTS,
+                agent_names(),
             )
         entry = WakeRosterEntry(
             member_id=row["member_id"], name=row["name"], coding_agent=agent, unacked=row["unacked"]

@@ -148,35 +148,18 @@ def _permission_dict(row: Any) -> dict[str, Any]:
     }
 
 
-def _preset_state(statuses: list[Any], version: str) -> str:
-    from cafleet.assets.bundle import OPENCODE_AGENT, Unit, opencode_agent
-    from cafleet.assets.status import file_state
-
-    opencode = next(s for s in statuses if s.coding_agent == "opencode")
-    if opencode.target is None:
-        return "missing"
-    unit = Unit(OPENCODE_AGENT, {"": opencode_agent(version)})
-    return file_state(opencode.target.path, [unit])[0]
-
-
 def member_permissions_section(statuses: list[Any], version: str) -> RowsSection:
-    from cafleet.assets.permissions import check_claude, check_codex, check_opencode
+    from cafleet.agents import get_agent
+    from cafleet.assets.permissions import PermissionRow
 
     cwd = os.getcwd()
-    paths = {s.coding_agent: (s.target.path if s.target is not None else None) for s in statuses}
     rows = []
-    for agent in ("claude", "codex", "opencode"):
-        path = paths[agent]
-        if path is None:
-            from cafleet.assets.permissions import PermissionRow
-
+    for status in statuses:
+        agent = status.coding_agent
+        if status.target is None:
             rows.append(PermissionRow(agent, error="its configuration directory did not resolve"))
-        elif agent == "claude":
-            rows.append(check_claude(path, cwd))
-        elif agent == "codex":
-            rows.append(check_codex(path))
         else:
-            rows.append(check_opencode(path, cwd, _preset_state(statuses, version)))
+            rows.append(get_agent(agent).check_permissions(status.target.path, cwd, version))
     pairs: list[tuple[str, str]] = []
     extra: list[str] = []
     for row in rows:

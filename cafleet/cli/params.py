@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cafleet.agents.registry import agent_names
 from cafleet.config import MAX_ID
 from cafleet.text import BODY_LIMIT, check_inline_body
 
@@ -119,11 +120,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Output in JS
 
 
 def agent_choice() -> click.Choice[str]:
-    """`--coding-agent`'s choice, from the agents registry (imported only by the commands that
-    spawn, when they register)."""
-    from cafleet.agents import AGENT_NAMES
-
-    return click.Choice(AGENT_NAMES)
+    """`--coding-agent`'s choice, from the agents registry."""
+    return click.Choice(agent_names())
 
 
 # --- names and descriptions (docs/cli.md §1.9) ----------------------------------------------------

@@ -16,12 +16,11 @@ from typing import Any
 
 import click
 
+from cafleet.agents.registry import agent_names
 from cafleet.cli.app import cli
 from cafleet.cli.context import invocation
 from cafleet.cli.params import json_option
 from cafleet.output import err, out, out_json
-
-AGENTS = ("claude", "codex", "opencode")
 
 WAITING = "Waiting for another 'cafleet setup' to finish (it holds {lock})..."
 
@@ -33,15 +32,15 @@ def _agents_callback(
     names: list[str] = []
     for value in values:
         for name in value.replace(",", " ").split():
-            if name not in AGENTS:
+            if name not in agent_names():
                 raise click.UsageError(
-                    f"unknown coding agent '{name}'; choose from {', '.join(AGENTS)}", ctx
+                    f"unknown coding agent '{name}'; choose from {', '.join(agent_names())}", ctx
                 )
             if name not in names:
                 names.append(name)
     if values and not names:
         raise click.UsageError("--coding-agent may not be empty", ctx)
-    return tuple(names) if names else AGENTS
+    return tuple(names) if names else agent_names()
 
 
 def _db_half(path: str) -> tuple[str | None, str | None]:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from cafleet.agents.registry import find_agent
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.delivery.keys import RecheckState
@@ -362,7 +364,7 @@ def _witness(
     """The second witness of the verified submit (docs/runtime.md §4.9): the recipient's agent's
     own record holds the line. Its session and record (learned by the loop, `cafleet.monitor
     .learning`) are looked up at the first question only; none known: always no."""
-    if agent not in ("claude", "codex", "opencode"):
+    if find_agent(agent) is None:
         return None
     from cafleet.delivery.screens import message_frame
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cafleet.delivery.policy import POLICIES, UNKNOWN_TYPES
+from cafleet.delivery.policy import UNKNOWN_TYPES, policy_of
 from cafleet.delivery.screens import State, classify
 
 Action = Literal["type", "hold", "dismiss"]
@@ -48,7 +48,7 @@ def holds(agent: str | None, state: State) -> bool:
     if state in ("starting", "awaiting_user"):
         return True
     if state == "working":
-        policy = POLICIES.get(agent or "")
+        policy = policy_of(agent)
         return policy is not None and policy.while_working == "hold"
     return state == "unknown" and not UNKNOWN_TYPES
 
@@ -82,7 +82,7 @@ def decide(
     if not expired:
         return Decision("hold", state)
     if state == "awaiting_user":
-        if dismissed or agent not in POLICIES:
+        if dismissed or policy_of(agent) is None:
             return Decision("hold", state)
         return Decision("dismiss", state)
     note = hold_note(waited, state) if hold_timeout > 0 else None

@@ -278,7 +278,7 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
     """Classify the screen and decide (cafleet.delivery.gate); past a hold timeout dismiss a prompt once;
     empty the composer. Returns the outcome that ends the attempt, or what typing needs."""
     from cafleet.delivery.gate import decide, hold_note
-    from cafleet.delivery.policy import DISMISS_SETTLE, POLICIES
+    from cafleet.delivery.policy import DISMISS_SETTLE, policy_of
     from cafleet.delivery.submit import clear_composer
     from cafleet.mux import MultiplexerError
 
@@ -306,7 +306,9 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
     if decision.action == "dismiss":
         # Only once a hold ran out, and only for a prompt or menu (never a composer): one
         # press, then a settle, so nothing typed next can join it into a control sequence.
-        mux.send_key(pane_id, POLICIES[str(target.agent)].dismiss_key)
+        policy = policy_of(target.agent)
+        assert policy is not None  # the gate dismisses only for an agent with a policy
+        mux.send_key(pane_id, policy.dismiss_key)
         clock.sleep(DISMISS_SETTLE)
         screen = capture()
         held_state = decision.state

@@ -1,4 +1,4 @@
-"""Per-agent input policies and every delivery constant, defined once (docs/runtime.md §4.9,
+"""The input-policy type, the lookup of an agent's policy, and every delivery constant, defined once (docs/runtime.md §4.9,
 docs/agent-screens.md).
 
 The gate (`cafleet.delivery.gate`), the verified submit (`cafleet.delivery.submit`), the typing
@@ -9,6 +9,8 @@ Standard library only, no I/O: any layer may import it at no start-up cost.
 from __future__ import annotations
 
 from typing import Literal, NamedTuple
+
+from cafleet.agents.registry import find_agent
 
 # CAFLEET_DELIVERY_HOLD_TIMEOUT's default: seconds a held line waits; 0 = never hold.
 DEFAULT_HOLD_TIMEOUT = 300
@@ -60,54 +62,11 @@ class InputPolicy(NamedTuple):
     settle: float = SUBMIT_SETTLE
 
 
-POLICIES: dict[str, InputPolicy] = {
-    p.agent: p
-    for p in (
-        InputPolicy(
-            "claude",
-            "type",
-            "C-u",
-            12,
-            "Escape",
-            "A line submitted while Claude Code works is queued (`Press up to edit queued "
-            "messages`) and recorded at once; one Escape would interrupt the turn. Ctrl-U "
-            "deletes the cursor's visual row, so a wrapped leftover takes one press per row. "
-            "Pasted (bracketed) with Enter 0.1 s later: taken 20/20 ready and working, where "
-            "typed keys needed 0.3 s (docs/agent-screens.md §6.1).",
-            paste=True,
-            settle=0.1,
-        ),
-        InputPolicy(
-            "codex",
-            "type",
-            "C-u",
-            6,
-            "Escape",
-            "A line submitted while Codex works is taken into the running turn (steer) and "
-            "recorded; Escape would interrupt it, and two Escapes on an empty composer open the "
-            "transcript browser. Ctrl-U empties the composer. Pasted (bracketed) with Enter "
-            "0.1 s later: taken 20/20 ready and working, where typed keys needed 0.5 s "
-            "(docs/agent-screens.md §6.1).",
-            paste=True,
-            settle=0.1,
-        ),
-        InputPolicy(
-            "opencode",
-            "type",
-            "C-u",
-            6,
-            "Escape",
-            "A line submitted while opencode works is listed QUEUED and handled after the turn; "
-            "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
-            "freshly drawn screen is often lost, and an Enter on its empty composer does "
-            "nothing, so Enter is pressed again after 1 s rather than 3. Pasted (bracketed) "
-            "with Enter 0.1 s later: taken 10/10 while working (docs/agent-screens.md §6.1).",
-            enter_again_after=1.0,
-            paste=True,
-            settle=0.1,
-        ),
-    )
-}
+def policy_of(agent: str | None) -> InputPolicy | None:
+    """The agent's input policy (in its package, `cafleet/agents/<name>/`); None for a name
+    cafleet does not know."""
+    found = find_agent(agent)
+    return found.policy if found is not None else None
 
 
 __all__ = [
@@ -118,11 +77,11 @@ __all__ = [
     "FRAME_CHARS",
     "SCROLLBACK_LINES",
     "MAX_ENTERS",
-    "POLICIES",
     "SUBMIT_SETTLE",
     "UNKNOWN_TYPES",
     "VERIFY_POLL",
     "VERIFY_TIMEOUT",
     "WITNESS_EVERY",
     "InputPolicy",
+    "policy_of",
 ]

@@ -1,7 +1,7 @@
 """Verified submit (docs/runtime.md §4.9): empty the composer, type the line, Enter, and count
 the line as submitted only when a capture shows the agent took it.
 
-`clear_composer` presses the agent's clear key (`cafleet.delivery.policy.POLICIES`) until the composer
+`clear_composer` presses the agent's clear key (its `InputPolicy`) until the composer
 reads empty, so a retry never merges with a half-typed leftover. `submit_verified` types the
 line and Enter (`Multiplexer.type_line`), then reads the screen until
 `cafleet.delivery.screens.line_taken` says ``submitted``; while the line is still in the composer
@@ -24,13 +24,12 @@ from cafleet.delivery.policy import (
     ENTER_AGAIN_AFTER,
     FRAME_CHARS,
     MAX_ENTERS,
-    POLICIES,
     VERIFY_POLL,
     VERIFY_TIMEOUT,
     WITNESS_EVERY,
+    policy_of,
 )
-from cafleet.delivery.screens import Taken, composer_text, line_taken, squash
-from cafleet.delivery.screens.cues import TABLES
+from cafleet.delivery.screens import Taken, composer_text, line_taken, squash, table_of
 
 if TYPE_CHECKING:
     from cafleet.mux import Multiplexer
@@ -51,7 +50,7 @@ def frame_of(line: str) -> str:
 
 def taken(agent: str | None, before: str, after: str, frame: str) -> Taken:
     """`line_taken` for an agent with cues; for any other screen, the frame count."""
-    if agent in TABLES:
+    if agent is not None and table_of(agent) is not None:
         return line_taken(agent, before, after, frame)
     needle = squash(frame)
     if needle and squash(after).count(needle) > squash(before).count(needle):
@@ -66,7 +65,7 @@ def clear_composer(
 
     A screen without a composer (or without cues) is left alone. MultiplexerError propagates.
     """
-    policy = POLICIES.get(agent or "")
+    policy = policy_of(agent)
     if policy is None:
         return screen, None
     for _ in range(policy.max_clears):
@@ -111,7 +110,7 @@ def submit_verified(
     """
     from cafleet.mux import MultiplexerError, PaneGone
 
-    policy = POLICIES.get(agent or "")
+    policy = policy_of(agent)
     again_after = ENTER_AGAIN_AFTER if policy is None else policy.enter_again_after
     if policy is not None and state not in (None, "unknown"):
         mux.type_line(pane_id, line, settle=policy.settle, paste=policy.paste)

@@ -43,7 +43,6 @@ MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
 MESSAGE_TYPES: tuple[str, ...] = ("unicast", "broadcast_summary")
 MESSAGE_STATES: tuple[str, ...] = ("input_required", "completed")
 BACKENDS: tuple[str, ...] = ("tmux", "herdr")
-CODING_AGENTS: tuple[str, ...] = ("claude", "codex", "opencode")
 
 
 class Row(Protocol):
@@ -179,7 +178,6 @@ __all__ = [
     "AssetInstall",
     "BACKENDS",
     "Broadcast",
-    "CODING_AGENTS",
     "Fleet",
     "FleetBootstrap",
     "FleetSummary",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cafleet.records import CODING_AGENTS, Row, check_enum
+from cafleet.agents.registry import agent_names
+from cafleet.records import Row, check_enum
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +23,7 @@ def asset_install_from_row(row: Row) -> AssetInstall:
             f"path '{row['path']}'",
             "coding_agent",
             row["coding_agent"],
-            CODING_AGENTS,
+            agent_names(),
         ),
         path=row["path"],
         cafleet_version=row["cafleet_version"],

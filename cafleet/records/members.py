@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from cafleet.agents.registry import agent_names
 from cafleet.records import (
     BACKENDS,
-    CODING_AGENTS,
     MEMBER_STATUSES,
     PaneKey,
     Row,
@@ -73,7 +73,7 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
         mux_window_id=row[prefix + "mux_window_id"],
         mux_pane_id=row[prefix + "mux_pane_id"],
         coding_agent=check_enum(
-            "member_placements", key, "coding_agent", row[prefix + "coding_agent"], CODING_AGENTS
+            "member_placements", key, "coding_agent", row[prefix + "coding_agent"], agent_names()
         ),
         created_at=row[prefix + "created_at"],
         lost_at=_optional(row, prefix + "lost_at"),

@@ -1,8 +1,8 @@
 """The coding agents' own session records (docs/runtime.md §9): which session a member's agent
 runs, whether the agent still has it, and the token usage it recorded.
 
-Standard library only. Each agent module (`claude`, `codex`, `opencode`) reads its agent's
-records and nothing in them but what these jobs need: session ids, the directory a session ran
+Standard library only. Each agent's package (`cafleet/agents/<name>/records.py`) reads its
+agent's records and nothing in them but what these jobs need: session ids, the directory a session ran
 in, the first user message (only to compare it with the member's spawn prompt) and usage.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from cafleet.agents.registry import find_agent
 from cafleet.errors import CafleetError
 
 
@@ -92,20 +93,12 @@ class AgentRecords(Protocol):
 
 
 def records_of(agent: str) -> AgentRecords:
-    """The record reader of ``agent`` (claude, codex or opencode)."""
-    if agent == "claude":
-        from cafleet.sessions import claude
-
-        return claude.READER
-    if agent == "codex":
-        from cafleet.sessions import codex
-
-        return codex.READER
-    if agent == "opencode":
-        from cafleet.sessions import opencode
-
-        return opencode.READER
-    raise ValueError(f"unknown coding agent {agent!r}")
+    """The record reader of ``agent`` (its package's `records`); ValueError for a name
+    cafleet does not know."""
+    found = find_agent(agent)
+    if found is None:
+        raise ValueError(f"unknown coding agent {agent!r}")
+    return found.records
 
 
 def epoch(value: Any) -> float | None:

@@ -8,8 +8,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-# The variables that move an agent's records; nothing else is kept from the pane's environment.
-RECORD_VARIABLES = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_DATA_HOME")
+from cafleet.agents.registry import agent_names, load_agent
+
+
+def record_variables() -> tuple[str, ...]:
+    """The variables that move an agent's records (HOME and each agent's own); nothing else is
+    kept from the pane's environment."""
+    names = ["HOME"]
+    for agent in agent_names():
+        names += [v for v in load_agent(agent).record_variables if v not in names]
+    return tuple(names)
 
 
 def process_env(pid: int) -> dict[str, str] | None:
@@ -19,10 +27,11 @@ def process_env(pid: int) -> dict[str, str] | None:
     except OSError:
         return None
     env: dict[str, str] = {}
+    wanted = record_variables()
     for item in raw.split(b"\0"):
         name, sep, value = item.partition(b"=")
         key = name.decode(errors="replace")
-        if sep and key in RECORD_VARIABLES:
+        if sep and key in wanted:
             env[key] = value.decode(errors="replace")
     return env
 
@@ -40,4 +49,5 @@ def pane_home(pid: int | None, fallback: Mapping[str, str]) -> tuple[dict[str, s
         env = process_env(pid)
         if env is not None:
             return env, process_cwd(pid)
-    return {k: v for k, v in fallback.items() if k in RECORD_VARIABLES}, None
+    wanted = record_variables()
+    return {k: v for k, v in fallback.items() if k in wanted}, None

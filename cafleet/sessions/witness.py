@@ -17,27 +17,27 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from contextlib import closing
 from typing import Any
-from urllib.parse import quote
+
+from cafleet.agents.registry import find_agent
 
 TAIL_BYTES = 1 << 20  # a line just taken is among the last records
 
 
 def holds_line(agent: str, path: str, session_id: str, frame: str) -> bool:
     """Whether ``agent``'s record at ``path`` (session ``session_id``) holds a user message
-    whose text has ``frame``."""
+    whose text has ``frame``; each agent reads its own record (`CodingAgent.holds_line`)."""
+    found = find_agent(agent)
+    if found is None:
+        return False
     try:
-        if agent == "opencode":
-            return _opencode(path, session_id, frame)
-        if agent in ("claude", "codex"):
-            return any(_user_text_has(agent, rec, frame) for rec in _tail_records(path, frame))
+        return found.holds_line(path, session_id, frame)
     except (OSError, sqlite3.Error):
         return False
-    return False
 
 
-def _tail_records(path: str, frame: str) -> list[dict[str, Any]]:
+def tail_records(path: str, frame: str) -> list[dict[str, Any]]:
+    """The records among a jsonl file's last `TAIL_BYTES` whose line holds ``frame``."""
     with open(path, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         fh.seek(max(0, size - TAIL_BYTES))
@@ -56,7 +56,8 @@ def _tail_records(path: str, frame: str) -> list[dict[str, Any]]:
     return out
 
 
-def _texts(content: Any) -> list[str]:
+def texts(content: Any) -> list[str]:
+    """The texts of a message's content (a string, or a list of text parts)."""
     if isinstance(content, str):
         return [content]
     if isinstance(content, list):
@@ -68,50 +69,4 @@ def _texts(content: Any) -> list[str]:
     return []
 
 
-def _user_text_has(agent: str, rec: dict[str, Any], frame: str) -> bool:
-    if agent == "claude":
-        if rec.get("type") == "queue-operation" and rec.get("operation") == "enqueue":
-            texts = _texts(rec.get("content"))
-        elif rec.get("type") == "user":
-            texts = _texts((rec.get("message") or {}).get("content"))
-        else:
-            return False
-    else:  # codex: a response item of the user, or the user-message event
-        payload = rec.get("payload") or {}
-        if payload.get("role") == "user":
-            texts = _texts(payload.get("content"))
-        elif payload.get("type") == "user_message":
-            texts = _texts(payload.get("message"))
-        else:
-            return False
-    return any(frame in text for text in texts)
-
-
-def _opencode(path: str, session_id: str, frame: str) -> bool:
-    if not os.path.isfile(path):
-        return False
-    pattern = "%" + frame.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=1.0)
-    with closing(conn):
-        rows = conn.execute(
-            "SELECT p.data FROM part p JOIN message m ON m.id = p.message_id "
-            "WHERE p.session_id = ? AND p.data LIKE ? ESCAPE '\\' "
-            "AND json_extract(m.data, '$.role') = 'user'",
-            (session_id, pattern),
-        ).fetchall()
-    for (data,) in rows:
-        try:
-            part = json.loads(data)
-        except ValueError:
-            continue
-        if (
-            isinstance(part, dict)
-            and part.get("type") == "text"
-            and frame in str(part.get("text", ""))
-            and not part.get("synthetic")
-        ):
-            return True
-    return False
-
-
-__all__ = ["TAIL_BYTES", "holds_line"]
+__all__ = ["TAIL_BYTES", "holds_line", "tail_records", "texts"]

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet.agents.registry import agent_names
 from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
@@ -414,7 +415,8 @@ def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
     from cafleet import broker
     from cafleet.records import Placement
 
-    probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, "claude", "")
+    # Only the pane counts here; any agent's name fills the placement.
+    probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, agent_names()[0], "")
     other = broker.pane_shared_with(conn, probe)
     if other is not None:
         placement = broker.get_member(conn, other).placement

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from cafleet.agents.registry import agent_names, load_agent
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ def usage(
     backend = usable_backend() if learn_missing else None
     subjects = []
     for member in members:
-        agent = member.placement.coding_agent if member.placement else "claude"
+        # No placement (the root Director): no session either, so any agent's name will do.
+        agent = member.placement.coding_agent if member.placement else agent_names()[0]
         sid = session_id(conn, member.member_id)
         if sid is None and learn_missing and backend is not None:
             from cafleet.monitor.learning import learn
@@ -104,15 +106,6 @@ def resume_record(conn: Connection, settings: Settings, member: Member) -> Sessi
 
 def _locate_remembered(agent: str, sid: str, remembered: SessionRecord) -> SessionRecord | None:
     """Locate ``sid`` where it was recorded: its record file must still exist and hold it."""
-    from cafleet.sessions import records_of
-
     if not os.path.exists(remembered.path):
         return None
-    if agent == "opencode":
-        return records_of(agent).locate({"XDG_DATA_HOME": _data_home(remembered.path)}, sid)
-    return remembered if os.path.basename(remembered.path).find(sid) >= 0 else None
-
-
-def _data_home(db_path: str) -> str:
-    """``<data home>`` of ``<data home>/opencode/opencode.db``."""
-    return os.path.dirname(os.path.dirname(db_path))
+    return load_agent(agent).locate_remembered(sid, remembered)

@@ -8,9 +8,9 @@ from sqlalchemy import case, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from cafleet.agents.registry import agent_names
 from cafleet.db.schema import asset_installs, member_placements, members
 from cafleet.db.statements import const, param
-from cafleet.records import CODING_AGENTS
 
 _upsert = sqlite_insert(asset_installs).values(
     coding_agent=param("agent"),
@@ -55,7 +55,7 @@ FOR_AGENT = (
 
 def _path_for(agent_column: Any) -> Any:
     """The agent's resolved path, one parameter per agent (NULL: nothing can match)."""
-    return case(*[(const(a), param(f"path_{a}")) for a in CODING_AGENTS], value=agent_column)
+    return case(*[(const(a), param(f"path_{a}")) for a in agent_names()], value=agent_column)
 
 
 # The versions recorded at the agents' resolved paths: one primary-key search per agent (a NULL
@@ -65,7 +65,7 @@ VERSIONS_AT_PATHS = select(asset_installs.c.coding_agent, asset_installs.c.cafle
         *[
             (asset_installs.c.coding_agent == const(a))
             & (asset_installs.c.path == param(f"path_{a}"))
-            for a in CODING_AGENTS
+            for a in agent_names()
         ]
     )
 )

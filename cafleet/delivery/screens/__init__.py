@@ -5,7 +5,7 @@
 input box is drawn); ``line_taken(agent, before, after, frame)`` -> whether a line typed and
 submitted with Enter was taken (``submitted``), is still in the composer (``in_composer``:
 Enter swallowed or folded into a paste), or is nowhere on screen (``missing``: dropped or
-garbled). The per-agent cues are in `cafleet.delivery.screens.cues` (one table per agent, edit there);
+garbled). The per-agent cue tables are in each agent's package (`cafleet/agents/<name>/screens.py`);
 docs/agent-screens.md has the agents' observed behaviour behind them.
 
 Pure functions, standard library only: no tmux, no I/O. An agent name without a table, or any
@@ -18,7 +18,8 @@ import re
 from functools import lru_cache
 from typing import Literal
 
-from cafleet.delivery.screens.cues import TABLES, AgentScreens, Cue, State
+from cafleet.agents.registry import find_agent
+from cafleet.delivery.screens.cues import AgentScreens, Cue, State
 from cafleet.delivery.screens.layout import Layout, split
 
 STATES: tuple[State, ...] = ("starting", "ready", "working", "awaiting_user", "unknown")
@@ -27,6 +28,13 @@ TAIL_LINES = 12
 # Characters a TUI draws around or between the words of a line (borders, wrapping, the
 # no-break space): ignored when looking for a frame on screen.
 _NOISE = re.compile(r"[\s│┃╹▀─╭╮╰╯]+")
+
+
+def table_of(agent: str | None) -> AgentScreens | None:
+    """The agent's cue table (`cafleet/agents/<name>/screens.py`); None for a name cafleet
+    does not know."""
+    found = find_agent(agent)
+    return found.screens if found is not None else None
 
 
 def message_frame(message_id: int) -> str:
@@ -70,7 +78,7 @@ def classify(agent: str, capture: str, *, spawned: bool = False) -> State:
     ``spawned``: the pane is a member cafleet spawned with its prompt on the agent's command
     line (every member and monitor; not a Director), so the table's ``first_turn`` cues apply.
     """
-    table = TABLES.get(agent)
+    table = table_of(agent)
     if table is None:
         return "unknown"
     return _classify(table, capture, split(table, capture), spawned)
@@ -88,7 +96,7 @@ def _composer(table: AgentScreens, capture: str, layout: Layout) -> str | None:
 def composer_text(agent: str, capture: str) -> str | None:
     """The composer's text, rows joined by one space; ``""`` when it is empty (a placeholder
     counts as empty); None when no composer is drawn (a dialog, start-up, unknown screen)."""
-    table = TABLES.get(agent)
+    table = table_of(agent)
     if table is None:
         return None
     return _composer(table, capture, split(table, capture))
@@ -113,7 +121,7 @@ def line_taken(agent: str, before: str, after: str, frame: str) -> Taken:
     than before, or it has left the composer it was in before.
     ``missing``: anything else (the line was dropped, or garbled so its frame is gone).
     """
-    table = TABLES.get(agent)
+    table = table_of(agent)
     needle = squash(frame)
     if table is None or not needle:
         return "missing"
@@ -140,4 +148,5 @@ __all__ = [
     "line_taken",
     "message_frame",
     "squash",
+    "table_of",
 ]

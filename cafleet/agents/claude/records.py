@@ -18,6 +18,7 @@ from typing import Any
 
 from cafleet.sessions import SessionRecord, Tally, count, epoch, prompt_matches
 from cafleet.sessions.jsonl import head_objects, new_objects, text_of
+from cafleet.sessions.witness import tail_records, texts
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -129,3 +130,18 @@ class ClaudeRecords:
 
 
 READER = ClaudeRecords()
+
+
+def holds_line(path: str, session_id: str, frame: str) -> bool:
+    """A line queued while Claude Code works (a ``queue-operation`` enqueue) or a user record
+    holds ``frame`` (cafleet.sessions.witness)."""
+    for rec in tail_records(path, frame):
+        if rec.get("type") == "queue-operation" and rec.get("operation") == "enqueue":
+            found = texts(rec.get("content"))
+        elif rec.get("type") == "user":
+            found = texts((rec.get("message") or {}).get("content"))
+        else:
+            continue
+        if any(frame in text for text in found):
+            return True
+    return False

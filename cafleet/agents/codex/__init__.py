@@ -1,10 +1,19 @@
-"""codex (docs/runtime.md §2.3)."""
+"""Codex CLI (docs/runtime.md §2.3, docs/permissions.md): its argv and permission profiles, input
+policy, screens (`screens`), session records (`records`), its rules file (`setup`) and
+doctor's check of its rules (`rules`)."""
 
 from __future__ import annotations
 
 import os
 
 from cafleet.agents._base import BaseAgent
+from cafleet.agents.codex.records import READER, holds_line
+from cafleet.agents.codex.screens import SCREENS
+from cafleet.assets.bundle import Unit, preset
+from cafleet.assets.permissions import PermissionRow
+from cafleet.delivery.policy import InputPolicy
+
+RULES_FILE = "rules/cafleet.rules"  # under the identity path; allows `cafleet …` commands
 
 
 def _resolved_db_dir() -> str:
@@ -13,10 +22,49 @@ def _resolved_db_dir() -> str:
     return os.path.abspath(db_dir_of(resolve_database_path(os.environ)))
 
 
+POLICY = InputPolicy(
+    "codex",
+    "type",
+    "C-u",
+    6,
+    "Escape",
+    "A line submitted while Codex works is taken into the running turn (steer) and "
+    "recorded; Escape would interrupt it, and two Escapes on an empty composer open the "
+    "transcript browser. Ctrl-U empties the composer. Pasted (bracketed) with Enter "
+    "0.1 s later: taken 20/20 ready and working, where typed keys needed 0.5 s "
+    "(docs/agent-screens.md §6.1).",
+    paste=True,
+    settle=0.1,
+)
+
+
+def rules_file(version: str) -> bytes:
+    return preset("codex-cafleet.rules", version)
+
+
 class CodexAgent(BaseAgent):
     name = "codex"
     binary = "codex"
+    npm_package = "@openai/codex"
     effort_levels = ("minimal", "low", "medium", "high", "xhigh")
+    config_variables = (("CODEX_HOME", ""),)
+    config_default = ".codex"
+    record_variables = ("CODEX_HOME",)
+    policy = POLICY
+    screens = SCREENS
+    records = READER
+
+    def asset_units(self, version: str) -> list[Unit]:
+        return [Unit(RULES_FILE, {"": rules_file(version)})]
+
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool:
+        return holds_line(path, session_id, frame)
+
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
+        # Imported here: its Starlark reader needs `ast`, which no other command should load.
+        from cafleet.agents.codex.rules import check_codex
+
+        return check_codex(config_dir)
 
     # `<path> <profile flags> [--model M] [--config=model_reasoning_effort=E] <prompt>`; the
     # monitor runs `--ask-for-approval never --sandbox workspace-write --add-dir <db dir>`.
@@ -49,3 +97,6 @@ class CodexAgent(BaseAgent):
 
     def resume_args(self, session_id: str) -> list[str]:
         return [session_id]
+
+
+AGENT = CodexAgent()

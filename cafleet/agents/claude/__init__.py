@@ -1,10 +1,17 @@
-"""claude (docs/runtime.md §2.2, docs/permissions.md)."""
+"""Claude Code (docs/runtime.md §2.2, docs/permissions.md): its argv and permission profiles,
+input policy, screens (`screens`), session records (`records`) and doctor's check of its
+settings (`rules`)."""
 
 from __future__ import annotations
 
 import json
 
 from cafleet.agents._base import BaseAgent
+from cafleet.agents.claude.records import READER, holds_line
+from cafleet.agents.claude.rules import check_claude
+from cafleet.agents.claude.screens import SCREENS
+from cafleet.assets.permissions import PermissionRow
+from cafleet.delivery.policy import InputPolicy
 
 MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)",)
 MONITOR_RULES: tuple[str, ...] = (
@@ -43,10 +50,39 @@ def profile_args(profile: str) -> list[str]:
     return ["--permission-mode", mode, "--allowedTools", *MEMBER_RULES]
 
 
+POLICY = InputPolicy(
+    "claude",
+    "type",
+    "C-u",
+    12,
+    "Escape",
+    "A line submitted while Claude Code works is queued (`Press up to edit queued "
+    "messages`) and recorded at once; one Escape would interrupt the turn. Ctrl-U "
+    "deletes the cursor's visual row, so a wrapped leftover takes one press per row. "
+    "Pasted (bracketed) with Enter 0.1 s later: taken 20/20 ready and working, where "
+    "typed keys needed 0.3 s (docs/agent-screens.md §6.1).",
+    paste=True,
+    settle=0.1,
+)
+
+
 class ClaudeAgent(BaseAgent):
     name = "claude"
     binary = "claude"
+    npm_package = "@anthropic-ai/claude-code"
     effort_levels = ("low", "medium", "high", "xhigh", "max")
+    config_variables = (("CLAUDE_CONFIG_DIR", ""),)
+    config_default = ".claude"
+    record_variables = ("CLAUDE_CONFIG_DIR",)
+    policy = POLICY
+    screens = SCREENS
+    records = READER
+
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool:
+        return holds_line(path, session_id, frame)
+
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
+        return check_claude(config_dir, cwd)
 
     # `<path> <profile flags> --name <name> [--model M] [--effort E] <prompt>`; the monitor
     # runs `--permission-mode dontAsk --allowedTools <its rules>` and is named `monitor`.
@@ -68,3 +104,6 @@ class ClaudeAgent(BaseAgent):
     def resume_args(self, session_id: str) -> list[str]:
         # Claude Code 2.1: `--resume <id>` continues the same session file, from its directory.
         return ["--resume", session_id]
+
+
+AGENT = ClaudeAgent()

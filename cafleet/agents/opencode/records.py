@@ -124,3 +124,31 @@ class OpencodeRecords:
 
 
 READER = OpencodeRecords()
+
+
+def holds_line(path: str, session_id: str, frame: str) -> bool:
+    """A user message part of the session in opencode's database holds ``frame``."""
+    if not os.path.isfile(path):
+        return False
+    pattern = "%" + frame.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=1.0)
+    with closing(conn):
+        rows = conn.execute(
+            "SELECT p.data FROM part p JOIN message m ON m.id = p.message_id "
+            "WHERE p.session_id = ? AND p.data LIKE ? ESCAPE '\\' "
+            "AND json_extract(m.data, '$.role') = 'user'",
+            (session_id, pattern),
+        ).fetchall()
+    for (data,) in rows:
+        try:
+            part = json.loads(data)
+        except ValueError:
+            continue
+        if (
+            isinstance(part, dict)
+            and part.get("type") == "text"
+            and frame in str(part.get("text", ""))
+            and not part.get("synthetic")
+        ):
+            return True
+    return False

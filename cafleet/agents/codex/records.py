@@ -19,6 +19,7 @@ from typing import Any
 
 from cafleet.sessions import SessionRecord, Tally, count, epoch, prompt_matches
 from cafleet.sessions.jsonl import head_objects, new_objects, text_of
+from cafleet.sessions.witness import tail_records, texts
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -135,3 +136,19 @@ class CodexRecords:
 
 
 READER = CodexRecords()
+
+
+def holds_line(path: str, session_id: str, frame: str) -> bool:
+    """A user response item or the user-message event holds ``frame``
+    (cafleet.sessions.witness)."""
+    for rec in tail_records(path, frame):
+        payload = rec.get("payload") or {}
+        if payload.get("role") == "user":
+            found = texts(payload.get("content"))
+        elif payload.get("type") == "user_message":
+            found = texts(payload.get("message"))
+        else:
+            continue
+        if any(frame in text for text in found):
+            return True
+    return False

@@ -1,4 +1,6 @@
-"""opencode (docs/runtime.md §2.4, §7.4).
+"""opencode (docs/runtime.md §2.4, §7.4, docs/permissions.md): its argv, agent presets, input
+policy, screens (`screens`), session records in its database (`records`) and doctor's check of
+its configuration (`rules`).
 
 `<path> --agent cafleet [--model <provider>/<model>] --prompt <prompt>`: members and the monitor
 run with the cafleet agent preset that `cafleet setup` installs in opencode's configuration
@@ -12,6 +14,14 @@ import os
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.agents._base import BaseAgent
+from cafleet.agents.opencode.records import READER, holds_line
+from cafleet.agents.opencode.rules import check_opencode
+from cafleet.agents.opencode.screens import SCREENS
+from cafleet.assets.bundle import Unit, member_instructions, preset
+from cafleet.assets.permissions import PermissionRow
+from cafleet.assets.targets import TargetUnresolved, resolve_target
+from cafleet.delivery.policy import InputPolicy
+from cafleet.sessions import SessionRecord
 
 AGENT_PRESET = "cafleet"
 # opencode also loads Claude Code's skills (~/.claude/skills), and when both hold a `cafleet`
@@ -27,8 +37,6 @@ def preset_name(profile: str) -> str:
 
 def preset_path(profile: str = "workspace") -> str:
     """Where opencode looks for a cafleet agent preset; raises when it cannot resolve."""
-    from cafleet.assets.targets import TargetUnresolved, resolve_target
-
     try:
         root = resolve_target("opencode").path
     except TargetUnresolved as exc:
@@ -36,10 +44,67 @@ def preset_path(profile: str = "workspace") -> str:
     return os.path.join(root, "agents", preset_name(profile) + ".md")
 
 
+POLICY = InputPolicy(
+    "opencode",
+    "type",
+    "C-u",
+    6,
+    "Escape",
+    "A line submitted while opencode works is listed QUEUED and handled after the turn; "
+    "two Escapes would interrupt. Ctrl-U empties the composer. Its first Enter at a "
+    "freshly drawn screen is often lost, and an Enter on its empty composer does "
+    "nothing, so Enter is pressed again after 1 s rather than 3. Pasted (bracketed) "
+    "with Enter 0.1 s later: taken 10/10 while working (docs/agent-screens.md §6.1).",
+    enter_again_after=1.0,
+    paste=True,
+    settle=0.1,
+)
+
+# The presets beside `agents/cafleet.md` (profile workspace): one per other permission profile
+# (docs/permissions.md §2), `agents/cafleet-<profile>.md`.
+PROFILE_PRESETS: tuple[str, ...] = ("ask", "readonly", "full")
+
+
+def preset_file(version: str, profile: str = "workspace") -> bytes:
+    """An agent preset: its front matter (`presets/opencode-agent[-<profile>].md`), then the
+    member instructions as its body."""
+    name = "opencode-agent.md" if profile == "workspace" else f"opencode-agent-{profile}.md"
+    return preset(name, version) + b"\n" + member_instructions(version)
+
+
+def preset_unit(version: str, profile: str = "workspace") -> Unit:
+    return Unit(f"agents/{preset_name(profile)}.md", {"": preset_file(version, profile)})
+
+
 class OpencodeAgent(BaseAgent):
     name = "opencode"
     binary = "opencode"
+    npm_package = "opencode-ai"
     effort_levels = ()
+    config_variables = (("OPENCODE_CONFIG_DIR", ""), ("XDG_CONFIG_HOME", "opencode"))
+    config_default = os.path.join(".config", "opencode")
+    record_variables = ("XDG_DATA_HOME",)
+    policy = POLICY
+    screens = SCREENS
+    records = READER
+
+    def asset_units(self, version: str) -> list[Unit]:
+        return [preset_unit(version, p) for p in ("workspace", *PROFILE_PRESETS)]
+
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool:
+        return holds_line(path, session_id, frame)
+
+    def locate_remembered(self, session_id: str, remembered: SessionRecord) -> SessionRecord | None:
+        # One database holds every session: look the session up in it again.
+        data_home = os.path.dirname(os.path.dirname(remembered.path))
+        return READER.locate({"XDG_DATA_HOME": data_home}, session_id)
+
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
+        # Imported here: `assets.status` loads tempfile, which delivery never needs.
+        from cafleet.assets.status import file_state
+
+        state = file_state(config_dir, [preset_unit(version)])[0]
+        return check_opencode(config_dir, cwd, state)
 
     def validate_model(self, model: str | None, *, flag: str) -> None:
         super().validate_model(model, flag=flag)
@@ -82,3 +147,6 @@ class OpencodeAgent(BaseAgent):
 
     def resume_args(self, session_id: str) -> list[str]:
         return ["--session", session_id]
+
+
+AGENT = OpencodeAgent()
