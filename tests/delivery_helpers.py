@@ -314,8 +314,10 @@ def shorten_verification(
     """Only the verified submit's waits shrink (docs/runtime.md §4.7): the verify timeout, and the
     re-Enter gap of ``agents``' input policies. What a verification concludes is the same as with
     15 s and the real gaps, as long as the test's fake outlasts the shorter waits."""
+    from cafleet.agents.registry import load_agent
     from cafleet.delivery import submit
 
     monkeypatch.setattr(submit, "VERIFY_TIMEOUT", verify)
-    faster = {a: submit.POLICIES[a]._replace(enter_again_after=enter_again) for a in agents}
-    monkeypatch.setattr(submit, "POLICIES", {**submit.POLICIES, **faster})
+    for name in agents:
+        agent = load_agent(name)
+        monkeypatch.setattr(agent, "policy", agent.policy._replace(enter_again_after=enter_again))

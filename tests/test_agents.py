@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from cafleet.agents import (
-    AGENT_NAMES,
     AgentUnavailable,
     AgentUsageError,
     CodingAgent,
+    agent_names,
     get_agent,
 )
 from cafleet.agents.claude import WORKSPACE_SETTINGS
@@ -42,8 +42,8 @@ def build(name: str, **kw: object) -> list[str]:
 
 
 def test_registry() -> None:
-    assert AGENT_NAMES == ("claude", "codex", "opencode")
-    for name in AGENT_NAMES:
+    assert agent_names() == ("claude", "codex", "opencode")
+    for name in agent_names():
         agent = get_agent(name)
         assert isinstance(agent, CodingAgent)
         assert agent.name == name and agent.binary == name
@@ -163,7 +163,7 @@ def test_pane_env() -> None:
 # --------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("name", AGENT_NAMES)
+@pytest.mark.parametrize("name", agent_names())
 @pytest.mark.parametrize("flag", ["--model", "--monitor-model"])
 def test_empty_model(name: str, flag: str) -> None:
     with pytest.raises(AgentUsageError) as exc:
@@ -184,7 +184,7 @@ def test_valid_models() -> None:
     get_agent("opencode").validate_model("p/m/x", flag="--model")
     get_agent("claude").validate_model("m", flag="--model")
     get_agent("codex").validate_model("any/thing", flag="--model")
-    for name in AGENT_NAMES:
+    for name in agent_names():
         get_agent(name).validate_model(None, flag="--model")
         get_agent(name).validate_effort(None, flag="--effort")
 

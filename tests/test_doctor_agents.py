@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 
-from cafleet.assets.permissions import (
-    claude_rule_matches,
-    codex_decision,
-    parse_rules,
-    strip_jsonc,
-)
+from cafleet.agents.claude.rules import claude_rule_matches
+from cafleet.agents.codex.rules import codex_decision, parse_rules
+from cafleet.agents.opencode.rules import strip_jsonc
 from tests.assets_helpers import AGENTS, VERSION, agent_dir, install_fake_agents, tree
 from tests.cli_helpers import run_cli, snapshot, sql
 

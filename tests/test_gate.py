@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from cafleet.agents.registry import agent_names, load_agent
 from cafleet.delivery.gate import decide, hold_note, holds
-from cafleet.delivery.policy import ENTER_AGAIN_AFTER, MAX_ENTERS, POLICIES, VERIFY_TIMEOUT
+from cafleet.delivery.policy import ENTER_AGAIN_AFTER, MAX_ENTERS, VERIFY_TIMEOUT
 from cafleet.delivery.screens import message_frame
-from cafleet.delivery.screens.cues import TABLES
 from cafleet.delivery.submit import (
     Clock,
     clear_composer,
@@ -27,6 +27,9 @@ from cafleet.delivery.submit import (
     taken,
 )
 from cafleet.mux import MuxCommandFailed, PaneGone
+
+POLICIES = {name: load_agent(name).policy for name in agent_names()}
+TABLES = {name: load_agent(name).screens for name in agent_names()}
 
 DATA = Path(__file__).resolve().parent / "data" / "screens"
 INDEX: dict[str, dict[str, Any]] = json.loads((DATA / "index.json").read_text(encoding="utf-8"))

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cafleet.agents.registry import agent_names, load_agent
 from cafleet.delivery.screens import (
     STATES,
     classify,
@@ -23,8 +24,10 @@ from cafleet.delivery.screens import (
     message_frame,
     squash,
 )
-from cafleet.delivery.screens.cues import TABLES, Cue
+from cafleet.delivery.screens.cues import Cue
 from cafleet.delivery.screens.layout import split
+
+TABLES = {name: load_agent(name).screens for name in agent_names()}
 
 DATA = Path(__file__).resolve().parent / "data" / "screens"
 INDEX: dict[str, dict[str, Any]] = json.loads((DATA / "index.json").read_text(encoding="utf-8"))

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cafleet.agents.codex.rules import codex_decision, parse_rules
 from cafleet.assets.bundle import skill_files
-from cafleet.assets.permissions import NEEDED_COMMANDS, codex_decision, parse_rules
+from cafleet.assets.permissions import NEEDED_COMMANDS
 from tests.assets_helpers import VERSION, agent_dir, home
 from tests.cli_helpers import run_cli
 from tests.harness.util import retry_until

@@ -14,8 +14,11 @@ import pytest
 import yaml
 
 import cafleet
-from cafleet.assets.bundle import codex_rules, opencode_agent, skill_files, skill_names
-from cafleet.assets.permissions import claude_rule_matches, parse_rules
+from cafleet.agents.claude.rules import claude_rule_matches
+from cafleet.agents.codex import rules_file as codex_rules
+from cafleet.agents.codex.rules import parse_rules
+from cafleet.agents.opencode import preset_file as opencode_agent
+from cafleet.assets.bundle import skill_files, skill_names
 from cafleet.cli.app import cli
 
 SKILLS = Path(cafleet.__file__).parent / "data" / "skills"

@@ -1,5 +1,5 @@
 """Screen mode of the fake agents: draw Claude Code / Codex / opencode screens from the cue
-tables' real texts (cafleet.delivery.screens.cues) so the classifier and the delivery gate run
+tables' real texts (cafleet/agents/<name>/screens.py) so the classifier and the delivery gate run
 against a real private tmux server without the real agents.
 
 Opt-in, per fake: ``CAFLEET_FAKE_SCREEN="<options>"`` in the pane's environment, or a
@@ -47,9 +47,9 @@ ESC_WAIT = 0.05  # a lone ESC is the Escape key once this long passes without a 
 
 def _example(agent: str, needle: str) -> str:
     """The real text of the first cue of ``agent`` whose example contains ``needle``."""
-    from cafleet.delivery.screens.cues import TABLES
+    from cafleet.agents.registry import load_agent
 
-    table = TABLES[agent]
+    table = load_agent(agent).screens
     for cue in table.cues + table.first_turn:
         if needle in cue.example:
             return cue.example.rstrip()
@@ -443,7 +443,10 @@ class Screens:
             raise
 
     def _run(self) -> int:
-        import cafleet.delivery.screens.cues  # noqa: F401  (before any drawing, signals included)
+        from cafleet.agents.registry import agent_names, load_agent
+
+        for name in agent_names():  # every cue table, before any drawing (signals included)
+            load_agent(name)
 
         resized = {"flag": False}
         # The handler only flags: drawing inside it could interleave with a draw in progress.
