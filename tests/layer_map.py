@@ -25,7 +25,8 @@ LEAVES: dict[str, str] = {
     "cafleet.procs": "processes in `/proc` (liveness, process trees)",
     "cafleet.git": "every git command, for member worktrees (`docs/worktrees.md`)",
     "cafleet.lazy": "the PEP 562 loader behind `cafleet.broker` and `cafleet.records`",
-    "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
+    "cafleet.agents.registry": "the one registry of coding agents: their names, each agent's package loaded on first use",
+    "cafleet.delivery.policy": "the input-policy type, an agent's policy, every delivery constant",
     "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
     "cafleet.hosts": "host ids (`CAFLEET_HOST_ID`) and the one rule of whose panes a host types into",
     "cafleet.files": "files read only when regular and bounded; files created `0600` in `0700` directories",
@@ -81,14 +82,24 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "asset data",
-        ("cafleet.assets.bundle", "cafleet.assets.targets"),
-        "the bundled skills and presets, and where each agent's configuration lives",
+        ("cafleet.assets.bundle", "cafleet.assets.targets", "cafleet.assets.permissions"),
+        "the bundled skills and presets, where each agent's configuration lives, the commands "
+        "members need (doctor's permission rows)",
     ),
     Layer(
         "agents",
         ("cafleet.agents",),
-        "claude / codex / opencode argv builders (spawn and resume), spawn-prompt templates",
-        lazy=("cafleet.config", "cafleet.assets.bundle", "cafleet.assets.targets"),
+        "one package per coding agent (`agents/<name>/`): argv and permission profiles, input "
+        "policy, screen cues and prompt reader, session records and usage, assets, doctor's "
+        "check of its settings; the `CodingAgent` protocol; spawn-prompt templates",
+        eager=(
+            "cafleet.assets.bundle",
+            "cafleet.assets.targets",
+            "cafleet.assets.permissions",
+            "cafleet.delivery.screens",
+            "cafleet.sessions",
+        ),
+        lazy=("cafleet.config", "cafleet.assets.status"),
     ),
     Layer(
         "sessions",

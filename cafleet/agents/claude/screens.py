@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from cafleet.delivery.screens.choice import Choice
 from cafleet.delivery.screens.cues import NBSP, AgentScreens, ComposerRows, Cue, PromptParts
-from cafleet.delivery.screens.prompts import Choice, clean, numbered, question_before
+from cafleet.delivery.screens.prompts import clean, numbered, question_before
 
 _RULE = re.compile(r"^\s*─{8,}( \S.* ─+)?\s*$")  # the rule may end with a session name
 

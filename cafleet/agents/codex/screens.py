@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from cafleet.delivery.screens.choice import Choice
 from cafleet.delivery.screens.cues import AgentScreens, ComposerRows, Cue, PromptParts
-from cafleet.delivery.screens.prompts import Choice, clean, numbered
+from cafleet.delivery.screens.prompts import clean, numbered
 
 _TITLE = re.compile(
     r"Would you like to (run the following command|make the following edits"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
+from cafleet.delivery.screens.choice import Choice
 from cafleet.delivery.screens.cues import AgentScreens, ComposerRows, Cue, PromptParts
-from cafleet.delivery.screens.prompts import Choice, clean
+from cafleet.delivery.screens.prompts import clean
 
 _TITLE = re.compile(r"Permission required|△ Always allow")
 _SIDE = "┃"

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
-    from cafleet.delivery.screens.prompts import Choice
+    from cafleet.delivery.screens.choice import Choice
 
 State = Literal["starting", "ready", "working", "awaiting_user", "unknown"]
 Region = Literal["screen", "tail", "composer", "footer"]

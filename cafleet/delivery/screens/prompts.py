@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from cafleet.delivery.screens import classify, table_of
+from cafleet.delivery.screens.choice import Choice
 from cafleet.delivery.screens.layout import lines_of
 
 RAW_LINES = 15  # the last non-blank lines kept for a prompt that cannot be read
@@ -39,16 +40,6 @@ CHOICE_NUMBER = re.compile(r"[1-9][0-9]{0,2}", re.ASCII)
 # A line drawn only of box-drawing and block characters (the dashed rules around Claude Code's
 # diff of a file, clean()'s ellipsis when cut): decoration, never what the prompt asks about.
 _DECORATION = re.compile("^[\u2500-\u259f\u2026\\s]+$")
-
-
-@dataclass(frozen=True, slots=True)
-class Choice:
-    number: int  # 1-based, as the screen numbers it
-    label: str  # the choice's words, without its number or shortcut
-    keys: tuple[str, ...]  # tmux send-keys key names that pick it
-    # The agent asks to confirm this choice in a second dialog: (that dialog's question, the
-    # label of its choice that confirms). `member answer` confirms it too.
-    confirm: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
