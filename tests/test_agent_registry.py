@@ -96,3 +96,11 @@ def test_a_registered_agent_is_offered_set_up_and_checked(tmp_path: Path) -> Non
     assert "npm install -g testbot-cli" in agents["testbot"]["binary"]["error"]
     permissions = {row["coding_agent"]: row for row in data["member_permissions"]}
     assert permissions["testbot"]["ok"] is True
+
+
+def test_the_agents_table_is_generated_from_the_registry() -> None:
+    from cafleet.agents.reference import DOC, documented, render
+
+    assert documented(DOC.read_text(encoding="utf-8")) == render(), (
+        "docs/maintaining.md is stale; run: python -m cafleet.agents.reference --write"
+    )
