@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import click
 
-from cafleet.agents.registry import agent_names
 from cafleet.config import MAX_ID
 from cafleet.text import BODY_LIMIT, check_inline_body
 
@@ -120,7 +119,10 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Output in JS
 
 
 def agent_choice() -> click.Choice[str]:
-    """`--coding-agent`'s choice, from the agents registry."""
+    """`--coding-agent`'s choice, from the agents registry (imported only by the commands that
+    spawn, when they register)."""
+    from cafleet.agents.registry import agent_names
+
     return click.Choice(agent_names())
 
 

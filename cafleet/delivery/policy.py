@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-from cafleet.agents.registry import find_agent
-
 # CAFLEET_DELIVERY_HOLD_TIMEOUT's default: seconds a held line waits; 0 = never hold.
 DEFAULT_HOLD_TIMEOUT = 300
 # An `unknown` screen is typed into: holding it would starve a shell, a program without cues, or
@@ -65,6 +63,10 @@ class InputPolicy(NamedTuple):
 def policy_of(agent: str | None) -> InputPolicy | None:
     """The agent's input policy (in its package, `cafleet/agents/<name>/`); None for a name
     cafleet does not know."""
+    # Imported here: `cafleet.config` imports this module on every command, most of which type
+    # into no pane.
+    from cafleet.agents.registry import find_agent
+
     found = find_agent(agent)
     return found.policy if found is not None else None
 
