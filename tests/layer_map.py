@@ -118,7 +118,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "delivery: screens",
         ("cafleet.delivery.screens",),
-        "what an agent's pane shows: the per-agent cue tables, the classifier "
+        "what an agent's pane shows: the cue-table types (each agent's table is in its "
+        "package), the classifier "
         "(`docs/agent-screens.md`) and the prompt reader (`docs/runtime.md` §5.12)",
     ),
     Layer(
