@@ -95,10 +95,10 @@ def command_tree() -> str:
 
 
 BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
-    "environment": ("operations.md", environment),
-    "exit-statuses": ("cli.md", exit_statuses),
-    "error-codes": ("cli.md", error_codes),
-    "command-tree": ("cli.md", command_tree),
+    "environment": ("docs/operations.md", environment),
+    "exit-statuses": ("docs/cli.md", exit_statuses),
+    "error-codes": ("docs/cli.md", error_codes),
+    "command-tree": ("docs/cli.md", command_tree),
 }
 
 _BLOCK = re.compile(r"(<!-- generated: ([\w-]+)[^\n]*-->\n)(.*?)(<!-- end: \2 -->)", re.DOTALL)
@@ -118,23 +118,23 @@ def stale(docs: Path = DOCS) -> list[str]:
     problems = []
     found = set()
     for name, (doc, _render) in sorted(BLOCKS.items()):
-        text = (docs / doc).read_text(encoding="utf-8")
+        text = (docs / Path(doc).name).read_text(encoding="utf-8")
         names = [m.group(2) for m in _blocks(text)]
         if name in names:
             found.add(name)
         else:
-            problems.append(f"docs/{doc}: no generated block {name!r}")
+            problems.append(f"{doc}: no generated block {name!r}")
     for doc in sorted({doc for doc, _ in BLOCKS.values()}):
-        text = (docs / doc).read_text(encoding="utf-8")
+        text = (docs / Path(doc).name).read_text(encoding="utf-8")
         for match in _blocks(text):
             if match.group(3) != BLOCKS[match.group(2)][1]():
-                problems.append(f"docs/{doc}: block {match.group(2)!r} is stale")
+                problems.append(f"{doc}: block {match.group(2)!r} is stale")
     return problems
 
 
 def write(docs: Path = DOCS) -> None:
     for doc in sorted({doc for doc, _ in BLOCKS.values()}):
-        path = docs / doc
+        path = docs / Path(doc).name
         text = path.read_text(encoding="utf-8")
         path.write_text(rendered(text), encoding="utf-8")
 
