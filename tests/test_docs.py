@@ -600,19 +600,23 @@ def test_doc_cites_rewrites_moved_sections_once() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     import doc_cites
 
-    moved = {("runtime.md", "7.1"): "4.9", ("cli.md", "3.1"): None}
+    moved = {
+        ("runtime.md", "7.1"): ("runtime.md", "4.9"),
+        ("cli.md", "3.5"): ("runtime.md", "4.9"),
+        ("cli.md", "3.1"): None,
+    }
     original = dict(doc_cites.MOVED)
     doc_cites.MOVED.clear()
     doc_cites.MOVED.update(moved)
     try:
         text = (
             "a (docs/runtime.md §7.1) b docs/runtime.md §5.4, §7.1; c (docs/cli.md §3.1).\n"
-            "d `docs/cli.md` §3.10, runtime.md §7.10\n"
+            "d `docs/cli.md` §3.5, runtime.md §7.10; e cli.md §2.7, §3.5\n"
         )
         once = doc_cites.rewrite(text, None)
         assert once == (
             "a (docs/runtime.md §4.9) b docs/runtime.md §5.4, §4.9; c.\n"
-            "d `docs/cli.md` §3.10, runtime.md §7.10\n"
+            "d `docs/runtime.md` §4.9, runtime.md §7.10; e cli.md §2.7, docs/runtime.md §4.9\n"
         )
         assert doc_cites.rewrite(once, None) == once
         assert doc_cites.rewrite("see §7.1", "runtime.md") == "see §4.9"
