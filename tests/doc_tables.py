@@ -59,14 +59,14 @@ def _metavar(param: click.Parameter) -> str:
         return param.metavar
     if isinstance(param.type, click.Choice):
         return "{" + "|".join(map(str, param.type.choices)) + "}"
-    if isinstance(param.type, click.types._NumberParamTypeBase):
+    if isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType)):
         return "N"
     return param.type.name.upper()
 
 
 def _option(param: click.Parameter, ctx: click.Context) -> str:
     if isinstance(param, click.Argument):
-        shown = param.metavar or (param.name or "").upper()
+        shown = (param.metavar or (param.name or "").upper()).strip("[]")
         return shown if param.required else f"[{shown}]"
     assert isinstance(param, click.Option)
     names = [o for o in param.opts if o.startswith("--")] or list(param.opts)
