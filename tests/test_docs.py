@@ -1,5 +1,5 @@
-"""The repository's documents stay true to the code: the generated CLI reference is current and
-every test id `docs/seed-trace.md` cites is collected by pytest."""
+"""The repository's documents stay true to the code: the generated CLI reference and tables are
+current, every cited section and test id exists, and `docs/*.md` stay within their words budget."""
 
 from __future__ import annotations
 
