@@ -547,10 +547,11 @@ def test_generated_tables_are_current() -> None:
     """The command tree, exit statuses and error codes in docs/cli.md and the environment
     variables in docs/operations.md are rendered from the code (`python -m tests.doc_tables
     --write`)."""
+    import click
+
     from tests import doc_tables
 
-    assert doc_tables.stale() == []
-    import click
+    assert doc_tables.main(["--check"]) == 0, doc_tables.stale()
 
     tree = doc_tables.command_tree()
     for path, ctx in reference.command_paths():
