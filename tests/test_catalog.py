@@ -25,7 +25,9 @@ def test_generated_modules_are_current() -> None:
 def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> None:
     import cafleet.db.catalog.build as build
 
-    for dialect in build.DIALECTS:  # one generated package per dialect
+    for module in MODULES:  # the names, then one generated package per dialect
+        (tmp_path / f"{module}.py").write_text(build.render_names(module))
+    for dialect in build.DIALECTS:
         (tmp_path / dialect).mkdir()
         for module in MODULES:
             (tmp_path / dialect / f"{module}.py").write_text(render(module, dialect))
@@ -38,6 +40,10 @@ def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> N
     assert build.check() == [edited]
     assert build.write() == [edited]
     assert build.check() == []
+    names = tmp_path / "members.py"  # a statement's flags are part of its name module
+    names.write_text(names.read_text().replace(", needs_savepoint=True", "", 1))
+    assert build.check() == [names]
+    assert build.write() == [names]
     heads = target / "heads.py"
     heads.write_text(heads.read_text().replace("idx_members_fleet_status", "idx_renamed", 1))
     assert build.check() == [heads]  # the migration chain's catalogue is checked too
