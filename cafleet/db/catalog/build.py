@@ -246,15 +246,241 @@ def render_heads() -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- the recorded shapes (`cafleet.db.shapes`) --------------------------------------------------
+
+_SHAPES = _HERE.parent / "shapes.py"
+_WIDTH = 100
+
+
+def revision_ids() -> list[str]:
+    """The migration chain's revisions, from its file names (`NNNN_<slug>.py`, in order)."""
+    from cafleet.db.migrate import script_location
+
+    versions = script_location() / "versions"
+    return sorted(p.name[:4] for p in versions.glob("[0-9][0-9][0-9][0-9]_*.py"))
+
+
+def recorded_shapes() -> dict[str, Any]:
+    """The shape (`reflect_shape`) of a file brought to each revision by the Alembic chain
+    itself (no diagnosis: the recorded shapes are what it compares with). Tables and indexes
+    keep the previous revision's order, new ones after it in creation order, so diagnosis lists
+    differences in the same order at every revision."""
+    import dataclasses
+    import sqlite3
+    import tempfile
+
+    from cafleet.db import engine
+    from cafleet.db.migrate import _alembic_upgrade
+    from cafleet.db.shape_types import reflect_shape
+
+    found: dict[str, Any] = {}
+    before: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for revision in revision_ids():
+            path = str(Path(tmp) / f"{revision}.db")
+            sqlite3.connect(path).close()
+            conn = engine.open_connection(path, purpose="migration")
+            try:
+                with engine.tx.write(conn):
+                    _alembic_upgrade(conn, revision)
+                with engine.tx.read(conn):
+                    shape = reflect_shape(conn, revision)
+                    created = [
+                        r[0]
+                        for r in conn.exec_driver_sql(
+                            "SELECT name FROM sqlite_master ORDER BY rowid"
+                        ).all()
+                    ]
+                order = before + [n for n in created if n not in before]
+                found[revision] = dataclasses.replace(
+                    shape,
+                    tables=tuple(sorted(shape.tables, key=lambda t: order.index(t.name))),
+                    indexes=tuple(sorted(shape.indexes, key=lambda i: order.index(i.name))),
+                )
+                before = order
+            finally:
+                engine.close_connection(conn)
+    return found
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, str):
+        return _literal(value)
+    return repr(value)
+
+
+def _call(name: str, args: list[str], indent: int, extra: int = 0) -> str:
+    """`name(args)` as `ruff format` writes it at `indent` with `extra` other characters on its
+    line: on one line when it fits, else the arguments on one line of their own, else one
+    argument a line."""
+    flat = all("\n" not in a for a in args)
+    one = f"{name}({', '.join(args)})"
+    if flat and indent + extra + len(one) <= _WIDTH:
+        return one
+    inner = " " * (indent + 4)
+    joined = ", ".join(args)
+    if flat and len(inner) + len(joined) <= _WIDTH:
+        return f"{name}(\n{inner}{joined}\n{' ' * indent})"
+    return "\n".join([f"{name}(", *(f"{inner}{a}," for a in args), " " * indent + ")"])
+
+
+def _tuple(items: list[str], indent: int, extra: int = 0) -> str:
+    """A tuple literal as `ruff format` writes it (items rendered for `indent + 4`)."""
+    if len(items) == 1 and "\n" not in items[0]:
+        one = f"({items[0]},)"
+        if indent + extra + len(one) <= _WIDTH:
+            return one
+    flat = all("\n" not in i for i in items)
+    one = "(" + ", ".join(items) + ")"
+    if len(items) > 1 and flat and indent + extra + len(one) <= _WIDTH:
+        return one
+    inner = " " * (indent + 4)
+    return "(\n" + "".join(f"{inner}{i},\n" for i in items) + " " * indent + ")"
+
+
+def _render_table(table: Any, indent: int, extra: int) -> str:
+    at = indent + 4  # each TableShape argument, when expanded
+    columns = [
+        _call(
+            "ColumnShape",
+            [_python(c.name), _python(c.type), repr(c.notnull), _python(c.default), repr(c.pk)],
+            at + 4,
+            1,
+        )
+        for c in table.columns
+    ]
+    keys = [
+        [_python(k.column), _python(k.target_table), _python(k.target_column)]
+        + [_python(k.on_delete), _python(k.on_update)]
+        for k in sorted(table.foreign_keys, key=lambda k: (k.column, k.target_table))
+    ]
+    if not keys:
+        key_text = "frozenset()"
+    else:
+        one = "frozenset({" + ", ".join(_call("ForeignKeyShape", k, 0) for k in keys) + "})"
+        if len(keys) == 1 and at + len(one) + 1 <= _WIDTH and "\n" not in one:
+            key_text = one
+        else:
+            pad = " " * at
+            rendered = [_call("ForeignKeyShape", k, at + 8, 1) for k in keys]
+            key_text = (
+                f"frozenset(\n{pad}    {{\n"
+                + "".join(f"{pad}        {k},\n" for k in rendered)
+                + f"{pad}    }}\n{pad})"
+            )
+    column_text = "(\n" + "".join(f"{' ' * (at + 4)}{c},\n" for c in columns) + " " * at + ")"
+    args = [_python(table.name), column_text, repr(table.autoincrement), key_text]
+    return "\n".join(["TableShape(", *(f"{' ' * at}{a}," for a in args), " " * indent + ")"])
+
+
+def _render_index(index: Any, indent: int, extra: int) -> str:
+    columns = _tuple([_python(c) for c in index.columns], indent + 4, 1)
+    args = [_python(index.name), _python(index.table), columns, repr(index.unique)]
+    return _call("IndexShape", [*args, _python(index.where)], indent, extra)
+
+
+def render_shapes(shapes: dict[str, Any] | None = None) -> str:
+    """`cafleet/db/shapes.py`: each distinct table and index shape once, named after the
+    revision that introduced it, and every revision's shape built from them."""
+    if shapes is None:
+        shapes = recorded_shapes()
+    revisions = list(shapes)
+    lines = [
+        '"""Generated by `python -m cafleet.db.catalog --write` from the migration chain',
+        "(alembic/versions/): the shape of a file at each revision, as `reflect_shape` reads a file",
+        "the chain brought there. Do not edit: tests/test_catalog.py fails when stale. A landed",
+        "revision file never changes (tests/revision_manifest.txt), so neither does its shape.",
+        "",
+        "Shapes live in the package so that the schema guard, which runs before every command,",
+        'never imports Alembic; the types and helpers are `cafleet.db.shape_types`\'."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from cafleet.db.shape_types import (",
+        *(f"    {n}," for n in _SHAPE_EXPORTS),
+        ")",
+        "",
+        "REVISIONS: tuple[str, ...] = ("
+        + ", ".join(_literal(r) for r in revisions)
+        + ("," if len(revisions) == 1 else "")
+        + ")",
+        "HEAD_REVISION: str = REVISIONS[-1]",
+        "HEAD_VERSION: int = int(HEAD_REVISION)",
+    ]
+    names: dict[Any, str] = {}
+    entries: list[str] = []
+
+    def name_of(shape: Any, kind: str, revision: str) -> str:
+        if shape not in names:
+            label = shape.name.upper() if kind == "TABLE" else shape.name
+            names[shape] = f"_{kind}_{label}_{revision}"
+            extra = len(names[shape]) + 3
+            if kind == "TABLE":
+                text = _render_table(shape, 0, extra)
+            else:
+                text = _render_index(shape, 0, extra)
+            entries.append(f"{names[shape]} = {text}")
+        return names[shape]
+
+    revision_lines = []
+    for revision, shape in shapes.items():
+        tables = [name_of(t, "TABLE", revision) for t in shape.tables]
+        indexes = [name_of(i, "INDEX", revision) for i in shape.indexes]
+        revision_lines.append(
+            f"    {_literal(revision)}: SchemaShape(\n"
+            f"        {_literal(revision)},\n"
+            "        (\n" + "".join(f"            {t},\n" for t in tables) + "        ),\n"
+            "        (\n" + "".join(f"            {i},\n" for i in indexes) + "        ),\n"
+            "    ),"
+        )
+    lines.append("")
+    for entry in entries:
+        lines.extend(["", entry])
+    lines.extend(["", "SHAPES: dict[str, SchemaShape] = {", *revision_lines, "}"])
+    exported = ("HEAD_REVISION", "HEAD_VERSION", "REVISIONS", "SHAPES", *_SHAPE_EXPORTS)
+    lines.extend(["", "__all__ = [", *(f"    {_literal(n)}," for n in sorted(exported)), "]"])
+    return "\n".join(lines) + "\n"
+
+
+# What `cafleet.db.shapes` re-exports, so its readers import one module.
+_SHAPE_EXPORTS = (
+    "IGNORED_TABLE_PREFIXES",
+    "IGNORED_TABLES",
+    "ColumnShape",
+    "ForeignKeyShape",
+    "IndexShape",
+    "SchemaShape",
+    "TableShape",
+    "canonical",
+    "foreign_key_diffs",
+    "has_autoincrement",
+    "index_predicate",
+    "metadata_shape",
+    "normalise_default",
+    "normalise_type",
+    "reflect_shape",
+)
+
+
 def targets() -> list[tuple[Path, str]]:
+    """Every generated file and its content. The heads catalogue is built by `cafleet setup`,
+    which reads the recorded shapes this process imported: while those are stale (a new
+    revision), it is left out here and `write` builds it in a fresh process after them."""
     found = [(_HERE / f"{module}.py", render_names(module)) for module in MODULES]
     found += [
         (_HERE / dialect / f"{module}.py", render(module, dialect))
         for dialect in DIALECTS
         for module in MODULES
     ]
-    found.append((_HERE / "sqlite" / "heads.py", render_heads()))
+    shapes = render_shapes()
+    found.append((_SHAPES, shapes))
+    if _SHAPES.exists() and _SHAPES.read_text() == shapes:
+        found.append((_heads_path(), render_heads()))
     return found
+
+
+def _heads_path() -> Path:  # under `_HERE`, which tests point elsewhere
+    return _HERE / "sqlite" / "heads.py"
 
 
 def write() -> list[Path]:
@@ -263,8 +489,18 @@ def write() -> list[Path]:
         if not path.exists() or path.read_text() != content:
             path.write_text(content)
             written.append(path)
+    if _SHAPES in written:  # the heads catalogue, from the new shapes
+        import subprocess
+        import sys
+
+        subprocess.run([sys.executable, "-m", "cafleet.db.catalog", "--write"], check=True)
+        written.append(_heads_path())
     return written
 
 
 def check() -> list[Path]:
-    return [path for path, content in targets() if not path.exists() or path.read_text() != content]
+    found = targets()
+    stale = [path for path, content in found if not path.exists() or path.read_text() != content]
+    if _SHAPES in stale:
+        stale.append(_heads_path())  # built from the shapes: stale with them
+    return stale
