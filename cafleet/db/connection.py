@@ -53,7 +53,7 @@ class Statement:
         return f"Statement({self.module}.{self.name})"
 
 
-class Unchanged(CafleetError):
+class _Unchanged(CafleetError):
     """Raised inside a write to roll back a one-statement write that changed no row."""
 
 
@@ -133,8 +133,8 @@ class Connection(abc.ABC):
                 ts = format_ts(now if now is not None else utcnow())
                 result = c.execute(statement, {**params, "now": ts})
                 if result.rowcount <= 0 and not result.all():
-                    raise Unchanged
-        except Unchanged:
+                    raise _Unchanged
+        except _Unchanged:
             pass
         return result, ts
 
@@ -180,4 +180,4 @@ class Connection(abc.ABC):
         """Close quietly; `guarded` avoids SQLite's checkpoint-on-last-close (§5.5)."""
 
 
-__all__ = ["Compiled", "Connection", "Statement", "Unchanged"]
+__all__ = ["Compiled", "Connection", "Statement"]
