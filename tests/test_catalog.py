@@ -177,6 +177,7 @@ def test_catalog_modules_import_only_the_standard_library() -> None:
     code = (
         "import sys\n"
         + "".join(f"import cafleet.db.catalog.sqlite.{m}\n" for m in MODULES)
+        + "".join(f"import cafleet.db.catalog.{m}\n" for m in MODULES)
         + "import cafleet.db.runtime\n"
         + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))"
     )
