@@ -57,18 +57,14 @@ def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> N
     assert build.check() == [heads]  # the migration chain's catalogue is checked too
 
 
-NEW_REVISION = '''"""probe_column
-
-Revision ID: 0008
-Revises: 0007
-"""
+NEW_REVISION = '''"""probe_column"""
 
 import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "{revision}"
+down_revision = "{down_revision}"
 branch_labels = None
 depends_on = None
 
@@ -95,21 +91,23 @@ def test_recorded_shapes_follow_a_new_revision(tmp_path: Path, monkeypatch) -> N
 
     chain = tmp_path / "alembic"
     shutil.copytree(migrate.script_location(), chain)
-    (chain / "versions" / "0008_probe_column.py").write_text(NEW_REVISION)
+    new = f"{int(REVISIONS[-1]) + 1:04d}"
+    text = NEW_REVISION.replace("{revision}", new).replace("{down_revision}", REVISIONS[-1])
+    (chain / "versions" / f"{new}_probe_column.py").write_text(text)
     monkeypatch.setattr(migrate, "script_location", lambda: chain)
     shapes = build.recorded_shapes()
-    assert list(shapes) == [*REVISIONS, "0008"]
+    assert list(shapes) == [*REVISIONS, new]
     assert all(shapes[r] == SHAPES[r] for r in REVISIONS)  # order included
-    placements = shapes["0008"].table("member_placements")
+    placements = shapes[new].table("member_placements")
     assert placements is not None and placements.columns[-1] == ColumnShape(
         "probe", "TEXT", False, None, 0
     )
-    assert shapes["0008"].indexes[-1] == IndexShape(
+    assert shapes[new].indexes[-1] == IndexShape(
         "idx_placements_probe", "member_placements", ("probe",), False, None
     )
     generated: dict[str, object] = {}
     exec(build.render_shapes(shapes), generated)  # the module it writes holds the same shapes
-    assert generated["SHAPES"] == shapes and generated["HEAD_REVISION"] == "0008"
+    assert generated["SHAPES"] == shapes and generated["HEAD_REVISION"] == new
 
 
 def test_check_command_line() -> None:
