@@ -235,3 +235,98 @@ def host_hold_path(db_path: str, host_id: str) -> str:
 def host_log_path(db_path: str, host_id: str) -> str:
     """`<db path>.host-<host_id>.log`: the host delivery loop's log (docs/runtime.md §10.4)."""
     return f"{local_anchor(db_path)}.host-{host_id}.log"
+
+
+# Every variable cafleet reads; docs/operations.md §1.1's table is generated from it
+# (`python -m tests.doc_tables --write`): (name, default, what it does). Plain tuples: this module
+# is imported by every command, so the table must cost nothing to build.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "CAFLEET_DATABASE_URL",
+        "`sqlite:///$HOME/.local/share/cafleet/cafleet.db`",
+        "The database: `sqlite:///` + an absolute path, or `postgresql://user[:password]@host"
+        "[:port]/database` (`docs/storage.md` §10). Its directory (for PostgreSQL a local one per "
+        "database) holds `locks/` and the loops' logs and holds. Forwarded into spawned panes, "
+        "only when set.",
+    ),
+    (
+        "CAFLEET_MAX_TEXT_LEN",
+        f"`{DEFAULT_MAX_TEXT_LEN}`",
+        "Characters of a body that a summary shows (send and ack echoes, the notification line); "
+        "stored bodies are never cut (`docs/cli.md` §1.3).",
+    ),
+    (
+        "CAFLEET_MONITOR_WAKE_INTERVAL",
+        f"`{DEFAULT_MONITOR_WAKE_INTERVAL}`",
+        "Seconds between the loop's scheduled wakes of the monitor, below `--interval` and the "
+        "stored interval (`docs/runtime.md` §5.8); `0` turns them off.",
+    ),
+    (
+        "CAFLEET_PANE_LOCK_TIMEOUT",
+        f"`{DEFAULT_PANE_LOCK_TIMEOUT}`",
+        "The longest pane-lock wait in seconds (`docs/runtime.md` §3.5); `0` is one try.",
+    ),
+    (
+        "CAFLEET_MIN_PANE_COLUMNS",
+        f"`{DEFAULT_MIN_PANE_COLUMNS}`",
+        "The narrowest member pane a split may leave; below it the member goes to the fleet's "
+        "own window (`docs/runtime.md` §1.11).",
+    ),
+    (
+        "CAFLEET_MIN_PANE_ROWS",
+        f"`{DEFAULT_MIN_PANE_ROWS}`",
+        "The lowest member pane a split may leave.",
+    ),
+    (
+        "CAFLEET_DELIVERY_HOLD_TIMEOUT",
+        f"`{DEFAULT_DELIVERY_HOLD_TIMEOUT}`",
+        "Seconds the delivery gate holds a line for a starting, busy or prompting pane before "
+        "typing it with a note (`docs/runtime.md` §4.9); `0` never holds.",
+    ),
+    (
+        "CAFLEET_DELIVERY_WORKERS",
+        f"`{DEFAULT_DELIVERY_WORKERS}`",
+        "Panes one drain types into at the same time (`docs/runtime.md` §4.10); `1` is one "
+        "after another. Must be positive.",
+    ),
+    (
+        "CAFLEET_ESCALATE_AFTER",
+        f"`{DEFAULT_ESCALATE_AFTER}`",
+        "Seconds a member may show a prompt before the loop reports it to the Director "
+        "(`docs/runtime.md` §5.12); `0` at the first tick.",
+    ),
+    (
+        "CAFLEET_HOST_ID",
+        "the hostname",
+        "This machine's id in a fleet across machines; commands and loops type only into their "
+        "own host's panes (`docs/runtime.md` §10).",
+    ),
+    (
+        "CAFLEET_WORKTREE_COPY",
+        "`.env*`",
+        "Untracked files `member create --worktree` copies (globs; `-` for none; "
+        "`docs/worktrees.md` §1.4). Not validated.",
+    ),
+    (
+        "CAFLEET_DEBUG",
+        "unset",
+        "Set (not `0`): a bug (exit 70) prints its traceback (`docs/cli.md` §1.4). Not validated.",
+    ),
+    (
+        "CAFLEET_BROKER_HOST",
+        "`127.0.0.1`",
+        "The address `cafleet server` listens on, below `--host` (`docs/webui.md`).",
+    ),
+    ("CAFLEET_BROKER_PORT", "`8000`", "The port `cafleet server` listens on, below `--port`."),
+    (
+        "CAFLEET_SERVER_TOKEN",
+        "generated",
+        "The token `cafleet server` requires, below `--token`; unset, one is generated.",
+    ),
+    (
+        "CAFLEET_PLACEMENT",
+        "set by cafleet",
+        "`<member id> <placement time>` in each spawned pane, so an interrupted create's pane is "
+        "found again (`docs/cli.md` §2.7); never set it yourself.",
+    ),
+)

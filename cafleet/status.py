@@ -53,6 +53,38 @@ _EXIT_FOR_CODE = {
 }
 
 
+# What each exit status and code means: docs/cli.md §1.4's tables are generated from these
+# (`python -m tests.doc_tables --write`).
+EXIT_MEANINGS: tuple[tuple[int, str], ...] = (
+    (OK, "success, also an empty result, a skipped ping, a `stream` timeout, a loop stopped"),
+    (ERROR, "runtime error; `doctor` found issues"),
+    (USAGE, "usage error"),
+    (INTERNAL, "a bug in cafleet: an exception nothing maps"),
+    (UNKNOWN, "a send lost the database and cannot tell whether it stored the message (§2.14)"),
+    (TIMEOUT, "`message wait` saw no message before its deadline (§2.19)"),
+    (SIGINT, "interrupted by SIGINT"),
+    (BROKEN_PIPE, "stdout closed by its reader (EPIPE)"),
+    (SIGTERM, "interrupted by SIGTERM"),
+)
+CODE_MEANINGS: tuple[tuple[str, str], ...] = (
+    (CODE_USAGE, "a usage error"),
+    (CODE_NOT_FOUND, "no such fleet, member or message"),
+    (CODE_DEREGISTERED, "the member exists but is deregistered"),
+    (CODE_DELETED, "the fleet is soft-deleted"),
+    (CODE_CONFLICT, "a state forbids it (monitor slot taken, cannot ACK, another fleet)"),
+    (CODE_BUSY, "the database or a pane lock stayed taken"),
+    (CODE_TMUX, "tmux is missing, unreachable, or a call failed"),
+    (CODE_DATABASE, "the schema guard refused the database, or the database failed"),
+    (CODE_OS, "a file-system call failed"),
+    (CODE_TIMEOUT, "`message wait` saw no message in time"),
+    (CODE_UNKNOWN, "a send could not tell whether it stored its message"),
+    (CODE_INTERRUPTED, "a signal stopped a compensated creation"),
+    (CODE_OUTPUT, "writing stdout failed"),
+    (CODE_ERROR, "any other cafleet error (a settings error, a refusal without its own code)"),
+    (CODE_INTERNAL, "an exception nothing maps: a bug"),
+)
+
+
 def exit_status(code: str) -> int:
     """The exit status of an error code: 2 for usage, 70 for a bug, 75 for an unknown send
     outcome, 124 for a timeout, else 1."""
@@ -121,6 +153,7 @@ def os_error_text(exc: OSError, action: str | None = None) -> str:
 __all__ = [
     "BROKEN_PIPE",
     "CODE_BUSY",
+    "CODE_MEANINGS",
     "CODE_CONFLICT",
     "CODE_DATABASE",
     "CODE_DELETED",
@@ -136,6 +169,7 @@ __all__ = [
     "CODE_UNKNOWN",
     "CODE_USAGE",
     "ERROR",
+    "EXIT_MEANINGS",
     "INTERNAL",
     "OK",
     "SIGINT",

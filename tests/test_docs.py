@@ -1,5 +1,5 @@
-"""The repository's documents stay true to the code: the generated CLI reference is current and
-every test id `docs/seed-trace.md` cites is collected by pytest."""
+"""The repository's documents stay true to the code: the generated CLI reference and tables are
+current, every cited section and test id exists, and `docs/*.md` stay within their words budget."""
 
 from __future__ import annotations
 
@@ -27,9 +27,17 @@ def test_cli_reference_is_current() -> None:
 
 
 def test_cli_reference_is_each_commands_own_help() -> None:
-    """Each section is exactly what `cafleet <path> --help` prints in a wide terminal."""
-    paths = [path for path, _ctx in reference.command_paths()]
+    """Each section is exactly what `cafleet <path> --help` prints in a wide terminal: the root
+    and every command (a group's help only lists the commands that follow it)."""
+    import click
+
+    paths = [
+        path
+        for path, ctx in reference.command_paths()
+        if not path or not isinstance(ctx.command, click.Group)
+    ]
     assert ("monitor", "scan") in paths and ("message", "stream") in paths
+    assert ("monitor",) not in paths
     rendered = reference.render()
     for path in paths:
         result = call_run(*path, "--help", env={"COLUMNS": "120"})
@@ -114,6 +122,8 @@ SCANNED_DIRS = ("cafleet", "tests", "benchmarks", "alembic", "docs", ".ci")
 SCANNED_FILES = ("README.md", "alembic.ini", "pyproject.toml")
 SCANNED_SUFFIXES = (".py", ".md", ".ini", ".toml", ".mako")
 SKIPPED = ("tests/test_docs.py",)  # its own examples below
+# The dated performance log is a record, not maintained: its cites are as they were written.
+SKIPPED_DIRS = ("benchmarks/results/",)
 FROZEN_DIR = "alembic/versions"
 DOC_STEMS = ("README", "architecture", "cli", "cli-reference", "performance", "runtime")
 DOC_STEMS += ("seed-trace", "storage")
@@ -136,6 +146,8 @@ def scanned_files(root: Path) -> list[Path]:
         for path in sorted((root / directory).rglob("*")):
             rel = path.relative_to(root).as_posix()
             if not path.is_file() or "__pycache__" in rel or rel in SKIPPED:
+                continue
+            if rel.startswith(SKIPPED_DIRS):
                 continue
             if path.suffix in SCANNED_SUFFIXES or rel == ".ci/run":
                 files.append(path)
@@ -283,9 +295,11 @@ _RESULT_REF = re.compile(r"[\w./-]*benchmark[\w./-]*\.json")
 
 
 def result_references(root: Path) -> dict[str, list[str]]:
-    """Every `...benchmark....json` path the docs and README name, with where each is named."""
+    """Every `...benchmark....json` path the docs, the README and the performance log name,
+    with where each is named."""
     found: dict[str, list[str]] = {}
-    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+    logs = sorted((root / "benchmarks" / "results").glob("*.md"))
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md")), *logs]:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             for match in _RESULT_REF.finditer(line):
                 found.setdefault(match.group(0), []).append(f"{path.name}:{number}")
@@ -526,51 +540,101 @@ def test_code_cites_sections_not_issue_numbers() -> None:
     assert issue_citations([]) == [] and ISSUE_NUMBER.search(f"see Issue {24} item 3")
 
 
-# --- docs/cli.md §1.1: the command tree names every command and option ------------------------
+# --- generated reference tables and the words budget --------------------------------------------
 
 
-def command_tree_sections(markdown: str) -> dict[str, str]:
-    """The §1.1 tree block, split by top-level command: name -> the text of its lines."""
-    block = markdown.split("### 1.1 ", 1)[1].split("```", 2)[1]
-    sections: dict[str, str] = {}
-    current = ""
-    for line in block.strip("\n").splitlines()[1:]:  # the first line is the root
-        word = re.match(r"  ([a-z]+)\b", line)
-        if word:
-            current = word.group(1)
-        sections[current] = sections.get(current, "") + line + "\n"
-    return sections
-
-
-def test_command_tree_sections_are_parsed() -> None:
-    text = (
-        "### 1.1 Tree\n\n```\ncafleet [--version]\n  setup   [--json]\n"
-        "  fleet   create --name TEXT\n          list | show\n```\n"
-    )
-    assert command_tree_sections(text) == {
-        "setup": "  setup   [--json]\n",
-        "fleet": "  fleet   create --name TEXT\n          list | show\n",
-    }
-
-
-def test_command_tree_names_every_command_and_option() -> None:
+def test_generated_tables_are_current() -> None:
+    """The command tree, exit statuses and error codes in docs/cli.md and the environment
+    variables in docs/operations.md are rendered from the code (`python -m tests.doc_tables
+    --write`)."""
     import click
 
-    sections = command_tree_sections((REPO / "docs" / "cli.md").read_text(encoding="utf-8"))
-    missing = []
+    from tests import doc_tables
+
+    assert doc_tables.main(["--check"]) == 0, doc_tables.stale()
+
+    tree = doc_tables.command_tree()
     for path, ctx in reference.command_paths():
-        if not path:
-            continue
-        text = sections.get(path[0], "")
-        if path[-1] not in re.findall(r"[a-z]+", text):
-            missing.append(" ".join(path))
-        if isinstance(ctx.command, click.Group):
-            continue
-        for param in ctx.command.params:
-            for opt in param.opts:
-                if opt.startswith("--") and opt != "--help" and opt not in text:
-                    missing.append(f"{' '.join(path)} {opt}")
-    assert missing == []
+        if not isinstance(ctx.command, click.Group):
+            assert f"\n{' '.join(('cafleet', *path))} " in tree, path
+
+
+def test_a_stale_generated_table_is_reported(tmp_path: Path) -> None:
+    from tests import doc_tables
+
+    cli = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    (tmp_path / "operations.md").write_bytes((REPO / "docs" / "operations.md").read_bytes())
+    (tmp_path / "cli.md").write_text(cli.replace("| `usage` | 2 |", "| `usage` | 1 |"))
+    assert doc_tables.stale(tmp_path) == ["docs/cli.md: block 'error-codes' is stale"]
+    (tmp_path / "cli.md").write_text(cli.replace("<!-- end: command-tree -->", ""))
+    assert "docs/cli.md: no generated block 'command-tree'" in doc_tables.stale(tmp_path)
+
+
+def test_every_variable_cafleet_reads_is_in_the_generated_table() -> None:
+    from cafleet.config import VARIABLES
+
+    read = set()
+    for path in (REPO / "cafleet").rglob("*.py"):
+        read |= set(re.findall(r"[\"'](CAFLEET_[A-Z_]+)[\"']", path.read_text(encoding="utf-8")))
+    assert read <= {name for name, _default, _what in VARIABLES}
+
+
+WORDS_BUDGET = 50_000
+
+
+def docs_words(root: Path = REPO) -> int:
+    """Words over docs/*.md, counted as `wc -w` counts them (runs of non-whitespace)."""
+    return sum(len(path.read_bytes().split()) for path in sorted((root / "docs").glob("*.md")))
+
+
+def test_docs_stay_within_their_words_budget() -> None:
+    """Later features document themselves within the budget: cut restatement, not the why."""
+    words = docs_words()
+    assert words > 10_000  # the glob found the documents
+    assert words <= WORDS_BUDGET, f"docs/*.md hold {words} words; the budget is {WORDS_BUDGET}"
+
+
+# --- scripts/doc_cites.py: cites follow renumbered sections ------------------------------------
+
+
+def test_doc_cites_rewrites_moved_sections_once() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import doc_cites
+
+    moved = {
+        ("runtime.md", "7.1"): ("runtime.md", "4.9"),
+        ("cli.md", "3.5"): ("runtime.md", "4.9"),
+        ("cli.md", "3.1"): None,
+    }
+    original = dict(doc_cites.MOVED)
+    doc_cites.MOVED.clear()
+    doc_cites.MOVED.update(moved)
+    try:
+        text = (
+            "a (docs/runtime.md §7.1) b docs/runtime.md §5.4, §7.1; c (docs/cli.md §3.1).\n"
+            "d `docs/cli.md` §3.5, runtime.md §7.10; e cli.md §2.7, §3.5\n"
+        )
+        once = doc_cites.rewrite(text, None)
+        assert once == (
+            "a (docs/runtime.md §4.9) b docs/runtime.md §5.4, §4.9; c.\n"
+            "d `docs/runtime.md` §4.9, runtime.md §7.10; e cli.md §2.7, docs/runtime.md §4.9\n"
+        )
+        assert doc_cites.rewrite(once, None) == once
+        assert doc_cites.rewrite("see §7.1", "runtime.md") == "see §4.9"
+    finally:
+        doc_cites.MOVED.clear()
+        doc_cites.MOVED.update(original)
+
+
+def test_doc_cites_has_nothing_left_to_rewrite() -> None:
+    proc = subprocess.run(
+        [sys.executable, "scripts/doc_cites.py", "--check"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # --- every repository path the docs name exists ------------------------------------------------

@@ -7,8 +7,9 @@
 The walk goes through the groups' own `list_commands` / `get_command`, so every module a
 group's `command_modules` maps is imported on the way (the lazy loading of `cafleet.cli.app`),
 and a command missing from those maps is missing here too. Hidden commands are skipped: the
-monitor loop form is documented by `cafleet monitor --help`. Help is rendered at the width Click
-picks in any terminal of 80 columns or more, so the file never depends on the caller's terminal.
+monitor loop form is documented by `cafleet monitor --help`. A group's own help only lists its
+commands, which follow, so only the root's is rendered. Help is rendered at the width Click picks
+in any terminal of 80 columns or more, so the file never depends on the caller's terminal.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def render() -> str:
     """The whole reference document."""
     sections = [HEADER]
     for path, ctx in command_paths():
+        if path and isinstance(ctx.command, click.Group):
+            continue
         title = " ".join(("cafleet", *path))
         sections.append(f"## {title}\n\n```text\n{ctx.command.get_help(ctx)}\n```\n")
     return "\n".join(sections)
