@@ -83,7 +83,7 @@ def run(tmp: Path, total: int, runs: int) -> dict[str, Any]:
         poll_times, roster_times, sql_times = [], [], []
         pending = 0
         from cafleet.db import tx
-        from cafleet.db.catalog.sqlite.messages import POLL
+        from cafleet.db.catalog.messages import POLL
 
         for _ in range(max(runs, 5)):
             t0 = time.perf_counter()

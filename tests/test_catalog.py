@@ -25,22 +25,89 @@ def test_generated_modules_are_current() -> None:
 def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> None:
     import cafleet.db.catalog.build as build
 
-    for dialect in build.DIALECTS:  # one generated package per dialect
+    for module in MODULES:  # the names, then one generated package per dialect
+        (tmp_path / f"{module}.py").write_text(build.render_names(module))
+    for dialect in build.DIALECTS:
         (tmp_path / dialect).mkdir()
         for module in MODULES:
             (tmp_path / dialect / f"{module}.py").write_text(render(module, dialect))
     target = tmp_path / "sqlite"
-    (target / "heads.py").write_text(build.render_heads())
+    heads_path = target / "heads.py"
+    heads_path.write_text(build.render_heads())
+    (tmp_path / "shapes.py").write_text(build.render_shapes())
     monkeypatch.setattr(build, "_HERE", tmp_path)
+    monkeypatch.setattr(build, "_SHAPES", tmp_path / "shapes.py")
     assert build.check() == []
     edited = target / "messages.py"
     edited.write_text(edited.read_text().replace("RETURNING message_id", "RETURNING *", 1))
     assert build.check() == [edited]
     assert build.write() == [edited]
     assert build.check() == []
+    names = tmp_path / "members.py"  # a statement's flags are part of its name module
+    names.write_text(names.read_text().replace(", needs_savepoint=True", "", 1))
+    assert build.check() == [names]
+    assert build.write() == [names]
+    shapes = tmp_path / "shapes.py"  # the recorded shapes, and the heads built from them
+    recorded = shapes.read_text()
+    shapes.write_text(recorded.replace('"0007"', '"0099"', 1))
+    assert build.check() == [shapes, heads_path]
+    shapes.write_text(recorded)
     heads = target / "heads.py"
     heads.write_text(heads.read_text().replace("idx_members_fleet_status", "idx_renamed", 1))
     assert build.check() == [heads]  # the migration chain's catalogue is checked too
+
+
+NEW_REVISION = '''"""probe_column"""
+
+import sqlalchemy as sa
+
+from alembic import op
+
+revision = "{revision}"
+down_revision = "{down_revision}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("member_placements") as batch:
+        batch.add_column(sa.Column("probe", sa.Text, nullable=True))
+    op.create_index("idx_placements_probe", "member_placements", ["probe"])
+
+
+def downgrade() -> None:
+    raise NotImplementedError
+'''
+
+
+def test_recorded_shapes_follow_a_new_revision(tmp_path: Path, monkeypatch) -> None:
+    """The shapes are generated from the migration chain: a new revision file is all it takes
+    (the next `--write` records its shape; the landed ones stay as they were)."""
+    import shutil
+
+    import cafleet.db.catalog.build as build
+    import cafleet.db.migrate as migrate
+    from cafleet.db.shapes import REVISIONS, SHAPES, ColumnShape, IndexShape
+
+    chain = tmp_path / "alembic"
+    shutil.copytree(migrate.script_location(), chain)
+    new = f"{int(REVISIONS[-1]) + 1:04d}"
+    text = NEW_REVISION.replace("{revision}", new).replace("{down_revision}", REVISIONS[-1])
+    (chain / "versions" / f"{new}_probe_column.py").write_text(text)
+    monkeypatch.setattr(migrate, "script_location", lambda: chain)
+    shapes = build.recorded_shapes()
+    assert list(shapes) == [*REVISIONS, new]
+    assert all(shapes[r] == SHAPES[r] for r in REVISIONS)  # order included
+    placements = shapes[new].table("member_placements")
+    assert placements is not None and placements.columns[-1] == ColumnShape(
+        "probe", "TEXT", False, None, 0
+    )
+    assert shapes[new].indexes[-1] == IndexShape(
+        "idx_placements_probe", "member_placements", ("probe",), False, None
+    )
+    generated: dict[str, object] = {}
+    exec(build.render_shapes(shapes), generated)  # the module it writes holds the same shapes
+    assert generated["SHAPES"] == shapes and generated["HEAD_REVISION"] == new
 
 
 def test_check_command_line() -> None:
@@ -108,6 +175,7 @@ def test_catalog_modules_import_only_the_standard_library() -> None:
     code = (
         "import sys\n"
         + "".join(f"import cafleet.db.catalog.sqlite.{m}\n" for m in MODULES)
+        + "".join(f"import cafleet.db.catalog.{m}\n" for m in MODULES)
         + "import cafleet.db.runtime\n"
         + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))"
     )

@@ -142,7 +142,7 @@ def test_statement_outside_a_transaction_is_refused(head_db: Path) -> None:
 
 
 def test_catalog_statement_runs_only_inside_a_transaction(conn: Connection) -> None:
-    from cafleet.db.catalog.sqlite import messages as q
+    from cafleet.db.catalog import messages as q
 
     with pytest.raises(StorageUsageError, match="outside tx.read"):
         conn.execute(q.MEMBER_STATUS, {"member_id": 1})

@@ -455,19 +455,21 @@ def test_every_postgresql_catalog_statement_prepares_against_a_head_database(
 ) -> None:
     """docs/storage.md §10.3: as SQLite's catalog is prepared (`EXPLAIN`) in tests/test_catalog.py,
     every PostgreSQL statement is prepared by the server against a database at head, so a wrong
-    table, column, function or type fails here; and every SQLite entry has its twin."""
+    table, column, function or type fails here; and every statement name resolves on it."""
     import importlib
 
     from cafleet.db.catalog.build import MODULES
-    from cafleet.db.pg.runtime import twin
+    from cafleet.db.connection import Statement
+    from cafleet.db.pg.runtime import PgConnection
 
     run_setup(str(empty_db))
     count = 0
+    pg = PgConnection.__new__(PgConnection)  # resolves names only: no server connection
     with psycopg.connect(empty_db.url, autocommit=True) as c:
         for module in MODULES:
-            lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
-            for name in (n for n, v in vars(lite).items() if isinstance(v, tuple)):
-                sql, names = twin(getattr(lite, name))
+            names_module = importlib.import_module(f"cafleet.db.catalog.{module}")
+            for name in (n for n, v in vars(names_module).items() if isinstance(v, Statement)):
+                sql, names = pg.compiled(getattr(names_module, name))
                 pieces = sql.split("%s")  # positional placeholders become $1, $2, ...
                 text = pieces[0] + "".join(f"${i}{p}" for i, p in enumerate(pieces[1:], 1))
                 text = text.replace("%%", "%")
@@ -529,7 +531,7 @@ def test_data_version_changes_on_another_connections_commit_only(
     write and reads do not."""
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db import tx
-    from cafleet.db.catalog.sqlite import monitor as monitor_q
+    from cafleet.db.catalog import monitor as monitor_q
     from cafleet.db.runtime import close_connection, data_version
     from tests.harness.util import retry_until
 
@@ -729,8 +731,8 @@ def test_a_one_statement_write_is_one_round_trip_under_the_writer_rules(
 
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db import tx
-    from cafleet.db.catalog.sqlite import assets as q
-    from cafleet.db.catalog.sqlite import messages as mq
+    from cafleet.db.catalog import assets as q
+    from cafleet.db.catalog import messages as mq
     from cafleet.db.errors import SchemaChanged
     from cafleet.db.pg.runtime import WRITER_LOCK_KEY
     from cafleet.db.runtime import close_connection

@@ -12,7 +12,7 @@ from datetime import datetime
 from cafleet.agents.registry import agent_names
 from cafleet.broker._common import check_coding_agent
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import assets as q
+from cafleet.db.catalog import assets as q
 from cafleet.db.runtime import Connection
 from cafleet.records import (
     AssetInstall,

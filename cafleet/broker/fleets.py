@@ -20,7 +20,7 @@ from cafleet.broker.errors import (
     PlacementsChanged,
 )
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import fleets as q
+from cafleet.db.catalog import fleets as q
 from cafleet.db.runtime import Connection
 from cafleet.records import (
     Fleet,

@@ -28,7 +28,7 @@ from cafleet.broker.errors import (
     RootDirectorInactive,
 )
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import members as q
+from cafleet.db.catalog import members as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import (

@@ -17,7 +17,7 @@ from cafleet.broker.errors import (
     SenderNotActive,
 )
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import messages as q
+from cafleet.db.catalog import messages as q
 from cafleet.db.runtime import Connection
 from cafleet.records import Broadcast, Message, message_from_row
 

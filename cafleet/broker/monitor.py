@@ -12,7 +12,7 @@ from datetime import datetime
 from cafleet.broker._common import stamp
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import monitor as q
+from cafleet.db.catalog import monitor as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.records import HostLoop, MonitorRuntime, host_loop_from_row, monitor_runtime_from_row

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import notifications as q
+from cafleet.db.catalog import notifications as q
 from cafleet.db.runtime import Connection
 from cafleet.records import (
     PendingNotification,

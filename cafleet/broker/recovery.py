@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from cafleet.broker._common import refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import recovery as q
+from cafleet.db.catalog import recovery as q
 from cafleet.db.runtime import Connection
 from cafleet.records import (
     Member,

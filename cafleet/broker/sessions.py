@@ -5,7 +5,7 @@ when the member is respawned afresh."""
 from __future__ import annotations
 
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import sessions as q
+from cafleet.db.catalog import sessions as q
 from cafleet.db.runtime import Connection
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.broker.members import idle_seconds
 from cafleet.db import tx
-from cafleet.db.catalog.sqlite import views as q
+from cafleet.db.catalog import views as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import utcnow
 from cafleet.records import MESSAGE_STATES, Member, Message, member_from_row, message_from_row

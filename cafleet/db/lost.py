@@ -7,41 +7,29 @@ and SQLite's own transaction is atomic, so a read on it already tells what was s
 
 from __future__ import annotations
 
-from typing import Any
-
-from cafleet.db.runtime import connection_lost, is_postgres_connection
+from cafleet.db.connection import Connection
 
 
-def session_of(conn: Any) -> int | None:
+def session_of(conn: Connection) -> int | None:
     """This connection's server session (its backend pid; None on SQLite), read before a write
     so that `session_ended` can ask about it after a failure."""
-    if not is_postgres_connection(conn):
-        return None
-    from cafleet.db.pg.runtime import backend_pid
-
-    return backend_pid(conn)
+    return conn.session()
 
 
-def is_lost(conn: Any) -> bool:
-    return connection_lost(conn)
+def is_lost(conn: Connection) -> bool:
+    return conn.lost()
 
 
-def reconnect(conn: Any, seconds: float) -> None:
+def reconnect(conn: Connection, seconds: float) -> None:
     """A new session for a lost connection, trying for at most about ``seconds`` (libpq's
     connect timeout, at least 2 s); failures raise `sqlite3.OperationalError`."""
-    from cafleet.db.pg.runtime import reconnect as pg_reconnect
-
-    pg_reconnect(conn, connect_timeout=max(2, int(seconds + 0.999)))
+    conn.reconnect(connect_timeout=max(2, int(seconds + 0.999)))
 
 
-def session_ended(conn: Any, session: int | None) -> bool:
+def session_ended(conn: Connection, session: int | None) -> bool:
     """True once the earlier session ``session`` can commit nothing more: its server process
     is gone (after a server restart, always). SQLite and an unknown session: True."""
-    if session is None or not is_postgres_connection(conn):
-        return True
-    from cafleet.db.pg.runtime import backend_alive
-
-    return not backend_alive(conn, session)
+    return session is None or conn.session_ended(session)
 
 
 __all__ = ["is_lost", "reconnect", "session_ended", "session_of"]

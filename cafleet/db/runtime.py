@@ -1,4 +1,6 @@
-"""The runtime connection (docs/storage.md §4): the standard library's `sqlite3`, nothing else.
+"""The runtime connection (docs/storage.md §4): `open_connection` picks the dialect's class
+(`SqliteConnection` here, on the standard library's `sqlite3`; `cafleet.db.pg.runtime` for a
+PostgreSQL `P`), and `tx` runs that connection's own transactions.
 
 Every command, the monitor loop and the WebUI run the repository's statements here. The
 statements are authored as SQLAlchemy Core constructs (`cafleet.db.statements`) and compiled
@@ -16,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from cafleet.config import POSTGRES_SCHEMES
+from cafleet.db.connection import Compiled, Connection, Statement
 from cafleet.db.errors import (
     DatabaseBusy,
     SchemaChanged,
@@ -28,7 +32,6 @@ from cafleet.db.errors import (
     write_purpose,
 )
 from cafleet.db.results import Result
-from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.db.writelock import (
     WRITER_LOCK_TIMEOUT,
     flock_with_timeout,
@@ -36,7 +39,6 @@ from cafleet.db.writelock import (
     unlock,
     writer_lock_path,
 )
-from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -54,9 +56,6 @@ PRAGMAS = (
     "PRAGMA synchronous = FULL",
 )
 
-# A catalog entry: the dialect's SQL text and the names of its parameters in placeholder order
-# (a name used twice appears twice).
-Compiled = tuple[str, tuple[str, ...]]
 Row = sqlite3.Row
 
 _sqlite_checked = False
@@ -125,15 +124,12 @@ def is_busy(error: BaseException) -> bool:
 # --- the connection ----------------------------------------------------------------------------
 
 
-class Connection:
-    """One `sqlite3` connection and cafleet's bookkeeping about it (`info`, as SQLAlchemy's
-    `Connection.info`: path, purpose, validated revision, the writer lock's fd)."""
+class SqliteConnection(Connection):
+    """One `sqlite3` connection: SQLite's dialect of the runtime connection."""
 
-    __slots__ = ("driver", "info")
-
-    def __init__(self, driver: sqlite3.Connection, info: dict[str, Any]) -> None:
-        self.driver = driver
-        self.info = info
+    __slots__ = ()
+    dialect = "sqlite"
+    driver: sqlite3.Connection
 
     def in_transaction(self) -> bool:
         return self.driver.in_transaction
@@ -142,10 +138,10 @@ class Connection:
         if not self.info.get("cafleet.begin") or not self.driver.in_transaction:
             raise StorageUsageError("statement issued outside tx.read()/tx.write()")
 
-    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result[Row]:
+    def execute(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Result[Row]:
         """Run one catalog statement (`cafleet.db.catalog`) with its named parameters."""
         self._check()
-        sql, names = statement
+        sql, names = self._resolved.get(statement) or self.compiled(statement)
         args = [params[name] for name in names] if params else ()
         cursor = self.driver.execute(sql, args)
         try:
@@ -172,12 +168,10 @@ class Connection:
             cursor.close()
 
     def rollback(self) -> None:
-        """End an open transaction, if any (a loop's cleanup after a failed write)."""
         if self.driver.in_transaction:
             self.driver.execute("ROLLBACK")
 
     def rollback_leftover(self) -> BaseException | None:
-        """Make sure SQLite's transaction is gone (after a failed bootstrap); report a failure."""
         if not self.driver.in_transaction:
             return None
         try:
@@ -186,19 +180,112 @@ class Connection:
             return exc
         return None
 
+    def raw(self) -> sqlite3.Connection:
+        """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
+        if self.driver.in_transaction:
+            raise StorageUsageError("raw PRAGMA issued inside a transaction")
+        return self.driver
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[SqliteConnection]:
+        """Deferred BEGIN: one snapshot."""
+        info = self.info
+        if info.get("cafleet.begin"):
+            raise StorageUsageError("nested transaction")
+        info["cafleet.begin"] = "read"
+        driver = self.driver
+        try:
+            driver.execute("BEGIN")
+            try:
+                yield self
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    driver.execute("ROLLBACK")
+                raise
+            else:
+                driver.execute("COMMIT")
+        finally:
+            info.pop("cafleet.begin", None)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[SqliteConnection]:
+        """The writer lock, BEGIN IMMEDIATE, the ledger re-check; COMMIT or ROLLBACK."""
+        info = self.info
+        purpose = write_purpose(info)
+        fd = _writer_fd(info)
+        if not flock_with_timeout(fd, WRITER_LOCK_TIMEOUT):
+            raise DatabaseBusy()
+        info["cafleet.begin"] = "write"
+        driver = self.driver
+        try:
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if is_busy(e):
+                    raise DatabaseBusy() from e
+                raise
+            try:
+                if purpose == "validated":
+                    recheck_ledger(driver, info.get("cafleet.revision"))
+                yield self
+            except BaseException as e:
+                with contextlib.suppress(sqlite3.Error):
+                    driver.execute("ROLLBACK")
+                if is_busy(e):
+                    raise DatabaseBusy() from e
+                raise
+            else:
+                try:
+                    driver.execute("COMMIT")
+                except sqlite3.OperationalError as e:
+                    with contextlib.suppress(sqlite3.Error):
+                        driver.execute("ROLLBACK")
+                    if is_busy(e):
+                        raise DatabaseBusy() from e
+                    raise
+        finally:
+            info.pop("cafleet.begin", None)
+            unlock(fd)
+
+    # --- other connections' commits ---------------------------------------------------------
+
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version` (no query of the file)."""
+        return int(self.raw().execute("PRAGMA data_version").fetchone()[0])
+
+    def wait_for_change(self, seconds: float, since: int | None = None) -> bool:
+        """SQLite cannot be woken: sleep, then compare `data_version` with `since`."""
+        time.sleep(seconds)
+        return since is not None and self.data_version() != since
+
+    def checkpoint(self) -> None:
+        self.raw().execute("PRAGMA wal_checkpoint(RESTART)")
+
+    def close(self, *, guarded: bool = False) -> None:
+        close_tracked(self.info, self._close_quietly, guarded=guarded)
+
+    def _close_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.driver.in_transaction:
+                self.driver.execute("ROLLBACK")
+        with contextlib.suppress(Exception):
+            self.driver.close()
+
 
 def open_connection(path: str, *, mode: Mode = "rw", purpose: Purpose = "command") -> Connection:
     """Open one runtime connection to the file at `path` (never created unless mode='rwc');
     a PostgreSQL `P` gets PostgreSQL's runtime connection (docs/storage.md §10)."""
     if path.startswith(POSTGRES_SCHEMES):
-        from cafleet.db.pg import runtime as pg
+        from cafleet.db.pg.runtime import open_connection as open_pg  # psycopg: only for P
 
-        return pg.open_connection(path, purpose=purpose)  # type: ignore[return-value]
+        return open_pg(path, purpose=purpose)
     check_sqlite()
     companions = companions_exist(path)
     driver = connect_driver(path, mode)
     driver.row_factory = sqlite3.Row
-    return Connection(
+    return SqliteConnection(
         driver,
         {
             "cafleet.path": path,
@@ -237,42 +324,27 @@ def _other_kind() -> OtherKind:
 
 def raw(conn: Connection | SAConnection) -> sqlite3.Connection:
     """The DBAPI connection, for PRAGMAs SQLite refuses inside a transaction."""
-    if is_postgres_connection(conn):
-        raise StorageUsageError("no SQLite connection under a PostgreSQL connection")
-    if not isinstance(conn, Connection):
-        return _other_kind().raw(conn)
-    if conn.in_transaction():
-        raise StorageUsageError("raw PRAGMA issued inside a transaction")
-    return conn.driver
+    if isinstance(conn, SqliteConnection):
+        return conn.raw()
+    if isinstance(conn, Connection):
+        raise StorageUsageError(f"no SQLite connection under a {conn.dialect} connection")
+    return _other_kind().raw(conn)
 
 
 def data_version(conn: Connection) -> int:
-    """A number that changes whenever another connection commits: SQLite's `PRAGMA
-    data_version`, or PostgreSQL's notification counter (docs/storage.md §10.4). Outside a
-    transaction only."""
-    if is_postgres_connection(conn):
-        from cafleet.db.pg import runtime as pg
-
-        return pg.data_version(conn)  # type: ignore[arg-type]
-    return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
+    """A number that changes whenever another connection commits (`Connection.data_version`).
+    Outside a transaction only."""
+    return conn.data_version()
 
 
 def connection_lost(conn: Connection) -> bool:
     """Whether the connection's server is gone (PostgreSQL); an SQLite file never is."""
-    if is_postgres_connection(conn):
-        from cafleet.db.pg import runtime as pg
-
-        return pg.lost_connection(conn)  # type: ignore[arg-type]
-    return False
+    return conn.lost()
 
 
 def reconnect(conn: Connection) -> None:
-    """A lost PostgreSQL connection gets a new server connection in place (`pg.reconnect`;
-    `sqlite3.OperationalError` while the server is unreachable); on SQLite nothing to do."""
-    if is_postgres_connection(conn):
-        from cafleet.db.pg import runtime as pg
-
-        pg.reconnect(conn)  # type: ignore[arg-type]
+    """A lost connection gets a new server session in place (`Connection.reconnect`)."""
+    conn.reconnect()
 
 
 def is_postgres_connection(conn: object) -> bool:
@@ -314,120 +386,31 @@ def recheck_ledger(driver: sqlite3.Connection, validated: str | None) -> None:
     raise SchemaChanged(str(int(validated)) if validated else "unknown", now)
 
 
-class _Unchanged(CafleetError):
-    """Raised inside tx.write to roll back a one-statement write that changed no row."""
-
-
 class tx:  # noqa: N801 - used as a namespace: tx.read(conn), tx.write(conn)
-    @staticmethod
-    @contextlib.contextmanager
-    def read(conn: Connection | SAConnection) -> Iterator[Any]:
-        if is_postgres_connection(conn):
-            from cafleet.db.pg import runtime as pg
-
-            with pg.read(conn) as c:  # type: ignore[arg-type]
-                yield c
-            return
-        if not isinstance(conn, Connection):  # setup's and the migrations' SQLAlchemy connection
-            with _other_kind().read(conn) as c:
-                yield c
-            return
-        info = conn.info
-        if info.get("cafleet.begin"):
-            raise StorageUsageError("nested transaction")
-        info["cafleet.begin"] = "read"
-        driver = conn.driver
-        try:
-            driver.execute("BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    driver.execute("ROLLBACK")
-                raise
-            else:
-                driver.execute("COMMIT")
-        finally:
-            info.pop("cafleet.begin", None)
+    """The connection's own transactions (`Connection.read`/`write`/`write_one`), or those of
+    setup's SQLAlchemy connection."""
 
     @staticmethod
-    @contextlib.contextmanager
-    def write(conn: Connection | SAConnection) -> Iterator[Any]:
-        if is_postgres_connection(conn):
-            from cafleet.db.pg import runtime as pg
+    def read(conn: Connection | SAConnection) -> AbstractContextManager[Any]:
+        if isinstance(conn, Connection):
+            return conn.read()
+        return _other_kind().read(conn)  # setup's and the migrations' SQLAlchemy connection
 
-            with pg.write(conn) as c:  # type: ignore[arg-type]
-                yield c
-            return
-        if not isinstance(conn, Connection):
-            with _other_kind().write(conn) as c:
-                yield c
-            return
-        info = conn.info
-        purpose = write_purpose(info)
-        fd = _writer_fd(info)
-        if not flock_with_timeout(fd, WRITER_LOCK_TIMEOUT):
-            raise DatabaseBusy()
-        info["cafleet.begin"] = "write"
-        driver = conn.driver
-        try:
-            try:
-                driver.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as e:
-                if is_busy(e):
-                    raise DatabaseBusy() from e
-                raise
-            try:
-                if purpose == "validated":
-                    recheck_ledger(driver, info.get("cafleet.revision"))
-                yield conn
-            except BaseException as e:
-                with contextlib.suppress(sqlite3.Error):
-                    driver.execute("ROLLBACK")
-                if is_busy(e):
-                    raise DatabaseBusy() from e
-                raise
-            else:
-                try:
-                    driver.execute("COMMIT")
-                except sqlite3.OperationalError as e:
-                    with contextlib.suppress(sqlite3.Error):
-                        driver.execute("ROLLBACK")
-                    if is_busy(e):
-                        raise DatabaseBusy() from e
-                    raise
-        finally:
-            info.pop("cafleet.begin", None)
-            unlock(fd)
+    @staticmethod
+    def write(conn: Connection | SAConnection) -> AbstractContextManager[Any]:
+        if isinstance(conn, Connection):
+            return conn.write()
+        return _other_kind().write(conn)
 
     @staticmethod
     def write_one(
-        conn: Connection | SAConnection,
-        statement: Compiled,
+        conn: Connection,
+        statement: Statement,
         params: Mapping[str, Any],
         now: datetime | None = None,
     ) -> tuple[Result[Any], str]:
-        """One catalog statement as a whole write transaction, its `now` parameter the stamp
-        read after the writer lock (docs/storage.md §7.1); returns the result and that stamp.
-        The same as `tx.write` around one `execute`; on PostgreSQL one round trip when it
-        succeeds (`pg.write_one`), this path otherwise."""
-        if is_postgres_connection(conn):
-            from cafleet.db.pg import runtime as pg
-
-            done = pg.write_one(conn, statement, params, now)  # type: ignore[arg-type]
-            if done is not None:
-                return done
-        try:
-            with tx.write(conn) as c:
-                ts = format_ts(now if now is not None else utcnow())
-                result = c.execute(statement, {**params, "now": ts})
-                if result.rowcount <= 0 and not result.all():
-                    # Rolled back, not committed: a refused write leaves the file's bytes as
-                    # they were (an empty commit can still write pages, docs/storage.md §5.5).
-                    raise _Unchanged
-        except _Unchanged:
-            pass
-        return result, ts
+        """One catalog statement as a whole write transaction (`Connection.write_one`)."""
+        return conn.write_one(statement, params, now)
 
 
 # --- closing -----------------------------------------------------------------------------------
@@ -439,15 +422,10 @@ def close_connection(conn: Connection | SAConnection, *, guarded: bool = False) 
     The guarded close applies only when a -wal/-shm existed at open: a read-only connection is
     opened and read first, so the read-write close is not the last one and skips the checkpoint.
     """
-    if is_postgres_connection(conn):
-        from cafleet.db.pg import runtime as pg
-
-        pg.close_connection(conn)  # type: ignore[arg-type]
+    if isinstance(conn, Connection):
+        conn.close(guarded=guarded)
         return
-    if not isinstance(conn, Connection):
-        _other_kind().close(conn, guarded)
-        return
-    close_tracked(conn.info, lambda: _close_quietly(conn), guarded=guarded)
+    _other_kind().close(conn, guarded)
 
 
 def close_tracked(info: dict[str, Any], close: Callable[[], None], *, guarded: bool) -> None:
@@ -484,20 +462,14 @@ def guarded_close(path: str) -> Iterator[None]:
             ro.close()
 
 
-def _close_quietly(conn: Connection) -> None:
-    with contextlib.suppress(Exception):
-        if conn.driver.in_transaction:
-            conn.driver.execute("ROLLBACK")
-    with contextlib.suppress(Exception):
-        conn.driver.close()
-
-
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "Compiled",
     "Connection",
     "Result",
     "Row",
+    "SqliteConnection",
+    "Statement",
     "check_sqlite",
     "close_connection",
     "close_tracked",

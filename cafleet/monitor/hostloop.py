@@ -236,22 +236,14 @@ def _schedule(
 def _wait(conn: Connection, until: float, version: int) -> int:
     """Wait until the monotonic ``until``, a stop, or another connection's commit (new work);
     returns the data version seen last."""
-    from cafleet.db.runtime import data_version, is_postgres_connection
+    from cafleet.db.runtime import data_version
 
-    postgres = is_postgres_connection(conn)
     while not signals.stop_requested():
         left = until - time.monotonic()
         if left <= 0:
             break
-        if postgres:
-            from cafleet.db.pg.runtime import wait_for_change
-
-            if wait_for_change(conn, min(WAIT_STEP, left)):  # type: ignore[arg-type]
-                break
-        else:
-            time.sleep(min(WAIT_STEP, left))
-            if data_version(conn) != version:
-                break
+        if conn.wait_for_change(min(WAIT_STEP, left), version):
+            break
     return data_version(conn)
 
 

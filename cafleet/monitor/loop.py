@@ -219,11 +219,9 @@ def _release(conn: Connection, fleet_id: int, pid: int, log: _Log, err: TextIO) 
                 _write(err, traceback.format_exc().rstrip("\n"))
                 return
         with contextlib.suppress(Exception):
-            from cafleet.db.runtime import raw
-
             if conn.in_transaction():
                 conn.rollback()
-            raw(conn).execute("PRAGMA wal_checkpoint(RESTART)")
+            conn.checkpoint()
         time.sleep(RELEASE_PAUSE)
 
 

@@ -1,14 +1,52 @@
-"""Request and response bodies of the WebUI API (the OpenAPI schema is generated from these)."""
+"""Request and response bodies of the WebUI API (the OpenAPI schema is generated from these).
+
+A body that shows a record (`cafleet.records`) is derived from it (`from_record`): its fields,
+types and order are the record's, so a column added to a record reaches the API unrestated.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import dataclasses
+import typing
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from cafleet.config import MAX_ID, MAX_SETTING
+from cafleet.records import MEMBER_STATUSES, MESSAGE_STATES, MESSAGE_TYPES
+from cafleet.records.fleets import FleetSummary
+from cafleet.records.members import Member, Placement
+from cafleet.records.messages import Message
+from cafleet.records.monitor import MonitorRuntime
+from cafleet.records.wake import WakeRosterEntry
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
+
+
+def from_record(
+    name: str,
+    record: type,
+    *,
+    hidden: tuple[str, ...] = (),
+    types: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Any:
+    """The response body `name` with every field of the dataclass `record` but the `hidden`
+    ones, each required and of the record's type (or `types`' narrower one, such as the
+    enumeration a column is checked against), then the `extra` fields (`(type, default)`)."""
+    hints = typing.get_type_hints(record)
+    fields: dict[str, Any] = {
+        f.name: ((types or {}).get(f.name, hints[f.name]), ...)
+        for f in dataclasses.fields(record)
+        if f.name not in hidden
+    }
+    fields.update(extra or {})
+    return create_model(name, **fields)
+
+
+def one_of(values: tuple[str, ...]) -> Any:
+    """`Literal[...]` of a record's enumeration (`cafleet.records.MESSAGE_TYPES`, ...)."""
+    return Literal[values]
 
 
 class Strict(BaseModel):
@@ -19,35 +57,37 @@ class ErrorOut(BaseModel):
     detail: str
 
 
-class PlacementOut(BaseModel):
-    backend: str
-    mux_session: str
-    mux_window_id: str
-    mux_pane_id: str | None
-    coding_agent: str
-    created_at: str
-
-
-class FleetOut(BaseModel):
-    fleet_id: int
-    name: str | None
-    created_at: str
-    director_member_id: int | None
-    monitor_member_id: int | None
-    member_count: int
-
-
-class MemberOut(BaseModel):
-    member_id: int
-    name: str
-    description: str
-    kind: Literal["director", "monitor", "member"]
-    status: Literal["active", "deregistered"]
-    registered_at: str
-    deregistered_at: str | None
-    placement: PlacementOut | None
-    # docs/permissions.md; null for the Director and the monitor (only in the roster).
-    permissions: Literal["workspace", "ask", "readonly", "full"] | None = None
+if TYPE_CHECKING:  # made at run time from the records; a type checker sees a body
+    PlacementOut = BaseModel
+    FleetOut = BaseModel
+    MemberOut = BaseModel
+    MessageOut = BaseModel
+    RuntimeOut = BaseModel
+    WakeEntryOut = BaseModel
+else:
+    PlacementOut = from_record(
+        "PlacementOut", Placement, hidden=("member_id", "lost_at", "mux_socket", "host_id")
+    )
+    FleetOut = from_record("FleetOut", FleetSummary, hidden=("deleted_at",))
+    MemberOut = from_record(
+        "MemberOut",
+        Member,
+        hidden=("fleet_id", "skills"),
+        types={
+            "kind": Literal["director", "monitor", "member"],
+            "status": one_of(MEMBER_STATUSES),
+            "placement": PlacementOut | None,
+        },
+        # docs/permissions.md; null for the Director and the monitor (only in the roster).
+        extra={"permissions": (Literal["workspace", "ask", "readonly", "full"] | None, None)},
+    )
+    MessageOut = from_record(
+        "MessageOut",
+        Message,
+        types={"type": one_of(MESSAGE_TYPES), "status_state": one_of(MESSAGE_STATES)},
+    )
+    RuntimeOut = from_record("RuntimeOut", MonitorRuntime)
+    WakeEntryOut = from_record("WakeEntryOut", WakeRosterEntry)
 
 
 class ActivityOut(BaseModel):
@@ -146,19 +186,6 @@ class WorktreeOut(BaseModel):
     error: str | None
 
 
-class MessageOut(BaseModel):
-    message_id: int
-    owner_member_id: int
-    from_member_id: int
-    to_member_id: int | None
-    type: Literal["unicast", "broadcast_summary"]
-    created_at: str
-    status_state: Literal["input_required", "completed"]
-    status_timestamp: str
-    origin_message_id: int | None
-    text: str
-
-
 class DeliveryOut(BaseModel):
     message_id: int
     to_member_id: int
@@ -201,24 +228,6 @@ class SendOut(BaseModel):
     recipients: int
     notified: int
     warnings: list[str]  # the lines `cafleet message send` prints on stderr
-
-
-class RuntimeOut(BaseModel):
-    fleet_id: int
-    pid: int | None
-    started_at: str | None
-    last_tick_at: str | None
-    tick_seconds: int
-    last_wake_at: str | None
-    wake_interval_seconds: int | None
-    wake_requested_at: str | None
-
-
-class WakeEntryOut(BaseModel):
-    member_id: int
-    name: str
-    coding_agent: str | None
-    unacked: int
 
 
 class WakeRosterOut(BaseModel):

@@ -56,29 +56,13 @@ def _member_active(conn: Connection, member_id: int) -> bool:
 
 
 def _pause_until(conn: Connection, moment: float) -> None:
-    """The cycle's sleep. On PostgreSQL it ends as soon as another connection commits (its
-    LISTEN/NOTIFY, docs/storage.md §10.4), so a new message is seen at once; on SQLite it is
-    `_sleep_until`."""
-    from cafleet.db.runtime import is_postgres_connection
-
-    if not is_postgres_connection(conn):
-        _sleep_until(moment)
-        return
-    from cafleet.db.pg.runtime import wait_for_change
-
+    """The cycle's sleep, in short steps that see a stop. A connection that can be woken
+    (PostgreSQL's LISTEN/NOTIFY, docs/storage.md §10.4) ends it as soon as another connection
+    commits, so a new message is seen at once; SQLite's just sleeps."""
     while not signals.stop_requested():
         left = moment - time.monotonic()
-        if left <= 0 or wait_for_change(conn, min(SLEEP_STEP, left)):  # type: ignore[arg-type]
+        if left <= 0 or conn.wait_for_change(min(SLEEP_STEP, left)):
             return
-
-
-def _sleep_until(moment: float) -> None:
-    """Sleep until the monotonic ``moment`` in short steps, stopping early on a signal."""
-    while not signals.stop_requested():
-        left = moment - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(SLEEP_STEP, left))
 
 
 # --- wait ----------------------------------------------------------------------------------------

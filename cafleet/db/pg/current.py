@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from cafleet.db.predicates import APPLICATION_ID
 
 if TYPE_CHECKING:
-    from cafleet.db.pg.runtime import Connection
+    from cafleet.db.pg.runtime import PgConnection as Connection
 
 # SQLite's application_id on PostgreSQL: the comment on the database's schema (§10.2).
 IDENTITY_PREFIX = "cafleet application_id "

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cafleet.db.pg.current import IDENTITY_COMMENT, IDENTITY_PREFIX, schema_fingerprint_sql
 
 if TYPE_CHECKING:
-    from cafleet.db.pg.runtime import Connection
+    from cafleet.db.pg.runtime import PgConnection as Connection
     from cafleet.db.shapes import SchemaShape
 
 # `cafleet.db.diagnosis` builds its `Diagnosis` records and imports this module, so the caller
@@ -240,12 +240,10 @@ def schema_fingerprint(conn: Connection) -> str:
 def diagnose(path: str, conn: Connection, _d: Make) -> Any:
     """Inside the connection's open transaction or a fresh read; a PostgreSQL error is
     `unreadable` with its first line."""
-    from cafleet.db.pg.runtime import read
-
     try:
         if conn.in_transaction():
             return diagnose_in_tx(path, conn, _d)
-        with read(conn):
+        with conn.read():
             return diagnose_in_tx(path, conn, _d)
     except sqlite3.Error as e:
         return _d(path, "unreadable", reason=str(e))

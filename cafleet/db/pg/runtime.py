@@ -1,8 +1,8 @@
 """The PostgreSQL runtime connection (docs/storage.md §10): psycopg 3, and no SQLAlchemy.
 
-The same repository functions run here as on SQLite: a statement is the SQLite catalog's entry
-(`cafleet.db.catalog.sqlite.<module>.<NAME>`), which this connection swaps for its twin in
-`cafleet.db.catalog.postgresql` (same module, same name). Values are bound client-side
+The same repository functions run here as on SQLite: `PgConnection` resolves each catalog
+statement (`cafleet.db.catalog.<module>.<NAME>`) to its entry in `cafleet.db.catalog.postgresql`
+(same module, same name). Values are bound client-side
 (`psycopg.ClientCursor`), as SQLite's `?` parameters are: a parameter never needs a declared
 type. Errors reach callers as the standard library's `sqlite3` exception classes with SQLite's
 wording for the constraint failures the repository recognises (`UNIQUE constraint failed:
@@ -18,13 +18,12 @@ one at a time, in commit order, as under SQLite's BEGIN IMMEDIATE), waiting at m
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.catalog import MODULES
+from cafleet.db.connection import Connection, Statement
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError, write_purpose
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
@@ -35,9 +34,6 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     import psycopg
-
-# A catalog entry, as `cafleet.db.runtime.Compiled` (not imported: that module imports this one).
-Compiled = tuple[str, tuple[str, ...]]
 
 DIALECT = "postgresql"
 # The advisory lock keys (one per database): the writer lock every write transaction takes, and
@@ -50,34 +46,10 @@ CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
 # A loop's reconnect attempt (docs/storage.md §10.4): short, so a stop is seen between attempts.
 RECONNECT_TIMEOUT = 3
 
-_twins: dict[int, Compiled] | None = None
-_RECOVERABLE = "INSERT INTO members "
 # PostgreSQL's text type cannot hold U+0000 (docs/storage.md §10.5): such a value is refused
 # before anything is sent, so nothing is written.
 MISSING_DRIVER = "PostgreSQL support is not installed (pip install 'cafleet[postgres]')"
 NUL_TEXT = "text contains a NUL character (U+0000), which PostgreSQL cannot store"
-
-
-def _twin_map() -> dict[int, Compiled]:
-    """id(SQLite catalog entry) -> the PostgreSQL catalog's entry of the same module and name."""
-    global _twins
-    if _twins is None:
-        found: dict[int, Compiled] = {}
-        for module in MODULES:
-            lite = importlib.import_module(f"cafleet.db.catalog.sqlite.{module}")
-            pg = importlib.import_module(f"cafleet.db.catalog.postgresql.{module}")
-            for name, value in vars(pg).items():
-                if name.isupper() and isinstance(value, tuple):
-                    found[id(getattr(lite, name))] = value
-        _twins = found
-    return _twins
-
-
-def twin(statement: Compiled) -> Compiled:
-    found = _twin_map().get(id(statement))
-    if found is None:
-        raise StorageUsageError("statement is not in the catalog")
-    return found
 
 
 class Row(tuple[Any, ...]):
@@ -150,15 +122,10 @@ def as_sqlite_error(error: BaseException) -> BaseException:
     return sqlite3.DatabaseError(first_line(error))
 
 
-def lost_connection(conn: Connection) -> bool:
-    """The connection to the server is gone (closed, or broken by a failure)."""
-    return bool(conn.driver.closed or conn.driver.broken)
-
-
-def _as_error(conn: Connection | None, error: BaseException) -> BaseException:
+def _as_error(conn: PgConnection | None, error: BaseException) -> BaseException:
     """`as_sqlite_error`, or for a connection that the failure broke an error naming the
     database (`P`, never the password): `lost the connection to <P>: <libpq's first line>`."""
-    if conn is not None and lost_connection(conn):
+    if conn is not None and conn.lost():
         return sqlite3.OperationalError(
             f"lost the connection to {conn.info.get('cafleet.path')}: {first_line(error)}"
         )
@@ -166,95 +133,13 @@ def _as_error(conn: Connection | None, error: BaseException) -> BaseException:
 
 
 @contextlib.contextmanager
-def _translated(conn: Connection | None = None) -> Iterator[None]:
+def _translated(conn: PgConnection | None = None) -> Iterator[None]:
     import psycopg
 
     try:
         yield
     except psycopg.Error as e:
         raise _as_error(conn, e) from e
-
-
-class Connection:
-    """One psycopg connection in autocommit mode (cafleet issues BEGIN/COMMIT itself) and
-    cafleet's bookkeeping about it (`info`, as the SQLite runtime connection's)."""
-
-    __slots__ = ("driver", "info")
-    dialect = DIALECT
-
-    def __init__(self, driver: psycopg.Connection[Any], info: dict[str, Any]) -> None:
-        self.driver = driver
-        self.info = info
-
-    def in_transaction(self) -> bool:
-        from psycopg.pq import TransactionStatus
-
-        return bool(self.driver.info.transaction_status != TransactionStatus.IDLE)
-
-    def _check(self) -> None:
-        if not self.info.get("cafleet.begin") or not self.in_transaction():
-            raise StorageUsageError("statement issued outside tx.read()/tx.write()")
-
-    def _run(self, sql: str, args: Sequence[Any] | Mapping[str, Any] | None) -> Result[Row]:
-        # A failed statement aborts a PostgreSQL transaction, but registration reads the current
-        # monitor after a monitor-slot violation (docs/storage.md §7.4): that insert runs under
-        # a savepoint, so the transaction stays usable.
-        recover = sql.startswith(_RECOVERABLE)
-        driver = self.driver
-        with _translated(self):
-            if recover:
-                driver.execute("SAVEPOINT cafleet_insert")
-            try:
-                cursor = driver.execute(sql, args or None)
-            except BaseException:
-                if recover:
-                    driver.execute("ROLLBACK TO SAVEPOINT cafleet_insert")
-                raise
-            try:
-                rows = cursor.fetchall() if cursor.description is not None else []
-                rowcount = cursor.rowcount
-            finally:
-                cursor.close()
-            if recover:
-                driver.execute("RELEASE SAVEPOINT cafleet_insert")
-        lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
-        return Result(rows, lastrowid, rowcount)
-
-    def execute(self, statement: Compiled, params: Mapping[str, Any] | None = None) -> Result[Row]:
-        """Run one catalog statement (the SQLite entry's PostgreSQL twin)."""
-        self._check()
-        sql, names = twin(statement)
-        args = [params[name] for name in names] if params else []
-        return self._run(sql, args)
-
-    def exec_driver_sql(
-        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
-    ) -> Result[Row]:
-        """Run literal PostgreSQL SQL: the diagnosis' catalogue reads, tests' probes; a list of
-        parameter tuples runs it once per tuple. Placeholders are `%s`, or SQLite's `?` in a
-        text without `%s`, so a portable probe runs on both dialects."""
-        self._check()
-        if params and "?" in sql and "%s" not in sql:
-            sql = sql.replace("%", "%%").replace("?", "%s")
-        if isinstance(params, list) and params and isinstance(params[0], tuple | list | dict):
-            with _translated(self), self.driver.cursor() as cursor:
-                cursor.executemany(sql, params)
-                return Result([], None, cursor.rowcount)
-        return self._run(sql, params)
-
-    def rollback(self) -> None:
-        if self.in_transaction():
-            with contextlib.suppress(Exception):
-                self.driver.execute("ROLLBACK")
-
-    def rollback_leftover(self) -> BaseException | None:
-        if not self.in_transaction():
-            return None
-        try:
-            self.driver.execute("ROLLBACK")
-        except Exception as exc:
-            return exc
-        return None
 
 
 def _session_options(url: str, lock_timeout: str) -> str | None:
@@ -344,51 +229,6 @@ def connect_driver(
     return driver
 
 
-def open_connection(path: str, *, purpose: str = "command") -> Connection:
-    return Connection(
-        connect_driver(path),
-        {"cafleet.path": path, "cafleet.purpose": purpose, "cafleet.companions_at_open": False},
-    )
-
-
-def reconnect(conn: Connection, *, connect_timeout: int = RECONNECT_TIMEOUT) -> None:
-    """Give ``conn`` a new server session in place of a lost one (`lost_connection`), so every
-    holder of the object keeps working; its validation stands (the next schema re-check and
-    every write compare the ledger). A connection that listened for commits listens again, and
-    its counter moves on by one: commits made while it was away notified nobody. Raises
-    `sqlite3.OperationalError` while the server cannot be reached (the old connection kept)."""
-    driver = connect_driver(conn.info["cafleet.path"], connect_timeout=connect_timeout)
-    if "cafleet.data_version" in conn.info:
-        try:
-            with _translated():
-                driver.execute(f"LISTEN {CHANGES_CHANNEL}")
-        except BaseException:
-            driver.close()
-            raise
-        conn.info["cafleet.data_version"] += 1
-    old, conn.driver = conn.driver, driver
-    conn.info.pop("cafleet.begin", None)
-    with contextlib.suppress(Exception):
-        old.close()
-
-
-def backend_pid(conn: Connection) -> int | None:
-    """The server process of this session (libpq knows it: no round trip)."""
-    with contextlib.suppress(Exception):
-        return int(conn.driver.info.backend_pid) or None
-    return None
-
-
-def backend_alive(conn: Connection, pid: int) -> bool:
-    """Whether server process ``pid`` (an earlier session's) is still running: while it is,
-    a transaction it began may still commit."""
-    with read(conn):
-        rows = conn.exec_driver_sql(
-            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND pid <> pg_backend_pid()", (pid,)
-        )
-        return bool(rows.all())
-
-
 def _ledger_check(rows: list[Any] | None, validated: str | None) -> None:
     """The ledger rows read in a write transaction still name the validated revision (None:
     the ledger could not be read), else `SchemaChanged` (docs/storage.md §4.4)."""
@@ -415,7 +255,7 @@ _BEGIN_VALIDATED_WRITE = (
 _COMMIT_WRITE = f"NOTIFY {CHANGES_CHANNEL}; COMMIT"
 
 
-def _begin_write(conn: Connection, validated: bool) -> None:
+def _begin_write(conn: PgConnection, validated: bool) -> None:
     """BEGIN, the writer lock (at most `lock_timeout`, then `DatabaseBusy`) and, when
     `validated`, the ledger re-check, in one round trip; on an error the transaction is left
     for the caller to roll back."""
@@ -444,74 +284,21 @@ def _begin_write(conn: Connection, validated: bool) -> None:
     _ledger_check(rows, conn.info.get("cafleet.revision"))
 
 
-@contextlib.contextmanager
-def read(conn: Connection) -> Iterator[Connection]:
-    info = conn.info
-    if info.get("cafleet.begin"):
-        raise StorageUsageError("nested transaction")
-    info["cafleet.begin"] = "read"
-    driver = conn.driver
-    try:
-        with _translated(conn):
-            driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        try:
-            yield conn
-        except BaseException:
-            with contextlib.suppress(Exception):
-                driver.execute("ROLLBACK")
-            raise
-        else:
-            with _translated(conn):
-                driver.execute("COMMIT")
-    finally:
-        info.pop("cafleet.begin", None)
-
-
-@contextlib.contextmanager
-def write(conn: Connection) -> Iterator[Connection]:
-    """The writer rules on PostgreSQL: BEGIN, the transaction-scoped writer lock (at most
-    `lock_timeout`, then `DatabaseBusy`), the ledger re-check; COMMIT or ROLLBACK."""
-    info = conn.info
-    purpose = write_purpose(info)
-    info["cafleet.begin"] = "write"
-    driver = conn.driver
-    try:
-        try:
-            _begin_write(conn, purpose == "validated")
-            yield conn
-        except BaseException:
-            with contextlib.suppress(Exception):
-                driver.execute("ROLLBACK")
-            raise
-        else:
-            try:
-                with _translated(conn):
-                    # Wakes every listener (`data_version`) when this commit lands; NOTIFY is
-                    # transactional, so a rolled-back write wakes nobody.
-                    driver.execute(_COMMIT_WRITE)
-            except BaseException:
-                with contextlib.suppress(Exception):
-                    driver.execute("ROLLBACK")
-                raise
-    finally:
-        info.pop("cafleet.begin", None)
-
-
 # `format_ts`'s text (`YYYY-MM-DDTHH:MM:SS.ffffff+00:00`) from the server's clock.
 _SERVER_NOW = (
     "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 )
-_one_batches: dict[tuple[int, bool, str], str] = {}
+_one_batches: dict[tuple[Statement, bool, str], str] = {}
 
 
 def _one_batch(
-    statement: Compiled, sql: str, names: tuple[str, ...], server_now: bool, revision: str
+    statement: Statement, sql: str, names: tuple[str, ...], server_now: bool, revision: str
 ) -> str:
     """`write_one`'s batch for `statement` (cached). Its first query takes the writer lock,
     then (reading the lock's row, so never before it) checks the ledger against `revision`
     ("" when not validated) and sets the stamp; the statement's `now` placeholders read that
     stamp (`server_now`), or stay placeholders for an injected `now`."""
-    key = (id(statement), server_now, revision)
+    key = (statement, server_now, revision)
     batch = _one_batches.get(key)
     if batch is None:
         if server_now:
@@ -537,124 +324,315 @@ def _one_batch(
     return batch
 
 
-def write_one(
-    conn: Connection, statement: Compiled, params: Mapping[str, Any], now: datetime | None
-) -> tuple[Result[Row], str] | None:
-    """One catalog statement as a whole write transaction, sent as one simple query (one round
-    trip, docs/storage.md §10.4), which PostgreSQL runs as one implicit transaction: the writer
-    lock, the ledger check and the stamp, the statement, NOTIFY; COMMIT at its end. The stamp
-    is the server's clock read after the lock (so timestamps follow commit order), the
-    statement's `now`, and returned with its result. A failure anywhere rolls everything back
-    and returns None: the caller then runs the write through `write`, whose errors are the
-    exact ones (`SchemaChanged`, a constraint's), so only a success takes one round trip. None
-    too, untried, for a write this form cannot carry."""
-    import psycopg
+class PgConnection(Connection):
+    """One psycopg connection in autocommit mode (cafleet issues BEGIN/COMMIT itself):
+    PostgreSQL's dialect of the runtime connection."""
 
-    info = conn.info
-    purpose = write_purpose(info)
-    sql, names = twin(statement)
-    revision = info.get("cafleet.revision") if purpose == "validated" else ""
-    if (
-        sql.startswith(_RECOVERABLE)
-        or not isinstance(revision, str)
-        or not (revision.isdigit() or purpose == "migration")
-        or conn.in_transaction()
-    ):
+    __slots__ = ()
+    dialect = DIALECT
+    driver: psycopg.Connection[Any]
+
+    def in_transaction(self) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return bool(self.driver.info.transaction_status != TransactionStatus.IDLE)
+
+    def _check(self) -> None:
+        if not self.info.get("cafleet.begin") or not self.in_transaction():
+            raise StorageUsageError("statement issued outside tx.read()/tx.write()")
+
+    def _run(
+        self,
+        sql: str,
+        args: Sequence[Any] | Mapping[str, Any] | None,
+        *,
+        savepoint: bool = False,
+        inserts: bool = False,
+    ) -> Result[Row]:
+        # A failed statement aborts a PostgreSQL transaction, but registration reads the current
+        # monitor after a monitor-slot violation (docs/storage.md §7.4): such a statement
+        # (`Statement.needs_savepoint`) runs under a savepoint, so the transaction stays usable.
+        driver = self.driver
+        with _translated(self):
+            if savepoint:
+                driver.execute("SAVEPOINT cafleet_insert")
+            try:
+                cursor = driver.execute(sql, args or None)
+            except BaseException:
+                if savepoint:
+                    driver.execute("ROLLBACK TO SAVEPOINT cafleet_insert")
+                raise
+            try:
+                rows = cursor.fetchall() if cursor.description is not None else []
+                rowcount = cursor.rowcount
+            finally:
+                cursor.close()
+            if savepoint:
+                driver.execute("RELEASE SAVEPOINT cafleet_insert")
+        lastrowid = rows[-1][0] if rows and inserts else None
+        return Result(rows, lastrowid, rowcount)
+
+    def execute(self, statement: Statement, params: Mapping[str, Any] | None = None) -> Result[Row]:
+        """Run one catalog statement (its `cafleet.db.catalog.postgresql` entry)."""
+        self._check()
+        sql, names = self._resolved.get(statement) or self.compiled(statement)
+        args = [params[name] for name in names] if params else []
+        return self._run(sql, args, savepoint=statement.needs_savepoint, inserts=statement.inserts)
+
+    def exec_driver_sql(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> Result[Row]:
+        """Run literal PostgreSQL SQL: the diagnosis' catalogue reads, tests' probes; a list of
+        parameter tuples runs it once per tuple. Placeholders are `%s`, or SQLite's `?` in a
+        text without `%s`, so a portable probe runs on both dialects."""
+        self._check()
+        if params and "?" in sql and "%s" not in sql:
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        if isinstance(params, list) and params and isinstance(params[0], tuple | list | dict):
+            with _translated(self), self.driver.cursor() as cursor:
+                cursor.executemany(sql, params)
+                return Result([], None, cursor.rowcount)
+        return self._run(sql, params, inserts=sql.startswith("INSERT"))
+
+    def rollback(self) -> None:
+        if self.in_transaction():
+            with contextlib.suppress(Exception):
+                self.driver.execute("ROLLBACK")
+
+    def rollback_leftover(self) -> BaseException | None:
+        if not self.in_transaction():
+            return None
+        try:
+            self.driver.execute("ROLLBACK")
+        except Exception as exc:
+            return exc
         return None
-    server_now = now is None
-    if server_now:  # the batch reads the server's stamp in place of `now`
-        args = [params[name] for name in names if name != "now"]
-    else:
-        ts = format_ts(now)  # type: ignore[arg-type]
-        args = [ts if name == "now" else params[name] for name in names]
-    batch = _one_batch(statement, sql, names, server_now, revision)
-    info["cafleet.begin"] = "write"
-    try:
-        cursor = conn.driver.execute(batch, args or None)
-        stamped = cursor.fetchone()
-        cursor.nextset()  # the statement
-        rows = cursor.fetchall() if cursor.description is not None else []
-        rowcount = cursor.rowcount
-        cursor.close()
-    except psycopg.Error as e:
-        conn.rollback()  # (PostgreSQL rolled the implicit transaction back already)
-        translated = _as_error(conn, e)
-        # Busy, or the connection is gone (whether the batch committed is unknown: the
-        # caller asks), is not worth a second try through `write`.
-        if isinstance(translated, DatabaseBusy) or lost_connection(conn):
-            raise translated from e
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        """One REPEATABLE READ snapshot."""
+        info = self.info
+        if info.get("cafleet.begin"):
+            raise StorageUsageError("nested transaction")
+        info["cafleet.begin"] = "read"
+        driver = self.driver
+        try:
+            with _translated(self):
+                driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            try:
+                yield self
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    driver.execute("ROLLBACK")
+                raise
+            else:
+                with _translated(self):
+                    driver.execute("COMMIT")
+        finally:
+            info.pop("cafleet.begin", None)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[PgConnection]:
+        """The writer rules on PostgreSQL: BEGIN, the transaction-scoped writer lock (at most
+        `lock_timeout`, then `DatabaseBusy`), the ledger re-check; COMMIT or ROLLBACK."""
+        info = self.info
+        purpose = write_purpose(info)
+        info["cafleet.begin"] = "write"
+        driver = self.driver
+        try:
+            try:
+                _begin_write(self, purpose == "validated")
+                yield self
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    driver.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    with _translated(self):
+                        # Wakes every listener (`data_version`) when this commit lands; NOTIFY
+                        # is transactional, so a rolled-back write wakes nobody.
+                        driver.execute(_COMMIT_WRITE)
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        driver.execute("ROLLBACK")
+                    raise
+        finally:
+            info.pop("cafleet.begin", None)
+
+    def write_one(
+        self, statement: Statement, params: Mapping[str, Any], now: datetime | None = None
+    ) -> tuple[Result[Any], str]:
+        """One round trip when it succeeds (`_write_one_batch`); `write` otherwise."""
+        done = self._write_one_batch(statement, params, now)
+        if done is not None:
+            return done
+        return super().write_one(statement, params, now)
+
+    def _write_one_batch(
+        self, statement: Statement, params: Mapping[str, Any], now: datetime | None
+    ) -> tuple[Result[Row], str] | None:
+        """One catalog statement as a whole write transaction, sent as one simple query (one
+        round trip, docs/storage.md §10.4), which PostgreSQL runs as one implicit transaction:
+        the writer lock, the ledger check and the stamp, the statement, NOTIFY; COMMIT at its
+        end. The stamp is the server's clock read after the lock (so timestamps follow commit
+        order), the statement's `now`, and returned with its result. A failure anywhere rolls
+        everything back and returns None: the caller then runs the write through `write`,
+        whose errors are the exact ones (`SchemaChanged`, a constraint's), so only a success
+        takes one round trip. None too, untried, for a write this form cannot carry."""
+        import psycopg
+
+        info = self.info
+        purpose = write_purpose(info)
+        sql, names = self.compiled(statement)
+        revision = info.get("cafleet.revision") if purpose == "validated" else ""
+        if (
+            statement.needs_savepoint
+            or not isinstance(revision, str)
+            or not (revision.isdigit() or purpose == "migration")
+            or self.in_transaction()
+        ):
+            return None
+        server_now = now is None
+        if now is None:  # the batch reads the server's stamp in place of `now`
+            args = [params[name] for name in names if name != "now"]
+        else:
+            ts = format_ts(now)
+            args = [ts if name == "now" else params[name] for name in names]
+        batch = _one_batch(statement, sql, names, server_now, revision)
+        info["cafleet.begin"] = "write"
+        try:
+            cursor = self.driver.execute(batch, args or None)
+            stamped = cursor.fetchone()
+            cursor.nextset()  # the statement
+            rows = cursor.fetchall() if cursor.description is not None else []
+            rowcount = cursor.rowcount
+            cursor.close()
+        except psycopg.Error as e:
+            self.rollback()  # (PostgreSQL rolled the implicit transaction back already)
+            translated = _as_error(self, e)
+            # Busy, or the connection is gone (whether the batch committed is unknown: the
+            # caller asks), is not worth a second try through `write`.
+            if isinstance(translated, DatabaseBusy) or self.lost():
+                raise translated from e
+            return None
+        except BaseException:
+            self.rollback()
+            raise
+        finally:
+            info.pop("cafleet.begin", None)
+        if server_now:
+            ts = str(stamped[0])  # type: ignore[index]
+        lastrowid = rows[-1][0] if rows and statement.inserts else None
+        return Result(rows, lastrowid, rowcount), ts
+
+    # --- other connections' commits ---------------------------------------------------------
+
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version` on PostgreSQL (docs/storage.md §10.4): a counter that
+        changes when a write transaction commits. The first call LISTENs on the channel every
+        write notifies at commit; each call then counts the notifications that arrived,
+        without a query (psycopg reads them from the socket). Outside a transaction only."""
+        info = self.info
+        if self.in_transaction():
+            raise StorageUsageError("data_version read inside a transaction")
+        with _translated(self):
+            if "cafleet.data_version" not in info:
+                self.driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+                info["cafleet.data_version"] = 0
+            for _notify in self.driver.notifies(timeout=0):
+                info["cafleet.data_version"] += 1
+        return int(info["cafleet.data_version"])
+
+    def wait_for_change(self, seconds: float, since: int | None = None) -> bool:
+        """Block up to `seconds` for a commit notification (after `data_version` started
+        listening); True when one arrived, counted into `data_version`."""
+        info = self.info
+        if "cafleet.data_version" not in info or seconds <= 0:
+            return False
+        arrived = False
+        with _translated(self):
+            for _notify in self.driver.notifies(timeout=seconds, stop_after=1):
+                info["cafleet.data_version"] += 1
+                arrived = True
+        return arrived
+
+    # --- the connection itself ------------------------------------------------------------
+
+    def lost(self) -> bool:
+        """The connection to the server is gone (closed, or broken by a failure)."""
+        return bool(self.driver.closed or self.driver.broken)
+
+    def reconnect(self, connect_timeout: int | None = None) -> None:
+        """Give this connection a new server session in place of a lost one, so every holder
+        of the object keeps working; its validation stands (the next schema re-check and every
+        write compare the ledger). A connection that listened for commits listens again, and
+        its counter moves on by one: commits made while it was away notified nobody. Raises
+        `sqlite3.OperationalError` while the server cannot be reached (the old one kept)."""
+        timeout = RECONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+        driver = connect_driver(self.info["cafleet.path"], connect_timeout=timeout)
+        if "cafleet.data_version" in self.info:
+            try:
+                with _translated():
+                    driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+            except BaseException:
+                driver.close()
+                raise
+            self.info["cafleet.data_version"] += 1
+        old, self.driver = self.driver, driver
+        self.info.pop("cafleet.begin", None)
+        with contextlib.suppress(Exception):
+            old.close()
+
+    def session(self) -> int | None:
+        """The server process of this session (libpq knows it: no round trip)."""
+        with contextlib.suppress(Exception):
+            return int(self.driver.info.backend_pid) or None
         return None
-    except BaseException:
-        conn.rollback()
-        raise
-    finally:
-        info.pop("cafleet.begin", None)
-    if server_now:
-        ts = str(stamped[0])  # type: ignore[index]
-    lastrowid = rows[-1][0] if rows and sql.startswith("INSERT") else None
-    return Result(rows, lastrowid, rowcount), ts
+
+    def session_ended(self, session: int) -> bool:
+        """Whether server process `session` (an earlier session's) has ended: while it runs,
+        a transaction it began may still commit."""
+        with self.read():
+            rows = self.exec_driver_sql(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND pid <> pg_backend_pid()",
+                (session,),
+            )
+            return not rows.all()
+
+    def close(self, *, guarded: bool = False) -> None:
+        """Close quietly: a server-side connection leaves nothing behind to guard (§5.5 is
+        SQLite's)."""
+        with contextlib.suppress(Exception):
+            if self.in_transaction():
+                self.driver.execute("ROLLBACK")
+        with contextlib.suppress(Exception):
+            self.driver.close()
 
 
-def data_version(conn: Connection) -> int:
-    """SQLite's `PRAGMA data_version` on PostgreSQL (docs/storage.md §10.4): a counter that
-    changes when a write transaction commits. The first call LISTENs on the channel every
-    `tx.write` notifies at commit; each call then counts the notifications that arrived, without
-    a query (psycopg reads them from the socket). Outside a transaction only."""
-    info = conn.info
-    if conn.in_transaction():
-        raise StorageUsageError("data_version read inside a transaction")
-    with _translated(conn):
-        if "cafleet.data_version" not in info:
-            conn.driver.execute(f"LISTEN {CHANGES_CHANNEL}")
-            info["cafleet.data_version"] = 0
-        for _notify in conn.driver.notifies(timeout=0):
-            info["cafleet.data_version"] += 1
-    return int(info["cafleet.data_version"])
+def open_connection(path: str, *, purpose: str = "command") -> PgConnection:
+    return PgConnection(
+        connect_driver(path),
+        {"cafleet.path": path, "cafleet.purpose": purpose, "cafleet.companions_at_open": False},
+    )
 
 
-def wait_for_change(conn: Connection, seconds: float) -> bool:
-    """Block up to `seconds` for a commit notification (after `data_version` started
-    listening); True when one arrived, counted into `data_version`."""
-    info = conn.info
-    if "cafleet.data_version" not in info or seconds <= 0:
-        return False
-    arrived = False
-    with _translated(conn):
-        for _notify in conn.driver.notifies(timeout=seconds, stop_after=1):
-            info["cafleet.data_version"] += 1
-            arrived = True
-    return arrived
-
-
-def close_connection(conn: Connection) -> None:
-    """Close quietly: a server-side connection leaves nothing behind to guard (§5.5 is SQLite's)."""
-    with contextlib.suppress(Exception):
-        if conn.in_transaction():
-            conn.driver.execute("ROLLBACK")
-    with contextlib.suppress(Exception):
-        conn.driver.close()
+def close_connection(conn: PgConnection) -> None:
+    conn.close()
 
 
 __all__ = [
     "DIALECT",
     "SETUP_LOCK_KEY",
     "WRITER_LOCK_KEY",
-    "Connection",
+    "PgConnection",
     "Result",
     "Row",
     "as_sqlite_error",
-    "backend_alive",
-    "backend_pid",
     "close_connection",
     "connect_driver",
-    "data_version",
     "first_line",
-    "lost_connection",
     "open_connection",
-    "read",
-    "reconnect",
-    "twin",
-    "wait_for_change",
-    "write",
-    "write_one",
 ]

@@ -39,6 +39,8 @@ from cafleet.db import schema as _schema  # not `members`: a submodule of this p
 from cafleet.db.predicates import ACTIVE_MONITOR_PREDICATE
 
 SQLITE = "sqlite"
+# The execution option behind `Statement.needs_savepoint` (`cafleet.db.connection`).
+SAVEPOINT_OPTION = "cafleet_needs_savepoint"
 
 
 def param(name: str) -> BindParameter[Any]:
@@ -51,6 +53,12 @@ def const(value: str | int) -> ColumnElement[Any]:
     if isinstance(value, int):
         return literal_column(str(value))
     return literal_column("'" + value.replace("'", "''") + "'")
+
+
+def needs_savepoint(statement: Any) -> Any:
+    """`statement`, marked as one whose failure its caller reads on after: a dialect whose
+    failed statement aborts the transaction runs it under a savepoint."""
+    return statement.execution_options(**{SAVEPOINT_OPTION: True})
 
 
 def predicate(sql: str) -> TextClause:
@@ -181,8 +189,9 @@ def member_aliases() -> tuple[FromClause, FromClause, FromClause]:
 
 
 def insert_member() -> Any:
-    """An active member (fleets' bootstrap and members' registration)."""
-    return insert(_schema.members).values(
+    """An active member (fleets' bootstrap and members' registration, which reads the current
+    monitor after a monitor-slot violation, docs/storage.md §7.4)."""
+    return needs_savepoint(insert(_schema.members)).values(
         fleet_id=param("fleet_id"),
         name=param("name"),
         description=param("description"),

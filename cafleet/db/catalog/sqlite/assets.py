@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cafleet.db.runtime import Compiled
+    from cafleet.db.connection import Compiled
 
 
 UPSERT: Compiled = (
