@@ -155,17 +155,13 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "monitor",
         ("cafleet.monitor",),
-        "starting a loop, healing dead ones, the loop process and its log reserve, ticks, "
-        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
+        "the one supervisor of a fleet's or a host's loop (`supervisor`: start, heal, run, "
+        "stop) and its two scopes (`loop`, `hostloop`), the log reserve, ticks, wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
         "members' agent session ids (`learning`)",
-        eager=("cafleet.db.timefmt",),
+        eager=("cafleet.broker", "cafleet.config", "cafleet.db", "cafleet.records"),
         lazy=(
             "cafleet.agents",
             "cafleet.sessions",
-            "cafleet.broker",
-            "cafleet.config",
-            "cafleet.db",
-            "cafleet.records",
             "cafleet.mux",
             "cafleet.delivery.drains",
             "cafleet.delivery.keys",
