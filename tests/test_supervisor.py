@@ -4,6 +4,8 @@ same start, heartbeat, stop, failure, outage and release rules as the two real s
 
 from __future__ import annotations
 
+import ast
+import functools
 import io
 import os
 from collections.abc import Callable, Mapping
@@ -162,3 +164,54 @@ def test_the_fleet_and_host_loops_are_scopes_of_the_one_supervisor(conn: Connect
     assert (host.title, host.words) == ("delivery loop for host h1", ("monitor", "host", "run"))
     assert not fleet.wakes_on_change and host.wakes_on_change
     assert fleet.live_pid() is None and host.live_pid() is None  # no row: no loop ever ran
+
+
+# --- one of each: the code that runs a loop or a drain exists once ---------------------------
+
+
+def _callers(path: Path, called: str) -> set[str]:
+    """The top-level functions and classes of ``path`` whose bodies call ``called`` (a name or
+    an attribute)."""
+    return {top for top, name in _calls(path) if name == called}
+
+
+@functools.cache
+def _calls(path: Path) -> frozenset[tuple[str, str]]:
+    """(top-level definition, name called) for every call in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[tuple[str, str]] = set()
+    for top in tree.body:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Call):
+                fn = node.func
+                name = fn.id if isinstance(fn, ast.Name) else getattr(fn, "attr", None)
+                if name is not None:
+                    found.add((getattr(top, "name", "<module>"), name))
+    return frozenset(found)
+
+
+PACKAGE = Path(__file__).resolve().parent.parent / "cafleet"
+
+
+def _callers_in_package(called: str) -> set[str]:
+    return {
+        f"{path.relative_to(PACKAGE).as_posix()}:{name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if called in path.read_text(encoding="utf-8")  # parse only the files that name it
+        for name in _callers(path, called)
+    }
+
+
+def test_one_schedule_one_start_one_stop_for_every_loop() -> None:
+    assert _callers_in_package("Outage") == {"monitor/supervisor.py:_schedule"}
+    assert _callers_in_package("spawn_detached") == {"monitor/supervisor.py:start_detached"}
+    assert _callers_in_package("terminate_and_wait") == {"monitor/supervisor.py:stop"}
+
+
+def test_one_drain_over_heads() -> None:
+    drains = PACKAGE / "delivery" / "drains.py"
+    # The attempts of every drain (recipients, a fleet, a host) are made by one chain per
+    # recipient, or the one heap across recipients, and run in parallel by one pool.
+    assert _callers(drains, "step") == {"_drain_chain", "_drain_by_age"}
+    assert _callers(drains, "Coordinator") == {"_drain_parallel"}
+    assert _callers(drains, "_drain_heads") == {"drain_recipients", "drain_fleet", "drain_host"}
