@@ -155,17 +155,14 @@ class HostScope(Scope):
         """The wake state of a fleet whose monitor is on this host (cafleet.monitor.hostwake)."""
         run = self.run
         assert run is not None
-        return LoopState(
-            conn=self.conn,
-            fleet_id=fleet_id,
-            pid=pid,
-            tick_seconds=self.tick_seconds,
-            pane_lock_timeout=run.settings.pane_lock_timeout,
-            env_wake_interval=run.settings.monitor_wake_interval,
-            hold_timeout=run.settings.delivery_hold_timeout,
+        return LoopState.of(
+            self.conn,
+            fleet_id,
+            pid,
+            self.tick_seconds,
+            run.settings,
+            run.log,
             backend=None,  # the wake lists the monitor's own server
-            log=run.log,
-            stop_requested=signals.stop_requested,
             log_prefix="host",
             by_socket=True,
         )

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cafleet import broker, signals
+from cafleet import broker
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.config import db_dir_of, monitor_hold_path, monitor_log_path
 from cafleet.db.timefmt import utcnow
@@ -156,18 +156,8 @@ class FleetScope(Scope):
             raise
         tick = row.tick_seconds if row is not None and row.tick_seconds else DEFAULT_TICK
         self.tick_seconds = int(tick)
-        self.state = LoopState(
-            conn=conn,
-            fleet_id=fleet_id,
-            pid=pid,
-            tick_seconds=self.tick_seconds,
-            pane_lock_timeout=settings.pane_lock_timeout,
-            env_wake_interval=settings.monitor_wake_interval,
-            hold_timeout=settings.delivery_hold_timeout,
-            escalate_after=settings.escalate_after,
-            backend=backend,
-            log=log,
-            stop_requested=signals.stop_requested,
+        self.state = LoopState.of(
+            conn, fleet_id, pid, self.tick_seconds, settings, log, backend=backend
         )
         return (
             f"monitor loop started (fleet {fleet_id}, tick {self.tick_seconds}s, "
