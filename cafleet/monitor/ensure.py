@@ -9,18 +9,21 @@ from typing import TYPE_CHECKING, Any
 
 from cafleet import broker
 from cafleet.db.timefmt import utcnow
-from cafleet.monitor import supervisor
-from cafleet.monitor.loop import FleetScope, directed_from_here
-from cafleet.monitor.runtime import is_held, is_live
-from cafleet.monitor.supervisor import READY_TIMEOUT
+from cafleet.monitor.runtime import directed_from_here, is_held, is_live
 from cafleet.procs import pid_alive
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
 
+# Every command heals (`heal_dead_loops`): the supervisor and the loop's modules are imported
+# only when a loop is to start or be waited for.
+
+
 def live_pid(conn: Connection, fleet_id: int) -> int | None:
     """The pid of the fleet's live loop, or None."""
+    from cafleet.monitor.loop import FleetScope
+
     return FleetScope(conn, fleet_id).live_pid()
 
 
@@ -29,12 +32,15 @@ def ensure_monitor_loop(
     fleet_id: int,
     *,
     keep_waiting: Callable[[], bool] | None = None,
-    timeout: float = READY_TIMEOUT,
+    timeout: float = 5.0,
 ) -> int:
     """The pid of the fleet's live loop, starting one detached when none is live
     (`supervisor.ensure`: ``python -m cafleet monitor <fleet_id>`` run from the database
-    directory with `loop.loop_env`, its output appended to the fleet's log). Raises
+    directory with `runtime.loop_env`, its output appended to the fleet's log). Raises
     `supervisor.LoopNotStarted` or `supervisor.StartAbandoned`."""
+    from cafleet.monitor import supervisor
+    from cafleet.monitor.loop import FleetScope
+
     pid, _started = supervisor.ensure(
         FleetScope(conn, fleet_id), keep_waiting=keep_waiting, timeout=timeout
     )
@@ -64,7 +70,7 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     every live fleet whose loop ran before and is dead now (its pid gone, or stopped but not held
     by `monitor stop`), whether or not notifications wait (the loop also brings the scheduled
     wakes), when the fleet's tmux server answers and has the root Director's pane. The server is
-    the one the Director's placement records (`loop.loop_env`), so this works from any shell.
+    the one the Director's placement records (`runtime.loop_env`), so this works from any shell.
     Returns the fleet ids whose loop it started; never raises for a fleet it could not help
     (`fleet show`, `member list` and `doctor` name the fix for those).
 
@@ -88,6 +94,8 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
     candidates = [r.fleet_id for r in dead if not is_held(db_path, r.fleet_id)]
     if not candidates:
         return []
+    from cafleet.monitor import supervisor
+    from cafleet.monitor.loop import FleetScope
     from cafleet.mux import MultiplexerError, get_backend, server_env
 
     listed: dict[str | None, frozenset[str] | None] = {}  # socket -> its live panes

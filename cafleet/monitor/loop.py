@@ -6,16 +6,15 @@ and one pass is one tick (`cafleet.monitor.tick`), every tick's length.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cafleet import broker
 from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.config import db_dir_of, monitor_hold_path, monitor_log_path
 from cafleet.db.timefmt import utcnow
 from cafleet.hosts import current_host
-from cafleet.monitor.runtime import is_live
+from cafleet.monitor.runtime import is_live, loop_env
 from cafleet.monitor.state import LoopState
 from cafleet.monitor.supervisor import LoopLog, LoopStartError, Scope
 from cafleet.monitor.tick import director_pane_id, run_tick
@@ -25,28 +24,6 @@ if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
 DEFAULT_TICK = 5
-
-
-def loop_env(
-    conn: Connection, fleet_id: int, env: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """The environment the fleet's loop runs with: this process's, with ``TMUX`` naming the
-    server the root Director's placement records when this process is on another server or on
-    none (`mux.server_env`), so a loop started from a plain shell still reaches the fleet."""
-    from cafleet.mux import server_env
-
-    env = os.environ if env is None else env
-    placement = broker.director_placement(conn, fleet_id)
-    reached = server_env(None if placement is None else placement.mux_socket, env)
-    return dict(env) if reached is None else reached
-
-
-def directed_from_here(conn: Connection, fleet_id: int, placement: Any = None) -> bool:
-    """The fleet's root Director is on this host, or its host is not recorded (a one-host
-    fleet): only then may this process start or heal the fleet's loop (docs/runtime.md §10.2)."""
-    if placement is None:
-        placement = broker.director_placement(conn, fleet_id)
-    return placement is None or placement.host_id in (None, current_host())
 
 
 class FleetScope(Scope):
@@ -175,4 +152,4 @@ class FleetScope(Scope):
         return f"monitor loop stopped (fleet {self.fleet_id}, pid {pid})"
 
 
-__all__ = ["FleetScope", "directed_from_here", "loop_env"]
+__all__ = ["FleetScope"]

@@ -30,8 +30,7 @@ def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bo
     """Live by its heartbeat and pid; a loop on another host (the fleet's root Director's) by its
     heartbeat alone, as this host cannot ask its pid (docs/runtime.md §10.5)."""
     from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.loop import directed_from_here
-    from cafleet.monitor.runtime import is_live
+    from cafleet.monitor.runtime import directed_from_here, is_live
 
     if runtime is None:
         return False
@@ -106,7 +105,8 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     not on that server: the loop could not run."""
     from cafleet import broker
     from cafleet.monitor import supervisor
-    from cafleet.monitor.loop import FleetScope, directed_from_here, loop_env
+    from cafleet.monitor.loop import FleetScope
+    from cafleet.monitor.runtime import directed_from_here, loop_env
     from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
