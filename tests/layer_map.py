@@ -139,8 +139,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "delivery: drains",
         ("cafleet.delivery.drains", "cafleet.delivery"),
-        "the notification line; the recipient, broadcast and fleet drains, one attempt step, "
-        "in parallel across panes",
+        "the notification line; one drain over heads (for recipients, a fleet or a host), one "
+        "attempt step, in parallel across panes",
         lazy=(
             "cafleet.delivery.keys",
             "cafleet.delivery.parallel",
@@ -155,9 +155,9 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "monitor",
         ("cafleet.monitor",),
-        "the one supervisor of a fleet's or a host's loop (`supervisor`: start, heal, run, "
-        "stop) and its two scopes (`loop`, `hostloop`), the log reserve, ticks, wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
-        "members' agent session ids (`learning`)",
+        "one supervisor (`supervisor`) for a fleet's loop (`loop`) and a host's (`hostloop`), "
+        "healing (`ensure`), the log reserve, ticks, wakes, lost panes, blocked members, "
+        "`monitor scan`, learning session ids (`learning`)",
         eager=("cafleet.broker", "cafleet.config", "cafleet.db", "cafleet.records"),
         lazy=(
             "cafleet.agents",
