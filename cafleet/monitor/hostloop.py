@@ -65,7 +65,7 @@ class HostScope(Scope):
         self.settings = settings
         self.tick_seconds = tick if tick is not None else DEFAULT_TICK
         self.title = f"delivery loop for host {host_id}"
-        self.run: _Pass | None = None
+        self.state: _Pass | None = None
 
     @property
     def log_path(self) -> str:
@@ -101,11 +101,11 @@ class HostScope(Scope):
             holder = "" if running is None else f" (pid {running})"
             raise LoopStartError(f"delivery loop already running for host {self.host_id}{holder}")
         lock_timeout = float(min(settings.pane_lock_timeout, self.tick_seconds))
-        self.run = _Pass(pid, log, settings, lock_timeout)
+        self.state = _Pass(pid, log, settings, lock_timeout)
         return f"host loop started (host {self.host_id}, tick {self.tick_seconds}s, pid {pid})"
 
     def step(self, due: bool) -> None:
-        run = self.run
+        run = self.state
         assert run is not None
         taken = LoopStop("host loop slot taken over by another loop; stopping")
         if due and not self._beat():
@@ -123,9 +123,9 @@ class HostScope(Scope):
         return f"host loop stopped (host {self.host_id}, pid {pid})"
 
     def _beat(self) -> bool:
-        assert self.run is not None
+        assert self.state is not None
         return broker.host_heartbeat(
-            self.conn, host_id=self.host_id, pid=self.run.pid, now=utcnow()
+            self.conn, host_id=self.host_id, pid=self.state.pid, now=utcnow()
         )
 
     def _drain(self, run: _Pass) -> None:
@@ -153,7 +153,7 @@ class HostScope(Scope):
 
     def _wake_state(self, fleet_id: int, pid: int) -> LoopState:
         """The wake state of a fleet whose monitor is on this host (cafleet.monitor.hostwake)."""
-        run = self.run
+        run = self.state
         assert run is not None
         return LoopState.of(
             self.conn,
