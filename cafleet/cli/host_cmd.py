@@ -69,8 +69,9 @@ def host_start(as_json: bool) -> None:
     from cafleet.monitor.hostloop import HostScope, ensure_host_loop
     from cafleet.monitor.supervisor import LoopNotStarted, lift_hold
 
-    lift_hold(HostScope(conn, host))
-    log_path = HostScope(conn, host).log_path
+    scope = HostScope(conn, host)
+    lift_hold(scope)
+    log_path = scope.log_path
     try:
         pid, started = ensure_host_loop(conn, host, keep_waiting=signals.keep_waiting)
     except LoopNotStarted as exc:
