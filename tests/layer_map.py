@@ -151,8 +151,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "delivery: drains",
         ("cafleet.delivery.drains", "cafleet.delivery"),
-        "the notification line; the recipient, broadcast and fleet drains, one attempt step, "
-        "in parallel across panes",
+        "the notification line; one drain over heads (for recipients, a fleet or a host), one "
+        "attempt step, in parallel across panes",
         lazy=(
             "cafleet.delivery.keys",
             "cafleet.delivery.parallel",
@@ -167,17 +167,13 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "monitor",
         ("cafleet.monitor",),
-        "starting a loop, healing dead ones, the loop process and its log reserve, ticks, "
-        "wakes, lost panes, blocked members (their prompts reported), `monitor scan`, learning "
-        "members' agent session ids (`learning`)",
-        eager=("cafleet.db.timefmt",),
+        "one supervisor (`supervisor`) for a fleet's loop (`loop`) and a host's (`hostloop`), "
+        "healing (`ensure`), the log reserve, ticks, wakes, lost panes, blocked members, "
+        "`monitor scan`, learning session ids (`learning`)",
+        eager=("cafleet.broker", "cafleet.config", "cafleet.db", "cafleet.records"),
         lazy=(
             "cafleet.agents",
             "cafleet.sessions",
-            "cafleet.broker",
-            "cafleet.config",
-            "cafleet.db",
-            "cafleet.records",
             "cafleet.mux",
             "cafleet.delivery.drains",
             "cafleet.delivery.keys",

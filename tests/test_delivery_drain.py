@@ -1,4 +1,4 @@
-"""`drain_recipient` / `drain_fleet` called in this process (docs/runtime.md §4.3, §4.4), against the
+"""`drain_recipients` / `drain_fleet` called in this process (docs/runtime.md §4.3, §4.4), against the
 private tmux server. The test process never has TMUX set; the drains get the CLI environment
 through their ``env`` argument.
 """
@@ -93,7 +93,7 @@ def test_fleet_drain_skips_without_attempts_and_reports_tmux_unusable(tmux_db) -
 
 def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
     from cafleet import broker
-    from cafleet.delivery.drains import DrainFailure, drain_recipient
+    from cafleet.delivery.drains import DrainFailure, drain_recipients
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -110,8 +110,8 @@ def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
             )
             return True
 
-        report = drain_recipient(
-            conn, b, attempted=set(), lock_timeout=1, before_attempt=rebind, env=h.env
+        report = drain_recipients(
+            conn, [b], attempted=set(), lock_timeout=1, before_attempt=rebind, env=h.env
         )
         assert report.failures == [
             DrainFailure(m1, b, w.pane(b), "placement changed during delivery")
@@ -129,8 +129,8 @@ def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
             return True
 
         # ACKed between selection and the lock: not pending any more, not a failure
-        report = drain_recipient(
-            conn, b, attempted=set(), lock_timeout=1, before_attempt=ack_first, env=h.env
+        report = drain_recipients(
+            conn, [b], attempted=set(), lock_timeout=1, before_attempt=ack_first, env=h.env
         )
         assert (report.notified, report.failures) == ([], [])
     assert util.line_records(w.pane(b)) == []
@@ -139,7 +139,7 @@ def test_recheck_under_the_lock_rebound_and_not_pending(tmux_db) -> None:
 
 
 def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_db) -> None:
-    from cafleet.delivery.drains import DrainFailure, drain_recipient
+    from cafleet.delivery.drains import DrainFailure, drain_recipients
 
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
@@ -154,8 +154,8 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
             return True
 
         try:
-            report = drain_recipient(
-                conn, b, attempted=set(), lock_timeout=1, before_attempt=change_schema, env=h.env
+            report = drain_recipients(
+                conn, [b], attempted=set(), lock_timeout=1, before_attempt=change_schema, env=h.env
             )
         finally:
             sql_write(h.db_path, f"UPDATE alembic_version SET version_num = '{HEAD_REVISION}'")
@@ -177,9 +177,10 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
     # The database is back: the next drains stamp the line the first one typed, and never type
     # it again (one line per message, however many attempts follow an outage).
     with connect(h.db_path) as conn:
-        first = drain_recipient(conn, b, attempted=set(), lock_timeout=1, env=h.env)
+        first = drain_recipients(conn, [b], attempted=set(), lock_timeout=1, env=h.env)
         later = [
-            drain_recipient(conn, b, attempted=set(), lock_timeout=1, env=h.env) for _ in range(2)
+            drain_recipients(conn, [b], attempted=set(), lock_timeout=1, env=h.env)
+            for _ in range(2)
         ]
     assert (first.notified, first.failures) == ([(m1, b)], [])
     assert all((r.notified, r.failures) == ([], []) for r in later)
@@ -220,7 +221,7 @@ def test_fleet_drain_is_oldest_first_and_blocks_only_the_failed_recipient(tmux_d
 
 def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
     from cafleet import broker
-    from cafleet.delivery.drains import drain_fleet, drain_recipient
+    from cafleet.delivery.drains import drain_fleet, drain_recipients
     from cafleet.mux import PaneKey
     from cafleet.mux.locks import pane_input_lock
 
@@ -231,7 +232,7 @@ def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
         for_carol = put(conn, a, c, "to a pending placement")
         for_dave = put(conn, a, d, "to someone about to leave")
         broker.deregister_member(conn, member_id=d)
-        report = drain_recipient(conn, c, attempted=set(), lock_timeout=1, env=h.env)
+        report = drain_recipients(conn, [c], attempted=set(), lock_timeout=1, env=h.env)
         assert (report.notified, report.failures, report.tmux_usable) == ([], [], False)
         report = drain_fleet(conn, w.fleet_id, attempted=set(), blocked=set(), lock_timeout=1)
         assert (report.notified, report.failures, report.not_attempted) == ([], [], None)
@@ -259,7 +260,7 @@ def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_t
     verification gives up while the screen still shows the line in the composer, though the
     agent took it. The next drain finds the message's frame taken on screen and stamps it
     without typing the line again (docs/runtime.md §4.9)."""
-    from cafleet.delivery.drains import DrainFailure, drain_recipient
+    from cafleet.delivery.drains import DrainFailure, drain_recipients
     from cafleet.delivery.screens import composer_text
     from cafleet.mux import get_backend
 
@@ -272,7 +273,7 @@ def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_t
     pane = w.pane(b)
     with connect(h.db_path) as conn:
         m1 = put(conn, a, b, "redrawn late")
-        first = drain_recipient(conn, b, attempted=set(), lock_timeout=5, env=h.env)
+        first = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
         assert first.notified == []
         assert first.failures == [
             DrainFailure(
@@ -291,7 +292,7 @@ def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_t
         backend = get_backend("tmux", env=h.env)
         util.retry_until(lambda: composer_text("claude", backend.screen(pane)) == "", timeout=30)
         calls_before = len(util.shim_calls())
-        second = drain_recipient(conn, b, attempted=set(), lock_timeout=5, env=h.env)
+        second = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
         assert (second.notified, second.failures) == ([(m1, b)], [])
     assert notified_at(h.db_path, m1) is not None
     assert len(util.line_records(pane)) == 1  # taken once, never typed twice

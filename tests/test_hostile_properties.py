@@ -179,7 +179,7 @@ def test_notification_reaches_the_agent_exactly(
     server: TmuxHarness, mailbox: Any, no_settles: None, sender: str, body: str
 ) -> None:
     from cafleet import broker
-    from cafleet.delivery.drains import drain_recipient, notification_line
+    from cafleet.delivery.drains import drain_recipients, notification_line
 
     bob = mailbox.members["bob"]
     pane = mailbox.pane(bob)
@@ -193,8 +193,8 @@ def test_notification_reaches_the_agent_exactly(
             conn, from_member_id=frm.member_id, to_member_id=bob, text=body
         )
         before = server_state(server)
-        report = drain_recipient(
-            conn, bob, attempted=set(), lock_timeout=5, max_text_len=5000, env=server.env
+        report = drain_recipients(
+            conn, [bob], attempted=set(), lock_timeout=5, max_text_len=5000, env=server.env
         )
         assert report.failures == []
         assert report.notified == [(message.message_id, bob)]

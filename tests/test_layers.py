@@ -268,7 +268,7 @@ def test_the_layer_check_fails_on_a_wrong_import(tmp_path: Path) -> None:
     shutil.copytree(PACKAGE_DIR, root, ignore=shutil.ignore_patterns("__pycache__"))
     (root / "db" / "bad.py").write_text("from cafleet.workflows import members\n", encoding="utf-8")
     (root / "monitor" / "bad.py").write_text(
-        "from cafleet import broker\ndef f():\n    from cafleet.mux import get_backend\n",
+        "from cafleet import mux\ndef f():\n    from cafleet.delivery.keys import Target\n",
         encoding="utf-8",
     )
     (root / "text_bad.py").write_text("import cafleet.db.runtime\n", encoding="utf-8")
@@ -282,7 +282,7 @@ def test_the_layer_check_fails_on_a_wrong_import(tmp_path: Path) -> None:
     assert found == [
         "cafleet.workflows (layer db may not import it)",
         "cafleet.workflows.members (layer db may not import it)",
-        "cafleet.broker (layer monitor: only inside a function)",
+        "cafleet.mux (layer monitor: only inside a function)",
         "cafleet.db.runtime (a leaf imports only leaves)",
     ]
 

@@ -50,7 +50,7 @@ def test_stamp_happens_after_the_full_line_while_the_pane_lock_is_held(tmux_db, 
     before/while typing (the spy then waits in vain for the fake's line record and times out),
     or if notification state is written before the stamp (notified_at is set at the spy)."""
     from cafleet import broker
-    from cafleet.delivery.drains import drain_recipient
+    from cafleet.delivery.drains import drain_recipients
     from cafleet.mux import PaneKey
     from cafleet.mux.locks import try_pane_lock
 
@@ -84,7 +84,7 @@ def test_stamp_happens_after_the_full_line_while_the_pane_lock_is_held(tmux_db, 
     monkeypatch.setattr(broker, "stamp_notified", spy)
     with connect(h.db_path) as conn:
         m1 = put(conn, a, b, "stamp under the lock")
-        report = drain_recipient(conn, b, attempted=set(), lock_timeout=5, env=h.env)
+        report = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
 
     assert report.failures == [] and report.notified == [(m1, b)]
     assert seen == [

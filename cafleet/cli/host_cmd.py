@@ -40,12 +40,14 @@ def host_run(ctx: click.Context, tick: int | None) -> None:
     host = _here()
     conn = inv.connection()
     from cafleet.cli.guard import recheck_schema
-    from cafleet.monitor.hostloop import HostLoopStartError, run_host_loop
+    from cafleet.monitor.hostloop import HostScope
+    from cafleet.monitor.supervisor import LoopStartError, run
 
     signal_stop_is_clean()
     try:
-        code = run_host_loop(conn, inv.settings, host, tick=tick, recheck_schema=recheck_schema)
-    except HostLoopStartError as exc:
+        scope = HostScope(conn, host, settings=inv.settings, tick=tick)
+        code = run(scope, recheck_schema=recheck_schema)
+    except LoopStartError as exc:
         fail(str(exc))
     if code:
         ctx.exit(code)
@@ -64,18 +66,15 @@ def host_start(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
     from cafleet import signals
-    from cafleet.monitor.hostloop import (
-        HostLoopNotStarted,
-        ensure_host_loop,
-        lift_hold,
-        log_path_for,
-    )
+    from cafleet.monitor.hostloop import HostScope, ensure_host_loop
+    from cafleet.monitor.supervisor import LoopNotStarted, lift_hold
 
-    lift_hold(conn, host)
-    log_path = log_path_for(conn, host)
+    scope = HostScope(conn, host)
+    lift_hold(scope)
+    log_path = scope.log_path
     try:
         pid, started = ensure_host_loop(conn, host, keep_waiting=signals.keep_waiting)
-    except HostLoopNotStarted as exc:
+    except LoopNotStarted as exc:
         fail(f"{exc} ({exc.detail})")
     if as_json:
         out_json({"host_id": host, "pid": pid, "started": started, "log_path": log_path})
@@ -97,11 +96,12 @@ def host_start(as_json: bool) -> None:
 def host_stop(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.monitor.hostloop import HostLoopStartError, stop_host_loop
+    from cafleet.monitor.hostloop import HostScope
+    from cafleet.monitor.supervisor import LoopNotStopped, stop
 
     try:
-        pid = stop_host_loop(conn, host)
-    except HostLoopStartError as exc:
+        pid = stop(HostScope(conn, host))
+    except LoopNotStopped as exc:
         fail(str(exc))
     if as_json:
         out_json({"host_id": host, "pid": pid, "stopped": pid is not None})

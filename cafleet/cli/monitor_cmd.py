@@ -50,14 +50,14 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
     from cafleet.cli.guard import recheck_schema
 
     require_assets(conn, fleet_id=fleet_id)
-    from cafleet.monitor.loop import LoopStartError, run_loop
+    from cafleet.monitor.loop import FleetScope
+    from cafleet.monitor.supervisor import LoopStartError, run
 
     # A signal is the loop's normal way to stop (docs/cli.md §1.4): its exit code stands.
     signal_stop_is_clean()
     try:
-        code = run_loop(
-            conn, settings, fleet_id, tick=tick, interval=interval, recheck_schema=recheck_schema
-        )
+        scope = FleetScope(conn, fleet_id, settings=settings, tick=tick, interval=interval)
+        code = run(scope, recheck_schema=recheck_schema)
     except LoopStartError as exc:
         fail(str(exc))
     if code:

@@ -488,176 +488,137 @@ class _Drain:
         return replace(self, coordinator=coordinator, halt=threading.Event())
 
 
-def _drain_one_recipient(
+# --- the one drain over heads (docs/runtime.md §4.3, §4.4, §4.10) --------------------------------
+
+# Whether a head's pane is live: True, False (gone), or None (not listed: its attempt finds out).
+Live = Callable[[Any], "bool | None"]
+
+
+def _drain_heads(
     drain: _Drain,
-    recipient_id: int,
+    heads: list[Any],
+    live: Live,
     *,
     attempted: set[int],
     report: DrainReport,
-    first: Any = None,
-) -> None:
-    """The §4.3 loop; ``first`` is the recipient's oldest pending message when the caller
-    already selected it (one query fewer)."""
-    from cafleet import broker
-
-    while True:
-        # 1. Select.
-        if first is not None:
-            pending, first = first, None
-        else:
-            pending = drain.db(
-                broker.next_pending_notification,
-                drain.conn,
-                recipient_id=recipient_id,
-                exclude=attempted,
-            )
-        if pending is None or drain.step(pending, attempted, report) != "next":
-            return
-
-
-def drain_recipient(
-    conn: Connection,
-    recipient_id: int,
-    *,
-    attempted: set[int],
-    lock_timeout: LockTimeout,
-    before_attempt: Callable[[], object] | None = None,
-    keep_waiting: Callable[[], bool] | None = None,
-    max_text_len: int | None = None,
-    env: Mapping[str, str] | None = None,
-) -> DrainReport:
-    """Notify ``recipient_id``'s pending messages, oldest first, until one attempt fails.
-
-    ``attempted`` is the invocation's set of message ids already attempted; it is updated in
-    place. ``lock_timeout`` is seconds or a callable giving them at each attempt.
-    ``before_attempt`` runs before each attempt; returning ``False`` (exactly) ends the drain,
-    which is not a failure. ``keep_waiting`` goes to the pane lock: when it returns False the
-    wait is abandoned, the drain ends and the message stays pending. ``max_text_len`` defaults
-    to ``CAFLEET_MAX_TEXT_LEN``; ``env`` is the environment the backend reads (``TMUX``),
-    default ``os.environ``.
-    """
-    report = DrainReport()
-    drain = _Drain(conn, _Backends(env), lock_timeout, before_attempt, keep_waiting, max_text_len)
-    _drain_one_recipient(drain, recipient_id, attempted=attempted, report=report)
-    return report
-
-
-# --- several recipients at once (broadcast; docs/runtime.md §4.5) ---------------------------------
-
-
-def _live_tmux_panes(
-    backends: _Backends, report: DrainReport, socket_path: str | None = None
-) -> frozenset[str] | None:
-    """One `list-panes -a` of a server for a whole drain, or None when tmux cannot say (the
-    attempts then find out pane by pane, as a single-recipient drain does)."""
-    from cafleet.mux import MultiplexerError
-
-    try:
-        live = frozenset(backends.get("tmux", socket_path).list_panes())
-    except MultiplexerError:
-        return None
-    report.tmux_usable = True
-    return live
-
-
-def drain_recipients(
-    conn: Connection,
-    recipient_ids: list[int],
-    *,
-    attempted: set[int],
-    lock_timeout: LockTimeout,
-    before_attempt: Callable[[], object] | None = None,
-    keep_waiting: Callable[[], bool] | None = None,
-    max_text_len: int | None = None,
-    env: Mapping[str, str] | None = None,
+    workers: int | None,
+    fleet_id: int | None = None,
+    by_age: bool = True,
+    gone_fails: bool = False,
     on_recipient: Callable[[DrainReport], object] | None = None,
-    workers: int | None = None,
-) -> DrainReport:
-    """:func:`drain_recipient` for each of ``recipient_ids``, at a cost that follows the
-    recipients: one query finds every recipient's oldest pending message, and one `list-panes
-    -a` (when more than one has something pending) tells which tmux panes are alive. A
-    recipient whose tmux pane is gone fails at once with the probe's reason (`typing into pane
-    <pane_id> failed: pane not found`) instead of a probe of its own.
+) -> None:
+    """Every drain: each recipient's pending lines from its oldest one (its head), oldest
+    first, until its first failure. A head whose pane is gone is skipped untried, or with
+    ``gone_fails`` fails at once with the probe's reason (`typing into pane <pane_id> failed:
+    pane not found`). In one thread the attempts go oldest first across recipients
+    (``by_age``: one heap of the recipients' oldest lines) or one recipient after another in
+    the order given; with more than one worker and pane, one task per pane (§4.10).
+    ``on_recipient`` gets each recipient's report in the order given, as soon as it and every
+    recipient before it ended; a drain that stops starts no further attempt."""
 
-    Recipients in different panes are drained at the same time on up to ``workers`` threads
-    (default ``CAFLEET_DELIVERY_WORKERS``; 1: one after another in the order given), each pane's
-    recipients one after another (docs/runtime.md §4.10). ``on_recipient`` receives each
-    recipient's report in the order given, as soon as it and every recipient before it ended;
-    the merged report is returned. A drain that stops (the hook, an abandoned lock wait) starts
-    no further attempt.
-    """
-    from cafleet import broker
+    def chain(each: _Drain, head: Any) -> DrainReport:
+        return _drain_chain(each, head, live, fleet_id, attempted, gone_fails)
 
-    report = DrainReport()
-    backends = _Backends(env)
-    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
-    heads = {
-        head.recipient.member_id: head
-        for head in broker.oldest_pending_by_recipient(
-            conn, recipient_ids=recipient_ids, exclude=attempted
-        )
-    }
-    # For a single recipient its own probe is the one cheap check; a list would be a second.
-    # One list per server the heads' placements record.
-    lives: dict[str | None, frozenset[str] | None] | None = None
-    if len(heads) > 1:
-        lives = {}
-        for recipient_id in recipient_ids:
-            head = heads.get(recipient_id)
-            if head is None or drain.remote_host(head) is not None:
-                continue  # another host's pane: never listed nor typed into from here
-            socket = head.placement.mux_socket
-            if socket not in lives:
-                lives[socket] = _live_tmux_panes(backends, report, socket)
-    order = [r for r in recipient_ids if r in heads]
-    groups = _by_pane(heads[r] for r in order)
+    if not gone_fails:
+        heads = [head for head in heads if live(head) is not False]
+    if by_age:
+        heads = sorted(heads, key=_age)
+    groups = _by_pane(heads)
     if _workers(workers) > 1 and len(groups) > 1:
-        _drain_recipients_parallel(
-            drain, groups, order, _workers(workers), lives, attempted, report, on_recipient
-        )
-        return report
-    for recipient_id in order:
-        one = _drain_head(drain, heads[recipient_id], lives, attempted, report.tmux_usable)
+        order = [head for group in groups for head in group] if by_age else heads
+        _drain_parallel(drain, groups, order, _workers(workers), report, on_recipient, chain)
+        return
+    if by_age:
+        _drain_by_age(drain, heads, live, fleet_id, attempted, report)
+        return
+    for head in heads:
+        one = chain(drain, head)
         report.merge(one)
         if on_recipient is not None:
             on_recipient(one)
         if one.stopped:
-            return report
-    return report
+            return
 
 
-def _drain_head(
+def _age(head: Any) -> tuple[str, int]:
+    return (head.message.created_at, head.message.message_id)
+
+
+def _drain_chain(
     drain: _Drain,
     head: Any,
-    lives: Mapping[str | None, frozenset[str] | None] | None,
+    live: Live,
+    fleet_id: int | None,
     attempted: set[int],
-    usable: bool,
+    gone_fails: bool,
 ) -> DrainReport:
-    """One recipient of `drain_recipients`, from its oldest pending message ``head``; ``lives``
-    holds each server's live panes, by the socket a placement records (None: not listed)."""
+    """One recipient's lines from ``head``, oldest first, until its first failure."""
+    from cafleet import broker
+
     one = DrainReport()
-    one.tmux_usable = usable
-    live = None if lives is None else lives.get(head.placement.mux_socket)
-    pane_id = head.placement.mux_pane_id
-    if live is not None and head.placement.backend == "tmux" and pane_id not in live:
-        drain.step(head, attempted, one, f"typing into pane {pane_id} failed: pane not found")
-    else:
-        recipient_id = head.recipient.member_id
-        _drain_one_recipient(drain, recipient_id, attempted=attempted, report=one, first=head)
+    if gone_fails and live(head) is False:
+        reason = f"typing into pane {head.placement.mux_pane_id} failed: pane not found"
+        drain.step(head, attempted, one, reason)
+        return one
+    current = head
+    while current is not None and drain.step(current, attempted, one) == "next":
+        current = drain.db(
+            broker.next_pending_notification,
+            drain.conn,
+            fleet_id=fleet_id,
+            recipient_id=current.recipient.member_id,
+            exclude=attempted,
+        )
+        if current is not None and live(current) is False:
+            current = None
     return one
 
 
-def _drain_recipients_parallel(
+def _drain_by_age(
     drain: _Drain,
-    groups: list[list[Any]],
-    order: list[int],
-    workers: int,
-    lives: Mapping[str | None, frozenset[str] | None] | None,
+    heads: list[Any],
+    live: Live,
+    fleet_id: int | None,
     attempted: set[int],
     report: DrainReport,
-    on_recipient: Callable[[DrainReport], object] | None,
 ) -> None:
-    """`drain_recipients` with one task per pane (docs/runtime.md §4.10)."""
+    """One thread, oldest first across recipients: a heap of each recipient's oldest line; only
+    a recipient just attempted is asked for its next one."""
+    import heapq
+
+    from cafleet import broker
+
+    queue = [(*_age(head), head) for head in heads]
+    heapq.heapify(queue)
+    while queue:
+        current = heapq.heappop(queue)[2]
+        done = drain.step(current, attempted, report)
+        if done == "stop":
+            return
+        if done == "failed":
+            continue
+        following = broker.next_pending_notification(
+            drain.conn,
+            fleet_id=fleet_id,
+            recipient_id=current.recipient.member_id,
+            exclude=attempted,
+        )
+        if following is not None and live(following) is not False:
+            heapq.heappush(queue, (*_age(following), following))
+
+
+def _drain_parallel(
+    drain: _Drain,
+    groups: list[list[Any]],
+    order: list[Any],
+    workers: int,
+    report: DrainReport,
+    on_recipient: Callable[[DrainReport], object] | None,
+    chain: Callable[[_Drain, Any], DrainReport],
+) -> None:
+    """One task per pane (docs/runtime.md §4.10), each of its recipients one after another;
+    their reports merge (and go to ``on_recipient``) in ``order``, each once it and every
+    recipient before it ended (or will never be attempted: the drain stopped)."""
     import functools
 
     from cafleet.delivery.parallel import Coordinator
@@ -665,7 +626,7 @@ def _drain_recipients_parallel(
     coordinator = Coordinator()
     shared = drain.parallel(coordinator)
     _resolve_backends(drain.backends, groups)
-    usable = report.tmux_usable
+    ids = [head.recipient.member_id for head in order]
     done: dict[int, DrainReport] = {}
     emitted = 0
 
@@ -674,35 +635,32 @@ def _drain_recipients_parallel(
         for head in group:
             if shared.halt.is_set():
                 break  # a stopped drain starts no further recipient
-            one = _drain_head(shared, head, lives, attempted, usable)
+            one = chain(shared, head)
             ended.append((head.recipient.member_id, one))
             if one.stopped:
                 break
         return ended
 
+    def emit(one: DrainReport) -> None:
+        report.merge(one)
+        if on_recipient is not None:
+            on_recipient(one)
+
     def on_done(_index: int, ended: list[tuple[int, DrainReport]]) -> None:
-        # Reports go out in the order given, each once every recipient before it ended (or
-        # will never be attempted: the drain stopped).
         nonlocal emitted
         done.update(ended)
-        while emitted < len(order) and order[emitted] in done:
-            one = done[order[emitted]]
-            report.merge(one)
-            if on_recipient is not None:
-                on_recipient(one)
+        while emitted < len(ids) and ids[emitted] in done:
+            emit(done[ids[emitted]])
             emitted += 1
 
     try:
         coordinator.run([functools.partial(task, group) for group in groups], workers, on_done)
     finally:
-        # What ended is reported even when a task raised (in the order given, skipping the
-        # recipients a stop or an error left untried).
-        for recipient_id in order[emitted:]:
-            one = done.get(recipient_id)
-            if one is not None:
-                report.merge(one)
-                if on_recipient is not None:
-                    on_recipient(one)
+        # What ended is reported even when a task raised (in order, skipping the recipients a
+        # stop or an error left untried).
+        for recipient_id in ids[emitted:]:
+            if recipient_id in done:
+                emit(done[recipient_id])
 
 
 def _workers(workers: int | None) -> int:
@@ -735,7 +693,91 @@ def _resolve_backends(backends: _Backends, groups: list[list[Any]]) -> None:
             backends.get(name, socket)
 
 
-# --- the fleet drain (docs/runtime.md §4.4) -------------------------------------------------------
+# --- which heads: recipients, a fleet, a host ----------------------------------------------------
+
+
+def drain_recipients(
+    conn: Connection,
+    recipient_ids: list[int],
+    *,
+    attempted: set[int],
+    lock_timeout: LockTimeout,
+    before_attempt: Callable[[], object] | None = None,
+    keep_waiting: Callable[[], bool] | None = None,
+    max_text_len: int | None = None,
+    env: Mapping[str, str] | None = None,
+    on_recipient: Callable[[DrainReport], object] | None = None,
+    workers: int | None = None,
+) -> DrainReport:
+    """Notify each recipient's pending messages, oldest first, until one attempt fails (send:
+    one recipient; broadcast: several, in the order given), at a cost that follows the
+    recipients: one query finds every recipient's oldest pending message, and one `list-panes
+    -a` per server (when more than one has something pending) tells which tmux panes are
+    alive; a gone one fails at once with the probe's reason.
+
+    ``attempted`` is the invocation's set of message ids already attempted; it is updated in
+    place. ``lock_timeout`` is seconds or a callable giving them at each attempt.
+    ``before_attempt`` runs before each attempt; returning ``False`` (exactly) ends the drain,
+    which is not a failure. ``keep_waiting`` goes to the pane lock: when it returns False the
+    wait is abandoned, the drain ends and the message stays pending. ``max_text_len`` defaults
+    to ``CAFLEET_MAX_TEXT_LEN``; ``env`` is the environment the backend reads (``TMUX``),
+    default ``os.environ``. Recipients in different panes go at the same time on up to
+    ``workers`` threads (default ``CAFLEET_DELIVERY_WORKERS``); ``on_recipient`` receives each
+    recipient's report in the order given.
+    """
+    from cafleet import broker
+
+    report = DrainReport()
+    backends = _Backends(env)
+    drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
+    found = {
+        head.recipient.member_id: head
+        for head in broker.oldest_pending_by_recipient(
+            conn, recipient_ids=recipient_ids, exclude=attempted
+        )
+    }
+    heads = [found[r] for r in recipient_ids if r in found]
+    # For a single recipient its own probe is the one cheap check; a list would be a second.
+    lives: dict[str | None, frozenset[str] | None] = {}
+    if len(heads) > 1:
+        for head in heads:
+            socket = head.placement.mux_socket
+            if socket not in lives and drain.remote_host(head) is None:
+                lives[socket] = _live_tmux_panes(backends, report, socket)
+
+    def live(head: Any) -> bool | None:
+        panes = lives.get(head.placement.mux_socket)
+        if panes is None or head.placement.backend != "tmux":
+            return None
+        return head.placement.mux_pane_id in panes
+
+    _drain_heads(
+        drain,
+        heads,
+        live,
+        attempted=attempted,
+        report=report,
+        workers=workers,
+        by_age=False,
+        gone_fails=True,
+        on_recipient=on_recipient,
+    )
+    return report
+
+
+def _live_tmux_panes(
+    backends: _Backends, report: DrainReport, socket_path: str | None = None
+) -> frozenset[str] | None:
+    """One `list-panes -a` of a server for a whole drain, or None when tmux cannot say (the
+    attempts then find out pane by pane, as a single-recipient drain does)."""
+    from cafleet.mux import MultiplexerError
+
+    try:
+        live = frozenset(backends.get("tmux", socket_path).list_panes())
+    except MultiplexerError:
+        return None
+    report.tmux_usable = True
+    return live
 
 
 def drain_fleet(
@@ -752,24 +794,15 @@ def drain_fleet(
     env: Mapping[str, str] | None = None,
     workers: int | None = None,
 ) -> DrainReport:
-    """One recipient drain per eligible recipient of ``fleet_id`` (docs/runtime.md §4.4).
+    """The drain of every recipient of ``fleet_id`` (docs/runtime.md §4.4), oldest first across
+    the fleet, each recipient until its first failure, which adds it to ``blocked`` (updated in
+    place, like ``attempted``; a blocked recipient is skipped untried).
 
     ``live_panes`` is the live pane set when the caller already listed it (the monitor tick);
     otherwise ``list_panes()`` runs once, and its failure, or tmux being unavailable, returns
-    with ``not_attempted`` set and nothing attempted. Recipients whose pane is not live, or who
-    are in ``blocked``, are skipped without an attempt. A failed attempt adds its recipient to
-    ``blocked`` (updated in place, like ``attempted``).
-
-    The cost follows the recipients, never the messages skipped: one query takes every
-    recipient's oldest pending message, and only a recipient that was just attempted is asked
-    for its next one. Attempts still go oldest first across the fleet (a heap of the
-    recipients' oldest messages); the recipients are those with a pending message when the
-    drain starts.
-
-    Recipients in different panes are drained at the same time on up to ``workers`` threads
-    (default ``CAFLEET_DELIVERY_WORKERS``; 1: the one oldest-first order above), each
-    recipient's messages still oldest first and ending at its first failure (docs/runtime.md
-    §4.10).
+    with ``not_attempted`` set and nothing attempted. A pane not live, or on another host, is
+    skipped untried. One query takes every recipient's oldest pending message, and only a
+    recipient that was just attempted is asked for its next one.
     """
     from cafleet import broker
 
@@ -796,57 +829,17 @@ def drain_fleet(
         except MultiplexerError as exc:
             report.not_attempted = str(exc)
             return report
-
-    def is_live(head: Any) -> bool:
-        return head.placement.mux_pane_id in live
-
-    _drain_heads(drain, heads, is_live, fleet_id, attempted, blocked, report, workers)
+    _drain_heads(
+        drain,
+        heads,
+        lambda head: head.placement.mux_pane_id in live,
+        attempted=attempted,
+        report=report,
+        workers=workers,
+        fleet_id=fleet_id,
+    )
+    blocked.update(failure.recipient_id for failure in report.failures)
     return report
-
-
-def _drain_heads(
-    drain: _Drain,
-    heads: list[Any],
-    is_live: Callable[[Any], bool],
-    fleet_id: int | None,
-    attempted: set[int],
-    blocked: set[int],
-    report: DrainReport,
-    workers: int | None,
-) -> None:
-    """The attempts of a fleet or host drain, from each recipient's oldest pending message
-    (``heads``): the live ones oldest first across recipients (one heap), or one task per pane
-    in parallel; each recipient until its first failure, which adds it to ``blocked``."""
-    import heapq
-
-    from cafleet import broker
-
-    def order(head: Any) -> tuple[str, int, Any]:
-        return (head.message.created_at, head.message.message_id, head)
-
-    queue = [order(head) for head in heads if is_live(head)]
-    heapq.heapify(queue)
-    groups = _by_pane(entry[2] for entry in sorted(queue, key=lambda entry: entry[:2]))
-    if _workers(workers) > 1 and len(groups) > 1:
-        _drain_fleet_parallel(
-            drain, groups, _workers(workers), fleet_id, is_live, attempted, report
-        )
-        blocked.update(failure.recipient_id for failure in report.failures)
-        return
-    while queue:
-        current = heapq.heappop(queue)[2]
-        recipient_id = current.recipient.member_id
-        done = drain.step(current, attempted, report)
-        if done == "stop":
-            return
-        if done == "failed":
-            blocked.add(recipient_id)
-            continue
-        following = broker.next_pending_notification(
-            drain.conn, fleet_id=fleet_id, recipient_id=recipient_id, exclude=attempted
-        )
-        if following is not None and is_live(following):
-            heapq.heappush(queue, order(following))
 
 
 def drain_host(
@@ -892,64 +885,10 @@ def drain_host(
             if report.not_attempted is None:
                 report.not_attempted = str(exc)
 
-    def is_live(head: Any) -> bool:
-        live = lives.get((head.placement.backend, head.placement.mux_socket))
-        return live is not None and head.placement.mux_pane_id in live
+    def live(head: Any) -> bool:
+        panes = lives.get((head.placement.backend, head.placement.mux_socket))
+        return panes is not None and head.placement.mux_pane_id in panes
 
-    _drain_heads(drain, heads, is_live, None, attempted, blocked, report, workers)
+    _drain_heads(drain, heads, live, attempted=attempted, report=report, workers=workers)
+    blocked.update(failure.recipient_id for failure in report.failures)
     return report
-
-
-def _drain_fleet_parallel(
-    drain: _Drain,
-    groups: list[list[Any]],
-    workers: int,
-    fleet_id: int | None,
-    is_live: Callable[[Any], bool],
-    attempted: set[int],
-    report: DrainReport,
-) -> None:
-    """`drain_fleet` with one task per pane (docs/runtime.md §4.10): each of the pane's
-    recipients oldest message first, until its first failure. Reports merge in the order of
-    the tasks (their oldest message)."""
-    import functools
-
-    from cafleet import broker
-    from cafleet.delivery.parallel import Coordinator
-
-    coordinator = Coordinator()
-    shared = drain.parallel(coordinator)
-    _resolve_backends(drain.backends, groups)
-
-    def task(group: list[Any]) -> DrainReport:
-        mine = DrainReport()
-        for head in group:
-            current = head
-            while current is not None:
-                done = shared.step(current, attempted, mine)
-                if done == "stop":
-                    return mine
-                if done == "failed":
-                    break
-                current = shared.db(
-                    broker.next_pending_notification,
-                    shared.conn,
-                    fleet_id=fleet_id,
-                    recipient_id=current.recipient.member_id,
-                    exclude=attempted,
-                )
-                if current is not None and not is_live(current):
-                    current = None
-        return mine
-
-    reports: list[DrainReport | None] = [None] * len(groups)
-
-    def on_done(index: int, mine: DrainReport) -> None:
-        reports[index] = mine
-
-    try:
-        coordinator.run([functools.partial(task, group) for group in groups], workers, on_done)
-    finally:
-        for mine in reports:
-            if mine is not None:
-                report.merge(mine)

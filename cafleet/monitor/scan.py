@@ -6,13 +6,18 @@ No claim, no lock, no database writes; captures are never stored.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cafleet import broker
 from cafleet.db.timefmt import now_ts
+from cafleet.hosts import current_host, effective_host
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
+    from cafleet.mux import Multiplexer
+    from cafleet.records import Member
 
 PENDING_ANNOTATION = "pane not available (pending placement)"
 
@@ -42,13 +47,11 @@ def sha256_hex(content: str) -> str:
     return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def scan_members(conn: Connection, fleet_id: int) -> list[object]:
+def scan_members(conn: Connection, fleet_id: int) -> list[Member]:
     """The Director first, then every other active member with a placement row, by id.
 
     Raises FleetNotFound / FleetDeleted for an unknown or soft-deleted fleet.
     """
-    from cafleet import broker
-
     roster = broker.member_roster(conn, fleet_id=fleet_id)
     members = [entry.member for entry in roster]
     director = [m for m in members if m.kind == "director"]
@@ -56,17 +59,17 @@ def scan_members(conn: Connection, fleet_id: int) -> list[object]:
     return [*director, *others]
 
 
-def _live_tmux_panes(members: list[object], cache: dict[str, object]) -> frozenset[str] | None:
+def _live_tmux_panes(members: list[Member], cache: dict[str, Multiplexer]) -> frozenset[str] | None:
     """One `list-panes -a` for the whole scan when several tmux panes are to be captured, so a
     gone pane costs no capture of its own; None when it fails or is not worth a call."""
     from cafleet.mux import MultiplexerError, usable_backend
 
     panes = [
-        m.placement  # type: ignore[attr-defined]
+        m.placement
         for m in members
-        if m.placement is not None  # type: ignore[attr-defined]
-        and m.placement.mux_pane_id is not None  # type: ignore[attr-defined]
-        and m.placement.backend == "tmux"  # type: ignore[attr-defined]
+        if m.placement is not None
+        and m.placement.mux_pane_id is not None
+        and m.placement.backend == "tmux"
     ]
     if len(panes) < 2:
         return None
@@ -75,42 +78,45 @@ def _live_tmux_panes(members: list[object], cache: dict[str, object]) -> frozens
         if backend is None:
             backend = usable_backend()
             cache["tmux"] = backend
-        return frozenset(backend.list_panes())  # type: ignore[attr-defined]
+        return frozenset(backend.list_panes())
     except MultiplexerError:
         return None
 
 
 def capture_entries(
-    members: list[object], *, lines: int, ansi: bool, backends: dict[str, object] | None = None
+    members: list[Member],
+    *,
+    lines: int,
+    ansi: bool,
+    backends: dict[str, Multiplexer] | None = None,
 ) -> list[ScanEntry]:
     """Capture each member's pane; failures become annotations and never abort the scan.
 
     A tmux pane missing from the scan's one `list-panes -a` is annotated `capture failed: pane
     not found` without a capture (a dead pane costs one cheap check: docs/runtime.md §5.10)."""
-    from cafleet.hosts import current_host, effective_host
     from cafleet.mux import MultiplexerError, PaneGone, owner_of, owner_problem, usable_backend
 
-    cache: dict[str, object] = {} if backends is None else backends
-    director = next((m for m in members if m.kind == "director"), None)  # type: ignore[attr-defined]
-    director_placement = None if director is None else director.placement  # type: ignore[attr-defined]
+    cache: dict[str, Multiplexer] = {} if backends is None else backends
+    director = next((m for m in members if m.kind == "director"), None)
+    director_placement = None if director is None else director.placement
     director_host = None if director_placement is None else director_placement.host_id
     here = current_host()
 
-    def elsewhere(member: Any) -> str | None:
+    def elsewhere(member: Member) -> str | None:
         placement = member.placement
         host = None if placement is None else effective_host(placement.host_id, director_host)
         return None if host is None or host == here else host
 
     # Another host's pane is not captured from here (docs/runtime.md §10.2).
-    remote = {m.member_id: h for m in members if (h := elsewhere(m)) is not None}  # type: ignore[attr-defined]
-    live = _live_tmux_panes([m for m in members if m.member_id not in remote], cache)  # type: ignore[attr-defined]
+    remote = {m.member_id: h for m in members if (h := elsewhere(m)) is not None}
+    live = _live_tmux_panes([m for m in members if m.member_id not in remote], cache)
     entries: list[ScanEntry] = []
     for member in members:
-        placement = member.placement  # type: ignore[attr-defined]
-        base = {
-            "member_id": member.member_id,  # type: ignore[attr-defined]
-            "name": member.name,  # type: ignore[attr-defined]
-            "kind": member.kind,  # type: ignore[attr-defined]
+        placement = member.placement
+        base: dict[str, Any] = {
+            "member_id": member.member_id,
+            "name": member.name,
+            "kind": member.kind,
             "coding_agent": placement.coding_agent if placement is not None else "-",
             "lines": lines,
         }
@@ -122,7 +128,7 @@ def capture_entries(
             entries.append(_failed_entry(base, None, PENDING_ANNOTATION))
             continue
         pane_id = placement.mux_pane_id
-        host = remote.get(member.member_id)  # type: ignore[attr-defined]
+        host = remote.get(member.member_id)
         if host is not None:
             entries.append(
                 _failed_entry(base, pane_id, f"capture failed: the pane is on host {host}")
@@ -137,11 +143,11 @@ def capture_entries(
                 backend = usable_backend(placement.backend)
                 cache[placement.backend] = backend
             # docs/runtime.md §1.8: another server's pane, or an id reused elsewhere, is not captured.
-            not_ours = owner_problem(backend, pane_id, owner_of(placement))  # type: ignore[arg-type]
+            not_ours = owner_problem(backend, pane_id, owner_of(placement))
             if not_ours is not None:
                 entries.append(_failed_entry(base, pane_id, f"capture failed: {not_ours}"))
                 continue
-            content = backend.capture(pane_id, lines, ansi=ansi)  # type: ignore[attr-defined]
+            content = backend.capture(pane_id, lines, ansi=ansi)
         except PaneGone:
             error = "capture failed: pane not found"
         except MultiplexerError as exc:
@@ -178,12 +184,12 @@ def entry_dict(entry: ScanEntry) -> dict[str, object]:
     }
 
 
-def render_text(entries: list[ScanEntry], sanitize_line: object) -> str:
+def render_text(entries: list[ScanEntry], sanitize_line: Callable[[str], str] | None) -> str:
     """Sections separated by one blank line: the header, then the content or the annotation."""
     sections: list[str] = []
     for e in entries:
-        name = sanitize_line(e.name) if callable(sanitize_line) else e.name
-        agent = sanitize_line(e.coding_agent) if callable(sanitize_line) else e.coding_agent
+        name = e.name if sanitize_line is None else sanitize_line(e.name)
+        agent = e.coding_agent if sanitize_line is None else sanitize_line(e.coding_agent)
         pane = e.pane_id if e.pane_id is not None else "\u2014"
         header = f"=== {e.member_id} ({name}; kind={e.kind}; coding_agent={agent}; pane={pane}"
         if e.error is None:

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cafleet import signals
 from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 
 if TYPE_CHECKING:
+    from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.delivery.drains import DrainReport
 
@@ -81,6 +83,33 @@ class LoopState:
     # the fleet loop would, or at once for a new request (monotonic time, request seen).
     next_wake_try: float = 0.0
     request_tried: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        conn: Connection,
+        fleet_id: int,
+        pid: int,
+        tick_seconds: int,
+        settings: Settings,
+        log: Callable[[str], None],
+        **rest: Any,
+    ) -> LoopState:
+        """A loop's state with its settings' timeouts and intervals (the fleet loop's, or a host
+        loop's wake state for one fleet)."""
+        return cls(
+            conn=conn,
+            fleet_id=fleet_id,
+            pid=pid,
+            tick_seconds=tick_seconds,
+            pane_lock_timeout=settings.pane_lock_timeout,
+            env_wake_interval=settings.monitor_wake_interval,
+            hold_timeout=settings.delivery_hold_timeout,
+            escalate_after=settings.escalate_after,
+            log=log,
+            stop_requested=signals.stop_requested,
+            **rest,
+        )
 
     @property
     def db_dir(self) -> str:

@@ -2,7 +2,7 @@
 
 A tick heartbeats, checks the fleet and the Director's pane, drains the fleet's pending
 notifications and wakes the monitor member when a wake is due or was requested. It either
-returns normally (a successful tick), raises :class:`LoopStop` (a clean stop, the log line
+returns normally (a successful tick), raises `supervisor.LoopStop` (a clean stop, the log line
 carried by the exception) or raises anything else (a failed tick; the loop counts those).
 """
 
@@ -13,19 +13,11 @@ from typing import TYPE_CHECKING, Any
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
+from cafleet.monitor.supervisor import LoopStop
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.delivery.keys import RecheckState
-
-
-class LoopStop(CafleetError):
-    """A clean stop (docs/runtime.md §5.4's table): ``line`` is logged, then the loop exits ``code``."""
-
-    def __init__(self, line: str, code: int = 0) -> None:
-        self.line = line
-        self.code = code
-        super().__init__(line)
 
 
 def _fleet_gone(state: LoopState) -> bool:

@@ -234,17 +234,18 @@ def _start_loop(
     """Step 5: the fleet's monitor loop, live; a signal before it is live compensates like a
     loop that did not start (the monitor pane killed, the fleet soft-deleted)."""
     from cafleet import signals
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+    from cafleet.monitor.ensure import ensure_monitor_loop
+    from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     fleet_id = boot.fleet.fleet_id
     monitor_pane = boot.monitor.placement.mux_pane_id if boot.monitor.placement else None
     try:
         signals.check()
         return ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
-    except (MonitorStartError, StartAbandoned, signals.Interrupted) as exc:
+    except (LoopNotStarted, StartAbandoned, signals.Interrupted) as exc:
         cleanup = Cleanup()
         _compensate_loop(settings, conn, backend, fleet_id, monitor_pane, cleanup)
-        primary = str(exc) if isinstance(exc, MonitorStartError) else None
+        primary = str(exc) if isinstance(exc, LoopNotStarted) else None
         fail_with_cleanup(primary, cleanup)
 
 

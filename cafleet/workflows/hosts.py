@@ -50,7 +50,8 @@ def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
     """Every `host_loops` row, by host id: one read."""
     from cafleet import broker
     from cafleet.db.timefmt import parse_ts, utcnow
-    from cafleet.monitor.hostloop import is_held
+    from cafleet.monitor.hostloop import HostScope
+    from cafleet.monitor.supervisor import is_held
 
     now = utcnow()
     views: list[HostLoopView] = []
@@ -65,7 +66,7 @@ def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
                 live,
                 row.pid if live else None,
                 age,
-                is_held(conn, row.host_id) if mine else None,
+                is_held(HostScope(conn, row.host_id)) if mine else None,
                 mine,
             )
         )
@@ -79,16 +80,17 @@ def start_on_demand(
     (`member create`, `member respawn`, `fleet restore`; docs/runtime.md §10.3): (its pid, None), or (None, the
     warning) when `monitor host stop` holds it or it does not start; the member's lines wait."""
     from cafleet import signals
-    from cafleet.monitor.hostloop import HostLoopNotStarted, ensure_host_loop, is_held
+    from cafleet.monitor.hostloop import HostScope, ensure_host_loop
+    from cafleet.monitor.supervisor import LoopNotStarted, is_held
 
-    if is_held(conn, host_id):
+    if is_held(HostScope(conn, host_id)):
         return None, (
             f"the delivery loop for host {host_id} is stopped by 'cafleet monitor host stop'; "
             f"lines for {whom} wait for 'cafleet monitor host start'"
         )
     try:
         pid, _started = ensure_host_loop(conn, host_id, keep_waiting=signals.keep_waiting)
-    except HostLoopNotStarted as exc:
+    except LoopNotStarted as exc:
         return None, f"{exc} ({exc.detail}); lines for {whom} wait for it"
     return pid, None
 

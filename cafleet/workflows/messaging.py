@@ -361,14 +361,9 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
     """docs/cli.md §1.11: after draining, start the loop of a fleet that still has a pending
     notification when tmux was usable and the loop is not live (`ensure.needs_restart`, which
     leaves a loop `cafleet monitor stop` holds alone: that only warns). Failure only warns."""
-    from cafleet.monitor.ensure import (
-        MonitorStartError,
-        StartAbandoned,
-        ensure_monitor_loop,
-        live_pid,
-        needs_restart,
-    )
+    from cafleet.monitor.ensure import ensure_monitor_loop, live_pid, needs_restart
     from cafleet.monitor.runtime import is_held
+    from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():
@@ -388,7 +383,7 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
             ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
         except StartAbandoned:
             return
-        except MonitorStartError as exc:
+        except LoopNotStarted as exc:
             warn(
                 f"Warning: monitor loop for fleet {fleet_id} is not running and could not be "
                 f"started: {exc.detail}; see {exc.log_path}"

@@ -5,9 +5,7 @@ the fleet's tmux server, or stop it and hold it stopped until the next `monitor 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,8 +30,7 @@ def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bo
     """Live by its heartbeat and pid; a loop on another host (the fleet's root Director's) by its
     heartbeat alone, as this host cannot ask its pid (docs/runtime.md §10.5)."""
     from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.ensure import directed_from_here
-    from cafleet.monitor.runtime import is_live
+    from cafleet.monitor.runtime import directed_from_here, is_live
 
     if runtime is None:
         return False
@@ -107,19 +104,12 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     Director's placement records, so any shell will do). Refused when the Director's pane is
     not on that server: the loop could not run."""
     from cafleet import broker
-    from cafleet.config import monitor_hold_path
-    from cafleet.monitor.ensure import (
-        MonitorStartError,
-        ensure_monitor_loop,
-        live_pid,
-        log_path_for,
-        loop_env,
-    )
+    from cafleet.monitor import supervisor
+    from cafleet.monitor.loop import FleetScope
+    from cafleet.monitor.runtime import directed_from_here, loop_env
     from cafleet.mux import usable_backend
 
     _live_fleet(conn, fleet_id)
-    from cafleet.monitor.ensure import directed_from_here
-
     director = broker.director_placement(conn, fleet_id)
     if not directed_from_here(conn, fleet_id, director):
         assert director is not None
@@ -142,52 +132,30 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
             f"fleet {fleet_id}'s root Director pane {pane or '-'} is not on this tmux server; "
             f"run 'cafleet monitor start {fleet_id}' in a pane of the fleet's tmux server"
         )
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(monitor_hold_path(conn.info["cafleet.path"], fleet_id))
-    log_path = log_path_for(conn, fleet_id)
-    running = live_pid(conn, fleet_id)
-    if running is not None:
-        return StartResult(fleet_id, running, False, log_path)
+    scope = FleetScope(conn, fleet_id)
+    supervisor.lift_hold(scope)
     try:
-        pid = ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting)
-    except MonitorStartError as exc:
+        pid, started = supervisor.ensure(scope, keep_waiting=signals.keep_waiting)
+    except supervisor.LoopNotStarted as exc:
         raise WorkflowError(f"{exc} ({exc.detail})") from exc
-    return StartResult(fleet_id, pid, True, log_path)
-
-
-def _is_our_loop(pid: int, fleet_id: int) -> bool:
-    """The pid runs `cafleet monitor <fleet_id>`."""
-    from cafleet.monitor.detached import runs_cafleet
-
-    return runs_cafleet(pid, "monitor", str(fleet_id))
+    return StartResult(fleet_id, pid, started, scope.log_path)
 
 
 def stop(conn: Connection, fleet_id: int, *, timeout: float | None = None) -> StopResult:
     """Hold the loop stopped (`config.monitor_hold_path`), then SIGTERM the running one and
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
     from cafleet import broker
-    from cafleet.config import monitor_hold_path
-    from cafleet.procs import pid_alive
+    from cafleet.monitor import supervisor
+    from cafleet.monitor.detached import STOP_TIMEOUT
+    from cafleet.monitor.loop import FleetScope
 
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
-    hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)
-    from cafleet.db.timefmt import now_ts
-    from cafleet.files import write_private
-
-    write_private(hold, f"{now_ts()} pid {os.getpid()}\n")
-    row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
-    pid = None if row is None else row.pid
-    if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):
-        return StopResult(fleet_id, None, False)
-    from cafleet.monitor.detached import STOP_TIMEOUT, terminate_and_wait
-
     wait = STOP_TIMEOUT if timeout is None else timeout
-    if not terminate_and_wait(pid, lambda p: _is_our_loop(p, fleet_id), timeout=wait):
-        raise WorkflowError(
-            f"monitor loop for fleet {fleet_id} (pid {pid}) did not stop within "
-            f"{wait:g} s; it stays held stopped"
-        )
-    return StopResult(fleet_id, pid, True)
+    try:
+        pid = supervisor.stop(FleetScope(conn, fleet_id), timeout=wait)
+    except supervisor.LoopNotStopped as exc:
+        raise WorkflowError(str(exc)) from exc
+    return StopResult(fleet_id, pid, pid is not None)
 
 
 __all__ = [

@@ -575,7 +575,8 @@ def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
     """The fleet's loop (it stopped when the Director's pane went); a failure only warns."""
     from cafleet import signals
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+    from cafleet.monitor.ensure import ensure_monitor_loop
+    from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     if signals.stop_requested():
         return None, None
@@ -583,7 +584,7 @@ def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None
         return ensure_monitor_loop(conn, fleet_id, keep_waiting=signals.keep_waiting), None
     except StartAbandoned:
         return None, None
-    except MonitorStartError as exc:
+    except LoopNotStarted as exc:
         return None, (
             f"monitor loop for fleet {fleet_id} is not running and could not be started: "
             f"{exc.detail}; see {exc.log_path}"
