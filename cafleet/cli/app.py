@@ -227,9 +227,9 @@ def worktree_group(ctx: click.Context) -> None:
         "poll": "cafleet.cli.message",
         "ack": "cafleet.cli.message",
         "show": "cafleet.cli.message",
-        "history": "cafleet.cli.message",
-        "wait": "cafleet.cli.message_delivery",
-        "stream": "cafleet.cli.message_delivery",
+        "history": "cafleet.cli.message_inbox",
+        "wait": "cafleet.cli.message_inbox",
+        "stream": "cafleet.cli.message_inbox",
     },
 )
 @click.pass_context

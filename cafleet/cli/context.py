@@ -13,6 +13,7 @@ closed when the root context closes. Nothing here imports the storage layer at m
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -135,14 +136,23 @@ class Invocation:
             or conn.in_transaction()
         ):
             return
-        import contextlib
-
-        from cafleet.monitor.ensure import heal_dead_loops
+        from cafleet import broker
+        from cafleet.db.timefmt import utcnow
+        from cafleet.monitor.runtime import is_live
+        from cafleet.procs import pid_alive
 
         with contextlib.suppress(Exception):  # best effort: the command's own result stands
-            heal_dead_loops(conn)
+            now = utcnow()
+            # The read heal_dead_loops starts with: its module (and `subprocess`) only when a
+            # loop looks dead, so a command whose fleets' loops all run stays light.
+            if any(
+                not is_live(r, now) and (r.pid is None or not pid_alive(int(r.pid)))
+                for r in broker.live_fleet_runtimes(conn)
+            ):
+                from cafleet.monitor.ensure import heal_dead_loops
+
+                heal_dead_loops(conn)
         with contextlib.suppress(Exception):  # this host's delivery loop (docs/runtime.md §10.4)
-            from cafleet import broker
             from cafleet.hosts import current_host
 
             # One read by primary key; the loop's module only when a loop ever ran here.

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from cafleet.digest import sha256
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.delivery.keys import RecheckState
@@ -156,11 +158,9 @@ class _TypedLedger:
     kill -9). Read and written only under the pane's lock."""
 
     def __init__(self, conn: Connection) -> None:
-        import hashlib
-
         path = str(conn.info.get("cafleet.path") or "")
         self.dir = os.path.join(_db_dir(conn), "typed")
-        self.prefix = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        self.prefix = sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def _file(self, message_id: int) -> str:
         return os.path.join(self.dir, f"{self.prefix}-{message_id}")
