@@ -11,7 +11,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from cafleet import broker
+from cafleet.assets.bundle import OPENCODE_AGENT, Unit, opencode_agent
+from cafleet.assets.permissions import PermissionRow, check_claude, check_codex, check_opencode
+from cafleet.assets.status import agent_statuses, file_state
+from cafleet.db.errors import StorageError
+from cafleet.db.runtime import close_connection, open_connection
 from cafleet.output import label_lines
+from cafleet.records import StorageIntegrityError
 
 LABEL_WIDTH = 11
 
@@ -35,11 +42,6 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
     if path is None or db_state != "current":
         return None
     import sqlite3
-
-    from cafleet import broker
-    from cafleet.db.errors import StorageError
-    from cafleet.db.runtime import close_connection, open_connection
-    from cafleet.records import StorageIntegrityError
 
     try:
         conn = open_connection(path, mode="rw", purpose="command")
@@ -111,8 +113,6 @@ def coding_agents_section(
     """One line per agent: its binary (``installed``, `cafleet.agents.installed`) and its
     assets. A failing asset row is an issue; a binary missing is one only when no agent at
     all is installed (nothing could be spawned)."""
-    from cafleet.assets.status import agent_statuses
-
     statuses = agent_statuses(rows, version)
     by_agent = {i.coding_agent: i for i in installed}
     pairs: list[tuple[str, str]] = []
@@ -149,9 +149,6 @@ def _permission_dict(row: Any) -> dict[str, Any]:
 
 
 def _preset_state(statuses: list[Any], version: str) -> str:
-    from cafleet.assets.bundle import OPENCODE_AGENT, Unit, opencode_agent
-    from cafleet.assets.status import file_state
-
     opencode = next(s for s in statuses if s.coding_agent == "opencode")
     if opencode.target is None:
         return "missing"
@@ -160,16 +157,12 @@ def _preset_state(statuses: list[Any], version: str) -> str:
 
 
 def member_permissions_section(statuses: list[Any], version: str) -> RowsSection:
-    from cafleet.assets.permissions import check_claude, check_codex, check_opencode
-
     cwd = os.getcwd()
     paths = {s.coding_agent: (s.target.path if s.target is not None else None) for s in statuses}
     rows = []
     for agent in ("claude", "codex", "opencode"):
         path = paths[agent]
         if path is None:
-            from cafleet.assets.permissions import PermissionRow
-
             rows.append(PermissionRow(agent, error="its configuration directory did not resolve"))
         elif agent == "claude":
             rows.append(check_claude(path, cwd))

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from cafleet import broker
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -36,8 +37,6 @@ FLEET_ID_HELP = "Fleet ID."
 @json_option
 def fleet_list(as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet import broker
-
     fleets = broker.list_fleets(conn)
     if as_json:
         out_json([fleet_dict(f) for f in fleets])

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import click
 
+from cafleet import signals
+from cafleet.cli import signal_stop_is_clean
 from cafleet.cli.app import monitor_host_group
 from cafleet.cli.context import fail, invocation
+from cafleet.cli.guard import recheck_schema
 from cafleet.cli.params import json_option
+from cafleet.hosts import current_host
+from cafleet.monitor.hostloop import (
+    HostLoopNotStarted,
+    HostLoopStartError,
+    ensure_host_loop,
+    lift_hold,
+    log_path_for,
+    run_host_loop,
+    stop_host_loop,
+)
 from cafleet.output import out, out_json
+from cafleet.workflows.hosts import host_loop_views
 
 
 def _here() -> str:
-    from cafleet.hosts import current_host
-
     return current_host()  # HostIdError: `Error: …`, exit 1
 
 
@@ -33,15 +45,10 @@ def _here() -> str:
 )
 @click.pass_context
 def host_run(ctx: click.Context, tick: int | None) -> None:
-    from cafleet.cli import signal_stop_is_clean
-
     inv = invocation()
     inv.heal_on_close = False  # this is the loop
     host = _here()
     conn = inv.connection()
-    from cafleet.cli.guard import recheck_schema
-    from cafleet.monitor.hostloop import HostLoopStartError, run_host_loop
-
     signal_stop_is_clean()
     try:
         code = run_host_loop(conn, inv.settings, host, tick=tick, recheck_schema=recheck_schema)
@@ -63,14 +70,6 @@ def host_run(ctx: click.Context, tick: int | None) -> None:
 def host_start(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet import signals
-    from cafleet.monitor.hostloop import (
-        HostLoopNotStarted,
-        ensure_host_loop,
-        lift_hold,
-        log_path_for,
-    )
-
     lift_hold(conn, host)
     log_path = log_path_for(conn, host)
     try:
@@ -97,8 +96,6 @@ def host_start(as_json: bool) -> None:
 def host_stop(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.monitor.hostloop import HostLoopStartError, stop_host_loop
-
     try:
         pid = stop_host_loop(conn, host)
     except HostLoopStartError as exc:
@@ -125,8 +122,6 @@ def host_stop(as_json: bool) -> None:
 def host_status(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.workflows.hosts import host_loop_views
-
     views = host_loop_views(conn, host)
     if as_json:
         out_json({"host_id": host, "loops": [v.as_dict() for v in views]})

@@ -16,10 +16,13 @@ from typing import Any
 
 import click
 
+import cafleet
+from cafleet.assets.setup import run_assets_half
 from cafleet.cli.app import cli
-from cafleet.cli.context import invocation
+from cafleet.cli.context import invocation, is_user_facing
 from cafleet.cli.params import json_option
 from cafleet.output import err, out, out_json
+from cafleet.signals import Interrupted
 
 AGENTS = ("claude", "codex", "opencode")
 
@@ -46,9 +49,7 @@ def _agents_callback(
 
 def _db_half(path: str) -> tuple[str | None, str | None]:
     """(success line, None) or (None, failure message)."""
-    from cafleet.cli.context import is_user_facing
-    from cafleet.db.migrate import make_private, run_setup
-    from cafleet.signals import Interrupted
+    from cafleet.db.migrate import make_private, run_setup  # SQLAlchemy and Alembic: setup only
 
     try:
         line = run_setup(path, on_wait=lambda lock: err(WAITING.format(lock=lock)))
@@ -112,9 +113,6 @@ def _agent_dict(result: Any) -> dict[str, Any]:
 )
 @json_option
 def setup(coding_agents: tuple[str, ...], as_json: bool) -> None:
-    import cafleet
-    from cafleet.assets.setup import run_assets_half
-
     path = invocation().db_path
     db_line, db_error = _db_half(path)
     results = run_assets_half(

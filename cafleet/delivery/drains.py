@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from cafleet import broker
+from cafleet.config import db_dir_of, load_settings
+from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.digest import sha256
+from cafleet.hosts import HostIdError, current_host
+from cafleet.text import cut_naming_the_rest, normalize_notification_text
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -41,8 +46,6 @@ def notification_line(
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
     """
-    from cafleet.text import cut_naming_the_rest, normalize_notification_text
-
     name = normalize_notification_text("unknown" if sender_name is None else sender_name)
     shown = cut_naming_the_rest(normalize_notification_text(body), max_text_len, message_id)
     return (
@@ -141,11 +144,7 @@ def held_line(failure: DrainFailure, loop_note: str = "") -> str:
 def _db_dir(conn: Connection) -> str:
     path = conn.info.get("cafleet.path")
     if not path:
-        from cafleet.config import load_settings
-
         path = load_settings().db_path
-    from cafleet.config import db_dir_of
-
     return db_dir_of(path)  # PostgreSQL's local directory, not the URL's "dirname"
 
 
@@ -183,14 +182,10 @@ class _TypedLedger:
 
 
 def _max_text_len() -> int:
-    from cafleet.config import load_settings
-
     return load_settings().max_text_len
 
 
 def _hold_timeout() -> int:
-    from cafleet.config import load_settings
-
     return load_settings().delivery_hold_timeout
 
 
@@ -198,8 +193,6 @@ def _waited(created_at: str, placed_at: str | None = None) -> float:
     """Seconds the line has waited for its pane (the hold timeout): since the message was sent,
     or since the placement got its pane when that is later (a member respawned onto a new pane
     is `starting` again and gets a hold of its own, not one a long-pending message used up)."""
-    from cafleet.db.timefmt import parse_ts, utcnow
-
     since = [t for t in (parse_ts(created_at), parse_ts(placed_at)) if t is not None]
     return 0.0 if not since else max(0.0, (utcnow() - max(since)).total_seconds())
 
@@ -261,8 +254,6 @@ _RECHECKED: dict[str, RecheckState] = {
 
 
 def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: int) -> _Attempt:
-    from cafleet import broker
-
     conn = drain.conn
 
     message = pending.message
@@ -370,7 +361,6 @@ def _witness(
     found: list[Any] = []
 
     def record() -> Any:
-        from cafleet import broker
         from cafleet.sessions.usage import known_record
 
         sid = drain.db(broker.session_id, drain.conn, member_id)
@@ -412,8 +402,6 @@ class _Drain:
         if host is None:
             return None
         if self.here is None:
-            from cafleet.hosts import HostIdError, current_host
-
             try:
                 self.here = current_host()
             except HostIdError:
@@ -496,8 +484,6 @@ def _drain_one_recipient(
 ) -> None:
     """The §4.3 loop; ``first`` is the recipient's oldest pending message when the caller
     already selected it (one query fewer)."""
-    from cafleet import broker
-
     while True:
         # 1. Select.
         if first is not None:
@@ -584,8 +570,6 @@ def drain_recipients(
     the merged report is returned. A drain that stops (the hook, an abandoned lock wait) starts
     no further attempt.
     """
-    from cafleet import broker
-
     report = DrainReport()
     backends = _Backends(env)
     drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
@@ -706,8 +690,6 @@ def _drain_recipients_parallel(
 def _workers(workers: int | None) -> int:
     if workers is not None:
         return max(1, workers)
-    from cafleet.config import load_settings
-
     return load_settings().delivery_workers
 
 
@@ -769,8 +751,6 @@ def drain_fleet(
     recipient's messages still oldest first and ending at its first failure (docs/runtime.md
     §4.10).
     """
-    from cafleet import broker
-
     report = DrainReport()
     backends = _Backends(env)
     drain = _Drain(conn, backends, lock_timeout, before_attempt, keep_waiting, max_text_len)
@@ -816,8 +796,6 @@ def _drain_heads(
     (``heads``): the live ones oldest first across recipients (one heap), or one task per pane
     in parallel; each recipient until its first failure, which adds it to ``blocked``."""
     import heapq
-
-    from cafleet import broker
 
     def order(head: Any) -> tuple[str, int, Any]:
         return (head.message.created_at, head.message.message_id, head)
@@ -865,7 +843,6 @@ def drain_host(
     as `drain_fleet` drains one fleet. Each tmux server the placements record is listed once;
     a pane not live on its server is skipped untried, and so is every pane of a server that
     cannot be listed (``not_attempted`` then names the first such error)."""
-    from cafleet import broker
     from cafleet.mux import MultiplexerError
 
     report = DrainReport()
@@ -912,7 +889,6 @@ def _drain_fleet_parallel(
     the tasks (their oldest message)."""
     import functools
 
-    from cafleet import broker
     from cafleet.delivery.parallel import Coordinator
 
     coordinator = Coordinator()

@@ -31,6 +31,7 @@ from cafleet.delivery.policy import (
 )
 from cafleet.delivery.screens import Taken, composer_text, line_taken, squash
 from cafleet.delivery.screens.cues import TABLES
+from cafleet.mux import MultiplexerError, PaneGone
 
 if TYPE_CHECKING:
     from cafleet.mux import Multiplexer
@@ -109,8 +110,6 @@ def submit_verified(
     not show the line taken: a yes verifies it (an agent may draw a taken line late, or where
     the screen no longer shows it).
     """
-    from cafleet.mux import MultiplexerError, PaneGone
-
     policy = POLICIES.get(agent or "")
     again_after = ENTER_AGAIN_AFTER if policy is None else policy.enter_again_after
     if policy is not None and state not in (None, "unknown"):

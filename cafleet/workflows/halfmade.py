@@ -20,6 +20,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cafleet import broker
+from cafleet.config import db_dir_of
+from cafleet.hosts import HostIdError, current_host
+from cafleet.procs import env_value
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -74,8 +78,6 @@ class HalfMade:
 
 def _pending_here(member: Member) -> bool:
     """Pending, and made on this host (whose lock files this process can ask)."""
-    from cafleet.hosts import HostIdError, current_host
-
     placement = member.placement
     if not member.is_active or placement is None or placement.mux_pane_id is not None:
         return False
@@ -98,7 +100,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
     """The half-made ones of ``members``: pending here, their creation lock free, and still
     pending when read again (a create that finished meanwhile released the lock too). Creates
     no file; costs nothing without a pending member."""
-    from cafleet import broker
     from cafleet.mux.locks import lock_busy
 
     found: list[HalfMade] = []
@@ -118,7 +119,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
 def refuse(conn: Connection, member: Member) -> None:
     """Commands that need the member's pane (ping, prompt, capture, the WebUI's): a half-made
     member is refused with its line (what happened, and the command that finishes it)."""
-    from cafleet.config import db_dir_of
     from cafleet.workflows.errors import PaneUnavailable
 
     for left in half_made(conn, db_dir_of(conn.info["cafleet.path"]), [member]):
@@ -162,8 +162,6 @@ def claimed(
     """Hold ``member``'s creation lock and yield it re-read when it is half-made; None when its
     create finished meanwhile or (``wait`` False) is still running. The caller finishes or
     removes it under the lock, so no create of the same name runs meanwhile."""
-    from cafleet import broker
-
     if not _pending_here(member):
         yield None
         return
@@ -182,8 +180,6 @@ def claimed(
 def of_name(conn: Connection, fleet_id: int, name: str) -> HalfMade | None:
     """With the creation lock of (fleet, name) held: the oldest active member of that name
     whose placement is still pending here (its create was interrupted), or None."""
-    from cafleet import broker
-
     for entry in broker.member_roster(conn, fleet_id=fleet_id):
         if entry.member.name == name and _pending_here(entry.member):
             return HalfMade(entry.member, None)
@@ -194,7 +190,6 @@ def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
     """The pane the interrupted create already spawned for ``placement`` (its environment holds
     the placement's token), on the placement's tmux server; None when there is none."""
     from cafleet.mux import MultiplexerError, PaneContext, same_server
-    from cafleet.procs import env_value
 
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
         return None

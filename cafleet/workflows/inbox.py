@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.broker.errors import MemberNotFound
+from cafleet.db.guard import recheck_schema
+from cafleet.db.runtime import data_version, is_postgres_connection
 from cafleet.workflows.errors import WaitTimedOut, WorkflowError
 
 if TYPE_CHECKING:
@@ -40,15 +43,10 @@ def _data_version(conn: Connection) -> int:
     """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
     whenever another connection commits (on PostgreSQL a count of LISTEN/NOTIFY wake-ups,
     docs/storage.md §10.4)."""
-    from cafleet.db.runtime import data_version
-
     return data_version(conn)
 
 
 def _member_active(conn: Connection, member_id: int) -> bool:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
     try:
         return broker.get_member(conn, member_id).is_active
     except MemberNotFound:
@@ -59,12 +57,10 @@ def _pause_until(conn: Connection, moment: float) -> None:
     """The cycle's sleep. On PostgreSQL it ends as soon as another connection commits (its
     LISTEN/NOTIFY, docs/storage.md §10.4), so a new message is seen at once; on SQLite it is
     `_sleep_until`."""
-    from cafleet.db.runtime import is_postgres_connection
-
     if not is_postgres_connection(conn):
         _sleep_until(moment)
         return
-    from cafleet.db.pg.runtime import wait_for_change
+    from cafleet.db.pg.runtime import wait_for_change  # PostgreSQL's runtime: its files only
 
     while not signals.stop_requested():
         left = moment - time.monotonic()
@@ -111,8 +107,6 @@ class _Waiter:
 
     def inbox_not_empty(self) -> bool:
         """Between attempts and lock tries: query the inbox only when data_version changed."""
-        from cafleet import broker
-
         version = _data_version(self.conn)
         if version != self._seen_version:
             self._seen_version = version
@@ -149,9 +143,6 @@ def wait(
 
     require_assets(conn, fleet_of_member=member_id)
     deadline = (time.monotonic() if started is None else started) + timeout
-    from cafleet import broker
-    from cafleet.db.guard import recheck_schema
-
     fleet_id = broker.get_active_member(conn, member_id).fleet_id
 
     waiter = _Waiter(conn, member_id, deadline, settings.pane_lock_timeout)
@@ -224,9 +215,6 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
     `WorkflowError` after everything committed before it was yielded.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    from cafleet import broker
-    from cafleet.db.guard import recheck_schema
-
     broker.get_active_member(conn, member_id)
 
     last_id = 0
@@ -265,8 +253,6 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
 
 def sender_names(conn: Connection, messages: Iterable[Message]) -> dict[int, str]:
     """The names the text envelopes show beside each sender's id (one read by primary key)."""
-    from cafleet import broker
-
     return dict(broker.member_names(conn, {m.from_member_id for m in messages}))
 
 
@@ -280,8 +266,6 @@ class History:
 def history(conn: Connection, member_id: int, *, limit: int) -> History:
     """`message history` (docs/cli.md §2.31): the newest ``limit`` messages to and from the
     member, ACKed or not, oldest first; a deregistered member's too. Read-only."""
-    from cafleet import broker
-
     broker.get_member(conn, member_id)  # unknown: `member <id> not found`
     messages = broker.history_view(conn, member_id=member_id, limit=limit)
     ids = {m.from_member_id for m in messages} | {

@@ -12,8 +12,12 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.broker.errors import MemberNotFound
+from cafleet.db import lost
+from cafleet.db.errors import StorageError
 from cafleet.errors import error_text
+from cafleet.hosts import current_host
 from cafleet.workflows import outcome
 
 if TYPE_CHECKING:
@@ -61,7 +65,6 @@ def send(
     token: a write that failed is settled by it (`cafleet.workflows.outcome`), and a key that
     stored this message already stores nothing new.
     """
-    from cafleet import broker
     from cafleet.assets.guard import require_assets
 
     token = key or outcome.new_token()
@@ -115,7 +118,6 @@ def broadcast(
     """Store the summary and one delivery per other active member, drain each recipient in id
     order, restart the loop when needed. The stale-assets guard runs first, on the agents of the
     sender's fleet. The summary carries ``key`` or a new token, as `send`'s row does."""
-    from cafleet import broker
     from cafleet.assets.guard import require_assets
 
     token = key or outcome.new_token()
@@ -165,8 +167,6 @@ def broadcast(
 
 
 def _session(conn: Connection) -> int | None:
-    from cafleet.db import lost
-
     return lost.session_of(conn)
 
 
@@ -185,8 +185,6 @@ def _after_store(
 ) -> bool:
     """The drain and the loop restart after the write: the message is stored whatever fails
     here, so a database failure is a warning (the loop delivers the line), never the result."""
-    from cafleet.db.errors import StorageError
-
     try:
         return after()
     except (sqlite3.Error, StorageError) as exc:
@@ -210,8 +208,6 @@ def _stored_broadcast(
     conn: Connection, from_member_id: int, text: str, token: str
 ) -> Broadcast | None:
     """The broadcast ``token`` stored, read back (its deliveries as stored)."""
-    from cafleet import broker
-
     if broker.find_sent(conn, from_member_id, token) is None:
         return None
     return broker.store_broadcast(conn, from_member_id=from_member_id, text=text, token=token)[0]
@@ -323,9 +319,6 @@ def handed_off_line(failure: DrainFailure) -> str:
 def _host_loop_note(conn: Connection, host_id: str) -> str:
     """What a held-for-another-host line adds about that host's delivery loop: nothing while
     its heartbeat is fresh, else how to start it (docs/runtime.md §10.4)."""
-    from cafleet import broker
-    from cafleet.hosts import current_host
-
     row = broker.get_host_loop(conn, host_id)
     if broker.host_loop_live(row, current_host()):
         return ""
@@ -335,8 +328,6 @@ def _host_loop_note(conn: Connection, host_id: str) -> str:
 def also_pending(conn: Connection, recipient_id: int, mine: int) -> list[int]:
     """The recipient's other messages still waiting for their notification, oldest first (at
     most `ALSO_PENDING_SHOWN` + 1: one more says the list goes on). Paid only after a failure."""
-    from cafleet import broker
-
     found: list[int] = []
     exclude = {mine}
     while len(found) <= ALSO_PENDING_SHOWN:
@@ -396,15 +387,10 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
 
 
 def _pending(conn: Connection, fleet_id: int) -> bool:
-    from cafleet import broker
-
     return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
 
 
 def _fleet_of(conn: Connection, member_id: int) -> int | None:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
     try:
         return broker.get_member(conn, member_id).fleet_id
     except MemberNotFound:

@@ -11,7 +11,23 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.broker.errors import FleetDeleted
+from cafleet.config import monitor_hold_path
+from cafleet.db.timefmt import now_ts, utcnow
+from cafleet.files import write_private
+from cafleet.monitor.detached import STOP_TIMEOUT, runs_cafleet, terminate_and_wait
+from cafleet.monitor.ensure import (
+    MonitorStartError,
+    directed_from_here,
+    ensure_monitor_loop,
+    live_pid,
+    log_path_for,
+    loop_env,
+)
+from cafleet.monitor.runtime import is_live
+from cafleet.mux import usable_backend
+from cafleet.procs import pid_alive
 from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime, WorkflowError
 
 if TYPE_CHECKING:
@@ -31,10 +47,6 @@ class MonitorStatus:
 def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bool:
     """Live by its heartbeat and pid; a loop on another host (the fleet's root Director's) by its
     heartbeat alone, as this host cannot ask its pid (docs/runtime.md §10.5)."""
-    from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.ensure import directed_from_here
-    from cafleet.monitor.runtime import is_live
-
     if runtime is None:
         return False
     return is_live(runtime, utcnow(), remote=not directed_from_here(conn, fleet_id))
@@ -42,8 +54,6 @@ def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bo
 
 def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
     """The runtime row as shown, and the wake roster with its pending counts."""
-    from cafleet import broker
-
     runtime = broker.get_monitor_runtime(conn, fleet_id)
     live = _live(conn, fleet_id, runtime)
     if runtime is not None and not live:
@@ -56,8 +66,6 @@ def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
 def set_wake_interval(conn: Connection, fleet_id: int, seconds: int) -> None:
     """Store the fleet's wake interval (0 = no scheduled wakes); the live loop reads it on its
     next tick. `NoMonitorRuntime` when no row exists."""
-    from cafleet import broker
-
     if not broker.set_wake_interval(conn, fleet_id=fleet_id, seconds=seconds):
         raise NoMonitorRuntime(fleet_id)
 
@@ -65,8 +73,6 @@ def set_wake_interval(conn: Connection, fleet_id: int, seconds: int) -> None:
 def wake_now(conn: Connection, fleet_id: int) -> str:
     """Ask the live loop for a forced wake; returns the stored request time (an earlier pending
     request is kept). `LoopNotLive` when the loop is not live."""
-    from cafleet import broker
-
     if not _live(conn, fleet_id, broker.get_monitor_runtime(conn, fleet_id)):
         raise LoopNotLive(fleet_id)
     requested = broker.request_monitor_wake(conn, fleet_id=fleet_id)
@@ -94,9 +100,6 @@ class StopResult:
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> None:
-    from cafleet import broker
-    from cafleet.broker.errors import FleetDeleted
-
     if broker.get_fleet(conn, fleet_id=fleet_id).deleted_at is not None:  # FleetNotFound
         raise FleetDeleted(fleet_id)
 
@@ -106,20 +109,7 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     detached loop once it is live (up to 5 s), on the fleet's tmux server (the socket its
     Director's placement records, so any shell will do). Refused when the Director's pane is
     not on that server: the loop could not run."""
-    from cafleet import broker
-    from cafleet.config import monitor_hold_path
-    from cafleet.monitor.ensure import (
-        MonitorStartError,
-        ensure_monitor_loop,
-        live_pid,
-        log_path_for,
-        loop_env,
-    )
-    from cafleet.mux import usable_backend
-
     _live_fleet(conn, fleet_id)
-    from cafleet.monitor.ensure import directed_from_here
-
     director = broker.director_placement(conn, fleet_id)
     if not directed_from_here(conn, fleet_id, director):
         assert director is not None
@@ -157,30 +147,19 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
 
 def _is_our_loop(pid: int, fleet_id: int) -> bool:
     """The pid runs `cafleet monitor <fleet_id>`."""
-    from cafleet.monitor.detached import runs_cafleet
-
     return runs_cafleet(pid, "monitor", str(fleet_id))
 
 
 def stop(conn: Connection, fleet_id: int, *, timeout: float | None = None) -> StopResult:
     """Hold the loop stopped (`config.monitor_hold_path`), then SIGTERM the running one and
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
-    from cafleet import broker
-    from cafleet.config import monitor_hold_path
-    from cafleet.procs import pid_alive
-
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
     hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)
-    from cafleet.db.timefmt import now_ts
-    from cafleet.files import write_private
-
     write_private(hold, f"{now_ts()} pid {os.getpid()}\n")
     row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):
         return StopResult(fleet_id, None, False)
-    from cafleet.monitor.detached import STOP_TIMEOUT, terminate_and_wait
-
     wait = STOP_TIMEOUT if timeout is None else timeout
     if not terminate_and_wait(pid, lambda p: _is_our_loop(p, fleet_id), timeout=wait):
         raise WorkflowError(

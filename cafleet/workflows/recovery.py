@@ -19,10 +19,36 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet import broker, signals
+from cafleet.agents.prompt import render_template
+from cafleet.assets.guard import require_assets
+from cafleet.broker import clear_session_id
+from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
+from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.errors import error_text
+from cafleet.hosts import current_host
+from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
+from cafleet.monitor.runtime import is_live
+from cafleet.mux import (
+    MSG_NOT_OURS,
+    MultiplexerError,
+    PaneGone,
+    PaneKey,
+    get_backend,
+    owner_of,
+    same_server,
+    tmux_backend,
+)
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+from cafleet.records import PaneKey as Key
+from cafleet.records import Placement
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.hosts import start_on_demand
+from cafleet.workflows.locking import wait_for_lock
+from cafleet.workflows.members import finish_pending, recorded_spawn
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement, refuse_elsewhere
+from cafleet.workflows.sessions import resume_record
 from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
@@ -31,6 +57,7 @@ from cafleet.workflows.spawning import (
     spawn_plan,
     validate_agent_options,
 )
+from cafleet.workflows.worktrees import require_present
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -65,14 +92,10 @@ class Adopted:
 
 def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
     """One pane lock, waiting up to the pane-lock timeout (a timeout is the lock message)."""
-    from cafleet.workflows.locking import wait_for_lock
-
     return wait_for_lock(settings, key, purpose, lambda _exc: lock_busy_message(member_id))
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> Any:
-    from cafleet import broker
-
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
         raise broker.FleetDeleted(fleet_id)
@@ -85,13 +108,9 @@ def _live_fleet(conn: Connection, fleet_id: int) -> Any:
 def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
     """The member starts again in its worktree (docs/worktrees.md); None: it has none. A
     worktree that is gone is refused before anything is spawned."""
-    from cafleet import broker
-
     spec = broker.get_spawn(conn, member_id)
     if spec is None or spec.worktree is None:
         return None
-    from cafleet.workflows.worktrees import require_present
-
     return require_present(member_id, spec.worktree)
 
 
@@ -101,8 +120,6 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     The pane is ours (docs/runtime.md §1.8): a placement made on another tmux server is refused
     (its pane may well run there); a pane id this server reused for a pane in another session
     or window means the member's pane is gone, and the other pane is never touched."""
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
-
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     not_ours = MSG_NOT_OURS.format(pane_id=pane_id)
@@ -154,9 +171,6 @@ def predates_server(backend: Any, placement: Placement) -> bool:
     """Whether ``placement`` was made before the tmux server on its socket started: its pane
     belonged to an earlier server (one that died, e.g. in a reboot), whatever pane of this
     server now has the same id, session name and window id."""
-    from cafleet.db.timefmt import parse_ts
-    from cafleet.mux import MultiplexerError, same_server
-
     started_at = getattr(backend, "server_started_at", None)
     if started_at is None or not same_server(
         getattr(backend, "socket_path", None), placement.mux_socket
@@ -182,8 +196,6 @@ def respawn(
     ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.7),
     in the directory that session ran in. Without it the member starts afresh, and the
     session id learned for it is forgotten (its new session is learned)."""
-    from cafleet import broker, signals
-
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
     fleet = _live_fleet(conn, member.fleet_id)
     if member.kind == "director":
@@ -192,13 +204,9 @@ def respawn(
             f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
         )
     if member.placement is not None and member.placement.mux_pane_id is None:
-        from cafleet.workflows.members import finish_pending  # its create was interrupted
-
         made = finish_pending(conn, settings, member, window=window)
         return Respawned(made.member, None, made.pane_id, None, *made.host_loop)
     placement = concrete_placement(member, "nothing to respawn")
-    from cafleet.workflows.panes import refuse_elsewhere
-
     refuse_elsewhere(conn, member)  # its old pane's id names another pane here
     old_pane = placement.mux_pane_id
     assert old_pane is not None
@@ -209,13 +217,9 @@ def respawn(
             f"the root Director of fleet {fleet.fleet_id} has no pane to split from"
         )
 
-    from cafleet.workflows.members import recorded_spawn
-
     template, model, effort, permissions = recorded_spawn(conn, member)
     cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
-    from cafleet.assets.guard import require_assets
-
     require_assets(conn, agents=[agent_name])
     agent = validate_agent_options(
         agent_name, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
@@ -223,26 +227,18 @@ def respawn(
     plan = spawn_plan(agent, template, model, effort, permissions)
     resumed = None
     if resume:
-        from cafleet.workflows.sessions import resume_record
-
         resumed = resume_record(conn, settings, member)  # refused here: nothing spawned
-    from cafleet.hosts import current_host
-
     here = current_host()
     away = director_placement.host_id not in (None, here)
     if away:
         # Its root Director is on another host (docs/runtime.md §10.3): the new pane goes next
         # to the pane this command runs in, on this host's tmux server, like `member create`.
-        from cafleet.mux import tmux_backend
-
         backend: Any = tmux_backend()
         anchor = placing.local_anchor(
             backend, director_placement, here, f"cafleet member respawn {member_id}"
         )
     else:
         backend = backend_for(placement.backend)
-        from cafleet.mux import MSG_NOT_OURS, same_server
-
         if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
             # Splitting "@<window>" here would split a window of this server, not the
             # Director's.
@@ -263,9 +259,6 @@ def respawn(
         exclude=member_id,
     )
     signals.check()
-
-    from cafleet.agents.prompt import render_template
-    from cafleet.mux import MultiplexerError, PaneKey
 
     old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
     with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
@@ -312,8 +305,6 @@ def respawn(
             cwd=cwd if resumed is None else resumed.cwd,
         )
     if resumed is None:
-        from cafleet.broker import clear_session_id
-
         clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
@@ -325,8 +316,6 @@ def respawn(
     )
     if away:
         # This host's delivery loop types its lines, started on demand (docs/runtime.md §10.4).
-        from cafleet.workflows.hosts import start_on_demand
-
         pid, problem = start_on_demand(conn, here)
         done = dataclasses.replace(done, host_id=here, host_loop_pid=pid, host_loop_problem=problem)
     return done
@@ -349,9 +338,6 @@ def _spawn_and_rebind(
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
-    from cafleet import broker, signals
-    from cafleet.mux import PaneKey
-
     member_id = member.member_id
     spawned = spawn_member_pane(
         backend,
@@ -375,8 +361,6 @@ def _spawn_and_rebind(
 
     if signals.stop_requested():
         kill_new(None)
-    from cafleet.mux.locks import PaneLockAbandoned
-
     new_key = PaneKey(expected[0], spawned.session, spawned.pane_id)
     try:
         if new_key == PaneKey(*expected):
@@ -411,9 +395,6 @@ def _spawn_and_rebind(
 def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
     """The adopting pane must not be any active member's pane (it would never be typed into);
     a placement made on an earlier server on this socket is not (its pane is gone)."""
-    from cafleet import broker
-    from cafleet.records import Placement
-
     probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, "claude", "")
     other = broker.pane_shared_with(conn, probe)
     if other is not None:
@@ -432,8 +413,6 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     the server the placement was made on, in its session and window. A pane id reused for a pane
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
-
-    from cafleet.mux import MultiplexerError, get_backend, owner_of, same_server
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -465,10 +444,6 @@ def take_over(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> tuple[Member, Placement, str | None]:
     """`adopt` without starting the loop: (Director, its new placement, its old pane id)."""
-    from cafleet import broker, signals
-    from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
-    from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
-
     fleet = _live_fleet(conn, fleet_id)
     director = broker.get_member(conn, fleet.director_member_id)
     if not director.is_active:
@@ -486,11 +461,7 @@ def take_over(
         live = backend.list_panes()
     except MultiplexerError as exc:
         raise WorkflowError(f"cafleet fleet adopt must be run inside a tmux pane: {exc}") from exc
-    from cafleet.records import PaneKey as Key
-
     new_key = Key("tmux", here.session, here.pane_id)
-    from cafleet.hosts import current_host
-
     me = current_host()
     away = placement.host_id not in (None, me)
     # The Director's pane was made on an earlier server on this socket (a reboot): whatever
@@ -519,8 +490,6 @@ def take_over(
             "'cafleet fleet adopt' replaces a Director pane that is gone"
         )
     signals.check()
-
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
     keys = [PaneKey(*new_key)]
     if placement.pane_key is not None and placement.pane_key != new_key:
@@ -557,10 +526,6 @@ def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement
     """Adopting a fleet whose root Director is on another host (docs/runtime.md §10.3): refused
     while the fleet loop there is live by its heartbeat (it stops when the Director's pane
     goes), since that pane may still be open."""
-    from cafleet import broker
-    from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.runtime import is_live
-
     row = broker.get_monitor_runtime(conn, fleet_id)
     if row is not None and is_live(row, utcnow(), remote=True):
         raise WorkflowError(
@@ -572,9 +537,6 @@ def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement
 
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
     """The fleet's loop (it stopped when the Director's pane went); a failure only warns."""
-    from cafleet import signals
-    from cafleet.monitor.ensure import MonitorStartError, StartAbandoned, ensure_monitor_loop
-
     if signals.stop_requested():
         return None, None
     try:
