@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 from cafleet import broker
 from cafleet.config import db_dir_of, load_settings
 from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.delivery.policy import SCROLLBACK_LINES
 from cafleet.digest import sha256
 from cafleet.hosts import HostIdError, current_host
 from cafleet.text import cut_naming_the_rest, normalize_notification_text
@@ -283,7 +284,6 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (docs/runtime.md §4.9).
     from cafleet.delivery.keys import Target, type_into_pane
-    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import message_frame
     from cafleet.mux import owner_of
 

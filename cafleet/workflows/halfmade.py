@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING, Any
 from cafleet import broker
 from cafleet.config import db_dir_of
 from cafleet.hosts import HostIdError, current_host
+from cafleet.mux import MultiplexerError, PaneContext, PaneKey, placement_backend, same_server
+from cafleet.mux.locks import lock_busy, pane_lock_path, read_holder, try_pane_lock
 from cafleet.procs import env_value
-from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.errors import PaneUnavailable, WorkflowError
+from cafleet.workflows.locking import wait_for_lock
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -38,8 +41,6 @@ PLACEMENT_VARIABLE = "CAFLEET_PLACEMENT"
 
 def creation_key(fleet_id: int, name: str) -> PaneKey:
     """The creation lock's key: a lock file of its own (no backend is called "create")."""
-    from cafleet.mux import PaneKey
-
     return PaneKey("create", str(fleet_id), name)
 
 
@@ -90,8 +91,6 @@ def _pending_here(member: Member) -> bool:
 
 
 def _holder_pid(db_dir: str, key: PaneKey) -> int | None:
-    from cafleet.mux.locks import pane_lock_path, read_holder
-
     holder = read_holder(pane_lock_path(db_dir, key))
     return None if holder is None else holder.pid
 
@@ -100,8 +99,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
     """The half-made ones of ``members``: pending here, their creation lock free, and still
     pending when read again (a create that finished meanwhile released the lock too). Creates
     no file; costs nothing without a pending member."""
-    from cafleet.mux.locks import lock_busy
-
     found: list[HalfMade] = []
     for member in members:
         if not _pending_here(member):
@@ -119,8 +116,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
 def refuse(conn: Connection, member: Member) -> None:
     """Commands that need the member's pane (ping, prompt, capture, the WebUI's): a half-made
     member is refused with its line (what happened, and the command that finishes it)."""
-    from cafleet.workflows.errors import PaneUnavailable
-
     for left in half_made(conn, db_dir_of(conn.info["cafleet.path"]), [member]):
         raise PaneUnavailable(left.line)
 
@@ -128,9 +123,6 @@ def refuse(conn: Connection, member: Member) -> None:
 def _acquire(settings: Settings, fleet_id: int, name: str, *, wait: bool, purpose: str) -> Any:
     """The creation lock, or None when ``wait`` is False and it is busy. Waiting runs out after
     the pane-lock timeout: `WorkflowError` naming the holder."""
-    from cafleet.mux.locks import try_pane_lock
-    from cafleet.workflows.locking import wait_for_lock
-
     key = creation_key(fleet_id, name)
     if not wait:
         return try_pane_lock(settings.db_dir, key, purpose=purpose)
@@ -189,8 +181,6 @@ def of_name(conn: Connection, fleet_id: int, name: str) -> HalfMade | None:
 def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
     """The pane the interrupted create already spawned for ``placement`` (its environment holds
     the placement's token), on the placement's tmux server; None when there is none."""
-    from cafleet.mux import MultiplexerError, PaneContext, same_server
-
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
         return None
     token = placement_token(placement)
@@ -213,8 +203,6 @@ def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
 
 def kill_orphan(placement: Placement) -> str | None:
     """Kill the pane the interrupted create spawned, if there is one; its id, or None."""
-    from cafleet.mux import MultiplexerError, placement_backend
-
     try:
         backend = placement_backend(placement.backend, placement.mux_socket)
         backend.ensure_available()

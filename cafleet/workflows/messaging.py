@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import broker, signals
+from cafleet.assets.guard import require_assets
 from cafleet.broker.errors import MemberNotFound
 from cafleet.db import lost
 from cafleet.db.errors import StorageError
+from cafleet.delivery.drains import NOTIFY_PURPOSE, drain_recipients, held_line, warning_line
 from cafleet.errors import error_text
 from cafleet.hosts import current_host
+from cafleet.monitor.runtime import is_held
 from cafleet.workflows import outcome
 
 if TYPE_CHECKING:
@@ -65,8 +68,6 @@ def send(
     token: a write that failed is settled by it (`cafleet.workflows.outcome`), and a key that
     stored this message already stores nothing new.
     """
-    from cafleet.assets.guard import require_assets
-
     token = key or outcome.new_token()
     _before_store(lambda: require_assets(conn, member_id=to_member_id))
     session = _session(conn)
@@ -118,8 +119,6 @@ def broadcast(
     """Store the summary and one delivery per other active member, drain each recipient in id
     order, restart the loop when needed. The stale-assets guard runs first, on the agents of the
     sender's fleet. The summary carries ``key`` or a new token, as `send`'s row does."""
-    from cafleet.assets.guard import require_assets
-
     token = key or outcome.new_token()
     _before_store(lambda: require_assets(conn, fleet_of_member=from_member_id))
     session = _session(conn)
@@ -237,8 +236,6 @@ def _drain_recipients(
     message, and the recipient's other pending messages get a line of their own); ``notes``
     gets each recipient's first such line (why its line was not typed).
     """
-    from cafleet.delivery.drains import drain_recipients
-
     if signals.stop_requested():
         return set(), False
 
@@ -272,8 +269,6 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
     at an older one first, and a separate line names the recipient's other messages still
     waiting for their notification. A pane another notification drain holds is no warning
     (that drain types this line too) but is said (`handed_off_line`)."""
-    from cafleet.delivery.drains import held_line, warning_line
-
     lines: list[str] = []
     for failure in report.failures:
         mine = own.get(failure.recipient_id, failure.message_id)
@@ -301,8 +296,6 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
 def handed_off_line(failure: DrainFailure) -> str:
     """This send's line was not typed because another notification drain holds the pane (it
     goes on with the recipient's pending lines, this one included): not a warning, but said."""
-    from cafleet.delivery.drains import NOTIFY_PURPOSE
-
     if failure.holder == f"{NOTIFY_PURPOSE}{failure.message_id}":
         return (
             f"Pending: message {failure.message_id} for member {failure.recipient_id} is being "
@@ -359,7 +352,6 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
         live_pid,
         needs_restart,
     )
-    from cafleet.monitor.runtime import is_held
 
     for fleet_id in sorted(set(fleet_ids)):
         if signals.stop_requested():

@@ -22,8 +22,12 @@ from cafleet import broker
 from cafleet.config import db_dir_of, monitor_log_path
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.hosts import HostIdError, current_host, effective_host
+from cafleet.monitor.runtime import is_held, is_live
+from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, placement_backend
 from cafleet.procs import pid_alive, stale_after
 from cafleet.text import idle_text
+from cafleet.workflows.halfmade import half_made
+from cafleet.workflows.leftovers import left_behind
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -58,7 +62,6 @@ def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) 
     ``agent_state``, which asks it about a live pane it found to be the placement's
     (docs/runtime.md §1.8: another server's pane, or a reused id, is never captured)."""
     from cafleet.delivery.screens import classify
-    from cafleet.mux import MultiplexerError
 
     pane_id = placement.mux_pane_id
     if pane_id is None:
@@ -129,8 +132,6 @@ def loop_status_of(
     """The status a runtime row (None: no loop ever ran) shows at ``now``. ``remote``: the loop
     runs on another host (its root Director's), whose pid this host cannot ask: the heartbeat
     alone decides (docs/runtime.md §10.5)."""
-    from cafleet.monitor.runtime import is_held, is_live
-
     moment = now if now is not None else utcnow()
     held = is_held(db_path, fleet_id)
     log_path = monitor_log_path(db_path, fleet_id)
@@ -257,14 +258,6 @@ def check_panes(
     docs/runtime.md §1.8); another is plain `alive`, never captured. A member in ``elsewhere``
     (member id -> host id) has its pane on another host: its server is not asked from here and
     it reads `unknown`, `on host <H>` (docs/runtime.md §10.5)."""
-    from cafleet.mux import (
-        MultiplexerError,
-        is_owners_place,
-        owner_of,
-        pane_state,
-        placement_backend,
-    )
-
     remote = dict(elsewhere or {})
     every = list(members)
     members = [m for m in every if m.member_id not in remote]
@@ -331,8 +324,6 @@ class _Prefetched:
     from it is captured alone); everything else goes to the backend itself."""
 
     def __init__(self, backend: Any, pane_ids: list[str]) -> None:
-        from cafleet.mux import MultiplexerError
-
         self._backend = backend
         self._screens: dict[str, str] = {}
         batch = getattr(backend, "screens", None)
@@ -508,9 +499,6 @@ def fleet_report(
     panes = check_panes(
         [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()
     )
-    from cafleet.workflows.halfmade import half_made
-    from cafleet.workflows.leftovers import left_behind
-
     db_dir = db_dir_of(conn.info["cafleet.path"])
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))
