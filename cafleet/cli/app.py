@@ -178,7 +178,9 @@ def cli(ctx: click.Context) -> None:
     help="Create, list, show, delete, adopt and restore fleets.",
     command_modules=_modules(
         ("cafleet.cli.fleet_create", "create"),
-        ("cafleet.cli.fleet", "list", "show", "delete"),
+        ("cafleet.cli.fleet", "list"),
+        ("cafleet.cli.fleet_show", "show"),
+        ("cafleet.cli.fleet_delete", "delete"),
         ("cafleet.cli.recovery", "adopt", "restore"),
     ),
 )
