@@ -157,7 +157,14 @@ def make_fleet(
 
 
 def cafleet_argv() -> tuple[list[str], str]:
-    """How an agent runs cafleet: the console script when installed, else `python -m cafleet`."""
+    """How an agent runs cafleet: the console script when installed, else `python -m cafleet`.
+
+    The script beside this interpreter comes first: a version manager's shim found on PATH
+    (pyenv's is a shell script) would add its own start-up to every command but not to the
+    floors, which run this interpreter directly."""
+    beside = Path(sys.executable).with_name("cafleet")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)], "console script"
     script = shutil.which("cafleet")
     if script:
         return [script], "console script"
@@ -170,6 +177,9 @@ class ProcessRun:
     max_rss_kb: int
     returncode: int
     stdout: bytes
+    # The command's own user+system CPU time: far less sensitive than wall time to other
+    # processes competing for the machine's cores.
+    cpu_seconds: float = float("nan")
 
 
 # Linux keeps a forked child's peak RSS at least as high as its parent's at fork time (the
@@ -185,7 +195,8 @@ if pid == 0:
     os.execvp(argv[0], argv)
 _, status, usage = os.wait4(pid, 0)
 elapsed = time.perf_counter() - start
-os.write(report_fd, f"{elapsed} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}".encode())
+cpu = usage.ru_utime + usage.ru_stime
+os.write(report_fd, f"{elapsed} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} {cpu}".encode())
 """
 
 
@@ -203,8 +214,8 @@ def run_process(argv: Sequence[str], env: Mapping[str, str]) -> ProcessRun:
     os.close(write_fd)
     out, _ = proc.communicate()
     with os.fdopen(read_fd, "rb") as report:
-        seconds, rss, code = report.read().decode().split()
-    return ProcessRun(float(seconds), int(rss), int(code), out)
+        seconds, rss, code, cpu = report.read().decode().split()
+    return ProcessRun(float(seconds), int(rss), int(code), out, float(cpu))
 
 
 def percentile(values: Sequence[float], pct: float) -> float:

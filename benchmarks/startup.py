@@ -56,6 +56,9 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
             for _ in range(2 * (runs + 1) + 2)
         ]
         trees = make_fleet(conn, 3, name="worktrees", director_pane_id="%1")
+        # Ten members besides its Director and monitor: `member list` and `fleet show` of a
+        # fleet of some size.
+        ten = make_fleet(conn, 10, name="ten", director_pane_id="%3")
         # A member with a pane, run from that pane: the one-identity-per-pane check's case.
         panes = make_fleet(conn, 1, placed=True, name="panes", director_pane_id="%2")
         pane_member = panes.member_ids[0]
@@ -70,6 +73,7 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
     _give_worktrees(db_path, trees.member_ids)
     return {
         "worktree_fleet_id": trees.fleet_id,
+        "ten_fleet_id": ten.fleet_id,
         "fleet_id": fleet.fleet_id,
         "sender": sender,
         "poll_member": inbox_owner,
@@ -133,6 +137,8 @@ def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
         "fleet list": ["fleet", "list"],
         "member list": ["member", "list", str(ctx["fleet_id"])],
         "member list (3 worktrees)": ["member", "list", str(ctx["worktree_fleet_id"])],
+        "member list (10 members)": ["member", "list", str(ctx["ten_fleet_id"])],
+        "fleet show (10 members)": ["fleet", "show", str(ctx["ten_fleet_id"])],
         "message send (no pane)": [
             "message",
             "send",
@@ -220,6 +226,7 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
         argvs = {**FLOORS, **{k: prefix + v for k, v in cmds.items()}}
         times: dict[str, list[float]] = {label: [] for label in argvs}
         rss: dict[str, list[int]] = {label: [] for label in argvs}
+        cpu: dict[str, list[float]] = {label: [] for label in argvs}
         # Rounds run every command once, in turn, so drift in machine load hits all alike;
         # round 0 warms the caches and is discarded.
         for round_no in range(runs + 1):
@@ -233,21 +240,25 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
                 if round_no:
                     times[label].append(result.seconds)
                     rss[label].append(result.max_rss_kb)
+                    cpu[label].append(result.cpu_seconds)
         table: dict[str, Any] = {
             label: {
                 "median_s": median(times[label]),
                 "min_s": min(times[label]),
                 "peak_rss_kb": max(rss[label]),
+                "median_cpu_s": median(cpu[label]),
             }
             for label in argvs
         }
         sqlite_floor = table["floor: import sqlite3"]["median_s"]
         sa_floor = table["floor: import sqlalchemy, click"]["median_s"]
         click_floor = table["floor: import click, sqlite3, json"]["median_s"]
+        click_floor_cpu = table["floor: import click, sqlite3, json"]["median_cpu_s"]
         for row in table.values():
             row["x_sqlite3_floor"] = row["median_s"] / sqlite_floor
             row["x_click_sqlite3_json_floor"] = row["median_s"] / click_floor
             row["x_sqlalchemy_click_floor"] = row["median_s"] / sa_floor
+            row["cpu_x_click_sqlite3_json_floor"] = row["median_cpu_s"] / click_floor_cpu
         results["conditions"][condition] = table
         reappeared = len(bytecode_dirs(package)) if package and condition == "nocache" else 0
         results["cafleet_bytecode"][condition] = bytecode_note(condition, package, reappeared)
@@ -271,12 +282,14 @@ def render(results: dict[str, Any]) -> list[str]:
             lines.append(f"  ({note})")
         lines.append(
             f"  {'command':<34} {'median ms':>9} {'min ms':>8} {'RSS MB':>7} "
-            f"{'x sqlite3':>9} {'x click+':>9} {'x sa+click':>10}"
+            f"{'x sqlite3':>9} {'x click+':>9} {'x sa+click':>10} {'cpu ms':>7} {'cpu x click+':>12}"
         )
         for label, row in table.items():
             lines.append(
                 f"  {label:<34} {row['median_s'] * 1000:9.1f} {row['min_s'] * 1000:8.1f} "
                 f"{row['peak_rss_kb'] / 1024:7.1f} {row['x_sqlite3_floor']:9.2f} "
-                f"{row['x_click_sqlite3_json_floor']:9.2f} {row['x_sqlalchemy_click_floor']:10.2f}"
+                f"{row['x_click_sqlite3_json_floor']:9.2f} {row['x_sqlalchemy_click_floor']:10.2f} "
+                f"{row.get('median_cpu_s', float('nan')) * 1000:7.1f} "
+                f"{row.get('cpu_x_click_sqlite3_json_floor', float('nan')):12.2f}"
             )
     return lines

@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import CafleetError
+from cafleet.hosts import HostIdError, check_host_id_env
+from cafleet.text import sanitize_single_line, truncate
 
 # SQLite's largest INTEGER: the largest id any command or API accepts. Defined here once; the
 # CLI's and the WebUI's id parameters read it.
@@ -154,8 +156,6 @@ def _parse_int(env: Mapping[str, str], name: str) -> int | None:
 
 def _shown(raw: str) -> str:
     """A refused value as the error shows it: control characters made visible, cut short."""
-    from cafleet.text import sanitize_single_line, truncate
-
     return truncate(sanitize_single_line(raw), 40)
 
 
@@ -187,8 +187,6 @@ def load_settings(
         raw = _get(env, "CAFLEET_DELIVERY_WORKERS")
         raise SettingsError(f"CAFLEET_DELIVERY_WORKERS must be a positive integer (got '{raw}')")
     escalate_after = _parse_int(env, "CAFLEET_ESCALATE_AFTER")
-    from cafleet.hosts import HostIdError, check_host_id_env
-
     try:
         check_host_id_env(env)
     except HostIdError as exc:

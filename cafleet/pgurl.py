@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+
+from cafleet.digest import sha256
 
 _SCHEME = re.compile(r"^(postgres(?:ql)?)://", re.IGNORECASE)
 _PASSWORD_PARAM = re.compile(r"(^|&)password=[^&]*", re.IGNORECASE)
@@ -103,19 +104,6 @@ def host_of(path: str) -> str:
     return hostport
 
 
-def _sha256(data: bytes) -> Any:
-    """`hashlib.sha256`, from CPython's own module when there is one: hashlib's OpenSSL import
-    costs about 2 ms, a tenth of what a short command adds to its imports on PostgreSQL."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found]  # CPython 3.12+
-        except ImportError:
-            from hashlib import sha256
-    return sha256(data)
-
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
 
 
@@ -125,7 +113,7 @@ def state_dir(home: str, path: str) -> str:
     _prefix, netloc, dbpath, _query = _split(path)
     hostport = netloc.rpartition("@")[2] or "local"
     name = _UNSAFE.sub("_", f"{hostport}-{dbpath.lstrip('/') or 'db'}").strip("_")[:60]
-    digest = _sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    digest = sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return os.path.join(home, ".local", "share", "cafleet", f"pg-{name}-{digest}")
 
 

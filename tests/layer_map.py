@@ -30,6 +30,7 @@ LEAVES: dict[str, str] = {
     "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
     "cafleet.hosts": "host ids (`CAFLEET_HOST_ID`) and the one rule of whose panes a host types into",
     "cafleet.files": "files read only when regular and bounded; files created `0600` in `0700` directories",
+    "cafleet.digest": "SHA-256 without OpenSSL's import cost",
 }
 
 
@@ -132,15 +133,14 @@ LAYERS: tuple[Layer, ...] = (
         "delivery: submit",
         ("cafleet.delivery.submit",),
         "emptying the composer with the agent's key; the verified submit",
-        eager=("cafleet.delivery.screens",),
-        lazy=("cafleet.mux",),
+        eager=("cafleet.delivery.screens", "cafleet.mux"),
     ),
     Layer(
         "delivery: keys",
         ("cafleet.delivery.keys",),
         "the one typing path (`type_into_pane`): lock, recheck, pane status (the pane is ours), "
         "gate, empty composer, type, verify, record (`docs/runtime.md` §1.7, §4.9)",
-        lazy=("cafleet.delivery.gate", "cafleet.delivery.submit", "cafleet.mux"),
+        eager=("cafleet.delivery.gate", "cafleet.delivery.submit", "cafleet.mux"),
     ),
     Layer(
         "delivery: parallel",
@@ -190,7 +190,7 @@ LAYERS: tuple[Layer, ...] = (
         "sessions and usage, messaging, inbox, panes, monitor controls) and what a fleet looks like now (`supervision`: the loop and the "
         "one pane-state implementation behind `member list`, `fleet show`, `doctor` and the "
         "WebUI); typed results and typed errors whose `str()` is what the CLI prints",
-        lazy=(
+        eager=(
             "cafleet.agents",
             "cafleet.assets",
             "cafleet.broker",
@@ -212,15 +212,24 @@ LAYERS: tuple[Layer, ...] = (
         "web",
         ("cafleet.web",),
         "`cafleet server`: a FastAPI app over the same workflows",
-        eager=("cafleet.config", "cafleet.db", "cafleet.records"),
-        lazy=("cafleet.broker", "cafleet.workflows", "cafleet.output", "cafleet.sessions"),
+        eager=(
+            "cafleet.config",
+            "cafleet.db",
+            "cafleet.records",
+            "cafleet.broker",
+            "cafleet.workflows",
+            "cafleet.output",
+            "cafleet.sessions",
+        ),
     ),
     Layer(
         "cli",
         ("cafleet.cli",),
         "Click commands: parse, one workflow or repository call, render (text or `--json`)",
-        eager=("cafleet.config", "cafleet.db", "cafleet.output"),
-        lazy=(
+        eager=(
+            "cafleet.config",
+            "cafleet.db",
+            "cafleet.output",
             "cafleet.agents",
             "cafleet.assets",
             "cafleet.broker",
@@ -228,9 +237,10 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.mux",
             "cafleet.records",
             "cafleet.sessions",
-            "cafleet.web",
             "cafleet.workflows",
         ),
+        # FastAPI and uvicorn: `cafleet server` only.
+        lazy=("cafleet.web",),
     ),
     Layer("entry point", ("cafleet.__main__",), "`python -m cafleet`", eager=("cafleet.cli",)),
 )

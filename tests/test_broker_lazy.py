@@ -39,6 +39,15 @@ def test_every_public_name_resolves_to_its_home_module() -> None:
         broker.no_such_function  # noqa: B018
 
 
+def test_the_facade_is_generated_from_its_one_table() -> None:
+    """The import block for type checkers and `__all__` are `FACADE` rendered
+    (`python -m tests.broker_facade --write`)."""
+    from tests.broker_facade import FACADE_FILE, expected
+
+    source = FACADE_FILE.read_text(encoding="utf-8")
+    assert source == expected(source)
+
+
 def test_importing_the_package_imports_no_repository_module() -> None:
     code = textwrap.dedent(
         """

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from cafleet.agents.registry import agent_names
 from cafleet.broker.errors import PaneDirectsFleet
+from cafleet.db.catalog import fleets as q
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.records import BACKENDS
 
@@ -37,7 +38,6 @@ def directed_from(conn: Connection, key: PaneKey, host: str) -> Fleet | None:
     names ``key`` on ``host`` (or records no host), or None: the same key on another host
     names another pane (docs/runtime.md §10.2). Here, not in `fleets`, because `recovery`
     needs it too."""
-    from cafleet.db.catalog import fleets as q
     from cafleet.records import fleet_from_row
 
     rows = (

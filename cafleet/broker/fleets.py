@@ -22,6 +22,7 @@ from cafleet.broker.errors import (
 from cafleet.db import tx
 from cafleet.db.catalog import fleets as q
 from cafleet.db.runtime import Connection
+from cafleet.hosts import current_host
 from cafleet.records import (
     Fleet,
     FleetBootstrap,
@@ -72,8 +73,6 @@ def create_fleet(
     None or empty: none). ``host_id`` is the host both panes are on (default: this process's,
     `hosts.current_host`).
     """
-    from cafleet.hosts import current_host
-
     check_backend(backend)
     host = current_host() if host_id is None else host_id
     check_coding_agent(coding_agent)
@@ -165,8 +164,6 @@ def create_fleet(
 def fleet_directed_from(conn: Connection, key: PaneKey) -> Fleet | None:
     """The live fleet whose active root Director's placement names ``key`` on this host (or
     records no host), or None."""
-    from cafleet.hosts import current_host
-
     with tx.read(conn):
         return directed_from(conn, key, current_host())
 

@@ -31,6 +31,7 @@ from cafleet.db import tx
 from cafleet.db.catalog import members as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.hosts import current_host
 from cafleet.records import (
     Member,
     Placement,
@@ -129,8 +130,6 @@ def register_member(
             insert_spawn(conn, member_id, spawn)
         placed: Placement | None = None
         if placement is not None:
-            from cafleet.hosts import current_host
-
             host = current_host() if placement.host_id is None else placement.host_id
             conn.execute(
                 q.INSERT_PENDING_PLACEMENT,
@@ -235,8 +234,6 @@ def pane_shared_with(conn: Connection, placement: Placement) -> int | None:
     ``placement`` on this host (the lowest such id), or None. A member whose pane is recorded on
     another host does not share it: the same key names another pane there (docs/runtime.md
     §10.2); one whose host is not recorded is on every host, as before hosts were recorded."""
-    from cafleet.hosts import current_host
-
     assert placement.mux_pane_id is not None
     with tx.read(conn):
         rows = conn.execute(

@@ -15,6 +15,7 @@ from cafleet.db import tx
 from cafleet.db.catalog import monitor as q
 from cafleet.db.runtime import Connection
 from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.procs import pid_alive, stale_after
 from cafleet.records import HostLoop, MonitorRuntime, host_loop_from_row, monitor_runtime_from_row
 
 IsLive = Callable[[MonitorRuntime, datetime], bool]
@@ -32,14 +33,10 @@ def is_live(
     if tick is None:
         return False
     moment = now if now is not None else utcnow()
-    from cafleet.procs import stale_after
-
     if (moment - tick).total_seconds() > stale_after(row.tick_seconds):
         return False
     if remote:
         return True
-    from cafleet.procs import pid_alive  # standard library only
-
     return pid_alive(row.pid)
 
 

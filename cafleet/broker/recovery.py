@@ -17,6 +17,7 @@ from cafleet.broker.errors import PlacementsChanged
 from cafleet.db import tx
 from cafleet.db.catalog import recovery as q
 from cafleet.db.runtime import Connection
+from cafleet.hosts import current_host
 from cafleet.records import (
     Member,
     PaneKey,
@@ -123,8 +124,6 @@ def rebind_placement(
     fleet's root Director, the new pane must not already direct another live fleet
     (`PaneDirectsFleet`).
     """
-    from cafleet.hosts import current_host
-
     backend, old_session, old_pane = expected
     host = current_host() if host_id is None else host_id  # the new pane's host
     with tx.write(conn):

@@ -16,7 +16,11 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from cafleet import status
+from cafleet import signals, status
+from cafleet.cli.app import cli
+from cafleet.errors import error_text
+from cafleet.output import BrokenStdout, OutputFailed, dumps_json, err
+from cafleet.signals import Interrupted
 
 __all__ = [
     "main",
@@ -83,8 +87,6 @@ def run(argv: Sequence[str] | None = None) -> int:
 
     _started = time.monotonic()
     _clean_signal_stop = False
-    from cafleet import signals
-
     signals.install()
     _utf8_streams()
     code = _invoke(list(sys.argv[1:] if argv is None else argv))
@@ -98,14 +100,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 def _invoke(args: list[str]) -> int:
     import click
 
-    from cafleet.errors import error_text
-    from cafleet.output import BrokenStdout, OutputFailed
-    from cafleet.signals import Interrupted
-
     as_json = wants_json(args)
     try:
-        from cafleet.cli.app import cli
-
         rv = cli.main(args=args, prog_name="cafleet", standalone_mode=False)
     except click.UsageError as exc:
         if as_json:
@@ -164,8 +160,6 @@ def report_error(
     A failure without a message (a signal during a compensated creation) prints only the
     cleanup lines.
     """
-    from cafleet.output import dumps_json, err
-
     if as_json:
         body: dict[str, object] = {"code": code, "message": message or code}
         if cleanup:
@@ -189,8 +183,6 @@ def report_internal(exc: BaseException, *, as_json: bool) -> int:
     """An exception nothing maps is a bug, not a user error (docs/cli.md §1.4): print
     `internal error: <type>: <text>` and how to see the traceback (under CAFLEET_DEBUG, the
     traceback itself, first); exit 70. Under --json the hint is the message's tail."""
-    from cafleet.output import err
-
     debug = os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
     if debug:
         import traceback
@@ -212,15 +204,11 @@ def report_internal(exc: BaseException, *, as_json: bool) -> int:
 
 
 def _show_usage_error(exc: object) -> None:
-    from cafleet.output import BrokenStdout
-
     with contextlib.suppress(OSError, BrokenStdout):
         exc.show()  # type: ignore[attr-defined]
 
 
 def _final_flush(code: int) -> int:
-    from cafleet.output import err
-
     try:
         sys.stdout.flush()
     except BrokenPipeError:

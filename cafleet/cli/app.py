@@ -178,7 +178,9 @@ def cli(ctx: click.Context) -> None:
     help="Create, list, show, delete, adopt and restore fleets.",
     command_modules=_modules(
         ("cafleet.cli.fleet_create", "create"),
-        ("cafleet.cli.fleet", "list", "show", "delete"),
+        ("cafleet.cli.fleet", "list"),
+        ("cafleet.cli.fleet_show", "show"),
+        ("cafleet.cli.fleet_delete", "delete"),
         ("cafleet.cli.recovery", "adopt", "restore"),
     ),
 )
@@ -227,9 +229,9 @@ def worktree_group(ctx: click.Context) -> None:
         "poll": "cafleet.cli.message",
         "ack": "cafleet.cli.message",
         "show": "cafleet.cli.message",
-        "history": "cafleet.cli.message",
-        "wait": "cafleet.cli.message_delivery",
-        "stream": "cafleet.cli.message_delivery",
+        "history": "cafleet.cli.message_inbox",
+        "wait": "cafleet.cli.message_inbox",
+        "stream": "cafleet.cli.message_inbox",
     },
 )
 @click.pass_context

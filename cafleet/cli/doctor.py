@@ -12,11 +12,25 @@ from typing import Any
 
 import click
 
-from cafleet import __version__
+from cafleet import __version__, broker
+from cafleet.agents.installed import installed_agents
 from cafleet.cli.app import cli
 from cafleet.cli.context import invocation
+from cafleet.cli.doctor_agents import (
+    coding_agents_section,
+    member_permissions_section,
+    recorded_installs,
+)
 from cafleet.cli.params import json_option
+from cafleet.db.diagnosis import diagnose_path, guard_text
+from cafleet.db.errors import StorageError
+from cafleet.db.runtime import close_connection, open_connection
+from cafleet.db.shapes import HEAD_VERSION
+from cafleet.mux import MultiplexerError, tmux_backend
 from cafleet.output import cell, label_lines, out, out_json, plural
+from cafleet.workflows.leftovers import left_behind
+from cafleet.workflows.remedies import fleet_problems, left_tree_problems
+from cafleet.workflows.supervision import fleet_report
 
 OK_MARK = "\u2713"
 FAIL_MARK = "\u2717"
@@ -34,8 +48,6 @@ class Section:
 
 def multiplexer_section() -> Section:
     """Resolve tmux exactly as `fleet create` does: availability, then the calling pane."""
-    from cafleet.mux import MultiplexerError, tmux_backend
-
     try:
         backend = tmux_backend()
         backend.ensure_available()
@@ -69,10 +81,6 @@ def multiplexer_section() -> Section:
 
 def database_section(path: str | None, path_error: str | None) -> Section:
     """Resolve the path and run the read-only diagnosis (docs/storage.md §5.4, §5.5)."""
-    from cafleet.db.diagnosis import diagnose_path, guard_text
-    from cafleet.db.errors import StorageError
-    from cafleet.db.shapes import HEAD_VERSION
-
     data: dict[str, Any] = {
         "ok": False,
         "path": path,
@@ -120,19 +128,12 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
     if path is None or not database_ok:
         data["skipped"] = True
         return Section("fleets", True, ["  skipped: the database is not usable"], data)
-    from cafleet import broker
-    from cafleet.db.runtime import close_connection, open_connection
-    from cafleet.workflows.leftovers import left_behind
-    from cafleet.workflows.supervision import fleet_report
-
     conn = open_connection(path, mode="rw", purpose="command")
     try:
         reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
         gone = [rec for rec in left_behind(conn) if rec.fleet_deleted]
     finally:
         close_connection(conn, guarded=True)
-    from cafleet.workflows.remedies import fleet_problems, left_tree_problems
-
     lines: list[str] = []
     for report in sorted(reports, key=lambda r: r.summary.fleet_id):
         problems = fleet_problems(report)
@@ -182,13 +183,6 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
 )
 @json_option
 def doctor(as_json: bool) -> None:
-    from cafleet.agents.installed import installed_agents
-    from cafleet.cli.doctor_agents import (
-        coding_agents_section,
-        member_permissions_section,
-        recorded_installs,
-    )
-
     settings = invocation().doctor_settings()  # a bad integer variable still aborts
     database = database_section(settings.database_path, settings.path_error)
     sections = [multiplexer_section(), database]

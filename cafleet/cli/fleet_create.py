@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import click
 
+from cafleet.agents.permissions import FULL_WARNING
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import (
@@ -19,6 +20,7 @@ from cafleet.cli.params import (
 )
 from cafleet.cli.worktree_params import fleet_worktree_option
 from cafleet.output import err, member_dict, out, out_json
+from cafleet.workflows import fleets
 
 
 @fleet_group.command(
@@ -67,8 +69,6 @@ def fleet_create(
 ) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import fleets
-
     created = fleets.create(
         conn,
         inv.settings,
@@ -83,8 +83,6 @@ def fleet_create(
         member_defaults=_member_defaults(worktree, permissions),
     )
     if permissions == "full":
-        from cafleet.agents.permissions import FULL_WARNING
-
         err(FULL_WARNING)
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid

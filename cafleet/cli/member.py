@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from cafleet import broker
+from cafleet.broker import fleet_worktrees
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -106,7 +108,6 @@ def roster_records(
 ) -> list[dict[str, object]]:
     """`member list --json`: a roster row per member with its pane, host, worktree,
     permission profile and usage."""
-    from cafleet import broker
     from cafleet.agents.permissions import shown_profile
 
     recorded = broker.fleet_permissions(conn, fleet_id)
@@ -169,8 +170,6 @@ def roster_lines(
 
 def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:
     """Each member's worktree with its state; git runs only when some member has one."""
-    from cafleet.broker import fleet_worktrees
-
     specs = fleet_worktrees(conn, fleet_id)
     if not specs:
         return {}
@@ -229,7 +228,6 @@ def member_show_lines(
 def member_show(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet import broker
     from cafleet.agents.permissions import shown_profile
     from cafleet.workflows.sessions import learn_quietly
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet.agents.permissions import FULL_WARNING
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation, usage_error
 from cafleet.cli.params import (
@@ -28,7 +29,11 @@ from cafleet.cli.params import (
     window_option,
 )
 from cafleet.cli.worktree_params import discard_worktree_option, member_worktree_options
+from cafleet.db.timefmt import now_ts
 from cafleet.output import cell, err, label_lines, member_dict, out, out_json
+from cafleet.workflows import members, placing
+from cafleet.workflows.answering import answer, choice_problem
+from cafleet.workflows.panes import capture_member
 
 if TYPE_CHECKING:
     from cafleet.records import WorktreeSpec
@@ -103,8 +108,6 @@ def member_create(
         check_body_choice(prompt, file, "PROMPT")
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import members, placing
-
     created = members.create(
         conn,
         inv.settings,
@@ -126,8 +129,6 @@ def member_create(
 def _print_created(created: Created, as_json: bool) -> None:
     """`member create`'s warnings on stderr, then its record or its lines (docs/cli.md §2.7)."""
     if created.permissions == "full":
-        from cafleet.agents.permissions import FULL_WARNING
-
         err(FULL_WARNING)
     if created.host_loop_problem is not None:
         err(f"Warning: {created.host_loop_problem}")
@@ -169,8 +170,6 @@ def worktree_dict(tree: WorktreeSpec) -> dict[str, str]:
 def member_delete(member_id: int, discard_worktree: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import members
-
     deleted = members.delete(conn, inv.settings, member_id, discard_worktree=discard_worktree)
     _print_delete(
         member_id,
@@ -228,12 +227,8 @@ def _print_delete(
 def member_capture(member_id: int, lines: int, ansi: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows.panes import capture_member
-
     captured = capture_member(conn, member_id, lines=lines, ansi=ansi)
     pane_id, content = captured.pane_id, captured.content
-    from cafleet.db.timefmt import now_ts
-
     if as_json:
         out_json(
             {
@@ -289,8 +284,6 @@ def _prompt_text_callback(ctx: click.Context, _param: click.Parameter, value: An
 def member_prompt(member_id: int, text: str, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import members
-
     prompted = members.prompt(conn, inv.settings, member_id, text)
     pane_id = prompted.pane_id
     if as_json:
@@ -312,8 +305,6 @@ def member_prompt(member_id: int, text: str, as_json: bool) -> None:
 def member_ping(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import members
-
     pinged = members.ping(conn, inv.settings, member_id)
     pane_id = pinged.pane_id
     if as_json:
@@ -365,8 +356,6 @@ def member_ping(member_id: int, as_json: bool) -> None:
 )
 @json_option
 def member_answer(member_id: int, choice: str, prompt_id: str | None, as_json: bool) -> None:
-    from cafleet.workflows.answering import answer, choice_problem
-
     problem = choice_problem(choice)
     if problem is not None:
         usage_error(problem)

@@ -14,6 +14,8 @@ from cafleet.cli.app import fleet_group, member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import agent_choice, id_argument, json_option, window_option
 from cafleet.output import cell, err, member_dict, out, out_json, out_lines
+from cafleet.workflows import placing, recovery
+from cafleet.workflows.restore import restore
 
 if TYPE_CHECKING:
     from cafleet.workflows.restore import Restored
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
 def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import placing, recovery
-
     done = recovery.respawn(
         conn, inv.settings, member_id, window=placing.window_mode(window), resume=resume
     )
@@ -84,8 +84,6 @@ def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bo
 def fleet_adopt(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import recovery
-
     done = recovery.adopt(conn, inv.settings, fleet_id, coding_agent=coding_agent)
     if done.loop_warning is not None:
         err(f"Warning: {done.loop_warning}")
@@ -133,8 +131,6 @@ def fleet_adopt(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
 def fleet_restore(fleet_id: int, coding_agent: str | None, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows.restore import restore
-
     done = restore(conn, inv.settings, fleet_id, coding_agent=coding_agent)
     for warning in (done.loop_warning, done.host_loop_warning):
         if warning is not None:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import click
 
+from cafleet.cli.app import cli
+
 # Click formats help at min(terminal columns, 80) - 2 columns.
 HELP_WIDTH = 78
 
@@ -37,8 +39,6 @@ with is in `docs/cli.md`.
 
 def command_paths() -> Iterator[tuple[tuple[str, ...], click.Context]]:
     """Every visible command and group, depth first in help order, with its Click context."""
-    from cafleet.cli.app import cli
-
     root = click.Context(
         cli, info_name="cafleet", terminal_width=HELP_WIDTH, **cli.context_settings
     )

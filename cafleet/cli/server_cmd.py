@@ -16,9 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet import signals
+from cafleet.cli import signal_stop_is_clean
 from cafleet.cli.app import cli
 from cafleet.cli.context import fail, invocation, usage_error
+from cafleet.db.guard import SCHEMA_VERSION_KEY
 from cafleet.output import flush, out
+from cafleet.text import sanitize_single_line
 
 if TYPE_CHECKING:
     from cafleet.web.app import ServerConfig
@@ -154,8 +158,6 @@ def _listen(
 def server(
     host: str | None, port: int | None, token: str | None, no_token: bool, read_only: bool
 ) -> None:
-    from cafleet import signals
-    from cafleet.cli import signal_stop_is_clean
     from cafleet.web.security import is_loopback
 
     if token is not None and not _TOKEN_RE.fullmatch(token):
@@ -166,8 +168,6 @@ def server(
     host, port, token = _address(host, port, None if no_token else token)
     if no_token:
         if not is_loopback(host):
-            from cafleet.text import sanitize_single_line
-
             usage_error(
                 f"--no-token needs a loopback --host (not {sanitize_single_line(host)}): any "
                 "machine could send into the agents' panes"
@@ -175,7 +175,6 @@ def server(
         token = None
     conn = inv.connection()  # the schema guard: a refused file stops the server here
 
-    from cafleet.db.guard import SCHEMA_VERSION_KEY
     from cafleet.web.serve import serve
 
     version = conn.info.get(SCHEMA_VERSION_KEY)

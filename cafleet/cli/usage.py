@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet import broker
 from cafleet.cli.app import member_group
 from cafleet.cli.context import invocation, usage_error
 from cafleet.cli.params import ID, json_option
 from cafleet.output import cell, counted_table, out_json, out_lines
+from cafleet.sessions import COUNTS, prices
+from cafleet.sessions.prices import cost
+from cafleet.workflows.sessions import usage
 
 if TYPE_CHECKING:
     from cafleet.records import Member
@@ -29,8 +33,6 @@ def cost_text(value: float | None) -> str:
 def usage_cells(found: MemberUsage, table: Mapping[str, Rates]) -> tuple[str, ...]:
     """input, output, cache_read, cache_write, cost: `unknown` when the records cannot say,
     `-` for the cost of a model without a price."""
-    from cafleet.sessions.prices import cost
-
     if found.tally is None:
         return (UNKNOWN, UNKNOWN, UNKNOWN, UNKNOWN, "-")
     totals = found.tally.totals()
@@ -38,9 +40,6 @@ def usage_cells(found: MemberUsage, table: Mapping[str, Rates]) -> tuple[str, ..
 
 
 def usage_dict(found: MemberUsage, table: Mapping[str, Rates]) -> dict[str, Any]:
-    from cafleet.sessions import COUNTS
-    from cafleet.sessions.prices import cost
-
     if found.tally is None:
         return {"usage": None, "cost_usd": None, "unknown_reason": found.reason}
     totals = found.tally.totals()
@@ -59,9 +58,6 @@ def usage_dict(found: MemberUsage, table: Mapping[str, Rates]) -> dict[str, Any]
 def read_members_usage(
     conn: Any, settings: Any, members: Sequence[Member]
 ) -> tuple[list[MemberUsage], Mapping[str, Rates]]:
-    from cafleet.sessions import prices
-    from cafleet.workflows.sessions import usage
-
     table = prices.load()  # a bad user file fails before any record is read
     return usage(conn, settings.db_dir, list(members)), table
 
@@ -117,8 +113,6 @@ def member_usage(member_id: int | None, fleet_id: int | None, as_json: bool) -> 
 
 def _usage_members(conn: Any, member_id: int | None, fleet_id: int | None) -> list[Member]:
     """The one member, or every active member of the fleet but its root Director."""
-    from cafleet import broker
-
     if member_id is not None:
         return [broker.get_member(conn, member_id)]
     assert fleet_id is not None

@@ -9,6 +9,7 @@ from cafleet.cli.app import worktree_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import json_option
 from cafleet.output import cell, counted_table, out, out_json, out_lines
+from cafleet.workflows.leftovers import listing, remove
 
 
 @worktree_group.command(
@@ -21,8 +22,6 @@ from cafleet.output import cell, counted_table, out, out_json, out_lines
 @json_option
 def worktree_list(as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows.leftovers import listing
-
     found = listing(conn)
     if as_json:
         out_json([item.as_dict() for item in found])
@@ -55,8 +54,6 @@ def worktree_list(as_json: bool) -> None:
 @json_option
 def worktree_remove(path: str, discard: bool, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows.leftovers import remove
-
     retired = remove(conn, path, discard=discard)
     if as_json:
         out_json(retired.as_dict())

@@ -158,11 +158,11 @@ class _TypedLedger:
     kill -9). Read and written only under the pane's lock."""
 
     def __init__(self, conn: Connection) -> None:
-        import hashlib
+        from cafleet.digest import sha256
 
         path = str(conn.info.get("cafleet.path") or "")
         self.dir = os.path.join(_db_dir(conn), "typed")
-        self.prefix = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        self.prefix = sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def _file(self, message_id: int) -> str:
         return os.path.join(self.dir, f"{self.prefix}-{message_id}")

@@ -9,7 +9,6 @@ ascending file-name order.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
+from cafleet.digest import sha256
 from cafleet.errors import CafleetError
 from cafleet.files import create_private, private_dirs
 from cafleet.mux import PaneKey
@@ -58,7 +58,7 @@ class PaneLockAbandoned(CafleetError):
 
 def lock_file_name(key: PaneKey) -> str:
     joined = "\x00".join([key.backend, key.session, key.pane_id])
-    digest = hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()
+    digest = sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()
     return f"pane-{digest}.lock"
 
 

@@ -24,13 +24,32 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
 
-from cafleet import __version__
+from cafleet import __version__, broker
+from cafleet.broker import errors as be
+from cafleet.broker import fleet_worktrees
+from cafleet.broker.errors import FleetNotFound, MemberNotFound
+from cafleet.broker.views import web_roster
 from cafleet.config import MAX_ID
+from cafleet.db.errors import DatabaseBusy, SchemaChanged
+from cafleet.db.guard import GuardRefused
 from cafleet.db.runtime import Connection
-from cafleet.errors import CafleetError
+from cafleet.errors import CafleetError, error_text
+from cafleet.output import dumps_json, message_dict, placement_dict
+from cafleet.records import StorageIntegrityError
+from cafleet.sessions.prices import cost, load
+from cafleet.text import check_inline_body
 from cafleet.web import models as m
 from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
+from cafleet.workflows import errors as we
+from cafleet.workflows import messaging
+from cafleet.workflows.answering import AnswerRefused, choice_problem, showing
+from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.monitor import monitor_status, set_wake_interval, wake_now
+from cafleet.workflows.panes import capture_member
+from cafleet.workflows.sessions import usage
+from cafleet.workflows.supervision import check_panes, classified_state, hosts_report, loop_status
+from cafleet.workflows.worktrees import reports
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -57,13 +76,6 @@ class ApiError(CafleetError):
 
 
 def _error_status() -> dict[type[Exception], int]:
-    from cafleet.broker import errors as be
-    from cafleet.db.errors import DatabaseBusy, SchemaChanged
-    from cafleet.db.guard import GuardRefused
-    from cafleet.records import StorageIntegrityError
-    from cafleet.workflows import errors as we
-    from cafleet.workflows.answering import AnswerRefused
-
     return {
         be.MemberNotFound: 404,
         be.RecipientNotFound: 404,
@@ -91,8 +103,6 @@ def _raw(handler: Callable[..., Any]) -> Callable[..., Any]:
         value = handler(*args, **kwargs)
         if isinstance(value, Response):
             return value
-        from cafleet.output import dumps_json
-
         return Response(dumps_json(value).encode("utf-8"), media_type="application/json")
 
     return wrapped
@@ -135,9 +145,6 @@ def _fleet_ctx(
     ] = None,
 ) -> Ctx:
     """docs/runtime.md §7.3: every route but `GET /api/fleets` names its fleet in `X-Fleet-Id`."""
-    from cafleet import broker
-    from cafleet.broker.errors import FleetNotFound
-
     if x_fleet_id is None:
         raise ApiError(400, "X-Fleet-Id header required")
     value = x_fleet_id.strip()
@@ -162,9 +169,6 @@ Lines = Annotated[int, Query(ge=1, le=1000, description="How many lines of the p
 
 
 def _fleet_member(ctx: Ctx, member_id: int) -> Any:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
-
     member = broker.get_member(ctx.conn, member_id)
     if member.fleet_id != ctx.fleet.fleet_id:
         raise MemberNotFound(member_id)
@@ -175,14 +179,10 @@ def _fleet_member(ctx: Ctx, member_id: int) -> Any:
 
 
 def _message(msg: Message) -> Any:
-    from cafleet.output import message_dict
-
     return message_dict(msg)
 
 
 def _member(member: Any) -> Any:
-    from cafleet.output import placement_dict
-
     placement = placement_dict(member.placement)
     return dict(
         member_id=member.member_id,
@@ -240,8 +240,6 @@ def create_app(config: ServerConfig) -> WebUI:
     status_of = _error_status()
 
     def _typed(_request: Request, exc: Exception) -> JSONResponse:
-        from cafleet.errors import error_text
-
         for cls in type(exc).__mro__:
             if cls in status_of:
                 return _json_error(status_of[cls], error_text(exc))
@@ -338,8 +336,6 @@ def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 def _internal_error(_request: Request, exc: Exception) -> JSONResponse:
-    from cafleet.errors import error_text
-
     return _json_error(500, f"internal error: {error_text(exc)}")
 
 
@@ -362,8 +358,6 @@ def _routes(app: FastAPI) -> None:
     @app.get("/api/fleets", response_model=list[m.FleetOut], summary="Live fleets")
     @_raw
     def fleets(conn: Annotated[Connection, Depends(_connection)]) -> Any:
-        from cafleet import broker
-
         return [
             dict(
                 fleet_id=f.fleet_id,
@@ -379,8 +373,6 @@ def _routes(app: FastAPI) -> None:
     @app.get("/api/members", response_model=list[m.MemberOut], summary="The fleet's roster")
     @_raw
     def members(ctx: FleetCtx) -> Any:
-        from cafleet import broker
-
         recorded = broker.fleet_permissions(ctx.conn, ctx.fleet.fleet_id)
         # As `member show` shows it (cafleet.agents.permissions.shown_profile): members only;
         # one recorded before profiles existed runs `readonly`.
@@ -401,8 +393,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def activity(ctx: FleetCtx) -> Any:
-        from cafleet import broker
-
         return [
             dict(member_id=mid, idle=idle, unacked=unacked)
             for mid, idle, unacked in broker.roster_activity(ctx.conn, fleet_id=ctx.fleet.fleet_id)
@@ -415,10 +405,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def member_usage(ctx: FleetCtx) -> Any:
-        from cafleet.broker.views import web_roster
-        from cafleet.sessions.prices import cost, load
-        from cafleet.workflows.sessions import usage
-
         roster = web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
         table = load()
         # Read-only: sessions not learned yet stay `unknown` here (the loop learns them).
@@ -444,14 +430,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def panes(ctx: FleetCtx) -> Any:
-        from cafleet import broker
-        from cafleet.workflows.supervision import (
-            check_panes,
-            classified_state,
-            hosts_report,
-            loop_status,
-        )
-
         roster = broker.web_roster(ctx.conn, fleet_id=ctx.fleet.fleet_id)
         # Each pane's host; another host's pane is not asked from here (docs/runtime.md §10.5).
         hosts = hosts_report(ctx.conn, roster, ctx.fleet.director_member_id)
@@ -483,13 +461,9 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def worktrees(ctx: FleetCtx) -> Any:
-        from cafleet.broker import fleet_worktrees
-
         specs = fleet_worktrees(ctx.conn, ctx.fleet.fleet_id)
         if not specs:
             return []
-        from cafleet.workflows.worktrees import reports
-
         found = reports(specs)
         return [dict(member_id=mid, **found[mid].as_dict()) for mid in sorted(found)]
 
@@ -500,8 +474,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def prompt(ctx: FleetCtx, member_id: MemberId) -> Any:
-        from cafleet.workflows.answering import showing
-
         _fleet_member(ctx, member_id)
         now = showing(ctx.conn, member_id)
         return dict(
@@ -518,9 +490,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def answer(ctx: FleetCtx, member_id: MemberId, body: m.AnswerIn) -> Any:
-        from cafleet.workflows.answering import answer, choice_problem
-        from cafleet.workflows.errors import WorkflowError
-
         problem = choice_problem(body.choice)
         if problem is not None:  # a choice no prompt could offer: bad input, not a conflict
             raise ApiError(400, f"{problem}; nothing was typed")
@@ -546,8 +515,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def inbox(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
-        from cafleet import broker
-
         _fleet_member(ctx, member_id)
         return [_message(x) for x in broker.inbox_view(ctx.conn, member_id=member_id, limit=limit)]
 
@@ -558,8 +525,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def sent(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
-        from cafleet import broker
-
         _fleet_member(ctx, member_id)
         return [_message(x) for x in broker.sent_view(ctx.conn, member_id=member_id, limit=limit)]
 
@@ -575,8 +540,6 @@ def _routes(app: FastAPI) -> None:
         member_id: MemberId,
         lines: Lines = 40,
     ) -> PlainTextResponse:
-        from cafleet.workflows.panes import capture_member
-
         _fleet_member(ctx, member_id)
         captured = capture_member(ctx.conn, member_id, lines=lines)
         return PlainTextResponse(captured.content)
@@ -586,7 +549,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def timeline(ctx: FleetCtx) -> Any:
-        from cafleet import broker
         from cafleet.web.timeline import ack_at, group
 
         rows = broker.timeline(ctx.conn, fleet_id=ctx.fleet.fleet_id, limit=TIMELINE_LIMIT)
@@ -627,9 +589,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def send(ctx: FleetCtx, body: m.SendIn) -> Any:
-        from cafleet.text import check_inline_body
-        from cafleet.workflows import messaging
-
         try:
             check_inline_body(body.text)
         except ValueError as exc:
@@ -668,8 +627,6 @@ def _routes(app: FastAPI) -> None:
         )
 
     def _monitor_out(ctx: Ctx) -> Any:
-        from cafleet.workflows.monitor import monitor_status
-
         status = monitor_status(ctx.conn, ctx.fleet.fleet_id)
         rt = status.runtime
         return dict(
@@ -700,16 +657,12 @@ def _routes(app: FastAPI) -> None:
     @app.patch("/api/monitor", response_model=m.MonitorOut, summary="Set the wake interval")
     @_raw
     def monitor_interval(ctx: FleetCtx, body: m.IntervalIn) -> Any:
-        from cafleet.workflows.monitor import set_wake_interval
-
         set_wake_interval(ctx.conn, ctx.fleet.fleet_id, body.wake_interval_seconds)
         return _monitor_out(ctx)
 
     @app.post("/api/monitor/wake", response_model=m.WakeOut, summary="Wake the monitor member now")
     @_raw
     def monitor_wake(ctx: FleetCtx) -> Any:
-        from cafleet.workflows.monitor import wake_now
-
         return dict(wake_requested_at=wake_now(ctx.conn, ctx.fleet.fleet_id))
 
 

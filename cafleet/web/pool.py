@@ -13,6 +13,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from cafleet.db.guard import open_revalidated_connection, recheck_schema
+from cafleet.db.runtime import close_connection
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
@@ -29,9 +32,6 @@ class Connections:
 
     def take(self) -> Connection:
         """A connection for one request, current per the guard (else `GuardRefused`)."""
-        from cafleet.db.guard import open_revalidated_connection, recheck_schema
-        from cafleet.db.runtime import close_connection
-
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
@@ -46,8 +46,6 @@ class Connections:
     def give(self, conn: Connection) -> None:
         """Back from a finished request; kept for reuse unless refused, mid-transaction or
         surplus."""
-        from cafleet.db.runtime import close_connection
-
         reusable = not conn.info.get("cafleet.refused") and not conn.in_transaction()
         if reusable:
             with self._lock:
@@ -57,8 +55,6 @@ class Connections:
         close_connection(conn, guarded=bool(conn.info.get("cafleet.refused")))
 
     def close(self) -> None:
-        from cafleet.db.runtime import close_connection
-
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:

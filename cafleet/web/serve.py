@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import socket
 
+from cafleet import signals
 from cafleet.web.app import ServerConfig, create_app
 
 
 def serve(config: ServerConfig, sock: socket.socket) -> None:
     """Serve until SIGINT/SIGTERM; uvicorn finishes the requests in flight, then returns."""
     import uvicorn
-
-    from cafleet import signals
 
     class Server(uvicorn.Server):
         async def on_tick(self, counter: int) -> bool:

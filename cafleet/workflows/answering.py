@@ -16,8 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.delivery.screens import classify
+from cafleet.delivery.screens.prompts import CHOICE_NUMBER, read_prompt
+from cafleet.delivery.submit import Clock
+from cafleet.mux import MSG_NOT_OURS, MultiplexerError, owner_of, owner_problem, probe_for_typing
+from cafleet.text import sanitize_single_line, truncate
+from cafleet.workflows.errors import PaneUnavailable, WorkflowError
+from cafleet.workflows.members import _lock_pane, _refuse_director
+from cafleet.workflows.panes import active_member, backend_for, concrete_placement, refuse_elsewhere
+from cafleet.workflows.spawning import WorkflowUsageError
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -47,9 +54,6 @@ def choice_problem(wanted: str) -> str | None:
     read as choice 1, or fail in Python's own words), or more than `CHOICE_LIMIT` characters.
     Checked before anything is read or typed; the CLI's exit 2, the WebUI's 400."""
     import unicodedata
-
-    from cafleet.delivery.screens.prompts import CHOICE_NUMBER
-    from cafleet.text import sanitize_single_line, truncate
 
     shown = truncate(sanitize_single_line(wanted), _CHOICE_SHOWN)
     text = " ".join(wanted.split())
@@ -91,15 +95,8 @@ def showing(conn: Connection, member_id: int) -> Showing:
     """The prompt the member's pane shows (no lock: a read). Refusals as `member capture`'s
     (`cafleet.workflows.panes.capture_member`): unknown or deregistered member, no or a pending
     placement, tmux unusable, a pane that is not the placement's, a failed capture."""
-    from cafleet.delivery.screens import classify
-    from cafleet.delivery.screens.prompts import read_prompt
-    from cafleet.mux import MultiplexerError, owner_of, owner_problem
-    from cafleet.workflows.errors import PaneUnavailable
-
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to read")
-    from cafleet.workflows.panes import refuse_elsewhere
-
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -144,8 +141,6 @@ def _check(
     state: str,
 ) -> tuple[Prompt, Choice]:
     """The prompt and the choice to press, or the refusal (nothing typed) in the CLI's words."""
-    from cafleet.text import sanitize_single_line
-
     nothing = "nothing was typed"
     if prompt is None:
         raise AnswerRefused(
@@ -181,21 +176,12 @@ def answer(
     clock: Clock | None = None,
 ) -> Answered:
     """Answer the member's prompt with ``wanted`` (see the module docstring)."""
-    from cafleet.delivery.screens import classify
-    from cafleet.delivery.screens.prompts import read_prompt
-    from cafleet.delivery.submit import Clock
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, owner_of, probe_for_typing
-    from cafleet.workflows.members import _lock_pane, _refuse_director
-    from cafleet.workflows.spawning import WorkflowUsageError
-
     problem = choice_problem(wanted)
     if problem is not None:
         raise WorkflowUsageError(f"{problem}; nothing was typed")
     clock = clock or Clock()
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to answer")
-    from cafleet.workflows.panes import refuse_elsewhere
-
     refuse_elsewhere(conn, member)
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
@@ -233,8 +219,6 @@ def _verify(
     mux: Multiplexer, pane_id: str, agent: str, prompt: Prompt, choice: Choice, clock: Clock
 ) -> Prompt | None:
     """Wait until ``prompt`` has left the screen; the prompt shown then (None: none)."""
-    from cafleet.delivery.screens.prompts import read_prompt
-
     deadline = clock.now() + VERIFY_SECONDS
     while True:
         now_showing = read_prompt(agent, mux.screen(pane_id))
@@ -258,8 +242,6 @@ def _confirm(
 ) -> Prompt | None:
     """Confirm ``choice`` in the dialog it opened (``choice.confirm``: its question and the
     confirming choice); the prompt shown then. No such dialog within `CONFIRM_SECONDS`: as is."""
-    from cafleet.delivery.screens.prompts import read_prompt
-
     assert choice.confirm is not None
     question, label = choice.confirm
     deadline = clock.now() + CONFIRM_SECONDS

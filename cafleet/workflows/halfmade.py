@@ -20,7 +20,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cafleet.workflows.errors import WorkflowError
+from cafleet import broker
+from cafleet.config import db_dir_of
+from cafleet.hosts import HostIdError, current_host
+from cafleet.mux import MultiplexerError, PaneContext, PaneKey, placement_backend, same_server
+from cafleet.mux.locks import lock_busy, pane_lock_path, read_holder, try_pane_lock
+from cafleet.procs import env_value
+from cafleet.workflows.errors import PaneUnavailable, WorkflowError
+from cafleet.workflows.locking import wait_for_lock
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -34,8 +41,6 @@ PLACEMENT_VARIABLE = "CAFLEET_PLACEMENT"
 
 def creation_key(fleet_id: int, name: str) -> PaneKey:
     """The creation lock's key: a lock file of its own (no backend is called "create")."""
-    from cafleet.mux import PaneKey
-
     return PaneKey("create", str(fleet_id), name)
 
 
@@ -74,8 +79,6 @@ class HalfMade:
 
 def _pending_here(member: Member) -> bool:
     """Pending, and made on this host (whose lock files this process can ask)."""
-    from cafleet.hosts import HostIdError, current_host
-
     placement = member.placement
     if not member.is_active or placement is None or placement.mux_pane_id is not None:
         return False
@@ -88,8 +91,6 @@ def _pending_here(member: Member) -> bool:
 
 
 def _holder_pid(db_dir: str, key: PaneKey) -> int | None:
-    from cafleet.mux.locks import pane_lock_path, read_holder
-
     holder = read_holder(pane_lock_path(db_dir, key))
     return None if holder is None else holder.pid
 
@@ -98,9 +99,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
     """The half-made ones of ``members``: pending here, their creation lock free, and still
     pending when read again (a create that finished meanwhile released the lock too). Creates
     no file; costs nothing without a pending member."""
-    from cafleet import broker
-    from cafleet.mux.locks import lock_busy
-
     found: list[HalfMade] = []
     for member in members:
         if not _pending_here(member):
@@ -118,9 +116,6 @@ def half_made(conn: Connection, db_dir: str, members: Iterable[Member]) -> list[
 def refuse(conn: Connection, member: Member) -> None:
     """Commands that need the member's pane (ping, prompt, capture, the WebUI's): a half-made
     member is refused with its line (what happened, and the command that finishes it)."""
-    from cafleet.config import db_dir_of
-    from cafleet.workflows.errors import PaneUnavailable
-
     for left in half_made(conn, db_dir_of(conn.info["cafleet.path"]), [member]):
         raise PaneUnavailable(left.line)
 
@@ -128,9 +123,6 @@ def refuse(conn: Connection, member: Member) -> None:
 def _acquire(settings: Settings, fleet_id: int, name: str, *, wait: bool, purpose: str) -> Any:
     """The creation lock, or None when ``wait`` is False and it is busy. Waiting runs out after
     the pane-lock timeout: `WorkflowError` naming the holder."""
-    from cafleet.mux.locks import try_pane_lock
-    from cafleet.workflows.locking import wait_for_lock
-
     key = creation_key(fleet_id, name)
     if not wait:
         return try_pane_lock(settings.db_dir, key, purpose=purpose)
@@ -162,8 +154,6 @@ def claimed(
     """Hold ``member``'s creation lock and yield it re-read when it is half-made; None when its
     create finished meanwhile or (``wait`` False) is still running. The caller finishes or
     removes it under the lock, so no create of the same name runs meanwhile."""
-    from cafleet import broker
-
     if not _pending_here(member):
         yield None
         return
@@ -182,8 +172,6 @@ def claimed(
 def of_name(conn: Connection, fleet_id: int, name: str) -> HalfMade | None:
     """With the creation lock of (fleet, name) held: the oldest active member of that name
     whose placement is still pending here (its create was interrupted), or None."""
-    from cafleet import broker
-
     for entry in broker.member_roster(conn, fleet_id=fleet_id):
         if entry.member.name == name and _pending_here(entry.member):
             return HalfMade(entry.member, None)
@@ -193,9 +181,6 @@ def of_name(conn: Connection, fleet_id: int, name: str) -> HalfMade | None:
 def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
     """The pane the interrupted create already spawned for ``placement`` (its environment holds
     the placement's token), on the placement's tmux server; None when there is none."""
-    from cafleet.mux import MultiplexerError, PaneContext, same_server
-    from cafleet.procs import env_value
-
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
         return None
     token = placement_token(placement)
@@ -218,8 +203,6 @@ def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
 
 def kill_orphan(placement: Placement) -> str | None:
     """Kill the pane the interrupted create spawned, if there is one; its id, or None."""
-    from cafleet.mux import MultiplexerError, placement_backend
-
     try:
         backend = placement_backend(placement.backend, placement.mux_socket)
         backend.ensure_available()

@@ -12,7 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from cafleet import status
+from cafleet import broker, status
+from cafleet.hosts import current_host
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -46,16 +47,12 @@ def pane_members(conn: Connection, env: Mapping[str, str]) -> list[PaneMember]:
     pane, tmux = env.get("TMUX_PANE"), env.get("TMUX")
     if not pane or not tmux:
         return []
-    from cafleet import broker
-
     rows = broker.pane_members(conn, pane)
     if not rows:
         return []
     socket = tmux.split(",", 1)[0]
     here: str | None = None
     if any(host is not None for *_, host in rows):
-        from cafleet.hosts import current_host
-
         here = current_host()
     return [
         (member_id, name)
@@ -80,8 +77,6 @@ def require_own_message(conn: Connection, env: Mapping[str, str], message_id: in
     members = pane_members(conn, env)
     if not members:
         return
-    from cafleet import broker
-
     owner = broker.get_message(conn, message_id).owner_member_id  # unknown: `message … not found`
     if owner not in {m[0] for m in members}:
         raise NotThisPanesMember(

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cafleet import broker
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
 def _owners(conn: Connection) -> dict[str, RecordedWorktree]:
     """path -> the record that owns it: an active member's, else the latest member's."""
-    from cafleet import broker
-
     owners: dict[str, RecordedWorktree] = {}
     for rec in broker.recorded_worktrees(conn):  # by member id: a later one replaces
         path = os.path.realpath(rec.spec.path)

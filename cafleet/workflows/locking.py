@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cafleet import signals
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -18,9 +20,6 @@ def wait_for_lock(
 ) -> Any:
     """The lock on ``key``, held by the caller. A timeout raises `WorkflowError` with
     ``busy(exc)``; an abandoned wait re-checks for a signal and re-raises."""
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
-
     try:
         return acquire_pane_lock(
             settings.db_dir,

@@ -13,9 +13,44 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from cafleet import broker, signals
+from cafleet.agents.permissions import DEFAULT_PROFILE, LEGACY_PROFILE, PROFILES
+from cafleet.agents.prompt import (
+    load_default_member_prompt,
+    load_default_monitor_prompt,
+    render_template,
+)
+from cafleet.assets.guard import require_assets
+from cafleet.broker.errors import (
+    CannotDeregisterRootDirector,
+    FleetDeleted,
+    MemberDeregistered,
+    MonitorSlotTaken,
+    NoActiveMonitor,
+    PlacementVanished,
+    RootDirectorInactive,
+)
+from cafleet.delivery.keys import Target, type_into_pane
+from cafleet.delivery.policy import SCROLLBACK_LINES
 from cafleet.errors import error_text
-from cafleet.workflows import placing
+from cafleet.hosts import current_host
+from cafleet.mux import (
+    MSG_NOT_OURS,
+    MultiplexerError,
+    owner_of,
+    owner_problem,
+    same_server,
+    tmux_backend,
+)
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+from cafleet.records import PaneKey, PlacementSpec, SpawnSpec
+from cafleet.text import id_tag, line_id
+from cafleet.workflows import halfmade, placing, worktrees
 from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.halfmade import kill_orphan, refuse
+from cafleet.workflows.hosts import start_on_demand
+from cafleet.workflows.leftovers import left_behind
+from cafleet.workflows.locking import wait_for_lock
 from cafleet.workflows.panes import (
     active_member,
     backend_for,
@@ -23,6 +58,7 @@ from cafleet.workflows.panes import (
     elsewhere,
     refuse_elsewhere,
 )
+from cafleet.workflows.reaping import kill_pane_and_leftovers
 from cafleet.workflows.spawning import (
     MSG_KILL_FAILED,
     Cleanup,
@@ -32,6 +68,7 @@ from cafleet.workflows.spawning import (
     spawn_plan,
     validate_agent_options,
 )
+from cafleet.workflows.worktrees import resume, retire, undo
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -123,8 +160,6 @@ def _refuse_director(conn: Connection, member: Member) -> None:
     key = member.placement.pane_key if member.placement is not None else None
     if key is None:
         return
-    from cafleet import broker
-
     director = broker.director_placement(conn, member.fleet_id)
     if director is not None and key == director.pane_key:
         raise WorkflowError(refusal)
@@ -139,9 +174,6 @@ def _pane_key(placement: Placement) -> PaneKey:
 def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose: str) -> Any:
     """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
     `lock_busy_message` (exit 1)."""
-    from cafleet import signals
-    from cafleet.workflows.locking import wait_for_lock
-
     signals.check()
     return wait_for_lock(
         settings, _pane_key(placement), purpose, lambda _exc: lock_busy_message(member_id)
@@ -149,8 +181,6 @@ def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose
 
 
 def _default_template(role: Literal["monitor"] | None) -> str:
-    from cafleet.agents.prompt import load_default_member_prompt, load_default_monitor_prompt
-
     return load_default_monitor_prompt() if role == "monitor" else load_default_member_prompt()
 
 
@@ -187,8 +217,6 @@ def create(
     recorded. Failures after the registration undo it (and kill the pane) and raise
     `CompensatedError`.
     """
-    from cafleet.workflows import halfmade
-
     with halfmade.creating(settings, fleet_id, name):
         left = halfmade.of_name(conn, fleet_id, name)
         if left is not None:
@@ -242,8 +270,6 @@ def _create(
     worktree: WorktreeRequest | None,
     permissions: str | None,
 ) -> Created:
-    from cafleet import broker, signals
-
     fleet, director = _live_fleet_and_director(conn, fleet_id)  # 2.
     _check_monitor_slot(conn, fleet_id, role)  # 3.
     coding_agent = _resolve_agent(conn, director, coding_agent)  # 4.
@@ -254,16 +280,12 @@ def _create(
     template = prompt() if prompt is not None else _default_template(role)
     profile: str | None = None
     if role != "monitor":
-        from cafleet.agents.permissions import DEFAULT_PROFILE, PROFILES
-
         profile = permissions or broker.member_defaults(conn, fleet_id).get("permissions")
         if profile not in PROFILES:  # no default, or one this cafleet does not know
             profile = DEFAULT_PROFILE
     plan = spawn_plan(agent, template, model, effort, profile or "workspace")
     where = _where(conn, fleet, director)  # 6.
     # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
-    from cafleet.workflows import worktrees
-
     tree = worktrees.plan_for_member(conn, fleet_id, name, role, worktree)
 
     # Safe point: nothing written yet.
@@ -303,15 +325,11 @@ def finish(
     its creation lock): from step 7b on, with what its registration recorded. Its worktree is
     made again if it is gone; the pane the interrupted create already spawned, if any, becomes
     its pane instead of a second agent. A failure undoes it as a failed create would."""
-    from cafleet import broker
-
     fleet, director = _live_fleet_and_director(conn, member.fleet_id)
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is None
     template, model, effort, profile = recorded_spawn(conn, member)
     coding_agent = placement.coding_agent
-    from cafleet.assets.guard import require_assets
-
     require_assets(conn, agents=[coding_agent])
     agent = validate_agent_options(
         coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
@@ -324,8 +342,6 @@ def finish(
     job = _Spawn(fleet, director, *where[:3], plan, coding_agent, role, profile, where[3])
 
     def make() -> WorktreePlan:
-        from cafleet.workflows.worktrees import resume
-
         assert spec is not None
         return resume(spec)
 
@@ -341,8 +357,6 @@ def finish_pending(
     """`member respawn` of a member whose placement is pending: `finish` its create when that
     was interrupted; one still running is waited for (up to the pane-lock timeout) and then
     refused, the member having its pane."""
-    from cafleet.workflows import halfmade
-
     refuse_elsewhere(conn, member)  # its create runs, or was interrupted, on another host
     with halfmade.claimed(conn, settings, member, wait=True) as left:
         if left is None:
@@ -358,9 +372,6 @@ def finish_pending(
 def recorded_spawn(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
     """(template, model, effort, permission profile) the member was spawned with; a member
     recorded before profiles existed keeps what it ran with then (`readonly`)."""
-    from cafleet import broker
-    from cafleet.agents.permissions import LEGACY_PROFILE
-
     spec = broker.get_spawn(conn, member.member_id)
     if spec is None and member.kind != "monitor":
         raise WorkflowError(
@@ -379,8 +390,6 @@ def _where(
 ) -> tuple[TmuxBackend, Placement, list[str], bool]:
     """Step 6: tmux, the pane to split from, the fleet's overflow windows there, and whether it
     is on another host than the Director's."""
-    from cafleet import broker
-
     backend, director_placement = _split_source(fleet.fleet_id, director)
     # Away from the Director's host: the pane goes next to this command's own pane.
     assert director.placement is not None  # `_split_source` checked it
@@ -410,9 +419,6 @@ def _start(
     (``make``), the agent's pane (with ``adopt``, the one an interrupted create already spawned
     for this placement, when there is one), the patch. A failure deregisters it and undoes the
     worktree."""
-    from cafleet import signals
-    from cafleet.workflows import halfmade
-
     pending = member.placement
     assert pending is not None
     undo = _Undo(conn, member.member_id, job.backend)
@@ -435,8 +441,6 @@ def _start(
     spawned = halfmade.orphan_pane(job.backend, pending) if adopt else None
     if spawned is None:
         # 8. Render and spawn.
-        from cafleet.agents.prompt import render_template
-
         rendered = render_template(
             job.plan.template,
             fleet_id=member.fleet_id,
@@ -450,8 +454,6 @@ def _start(
             monitor=job.role == "monitor",
             db_dir=settings.db_dir,
         )
-        from cafleet.workflows import worktrees
-
         spawned = spawn_member_pane(
             job.backend,
             settings,
@@ -489,8 +491,6 @@ def _start(
 
 
 def _with_host_loop(conn: Connection, created: Created, host_id: str | None) -> Created:
-    from cafleet.workflows.hosts import start_on_demand
-
     assert host_id is not None
     pid, problem = start_on_demand(conn, host_id)
     return dataclasses.replace(
@@ -500,9 +500,6 @@ def _with_host_loop(conn: Connection, created: Created, host_id: str | None) -> 
 
 def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Member]:
     """Step 2: the fleet, not deleted, and its active root Director."""
-    from cafleet import broker
-    from cafleet.broker.errors import FleetDeleted, RootDirectorInactive
-
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
         raise FleetDeleted(fleet_id)
@@ -517,9 +514,6 @@ def _live_fleet_and_director(conn: Connection, fleet_id: int) -> tuple[Fleet, Me
 def _check_monitor_slot(conn: Connection, fleet_id: int, role: str | None) -> None:
     """Step 3: a monitor needs a free slot, a member an active monitor (re-checked at
     registration)."""
-    from cafleet import broker
-    from cafleet.broker.errors import MonitorSlotTaken, NoActiveMonitor
-
     monitor = broker.get_active_monitor(conn, fleet_id=fleet_id)
     if role == "monitor" and monitor is not None:
         raise MonitorSlotTaken(fleet_id, monitor.member_id)
@@ -536,17 +530,12 @@ def _resolve_agent(conn: Connection, director: Member, coding_agent: str | None)
                 f"{director.member_id}) has no placement; re-run with --coding-agent"
             )
         coding_agent = director.placement.coding_agent
-    from cafleet.assets.guard import require_assets
-
     require_assets(conn, agents=[coding_agent])
     return coding_agent
 
 
 def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placement]:
     """Step 6: tmux, and the root Director's concrete pane on this server to split from."""
-    from cafleet.hosts import current_host
-    from cafleet.mux import MultiplexerError, tmux_backend
-
     backend = tmux_backend()
     director_placement = director.placement
     here = current_host()
@@ -565,8 +554,6 @@ def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placeme
         return backend, placing.local_anchor(
             backend, director_placement, here, "cafleet member create"
         )
-    from cafleet.mux import MSG_NOT_OURS, same_server
-
     if not same_server(backend.socket_path, director_placement.mux_socket):
         # Splitting "@<window>" here would split a window of this server, not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
@@ -590,10 +577,6 @@ def _register(
     permissions: str | None = None,
 ) -> Member:
     """Step 7: register the member with a pending placement in the Director's window."""
-    from cafleet import broker
-    from cafleet.broker.errors import MonitorSlotTaken, NoActiveMonitor
-    from cafleet.records import PlacementSpec, SpawnSpec
-
     try:
         return broker.register_member(
             conn,
@@ -635,8 +618,6 @@ class _Undo:
         self.tree: WorktreePlan | None = None
 
     def deregister(self, cleanup: Cleanup, *, only_if_active: bool = False) -> None:
-        from cafleet import broker
-
         def action() -> None:
             if only_if_active:
                 current = broker.get_member(self.conn, self.member_id)
@@ -646,8 +627,6 @@ class _Undo:
 
         cleanup.step(f"member {self.member_id}", action)
         if self.tree is not None:
-            from cafleet.workflows.worktrees import undo
-
             for line in undo(self.tree):
                 cleanup.add(line)
 
@@ -670,11 +649,6 @@ def _patch_pane(
     spawned: PaneContext,
 ) -> Placement:
     """Step 9: write the new pane's id under its lock; any failure kills it and deregisters."""
-    from cafleet import broker, signals
-    from cafleet.broker.errors import PlacementVanished
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
-    from cafleet.records import PaneKey
-
     member_id, pane_id = undo.member_id, spawned.pane_id
     key = PaneKey("tmux", director_placement.mux_session, pane_id)
     try:
@@ -717,9 +691,6 @@ def delete(
     half-made by an interrupted create loses the pane that create spawned too; a deregistered
     member whose worktree is still there (an interrupted delete, or one kept) gets it retired
     again."""
-    from cafleet import broker
-    from cafleet.workflows import halfmade
-
     member = broker.get_member(conn, member_id)
     if not member.is_active:
         return _retire_again(conn, member, discard_worktree)
@@ -728,8 +699,6 @@ def delete(
     spawn = broker.get_spawn(conn, member_id)
     if spawn is None or spawn.worktree is None:
         return deleted
-    from cafleet.workflows.worktrees import retire
-
     running = None
     if deleted.pane_status == "shared":
         running = f"its pane still runs (shared with member {deleted.shared_with})"
@@ -740,14 +709,9 @@ def delete(
 def _retire_again(conn: Connection, member: Member, discard: bool) -> Deleted:
     """`member delete` of a deregistered member: its worktree, when it is left behind, is
     retired as the delete would have; else `member <id> is deregistered`."""
-    from cafleet.broker.errors import MemberDeregistered
-    from cafleet.workflows.leftovers import left_behind
-
     mine = [r for r in left_behind(conn, member.fleet_id) if r.member_id == member.member_id]
     if not mine:
         raise MemberDeregistered(member.member_id)
-    from cafleet.workflows.worktrees import retire
-
     retired = retire(member.member_id, mine[0].spec, discard=discard)
     return Deleted(member.member_id, None, "deregistered", None, retired)
 
@@ -757,9 +721,6 @@ def _delete(
 ) -> Deleted:
     """The deregistration and the pane kill of `delete`; ``half_made``: the pane the
     interrupted create of this pending member spawned is killed first."""
-    from cafleet import broker, signals
-    from cafleet.broker.errors import CannotDeregisterRootDirector
-
     member = active_member(conn, member_id)
     if member.kind == "director":
         raise CannotDeregisterRootDirector(member_id)
@@ -769,8 +730,6 @@ def _delete(
         signals.check()
         orphan = None
         if half_made and placement is not None:
-            from cafleet.workflows.halfmade import kill_orphan
-
             orphan = kill_orphan(placement)
         broker.deregister_member(conn, member_id=member_id)
         if orphan is not None:
@@ -785,8 +744,6 @@ def _delete(
         broker.deregister_member(conn, member_id=member_id)
         return Deleted(member_id, pane_id, "elsewhere", None)
     backend = backend_for(placement.backend, placement.mux_socket)
-    from cafleet.mux import MultiplexerError
-
     lock = _lock_pane(settings, placement, member_id, f"member delete {member_id}")
     with lock:
         # Re-read under the lock: the member may have changed while we waited.
@@ -799,13 +756,9 @@ def _delete(
         if shared is not None:
             status, other = "shared", shared
         else:
-            from cafleet.mux import owner_of, owner_problem
-
             not_ours = owner_problem(backend, pane_id, owner_of(placement))
             if not_ours is not None:
                 raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
-            from cafleet.workflows.reaping import kill_pane_and_leftovers
-
             try:  # and everything its agent started (docs/runtime.md §1.10)
                 killed = kill_pane_and_leftovers(backend, pane_id, placement)
             except MultiplexerError as exc:
@@ -836,12 +789,6 @@ def _type_line(
     the agent was not seen taking `typed into pane <pane_id> but not verified: <detail>`, a
     pane that is not the placement's `pane <pane_id> belongs to another tmux server or was
     reused`; each is exit 1."""
-    from cafleet import signals
-    from cafleet.delivery.keys import Target, type_into_pane
-    from cafleet.delivery.policy import SCROLLBACK_LINES
-    from cafleet.mux import owner_of
-    from cafleet.mux.locks import PaneLockAbandoned
-
     verb = "prompt" if wait else "ping"
     if wait:
         signals.check()
@@ -879,12 +826,8 @@ def _type_line(
 
 def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> Prompted:
     """Type one line into the member's pane as a user turn (docs/cli.md §2.12)."""
-    from cafleet.assets.guard import require_assets
-
     require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
-    from cafleet.workflows.halfmade import refuse
-
     refuse(conn, member)  # its create was interrupted: say so, and how to finish it
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
@@ -899,22 +842,16 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     """Type the fixed ping line into the member's pane, or skip a pending, busy or held pane
     (docs/cli.md §2.13); the result carries the pane state the gate saw."""
-    from cafleet.assets.guard import require_assets
-
     require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
     placement = _placed(member)
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
-        from cafleet.workflows.halfmade import refuse
-
         refuse(conn, member)  # its create was interrupted: say so, and how to finish it
         return Pinged(member, None, True, "pending_placement")
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     backend = backend_for(placement.backend, placement.mux_socket)
-    from cafleet.text import id_tag, line_id
-
     # Each ping ends with its own id, so the screen check knows this ping from an older one.
     tag = id_tag("ping", line_id())
     line = f"{PING_LINE.format(member_id=member_id)} {tag}"

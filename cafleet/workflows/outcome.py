@@ -12,6 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from cafleet import signals, status
+from cafleet.db import lost
+from cafleet.db.errors import StorageError
+from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -88,10 +91,6 @@ def settle(
     works again: a lost PostgreSQL session is replaced, and the look-up waits until the old
     session has ended (then nothing it began can still commit). Tries for `SETTLE_SECONDS`;
     then, or on a signal, `SendUnknown`."""
-    from cafleet.db import lost
-    from cafleet.db.errors import StorageError
-    from cafleet.errors import error_text
-
     detail = named(conn, error_text(failure))
     deadline = time.monotonic() + SETTLE_SECONDS
     while not signals.stop_requested():

@@ -8,7 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cafleet import broker
+from cafleet.broker.errors import MemberDeregistered
+from cafleet.hosts import current_host, effective_host
+from cafleet.mux import MultiplexerError, owner_of, owner_problem, placement_backend
 from cafleet.workflows.errors import PaneUnavailable
+from cafleet.workflows.halfmade import refuse
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -25,8 +30,6 @@ class Capture:
 def backend_for(name: str, socket_path: str | None = None) -> Any:
     """The placement's backend, available, on the server the placement records (any shell
     reaches it; else the one ``TMUX`` names); the tmux message as `PaneUnavailable` otherwise."""
-    from cafleet.mux import MultiplexerError, placement_backend
-
     try:
         backend = placement_backend(name, socket_path)
         backend.ensure_available()
@@ -38,9 +41,6 @@ def backend_for(name: str, socket_path: str | None = None) -> Any:
 def active_member(conn: Connection, member_id: int) -> Member:
     """The member; `MemberNotFound` (`member <id> not found`) for an unknown id,
     `MemberDeregistered` (`member <id> is deregistered`) for a deregistered one."""
-    from cafleet import broker
-    from cafleet.broker.errors import MemberDeregistered
-
     member = broker.get_member(conn, member_id)
     if member.status != "active":
         raise MemberDeregistered(member_id)
@@ -65,15 +65,11 @@ def concrete_placement(member: Member, what: str) -> Placement:
 def elsewhere(conn: Connection, member: Member) -> str | None:
     """The other host the member's pane is on (its placement's, else its root Director's), or
     None when it is on this one (docs/runtime.md §10.2)."""
-    from cafleet.hosts import current_host, effective_host
-
     placement = member.placement
     if placement is None:
         return None
     director_host = None
     if placement.host_id is None:
-        from cafleet import broker
-
         director = broker.director_placement(conn, member.fleet_id)
         director_host = None if director is None else director.host_id
     host = effective_host(placement.host_id, director_host)
@@ -85,8 +81,6 @@ def refuse_elsewhere(conn: Connection, member: Member) -> None:
     §10.2): the same pane id names another pane here."""
     host = elsewhere(conn, member)
     if host is not None:
-        from cafleet.hosts import current_host
-
         pane = member.placement.mux_pane_id if member.placement is not None else None
         raise PaneUnavailable(
             f"member {member.member_id}'s pane {pane or '-'} is on host {host}, not this host "
@@ -102,16 +96,12 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     reused elsewhere: docs/runtime.md §1.8), the capture call failing.
     """
     member = active_member(conn, member_id)
-    from cafleet.workflows.halfmade import refuse
-
     refuse(conn, member)  # its create was interrupted: say so, and how to finish it
     placement = concrete_placement(member, "nothing to capture")
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
     backend = backend_for(placement.backend, placement.mux_socket)
-    from cafleet.mux import MultiplexerError, owner_of, owner_problem
-
     not_ours = owner_problem(backend, pane_id, owner_of(placement))
     if not_ours is not None:
         raise PaneUnavailable(not_ours)

@@ -15,6 +15,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet.hosts import effective_host
+from cafleet.mux import MultiplexerError, PaneContext
+from cafleet.mux.layout import Size, main_vertical_member, tiled_member
+from cafleet.records import Placement
+from cafleet.workflows.errors import WorkflowError
+
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.mux import PaneContext
@@ -43,8 +49,6 @@ def window_mode(option: str | None) -> WindowMode:
 
 
 def minimum(settings: Settings) -> Size:
-    from cafleet.mux.layout import Size
-
     return Size(settings.min_pane_columns, settings.min_pane_rows)
 
 
@@ -72,9 +76,6 @@ def choose(
     mode: WindowMode = "auto",
 ) -> Target:
     """The target for one new pane. tmux errors reading the Director's window propagate."""
-    from cafleet.mux import MultiplexerError
-    from cafleet.mux.layout import main_vertical_member, tiled_member
-
     last = overflow[-1] if overflow else director_window
     if mode == "current":
         return Target(director_window, False, DIRECTOR_LAYOUT)
@@ -104,8 +105,6 @@ def spawn_at(
     env: Mapping[str, str],
 ) -> PaneContext:
     """Split the target window, or open the new window; the new pane's context."""
-    from cafleet.mux import PaneContext
-
     if target.new_window:
         window_id, pane_id = backend.new_window(
             after_window_id=target.window_id, name=window_name, argv=argv, cwd=cwd, env=env
@@ -125,8 +124,6 @@ def on_host_of(
 ) -> list[Member]:
     """The members whose panes are on the host of ``anchor`` (the pane a new one goes next to);
     ``director_host``: the fleet's root Director's host (a placement without its own)."""
-    from cafleet.hosts import effective_host
-
     host = effective_host(anchor.host_id, director_host)
     return [
         m
@@ -140,10 +137,6 @@ def local_anchor(backend: Any, director_placement: Placement, here: str, command
     to: the pane ``command`` runs in (its session and window take the Director's place in the
     layout rules), on this host's tmux server. Without a tmux pane here (a plain shell, no
     server) it is refused naming what to do: the Director's window is on another machine."""
-    from cafleet.mux import MultiplexerError
-    from cafleet.records import Placement
-    from cafleet.workflows.errors import WorkflowError
-
     try:
         backend.ensure_available()
         context = backend.discover_context()

@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cafleet.db.timefmt import parse_ts
+from cafleet.mux import MultiplexerError, same_server
+from cafleet.procs import end_processes, pane_processes, server_pid_of
+
 if TYPE_CHECKING:
     from cafleet.procs import Proc
     from cafleet.records import Placement
@@ -24,8 +28,6 @@ def pane_leftovers(
     tree and every process whose environment names it; for a pane no longer on the server, the
     processes whose environment names it on this run of the server, when ``searchable(pane)``
     says the pane was made on this run (`made_on_this_server`). Asks tmux once (the panes' pids)."""
-    from cafleet.procs import pane_processes, server_pid_of
-
     socket_path = getattr(backend, "socket_path", None)
     if not socket_path:
         return set()
@@ -43,9 +45,6 @@ def made_on_this_server(backend: Any, placement: Placement) -> bool:
     """Whether ``placement``'s pane was made by the server running now on its socket: the
     placement was written after that server started. An earlier server's pane ids are handed
     out again, so without that answer nothing is searched."""
-    from cafleet.db.timefmt import parse_ts
-    from cafleet.mux import MultiplexerError, same_server
-
     if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
         return False
     created = parse_ts(placement.created_at)
@@ -60,8 +59,6 @@ def kill_pane_and_leftovers(backend: Any, pane_id: str, placement: Placement) ->
     """Kill the placement's pane (True: killed, False: already gone), then make sure every
     process found for it beforehand has ended (`cafleet.procs.end_processes`), even when the
     kill fails."""
-    from cafleet.procs import end_processes
-
     procs = pane_leftovers(backend, [pane_id], lambda _: made_on_this_server(backend, placement))
     try:
         return bool(backend.kill_pane(pane_id, ignore_missing=True))

@@ -26,8 +26,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cafleet.errors import error_text
+from cafleet import broker, signals
+from cafleet.broker import session_id
+from cafleet.errors import CafleetError, error_text
+from cafleet.hosts import current_host, effective_host
+from cafleet.mux import MultiplexerError, PaneGone, owner_of, same_server, tmux_backend
+from cafleet.mux.locks import PaneLockAbandoned
+from cafleet.records import PaneKey
 from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.hosts import start_on_demand
+from cafleet.workflows.recovery import predates_server, respawn, server_gone, start_loop, take_over
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -64,10 +72,6 @@ class Restored:
 
 def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
     """Whether the member's own pane still runs (on its server, in its session and window)."""
-    from cafleet import broker
-    from cafleet.mux import MultiplexerError, PaneGone, owner_of, same_server
-    from cafleet.workflows.recovery import predates_server, server_gone
-
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is not None
     if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
@@ -91,13 +95,6 @@ def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
 def restore(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Restored:
-    from cafleet import broker, signals
-    from cafleet.broker import session_id
-    from cafleet.hosts import current_host
-    from cafleet.mux import MultiplexerError, tmux_backend
-    from cafleet.records import PaneKey
-    from cafleet.workflows.recovery import predates_server, respawn, start_loop, take_over
-
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
         raise broker.FleetDeleted(fleet_id)
@@ -162,8 +159,6 @@ def restore(
     if all(o.state == "elsewhere" for o in outcomes) or signals.stop_requested():
         return restored
     # The members here are served by this host's delivery loop (docs/runtime.md §10.4).
-    from cafleet.workflows.hosts import start_on_demand
-
     host_pid, problem = start_on_demand(conn, me, "the members on this host")
     return dataclasses.replace(
         restored, host_id=me, host_loop_pid=host_pid, host_loop_warning=problem
@@ -172,8 +167,6 @@ def restore(
 
 def _other_host(member: Member, director_host: str | None, me: str) -> str | None:
     """The host the member's pane is on when that is not this one (docs/runtime.md §10.1)."""
-    from cafleet.hosts import effective_host
-
     own = member.placement.host_id if member.placement is not None else None
     host = effective_host(own, director_host)
     return None if host is None or host == me else host
@@ -182,9 +175,6 @@ def _other_host(member: Member, director_host: str | None, me: str) -> str | Non
 def _reportable(exc: BaseException) -> bool:
     """A member's failure that is its outcome line (a cafleet error); anything else, and a
     signal's stop, ends the command."""
-    from cafleet.errors import CafleetError
-    from cafleet.mux.locks import PaneLockAbandoned
-
     return isinstance(exc, CafleetError) and not isinstance(exc, PaneLockAbandoned)
 
 

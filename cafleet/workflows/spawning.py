@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from cafleet import status
+from cafleet import signals, status
 from cafleet.errors import error_text
 from cafleet.workflows.errors import WorkflowError
 
@@ -138,8 +138,6 @@ def spawn_plan(
     permissions: str = "workspace",
 ) -> SpawnPlan:
     """Validate the template, then (past a signal check) find the agent's binary: the plan."""
-    from cafleet import signals
-
     validate_template(template)
     signals.check()
     binary_path = ensure_agent_available(agent)

@@ -18,6 +18,17 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from cafleet import broker
+from cafleet.config import db_dir_of, monitor_log_path
+from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.hosts import HostIdError, current_host, effective_host
+from cafleet.monitor.runtime import is_held, is_live
+from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, placement_backend
+from cafleet.procs import pid_alive, stale_after
+from cafleet.text import idle_text
+from cafleet.workflows.halfmade import half_made
+from cafleet.workflows.leftovers import left_behind
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer, PaneState
@@ -51,7 +62,6 @@ def classified_state(backend: Multiplexer, placement: Placement, spawned: bool) 
     ``agent_state``, which asks it about a live pane it found to be the placement's
     (docs/runtime.md §1.8: another server's pane, or a reused id, is never captured)."""
     from cafleet.delivery.screens import classify
-    from cafleet.mux import MultiplexerError
 
     pane_id = placement.mux_pane_id
     if pane_id is None:
@@ -82,8 +92,6 @@ class LoopStatus(NamedTuple):
     def text(self) -> str:
         """`live (pid 4242, last heartbeat 3s ago)`, `stale: pid 4242 is not running (…)`,
         `stopped`, `stopped by 'cafleet monitor stop'`, `never started`."""
-        from cafleet.text import idle_text
-
         beat = (
             f"last heartbeat {idle_text(self.heartbeat_age)} ago"
             if self.heartbeat_age is not None
@@ -124,11 +132,6 @@ def loop_status_of(
     """The status a runtime row (None: no loop ever ran) shows at ``now``. ``remote``: the loop
     runs on another host (its root Director's), whose pid this host cannot ask: the heartbeat
     alone decides (docs/runtime.md §10.5)."""
-    from cafleet.config import monitor_log_path
-    from cafleet.db.timefmt import parse_ts, utcnow
-    from cafleet.monitor.runtime import is_held, is_live
-    from cafleet.procs import pid_alive
-
     moment = now if now is not None else utcnow()
     held = is_held(db_path, fleet_id)
     log_path = monitor_log_path(db_path, fleet_id)
@@ -137,8 +140,6 @@ def loop_status_of(
     beat = parse_ts(row.last_tick_at)
     age = None if beat is None else max(0, int((moment - beat).total_seconds()))
     running = None if row.pid is None or remote else pid_alive(int(row.pid))
-    from cafleet.procs import stale_after
-
     fresh = age is not None and age <= stale_after(row.tick_seconds)
     if row.pid is None:
         state: LoopState = "stopped"
@@ -162,8 +163,6 @@ def loop_status_of(
 
 def loop_status(conn: Connection, fleet_id: int, *, remote: bool = False) -> LoopStatus:
     """The fleet's loop now: one indexed read of its runtime row (``remote``: `loop_status_of`)."""
-    from cafleet import broker
-
     row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
     return loop_status_of(row, fleet_id=fleet_id, db_path=conn.info["cafleet.path"], remote=remote)
 
@@ -259,14 +258,6 @@ def check_panes(
     docs/runtime.md §1.8); another is plain `alive`, never captured. A member in ``elsewhere``
     (member id -> host id) has its pane on another host: its server is not asked from here and
     it reads `unknown`, `on host <H>` (docs/runtime.md §10.5)."""
-    from cafleet.mux import (
-        MultiplexerError,
-        is_owners_place,
-        owner_of,
-        pane_state,
-        placement_backend,
-    )
-
     remote = dict(elsewhere or {})
     every = list(members)
     members = [m for m in every if m.member_id not in remote]
@@ -333,8 +324,6 @@ class _Prefetched:
     from it is captured alone); everything else goes to the backend itself."""
 
     def __init__(self, backend: Any, pane_ids: list[str]) -> None:
-        from cafleet.mux import MultiplexerError
-
         self._backend = backend
         self._screens: dict[str, str] = {}
         batch = getattr(backend, "screens", None)
@@ -372,8 +361,6 @@ class HostLoopStatus(NamedTuple):
         """`A: members 1, 2; the root Director's host (its monitor loop delivers)`,
         `B: members 4, 5; delivery loop live (pid 77, last heartbeat 2s ago)`,
         `B: members 4; delivery loop not running`."""
-        from cafleet.text import idle_text
-
         noun = "member" if len(self.member_ids) == 1 else "members"
         who = f"{self.host_id}: {noun} {', '.join(map(str, self.member_ids))}"
         if self.director:
@@ -433,8 +420,6 @@ def hosts_report(
 ) -> HostsReport:
     """The fleet's hosts, from the placements read already (``members``, the Director among
     them) and, only for a fleet across machines, one read of the host loops."""
-    from cafleet.hosts import HostIdError, current_host, effective_host
-
     try:
         here: str | None = current_host()
     except HostIdError:
@@ -460,9 +445,6 @@ def hosts_report(
             for h, ids in by_host.items()
         ]
         return HostsReport(here, member_host, hosts)
-    from cafleet import broker
-    from cafleet.db.timefmt import parse_ts, utcnow
-
     now = utcnow()
     rows = {row.host_id: row for row in broker.host_loops(conn)}
     hosts = []
@@ -503,8 +485,6 @@ def fleet_report(
     worktrees its deleted members left behind. `FleetNotFound` for an unknown id; a
     soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member list`
     refuses)."""
-    from cafleet import broker
-
     summary = broker.fleet_summary(conn, fleet_id)
     roster: list[RosterEntry] = []
     if summary.deleted_at is None or roster_required:
@@ -519,10 +499,6 @@ def fleet_report(
     panes = check_panes(
         [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()
     )
-    from cafleet.config import db_dir_of
-    from cafleet.workflows.halfmade import half_made
-    from cafleet.workflows.leftovers import left_behind
-
     db_dir = db_dir_of(conn.info["cafleet.path"])
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))

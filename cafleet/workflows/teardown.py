@@ -20,8 +20,25 @@ from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet import broker, signals
+from cafleet.broker import fleet_worktrees, get_fleet
+from cafleet.broker.errors import FleetDeleted, PlacementsChanged
+from cafleet.hosts import current_host, is_local
+from cafleet.mux import (
+    MSG_NOT_OURS,
+    MultiplexerError,
+    owner_of,
+    owner_problem,
+    same_server,
+    usable_backend,
+)
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+from cafleet.procs import alive, cmdline, end_processes, identify
 from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.halfmade import half_made, kill_orphan
+from cafleet.workflows.reaping import made_on_this_server, pane_leftovers
 from cafleet.workflows.spawning import MSG_KILL_FAILED, lock_busy_message
+from cafleet.workflows.worktrees import retire
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -70,9 +87,6 @@ def _fleet_pane_locks(
     callback for a placement that gained its pane meanwhile. Everything is released on exit.
     A busy lock fails with docs/cli.md §1.11's message naming that member.
     """
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
-
     owners: dict[PaneKey, int] = {}
     for placement in placements:
         if placement.pane_key is not None:
@@ -110,8 +124,6 @@ def _plan(
     *,
     keep_panes: bool,
 ) -> _Plan:
-    from cafleet.hosts import current_host, is_local
-
     rows: list[PaneReport] = []
     kill: dict[PaneKey, list[int]] = {}
     here = current_host()
@@ -149,8 +161,6 @@ def _plan(
 
 
 def _backend(fleet_id: int, name: str) -> Any:
-    from cafleet.mux import MultiplexerError, usable_backend
-
     try:
         return usable_backend(name)
     except MultiplexerError as exc:
@@ -166,10 +176,6 @@ def _kill_panes(
     ran in them has ended, found beforehand (`reaping.pane_leftovers`; a pane already gone is
     searched when ``placements`` shows it was made on the running server). A failing kill
     ends the processes of the panes killed so far and raises `kill-pane failed for pane …`."""
-    from cafleet.mux import MultiplexerError
-    from cafleet.procs import end_processes
-    from cafleet.workflows.reaping import made_on_this_server, pane_leftovers
-
     known = placements or {}
     procs: set[Proc] = set()
     outcome: dict[PaneKey, bool] = {}
@@ -207,8 +213,6 @@ def _not_ours(
     of another tmux server refuses the whole delete (`msg_cannot_kill`, nothing killed or
     written); a pane id this server reused for a pane in another session or window means the
     member's own pane is gone, so it is left alone and reported `already_gone`."""
-    from cafleet.mux import MSG_NOT_OURS, owner_of, owner_problem, same_server
-
     reused: set[PaneKey] = set()
     for member in members:
         placement = member.placement
@@ -242,8 +246,6 @@ def _is_loop_of(argv: Sequence[str], fleet_id: int) -> bool:
 def stop_fleet_loop(fleet_id: int, pid: int | None, *, timeout: float = LOOP_STOP_TIMEOUT) -> bool:
     """SIGTERM the fleet's loop process ``pid`` (when it is one) and wait until it exited;
     SIGKILL after ``timeout``. True when a loop was stopped."""
-    from cafleet.procs import alive, cmdline, identify
-
     if pid is None:
         return False
     proc = identify(pid)
@@ -275,9 +277,6 @@ def delete(
     deregistered member's worktree is retired (docs/worktrees.md): removed when clean, or with
     ``discard_worktree``; kept while its pane still runs. A fleet already deleted is refused
     (`fleet <id> is deleted`), not reported as a delete of nobody."""
-    from cafleet.broker import fleet_worktrees, get_fleet
-    from cafleet.broker.errors import FleetDeleted
-
     if get_fleet(conn, fleet_id).deleted_at is not None:
         raise FleetDeleted(fleet_id)
     trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
@@ -295,9 +294,6 @@ def delete(
 def _half_made(conn: Connection, settings: Settings, fleet_id: int) -> list[Member]:
     """The live fleet's members left half-made by an interrupted `member create`: the pane that
     create may have spawned is recorded nowhere, so `_delete` cannot kill it."""
-    from cafleet import broker
-    from cafleet.workflows.halfmade import half_made
-
     if broker.get_fleet(conn, fleet_id).deleted_at is not None:
         return []
     members = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
@@ -307,8 +303,6 @@ def _half_made(conn: Connection, settings: Settings, fleet_id: int) -> list[Memb
 def _kill_orphans(deleted: Deleted, members: Sequence[Member]) -> Deleted:
     """Kill each half-made member's spawned pane, found by its environment, and report it
     `killed` instead of `pending`."""
-    from cafleet.workflows.halfmade import kill_orphan
-
     killed: dict[int, str] = {}
     for member in members:
         assert member.placement is not None
@@ -331,8 +325,6 @@ def _retire(
     keep_panes: bool,
     discard: bool,
 ) -> tuple[Retired, ...]:
-    from cafleet.workflows.worktrees import retire
-
     done: list[Retired] = []
     for row in rows:
         spec = trees.get(row.member_id)
@@ -350,9 +342,6 @@ def _retire(
 def _delete(
     conn: Connection, settings: Settings, fleet_id: int, *, keep_panes: bool = False
 ) -> Deleted:
-    from cafleet import broker, signals
-    from cafleet.broker.errors import PlacementsChanged
-
     fleet = broker.get_fleet(conn, fleet_id)  # unknown: `fleet '<id>' not found.`
     live = fleet.deleted_at is None
     placements = broker.fleet_placements(conn, fleet_id)

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from cafleet import git
+from cafleet.broker import member_defaults
+from cafleet.text import sanitize_single_line
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import usage
 
@@ -96,8 +99,6 @@ def copy_patterns(env: dict[str, str] | None = None) -> list[str]:
 def _copies(top: str, patterns: list[str]) -> tuple[str, ...]:
     """Files (and symlinks) under ``top`` matching ``patterns`` that git does not track, outside
     `.git` and `.cafleet`."""
-    from cafleet import git
-
     root = Path(top)
     found: set[str] = set()
     for pattern in patterns:
@@ -116,8 +117,6 @@ def _copies(top: str, patterns: list[str]) -> tuple[str, ...]:
 
 def require_repository(directory: str) -> None:
     """`fleet create --worktree`: the directory must be in a git working tree."""
-    from cafleet import git
-
     try:
         found = git.checkout_of(directory)
     except git.GitError as exc:
@@ -133,9 +132,6 @@ def _not_a_repository(directory: str) -> str:
 def plan(fleet_id: int, member_name: str, request: Request, directory: str | None = None) -> Plan:
     """Check everything `make` needs; raise `WorkflowError` (exit 1) or a usage error (exit 2,
     an invalid `--branch`) and write nothing."""
-    from cafleet import git
-    from cafleet.text import sanitize_single_line
-
     directory = directory or os.getcwd()
     try:
         checkout = git.checkout_of(directory)
@@ -193,8 +189,6 @@ def plan_for_member(
     fleet's default (`fleet create --worktree`), which a monitor does not take."""
     wanted = request.wanted if request is not None else None
     if wanted is None:
-        from cafleet.broker import member_defaults
-
         wanted = role is None and member_defaults(conn, fleet_id).get("worktree") is True
     if not wanted:
         return None
@@ -230,8 +224,6 @@ def _copy(top: str, path: str, rel: str) -> None:
 def make(p: Plan) -> None:
     """Create the worktree on its new branch and copy the untracked files. A failure after the
     worktree was added undoes it (`undo`) and raises `WorkflowError` with the undo's lines."""
-    from cafleet import git
-
     try:
         _exclude(p.exclude_path)
         git.add_worktree(p.top, p.path, p.branch, p.commit)
@@ -251,8 +243,6 @@ def undo(p: Plan) -> list[str]:
     """Remove a worktree `make` just created, and its branch, when nothing but the files `make`
     copied is in it and the branch is still at its base commit (compensation of a failed
     `member create`). Returns a line for whatever is left behind."""
-    from cafleet import git
-
     kept = f"worktree {p.path} (branch {p.branch}) kept"
     try:
         if os.path.isdir(p.path):
@@ -276,8 +266,6 @@ def resume(spec: WorktreeSpec) -> Plan:
     """The worktree an interrupted `member create` recorded, made again where it is gone (on
     its branch when that exists, else a new branch from the base), the `CAFLEET_WORKTREE_COPY`
     files copied where missing: the plan `undo` takes, at the commit it holds now."""
-    from cafleet import git
-
     top = top_of(spec)
     try:
         checkout = git.checkout_of(top)
@@ -370,8 +358,6 @@ class Report:
 
 def reports(specs: dict[int, WorktreeSpec]) -> dict[int, Report]:
     """Each member's worktree state, the git calls of all of them at once."""
-    from cafleet import git
-
     ids = list(specs)
     found = git.states([(specs[i].path, specs[i].base) for i in ids])
     return {i: Report(specs[i], st) for i, st in zip(ids, found, strict=True)}
@@ -439,8 +425,6 @@ def _repo(spec: WorktreeSpec) -> str:
 def drop_branch(spec: WorktreeSpec) -> tuple[bool, str | None]:
     """Delete the worktree's branch when it has no commit beyond its base and another ref holds
     its commit (nothing is lost), unless a worktree has it checked out. (deleted, why kept)."""
-    from cafleet import git
-
     repo = _repo(spec)
     ref = f"refs/heads/{spec.branch}"
     try:
@@ -472,8 +456,6 @@ def retire(
     ``running``: why an agent may still run in it (its pane was not killed); it is then kept
     whatever ``discard`` says. A worktree already gone gets its branch dropped the same way (a
     `member delete` interrupted between the two)."""
-    from cafleet import git
-
     if not os.path.isdir(spec.path):
         dropped, why = drop_branch(spec)
         return Retired(member_id, spec, "missing", None, dropped, why)
