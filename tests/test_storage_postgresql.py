@@ -193,10 +193,16 @@ def test_another_identity_is_foreign_even_with_cafleets_schema(empty_db: PgDb) -
 
 def test_a_newer_schema_is_refused(empty_db: PgDb) -> None:
     run_setup(str(empty_db))
-    pg(empty_db, "UPDATE alembic_version SET version_num = '0007'", "DROP TABLE member_spawns")
+    newer = HEAD_VERSION + 1
+    pg(
+        empty_db,
+        f"UPDATE alembic_version SET version_num = '{newer:04d}'",
+        "DROP TABLE member_spawns",
+    )
     _refusals(
         empty_db,
-        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
+        f"database schema {newer} is newer than this cafleet (head {HEAD_VERSION}); "
+        "upgrade cafleet",
     )
 
 

@@ -85,6 +85,9 @@ EXPECTED_COLUMNS = {
         ("lost_at", "TEXT", 0, None, 0),
         ("mux_socket", "TEXT", 0, None, 0),  # revision 0004
         ("host_id", "TEXT", 0, None, 0),  # revision 0005
+        ("mux_server_pid", "INTEGER", 0, None, 0),  # revision 0007
+        ("mux_server_start", "INTEGER", 0, None, 0),
+        ("mux_pane_pid", "INTEGER", 0, None, 0),
     ],
     "member_spawns": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -352,6 +355,29 @@ def test_shape_of_0006() -> None:
         ("last_tick_at", "TEXT", False, None, 0),
         ("tick_seconds", "INTEGER", True, "5", 0),
     ]
+
+
+def test_shape_of_0007() -> None:
+    """Three nullable INTEGER columns appended to `member_placements`; every other table and
+    every index unchanged."""
+    s6, s7 = SHAPES["0006"], SHAPES["0007"]
+    assert s7.indexes == s6.indexes
+    assert [t.name for t in s7.tables] == [t.name for t in s6.tables]
+    for before, after in zip(s6.tables, s7.tables, strict=True):
+        if after.name != "member_placements":
+            assert after == before
+            continue
+        assert after.columns[: len(before.columns)] == before.columns
+        assert (after.foreign_keys, after.autoincrement) == (
+            before.foreign_keys,
+            before.autoincrement,
+        )
+        added = after.columns[len(before.columns) :]
+        assert [(c.name, c.type, c.notnull, c.default, c.pk) for c in added] == [
+            ("mux_server_pid", "INTEGER", False, None, 0),
+            ("mux_server_start", "INTEGER", False, None, 0),
+            ("mux_pane_pid", "INTEGER", False, None, 0),
+        ]
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

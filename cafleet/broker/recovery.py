@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cafleet.broker._common import refuse_directed_pane, stamp
+from cafleet.broker._common import identity, refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
 from cafleet.db import tx
 from cafleet.db.catalog.sqlite import recovery as q
@@ -92,15 +92,19 @@ def rebind_placement(
     coding_agent: str,
     mux_socket: str | None = None,
     host_id: str | None = None,
+    made_at: str | None = None,
+    spawned: bool = True,
     now: datetime | None = None,
 ) -> Placement:
     """Point the member's placement at ``pane`` (the caller holds the old and the new pane's
     locks): new session, window, pane, agent, `mux_socket` (the server ``pane`` is on; None:
-    not known) and `created_at`, `lost_at` cleared.
+    not known), the server and (``spawned``: cafleet started what runs in it) the process
+    ``pane`` records (docs/runtime.md §1.8), and `created_at`, `lost_at` cleared.
 
-    ``expected`` is the ``(backend, session, pane id)`` the caller locked. A member that is no
-    longer active or whose placement changed raises `PlacementsChanged`. When the member is its
-    fleet's root Director, the new pane must not already direct another live fleet
+    ``expected`` is the ``(backend, session, pane id)`` the caller locked and ``made_at`` the
+    `created_at` of the placement it saw (None: whatever it is now). A member that is no
+    longer active or whose placement changed raises `PlacementsChanged`. When the member is
+    its fleet's root Director, the new pane must not already direct another live fleet
     (`PaneDirectsFleet`).
     """
     from cafleet.hosts import current_host
@@ -110,6 +114,8 @@ def rebind_placement(
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(q.MEMBER, {"member_id": member_id}).mappings().first()
+        if made_at is None and row is not None:
+            made_at = row["p_created_at"]
         new_key = PaneKey(backend, pane.session, pane.pane_id)
         if row is not None and row["kind"] == "director" and new_key != expected:
             # (The same key: a new tmux server reused the id of the Director's own old pane,
@@ -130,6 +136,8 @@ def rebind_placement(
                     "socket": mux_socket,
                     "host": host,
                     "now": ts,
+                    "old_created": made_at,
+                    **identity(pane, spawned=spawned),
                 },
             )
             .mappings()

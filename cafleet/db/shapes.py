@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -303,6 +303,21 @@ _HOST_LOOPS_0006 = TableShape(
 )
 _TABLES_0006 = (*_TABLES_0005, _HOST_LOOPS_0006)
 
+# --- revision 0007 `placement_server` (never edit) ---------------------------------------------
+
+_ADDED_0007 = ("mux_server_pid", "mux_server_start", "mux_pane_pid")
+_TABLES_0007 = tuple(
+    TableShape(
+        t.name,
+        (*t.columns, *(_c(name, _INT, False) for name in _ADDED_0007)),
+        t.autoincrement,
+        t.foreign_keys,
+    )
+    if t.name == "member_placements"
+    else t
+    for t in _TABLES_0006
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
@@ -310,6 +325,7 @@ SHAPES: dict[str, SchemaShape] = {
     "0004": SchemaShape("0004", _TABLES_0004, _INDEXES_0002),
     "0005": SchemaShape("0005", _TABLES_0005, _INDEXES_0002),
     "0006": SchemaShape("0006", _TABLES_0006, _INDEXES_0002),
+    "0007": SchemaShape("0007", _TABLES_0007, _INDEXES_0002),
 }
 
 

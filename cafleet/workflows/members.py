@@ -504,7 +504,11 @@ def _patch_pane(
         )
     try:
         placement = broker.set_placement_pane(
-            conn, member_id=member_id, pane_id=pane_id, window_id=spawned.window_id
+            conn,
+            member_id=member_id,
+            pane_id=pane_id,
+            window_id=spawned.window_id,
+            spawned=spawned,
         )
     except PlacementVanished as exc:
         lock.release()
