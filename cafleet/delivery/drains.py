@@ -472,7 +472,7 @@ def _live_tmux_panes(
     from cafleet.mux import MultiplexerError
 
     try:
-        live = frozenset(backends.get("tmux", socket_path).list_panes())
+        live: frozenset[str] = backends.get("tmux", socket_path).list_panes()
     except MultiplexerError:
         return None
     report.tmux_usable = True
@@ -703,21 +703,24 @@ def drain_fleet(
     ]
     if not heads:
         return report
+    from cafleet.mux import holds
+
+    live: frozenset[str] | set[str]
     if live_panes is not None:
-        live = frozenset(live_panes)
+        live = live_panes  # a mux `Listing` also tells a reused id (docs/runtime.md §1.8)
     else:
         # Listed once, and only when there is something to attempt (a quiet `message wait`
         # makes no tmux call at all).
         from cafleet.mux import MultiplexerError
 
         try:
-            live = frozenset(backends.get("tmux").list_panes())
+            live = backends.get("tmux").list_panes()
         except MultiplexerError as exc:
             report.not_attempted = str(exc)
             return report
 
     def is_live(head: Any) -> bool:
-        return head.placement.mux_pane_id in live
+        return holds(live, head.placement)
 
     _drain_heads(drain, heads, is_live, fleet_id, attempted, blocked, report, workers)
     return report
@@ -804,16 +807,18 @@ def drain_host(
         if server in lives:
             continue
         try:
-            lives[server] = frozenset(backends.get(*server).list_panes())
+            lives[server] = backends.get(*server).list_panes()
             report.tmux_usable = True
         except MultiplexerError as exc:
             lives[server] = None
             if report.not_attempted is None:
                 report.not_attempted = str(exc)
 
+    from cafleet.mux import holds
+
     def is_live(head: Any) -> bool:
         live = lives.get((head.placement.backend, head.placement.mux_socket))
-        return live is not None and head.placement.mux_pane_id in live
+        return live is not None and holds(live, head.placement)
 
     _drain_heads(drain, heads, is_live, None, attempted, blocked, report, workers)
     return report

@@ -63,7 +63,6 @@ def _startup(
     from cafleet import broker
     from cafleet.broker.errors import FleetDeleted, FleetNotFound
     from cafleet.monitor.runtime import is_live
-    from cafleet.monitor.tick import director_pane_id
 
     # 1. The fleet must exist and not be deleted.
     try:
@@ -95,8 +94,10 @@ def _startup(
             f"director pane {director.mux_pane_id or '-'} is on host {director.host_id}, not "
             f"this host ({here}); the fleet's monitor loop runs there"
         )
-    pane = director_pane_id(conn, fleet_id)
-    if pane is None or pane not in live:
+    from cafleet.mux import holds
+
+    pane = None if director is None else director.mux_pane_id
+    if director is None or pane is None or not holds(live, director):
         raise LoopStartError(f"director pane {pane or '-'} is gone")
 
     # 4. The interval: --interval, the stored value, the environment, 600.

@@ -69,7 +69,7 @@ def report_losses(
 def _report_one(state: LoopState, member: Member, director_id: int, sender: int) -> None:
     from cafleet import broker
     from cafleet.broker.errors import MemberNotFound
-    from cafleet.mux import PaneGone, PaneKey
+    from cafleet.mux import PaneGone, PaneKey, owner_of, replaced
     from cafleet.mux.locks import try_pane_lock
 
     placement = member.placement
@@ -86,14 +86,22 @@ def _report_one(state: LoopState, member: Member, director_id: int, sender: int)
         except MemberNotFound:
             return
         p = fresh.placement
-        if not fresh.is_active or p is None or p.pane_key != placement.pane_key or p.lost_at:
+        if (
+            not fresh.is_active
+            or p is None
+            or (p.pane_key, p.created_at) != (placement.pane_key, placement.created_at)
+            or p.lost_at
+        ):
             return
         try:
-            state.backend.pane_status(pane_id)
+            status = state.backend.pane_status(pane_id)
         except PaneGone:
             pass
         else:
-            return  # it came back or the live set was stale
+            # A pane of a later server or another process with its id is not the member's
+            # (docs/runtime.md §1.8): its own is gone. Else it came back or the set was stale.
+            if not replaced(owner_of(placement), status.server, status.pane_pid):
+                return
         message_id = broker.record_pane_loss(
             state.conn,
             member_id=member.member_id,

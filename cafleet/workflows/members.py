@@ -276,6 +276,7 @@ def create(
         coding_agent=coding_agent,
         on_failure=undo.deregister,
         cwd=None if tree is None else worktrees.cwd_of(tree.spec),
+        member_id=member.member_id,
     )
     undo.pane_id = spawned.pane_id
 
@@ -581,18 +582,24 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
         if shared is not None:
             status, other = "shared", shared
         else:
-            from cafleet.mux import owner_of, owner_problem
+            from cafleet.mux import owner_of, owner_problem, pane_replaced
 
-            not_ours = owner_problem(backend, pane_id, owner_of(placement))
-            if not_ours is not None:
+            owner = owner_of(placement)
+            not_ours = owner_problem(backend, pane_id, owner)
+            if not_ours is not None and pane_replaced(backend, pane_id, owner):
+                # A later server's pane, or another process, with its id (docs/runtime.md §1.8):
+                # the member's own pane is gone; that one is never killed.
+                status = "already_gone"
+            elif not_ours is not None:
                 raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
-            try:
-                killed = backend.kill_pane(pane_id, ignore_missing=True)
-            except MultiplexerError as exc:
-                raise WorkflowError(
-                    MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
-                ) from exc
-            status = "killed" if killed else "already_gone"
+            else:
+                try:
+                    killed = backend.kill_pane(pane_id, ignore_missing=True)
+                except MultiplexerError as exc:
+                    raise WorkflowError(
+                        MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
+                    ) from exc
+                status = "killed" if killed else "already_gone"
         broker.deregister_member(conn, member_id=member_id)
     return Deleted(member_id, pane_id, status, other)
 

@@ -9,6 +9,10 @@ the spawn kills the new pane and leaves the placement as it was.
 `adopt`: a fleet whose root Director's pane is gone is taken over by the pane that runs
 `cafleet fleet adopt`: the Director's placement moves to it under both panes' locks, then the
 fleet's loop is started (it stops when the Director's pane goes).
+
+Both hold the member's lock (`cafleet.db.memberlock`) from the check to the recorded move, so
+whatever runs at once a member gets one new pane: a second command waits, then finds the
+first one's pane running (docs/runtime.md §5.11).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,6 +32,7 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
+    member_marker,
     spawn_member_pane,
     spawn_plan,
     validate_agent_options,
@@ -52,6 +58,34 @@ class Respawned:
     host_id: str | None = None
     host_loop_pid: int | None = None
     host_loop_problem: str | None = None
+
+
+class PaneStillRunning(WorkflowError):
+    """The member's pane runs (perhaps just re-created by another command): ``pane_id``."""
+
+    def __init__(self, member_id: int, pane_id: str) -> None:
+        super().__init__(
+            f"member {member_id}'s pane {pane_id} is still running; 'cafleet member respawn' "
+            f"re-creates a lost pane (to replace a running one: cafleet member delete {member_id})"
+        )
+        self.member_id = member_id
+        self.pane_id = pane_id
+
+
+@contextlib.contextmanager
+def member_held(conn: Connection, settings: Settings, member_id: int) -> Iterator[None]:
+    """The member's lock (`cafleet.db.memberlock`) for the body, waited for up to the pane-lock
+    timeout; still taken then, §1.11's lock message."""
+    from cafleet.db.memberlock import MemberLockTimeout, member_lock
+
+    lock = member_lock(conn, settings.db_dir, member_id, timeout=settings.pane_lock_timeout)
+    try:
+        lock.__enter__()
+    except MemberLockTimeout:
+        raise WorkflowError(lock_busy_message(member_id)) from None
+    with contextlib.ExitStack() as stack:
+        stack.push(lock)
+        yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +168,16 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
 
     The pane is ours (docs/runtime.md §1.8): a placement made on another tmux server is refused
     (its pane may well run there); a pane id this server reused for a pane in another session
-    or window means the member's pane is gone, and the other pane is never touched."""
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
+    or window, or a pane of a later server or another process with its id, means the member's
+    pane is gone, and the other pane is never touched."""
+    from cafleet.mux import (
+        MSG_NOT_OURS,
+        MultiplexerError,
+        PaneGone,
+        owner_of,
+        replaced,
+        same_server,
+    )
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -154,12 +196,11 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     where = (status.session, status.window_id)
     if None not in where and where != (owner.session, owner.window_id):
         return "gone"
+    if replaced(owner, status.server, status.pane_pid):
+        return "gone"
     if status.dead:
         return "dead"
-    raise WorkflowError(
-        f"member {member_id}'s pane {pane_id} is still running; 'cafleet member respawn' "
-        f"re-creates a lost pane (to replace a running one: cafleet member delete {member_id})"
-    )
+    raise PaneStillRunning(member_id, pane_id)
 
 
 def server_gone(socket: str | None) -> bool:
@@ -185,16 +226,26 @@ def server_gone(socket: str | None) -> bool:
 
 
 def predates_server(backend: Any, placement: Placement) -> bool:
-    """Whether ``placement`` was made before the tmux server on its socket started: its pane
-    belonged to an earlier server (one that died, e.g. in a reboot), whatever pane of this
-    server now has the same id, session name and window id."""
+    """Whether ``placement`` was made on an earlier tmux server on its socket than the one
+    there now: its pane belonged to a server that died (e.g. in a reboot), whatever pane of this
+    server now has the same id, session name and window id. The server the placement records
+    (docs/runtime.md §1.8) decides; a placement that records none, its making before this
+    server started."""
     from cafleet.db.timefmt import parse_ts
     from cafleet.mux import MultiplexerError, same_server
 
+    if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        return False
+    if placement.mux_server_pid is not None and placement.mux_server_start is not None:
+        server_id = getattr(backend, "server_id", None)
+        try:
+            now = None if server_id is None else server_id()
+        except MultiplexerError:
+            return False
+        recorded = (placement.mux_server_pid, placement.mux_server_start)
+        return now is not None and tuple(now) != recorded
     started_at = getattr(backend, "server_started_at", None)
-    if started_at is None or not same_server(
-        getattr(backend, "socket_path", None), placement.mux_socket
-    ):
+    if started_at is None:
         return False
     created = parse_ts(placement.created_at)
     try:
@@ -215,7 +266,22 @@ def respawn(
     """Re-create a lost member pane with the member's agent and original prompt; with
     ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.7),
     in the directory that session ran in. Without it the member starts afresh, and the
-    session id learned for it is forgotten (its new session is learned)."""
+    session id learned for it is forgotten (its new session is learned). Under the member's
+    lock from the first read to the recorded move."""
+    active_member(conn, member_id)  # unknown or deregistered: refused before any lock
+    with member_held(conn, settings, member_id):
+        return respawn_locked(conn, settings, member_id, window=window, resume=resume)
+
+
+def respawn_locked(
+    conn: Connection,
+    settings: Settings,
+    member_id: int,
+    *,
+    window: WindowMode = "auto",
+    resume: bool = False,
+) -> Respawned:
+    """`respawn` for a caller that holds the member's lock (`member_held`)."""
     from cafleet import broker, signals
 
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
@@ -297,13 +363,17 @@ def respawn(
     old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
     with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
         fresh = active_member(conn, member_id)
-        if fresh.placement is None or fresh.placement.pane_key != placement.pane_key:
+        if fresh.placement is None or (fresh.placement.pane_key, fresh.placement.created_at) != (
+            placement.pane_key,
+            placement.created_at,
+        ):
             raise WorkflowError(lock_busy_message(member_id))
-        if state == "dead":
-            try:
+        try:
+            if state == "dead":
                 backend.kill_pane(old_pane, ignore_missing=True)
-            except MultiplexerError as exc:
-                raise WorkflowError(str(exc)) from exc
+            _end_strays(backend, member_marker(settings, member_id), placement.mux_pane_pid)
+        except MultiplexerError as exc:
+            raise WorkflowError(str(exc)) from exc
         rendered = render_template(
             plan.template,
             fleet_id=fleet.fleet_id,
@@ -335,6 +405,7 @@ def respawn(
             window_name=placing.window_name(fleet.fleet_id, fleet.name),
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
+            made_at=placement.created_at,
             coding_agent=agent_name,
             cwd=cwd if resumed is None else resumed.cwd,
         )
@@ -371,6 +442,7 @@ def _spawn_and_rebind(
     window_name: str,
     argv: list[str],
     expected: tuple[str, str, str],
+    made_at: str,
     coding_agent: str,
     cwd: str | None = None,
 ) -> Placement:
@@ -390,6 +462,7 @@ def _spawn_and_rebind(
         argv=argv,
         coding_agent=coding_agent,
         cwd=cwd,
+        member_id=member_id,
     )
 
     def kill_new(primary: str | None) -> NoReturn:
@@ -424,12 +497,38 @@ def _spawn_and_rebind(
                 pane=spawned,
                 coding_agent=coding_agent,
                 mux_socket=getattr(backend, "socket_path", None),
+                made_at=made_at,
             )
         except broker.PlacementsChanged:
             kill_new(lock_busy_message(member_id))
         except Exception as exc:
             kill_new(f"placement update failed: {error_text(exc)}")
     raise AssertionError("unreachable")
+
+
+def _end_strays(backend: Any, marker: str, recorded: int | None) -> None:
+    """Kill every pane of this server whose agent was spawned for the member (``marker``,
+    `spawning.member_marker`) but is not the process its placement records (``recorded``),
+    and end what runs in it: a command killed between its spawn and the recorded move left
+    it, and the caller, holding the member's lock, is about to spawn the member's one agent
+    (docs/runtime.md §5.11)."""
+    from cafleet.procs import Proc, end_processes, pane_processes, panes_with_env
+
+    socket = getattr(backend, "socket_path", None)
+    if not socket:
+        return
+    pids = backend.pane_pids()
+    strays = [pane for pane in panes_with_env(pids, marker) if pids[pane] != recorded]
+    if not strays:
+        return
+    found: set[Proc] = set()
+    for procs in pane_processes(socket, {pane: pids[pane] for pane in strays}).values():
+        found |= procs
+    try:
+        for pane in strays:
+            backend.kill_pane(pane, ignore_missing=True)
+    finally:
+        end_processes(found)
 
 
 # --- adopt ---------------------------------------------------------------------------------------
@@ -460,7 +559,7 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
 
-    from cafleet.mux import MultiplexerError, get_backend, owner_of, same_server
+    from cafleet.mux import MultiplexerError, get_backend, owner_of, replaced, same_server
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -475,6 +574,8 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     except MultiplexerError:
         return False
     owner = owner_of(placement)
+    if replaced(owner, status.server, status.pane_pid):
+        return False  # a later server's pane with its id: the Director's is gone
     where = (status.session, status.window_id)
     return None in where or where == (owner.session, owner.window_id)
 
@@ -483,15 +584,39 @@ def adopt(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Adopted:
     """Make the calling pane the root Director's pane of a fleet whose Director pane is gone."""
-    director, moved, old_pane = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    taken = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    assert taken is not None  # never None without `if_needed`
+    director, moved, old_pane = taken
     pid, warning = _start_loop(conn, fleet_id)
     return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
 
 
 def take_over(
-    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
-) -> tuple[Member, Placement, str | None]:
-    """`adopt` without starting the loop: (Director, its new placement, its old pane id)."""
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    coding_agent: str | None = None,
+    if_needed: bool = False,
+) -> tuple[Member, Placement, str | None] | None:
+    """`adopt` without starting the loop: (Director, its new placement, its old pane id), under
+    the Director's member lock (a second command waits, then finds the pane taken). With
+    ``if_needed``, None when the calling pane already is the Director's on this server
+    (`fleet restore`) instead of that refusal."""
+
+    fleet = _live_fleet(conn, fleet_id)
+    with member_held(conn, settings, fleet.director_member_id):
+        return _take_over(conn, settings, fleet_id, coding_agent=coding_agent, if_needed=if_needed)
+
+
+def _take_over(
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    coding_agent: str | None,
+    if_needed: bool,
+) -> tuple[Member, Placement, str | None] | None:
     from cafleet import broker, signals
     from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
     from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
@@ -524,6 +649,8 @@ def take_over(
     # pane has its id now is not it.
     stale = not away and placement.pane_key is not None and predates_server(backend, placement)
     if placement.pane_key == new_key and not stale and not away:
+        if if_needed:
+            return None
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
         )
@@ -574,6 +701,8 @@ def take_over(
                 pane=here,
                 coding_agent=coding_agent or placement.coding_agent,
                 mux_socket=backend.socket_path,
+                made_at=placement.created_at,
+                spawned=False,  # the user's pane: its server alone (docs/runtime.md §1.8)
             )
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc
@@ -615,6 +744,17 @@ def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None
         )
 
 
-__all__ = ["Adopted", "Respawned", "adopt", "respawn", "server_gone", "start_loop", "take_over"]
+__all__ = [
+    "Adopted",
+    "PaneStillRunning",
+    "Respawned",
+    "adopt",
+    "member_held",
+    "respawn",
+    "respawn_locked",
+    "server_gone",
+    "start_loop",
+    "take_over",
+]
 
 start_loop = _start_loop
