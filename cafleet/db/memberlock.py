@@ -16,11 +16,13 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from cafleet.errors import CafleetError
+
 # The row lock's statement: PostgreSQL only (SQLite has no row locks).
 _ROW_LOCK = "SELECT member_id FROM members WHERE member_id = %s FOR NO KEY UPDATE"
 
 
-class MemberLockTimeout(TimeoutError):
+class MemberLockTimeout(CafleetError):
     """Another command held the member's lock for the whole wait (the workflows word it)."""
 
     def __init__(self, member_id: int) -> None:
