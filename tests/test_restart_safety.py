@@ -166,6 +166,13 @@ def test_a_new_server_on_the_same_socket_never_gets_a_members_keystroke(
     assert states[member] == states[fleet.monitor_id] == "gone", states
     gone = json.loads(ok(h.cli("member", "delete", str(member), "--json", env=here)).stdout)
     assert gone["pane_status"] == "already_gone"
+    # Nor is a member split into the new server's window with the Director's old id.
+    for args in (
+        ("member", "create", "--fleet-id", str(f), "--name", "b", "--description", "d", "hi"),
+        ("member", "respawn", str(fleet.monitor_id)),
+    ):
+        r = h.cli(*args, env=here)
+        assert (r.returncode, r.stderr) == (1, refusal(h.director_pane)), args
 
     assert set(panes) <= h.live_panes()  # nothing killed
     assert {p: line_records(p) for p in panes} == {p: [] for p in panes}  # nothing typed

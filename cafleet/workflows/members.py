@@ -378,9 +378,13 @@ def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placeme
             backend, director_placement, here, "cafleet member create"
         )
     from cafleet.mux import MSG_NOT_OURS, same_server
+    from cafleet.workflows.recovery import predates_server
 
-    if not same_server(backend.socket_path, director_placement.mux_socket):
-        # Splitting "@<window>" here would split a window of this server, not the Director's.
+    if not same_server(backend.socket_path, director_placement.mux_socket) or predates_server(
+        backend, director_placement
+    ):
+        # Splitting "@<window>" here would split a window of this server (or of a later server
+        # on its socket, docs/runtime.md §1.8), not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
     return backend, director_placement
 

@@ -336,9 +336,11 @@ def respawn_locked(
         backend = backend_for(placement.backend)
         from cafleet.mux import MSG_NOT_OURS, same_server
 
-        if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
-            # Splitting "@<window>" here would split a window of this server, not the
-            # Director's.
+        if not same_server(
+            getattr(backend, "socket_path", None), director_placement.mux_socket
+        ) or predates_server(backend, director_placement):
+            # Splitting "@<window>" here would split a window of this server (or of a later
+            # server on its socket, docs/runtime.md §1.8), not the Director's.
             raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
         anchor = director_placement
     if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
