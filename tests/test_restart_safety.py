@@ -321,3 +321,45 @@ def test_two_restores_at_once_on_a_member_host_give_one_agent(
         procs = race_restores(b, fleet_id, here, blocked)
         assert [p.returncode for p in procs] == [0, 0], [p.stderr.read() for p in procs]
         assert_one_agent_each(b, procs, ["bee"])
+
+
+@pytest.mark.parametrize("dialect", ["postgresql"], indirect=True)
+def test_a_member_hosts_new_server_never_gets_its_lines(
+    monkeypatch: pytest.MonkeyPatch, dialect: str, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL, two hosts: member bee's host B restarts its tmux server (same socket, same
+    session name, panes taking the old ids) while B's delivery loop runs. A's message to bee is
+    stored and held; B's loop ticks on and types it nowhere; a prompt run on B is refused."""
+    import contextlib
+
+    from tests.test_hosts import _ok, _two_hosts, _use_dialect
+
+    _use_dialect(dialect, monkeypatch, request)
+    with contextlib.ExitStack() as stack:
+        a, b, fleet_id, director, _monitor = _two_hosts(stack, monkeypatch)
+        member = ["member", "create", "--fleet-id", str(fleet_id), "--description", "d"]
+        out = _ok(b.cli(*member, "--name", "bee", "hello {member_id}")).stdout.split()
+        bee, bee_pane = int(out[0]), out[3].removeprefix("pane=")
+        panes, here = new_server(b, 2)
+        assert bee_pane in panes
+        sent = _ok(
+            a.cli(
+                "message", "send", "--from-member-id", str(director), "--to-member-id", str(bee),
+                "for bee", "--json",
+            )
+        )  # fmt: skip
+        assert json.loads(sent.stdout)["notification_sent"] is False
+
+        def tick() -> Any:
+            rows = a.sqlite("SELECT last_tick_at FROM host_loops WHERE host_id = 'host-b'")
+            return rows[0][0] if rows else None
+
+        first = tick()
+        retry_until(lambda: tick() not in (None, first), timeout=30, message="B's loop is gone")
+        second = tick()
+        retry_until(lambda: tick() != second, timeout=30, message="B's loop stopped ticking")
+        r = b.cli("member", "prompt", str(bee), "hello", env=here)
+        assert (r.returncode, r.stderr) == (1, refusal(bee_pane))
+        lines = {p: [r for r in read_jsonl(b.fake_dir / f"{pane_stem(p)}.jsonl")
+                     if r.get("kind") == "line"] for p in panes}  # fmt: skip
+        assert lines == {p: [] for p in panes}
