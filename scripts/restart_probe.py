@@ -7,8 +7,9 @@
 `misdirection`: a fleet (the Director, the monitor, members alpha and beta) on a private tmux
 server with the fake agents (tests/harness); its foreground loop ticks every second and wakes
 the monitor every second. Each round kills the server and starts a new one on the same socket
-with the same session name whose panes take the old ids: `%0` and `%2` run fake agents, `%1`
-a plain bash (its history file counts what it ran), `%3` a fake agent. Then, from `%0`, each
+with the same session name and as many panes as it takes for every placement's pane id to be
+taken again: alpha's old id gets a plain bash (its history file counts what it ran), the other
+placements' ids a fake agent, the ids between them a `sleep`. Then, from `%0`, each
 member gets a `message send`, a `member prompt` and a `member ping`, the Director broadcasts, and
 the loop has 4 s. Every line that reached a pane of the new server is foreign: none of them is
 a member's. Then `fleet restore` brings the fleet back on the new server for the next round.
@@ -145,12 +146,27 @@ def misdirection(restarts: int) -> dict[str, Any]:
         history = h.dir / "shell-history"
         shell = ["env", f"HISTFILE={history}", "PROMPT_COMMAND=history -a", "bash", "--norc", "-i"]
         claude = [str(h.bin_dir / "claude")]
+
+        def layout() -> list[list[str]]:
+            """One pane per old id up to the highest placement's: alpha's runs the shell, the
+            other placements' a fake agent, the ids between them a plain `sleep`."""
+            ids = dict(h.sqlite("SELECT member_id, mux_pane_id FROM member_placements"))
+            taken = {int(str(pane).lstrip("%")): member for member, pane in ids.items()}
+            panes = []
+            for n in range(max(taken) + 1):
+                member = taken.get(n)
+                if member is None:
+                    panes.append(["sleep", "100000"])
+                else:
+                    panes.append(shell if member == members[0] else claude)
+            return panes
+
         totals = {"restarts": 0, "attempts": 0, "foreign_lines": 0, "shell_lines": 0}
         for _ in range(restarts):
             loop = h.popen_cli("monitor", str(fleet_id), "--tick", "1", "--interval", "1")
             time.sleep(2.0)  # it ticks on the fleet's own server first
             history.unlink(missing_ok=True)
-            here = new_server(h, [claude, shell, claude, claude])
+            here = new_server(h, layout())
             attempts = 0
             for member in members:
                 for args in (
