@@ -126,12 +126,16 @@ def new_server(h: Any, commands: list[list[str]]) -> dict[str, str]:
     return {"TMUX": f"{h.socket_path},{server},0", "TMUX_PANE": pane}
 
 
-def fake_lines(h: Any) -> int:
+def fake_lines(h: Any) -> list[str]:
+    """Every line the new server's fake agents logged, as `<pane>: <text>`."""
     from tests.harness.util import read_jsonl
 
-    return sum(
-        1 for log in h.fake_dir.glob("*.jsonl") for r in read_jsonl(log) if r.get("kind") == "line"
-    )
+    return [
+        f"{log.stem.replace('p', '%', 1)}: {r.get('text')!r}"
+        for log in sorted(h.fake_dir.glob("*.jsonl"))
+        for r in read_jsonl(log)
+        if r.get("kind") == "line"
+    ]
 
 
 def misdirection(restarts: int) -> dict[str, Any]:
@@ -185,14 +189,15 @@ def misdirection(restarts: int) -> dict[str, Any]:
                 loop.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 loop.wait(timeout=10)
-            shell_lines = len(history.read_text().splitlines()) if history.exists() else 0
-            foreign = fake_lines(h) + shell_lines
+            ran = history.read_text().splitlines() if history.exists() else []
+            lines = fake_lines(h) + [f"bash: {line!r}" for line in ran]
+            shell_lines, foreign = len(ran), len(lines)
             totals["restarts"] += 1
             totals["attempts"] += attempts
             totals["foreign_lines"] += foreign
             totals["shell_lines"] += shell_lines
             print(json.dumps({"round": totals["restarts"], "foreign_lines": foreign,
-                              "shell_lines": shell_lines}), flush=True)  # fmt: skip
+                              "shell_lines": shell_lines, "lines": lines}), flush=True)  # fmt: skip
             h.cli("fleet", "restore", str(fleet_id), env=here, timeout=120)
             h.cli("monitor", "stop", str(fleet_id), env=here, timeout=60)
         return totals

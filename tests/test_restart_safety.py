@@ -178,6 +178,30 @@ def test_a_new_server_on_the_same_socket_never_gets_a_members_keystroke(
     assert {p: line_records(p) for p in panes} == {p: [] for p in panes}  # nothing typed
 
 
+def test_a_server_restarted_while_a_line_is_typed_never_gets_its_enter(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """The server is restarted between a line's text and its Enter (a line is typed, settled and
+    verified over seconds): each key is pressed only while the pane is still the member's, so
+    the Enter never reaches the new server's pane with the member's id."""
+    h = tmux_db
+    member, pane = create_member(h, fleet.fleet_id, "alpha")
+    start_record(pane)
+    release = h.dir / "release-typing"
+    set_faults(
+        h,
+        [{"command": "send-keys", "arg": "-l", "action": "pause_until", "path": str(release),
+          "times": 1}],
+    )  # fmt: skip
+    typing = h.popen_cli("member", "prompt", str(member), "hello")
+    retry_until(lambda: calls(h, "send-keys", typing.pid) == 1, timeout=30, message="not typing")
+    panes, _here = new_server(h, 3)
+    release.write_text("go", encoding="utf-8")
+    assert typing.wait(timeout=60) == 1
+    assert typing.stderr is not None and typing.stderr.read() == refusal(pane)
+    assert {p: line_records(p) for p in panes} == {p: [] for p in panes}  # no Enter reached
+
+
 def test_a_pane_respawned_in_place_is_not_the_members(
     tmux_db: TmuxHarness, fleet: FleetIds
 ) -> None:

@@ -299,7 +299,13 @@ class Multiplexer(Protocol):
     def pane_status(self, pane_id: str) -> PaneStatus: ...
 
     def type_line(
-        self, pane_id: str, line: str, *, settle: float | None = None, paste: bool = False
+        self,
+        pane_id: str,
+        line: str,
+        *,
+        settle: float | None = None,
+        paste: bool = False,
+        before_enter: Callable[[], object] | None = None,
     ) -> None: ...
 
     def type_text(self, pane_id: str, text: str) -> None: ...
@@ -336,6 +342,38 @@ def probe_for_typing(mux: Multiplexer, pane_id: str, owner: PaneOwner | None = N
     if owner is not None and _elsewhere(status, owner):
         return MSG_NOT_OURS.format(pane_id=pane_id)
     return status.problem()
+
+
+class OwnedPane:
+    """``mux`` for the keystrokes into one placement's pane: every call that sends keys (and
+    the Enter that ends a typed line) first probes the pane as `probe_for_typing` does with
+    ``owner``, and a problem raises `MultiplexerError` with its detail before anything is
+    pressed (docs/runtime.md §1.8). A line is typed, settled and verified over seconds: a
+    server restarted meanwhile never gets the next key. Everything else is ``mux``'s."""
+
+    def __init__(self, mux: Multiplexer, owner: PaneOwner | None) -> None:
+        self._mux = mux
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mux, name)
+
+    def check(self, pane_id: str) -> None:
+        problem = probe_for_typing(self._mux, pane_id, self._owner)
+        if problem is not None:
+            raise MultiplexerError(problem)
+
+    def send_key(self, pane_id: str, key: str) -> None:
+        self.check(pane_id)
+        self._mux.send_key(pane_id, key)
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        self.check(pane_id)
+        self._mux.type_text(pane_id, text)
+
+    def type_line(self, pane_id: str, line: str, **typing: Any) -> None:
+        self.check(pane_id)
+        self._mux.type_line(pane_id, line, before_enter=lambda: self.check(pane_id), **typing)
 
 
 def same_server(socket_a: str | None, socket_b: str | None) -> bool:
@@ -466,6 +504,7 @@ __all__ = [
     "MuxCommandFailed",
     "Listing",
     "MuxTimeout",
+    "OwnedPane",
     "PaneContext",
     "PaneGone",
     "PaneKey",

@@ -378,12 +378,19 @@ class TmuxBackend:
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(
-        self, pane_id: str, line: str, *, settle: float | None = None, paste: bool = False
+        self,
+        pane_id: str,
+        line: str,
+        *,
+        settle: float | None = None,
+        paste: bool = False,
+        before_enter: Callable[[], object] | None = None,
     ) -> None:
         """The text (typed, or with ``paste`` one bracketed paste), ``settle`` seconds (default
-        SUBMIT_SETTLE), Enter. No Escape first (docs/runtime.md §1.7): Escape interrupts a
-        working Claude Code or Codex, and ESC before a line starting with `[` can parse as a
-        control sequence (`ESC [ c` is a terminal query)."""
+        SUBMIT_SETTLE), ``before_enter`` (a check that may raise: `OwnedPane`), Enter. No
+        Escape first (docs/runtime.md §1.7): Escape interrupts a working Claude Code or Codex,
+        and ESC before a line starting with `[` can parse as a control sequence (`ESC [ c` is a
+        terminal query)."""
         if "\r" in line or "\n" in line:
             raise ValueError("type_line: the line may not contain CR or LF")
         if paste:
@@ -391,6 +398,8 @@ class TmuxBackend:
         else:
             self.type_text(pane_id, line)
         self._sleep(SUBMIT_SETTLE if settle is None else settle)
+        if before_enter is not None:
+            before_enter()
         self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
 
     def paste_text(self, pane_id: str, text: str) -> None:
