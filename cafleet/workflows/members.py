@@ -378,7 +378,7 @@ def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placeme
             backend, director_placement, here, "cafleet member create"
         )
     from cafleet.mux import MSG_NOT_OURS, same_server
-    from cafleet.workflows.recovery import predates_server
+    from cafleet.workflows.panes import predates_server
 
     if not same_server(backend.socket_path, director_placement.mux_socket) or predates_server(
         backend, director_placement

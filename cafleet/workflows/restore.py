@@ -72,7 +72,8 @@ def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
     process the placement records: docs/runtime.md §1.8)."""
     from cafleet import broker
     from cafleet.mux import MultiplexerError, PaneGone, owner_of, replaced, same_server
-    from cafleet.workflows.recovery import predates_server, server_gone
+    from cafleet.workflows.panes import predates_server
+    from cafleet.workflows.recovery import server_gone
 
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is not None
