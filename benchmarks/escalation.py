@@ -116,6 +116,7 @@ def tick_cost(h: Any, ids: Any, tmp: Path, members: int, rounds: int) -> dict[st
             pane_lock_timeout=1, env_wake_interval=None, backend=backend, log=lambda _t: None,
             stop_requested=lambda: False, escalate_after=10**9,  # measure, never report
         )  # fmt: skip
+        state.last_beat = float("inf")  # this process holds no loop slot: never due to beat
         live = backend.list_panes()
         director = str(broker.director_placement(conn, ids.fleet_id).mux_pane_id)  # type: ignore[union-attr]
         for _ in range(rounds):

@@ -40,7 +40,10 @@ def run(tmp: Path, count: int, rounds: int) -> dict[str, Any]:
             send_message(conn, from_member_id=sender, to_member_id=recipient, text="hello")
 
         def raw_sqlite3() -> None:
-            values = {"now": stamp(None), "text": "hello", "from_id": sender, "to_id": recipient}
+            values = {
+                "now": stamp(None), "text": "hello", "from_id": sender, "to_id": recipient,
+                "token": None,
+            }  # fmt: skip
             bare.execute("BEGIN IMMEDIATE")
             bare.execute(sql, [values[n] for n in names]).fetchall()
             bare.execute("COMMIT")

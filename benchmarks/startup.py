@@ -56,6 +56,13 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
             for _ in range(2 * (runs + 1) + 2)
         ]
         trees = make_fleet(conn, 3, name="worktrees", director_pane_id="%1")
+        # A member with a pane, run from that pane: the one-identity-per-pane check's case.
+        panes = make_fleet(conn, 1, placed=True, name="panes", director_pane_id="%2")
+        pane_member = panes.member_ids[0]
+        for i in range(10):
+            send_message(
+                conn, from_member_id=panes.director_id, to_member_id=pane_member, text=f"p {i}"
+            )
     finally:
         from cafleet.db.runtime import close_connection
 
@@ -69,6 +76,10 @@ def _prepare(db_path: Path, runs: int) -> dict[str, Any]:
         "paneless": paneless,
         "ack_ids": ack_ids,
         "show_id": ack_ids[0],
+        "pane_member": pane_member,
+        "pane_director": panes.director_id,
+        # The member's own pane (its placement records no socket: any server's matches).
+        "pane_env": {"TMUX": "/tmp/cafleet-bench-none,1,0", "TMUX_PANE": f"%{pane_member}"},
     }
 
 
@@ -141,7 +152,21 @@ def commands(ctx: dict[str, Any]) -> dict[str, list[str]]:
             "--timeout",
             "0",
         ],
+        # Run with `pane_env` (`PANE_LABELS`): TMUX_PANE names the member's own placement.
+        "message poll (from its pane)": ["message", "poll", str(ctx["pane_member"])],
+        "message send (from its pane)": [
+            "message",
+            "send",
+            "--from-member-id",
+            str(ctx["pane_member"]),
+            "--to-member-id",
+            str(ctx["pane_director"]),
+            "hello",
+        ],
     }
+
+
+PANE_LABELS = ("message poll (from its pane)", "message send (from its pane)")
 
 
 def cafleet_source_dir() -> Path | None:
@@ -200,7 +225,9 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
         for round_no in range(runs + 1):
             for label, argv in argvs.items():
                 real = [str(next(ack_iter)) if a == "{ack}" else a for a in argv]
-                result = run_process(real, env)
+                result = run_process(
+                    real, {**env, **ctx["pane_env"]} if label in PANE_LABELS else env
+                )
                 if result.returncode != 0:
                     raise RuntimeError(f"{label} exited {result.returncode}: {real}")
                 if round_no:

@@ -29,6 +29,9 @@ REFRESH = (
 _TIMING = re.compile(r"app;dur=([0-9.]+)")
 
 
+TOKEN = "benchmark-token"  # every request carries it, as the page's do (its cookie)
+
+
 def _serve(db_path: Path) -> tuple[subprocess.Popen[str], int]:
     """The real server on a port the OS picks (bound here, so no port can be taken between
     picking and listening): `--port` needs 1-65535, so the benchmark asks for a free one first."""
@@ -39,7 +42,7 @@ def _serve(db_path: Path) -> tuple[subprocess.Popen[str], int]:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cafleet", "server", "--port", str(port)],
+            [sys.executable, "-m", "cafleet", "server", "--port", str(port), "--token", TOKEN],
             env=base_env(db_path),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -55,7 +58,9 @@ def _serve(db_path: Path) -> tuple[subprocess.Popen[str], int]:
 
 def _get(conn: http.client.HTTPConnection, path: str, fleet_id: int) -> tuple[float, float, int]:
     """One GET: (server ms from Server-Timing, round trip ms, body bytes)."""
-    headers = {} if path == "/api/fleets" else {"X-Fleet-Id": str(fleet_id)}
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    if path != "/api/fleets":
+        headers["X-Fleet-Id"] = str(fleet_id)
     t0 = time.perf_counter()
     conn.request("GET", path, headers=headers)
     response = conn.getresponse()

@@ -14,9 +14,12 @@ from typing import NamedTuple
 from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 from cafleet.errors import CafleetError
 
-# SQLite's largest INTEGER: the largest id any command or API accepts, and the bound of every
-# integer setting. Defined here once; the CLI's and the WebUI's id parameters read it.
+# SQLite's largest INTEGER: the largest id any command or API accepts. Defined here once; the
+# CLI's and the WebUI's id parameters read it.
 MAX_ID = 9223372036854775807
+# PostgreSQL's largest INTEGER: the bound of every integer setting, so a setting the database
+# stores (the wake interval) always fits; refused when the settings are read, not by a loop.
+MAX_SETTING = 2147483647
 _INT_RE = re.compile(r"[0-9]+")
 
 DEFAULT_MAX_TEXT_LEN = 200
@@ -139,9 +142,21 @@ def _parse_int(env: Mapping[str, str], name: str) -> int | None:
     raw = _get(env, name)
     if raw is None:
         return None
-    if not _INT_RE.fullmatch(raw) or int(raw) > MAX_ID:
-        raise SettingsError(f"{name} must be a non-negative integer (got '{raw}')")
-    return int(raw)
+    if not _INT_RE.fullmatch(raw):
+        raise SettingsError(f"{name} must be a non-negative integer (got '{_shown(raw)}')")
+    digits = raw.lstrip("0") or "0"
+    if len(digits) > 10 or int(digits) > MAX_SETTING:  # a long string is never parsed whole
+        raise SettingsError(
+            f"{name} must be an integer from 0 to {MAX_SETTING} (got '{_shown(raw)}')"
+        )
+    return int(digits)
+
+
+def _shown(raw: str) -> str:
+    """A refused value as the error shows it: control characters made visible, cut short."""
+    from cafleet.text import sanitize_single_line, truncate
+
+    return truncate(sanitize_single_line(raw), 40)
 
 
 def load_settings(

@@ -2,9 +2,10 @@
 
 Every call here either only reads, or adds a worktree and its new branch, or removes a worktree
 through `git worktree remove`, which itself refuses a worktree with changes unless ``force`` is
-passed (only `--discard-worktree` passes it). Nothing here rewrites history, resets, checks out
-over changes or deletes a branch that holds commits: `drop_new_branch` deletes only a branch that
-still points at the commit it was created at (compensating a failed `member create`).
+passed (only `--discard-worktree` and `--discard` pass it). Nothing here rewrites history, resets,
+checks out over changes or deletes a branch that holds commits: `drop_new_branch` deletes a
+branch only while it still points at the commit its caller checked, which is its base or held by
+another ref (a failed `member create`; a retired worktree's branch with nothing beyond its base).
 
 Standard library only: `member list` imports it only when a member has a worktree.
 """
@@ -121,6 +122,23 @@ def resolve_commit(top: str, ref: str) -> str | None:
     return sha if proc.returncode == 0 and sha else None
 
 
+def stable_name(top: str, ref: str) -> str | None:
+    """The name to keep for ``ref`` as a base: a branch's short name (`HEAD` and `@` give the
+    branch checked out), a tag's or remote branch's name as given (else `tags/…`, `remotes/…`);
+    None for anything else (`HEAD~1`, a commit id, `@{-1}`), which reads differently later or
+    from another worktree, so the caller keeps the commit instead."""
+    proc = run(
+        ["rev-parse", "--symbolic-full-name", "--verify", "--quiet", "--end-of-options", ref],
+        top,
+        check=False,
+    )
+    full = proc.stdout.strip()
+    if proc.returncode != 0 or not full.startswith(("refs/heads/", "refs/tags/", "refs/remotes/")):
+        return None
+    short = full.split("/", 2)[2]
+    return short if full.startswith("refs/heads/") or short == ref else full[len("refs/") :]
+
+
 def branch_name_ok(top: str, name: str) -> bool:
     """Whether ``name`` is a valid new branch name (`git check-ref-format --branch`)."""
     if not name or name.startswith("-") or name.startswith("@"):
@@ -166,6 +184,11 @@ def add_worktree(top: str, path: str, branch: str, commit: str) -> None:
     run(["worktree", "add", "--quiet", "-b", branch, "--", path, commit], top, timeout=ADD_TIMEOUT)
 
 
+def add_worktree_on(top: str, path: str, branch: str) -> None:
+    """`git worktree add <path> <branch>`: an existing branch checked out in a new worktree."""
+    run(["worktree", "add", "--quiet", "--", path, branch], top, timeout=ADD_TIMEOUT)
+
+
 def remove_worktree(top: str, path: str, *, force: bool) -> None:
     """`git worktree remove <path>`; git refuses a worktree with changes or untracked files
     unless ``force`` (then `--force --force`: also a locked one)."""
@@ -173,9 +196,38 @@ def remove_worktree(top: str, path: str, *, force: bool) -> None:
 
 
 def drop_new_branch(top: str, branch: str, commit: str) -> None:
-    """Delete ``branch`` only while it still points at ``commit`` (the commit it was created at,
-    which its base still holds): `git update-ref -d` compares before it deletes."""
+    """Delete ``branch`` only while it still points at ``commit`` (one the caller knows another
+    ref holds): `git update-ref -d` compares before it deletes."""
     run(["update-ref", "-d", f"refs/heads/{branch}", commit], top)
+
+
+def checked_out(top: str) -> dict[str, str]:
+    """branch (full ref name) -> the worktree that has it checked out, for every worktree of
+    the repository."""
+    proc = run(["worktree", "list", "--porcelain", "-z"], top)
+    found: dict[str, str] = {}
+    path = ""
+    for field in proc.stdout.split("\0"):
+        if field.startswith("worktree "):
+            path = field[len("worktree ") :]
+        elif field.startswith("branch "):
+            found[field[len("branch ") :]] = path
+    return found
+
+
+def commits_beyond(top: str, base: str, tip: str) -> int:
+    """How many commits ``tip`` has that ``base`` has not (`rev-list --count base..tip`)."""
+    return int(run(["rev-list", "--count", f"{base}..{tip}", "--"], top).stdout.strip() or 0)
+
+
+def held_elsewhere(top: str, commit: str, ref: str) -> bool:
+    """Whether a branch, tag or remote-tracking branch other than ``ref`` contains ``commit``."""
+    proc = run(
+        ["for-each-ref", "--contains", commit, "--format=%(refname)",
+         "refs/heads/", "refs/tags/", "refs/remotes/"],
+        top,
+    )  # fmt: skip
+    return any(line.strip() not in ("", ref) for line in proc.stdout.splitlines())
 
 
 # --- a worktree's state --------------------------------------------------------------------------
@@ -289,12 +341,16 @@ __all__ = [
     "GitError",
     "State",
     "add_worktree",
+    "add_worktree_on",
     "branch_exists",
     "branch_name_ok",
     "changed_paths",
+    "checked_out",
     "checkout_of",
+    "commits_beyond",
     "drop_new_branch",
     "head_branch",
+    "held_elsewhere",
     "on_some_branch",
     "remove_worktree",
     "resolve_commit",

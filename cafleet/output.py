@@ -15,7 +15,7 @@ import errno
 import json
 import sys
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cafleet import status
@@ -23,6 +23,7 @@ from cafleet.errors import CafleetError
 from cafleet.text import (  # noqa: F401 - re-exported for command modules
     ELLIPSIS,
     NULL_CELL,
+    cut_naming_the_rest,
     sanitize_multiline,
     sanitize_single_line,
     truncate,
@@ -115,9 +116,11 @@ def out_json(value: Any) -> None:
 # --- truncation and the display sanitizer (cafleet.text implements both) -------------------
 
 
-def body_text(text: str, limit: int) -> str:
-    """A message body for text mode: truncated, then sanitized (one code point maps to one)."""
-    return sanitize_multiline(truncate(text, limit))
+def body_text(text: str, limit: int | None = None, message_id: int = 0) -> str:
+    """A message body for text mode, sanitized (one code point maps to one): whole, or with
+    ``limit`` (a summary line) cut there, the cut naming how to read the rest."""
+    shown = text if limit is None else cut_naming_the_rest(text, limit, message_id)
+    return sanitize_multiline(shown)
 
 
 def cell(value: object) -> str:
@@ -269,29 +272,65 @@ def message_dict(message: Any) -> dict[str, Any]:
 # --- text envelopes ----------------------------------------------------------------------------
 
 
-def envelope_lines(message: Any, limit: int) -> list[str]:
-    """Header line, then the truncated, sanitized body when it is non-empty."""
-    header = (
-        f"[{message.message_id} | from:{message.from_member_id} | {cell(message.status_timestamp)}"
-    )
+def party_text(member_id: int, names: Mapping[int, str] | None) -> str:
+    """A member in an envelope: `Director (1)`, or the bare id when its name is not known."""
+    name = None if names is None else names.get(member_id)
+    return str(member_id) if name is None else f"{cell(name)} ({member_id})"
+
+
+def envelope_lines(
+    message: Any,
+    limit: int | None = None,
+    names: Mapping[int, str] | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """Header line (the sender by name and id, the send time, then ``extra`` fields), then the
+    sanitized body when it is non-empty: whole (what a member reads its messages with), or cut
+    at ``limit`` for an echo or a listing (`body_text`)."""
+    sender = party_text(message.from_member_id, names)
+    header = f"[{message.message_id} | from:{sender} | {cell(message.created_at)}"
     if message.type != "unicast":
         header += f" | kind:{message.type}"
     if message.origin_message_id is not None:
         header += f" | origin:{message.origin_message_id}"
-    header += "]"
-    body = body_text(message.text, limit)
+    header += "".join(f" | {field}" for field in extra) + "]"
+    body = body_text(message.text, limit, message.message_id)
     return [header, body] if body else [header]
 
 
-def envelopes_lines(messages: Sequence[Any], limit: int) -> list[str]:
+def envelopes_lines(
+    messages: Sequence[Any], limit: int | None = None, names: Mapping[int, str] | None = None
+) -> list[str]:
     """Envelopes separated by one blank line, or `No messages found.`."""
-    if not messages:
+    return _separated([envelope_lines(m, limit, names) for m in messages])
+
+
+def history_lines(
+    messages: Sequence[Any], member_id: int, limit: int, names: Mapping[int, str]
+) -> list[str]:
+    """`message history`, a listing (bodies cut at ``limit``, each cut naming `message show`):
+    each envelope also names the recipient of what the member sent and whether a delivery was
+    ACKed (docs/cli.md §2.31)."""
+    shown = []
+    for m in messages:
+        extra = []
+        if m.to_member_id is not None and m.to_member_id != member_id:
+            extra.append(f"to:{party_text(m.to_member_id, names)}")
+        if m.type == "unicast":
+            acked = m.status_state == "completed"
+            extra.append(f"ACKed {cell(m.status_timestamp)}" if acked else "not ACKed")
+        shown.append(envelope_lines(m, limit, names, extra))
+    return _separated(shown)
+
+
+def _separated(envelopes: Sequence[list[str]]) -> list[str]:
+    if not envelopes:
         return ["No messages found."]
     lines: list[str] = []
-    for i, message in enumerate(messages):
+    for i, envelope in enumerate(envelopes):
         if i:
             lines.append("")
-        lines.extend(envelope_lines(message, limit))
+        lines.extend(envelope)
     return lines
 
 

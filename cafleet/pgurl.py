@@ -43,6 +43,30 @@ def hide_password(url: str) -> str:
     return f"{scheme}{sep}{netloc}{slash}{tail}"
 
 
+def _passwords(url: str) -> list[str]:
+    """Every password ``url`` carries, as written and percent-decoded: its user part's (up to
+    the last `@` before any `?`, so a `/` or `@` inside the password is still found) and each
+    `password=` of its query."""
+    from urllib.parse import unquote
+
+    rest = url.partition("://")[2].partition("?")[0]
+    found: list[str] = []
+    for userinfo in (rest.partition("/")[0].rpartition("@")[0], rest.rpartition("@")[0]):
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    found += re.findall(r"(?:^|[?&])password=([^&]*)", url.partition("?")[2], re.IGNORECASE)
+    found += [unquote(p) for p in found]
+    return sorted({p for p in found if p}, key=len, reverse=True)
+
+
+def redact(text: str, url: str) -> str:
+    """``text`` (a driver's message about ``url``) with every password of ``url`` replaced by
+    `***`: libpq quotes a URL it cannot parse whole, password included."""
+    for password in _passwords(url):
+        text = text.replace(password, "***")
+    return text
+
+
 def display_url(url: str) -> str:
     """`P`: the URL without a password in its user part or its query (never printed)."""
     prefix, netloc, path, query = _split(url)
@@ -105,4 +129,4 @@ def state_dir(home: str, path: str) -> str:
     return os.path.join(home, ".local", "share", "cafleet", f"pg-{name}-{digest}")
 
 
-__all__ = ["connect_url", "display_url", "hide_password", "host_of", "state_dir"]
+__all__ = ["connect_url", "display_url", "hide_password", "host_of", "redact", "state_dir"]

@@ -1,8 +1,9 @@
 """Processes seen through /proc (Linux): which processes run in a tmux pane, and ending them.
 
-`fleet delete` kills its members' panes; an agent's child that ignores SIGHUP (or left the
-pane's process tree) outlives `kill-pane`, so the teardown finds every process of a pane before
-killing it and makes sure each has ended afterwards (docs/runtime.md §1.10). A process is named
+`member delete` and `fleet delete` kill members' panes; an agent's child that ignores SIGHUP (or
+left the pane's process tree, as Codex's app-server daemon does) outlives `kill-pane`, so the
+delete finds every process of a pane before killing it and makes sure each has ended
+afterwards (docs/runtime.md §1.10). A process is named
 by its pid and its start time, so a pid reused meanwhile is never signalled.
 
 Standard library only. Where /proc is missing every query returns nothing.
@@ -14,7 +15,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import NamedTuple
 
 PROC = "/proc"
@@ -105,19 +106,68 @@ def _environ(pid: int, proc: str = PROC) -> list[bytes]:
         return []
 
 
+def env_value(pid: int, name: str, proc: str = PROC) -> str | None:
+    """The value of ``name`` in the environment ``pid`` started with, or None."""
+    prefix = name.encode() + b"="
+    for entry in _environ(pid, proc):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("utf-8", "surrogateescape")
+    return None
+
+
+def server_pid_of(pane_pids: Iterable[int], proc: str = PROC) -> int | None:
+    """The tmux server's pid: the parent of a pane's own process (tmux forks each one); None
+    when no pane process runs."""
+    for pid in pane_pids:
+        stat = _stat(pid, proc)
+        if stat is not None and stat[0] not in ("Z", "X"):
+            return stat[1]
+    return None
+
+
+def _server_matcher(socket_path: str, server_pid: int | None) -> Callable[[bytes], bool]:
+    """Whether a `TMUX=<socket>,<server pid>,<session>` entry names the server at
+    ``socket_path`` (the same file under another spelling too) and, with ``server_pid``,
+    that run of it."""
+    seen: dict[bytes, bool] = {}
+    real = os.path.realpath(socket_path)
+
+    def matches(entry: bytes) -> bool:
+        if not entry.startswith(b"TMUX="):
+            return False
+        path, _, rest = entry[5:].partition(b",")
+        if server_pid is not None and rest.partition(b",")[0] != str(server_pid).encode():
+            return False
+        if path not in seen:
+            text = os.fsdecode(path)
+            seen[path] = text == socket_path or os.path.realpath(text) == real
+        return seen[path]
+
+    return matches
+
+
 def pane_processes(
-    socket_path: str, pane_pids: Mapping[str, int], proc: str = PROC
+    socket_path: str,
+    pane_pids: Mapping[str, int],
+    proc: str = PROC,
+    *,
+    gone: Collection[str] = (),
+    server_pid: int | None = None,
 ) -> dict[str, set[Proc]]:
     """Every running process of each pane in ``pane_pids`` (pane id -> the pane's own pid):
     the pane's process tree, plus every process whose environment names that pane of the
-    server at ``socket_path`` (``TMUX_PANE`` and ``TMUX``), which catches a child that left the
-    tree (double fork, reparenting). One pass over /proc for all panes."""
+    server at ``socket_path`` (``TMUX_PANE`` and ``TMUX``; with ``server_pid``, of that run of
+    the server), which catches a child that left the tree (double fork, setsid, reparenting).
+    Panes in ``gone`` (no longer on the server) are found by their environment only, and only
+    with ``server_pid``: a server never hands a pane id out twice, but the next server on the
+    socket does. One pass over /proc for all panes."""
     me = os.getpid()
     children: dict[int, list[int]] = {}
     starts: dict[int, int] = {}
-    by_pane: dict[str, set[Proc]] = {pane: set() for pane in pane_pids}
-    wanted_panes = {f"TMUX_PANE={pane}".encode(): pane for pane in pane_pids}
-    server = f"TMUX={socket_path},".encode()
+    searched = [*pane_pids, *(gone if server_pid is not None else ())]
+    by_pane: dict[str, set[Proc]] = {pane: set() for pane in [*pane_pids, *gone]}
+    wanted_panes = {f"TMUX_PANE={pane}".encode(): pane for pane in searched}
+    on_server = _server_matcher(socket_path, server_pid)
     for pid in _pids(proc):
         stat = _stat(pid, proc)
         if stat is None or stat[0] in ("Z", "X") or pid == me:
@@ -125,7 +175,7 @@ def pane_processes(
         starts[pid] = stat[2]
         children.setdefault(stat[1], []).append(pid)
         env = _environ(pid, proc)
-        if not any(entry.startswith(server) for entry in env):
+        if not any(on_server(entry) for entry in env):
             continue
         for entry in env:
             pane = wanted_panes.get(entry)
@@ -194,9 +244,11 @@ __all__ = [
     "Proc",
     "alive",
     "cmdline",
+    "env_value",
     "end_processes",
     "identify",
     "pane_processes",
     "panes_with_env",
+    "server_pid_of",
     "stale_after",
 ]

@@ -13,11 +13,15 @@ from __future__ import annotations
 import errno
 import os
 
+from cafleet.errors import CafleetError
+
 # --- exit statuses ---------------------------------------------------------------------------
 
 OK = 0
 ERROR = 1  # a runtime error; doctor found issues
 USAGE = 2
+INTERNAL = 70  # a bug: an exception nothing maps (EX_SOFTWARE of sysexits.h)
+UNKNOWN = 75  # a send could not tell whether its message was stored (EX_TEMPFAIL: check, retry)
 TIMEOUT = 124  # `message wait` saw no message before its deadline (as timeout(1) exits)
 SIGINT = 130
 BROKEN_PIPE = 141
@@ -35,21 +39,29 @@ CODE_TMUX = "tmux"  # tmux is missing, unreachable, or a call failed
 CODE_DATABASE = "database"  # the schema guard refused the file, or SQLite failed
 CODE_OS = "os"  # a file-system call failed (the message names the path and the remedy)
 CODE_TIMEOUT = "timeout"
+CODE_UNKNOWN = "unknown"  # a send lost the database and could not tell what it stored
 CODE_INTERRUPTED = "interrupted"
 CODE_OUTPUT = "output"  # writing stdout failed
-CODE_ERROR = "error"  # anything else
+CODE_ERROR = "error"  # a cafleet error without a code of its own
+CODE_INTERNAL = "internal"  # anything unmapped: a bug in cafleet, not a user error
 
-_EXIT_FOR_CODE = {CODE_USAGE: USAGE, CODE_TIMEOUT: TIMEOUT}
+_EXIT_FOR_CODE = {
+    CODE_USAGE: USAGE,
+    CODE_TIMEOUT: TIMEOUT,
+    CODE_UNKNOWN: UNKNOWN,
+    CODE_INTERNAL: INTERNAL,
+}
 
 
 def exit_status(code: str) -> int:
-    """The exit status of an error code: 2 for usage, 124 for a timeout, else 1."""
+    """The exit status of an error code: 2 for usage, 70 for a bug, 75 for an unknown send
+    outcome, 124 for a timeout, else 1."""
     return _EXIT_FOR_CODE.get(code, ERROR)
 
 
 def error_code(exc: BaseException) -> str:
     """The code of an exception: its class's ``error_code``, ``os`` for an OSError, an SQLite
-    error's ``database``, else ``error``."""
+    error's ``database``, ``error`` for any other cafleet error, else ``internal`` (a bug)."""
     code = getattr(exc, "error_code", None)
     if isinstance(code, str):
         return code
@@ -60,7 +72,7 @@ def error_code(exc: BaseException) -> str:
         return CODE_DATABASE
     if type(exc).__module__ == "sqlite3":
         return CODE_DATABASE
-    return CODE_ERROR
+    return CODE_ERROR if isinstance(exc, CafleetError) else CODE_INTERNAL
 
 
 # --- the shared sentences --------------------------------------------------------------------
@@ -114,18 +126,22 @@ __all__ = [
     "CODE_DELETED",
     "CODE_DEREGISTERED",
     "CODE_ERROR",
+    "CODE_INTERNAL",
     "CODE_INTERRUPTED",
     "CODE_NOT_FOUND",
     "CODE_OS",
     "CODE_OUTPUT",
     "CODE_TIMEOUT",
     "CODE_TMUX",
+    "CODE_UNKNOWN",
     "CODE_USAGE",
     "ERROR",
+    "INTERNAL",
     "OK",
     "SIGINT",
     "SIGTERM",
     "TIMEOUT",
+    "UNKNOWN",
     "USAGE",
     "deregistered",
     "error_code",

@@ -70,6 +70,16 @@ def _fix_surrogates(text: str) -> str:
     return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
+# The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): in a line
+# typed into an agent's pane they would reorder how the rest of it reads (U+202E shows what
+# follows backwards), so a typed line shows U+FFFD in their place.
+_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def _fix_bidi(text: str) -> str:
+    return _BIDI_RE.sub("\ufffd", text)
+
+
 def truncate(text: str, limit: int) -> str:
     """Keep the first ``limit`` code points and append `…` only if something was cut.
 
@@ -82,6 +92,19 @@ def truncate(text: str, limit: int) -> str:
     return text[:limit] + ELLIPSIS
 
 
+def cut_naming_the_rest(text: str, limit: int, message_id: int) -> str:
+    """`truncate`, and a cut says how much is left and how to read it whole
+    (`… (+1,277 characters: cafleet message show 41)`), so a reader never takes the start of a
+    message for all of it."""
+    if len(text) <= limit:
+        return text
+    rest = len(text) - max(limit, 0)
+    return (
+        f"{truncate(text, limit)} (+{rest:,} character{'' if rest == 1 else 's'}: "
+        f"cafleet message show {message_id})"
+    )
+
+
 # --------------------------------------------------------------------------- notification
 
 
@@ -90,12 +113,12 @@ def normalize_notification_text(text: str) -> str:
 
     1. CRLF, then each remaining CR, LF, U+2028 and U+2029 becomes `⏎`;
     2. other controls are removed (C0 except TAB, U+007F, C1);
-    3. lone surrogates become U+FFFD.
+    3. lone surrogates and bidirectional controls (U+202A-U+202E, U+2066-U+2069) become U+FFFD.
     """
     text = text.replace("\r\n", RETURN_SYMBOL)
     text = re.sub("[\r\n\u2028\u2029]", RETURN_SYMBOL, text)
     text = "".join(ch for ch in text if not _is_removed_control(ch))
-    return _fix_surrogates(text)
+    return _fix_bidi(_fix_surrogates(text))
 
 
 def sanitize_wake_field(text: str) -> str:
@@ -103,7 +126,7 @@ def sanitize_wake_field(text: str) -> str:
     text = text.replace("\r\n", RETURN_SYMBOL)
     text = re.sub("[\r\n\t\u2028\u2029]", RETURN_SYMBOL, text)
     text = "".join(ch for ch in text if not _is_removed_control(ch))
-    text = _fix_surrogates(text)
+    text = _fix_bidi(_fix_surrogates(text))
     text = text.replace("`", "\u02cb")
     return text.replace("$(", "$\ufe59")
 

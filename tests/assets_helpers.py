@@ -108,3 +108,20 @@ def install_version(version: str, agents: tuple[str, ...] = AGENTS) -> None:
 
     for agent in agents:
         install_units(str(agent_dir(agent)), units_for(agent, version))
+
+
+def install_fake_agents(bin_dir: Path, agents: tuple[str, ...] = AGENTS) -> Path:
+    """The harness's fake agents (tests/harness/fake_agent.py) as ``bin_dir/<agent>``: what
+    `cafleet doctor` finds on PATH (each answers ``--version`` with ``fake-<agent> 0.0.0``)."""
+    import sys
+
+    source = Path(__file__).resolve().parent / "harness" / "fake_agent.py"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    body = source.read_text(encoding="utf-8")
+    if body.startswith("#!"):
+        body = body.split("\n", 1)[1]
+    for agent in agents:
+        target = bin_dir / agent
+        target.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
+        target.chmod(0o755)
+    return bin_dir

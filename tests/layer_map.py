@@ -28,6 +28,7 @@ LEAVES: dict[str, str] = {
     "cafleet.delivery.policy": "the per-agent input policies and every delivery constant",
     "cafleet.pgurl": "PostgreSQL URLs: `P` without its password, the local state directory",
     "cafleet.hosts": "host ids (`CAFLEET_HOST_ID`) and the one rule of whose panes a host types into",
+    "cafleet.files": "files read only when regular and bounded; files created `0600` in `0700` directories",
 }
 
 
@@ -144,6 +145,7 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.delivery.keys",
             "cafleet.delivery.parallel",
             "cafleet.delivery.screens",
+            "cafleet.sessions",
             "cafleet.broker",
             "cafleet.db",
             "cafleet.config",

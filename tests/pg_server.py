@@ -57,13 +57,22 @@ class PgServer:
             entry = pwd.getpwnam(self.as_user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
         self._names = itertools.count(1)
+        # The environment at creation: a server restarted inside a test must not carry that
+        # test's tmux harness marker (its teardown kills every process that does).
+        self._env = dict(os.environ)
 
     def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         cmd = [os.path.join(self.bin_dir, argv[0]), *argv[1:]]
         if self.as_user is not None:
             cmd = ["runuser", "-u", self.as_user, "--", *cmd]
         return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=120, check=True, cwd=self.dir
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            cwd=self.dir,
+            env=self._env,
         )
 
     def start(self) -> None:
@@ -86,20 +95,28 @@ class PgServer:
             "--no-sync",
         )
         pwfile.unlink()
+        self.start_again()
+
+    def _options(self) -> str:
         options = f"-k {self.dir} -h 127.0.0.1 -p {self.port} -c max_connections=200"
         if not self.durable:
             options += " -F -c fsync=off -c full_page_writes=off"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-o",
-            options,
-            "-l",
-            str(self.dir / "log"),
-            "-w",
-            "start",
-        )
+        return options
+
+    def start_again(self) -> None:
+        """Start the initialised server (after `crash`): same port, options and log."""
+        log = str(self.dir / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-o", self._options(), "-l", log, "-w", "start")
+
+    def restart(self) -> None:
+        """`pg_ctl restart` (fast shutdown: every client's connection is closed), then up again.
+        The log is named again, or the new server would write to (and hold open) our pipe."""
+        log = str(self.dir / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-l", log, "-m", "fast", "-w", "restart")
+
+    def crash(self) -> None:
+        """`pg_ctl stop -m immediate`: the server quits at once, as on a crash."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

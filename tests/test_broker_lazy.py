@@ -58,9 +58,16 @@ def test_importing_the_package_imports_no_repository_module() -> None:
     ("argv", "loaded"),
     [
         # Every command that opens the database also reads the fleets' loop rows to heal a dead
-        # loop (docs/runtime.md §5.3): broker.monitor is the one module each adds.
-        (["message", "ack", "{message}"], ["cafleet.broker.messages", "cafleet.broker.monitor"]),
-        (["message", "poll", "{member}"], ["cafleet.broker.messages", "cafleet.broker.monitor"]),
+        # loop (docs/runtime.md §5.3): broker.monitor is the one module each adds. The text
+        # envelopes of ack and poll name each sender (docs/cli.md §1.10): broker.members.
+        (
+            ["message", "ack", "{message}"],
+            ["cafleet.broker.members", "cafleet.broker.messages", "cafleet.broker.monitor"],
+        ),
+        (
+            ["message", "poll", "{member}"],
+            ["cafleet.broker.members", "cafleet.broker.messages", "cafleet.broker.monitor"],
+        ),
         (["fleet", "list"], ["cafleet.broker.fleets", "cafleet.broker.monitor"]),
     ],
 )

@@ -566,3 +566,35 @@ def test_a_pane_key_on_another_host_is_not_shared(
     assert broker.pane_shared_with(conn, a.placement) is None
     place(boot.fleet.director_member_id, None)  # nothing recorded: every host's
     assert broker.pane_shared_with(conn, a.placement) == b.member_id
+
+
+def test_recorded_worktrees_of_every_fleet_with_their_owners(conn: Connection) -> None:
+    """`cafleet worktree list` and the left-behind check read every member's worktree, any
+    fleet's, with whether its member is active and its fleet deleted (both dialects)."""
+    from cafleet.records import SpawnSpec, WorktreeSpec
+
+    def member(fleet_id: int, name: str, path: str) -> int:
+        spec = WorktreeSpec(path, f"cafleet/{name}", "main")
+        return broker.register_member(
+            conn, fleet_id=fleet_id, name=name, description="d", role="member",
+            placement=None, require_monitor=False,
+            spawn=SpawnSpec(prompt=None, model=None, effort=None, worktree=spec),
+        ).member_id  # fmt: skip
+
+    live = make_fleet(conn, name="live").fleet.fleet_id
+    gone = make_fleet(conn, name="gone").fleet.fleet_id
+    a = member(live, "a", "/r/.cafleet/worktrees/a")
+    b = member(live, "b", "/r/.cafleet/worktrees/b")
+    c = member(gone, "c", "/r/.cafleet/worktrees/c")
+    add_member(conn, live, name="plain")  # no worktree: not listed
+    broker.deregister_member(conn, member_id=b)
+    broker.delete_fleet(conn, fleet_id=gone, locked_panes=set(), try_lock=lambda _key: True)
+    found = [
+        (r.member_id, r.fleet_id, r.member_name, r.member_active, r.fleet_deleted, r.spec.branch)
+        for r in broker.recorded_worktrees(conn)
+    ]
+    assert found == [
+        (a, live, "a", True, False, "cafleet/a"),
+        (b, live, "b", False, False, "cafleet/b"),
+        (c, gone, "c", False, True, "cafleet/c"),
+    ]

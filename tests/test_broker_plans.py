@@ -176,6 +176,22 @@ def test_roster_activity_subqueries_each_search_their_index(plans_db: Plans) -> 
     assert sum(1 for line in lines if "CORRELATED SCALAR SUBQUERY" in line) == 3, lines
 
 
+@pytest.mark.parametrize("member", ["heavy", "light", "director"])
+def test_history_view_searches_its_indexes_in_their_order(plans_db: Plans, member: str) -> None:
+    """`message history` (docs/cli.md §2.31): what the member owns, by type, and what it sent,
+    each read newest first from its index, never sorted nor scanned."""
+    member_id = getattr(plans_db, member)
+    lines = plans_of(
+        plans_db, lambda: broker.history_view(plans_db.conn, member_id=member_id, limit=50)
+    )
+    assert_index_search(lines, "idx_messages_owner_type_created")
+    assert_index_search(lines, "idx_messages_from_created")
+    assert not any("TEMP B-TREE" in line for line in lines), lines
+    shown = broker.history_view(plans_db.conn, member_id=member_id, limit=50)
+    assert len(shown) == (5 if member == "light" else 50)
+    assert shown == sorted(shown, key=lambda m: (m.created_at, m.message_id))
+
+
 def test_wake_roster_unacked_count_searches_owner_type_state_index(plans_db: Plans) -> None:
     lines = plans_of(plans_db, lambda: broker.wake_roster(plans_db.conn, fleet_id=plans_db.fleet))
     assert_index_search(lines, "idx_messages_owner_type_state_ts")

@@ -10,6 +10,7 @@ import pytest
 
 import cafleet
 from cafleet.db.shapes import HEAD_VERSION
+from tests.assets_helpers import install_fake_agents
 from tests.cli_helpers import assert_unchanged, run_cli, snapshot, sql
 
 MULTIPLEXER_KEYS = [
@@ -35,32 +36,49 @@ def agent_dirs(home: Path) -> dict[str, Path]:
     }
 
 
-def agents_ok_lines(home: Path) -> str:
-    """The coding-agents and member-permissions sections of a fully set-up HOME."""
+@pytest.fixture(autouse=True)
+def agent_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake agents first on PATH: doctor finds each binary and its version there (the
+    tmux harness puts its own copies before these)."""
+    bin_dir = install_fake_agents(tmp_path / "agent-bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def binary_text(bin_dir: Path, agent: str) -> str:
+    return f"{bin_dir / agent} (fake-{agent} 0.0.0)"
+
+
+def agents_ok_lines(home: Path, bin_dir: Path) -> str:
+    """The coding-agents and member-permissions sections of a fully set-up HOME with every
+    agent installed in ``bin_dir``."""
     dirs = agent_dirs(home)
     defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
     version = cafleet.__version__
     lines = ["✓ coding agents"]
     for agent in AGENTS:
         label = f"{agent}:".ljust(11)
-        lines.append(f"  {label}ok  {dirs[agent]} (default {defaults[agent]}), cafleet {version}")
+        lines.append(
+            f"  {label}ok  {binary_text(bin_dir, agent)}; assets {dirs[agent]} "
+            f"(default {defaults[agent]}), cafleet {version}"
+        )
     lines.append("✓ member permissions")
     read = {"claude": "0 files", "codex": "1 file", "opencode": "0 files"}
     lines += [f"  {(a + ':').ljust(11)}ok ({read[a]} read)" for a in AGENTS]
     return "\n".join(lines) + "\n"
 
 
-def missing_agent_lines(home: Path) -> list[str]:
+def missing_agent_lines(home: Path, bin_dir: Path) -> list[str]:
     dirs = agent_dirs(home)
     defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
     return [
-        f"  {(a + ':').ljust(11)}missing  {dirs[a]} (default {defaults[a]}): no install recorded "
-        f"here; run 'cafleet setup --coding-agent {a}'"
+        f"  {(a + ':').ljust(11)}missing  {binary_text(bin_dir, a)}; assets {dirs[a]} "
+        f"(default {defaults[a]}): no install recorded here; run 'cafleet setup --coding-agent {a}'"
         for a in AGENTS
     ]
 
 
-def test_outside_tmux_without_database(db_path: Path) -> None:
+def test_outside_tmux_without_database(db_path: Path, agent_bin: Path) -> None:
     code, out, err = run_cli("doctor")
     assert (code, err) == (1, "")
     assert out == (
@@ -71,7 +89,7 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         f"  path:      {db_path}\n"
         "  no cafleet database; run 'cafleet setup'\n"
         "✗ coding agents\n"
-        + "".join(line + "\n" for line in missing_agent_lines(Path(os.environ["HOME"])))
+        + "".join(line + "\n" for line in missing_agent_lines(Path(os.environ["HOME"]), agent_bin))
         + "✗ member permissions\n"
         "  claude:    ok (0 files read)\n"
         "  codex:     ok (0 files read)\n"
@@ -95,7 +113,13 @@ def test_outside_tmux_without_database(db_path: Path) -> None:
         "fleets",
         "issues",
     ]
-    assert data["fleets"] == {"ok": True, "skipped": True, "fleets": [], "error": None}
+    assert data["fleets"] == {
+        "ok": True,
+        "skipped": True,
+        "fleets": [],
+        "left_worktrees": [],
+        "error": None,
+    }
     assert data["cafleet_version"] == cafleet.__version__
     assert list(data["multiplexer"]) == MULTIPLEXER_KEYS
     assert data["multiplexer"] == {
@@ -185,14 +209,14 @@ def test_foreign_file_unchanged(db_path: Path) -> None:
     assert_unchanged(before, db_path)
 
 
-def test_current_database_outside_tmux(head_db: Path) -> None:
+def test_current_database_outside_tmux(head_db: Path, agent_bin: Path) -> None:
     before = snapshot(head_db)
     code, out, _ = run_cli("doctor")
     assert code == 1
     home = Path(os.environ["HOME"])
     assert (
         f"✓ database\n  path:      {head_db}\n  schema {HEAD_VERSION} (head)\n"
-        + agents_ok_lines(home)
+        + agents_ok_lines(home, agent_bin)
         + "✓ fleets\n  no live fleets\n"
         + "1 issue found\n"
     ) in out
@@ -217,7 +241,7 @@ def test_in_tmux_with_current_database(tmux_db) -> None:
         "✓ database\n"
         f"  path:      {h.db_path}\n"
         f"  schema {HEAD_VERSION} (head)\n"
-        + agents_ok_lines(Path(h.env["HOME"]))
+        + agents_ok_lines(Path(h.env["HOME"]), h.bin_dir)
         + "✓ fleets\n  no live fleets\n"
         + "no issues found\n"
     )
@@ -268,3 +292,74 @@ def test_in_tmux_without_pane(tmux_db) -> None:
     assert result.returncode == 1
     assert "✗ multiplexer\n  not inside a tmux pane (TMUX_PANE is not set)\n" in out
     assert out.endswith("1 issue found\n")
+
+
+# --- each agent's binary (docs/cli.md §3.3) ------------------------------------------------------
+
+
+def test_an_agent_not_on_path_is_not_installed_not_ok(head_db: Path, tmp_path: Path) -> None:
+    """Only Claude installed: codex and opencode say `not installed` with the remedy, never
+    `ok`; not an issue while another agent is installed."""
+    only_claude = install_fake_agents(tmp_path / "only-claude", ("claude",))
+    code, out, _ = run_cli("doctor", env={"PATH": str(only_claude)})
+    assert code == 1  # the multiplexer only: outside tmux
+    home = Path(os.environ["HOME"])
+    dirs = agent_dirs(home)
+    version = cafleet.__version__
+    assert (
+        "✓ coding agents\n"
+        f"  claude:    ok  {binary_text(only_claude, 'claude')}; assets {dirs['claude']} "
+        f"(default ~/.claude), cafleet {version}\n"
+        "  codex:     not installed  no 'codex' on PATH: install it (npm install -g @openai/codex) "
+        f"to run codex members; assets {dirs['codex']} (default ~/.codex), cafleet {version}\n"
+        "  opencode:  not installed  no 'opencode' on PATH: install it (npm install -g "
+        f"opencode-ai) to run opencode members; assets {dirs['opencode']} "
+        f"(default ~/.config/opencode), cafleet {version}\n"
+    ) in out
+    assert out.endswith("1 issue found\n")
+
+    code, out, _ = run_cli("doctor", "--json", env={"PATH": str(only_claude)})
+    agents = {a["coding_agent"]: a for a in json.loads(out)["coding_agents"]}
+    assert agents["claude"]["binary"] == {
+        "path": str(only_claude / "claude"),
+        "version": "fake-claude 0.0.0",
+        "error": None,
+    }
+    assert agents["codex"]["binary"] == {
+        "path": None,
+        "version": None,
+        "error": "no 'codex' on PATH: install it (npm install -g @openai/codex) to run codex "
+        "members",
+    }
+
+
+def test_no_agent_installed_is_an_issue(head_db: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    code, out, _ = run_cli("doctor", env={"PATH": str(empty)})
+    assert code == 1
+    assert "✗ coding agents\n" in out
+    assert out.count(" not installed  no '") == 3
+    assert "  no coding agent is installed: install at least one of them\n" in out
+    assert out.endswith("2 issues found\n")  # the multiplexer and the agents
+
+
+def test_an_npm_install_gives_its_version_without_running(head_db: Path, tmp_path: Path) -> None:
+    """npm's layout (`.bin/codex` -> `../@openai/codex/bin/codex.js`): the version is read from
+    the package's package.json; the binary itself is never run."""
+    package = tmp_path / "node_modules" / "@openai" / "codex"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(
+        json.dumps({"name": "@openai/codex", "version": "9.8.7"}), encoding="utf-8"
+    )
+    ran = tmp_path / "ran"
+    script = package / "bin" / "codex.js"
+    script.write_text(f"#!/bin/sh\ntouch {ran}\necho wrong 0.0\n", encoding="utf-8")
+    script.chmod(0o755)
+    dot_bin = tmp_path / "node_modules" / ".bin"
+    dot_bin.mkdir()
+    (dot_bin / "codex").symlink_to("../@openai/codex/bin/codex.js")
+    code, out, _ = run_cli("doctor", "--json", env={"PATH": str(dot_bin)})
+    codex = next(a for a in json.loads(out)["coding_agents"] if a["coding_agent"] == "codex")
+    assert codex["binary"] == {"path": str(dot_bin / "codex"), "version": "9.8.7", "error": None}
+    assert not ran.exists()

@@ -101,7 +101,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    2\n"
         "members:    2\n"
-        "loop:       never started\n"  # issue 13: the loop and the panes
+        "loop:       never started\n"  # docs/cli.md §2.5: the loop and the panes
         "panes:      not checked: not inside a tmux session (TMUX is not set)\n"
         "problems:   the monitor loop is not running: no scheduled wakes; run "
         f"'cafleet monitor start {fleet_id}'\n",
@@ -119,7 +119,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "director:   1\n"
         "monitor:    -\n"
         "members:    0\n"
-        "loop:       never started\n"
+        "loop:       stopped (fleet deleted)\n"  # not "never started": its delete stopped it
     )
     code, out, _ = call_main(["fleet", "show", str(fleet_id), "--json"])
     assert json.loads(out) == {
@@ -131,7 +131,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
         "monitor_member_id": None,
         "member_count": 0,
         "loop": {
-            "state": "never",
+            "state": "stopped",
             "pid": None,
             "pid_running": None,
             "started_at": None,
@@ -216,17 +216,26 @@ def test_delete_deregisters_keeps_messages(head_db: Path) -> None:
         "SELECT count(*) FROM members WHERE fleet_id = ? AND status = 'active'",
         (other.fleet.fleet_id,),
     ) == [(2,)]
-    # idempotent
+
+
+def test_a_second_delete_is_refused(head_db: Path) -> None:
+    """A fleet already deleted: `fleet <id> is deleted` (exit 1, code `deleted`), nothing
+    changed, instead of a silent exit 0."""
+    with Db(head_db) as db:
+        fleet_id = db.fleet("gone").fleet.fleet_id
+    assert run_cli("fleet", "delete", str(fleet_id), "--keep-panes")[0] == 0
+    before = snapshot(head_db)
     code, out, err = run_cli("fleet", "delete", str(fleet_id), "--json")
-    assert (code, err) == (0, "")
-    assert out == (
-        f'{{"fleet_id":{fleet_id},"deregistered_count":0,"panes":[],"loop_stopped_pid":null}}\n'
-    )
+    assert (code, out) == (1, "")
+    assert json.loads(err) == {
+        "error": {"code": "deleted", "message": f"fleet {fleet_id} is deleted"}
+    }
     assert run_cli("fleet", "delete", str(fleet_id)) == (
-        0,
-        f"Deleted fleet {fleet_id}. Deregistered 0 members.\n",
+        1,
         "",
+        f"Error: fleet {fleet_id} is deleted\n",
     )
+    assert_unchanged(before, head_db)
 
 
 def test_delete_one_member_plural(head_db: Path) -> None:

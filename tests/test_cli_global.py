@@ -3,6 +3,7 @@ environment variables, exit-code mapping (§4 items 1–7, 11–14, 21, 76)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from tests.cli_helpers import (
     FORBIDDEN_ALWAYS,
     assert_unchanged,
     call_main,
+    call_run,
     imported_after,
     run_cli,
     snapshot,
@@ -293,7 +295,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 13  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 14  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -428,7 +430,7 @@ def test_unknown_later_wave_commands_are_usage_errors() -> None:
 # --- 11–14. environment variables ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5", " 5", "9223372036854775808"])
+@pytest.mark.parametrize("value", ["abc", "-1", "1.5", " 5"])
 def test_bad_max_text_len(value: str, head_db: Path) -> None:
     before = snapshot(head_db)
     code, out, err = run_cli("message", "poll", "1", env={"CAFLEET_MAX_TEXT_LEN": value})
@@ -441,11 +443,9 @@ def test_empty_max_text_len_is_unset(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         db.send(fleet.director.member_id, fleet.director.member_id, "x" * 300)
-    code, out, err = run_cli(
-        "message", "poll", str(fleet.director.member_id), env={"CAFLEET_MAX_TEXT_LEN": ""}
-    )
+    code, out, err = run_cli("message", "ack", "1", env={"CAFLEET_MAX_TEXT_LEN": ""})
     assert code == 0, err
-    assert out.splitlines()[1] == "x" * 200 + "…"
+    assert out.splitlines()[2] == "x" * 200 + "… (+100 characters: cafleet message show 1)"
 
 
 @pytest.mark.parametrize("name", ["CAFLEET_MONITOR_WAKE_INTERVAL", "CAFLEET_PANE_LOCK_TIMEOUT"])
@@ -532,8 +532,8 @@ def test_commands():
     """Temporarily add hidden commands to the real root group to exercise main's mapping."""
     added: list[str] = []
 
-    def add(name: str, callback) -> None:
-        cli.add_command(click.Command(name, callback=callback, hidden=True))
+    def add(name: str, callback, params: tuple[click.Parameter, ...] = ()) -> None:
+        cli.add_command(click.Command(name, callback=callback, hidden=True, params=list(params)))
         added.append(name)
 
     yield add
@@ -541,12 +541,68 @@ def test_commands():
         cli.commands.pop(name, None)
 
 
-def test_unexpected_exception_is_error_line(test_commands) -> None:
+def test_an_unexpected_exception_is_a_bug_not_a_user_error(test_commands) -> None:
+    """docs/cli.md §1.4: anything unmapped prints `internal error: <type>: <text>` and how to get
+    the traceback, exit 70; CAFLEET_DEBUG=1 prints the traceback."""
+
+    def lookup() -> None:
+        row: dict[str, int] = {}
+        row["member_id"] += 1  # the bug
+
     def boom() -> None:
         raise RuntimeError("boom happened")
 
+    test_commands("_lookup", lookup)
     test_commands("_boom", boom)
-    assert call_main(["_boom"]) == (1, "", "Error: boom happened\n")
+    json_flag = click.Option(["--json", "as_json"], is_flag=True)
+    test_commands("_lookup_json", lambda as_json: lookup(), (json_flag,))
+    hint = (
+        "This is a bug in cafleet; run the command again with CAFLEET_DEBUG=1 to see its "
+        "traceback.\n"
+    )
+    assert call_main(["_lookup"]) == (70, "", "internal error: KeyError: 'member_id'\n" + hint)
+    assert call_main(["_boom"]) == (70, "", "internal error: RuntimeError: boom happened\n" + hint)
+    code, out, err = call_main(["_lookup_json", "--json"])
+    assert (code, out) == (70, "")
+    assert json.loads(err) == {
+        "error": {
+            "code": "internal",
+            "message": "internal error: KeyError: 'member_id' (a bug in cafleet; CAFLEET_DEBUG=1 "
+            "prints its traceback)",
+        }
+    }
+    debug = call_run("_lookup", env={"CAFLEET_DEBUG": "1"})
+    assert (debug.returncode, debug.stdout) == (70, "")
+    lines = debug.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert 'row["member_id"] += 1  # the bug' in debug.stderr
+    assert lines[-2:] == ["KeyError: 'member_id'", "internal error: KeyError: 'member_id'"]
+
+
+def test_mapped_failures_keep_their_texts_and_codes(test_commands) -> None:
+    """The exceptions §1.4 maps are not bugs: an OSError, an SQLite error, EPIPE."""
+    import sqlite3
+
+    def missing_file() -> None:
+        open("/nonexistent-dir/x")  # noqa: SIM115
+
+    def locked() -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    def epipe() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    test_commands("_missing_file", missing_file)
+    test_commands("_locked", locked)
+    test_commands("_epipe", epipe)
+    code, _out, err = call_main(["_missing_file"])
+    assert (code, err) == (
+        1,
+        "Error: cannot use /nonexistent-dir/x: no such file or directory; create the missing "
+        "directory or fix the path\n",
+    )
+    assert call_main(["_locked"]) == (1, "", "Error: database is locked\n")
+    assert call_main(["_epipe"])[0] == 141
 
 
 def test_cafleet_errors_print_their_text(test_commands) -> None:

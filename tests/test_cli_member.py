@@ -101,6 +101,10 @@ def test_roster_text_table(head_db: Path) -> None:
         "pane ?: not checked: not inside a tmux session (TMUX is not set)\n"
         "problem: the monitor loop is not running: no scheduled wakes; run "
         f"'cafleet monitor start {fid}'\n"
+        # pending with no `member create` holding its creation lock: one that was interrupted
+        f"problem: member {coder} (coder) has no pane: the 'cafleet member create' that "
+        f"registered it was interrupted; run 'cafleet member respawn {coder}' (or remove it: "
+        f"'cafleet member delete {coder}')\n"
     )
 
 

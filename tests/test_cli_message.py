@@ -57,14 +57,14 @@ def test_poll_lists_unacked_newest_first(inbox: SimpleNamespace, head_db: Path) 
     assert (code, err) == (0, "")
     origin = inbox.summary.message_id
     assert out == (
-        f"[{inbox.m2.message_id} | from:{inbox.d} | {stamp(T1 + timedelta(seconds=2))}]\n"
+        f"[{inbox.m2.message_id} | from:Director ({inbox.d}) | {stamp(T1 + timedelta(seconds=2))}]\n"
         "second\n"
         "\n"
-        f"[{inbox.delivery.message_id} | from:{inbox.d} | {stamp(T1 + timedelta(seconds=1))}"
+        f"[{inbox.delivery.message_id} | from:Director ({inbox.d}) | {stamp(T1 + timedelta(seconds=1))}"
         f" | origin:{origin}]\n"
         "everyone\n"
         "\n"
-        f"[{inbox.m1.message_id} | from:{inbox.d} | {stamp(T1)}]\n"
+        f"[{inbox.m1.message_id} | from:Director ({inbox.d}) | {stamp(T1)}]\n"
         "first\n"
     )
     code, out, _ = run_cli("message", "poll", str(inbox.w), "--json")
@@ -82,8 +82,8 @@ def test_ack(inbox: SimpleNamespace, head_db: Path) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == "Message acknowledged."
-    assert lines[1].startswith(f"[{inbox.m1.message_id} | from:{inbox.d} | ")
-    assert lines[1] != f"[{inbox.m1.message_id} | from:{inbox.d} | {stamp(T1)}]"  # restamped
+    # the send time, not the ACK time that is now the message's status_timestamp
+    assert lines[1] == f"[{inbox.m1.message_id} | from:Director ({inbox.d}) | {stamp(T1)}]"
     assert lines[2:] == ["first"]
     assert query(
         head_db, "SELECT status_state FROM messages WHERE message_id = ?", (inbox.m1.message_id,)
@@ -122,7 +122,7 @@ def test_show(inbox: SimpleNamespace, head_db: Path) -> None:
     assert code == 0
     origin = inbox.summary.message_id
     assert out == (
-        f"[{origin} | from:{inbox.d} | {stamp(T1 + timedelta(seconds=1))} | "
+        f"[{origin} | from:Director ({inbox.d}) | {stamp(T1 + timedelta(seconds=1))} | "
         f"kind:broadcast_summary | origin:{origin}]\n"
         "Broadcast sent to 2 recipients\n"
     )
@@ -138,6 +138,48 @@ def test_show(inbox: SimpleNamespace, head_db: Path) -> None:
     assert_unchanged(before, head_db)
 
 
+def test_history_shows_what_a_member_received_and_sent_acked_or_not(
+    inbox: SimpleNamespace, head_db: Path
+) -> None:
+    """docs/cli.md §2.31: oldest first, ACKed too, a broadcast once (its summary, for the
+    sender), the newest --limit; read-only; a deregistered member's history too."""
+    with Db(head_db) as db:
+        reply = db.send(inbox.w, inbox.d, "done", now=T1 + timedelta(seconds=3))
+    before = snapshot(head_db)
+    d, w, origin = f"Director ({inbox.d})", f"coder ({inbox.w})", inbox.summary.message_id
+    code, out, err = call_main(["message", "history", str(inbox.w)])
+    assert (code, err) == (0, "")
+    assert out.split("\n\n") == [
+        f"[{inbox.m0.message_id} | from:{d} | {stamp(T1 - timedelta(seconds=5))} | ACKed "
+        f"{stamp(T1 - timedelta(seconds=4))}]\nold",
+        f"[{inbox.m1.message_id} | from:{d} | {stamp(T1)} | not ACKed]\nfirst",
+        f"[{inbox.delivery.message_id} | from:{d} | {stamp(T1 + timedelta(seconds=1))} | "
+        f"origin:{origin} | not ACKed]\neveryone",
+        f"[{inbox.m2.message_id} | from:{d} | {stamp(T1 + timedelta(seconds=2))} | not ACKed]"
+        "\nsecond",
+        f"[{reply.message_id} | from:{w} | {stamp(T1 + timedelta(seconds=3))} | to:{d} | not "
+        "ACKed]\ndone\n",
+    ]
+    code, out, _ = call_main(["message", "history", str(inbox.d), "--json"])
+    assert code == 0
+    assert [(m["message_id"], m["type"]) for m in json.loads(out)] == [
+        (inbox.m0.message_id, "unicast"),
+        (inbox.m1.message_id, "unicast"),
+        (origin, "broadcast_summary"),  # not its two deliveries
+        (inbox.m2.message_id, "unicast"),
+        (reply.message_id, "unicast"),
+    ]
+    code, out, _ = call_main(["message", "history", str(inbox.w), "--limit", "2", "--json"])
+    assert [m["message_id"] for m in json.loads(out)] == [inbox.m2.message_id, reply.message_id]
+    assert call_main(["message", "history", "999"]) == (1, "", "Error: member 999 not found\n")
+    assert call_main(["message", "history", str(inbox.w), "--limit", "0"])[0] == 2
+    assert_unchanged(before, head_db)
+    with Db(head_db) as db:
+        db.deregister(inbox.w)
+    code, out, _ = call_main(["message", "history", str(inbox.w), "--json"])
+    assert (code, len(json.loads(out))) == (0, 5)
+
+
 def test_empty_body_prints_header_only(head_db: Path) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
@@ -149,7 +191,11 @@ def test_empty_body_prints_header_only(head_db: Path) -> None:
         "NULL)",
     )
     assert fleet.director.member_id == 1
-    assert call_main(["message", "show", "1"]) == (0, f"[1 | from:1 | {stamp(T1)}]\n", "")
+    assert call_main(["message", "show", "1"]) == (
+        0,
+        f"[1 | from:Director (1) | {stamp(T1)}]\n",
+        "",
+    )
 
 
 # --- 15. broken pipe ----------------------------------------------------------------------------

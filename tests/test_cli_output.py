@@ -141,8 +141,12 @@ def _message(**kw: object) -> SimpleNamespace:
 
 
 def test_envelope_lines() -> None:
-    assert output.envelope_lines(_message(), 200) == [
-        "[42 | from:7 | 2026-11-29T15:02:11.123456+00:00]",
+    """The header shows the send time (`created_at`), not the last state change, and the
+    sender by name when the names are given."""
+    acked = _message(status_state="completed", status_timestamp="2026-11-29T16:00:00+00:00")
+    assert output.envelope_lines(acked, 200) == ["[42 | from:7 | t0]", "build OK"]
+    assert output.envelope_lines(acked, 200, {7: "builder"}) == [
+        "[42 | from:builder (7) | t0]",
         "build OK",
     ]
     summary = _message(
@@ -150,18 +154,25 @@ def test_envelope_lines() -> None:
         from_member_id=1,
         type="broadcast_summary",
         origin_message_id=40,
-        status_timestamp="ts",
+        created_at="ts",
         text="Broadcast sent to 3 recipients",
     )
-    assert output.envelope_lines(summary, 200) == [
-        "[40 | from:1 | ts | kind:broadcast_summary | origin:40]",
+    assert output.envelope_lines(summary, 200, {1: "Di\x1brector"}) == [
+        "[40 | from:Di\u241brector (1) | ts | kind:broadcast_summary | origin:40]",
         "Broadcast sent to 3 recipients",
     ]
     assert output.envelope_lines(_message(origin_message_id=3), 200)[0].endswith(" | origin:3]")
     assert output.envelope_lines(_message(text="abc"), 0) == [
-        "[42 | from:7 | 2026-11-29T15:02:11.123456+00:00]",
-        "…",
+        "[42 | from:7 | t0]",
+        "… (+3 characters: cafleet message show 42)",
     ]
+    assert output.envelope_lines(_message(text="x" * 1477), 200)[1] == (
+        "x" * 200 + "… (+1,277 characters: cafleet message show 42)"
+    )
+    assert output.envelope_lines(_message(text="x" * 201), 200)[1].endswith(
+        "… (+1 character: cafleet message show 42)"
+    )
+    assert output.envelope_lines(_message(text="x" * 5000)) == ["[42 | from:7 | t0]", "x" * 5000]
 
 
 def test_envelopes_separated_by_blank_line() -> None:
@@ -169,6 +180,28 @@ def test_envelopes_separated_by_blank_line() -> None:
     assert lines[2] == ""
     assert lines[3].startswith("[1 | ")
     assert output.envelopes_lines([], 200) == ["No messages found."]
+
+
+def test_history_lines_name_the_recipient_and_the_ack() -> None:
+    names = {7: "builder", 1: "Director"}
+    received = _message(message_id=1, from_member_id=1, created_at="t1")
+    sent = _message(
+        message_id=2,
+        from_member_id=7,
+        to_member_id=1,
+        owner_member_id=1,
+        created_at="t2",
+        status_state="completed",
+        status_timestamp="t3",
+    )
+    assert output.history_lines([received, sent], 7, 200, names) == [
+        "[1 | from:Director (1) | t1 | not ACKed]",
+        "build OK",
+        "",
+        "[2 | from:builder (7) | t2 | to:Director (1) | ACKed t3]",
+        "build OK",
+    ]
+    assert output.history_lines([], 7, 200, names) == ["No messages found."]
 
 
 def test_message_dict_has_no_notified_at() -> None:
@@ -250,28 +283,44 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
     assert acked["message"]["text"] == mailbox.long_body
 
 
-def test_text_truncation_default(mailbox: SimpleNamespace) -> None:
-    code, out, _ = call_main(["message", "show", str(mailbox.mid.message_id)])
+def test_what_a_member_reads_with_is_whole_and_echoes_say_how_to_read_the_rest(
+    mailbox: SimpleNamespace,
+) -> None:
+    """poll, wait and show print every character; only an echo (ack, send) is cut, and the cut
+    names the command that shows the rest."""
+    big, mid, d = mailbox.big.message_id, mailbox.mid.message_id, str(mailbox.director)
+    code, out, _ = call_main(["message", "show", str(mid)])
     assert code == 0
-    assert out.splitlines()[1] == "x" * 200 + "…"
-    code, out, _ = call_main(["message", "show", str(mailbox.big.message_id)])
-    body = out.splitlines()[1]
-    assert body == mailbox.long_body[:200] + "…"  # multi-byte characters count as one
+    assert out.splitlines()[1] == "x" * 300
+    code, out, _ = call_main(["message", "show", str(big)])
+    assert out.splitlines()[1:] == [mailbox.long_body]
+    code, out, _ = call_main(["message", "poll", d])
+    assert mailbox.long_body in out.splitlines() and "x" * 300 in out.splitlines()
+    code, out, _ = call_main(["message", "wait", d, "--timeout", "0"])
+    assert mailbox.long_body in out.splitlines() and "x" * 300 in out.splitlines()
+    code, out, _ = call_main(["message", "ack", str(big)])
+    cut = mailbox.long_body[:200]  # multi-byte characters count as one
+    assert out.splitlines()[2] == cut + f"… (+4,800 characters: cafleet message show {big})"
 
 
 @pytest.mark.parametrize(
     ("limit", "text", "expected"),
-    [("5", "abcdefg", "abcde…"), ("0", "abcdefg", "…"), ("7", "abcdefg", "abcdefg")],
+    [
+        ("5", "abcdefg", "abcde… (+2 characters: cafleet message show 1)"),
+        ("0", "abcdefg", "… (+7 characters: cafleet message show 1)"),
+        ("7", "abcdefg", "abcdefg"),
+    ],
 )
 def test_text_truncation_limit(head_db: Path, limit: str, text: str, expected: str) -> None:
     with Db(head_db) as db:
         fleet = db.fleet()
         message = db.send(fleet.director.member_id, fleet.director.member_id, text)
+    assert message.message_id == 1
     code, out, _ = run_cli(
-        "message", "show", str(message.message_id), env={"CAFLEET_MAX_TEXT_LEN": limit}
+        "message", "ack", str(message.message_id), env={"CAFLEET_MAX_TEXT_LEN": limit}
     )
     assert code == 0
-    assert out.splitlines()[1] == expected
+    assert out.splitlines()[2] == expected
     code, out, _ = run_cli(
         "message", "show", str(message.message_id), "--json", env={"CAFLEET_MAX_TEXT_LEN": limit}
     )

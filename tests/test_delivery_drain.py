@@ -169,11 +169,22 @@ def test_stamp_failure_after_typing_is_reported_and_leaves_the_row_pending(tmux_
             f"typed into pane {pane} but could not record it: the database schema changed while "
             f"this command was running (validated schema {HEAD_VERSION}, now schema "
             f"{HEAD_VERSION + 1}); re-run the command; "
-            "it may be typed again",
+            "the next attempt records it without typing it again",
         )
     ]
     assert util.line_bytes(pane) == [record_of(expected_line(m1, "alice", a, "stamp me"))]
     assert notified_at(h.db_path, m1) is None
+    # The database is back: the next drains stamp the line the first one typed, and never type
+    # it again (one line per message, however many attempts follow an outage).
+    with connect(h.db_path) as conn:
+        first = drain_recipient(conn, b, attempted=set(), lock_timeout=1, env=h.env)
+        later = [
+            drain_recipient(conn, b, attempted=set(), lock_timeout=1, env=h.env) for _ in range(2)
+        ]
+    assert (first.notified, first.failures) == ([(m1, b)], [])
+    assert all((r.notified, r.failures) == ([], []) for r in later)
+    assert notified_at(h.db_path, m1) is not None
+    assert util.line_bytes(pane) == [record_of(expected_line(m1, "alice", a, "stamp me"))]
 
 
 def test_fleet_drain_is_oldest_first_and_blocks_only_the_failed_recipient(tmux_db) -> None:

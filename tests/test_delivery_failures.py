@@ -74,7 +74,7 @@ def test_copy_mode_warns_keeps_order_and_the_restarted_loop_retries(tmux_db) -> 
     m2 = sent_id(r2.stdout)
     assert r2.returncode == 0
     # The older message goes first and fails; the warning speaks of this send's own message
-    # and names the older one separately (issue 24 item 5).
+    # and names the older one separately (docs/cli.md §1.11).
     assert r2.stderr.splitlines() == [
         warning(m2, b, reason),
         f"Also pending for member {b}: message {m1} (not notified yet)",
@@ -166,7 +166,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     latency = time.monotonic() - sent_at
     assert waiter.returncode == 0, stderr
     assert stderr == ""
-    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:{a} | ")
+    assert stdout.splitlines()[0].startswith(f"[{d_id} | from:alice ({a}) | ")
     assert stdout.splitlines()[1] == "done"
     assert latency < 5, latency
     assert util.line_records(w.director_pane) == []
@@ -176,7 +176,7 @@ def test_pane_gone_then_message_wait_retries_into_the_new_pane(tmux_db) -> None:
     p_id = sent_id(pending.stdout)
     own = h.cli("message", "wait", str(b), "--timeout", "0", "--json")
     assert own.returncode == 0 and own.stderr == ""
-    assert [m["message_id"] for m in json.loads(own.stdout)] == [p_id, m1]
+    assert [m["message_id"] for m in json.loads(own.stdout)] == [m1, p_id]  # oldest first
     assert typed_ids(new) == [m1]
 
 
@@ -229,8 +229,23 @@ def test_a_busy_pane_warning_names_the_senders_own_message_unless_a_drain_holds_
             f"Also pending for member {b}: message {older} (not notified yet)\n"
         )
     with util.hold_pane_lock(h.db_path.parent, w.key(b), purpose=f"notify msg {older}"):
+        # Another drain (a loop retrying the older line) holds the pane: no warning, but the
+        # send says its own line was not typed, and why, in text and in JSON.
         quiet = send(h, a, b, "handed off")
-        assert (quiet.returncode, quiet.stderr) == (0, "")
+        handed = sent_id(quiet.stdout)
+        pending = (
+            f"Pending: message {handed} for member {b} is not typed yet: pane {pane} is busy "
+            f"typing another line (notify msg {older}); it stays in the inbox and is typed "
+            "after that one"
+        )
+        assert quiet.returncode == 0 and quiet.stdout.startswith("Message sent.\n")
+        assert quiet.stderr == pending + "\n"  # that drain goes on with the older ones too
+        as_json = send(h, a, b, "handed off too", "--json")
+        data = send_json(as_json)
+        too = data["message"]["message_id"]
+        assert data["notification_sent"] is False
+        assert data["notification_note"] == pending.replace(f"message {handed} ", f"message {too} ")
+        assert as_json.stderr == data["notification_note"] + "\n"
     assert notified_at(h.db_path, older) is None  # nothing was typed while the locks were held
     assert util.line_records(pane) == []
 
@@ -269,6 +284,22 @@ def test_a_warning_about_an_older_line_that_was_typed_says_so(tmux_db) -> None:
         went_in.notified.append((mine, b))
         went_in.failures.append(DrainFailure(older, b, pane, reason))
         assert own_outcome_lines(conn, went_in, {b: mine}) == [also]
+        # The pane lock was held by another drain: by one typing this very line (the loop
+        # picked it up first), or an older one.
+        busy = f"pane {pane} is receiving another keystroke"
+        itself = DrainReport()
+        itself.failures.append(DrainFailure(mine, b, pane, busy, True, f"notify msg {mine}"))
+        assert own_outcome_lines(conn, itself, {b: mine}) == [
+            f"Pending: message {mine} for member {b} is being typed into pane {pane} by another "
+            "delivery (the monitor loop's, or a send's)"
+        ]
+        behind = DrainReport()
+        behind.failures.append(DrainFailure(mine, b, pane, busy, True, f"notify msg {older}"))
+        assert own_outcome_lines(conn, behind, {b: mine}) == [
+            f"Pending: message {mine} for member {b} is not typed yet: pane {pane} is busy "
+            f"typing another line (notify msg {older}); it stays in the inbox and is typed "
+            "after that one"
+        ]
 
 
 def test_without_tmux_the_send_warns_and_a_later_send_types_older_first(tmux_db) -> None:

@@ -55,7 +55,9 @@ def test_truncation() -> None:
 def test_truncation_applies_after_normalising() -> None:
     # 4 CRLF pairs collapse to 4 marks: 4 codepoints, within a limit of 4
     assert line("\r\n" * 4, limit=4) == "[cafleet msg 7 from alice (3)] ⏎⏎⏎⏎" + SUFFIX
-    assert line("\x1b" * 10 + "abcdef", limit=5) == "[cafleet msg 7 from alice (3)] abcde…" + SUFFIX
+    assert line("\x1b" * 10 + "abcdef", limit=5) == (
+        "[cafleet msg 7 from alice (3)] abcde… (+1 character: cafleet message show 7)" + SUFFIX
+    )
 
 
 def test_empty_after_normalising_gives_two_spaces() -> None:

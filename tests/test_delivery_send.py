@@ -76,13 +76,17 @@ def test_send_types_exactly_one_normalised_line_and_stamps(tmux_db) -> None:
     shown = json.loads(h.cli("message", "show", str(m1), "--json").stdout)["message"]
     assert shown["text"] == body and "notified_at" not in shown
 
-    # 2. a 10 KB body arrives truncated to 200 code points plus …, as one record
+    # 2. a 10 KB body arrives cut to 200 code points plus … and how to read the rest, one record
     big = ("0123456789" * 1024)[:10_240]
     result = send(h, a, b, big, "--json")
     m2 = send_json(result)["message"]["message_id"]
     assert result.stderr == ""
     util.wait_records(pane, 2)
-    assert util.line_bytes(pane)[1] == record_of(expected_line(m2, "a`b$(c)", a, big[:200] + "…"))
+    assert util.line_bytes(pane)[1] == record_of(
+        expected_line(
+            m2, "a`b$(c)", a, big[:200] + f"… (+10,040 characters: cafleet message show {m2})"
+        )
+    )
 
     # 3. a long multi-byte body under a raised limit: typed in several 1024-byte chunks, yet one
     #    literal record; leading '-', key names and '%1' stay literal (docs/runtime.md §8 item 12)
@@ -183,7 +187,7 @@ def test_paneless_self_and_director_sends_never_import_libtmux(tmux_db) -> None:
             "p",
         ),
     ):
-        code, found = imported_after(argv, TYPING_MODULES, env=h.env, cwd=h.project_dir)
+        code, found = imported_after(argv, TYPING_MODULES, env=h.env_for(*argv), cwd=h.project_dir)
         assert code == 0, (argv, found)
         assert set(found) <= {"cafleet.delivery.drains"}, (argv, found)
     assert util.shim_calls() == []
@@ -208,8 +212,11 @@ def test_eight_concurrent_senders_never_interleave(tmux_db) -> None:
         assert proc.returncode == 0, stderr
         sent.append(json.loads(stdout)["message"]["message_id"])
         # docs/cli.md §1.11: a send whose lock wait ran out while another send typed into the pane does
-        # not warn (that drain types every pending line, this one too); all 8 lines arrive
-        assert stderr == "", stderr
+        # not warn (that drain types every pending line, this one too) but says its line is
+        # pending; all 8 lines arrive
+        mine = json.loads(stdout)["message"]["message_id"]
+        assert stderr == "" or stderr.startswith(f"Pending: message {mine} for member {b} "), stderr
+        assert stderr.count("\n") <= 1 and "Warning" not in stderr, stderr
     records = util.wait_records(pane, 8, timeout=60)
     got = util.line_bytes(pane)
     assert len(got) == 8, got

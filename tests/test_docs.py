@@ -43,7 +43,7 @@ def test_reference_check_fails_on_a_stale_file(tmp_path: Path) -> None:
     assert reference.main(["--check", "--output", str(target)]) == 1  # absent
     assert reference.main(["--write", "--output", str(target)]) == 0
     assert reference.main(["--check", "--output", str(target)]) == 0
-    target.write_text(target.read_text(encoding="utf-8").replace("Fleet ID.", "Fleet id."))
+    target.write_text(target.read_text(encoding="utf-8").replace("Member ID.", "Member id."))
     assert reference.main(["--check", "--output", str(target)]) == 1
 
 
@@ -483,15 +483,47 @@ def test_only_the_harness_fixture_imports_libtmux() -> None:
     assert "send_keys" not in fixture and ".cmd(" not in fixture  # tmux runs through self.tmux
 
 
+ISSUE_NUMBER = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+
+
+def issue_citations(paths: Iterable[Path]) -> list[str]:
+    """`path:line` of every line that names a tracker issue by its number."""
+    return [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in paths
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if ISSUE_NUMBER.search(line)
+    ]
+
+
 def test_docs_cite_sections_not_issue_numbers() -> None:
     """The tracker is not in the repository: a rule is cited by the docs section that states it."""
-    cited = [
-        f"{path.relative_to(REPO)}:{number}"
-        for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if re.search(r"\bissues? \d+", line, re.IGNORECASE)
+    assert issue_citations([REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]) == []
+
+
+def test_the_openings_say_what_the_storage_is_now() -> None:
+    """The first paragraph of the README and of docs/architecture.md: a fleet may span machines
+    and the database may be PostgreSQL (docs/runtime.md §10), so neither says "one machine" or
+    "one SQLite file"."""
+    for path in (REPO / "README.md", REPO / "docs" / "architecture.md"):
+        opening = " ".join(path.read_text(encoding="utf-8").split("\n\n")[1].split())
+        assert "PostgreSQL" in opening, path
+        assert "one machine" not in opening and "One SQLite file" not in opening, path
+
+
+def test_code_cites_sections_not_issue_numbers() -> None:
+    """The same for code and tests (comments, docstrings, strings). The Alembic revisions are
+    frozen by their checksums (tests/revision_manifest.txt) and keep their wording."""
+    code = [
+        path
+        for directory in ("cafleet", "tests", "benchmarks", "scripts")
+        for path in sorted((REPO / directory).rglob("*"))
+        if path.suffix in (".py", ".js", ".html", ".css", ".md", ".sh", ".toml")
+        and "__pycache__" not in path.parts
     ]
-    assert cited == []
+    assert REPO / "cafleet" / "cli" / "doctor.py" in code
+    assert issue_citations(code) == []
+    assert issue_citations([]) == [] and ISSUE_NUMBER.search(f"see Issue {24} item 3")
 
 
 # --- docs/cli.md §1.1: the command tree names every command and option ------------------------

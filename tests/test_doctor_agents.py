@@ -17,8 +17,16 @@ from cafleet.assets.permissions import (
     parse_rules,
     strip_jsonc,
 )
-from tests.assets_helpers import AGENTS, VERSION, agent_dir, tree
+from tests.assets_helpers import AGENTS, VERSION, agent_dir, install_fake_agents, tree
 from tests.cli_helpers import run_cli, snapshot, sql
+
+
+@pytest.fixture(autouse=True)
+def agent_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every agent installed (the fake agents first on PATH): the rows here are about assets."""
+    bin_dir = install_fake_agents(tmp_path / "agent-bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
 
 
 def doctor_json() -> dict[str, Any]:
@@ -48,6 +56,7 @@ def test_a_set_up_home_has_no_agent_issues(head_db: Path) -> None:
         "ok",
         "superseded",
         "error",
+        "binary",
     ]
     assert agents["codex"]["path"] == str(agent_dir("codex"))
     assert agents["codex"]["source"] == "default"
@@ -59,7 +68,7 @@ def test_a_set_up_home_has_no_agent_issues(head_db: Path) -> None:
     assert permissions["codex"]["checked"] == [str(agent_dir("codex") / "rules" / "cafleet.rules")]
 
 
-def test_states_stale_and_missing_each_one_issue(head_db: Path) -> None:
+def test_states_stale_and_missing_each_one_issue(head_db: Path, agent_bin: Path) -> None:
     sql(
         head_db, "UPDATE asset_installs SET cafleet_version = '0.0.9' WHERE coding_agent = 'claude'"
     )
@@ -92,7 +101,8 @@ def test_states_stale_and_missing_each_one_issue(head_db: Path) -> None:
     code, out, _ = run_cli("doctor")
     assert "✗ coding agents\n" in out
     assert (
-        f"  claude:    stale  {agent_dir('claude')} (default ~/.claude), cafleet 0.0.9: "
+        f"  claude:    stale  {agent_bin / 'claude'} (fake-claude 0.0.0); assets "
+        f"{agent_dir('claude')} (default ~/.claude), cafleet 0.0.9: "
         "installed by cafleet 0.0.9; run 'cafleet setup --coding-agent claude'\n" in out
     )
     assert out.endswith("4 issues found\n")
@@ -237,7 +247,9 @@ def test_strip_jsonc_keeps_strings() -> None:
     assert json.loads(strip_jsonc(text)) == {"a": "// not a comment", "b": [1, 2], "c": "/* s */"}
 
 
-def test_doctor_without_home_reports_unresolved_agents(db_path: Path, tmp_path: Path) -> None:
+def test_doctor_without_home_reports_unresolved_agents(
+    db_path: Path, tmp_path: Path, agent_bin: Path
+) -> None:
     env = {"HOME": None, "CAFLEET_DATABASE_URL": f"sqlite:///{db_path}"}
     code, out, _ = run_cli("doctor", "--json", env=env)
     agents = rows(json.loads(out), "coding_agents")
@@ -252,5 +264,10 @@ def test_doctor_without_home_reports_unresolved_agents(db_path: Path, tmp_path: 
         "superseded": [],
         "error": "cannot resolve claude's configuration directory: HOME is not set "
         "(set CLAUDE_CONFIG_DIR)",
+        "binary": {
+            "path": str(agent_bin / "claude"),
+            "version": "fake-claude 0.0.0",
+            "error": None,
+        },
     }
     assert not os.path.exists(db_path)

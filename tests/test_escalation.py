@@ -171,8 +171,8 @@ def test_the_report_names_member_question_details_choices_and_the_answer_command
         "  1. Yes",
         "  2. Yes, and don\u2019t ask again for: cafleet message *",
         "  3. No",
-        f"Answer with: cafleet member answer 7 <number or text of a choice> --prompt "
-        f"{prompt.digest}",
+        f"Answer with: cafleet member answer 7 <choice> --prompt {prompt.digest}  "
+        "(<choice>: 1, 2 or 3)",
     ]
     raw = read_prompt("claude", screen("claude", "menu-1.txt"))
     assert raw is not None
@@ -180,6 +180,67 @@ def test_the_report_names_member_question_details_choices_and_the_answer_command
     assert "cafleet cannot read its prompt" in text
     assert text.splitlines()[1:16] == [f"  {line}" for line in raw.raw]
     assert "Answer with" not in text
+
+
+# Each real agent's captured prompt: its question, what it asks about, its numbered choices.
+REAL_PROMPTS = [
+    (
+        "claude", "permission-1.txt", "Do you want to proceed?",
+        ["Bash command", "cafleet message ack 12"],
+        ["1. Yes", "2. Yes, and don\u2019t ask again for: cafleet message *", "3. No"],
+    ),
+    (
+        "claude", "permission-write-1.txt", "Do you want to create approved.txt?",
+        ["Create file", "approved.txt", "1 approved by the Director"],
+        ["1. Yes", "2. Yes, allow all edits during this session (shift+tab)", "3. No"],
+    ),
+    (
+        "codex", "permission-1.txt", "Would you like to run the following command?",
+        ["$ printf '%s' 'approved by the Director' > "
+         "/tmp/cft7zgl5bg7/agents/real-codex/project/approved.txt"],
+        ["1. Yes, proceed", "3. No, and tell Codex what to do differently"],
+    ),
+    (
+        "opencode", "permission-1.txt", "Permission required",
+        ["# Shell command", "$ cafleet message ack 12"],
+        ["1. Allow once", "2. Allow always", "3. Reject"],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("agent", "name", "question", "subject", "choices"),
+    REAL_PROMPTS,
+    ids=[f"{a}-{n}" for a, n, *_ in REAL_PROMPTS],
+)
+def test_a_report_reads_like_the_real_prompt_it_reports(
+    agent: str, name: str, question: str, subject: list[str], choices: list[str]
+) -> None:
+    """The report carries the question, the command or file the prompt asks about, each choice
+    with its number and the exact answer command; no decoration (the dashed rules around Claude
+    Code's diff of a file)."""
+    from cafleet.monitor.escalate import escalation_text
+    from cafleet.records import Member
+
+    member = Member(
+        member_id=4, fleet_id=1, name="nc", description="d", kind="member", status="active",
+        registered_at="t", deregistered_at=None, skills=[], placement=None,
+    )  # fmt: skip
+    prompt = read_prompt(agent, screen(agent, name))
+    assert prompt is not None and prompt.readable
+    lines = escalation_text(member, "%5", prompt, 30).splitlines()
+    assert lines[0].startswith(f"[cafleet] member 4 prompt {prompt.digest}: member 4 (nc) ")
+    body = lines[1:-1]
+    # In the screen's order: Claude Code asks below the details, Codex and opencode above.
+    at = body.index(f"  {question}")
+    assert at == (body.index(f"  {choices[0]}") - 1 if agent == "claude" else 0), body
+    assert [f"  {x}" for x in subject] == [d for d in body if d.strip() in subject], body
+    assert all(f"  {c}" in body for c in choices), body
+    assert [x for x in body if re.fullmatch(r"\s*[\u2500-\u259f\u2026]+", x)] == []
+    assert lines[-1] == (
+        f"Answer with: cafleet member answer 4 <choice> --prompt {prompt.digest}  "
+        "(<choice>: 1, 2 or 3)"
+    )
 
 
 def test_screen_lines_lose_control_characters_and_are_cut() -> None:
@@ -241,6 +302,26 @@ def wait_ticks(h: TmuxHarness, fleet_id: int, n: int) -> None:
     )
 
 
+def read_whole(h: TmuxHarness, fleet_id: int, director: int, member: int) -> str:
+    """The Director's report of ``member``'s prompt, as stored; `message poll` and `message
+    wait` print it whole in text mode, and the WebUI's inbox holds it whole."""
+    from tests.web_helpers import client, fleet_headers, make_app
+
+    text = next(
+        str(m["text"])
+        for m in director_inbox(h, director)
+        if f"member {member} prompt" in m["text"]
+    )
+    assert len(text) > 200  # longer than any cut
+    for command in (["poll", str(director)], ["wait", str(director), "--timeout", "0"]):
+        shown = ok(h.cli("message", *command)).stdout
+        assert f"\n{text}\n" in shown, shown
+    with client(make_app(h.db_path)) as api:
+        got = api.get(f"/api/members/{director}/inbox", headers=fleet_headers(fleet_id))
+    assert text in [m["text"] for m in got.json()]
+    return text
+
+
 def pane_cell(h: TmuxHarness, fleet_id: int, member: int) -> str:
     rows = json.loads(ok(h.cli("member", "list", str(fleet_id), "--json")).stdout)
     row = next(r for r in rows if r["member_id"] == member)
@@ -269,10 +350,14 @@ def test_a_blocked_member_is_reported_once_then_answered(
     assert len(inbox) == 1, inbox
     report = inbox[0]
     assert report["from_member_id"] == fleet.monitor_id
-    text = str(report["text"])
+    text = read_whole(h, f, d, member)
     assert f"member {member} ({'claude-coder'})" in text
-    assert "Do you want to proceed?" in text and "  1. Yes" in text and "  3. No" in text
-    assert f"--prompt {digest}" in text
+    assert "  Bash command\n  cafleet message ack 12\n  Do you want to proceed?\n  1. Yes" in text
+    assert "  3. No, and tell Claude what to do differently (esc)" in text
+    assert text.endswith(
+        f"\nAnswer with: cafleet member answer {member} <choice> --prompt {digest}  "
+        "(<choice>: 1, 2 or 3)"
+    )
 
     # Refusals type nothing: an unknown choice, a stale prompt id.
     keys_before = [r for r in fake_log(pane) if r.get("kind") == "prompt-key"]
@@ -322,9 +407,13 @@ def test_codex_and_opencode_prompts_are_reported_and_answered(
     member, pane = prompting_member(h, f, agent)
     loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "0"})
     loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)
-    text = str(director_inbox(h, d)[0]["text"])
+    text = read_whole(h, f, d, member)
+    question = {"codex": "Would you like to run the following command?",
+                "opencode": "Permission required"}[agent]  # fmt: skip
     first = {"codex": "1. Yes, proceed", "opencode": "1. Allow once"}[agent]
-    assert f"  {first}" in text, text
+    assert f"  {question}\n  $ cafleet message ack 12\n  {first}\n" in text, text
+    assert re.search(r"\nAnswer with: cafleet member answer \d+ <choice> --prompt [0-9a-f]{8}  "
+                     r"\(<choice>: 1, 2 or 3\)$", text), text  # fmt: skip
     r = ok(h.cli("member", "answer", str(member), "1", "--json"))
     answered = json.loads(r.stdout)
     assert answered["choice"]["number"] == 1 and answered["next_prompt"] is None

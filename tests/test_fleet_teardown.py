@@ -98,15 +98,14 @@ def test_fleet_delete_kills_every_member_pane_and_process(tmux_db: TmuxHarness) 
     assert h.sqlite("SELECT COUNT(*) FROM member_placements") == [(0,)]
     assert runtime_row(h, f) is None
 
-    # A repeat reports nothing more and kills nothing.
+    # A repeat is refused (the fleet is deleted) and kills nothing.
     calls = len(h.shim_calls())
-    again = ok(h.cli("fleet", "delete", str(f), "--json"))
-    assert json.loads(again.stdout) == {
-        "fleet_id": f,
-        "deregistered_count": 0,
-        "panes": [],
-        "loop_stopped_pid": None,
-    }
+    again = h.cli("fleet", "delete", str(f))
+    assert (again.returncode, again.stdout, again.stderr) == (
+        1,
+        "",
+        f"Error: fleet {f} is deleted\n",
+    )
     assert not any(c["command"] == "kill-pane" for c in h.shim_calls()[calls:])
 
 

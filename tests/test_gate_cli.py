@@ -51,7 +51,12 @@ def send(h: TmuxHarness, sender: int, to: int, text: str, *extra: str) -> tuple[
             text, "--json", *extra,
         )
     )  # fmt: skip
-    return json.loads(r.stdout)["message"]["message_id"], r.stderr
+    data = json.loads(r.stdout)
+    # Not typed: the JSON says why, in the words stderr printed about this message.
+    note = data["notification_note"]
+    assert data["notification_sent"] or (note is not None and note + "\n" in r.stderr), data
+    assert note is None or f"message {data['message']['message_id']} " in note, note
+    return data["message"]["message_id"], r.stderr
 
 
 def notified_at(h: TmuxHarness, message_id: int) -> str | None:

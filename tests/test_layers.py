@@ -7,6 +7,7 @@ import inspect
 import pkgutil
 from collections.abc import Container, Iterable
 from pathlib import Path
+from typing import Any
 
 import cafleet
 from cafleet.errors import CafleetError
@@ -331,3 +332,54 @@ def test_the_architecture_table_is_the_layer_map() -> None:
     map run `python -m tests.layer_map --write`."""
     text = DOC.read_text(encoding="utf-8")
     assert documented_table(text) == render_table()
+
+
+# --- thin commands (docs/architecture.md §1: parse, one call, render) -------------------------
+
+COMMAND_BODY_LIMIT = 40
+
+
+def _every_command() -> Iterable[tuple[str, Any]]:
+    """Every Click command and group of the tree, hidden ones included, with its path."""
+    import click
+
+    from cafleet.cli.app import cli
+
+    todo: list[tuple[str, click.Command]] = [("cafleet", cli)]
+    while todo:
+        path, command = todo.pop()
+        yield path, command
+        if isinstance(command, click.Group):
+            ctx = click.Context(command, info_name=path)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, f"{path} {name}"
+                todo.append((f"{path} {name}", sub))
+
+
+def command_body_lengths() -> dict[str, int]:
+    """Each command's callback: lines from its first statement to its last."""
+    import ast
+    import textwrap
+
+    lengths: dict[str, int] = {}
+    for path, command in _every_command():
+        if command.callback is None:
+            continue
+        function = inspect.unwrap(command.callback)
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        node = tree.body[0]
+        assert isinstance(node, ast.FunctionDef), path
+        assert node.end_lineno is not None
+        lengths[path] = node.end_lineno - node.body[0].lineno + 1
+    return lengths
+
+
+def test_no_command_body_is_over_40_lines() -> None:
+    """A Click command parses, makes one workflow call and renders; anything longer moves into
+    a workflow or a rendering helper."""
+    lengths = command_body_lengths()
+    assert "cafleet member list" in lengths and "cafleet fleet restore" in lengths
+    assert lengths["cafleet"] <= 2  # the root group: print help when bare
+    long = {path: n for path, n in lengths.items() if n > COMMAND_BODY_LIMIT}
+    assert long == {}

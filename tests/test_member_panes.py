@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cafleet.agents.claude import profile_args
-from tests.cli_helpers import MEMBER_KEYS
+from tests.cli_helpers import MEMBER_KEYS, hold_flock
 from tests.delivery_helpers import holds_open
 from tests.factories import connect
 from tests.fleet_helpers import (
@@ -68,9 +68,16 @@ def _lock(h: TmuxHarness, pane: str):  # type: ignore[no-untyped-def]
 
 
 def _register_without_pane(h: TmuxHarness, fleet_id: int, name: str, *, pending: bool) -> int:
-    """A member as another process sees it mid-creation (pending) or one with no placement."""
+    """A member as another process sees it mid-creation (pending, its creation lock held by a
+    process standing in for its `member create`) or one with no placement."""
     from cafleet.broker.members import register_member
+    from cafleet.mux.locks import pane_lock_path
     from cafleet.records import PlacementSpec
+    from cafleet.workflows.halfmade import creation_key
+
+    if pending:
+        key = creation_key(fleet_id, name)
+        h.track(hold_flock(Path(pane_lock_path(str(h.db_path.parent), key)), 600))
 
     with connect(h.db_path) as conn:
         member = register_member(

@@ -41,7 +41,9 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     r = send(world, a, b, body, "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert list(data) == ["message", "notification_sent", "text_truncated"]
+    assert list(data) == [
+        "message", "notification_sent", "notification_note", "text_truncated", "already_sent",
+    ]  # fmt: skip
     assert list(data["message"]) == MESSAGE_KEYS
     assert data["text_truncated"] is False
     msg = data["message"]
@@ -71,8 +73,8 @@ def test_send_stores_exact_text_and_prints_envelope(world, head_db: Path) -> Non
     lines = r2.stdout.splitlines()
     assert lines[0] == "Message sent."
     mid = int(lines[1].split(" ", 1)[0][1:])
-    ts = message_row(head_db, mid)["status_timestamp"]
-    assert lines[1:] == [f"[{mid} | from:{a} | {ts}]", "hello\u241b"]
+    ts = message_row(head_db, mid)["created_at"]
+    assert lines[1:] == [f"[{mid} | from:alice ({a}) | {ts}]", "hello\u241b"]
 
 
 def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None:
@@ -80,7 +82,8 @@ def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None
     body = "x" * 300
     r = send(world, a, world.director, body)
     assert r.returncode == 0
-    assert r.stdout.splitlines()[2] == "x" * 200 + "…"
+    shown = r.stdout.splitlines()[2]
+    assert shown.startswith("x" * 200 + "… (+100 characters: cafleet message show ")
     r = call(
         "message",
         "send",
@@ -91,7 +94,7 @@ def test_send_text_mode_truncates_only_the_display(world, head_db: Path) -> None
         "abcdefg",
         env={"CAFLEET_MAX_TEXT_LEN": "5"},
     )
-    assert r.stdout.splitlines()[2] == "abcde…"
+    assert r.stdout.splitlines()[2].startswith("abcde… (+2 characters: cafleet message show ")
     stored = rows(head_db, "SELECT text FROM messages ORDER BY message_id")
     assert [t for (t,) in stored] == [body, "abcdefg"]
 
@@ -120,7 +123,7 @@ def test_broadcast_rows_and_output(world, head_db: Path) -> None:
     r = call("message", "broadcast", "--from-member-id", str(a), "all hands", "--json")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert list(data) == ["message", "recipients", "notified"]
+    assert list(data) == ["message", "recipients", "notified", "already_sent"]
     summary = data["message"]
     sid = summary["message_id"]
     assert summary["type"] == "broadcast_summary"
@@ -459,3 +462,103 @@ def test_unknown_backend_and_the_directors_pane(world, head_db: Path) -> None:
     data = json.loads(r.stdout)
     assert data["notification_sent"] is False
     assert message_row(head_db, data["message"]["message_id"])["notified_at"] is None
+
+
+# --- --key: an agent's own retries store one message (docs/cli.md §2.14) ------------------------
+
+
+def _count(head_db: Path) -> int:
+    return int(rows(head_db, "SELECT count(*) FROM messages")[0][0])
+
+
+def test_send_with_the_same_key_stores_one_message(world, head_db: Path) -> None:
+    """Same sender, same key: the first message's id, nothing new; the same key from another
+    sender is that sender's own; another text or recipient with a used key is refused and
+    leaves the database unchanged."""
+    a, b, d = world.members["alice"], world.members["bob"], world.director
+    first = send(world, a, b, "do the thing", "--key", "task-7 try", "--json")
+    assert first.returncode == 0, first.stderr
+    data = json.loads(first.stdout)
+    mid = data["message"]["message_id"]
+    assert data["already_sent"] is False
+    count = _count(head_db)
+    again = send(world, a, b, "do the thing", "--key", "task-7 try", "--json")
+    assert again.returncode == 0, again.stderr
+    replay = json.loads(again.stdout)
+    assert replay["message"]["message_id"] == mid and replay["already_sent"] is True
+    assert replay["message"] == data["message"]
+    text = send(world, a, b, "do the thing", "--key", "task-7 try")
+    assert text.stdout.startswith("Message already sent with key task-7 try.\n")
+    assert f"[{mid} | from:" in text.stdout
+    assert _count(head_db) == count
+    assert rows(head_db, "SELECT client_token FROM messages WHERE message_id = ?", mid) == [
+        ("task-7 try",)
+    ]
+    # another sender's same key is its own message
+    other = json.loads(send(world, d, b, "do the thing", "--key", "task-7 try", "--json").stdout)
+    assert other["message"]["message_id"] != mid and other["already_sent"] is False
+    # a used key with another text, or another recipient: refused, nothing written
+    conflict = (
+        f"key 'task-7 try' already stored message {mid}, with another recipient or text; "
+        "nothing was stored (use a new key for a new message)"
+    )
+    base = ["message", "send", "--from-member-id", str(a), "--key", "task-7 try"]
+    refused(world, head_db, [*base, "--to-member-id", str(b), "something else"], 1, conflict)
+    refused(world, head_db, [*base, "--to-member-id", str(d), "do the thing"], 1, conflict)
+    before = snapshot(head_db)
+    r = call(*base, "--to-member-id", str(b), "changed", "--json")
+    assert r.returncode == 1 and json.loads(r.stderr)["error"]["code"] == "conflict"
+    assert snapshot(head_db) == before
+
+
+def test_every_send_stores_a_token_of_its_own(world, head_db: Path) -> None:
+    a, b = world.members["alice"], world.members["bob"]
+    ids = [
+        json.loads(send(world, a, b, "same", "--json").stdout)["message"]["message_id"]
+        for _ in range(2)
+    ]
+    tokens = rows(
+        head_db,
+        "SELECT client_token FROM messages WHERE message_id IN (?, ?) ORDER BY message_id",
+        *ids,
+    )
+    assert len({t[0] for t in tokens}) == 2 and all(len(t[0]) == 20 for t in tokens)
+
+
+def test_broadcast_with_the_same_key_stores_one_broadcast(world, head_db: Path) -> None:
+    a = world.members["alice"]
+    base = ["message", "broadcast", "--from-member-id", str(a), "--key", "b1"]
+    first = json.loads(call(*base, "all hands", "--json").stdout)
+    count = _count(head_db)
+    again = call(*base, "all hands", "--json")
+    assert again.returncode == 0, again.stderr
+    replay = json.loads(again.stdout)
+    assert replay["message"] == first["message"] and replay["already_sent"] is True
+    assert replay["recipients"] == first["recipients"] == 3
+    text = call(*base, "all hands")
+    sid = first["message"]["message_id"]
+    assert text.stdout == (
+        f"broadcast id={sid} recipients=3 notified=0 (already sent with key b1)\n"
+    )
+    conflict = (
+        f"key 'b1' already stored message {sid}, with another recipient or text; "
+        "nothing was stored (use a new key for a new message)"
+    )
+    refused(world, head_db, [*base, "other text"], 1, conflict)
+    assert _count(head_db) == count
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("", "a key must not be empty"),
+        ("a\x1bb", "a key must not contain control characters"),
+        ("k" * 201, "a key has at most 200 characters"),
+    ],
+)
+def test_bad_keys_exit_2(world, head_db: Path, key: str, problem: str) -> None:
+    a, b = str(world.members["alice"]), str(world.members["bob"])
+    send_argv = ["message", "send", "--from-member-id", a, "--to-member-id", b, "x"]
+    refused(world, head_db, [*send_argv, "--key", key], 2, f"Invalid value for '--key': {problem}")
+    bc = ["message", "broadcast", "--from-member-id", a, "x", "--key", key]
+    refused(world, head_db, bc, 2, f"Invalid value for '--key': {problem}")

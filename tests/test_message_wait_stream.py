@@ -81,7 +81,8 @@ def world(head_db: Path):
 # --- wait ----------------------------------------------------------------------------------------
 
 
-def test_wait_returns_at_once_exactly_like_poll(world, head_db: Path) -> None:
+def test_wait_returns_at_once_like_poll_oldest_first(world, head_db: Path) -> None:
+    """docs/cli.md §2.19: the envelopes poll prints, in the order they arrived."""
     from cafleet import broker
 
     a, b = world.members["alice"], world.members["bob"]
@@ -89,11 +90,15 @@ def test_wait_returns_at_once_exactly_like_poll(world, head_db: Path) -> None:
         ids = [put(conn, b, a, f"msg {i}\x1b") for i in range(3)]
         broker.ack_message(conn, message_id=ids[0])
         broker.broadcast_message(conn, from_member_id=b, text="everyone")
-    for extra in ([], ["--json"]):
-        polled = call("message", "poll", str(a), *extra)
-        waited = call("message", "wait", str(a), "--timeout", "5", *extra)
-        assert waited.returncode == 0 and waited.stderr == ""
-        assert waited.stdout == polled.stdout
+    polled = call("message", "poll", str(a))
+    waited = call("message", "wait", str(a), "--timeout", "5")
+    assert waited.returncode == 0 and waited.stderr == ""
+    assert waited.stdout.rstrip("\n").split("\n\n") == list(
+        reversed(polled.stdout.rstrip("\n").split("\n\n"))
+    )
+    polled = call("message", "poll", str(a), "--json")
+    waited = call("message", "wait", str(a), "--timeout", "5", "--json")
+    assert json.loads(waited.stdout) == list(reversed(json.loads(polled.stdout)))
     assert len(json.loads(call("message", "wait", str(a), "--json").stdout)) == 3
 
 
@@ -334,7 +339,7 @@ def test_wait_lock_wait_ends_at_the_deadline_or_on_mail(tmux_db) -> None:
         out, err = proc.communicate(timeout=30)
         latency = time.monotonic() - committed
         assert proc.returncode == 0 and err == ""
-        assert out.splitlines()[0].startswith(f"[{mid} | from:{a} | ")
+        assert out.splitlines()[0].startswith(f"[{mid} | from:alice ({a}) | ")
         # woken by the message, not by the 60 s timeout (that would exit 124 with no output)
         assert latency < 60, latency
         with connect(h.db_path) as conn:

@@ -87,15 +87,22 @@ def test_lost_member_and_monitor_panes_are_reported_once(
     f, d, mon = fleet.fleet_id, fleet.director_id, fleet.monitor_id
     a, a_pane = create_member(h, f, "alpha")
     b, b_pane = create_member(h, f, "beta")
+    c, c_pane = create_member(h, f, "gamma")
+    # One loss in a tick: its own report.
     loop = start_loop(h, f, "--tick", "1", "--interval", "0")
     h.tmux("kill-pane", "-t", a_pane)
-    h.tmux("kill-pane", "-t", fleet.monitor_pane)
     loop.wait_line(rf"tick -> pane lost: member {a} pane {re.escape(a_pane)} ")
+    loop.stop()
+    # Two losses seen by one tick (the loop was down meanwhile): one report names both, the
+    # monitor first.
+    h.tmux("kill-pane", "-t", c_pane)
+    h.tmux("kill-pane", "-t", fleet.monitor_pane)
+    loop = start_loop(h, f, "--tick", "1", "--interval", "0")
     loop.wait_line(rf"tick -> pane lost: member {mon} pane {re.escape(fleet.monitor_pane)} ")
     _wait_ticks(h, f, 3)
 
     reports = _reports(h, d)
-    assert {(sender, text) for _, sender, text in reports} == {
+    assert [(sender, text) for _, sender, text in reports] == [
         (
             mon,
             f"[cafleet] member {a} (alpha) lost its pane {a_pane}: tmux no longer has it. "
@@ -104,21 +111,24 @@ def test_lost_member_and_monitor_panes_are_reported_once(
         ),
         (
             mon,
-            f"[cafleet] the monitor (member {mon}) lost its pane {fleet.monitor_pane}: tmux "
-            "no longer has it, so no one health-checks the fleet. Its messages wait in its "
-            f"inbox. Re-create it with: cafleet member respawn {mon}",
+            f"[cafleet] 2 members lost their panes: {mon} (the monitor) pane "
+            f"{fleet.monitor_pane}, {c} (gamma) pane {c_pane}. tmux no longer has them. One is "
+            "the monitor, so no one health-checks the fleet. Their messages wait in their "
+            "inboxes. Re-create each with: cafleet member respawn <M> (or remove it: cafleet "
+            f"member delete <M>); cafleet member list {f} shows every pane gone.",
         ),
-    }
-    assert len(reports) == 2  # once per loss, however many ticks see it
+    ]  # once per loss, however many ticks see it
     ids = {m for m, _, _ in reports}
-    for pattern in (rf"pane lost: member {a} ", rf"pane lost: member {mon} "):
-        assert loop.count(pattern) == 1
+    second = reports[1][0]
+    for member in (mon, c):
+        assert loop.count(rf"pane lost: member {member} .*as msg {second}\)$") == 1
     # A real inbox row for the Director: poll lists it, un-notified rows stay un-notified.
     polled = ok(h.cli("message", "poll", str(d), "--json")).stdout
     assert {m["message_id"] for m in json.loads(polled)} == ids
     # member list marks both panes gone; member show has the time.
     panes = _roster_panes(h, f)
     assert panes[a] == f"{a_pane} (gone)" and panes[mon] == f"{fleet.monitor_pane} (gone)"
+    assert panes[c] == f"{c_pane} (gone)"
     assert panes[b] == b_pane and panes[d] == h.director_pane
     shown = json.loads(ok(h.cli("member", "show", str(a), "--json")).stdout)
     assert shown["placement"]["lost_at"] is not None

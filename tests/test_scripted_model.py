@@ -24,7 +24,7 @@ from tests.harness.scripted_model import (
 )
 
 POLL = (
-    "[12 | from:1 | 2026-12-02T01:00:00.000Z]\n"
+    "[12 | from:Director (1) | 2026-12-02T01:00:00.000Z]\n"
     "write out/a.txt: hello from a ; run: echo ran-a\n"
     "\n"
     "[11 | from:1 | 2026-12-02T00:59:00.000Z]\n"
@@ -100,6 +100,9 @@ def test_parse_task_and_envelopes() -> None:
         ("run", "echo ran-a", ""),
     )
     assert parse_task("ready").steps == ()
+    # A long task that ends with its command: the last line is run exactly, whatever it says.
+    task = "run the last line:\nsome context ; run: not this\n  ls -la 'a b' ; echo x "
+    assert parse_task(task).steps == (("run", "  ls -la 'a b' ; echo x ", ""),)
 
 
 def test_member_script_follows_the_skill_step_by_step() -> None:
@@ -192,7 +195,7 @@ def test_director_script_creates_sends_waits_and_acks() -> None:
         "5 beta agent=codex pane=%4\n",
         "Message sent.",
         "Message sent.",
-        "[20 | from:3 | t]\nready\n\n[21 | from:5 | t]\ndone 8: ran echo B\n",
+        "[20 | from:alpha (3) | t]\nready\n\n[21 | from:be (t) a (5) | t]\ndone 8: ran echo B\n",
         "Message acknowledged.",
         "Message acknowledged.",
         "[22 | from:3 | t]\ndone 7: wrote a.txt\n",

@@ -281,8 +281,8 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=("alice", "bob"))
     a, b = w.members["alice"], w.members["bob"]
-    for name in ("TMUX", "TMUX_PANE"):
-        monkeypatch.setenv(name, h.env[name])
+    monkeypatch.setenv("TMUX", h.env["TMUX"])
+    monkeypatch.setenv("TMUX_PANE", w.pane(a))  # the sender's own pane (docs/cli.md §1.5)
 
     opened: list[str] = []
     file_connects: list[str] = []

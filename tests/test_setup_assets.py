@@ -20,6 +20,7 @@ from tests.assets_helpers import (
     expected_files,
     files_below,
     home,
+    install_fake_agents,
     install_version,
     read_only,
     tree,
@@ -224,7 +225,11 @@ def test_upgrade_replaces_the_files_and_updates_the_row(bare_head_db: Path) -> N
     assert out.startswith("Message sent.\n")
 
 
-def test_a_moved_identity_path_supersedes_the_old_row(db_path: Path, tmp_path: Path) -> None:
+def test_a_moved_identity_path_supersedes_the_old_row(
+    db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = install_fake_agents(tmp_path / "agent-bin")  # doctor finds every agent
+    monkeypatch.setenv("PATH", f"{agents}{os.pathsep}{os.environ['PATH']}")
     assert run_cli("setup")[0] == 0
     moved = tmp_path / "codex-elsewhere"
     env = {"CODEX_HOME": str(moved)}
@@ -249,6 +254,7 @@ def test_a_moved_identity_path_supersedes_the_old_row(db_path: Path, tmp_path: P
             {"path": str(agent_dir("codex")), "cafleet_version": VERSION, "installed_at": stamp}
         ],
         "error": None,
+        "binary": {"path": str(agents / "codex"), "version": "fake-codex 0.0.0", "error": None},
     }
     code, out, _ = run_cli("doctor", env=env)
     assert (

@@ -192,12 +192,12 @@ def test_quoted_lines_are_the_product_lines() -> None:
     message = SimpleNamespace(
         message_id=42,
         from_member_id=1,
-        status_timestamp="2026-12-01T09:30:00.000000+00:00",
+        created_at="2026-12-01T09:30:00.000000+00:00",
         type="unicast",
         origin_message_id=None,
         text="please run the parser tests",
     )
-    shown = "\n".join(envelope_lines(message, 200))
+    shown = "\n".join(envelope_lines(message, None, {1: "Director"}))  # as poll prints it
     assert f"```text\n{shown}\n```" in texts["cafleet/reference.md"]
 
 

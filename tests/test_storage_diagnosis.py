@@ -33,6 +33,8 @@ from tests.storage_helpers import (
     templates_fixture,  # noqa: F401
 )
 
+NEWER = HEAD_VERSION + 1  # a schema version this cafleet does not know
+
 
 def refuse_everywhere(db: Path, expected: str) -> Diagnosis:
     """Guard, setup and doctor all refuse with `expected`; the file is preserved by each."""
@@ -195,12 +197,18 @@ def test_behind(db_path: Path, templates: Templates) -> None:
 
 def test_ahead_is_decided_before_any_shape_comparison(db_path: Path, templates: Templates) -> None:
     templates.copy(HEAD_REVISION, db_path)
-    sql(db_path, "UPDATE alembic_version SET version_num = '0007'; DROP TABLE members;")
+    sql(db_path, f"UPDATE alembic_version SET version_num = '{NEWER:04d}'; DROP TABLE members;")
     d = refuse_everywhere(
         db_path,
-        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
+        f"database schema {NEWER} is newer than this cafleet (head {HEAD_VERSION}); "
+        "upgrade cafleet",
     )
-    assert (d.state, d.revision, d.schema_version, d.differences) == ("ahead", "0007", 7, ())
+    assert (d.state, d.revision, d.schema_version, d.differences) == (
+        "ahead",
+        f"{NEWER:04d}",
+        NEWER,
+        (),
+    )
 
 
 # --- §9 item 25 foreign ---------------------------------------------------------------------------
@@ -588,10 +596,11 @@ WAL_CASES: dict[str, tuple[list[str], bool, str]] = {
         "{P} is not a cafleet database (it has tables but no cafleet identity); "
         "cafleet will not use or modify it",
     ),
-    "cafleet ledger 0007": (
-        ["UPDATE alembic_version SET version_num = '0007'"],
+    "cafleet ledger newer than head": (
+        [f"UPDATE alembic_version SET version_num = '{NEWER:04d}'"],
         True,
-        f"database schema 7 is newer than this cafleet (head {HEAD_VERSION}); upgrade cafleet",
+        f"database schema {NEWER} is newer than this cafleet (head {HEAD_VERSION}); "
+        "upgrade cafleet",
     ),
 }
 

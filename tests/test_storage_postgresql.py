@@ -785,7 +785,7 @@ def test_a_one_statement_write_is_one_round_trip_under_the_writer_rules(
         # a failing statement (a NUL in the text) writes nothing and frees the lock
         before = state(empty_db)
         with pytest.raises(Exception, match="NUL"):
-            tx.write_one(conn, mq.SEND, {"text": "a\x00b", "from_id": 1, "to_id": 1})
+            tx.write_one(conn, mq.SEND, {"text": "a\x00b", "from_id": 1, "to_id": 1, "token": None})
         assert not conn.in_transaction() and lock_is_free() and state(empty_db) == before
 
         # a ledger changed after validation

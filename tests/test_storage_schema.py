@@ -85,7 +85,7 @@ EXPECTED_COLUMNS = {
         ("lost_at", "TEXT", 0, None, 0),
         ("mux_socket", "TEXT", 0, None, 0),  # revision 0004
         ("host_id", "TEXT", 0, None, 0),  # revision 0005
-        ("mux_server_pid", "INTEGER", 0, None, 0),  # revision 0007
+        ("mux_server_pid", "INTEGER", 0, None, 0),  # revision 0008
         ("mux_server_start", "INTEGER", 0, None, 0),
         ("mux_pane_pid", "INTEGER", 0, None, 0),
     ],
@@ -110,6 +110,7 @@ EXPECTED_COLUMNS = {
         ("origin_message_id", "INTEGER", 0, None, 0),
         ("text", "TEXT", 1, None, 0),
         ("notified_at", "TEXT", 0, None, 0),
+        ("client_token", "TEXT", 0, None, 0),  # revision 0007
     ],
     "monitor_runtime": [
         ("fleet_id", "INTEGER", 1, None, 1),
@@ -195,10 +196,11 @@ EXPECTED_INDEXES = {
         1,
     ),
     "idx_members_one_active_monitor_per_fleet": ("members", ["fleet_id"], 1, 1),
+    "idx_messages_client_token": ("messages", ["from_member_id", "client_token"], 1, 1),
 }
 
 
-def test_exactly_the_eight_indexes(fresh: Path) -> None:
+def test_exactly_the_contract_indexes(fresh: Path) -> None:
     rows = query(
         fresh,
         "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' "
@@ -226,6 +228,9 @@ def test_exactly_the_eight_indexes(fresh: Path) -> None:
     )
     assert index_predicate(sql_by_name["idx_messages_pending_notification"]) == (
         schema.PENDING_NOTIFICATION_PREDICATE
+    )
+    assert index_predicate(sql_by_name["idx_messages_client_token"]) == (
+        schema.CLIENT_TOKEN_PREDICATE
     )
     assert schema.ACTIVE_MONITOR_PREDICATE == (
         "status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'"
@@ -358,12 +363,39 @@ def test_shape_of_0006() -> None:
 
 
 def test_shape_of_0007() -> None:
+    """One nullable TEXT column appended to `messages` and one partial unique index on
+    (from_member_id, client_token); every other table and index unchanged."""
+    s6, s7 = SHAPES["0006"], SHAPES["0007"]
+    changed = [(a, b) for a, b in zip(s6.tables, s7.tables, strict=True) if a != b]
+    assert [a.name for a, _ in changed] == ["messages"]
+    old, new = changed[0]
+    assert new.columns[:-1] == old.columns and new.foreign_keys == old.foreign_keys
+    assert new.autoincrement == old.autoincrement
+    added = new.columns[-1]
+    assert (added.name, added.type, added.notnull, added.default) == (
+        "client_token",
+        "TEXT",
+        False,
+        None,
+    )
+    assert s7.indexes[: len(s6.indexes)] == s6.indexes
+    (index,) = s7.indexes[len(s6.indexes) :]
+    assert (index.name, index.table, index.columns, index.unique, index.where) == (
+        "idx_messages_client_token",
+        "messages",
+        ("from_member_id", "client_token"),
+        True,
+        "client_token IS NOT NULL",
+    )
+
+
+def test_shape_of_0008() -> None:
     """Three nullable INTEGER columns appended to `member_placements`; every other table and
     every index unchanged."""
-    s6, s7 = SHAPES["0006"], SHAPES["0007"]
-    assert s7.indexes == s6.indexes
-    assert [t.name for t in s7.tables] == [t.name for t in s6.tables]
-    for before, after in zip(s6.tables, s7.tables, strict=True):
+    s7, s8 = SHAPES["0007"], SHAPES["0008"]
+    assert s8.indexes == s7.indexes
+    assert [t.name for t in s8.tables] == [t.name for t in s7.tables]
+    for before, after in zip(s7.tables, s8.tables, strict=True):
         if after.name != "member_placements":
             assert after == before
             continue

@@ -145,7 +145,7 @@ def _restarted(h: TmuxHarness, fleet_id: int, dead: int) -> bool:
 def test_any_command_from_any_shell_restarts_a_killed_loop(
     tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
 ) -> None:
-    """Issue 24 item 3: a killed loop is restarted by the next command that reaches the
+    """docs/cli.md §1.11 (every command heals): a killed loop is restarted by the next command that reaches the
     database, with nothing pending (scheduled wakes must not stop silently), from a plain
     shell too (the server is the one the Director's placement records)."""
     h = tmux_db
@@ -331,7 +331,7 @@ def _doctor_fleet_lines(h: TmuxHarness) -> list[str]:
 def test_every_problem_line_names_its_fix(
     tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str]
 ) -> None:
-    """Issue 24 item 2: `fleet show`, `member list` and `doctor` print each problem with the
+    """docs/cli.md §2.5: `fleet show`, `member list` and `doctor` print each problem with the
     command that fixes it; a fleet whose monitor was deleted is a problem, not `no issues`."""
     h = tmux_db
     ids, member, pane = fleet
@@ -398,7 +398,7 @@ PLAIN_SHELL = ("TMUX", "TMUX_PANE")  # a shell outside the fleet's tmux server
 def test_outside_tmux_the_recorded_socket_reaches_the_panes(
     tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24 item 4: from a plain shell (TMUX unset) `member list`, `member capture`, the
+    """docs/cli.md §1.11 (the placement's server): from a plain shell (TMUX unset) `member list`, `member capture`, the
     WebUI's pane states and a send's delivery use the socket the placement records; a server
     that cannot be asked gives its reason, not a bare `?`."""
     h = tmux_db

@@ -429,9 +429,12 @@ def test_capture_refusals_use_the_cli_texts(head_db: Path) -> None:
         pending = get(api, world, f"/api/members/{world.members['p']}/capture")
         unplaced = get(api, world, f"/api/members/{world.members['u']}/capture")
         no_tmux = get(api, world, f"/api/members/{world.monitor}/capture")
+    p = world.members["p"]  # pending, no `member create` holding its lock: one interrupted
     assert (pending.status_code, detail(pending)) == (
         409,
-        f"member {world.members['p']} has no pane yet (pending placement) \u2014 nothing to capture",
+        f"member {p} (p) has no pane: the 'cafleet member create' that registered it was "
+        f"interrupted; run 'cafleet member respawn {p}' (or remove it: 'cafleet member delete "
+        f"{p}')",
     )
     assert detail(unplaced) == (
         f"member {world.members['u']} has no placement row; it was not spawned via "
@@ -471,7 +474,7 @@ def test_send_stores_as_the_root_director_and_reports_warnings(
 def test_a_second_send_warns_about_its_own_message_and_lists_the_older_one(
     head_db: Path, world: World, api: Any
 ) -> None:
-    """Issue 24: the composer's second send to a pane it cannot reach speaks of its own
+    """docs/cli.md §1.11 (own outcome): the composer's second send to a pane it cannot reach speaks of its own
     message, and separately of the first one that still waits."""
     alice = world.members["alice"]
     first = post(api, world, "/api/messages/send", {"to_member_id": alice, "text": "one"}).json()

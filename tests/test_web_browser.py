@@ -3,6 +3,8 @@ against the real `cafleet server`, real files and a private tmux server with fak
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +69,9 @@ def test_roster_timeline_groups_and_hostile_text(tmux_db: TmuxHarness, page: Any
         )
         # The fake agent draws no cues the classifier knows: alive, activity unknown
         # (docs/webui.md: the pane state is the check's answer plus the classifier's state).
-        assert states[alice] == "alive, unknown" and states[odd] == "none"
+        assert states[alice] == "alive (unknown)" and states[odd] == "none"
         alice_row = page.locator(f"[data-testid=member][data-member-id='{alice}']")
-        assert "2 unACKed" in alice_row.inner_text()  # the two hostile bodies
+        assert "2 un-ACKed" in alice_row.inner_text()  # the two hostile bodies
         assert "claude" in alice_row.inner_text() and world.panes[alice] in alice_row.inner_text()
         # the only live fleet is picked by default
         assert page.locator("[data-testid=fleet-picker]").input_value() == str(world.fleet_id)
@@ -179,7 +181,12 @@ def test_composed_messages_become_rows_and_reach_the_fake_agent(
         # an unknown name is refused on the page, nothing is sent
         page.locator("[data-testid=compose-text]").fill("@nobody hi")
         page.locator("[data-testid=compose-send]").click()
-        poll(lambda: result.inner_text() == "No active member has that name.")
+        poll(
+            lambda: (
+                result.inner_text() == "No active member is named nobody; the active members "
+                "are @Director, @monitor, @alice, @bob."
+            )
+        )
         assert len(rows(tmux_db.db_path, "SELECT 1 FROM messages")) == 1 + 4
     finally:
         server.stop()
@@ -302,3 +309,75 @@ def test_a_fleet_across_hosts_shows_each_members_host_and_its_loop(
         }
     finally:
         assert server.stop() == 0
+
+
+def test_one_clock_un_acked_agent_states_and_forgiving_names(
+    tmux_db: TmuxHarness, chromium: Any
+) -> None:
+    """docs/webui.md: every time on one 24-hour local clock (the monitor panel too, never a raw
+    ISO string), un-ACKed called un-ACKed, a live pane with its agent's state, and `@name` in any
+    letter case, with the nearest names when there is no such member."""
+    from zoneinfo import ZoneInfo
+
+    from cafleet import broker
+
+    world = build_world(tmux_db.db_path, members=("alice", "bob"), harness=tmux_db)
+    alice = world.members["alice"]
+    with connect(tmux_db.db_path) as conn:
+        hi = broker.send_message(conn, from_member_id=alice, to_member_id=world.director, text="hi")
+    start_loop(tmux_db, world.fleet_id, "--interval", "0")
+    server = serve(tmux_db)
+    # A 12-hour locale and a zone away from UTC: the page must still show local 24-hour times.
+    context = chromium.new_context(
+        viewport={"width": 1400, "height": 900}, locale="en-US", timezone_id="Asia/Kolkata"
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    clock = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d"
+    try:
+        page.goto(server.url)
+        poll(lambda: page.locator("[data-testid=member]").count() == 4)
+        poll(lambda: page.locator("[data-testid=status]").inner_text().startswith("Updated"))
+        assert re.fullmatch(
+            r"Updated \d\d:\d\d:\d\d", page.locator("[data-testid=status]").inner_text()
+        )
+        local = datetime.fromisoformat(hi.created_at).astimezone(ZoneInfo("Asia/Kolkata"))
+        shown = page.locator("[data-testid=unicast] time").inner_text()
+        assert re.fullmatch(clock, shown) and shown.endswith(local.strftime("%H:%M:%S")), shown
+
+        page.locator("[data-testid=monitor-toggle]").click()
+        poll(lambda: page.locator("[data-testid=monitor-state]").inner_text() == "Loop live")
+        for field in ("started", "last-tick"):
+            value = page.locator(f"[data-testid=monitor-{field}]")
+            assert re.fullmatch(clock, value.inner_text()), value.inner_text()
+            assert "T" in (value.get_attribute("title") or "")  # the stored time, on hover
+        roster = page.locator("[data-testid=wake-roster]").inner_text()
+        assert f"Director ({world.director}): 1 un-ACKed" in roster and "pending" not in roster
+        body = page.locator("body").inner_text()
+        assert not re.search(r"\b(AM|PM)\b", body), body
+        page.locator("[data-testid=monitor-toggle]").click()  # closed again: it covers the composer
+
+        state = page.locator(
+            f"[data-testid=member][data-member-id='{alice}'] [data-testid=member-pane-state]"
+        )
+        assert state.inner_text() == "alive (unknown)"  # the fake draws no cue the classifier knows
+
+        result = page.locator("[data-testid=compose-result]")
+        page.locator("[data-testid=compose-text]").fill("@ALICE hello in capitals")
+        page.locator("[data-testid=compose-send]").click()
+        poll(
+            lambda: "Sent message" in result.inner_text(),
+            timeout=30,
+            message=lambda: result.inner_text(),
+        )
+        assert rows(tmux_db.db_path, "SELECT to_member_id FROM messages WHERE text = ?",
+                    "hello in capitals") == [(alice,)]  # fmt: skip
+        page.locator("[data-testid=compose-text]").fill("@alcie hi")
+        page.locator("[data-testid=compose-send]").click()
+        poll(lambda: result.inner_text() == "No active member is named alcie. Did you mean @alice?")
+    finally:
+        context.close()
+        stop_loop(tmux_db, world.fleet_id)
+        server.stop()
+    assert errors == []

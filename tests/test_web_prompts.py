@@ -4,7 +4,9 @@ shows the question with one button per choice; a button answers that prompt (the
 the key, the prompt goes); a read-only server shows no buttons and refuses the answer.
 
 And the same with a real Claude Code member at its real permission prompt (the scripted model,
-as in tests/test_real_escalation.py): the task completes after the click.
+as in tests/test_real_escalation.py): the task completes after the click. A server started from
+a plain shell (TMUX unset) reads and answers a prompt through the placement's own tmux server;
+a prompt's report shows on the page whole.
 """
 
 from __future__ import annotations
@@ -172,3 +174,77 @@ def test_a_real_claude_member_s_prompt_is_answered_from_the_page(
         server.stop()
         member.stop()
         loop.stop()
+
+
+def test_a_server_started_from_a_plain_shell_captures_reads_and_answers_a_prompt(
+    tmux_db: TmuxHarness,
+) -> None:
+    """`cafleet server` run outside tmux (TMUX unset, as the README starts it) reaches each
+    member's pane through the tmux server its placement records: the capture, the prompt and
+    the answer all work."""
+    from tests.web_helpers import http, start_server
+
+    h = tmux_db
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    member, pane = prompting_member(h, ids.fleet_id)
+    plain = {k: v for k, v in h.env.items() if k not in ("TMUX", "TMUX_PANE")}
+    server = start_server(env=plain, cwd=h.project_dir, track=h.track)
+    headers = {"X-Fleet-Id": str(ids.fleet_id), **server.auth}
+    api = f"{server.base}/api/members/{member}"
+    try:
+        status, _, body = http("GET", f"{api}/capture?lines=40", headers=headers)
+        assert status == 200, body
+        assert "Do you want to proceed?" in body.decode()
+        status, _, body = http("GET", f"{api}/prompt", headers=headers)
+        assert status == 200, body
+        shown = json.loads(body)
+        assert shown["state"] == "awaiting_user" and shown["pane_id"] == pane
+        digest = shown["prompt"]["prompt_id"]
+        assert "cafleet message ack 12" in shown["prompt"]["details"]
+        status, _, body = http(
+            "POST", f"{api}/answer", headers=headers, body={"choice": "1", "prompt_id": digest}
+        )
+        assert status == 200, body
+        assert json.loads(body)["choice"] == {"number": 1, "label": "Yes"}
+        assert keys(pane) == [("text", "1")]
+    finally:
+        assert server.stop() == 0
+
+
+def test_the_page_shows_a_prompt_report_whole(head_db: Any, page: Any, tmp_path: Any) -> None:
+    """The report of a real Claude Code Write prompt (tests/data/screens), in the Director's
+    inbox, reads on the page line for line as it was sent."""
+    from cafleet.delivery.screens.prompts import read_prompt
+    from cafleet.monitor.escalate import escalation_text
+    from cafleet.records import Member
+    from tests.factories import build_world
+    from tests.test_escalation import screen
+    from tests.web_helpers import insert_messages, start_server
+
+    world = build_world(head_db, members=("coder",))
+    coder = world.members["coder"]
+    member = Member(
+        member_id=coder, fleet_id=world.fleet_id, name="coder", description="d", kind="member",
+        status="active", registered_at="t", deregistered_at=None, skills=[], placement=None,
+    )  # fmt: skip
+    prompt = read_prompt("claude", screen("claude", "permission-write-1.txt"))
+    assert prompt is not None
+    report = escalation_text(member, "%5", prompt, 30)
+    ts = "2026-01-01T00:00:00.000000+00:00"
+    insert_messages(
+        head_db,
+        [(world.director, world.monitor, world.director, "unicast", ts, "input_required", ts,
+          None, report)],
+    )  # fmt: skip
+    server = start_server(cwd=tmp_path)
+    try:
+        page.goto(server.url)
+        body = page.locator("[data-testid=unicast] [data-testid=body]")
+        poll(lambda: body.count() == 1, message="no report on the page")
+        shown = body.inner_text()
+        assert shown.splitlines() == report.splitlines(), shown
+        assert "  approved.txt" in shown and "  Do you want to create approved.txt?" in shown
+        assert shown.splitlines()[-1].startswith(f"Answer with: cafleet member answer {coder} ")
+    finally:
+        assert server.stop() == 0

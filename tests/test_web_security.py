@@ -181,16 +181,47 @@ def test_server_serves_until_sigterm_then_exits_0(
 ) -> None:
     server = start_server(cwd=tmp_path)
     try:
-        assert server.url == f"http://127.0.0.1:{server.port}/"
-        status, headers, body = http("GET", f"{server.base}/api/fleets")
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{server.port}/\?token=[\w-]{{32}}", server.url)
+        status, headers, body = http("GET", f"{server.base}/api/fleets", headers=server.auth)
         assert status == 200 and b'"name":"demo"' in body
-        status, _h, body = http("GET", f"{server.base}/")
+        status, _h, body = http("GET", f"{server.base}/", headers=server.auth)
         assert status == 200 and b"/static/app.js" in body
-        status, _h, _b = http("GET", f"{server.base}/static/app.js")
+        status, _h, _b = http("GET", f"{server.base}/static/app.js", headers=server.auth)
         assert status == 200
     finally:
         code = server.stop(signal.SIGTERM)
     assert code == 0
+
+
+def test_a_loopback_server_requires_its_token_too(
+    head_db: Path, world: World, tmp_path: Path
+) -> None:
+    """Any local user could send into the agents' panes through 127.0.0.1 with no token."""
+    before = snapshot(head_db)
+    server = start_server(cwd=tmp_path)
+    try:
+        assert server.token is not None, server.url
+        send = {"to_member_id": world.members["alice"], "text": "rm -rf ~"}
+        for headers in ({}, {"Authorization": "Bearer wrong-token-0"}):
+            assert http("GET", f"{server.base}/api/fleets", headers=headers)[0] == 401
+            status, _h, body = http(
+                "POST", f"{server.base}{SEND}", headers={**headers, **fleet_headers(world.fleet_id)},
+                body=send,
+            )  # fmt: skip
+            assert (status, body) == (401, b'{"detail": "missing or wrong token"}')
+        assert http("GET", f"{server.base}/", headers={})[0] == 401
+    finally:
+        assert server.stop() == 0
+    assert_unchanged(before, head_db)
+
+
+def test_no_token_serves_loopback_without_one(head_db: Path, world: World, tmp_path: Path) -> None:
+    server = start_server("--no-token", cwd=tmp_path)
+    try:
+        assert server.url == f"http://127.0.0.1:{server.port}/"
+        assert http("GET", f"{server.base}/api/fleets")[0] == 200
+    finally:
+        assert server.stop() == 0
 
 
 def test_a_non_loopback_host_gets_a_generated_token(
@@ -246,7 +277,7 @@ def test_read_only_flag_is_printed_and_enforced(
         status, _h, body = http(
             "POST",
             f"{server.base}{SEND}",
-            headers=fleet_headers(world.fleet_id),
+            headers={**server.auth, **fleet_headers(world.fleet_id)},
             body={"to_member_id": world.members["alice"], "text": "x"},
         )
         assert (status, body) == (403, b'{"detail": "the server is read-only (--read-only)"}')
@@ -263,7 +294,7 @@ def test_env_host_and_port_are_read_and_options_win(
     env = {**os.environ, "CAFLEET_BROKER_HOST": "localhost", "CAFLEET_BROKER_PORT": "1"}
     server = start_server("--host", "127.0.0.1", env=env, cwd=tmp_path, port=port)
     try:
-        assert server.url == f"http://127.0.0.1:{port}/"
+        assert server.url.startswith(f"http://127.0.0.1:{port}/?token=")
     finally:
         server.stop()
 
@@ -277,6 +308,8 @@ def test_env_host_and_port_are_read_and_options_win(
         ({"CAFLEET_SERVER_TOKEN": "short"}, [], 1, "Error: CAFLEET_SERVER_TOKEN must be 8-256 characters from A-Z a-z 0-9 . _ ~ -"),
         ({}, ["--port", "0"], 2, "Error: Invalid value for '--port': 0 is not in the range 1<=x<=65535."),
         ({}, ["--token", "a b c d e f g h"], 2, "Error: --token must be 8-256 characters from A-Z a-z 0-9 . _ ~ -"),
+        ({}, ["--no-token", "--token", "given-token-42"], 2, "Error: --no-token and --token cannot go together"),
+        ({}, ["--no-token", "--host", "0.0.0.0"], 2, "Error: --no-token needs a loopback --host (not 0.0.0.0): any machine could send into the agents' panes"),
         ({"CAFLEET_MAX_TEXT_LEN": "x"}, [], 1, "Error: CAFLEET_MAX_TEXT_LEN must be a non-negative integer (got 'x')"),
     ],
 )  # fmt: skip

@@ -3,6 +3,8 @@ text is what the CLI prints, and no output of its own (no tmux needed for these 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cafleet import broker
@@ -40,6 +42,13 @@ def test_member_refusals_carry_the_cli_text(conn, settings, head_db) -> None:
     unplaced = add_member(conn, fid, name="unplaced", placed=False)
     director = boot.director.member_id
     before = table_counts(head_db)
+    from cafleet.mux.locks import acquire_pane_lock
+    from cafleet.workflows.halfmade import creation_key
+
+    # Its `member create` is still running: it holds the creation lock (docs/cli.md §2.7).
+    creating = acquire_pane_lock(
+        settings.db_dir, creation_key(fid, "pending"), timeout=0, purpose="test"
+    )
 
     with pytest.raises(WorkflowError) as refused:
         members.prompt(conn, settings, director, "hi")
@@ -59,6 +68,15 @@ def test_member_refusals_carry_the_cli_text(conn, settings, head_db) -> None:
     )
     pinged = members.ping(conn, settings, pending.member_id)
     assert (pinged.pane_id, pinged.skipped, pinged.reason) == (None, True, "pending_placement")
+    # Once no create holds it, the pending member is half-made: its create was interrupted.
+    creating.release()
+    with pytest.raises(WorkflowError) as refused:
+        members.ping(conn, settings, pending.member_id)
+    assert str(refused.value) == (
+        f"member {pending.member_id} (pending) has no pane: the 'cafleet member create' (pid "
+        f"{os.getpid()}) that registered it was interrupted; run 'cafleet member respawn "
+        f"{pending.member_id}' (or remove it: 'cafleet member delete {pending.member_id}')"
+    )
     assert table_counts(head_db) == before
 
 
@@ -128,7 +146,7 @@ def test_inbox_wait_and_stream_return_messages_and_warn_nothing_without_panes(
     m1 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="1")
     m2 = broker.send_message(conn, from_member_id=a.member_id, to_member_id=b.member_id, text="2")
     waited = inbox.wait(conn, settings, b.member_id, timeout=5, warn=warned.append)
-    assert [m.message_id for m in waited] == [m2.message_id, m1.message_id]  # poll's order
+    assert [m.message_id for m in waited] == [m1.message_id, m2.message_id]  # oldest first
     streamed = inbox.stream(conn, b.member_id, timeout=0)
     assert [m.message_id for m in streamed] == [m1.message_id, m2.message_id]
     assert warned == []

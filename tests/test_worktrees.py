@@ -229,8 +229,9 @@ def test_delete_keeps_a_worktree_that_holds_work(
 
     r = ok(h.cli("member", "delete", str(dirty)))
     assert (
-        f"  worktree:  kept {dirty_path} (branch {dirty_branch}): it has uncommitted changes\n"
-        in r.stdout
+        f"  worktree:  kept {dirty_path} (branch {dirty_branch}): it has uncommitted changes; "
+        f"remove it later with 'cafleet worktree remove {dirty_path}' (add --discard to drop its "
+        "changes)\n" in r.stdout
     )
     assert Path(dirty_path, "shared.txt").read_text() == "line 0\nwork\n"
     assert dirty_pane not in h.live_panes()
@@ -238,7 +239,7 @@ def test_delete_keeps_a_worktree_that_holds_work(
     r = ok(h.cli("member", "delete", str(clean), "--json"))
     assert json.loads(r.stdout)["worktree"] == {
         "member_id": clean, "path": clean_path, "branch": clean_branch, "status": "removed",
-        "reason": None,
+        "reason": None, "branch_deleted": False, "next": None,
     }  # fmt: skip
     assert not Path(clean_path).exists()
     assert git(repo, "log", "-1", "--format=%s", clean_branch).strip() == "done"  # branch kept
@@ -248,11 +249,14 @@ def test_delete_keeps_a_worktree_that_holds_work(
     assert Path(loose_path).is_dir()
 
     r = ok(h.cli("member", "delete", str(gone), "--discard-worktree"))
-    assert f"  worktree:  removed {gone_path} (branch {gone_branch} kept)\n" in r.stdout
+    # Its branch had nothing beyond its base: it goes with the worktree.
+    assert (
+        f"  worktree:  removed {gone_path} (its branch {gone_branch} deleted: no commits beyond "
+        "main)\n" in r.stdout
+    )
     assert not Path(gone_path).exists()
-    assert git(repo, "rev-parse", "--verify", "-q", gone_branch).strip()
     branches = git(repo, "branch", "--list", "--format=%(refname:short)").split()
-    assert {dirty_branch, clean_branch, gone_branch} <= set(branches)
+    assert {dirty_branch, clean_branch} <= set(branches) and gone_branch not in branches
 
 
 def test_fleet_default_and_fleet_delete(tmux_db: TmuxHarness, repo: Path) -> None:
@@ -280,7 +284,8 @@ def test_fleet_default_and_fleet_delete(tmux_db: TmuxHarness, repo: Path) -> Non
     r = ok(h.cli("fleet", "delete", str(f)))
     assert (
         f"Worktree of member {keep}: kept {keep_path} (branch {keep_branch}): it has "
-        "uncommitted changes.\n" in r.stdout
+        f"uncommitted changes; remove it later with 'cafleet worktree remove {keep_path}' (add "
+        "--discard to drop its changes).\n" in r.stdout
     )
     assert f"Worktree of member {drop}: removed {drop_path} " in r.stdout
     assert Path(keep_path, "untracked.txt").read_text() == "mine\n"

@@ -124,12 +124,60 @@ def test_retire(repo: Path) -> None:
     assert w.reports({9: spec})[9].text() == f"{spec.branch} (worktree gone)"
 
 
-def test_discard_removes_a_dirty_worktree_and_keeps_the_branch(repo: Path) -> None:
+def test_discard_removes_a_dirty_worktree_and_its_branch_at_base(repo: Path) -> None:
     p = w.plan(3, "d", w.Request(), str(repo))
     w.make(p)
     Path(p.path, "a.txt").write_text("lost\n")
-    assert w.retire(1, p.spec, discard=True).status == "removed"
-    assert not Path(p.path).exists() and g.branch_exists(str(repo), p.branch)
+    retired = w.retire(1, p.spec, discard=True)
+    assert (retired.status, retired.branch_deleted) == ("removed", True)
+    assert retired.text() == (
+        f"removed {p.path} (its branch {p.branch} deleted: no commits beyond main)"
+    )
+    assert not Path(p.path).exists() and not g.branch_exists(str(repo), p.branch)
+
+
+def test_a_branch_goes_only_when_nothing_would_be_lost(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The branch is deleted with its worktree only with no commit beyond its base, another ref
+    holding its commit, and no worktree having it checked out."""
+    monkeypatch.setenv(w.COPY_VARIABLE, "-")  # clean worktrees
+    kept = {}
+    for name, base in (("ahead", "main"), ("merged", "main"), ("gone", "tmp"), ("out", "main")):
+        if base == "tmp":
+            git(repo, "branch", "tmp")
+        p = w.plan(3, name, w.Request(base=base), str(repo))
+        w.make(p)
+        kept[name] = p
+    git(kept["ahead"].path, "commit", "-q", "--allow-empty", "-m", "work")
+    git(kept["merged"].path, "commit", "-q", "--allow-empty", "-m", "merged")
+    git(repo, "merge", "-q", "--ff-only", kept["merged"].branch)  # main now holds it
+    git(repo, "branch", "-D", "tmp")
+    expected = {
+        "ahead": (False, "1 commit beyond main"),
+        "merged": (True, None),
+        "gone": (False, "its base tmp no longer names a commit"),
+    }
+    for name, (deleted, why) in expected.items():
+        retired = w.retire(1, kept[name].spec, discard=False)
+        assert (retired.status, retired.branch_deleted, retired.branch_kept) == (
+            "removed", deleted, why
+        ), name  # fmt: skip
+        assert g.branch_exists(str(repo), kept[name].branch) is not deleted
+    # Checked out elsewhere (the Director's own checkout): kept.
+    out = kept["out"]
+    git(repo, "worktree", "remove", out.path)
+    git(repo, "checkout", "-q", out.branch)
+    assert w.drop_branch(out.spec) == (False, f"checked out in {repo}")
+    assert w.retire(1, out.spec, discard=False).status == "missing"
+    assert g.branch_exists(str(repo), out.branch)
+    # A detached base commit that no other ref holds: kept (its commit would be lost).
+    git(repo, "checkout", "-q", "--detach")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "loose")
+    loose = w.plan(3, "loose", w.Request(), str(repo))
+    w.make(loose)
+    git(repo, "checkout", "-q", "main")
+    assert w.retire(1, loose.spec, discard=False).branch_kept == "no other branch holds its commit"
 
 
 def test_plan_refusals_write_nothing(repo: Path, tmp_path: Path) -> None:

@@ -87,6 +87,17 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def token(self) -> str | None:
+        """The token printed in the URL (`cafleet server` requires one unless `--no-token`)."""
+        found = re.search(r"[?&]token=([^&\s]+)", self.url)
+        return found.group(1) if found else None
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The request headers that carry the token (none without one)."""
+        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):

@@ -15,6 +15,7 @@ __all__ = [
     "DatabaseBusy",
     "FleetDeleted",
     "FleetNotFound",
+    "KeyReused",
     "MemberDeregistered",
     "MemberNotFound",
     "MessageNotFound",
@@ -141,6 +142,20 @@ class NotSameFleet(BrokerError):
         self.from_member_id = from_member_id
         self.to_member_id = to_member_id
         super().__init__(f"members {from_member_id} and {to_member_id} are not in the same fleet.")
+
+
+class KeyReused(BrokerError):
+    """A send's key already stored another message (docs/cli.md §2.14)."""
+
+    error_code = status.CODE_CONFLICT
+
+    def __init__(self, key: str, message_id: int) -> None:
+        self.key = key
+        self.message_id = message_id
+        super().__init__(
+            f"key {key!r} already stored message {message_id}, with another recipient or "
+            "text; nothing was stored (use a new key for a new message)"
+        )
 
 
 class MessageNotFound(BrokerError):

@@ -8,6 +8,7 @@ monitor loop found gone, so the loss is reported exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from cafleet.records import (
 
 if TYPE_CHECKING:
     # Loaded only where a spawn is read: `member list` asks for worktrees on every run.
-    from cafleet.records import SpawnSpec, WorktreeSpec
+    from cafleet.records import RecordedWorktree, SpawnSpec, WorktreeSpec
 
 
 def insert_spawn(conn: Connection, member_id: int, spawn: SpawnSpec) -> None:
@@ -73,6 +74,25 @@ def fleet_worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeSpec]:
 
     found = {int(row[0]): WorktreeSpec.from_json(row[1]) for row in rows}
     return {member_id: spec for member_id, spec in found.items() if spec is not None}
+
+
+def recorded_worktrees(conn: Connection) -> list[RecordedWorktree]:
+    """Every worktree a member was created with, any fleet's, by member id."""
+    with tx.read(conn):
+        rows = conn.execute(q.ALL_WORKTREES, {}).all()
+    if not rows:
+        return []
+    from cafleet.records import RecordedWorktree, WorktreeSpec
+
+    found: list[RecordedWorktree] = []
+    for row in rows:
+        spec = WorktreeSpec.from_json(row[5])
+        if spec is not None:
+            active = row[3] == "active"
+            found.append(
+                RecordedWorktree(int(row[0]), int(row[1]), row[2], active, row[4] is not None, spec)
+            )
+    return found
 
 
 def fleet_permissions(conn: Connection, fleet_id: int) -> dict[int, str | None]:
@@ -155,46 +175,54 @@ def placed_members(conn: Connection, fleet_id: int) -> list[Member]:
     return [member_from_row(row) for row in rows]
 
 
-def record_pane_loss(
+def record_pane_losses(
     conn: Connection,
     *,
-    member_id: int,
-    pane_key: PaneKey,
+    losses: Sequence[tuple[int, PaneKey, str]],
     director_id: int,
     sender_id: int,
-    text: str,
+    text: Callable[[list[int]], str],
     now: datetime | None = None,
-) -> int | None:
-    """One transaction: mark the member's placement lost (only while it still names
-    ``pane_key``, the member is active and no loss is recorded yet) and put the report in the
-    root Director's inbox. Returns the report's message id, or None when nothing changed."""
+) -> tuple[int | None, list[int]]:
+    """One transaction: mark each member's placement lost (only while it is the one seen,
+    ``(member id, pane key, created_at)``, the member is active and no loss is recorded yet)
+    and put one report, ``text``
+    of the members marked, in the root Director's inbox. Returns the report's message id and
+    the members marked; ``(None, [])`` when nothing changed."""
     with tx.write(conn):
         ts = stamp(now)
-        marked = conn.execute(
-            q.MARK_LOST,
-            {
-                "now": ts,
-                "member_id": member_id,
-                "backend": pane_key[0],
-                "session": pane_key[1],
-                "pane": pane_key[2],
-            },
-        ).rowcount
-        if marked != 1:
-            return None
+        marked = [
+            member_id
+            for member_id, (backend, session, pane), created in losses
+            if conn.execute(
+                q.MARK_LOST,
+                {
+                    "now": ts,
+                    "member_id": member_id,
+                    "backend": backend,
+                    "session": session,
+                    "pane": pane,
+                    "created": created,
+                },
+            ).rowcount
+            == 1
+        ]
+        if not marked:
+            return None, []
         message_id = conn.execute(
             q.INSERT_REPORT,
-            {"director_id": director_id, "sender_id": sender_id, "now": ts, "text": text},
+            {"director_id": director_id, "sender_id": sender_id, "now": ts, "text": text(marked)},
         ).scalar_one()
-        return int(message_id)
+        return int(message_id), marked
 
 
 __all__ = [
     "fleet_worktrees",
+    "recorded_worktrees",
     "fleet_permissions",
     "get_spawn",
     "insert_spawn",
     "placed_members",
     "rebind_placement",
-    "record_pane_loss",
+    "record_pane_losses",
 ]

@@ -89,7 +89,28 @@ def sent_view(conn: Connection, *, member_id: int, limit: int) -> list[Message]:
     return [message_from_row(row) for row in rows]
 
 
+def history_view(conn: Connection, *, member_id: int, limit: int) -> list[Message]:
+    """The newest `limit` messages of the member's history, oldest first (`created_at`, then
+    id): the deliveries addressed to it, any state, and what it sent (a broadcast as its
+    summary). Three index searches, each at most `limit` rows (docs/storage.md §2.7)."""
+    with tx.read(conn):
+        found: dict[int, Message] = {}
+        for statement, params in (
+            (q.HISTORY_OWNED, {"member_id": member_id, "type": "unicast", "limit": limit}),
+            (
+                q.HISTORY_OWNED,
+                {"member_id": member_id, "type": "broadcast_summary", "limit": limit},
+            ),
+            (q.HISTORY_SENT, {"member_id": member_id, "limit": limit}),
+        ):
+            for row in conn.execute(statement, params).mappings():
+                found[row["message_id"]] = message_from_row(row)
+    newest = sorted(found.values(), key=lambda m: (m.created_at, m.message_id))
+    return newest[-limit:]
+
+
 __all__ = [
+    "history_view",
     "inbox_view",
     "roster_activity",
     "sent_view",

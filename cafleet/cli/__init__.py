@@ -18,7 +18,15 @@ from typing import NoReturn
 
 from cafleet import status
 
-__all__ = ["main", "report_error", "run", "run_started", "signal_stop_is_clean", "wants_json"]
+__all__ = [
+    "main",
+    "report_error",
+    "report_internal",
+    "run",
+    "run_started",
+    "signal_stop_is_clean",
+    "wants_json",
+]
 
 _clean_signal_stop = False
 _started: float | None = None
@@ -126,7 +134,10 @@ def _invoke(args: list[str]) -> int:
     except OSError as exc:
         return report_error(status.CODE_OS, status.os_error_text(exc), as_json=as_json)
     except Exception as exc:
-        return report_error(status.error_code(exc), error_text(exc), as_json=as_json)
+        code = status.error_code(exc)
+        if code == status.CODE_INTERNAL:
+            return report_internal(exc, as_json=as_json)
+        return report_error(code, error_text(exc), as_json=as_json)
     if isinstance(rv, bool) or not isinstance(rv, int):
         return status.OK
     return rv
@@ -166,6 +177,38 @@ def report_error(
         for line in cleanup:
             err(line)
     return status.exit_status(code)
+
+
+DEBUG_VARIABLE = "CAFLEET_DEBUG"  # set (not 0): a bug's traceback is printed (docs/cli.md §1.4)
+BUG_HINT = (
+    "This is a bug in cafleet; run the command again with CAFLEET_DEBUG=1 to see its traceback."
+)
+
+
+def report_internal(exc: BaseException, *, as_json: bool) -> int:
+    """An exception nothing maps is a bug, not a user error (docs/cli.md §1.4): print
+    `internal error: <type>: <text>` and how to see the traceback (under CAFLEET_DEBUG, the
+    traceback itself, first); exit 70. Under --json the hint is the message's tail."""
+    from cafleet.output import err
+
+    debug = os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    if debug:
+        import traceback
+
+        err("".join(traceback.format_exception(exc)).rstrip("\n"))
+    kind = type(exc)
+    name = kind.__qualname__
+    if kind.__module__ != "builtins":
+        name = f"{kind.__module__}.{name}"
+    text = str(exc)
+    message = f"internal error: {name}: {text}" if text else f"internal error: {name}"
+    if as_json:
+        tail = "" if debug else " (a bug in cafleet; CAFLEET_DEBUG=1 prints its traceback)"
+        return report_error(status.CODE_INTERNAL, message + tail, as_json=True)
+    err(message)
+    if not debug:
+        err(BUG_HINT)
+    return status.INTERNAL
 
 
 def _show_usage_error(exc: object) -> None:

@@ -80,6 +80,18 @@ class CafleetGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self.load_command(cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0])
+        if not name.startswith("-") and self.load_command(name) is None:
+            # Click suggests from the commands loaded so far; ours load lazily, so offer every
+            # visible name of the map (`cafleet fleet lst`: "Did you mean 'list'?").
+            visible = [n for n in self.command_modules if n != LOOP_COMMAND_NAME]
+            visible += [n for n, c in self.commands.items() if not c.hidden and n not in visible]
+            raise click.exceptions.NoSuchCommand(name, possibilities=visible, ctx=ctx)
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         for name in self.command_modules:
             self.load_command(name)
@@ -92,7 +104,7 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "message", "monitor", "server")
+ROOT_ORDER = ("setup", "doctor", "fleet", "member", "worktree", "message", "monitor", "server")
 
 
 class RootGroup(CafleetGroup):
@@ -195,6 +207,17 @@ def member_group(ctx: click.Context) -> None:
 
 
 @cli.group(
+    "worktree",
+    invoke_without_command=True,
+    help="List the git worktrees cafleet made for members, and remove one left behind.",
+    command_modules=_modules(("cafleet.cli.worktree_cmd", "list", "remove")),
+)
+@click.pass_context
+def worktree_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
     "message",
     invoke_without_command=True,
     help="Send, read, acknowledge and wait for messages.",
@@ -204,6 +227,7 @@ def member_group(ctx: click.Context) -> None:
         "poll": "cafleet.cli.message",
         "ack": "cafleet.cli.message",
         "show": "cafleet.cli.message",
+        "history": "cafleet.cli.message",
         "wait": "cafleet.cli.message_delivery",
         "stream": "cafleet.cli.message_delivery",
     },

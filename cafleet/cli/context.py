@@ -13,6 +13,7 @@ closed when the root context closes. Nothing here imports the storage layer at m
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -86,10 +87,31 @@ class Invocation:
             try:
                 conn = open_validated_connection(path)
             except Exception as exc:
+                from cafleet import status
+
+                if status.error_code(exc) == status.CODE_INTERNAL:
+                    raise  # a bug: `run` reports it as one (docs/cli.md §1.4)
                 raise to_click_error(exc) from exc
             self._conn = conn
             self._root.call_on_close(self.finish)
         return self._conn
+
+    # --- one identity per pane (docs/cli.md §1.5) -------------------------------------------
+
+    def act_as(self, member_id: int) -> None:
+        """From an active member's pane, ``member_id`` (the sender, the inbox read) must be that
+        member; nothing to check (no import, no query) outside a tmux pane."""
+        if os.environ.get("TMUX_PANE") and os.environ.get("TMUX"):
+            from cafleet.workflows.identity import require_acting_as
+
+            require_acting_as(self.connection(), os.environ, member_id)
+
+    def ack_own(self, message_id: int) -> None:
+        """From an active member's pane, only a message in that member's inbox is ACKed."""
+        if os.environ.get("TMUX_PANE") and os.environ.get("TMUX"):
+            from cafleet.workflows.identity import require_own_message
+
+            require_own_message(self.connection(), os.environ, message_id)
 
     def finish(self) -> None:
         """End of the invocation: heal dead monitor loops (`heal_on_close`), then close."""

@@ -105,24 +105,33 @@ def database_section(path: str | None, path_error: str | None) -> Section:
 
 
 def fleets_section(path: str | None, database_ok: bool) -> Section:
-    """Every live fleet's monitor loop and member panes (issue 13); an issue when the fleet has
+    """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when the fleet has
     a problem (`workflows/remedies.fleet_problems`: loop not live, a pane gone, no monitor),
-    each printed under the fleet with the command that fixes it. Read-only: the file is opened as the diagnosis opens it and closed
+    each printed under the fleet with the command that fixes it; then the worktrees deleted
+    fleets' members left behind, each an issue too. Read-only: the file is opened as the diagnosis opens it and closed
     the guarded way; skipped (not an issue of its own) when the database section failed."""
-    data: dict[str, Any] = {"ok": True, "skipped": False, "fleets": [], "error": None}
+    data: dict[str, Any] = {
+        "ok": True,
+        "skipped": False,
+        "fleets": [],
+        "left_worktrees": [],
+        "error": None,
+    }
     if path is None or not database_ok:
         data["skipped"] = True
         return Section("fleets", True, ["  skipped: the database is not usable"], data)
     from cafleet import broker
     from cafleet.db.runtime import close_connection, open_connection
+    from cafleet.workflows.leftovers import left_behind
     from cafleet.workflows.supervision import fleet_report
 
     conn = open_connection(path, mode="rw", purpose="command")
     try:
         reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
+        gone = [rec for rec in left_behind(conn) if rec.fleet_deleted]
     finally:
         close_connection(conn, guarded=True)
-    from cafleet.workflows.remedies import fleet_problems
+    from cafleet.workflows.remedies import fleet_problems, left_tree_problems
 
     lines: list[str] = []
     for report in sorted(reports, key=lambda r: r.summary.fleet_id):
@@ -153,6 +162,12 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
                 "problems": [p.as_dict() for p in problems],
             }
         )
+    left = left_tree_problems(gone)  # deleted fleets are not listed, their worktrees are
+    data["left_worktrees"] = [p.as_dict() for p in left]
+    if left:
+        data["ok"] = False
+        lines.append(f"  {FAIL_MARK} worktrees of deleted fleets:")
+        lines += [f"    {cell(p.line)}" for p in left]
     return Section("fleets", data["ok"], lines or ["  no live fleets"], data)
 
 
@@ -167,6 +182,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
 )
 @json_option
 def doctor(as_json: bool) -> None:
+    from cafleet.agents.installed import installed_agents
     from cafleet.cli.doctor_agents import (
         coding_agents_section,
         member_permissions_section,
@@ -178,7 +194,7 @@ def doctor(as_json: bool) -> None:
     sections = [multiplexer_section(), database]
     issues = sum(1 for section in sections if not section.ok)
     rows = recorded_installs(settings.database_path, database.data["state"])
-    agents, statuses = coding_agents_section(rows, __version__)
+    agents, statuses = coding_agents_section(rows, __version__, installed_agents())
     permissions = member_permissions_section(statuses, __version__)
     issues += agents.issues + permissions.issues  # each failing row is one issue
     fleets = fleets_section(settings.database_path, database.ok)

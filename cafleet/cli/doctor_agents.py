@@ -53,7 +53,14 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
         close_connection(conn, guarded=True)
 
 
-def _status_dict(status: Any) -> dict[str, Any]:
+def _binary_dict(installed: Any) -> dict[str, Any]:
+    error = installed.version_error
+    if not installed.found:
+        error = _not_found(installed)
+    return {"path": installed.path, "version": installed.version, "error": error}
+
+
+def _status_dict(status: Any, installed: Any) -> dict[str, Any]:
     target, current = status.target, status.current
     return {
         "coding_agent": status.coding_agent,
@@ -68,35 +75,64 @@ def _status_dict(status: Any) -> dict[str, Any]:
             for r in status.superseded
         ],
         "error": None if status.ok else status.detail,
+        "binary": _binary_dict(installed),
     }
 
 
-def coding_agents_section(rows: list[Any] | None, version: str) -> tuple[RowsSection, list[Any]]:
+def _not_found(installed: Any) -> str:
+    return f"no '{installed.coding_agent}' on PATH: {installed.remedy()}"
+
+
+def _binary_text(installed: Any) -> str:
+    """`<path> (<version>)`, or why the version or the binary is missing."""
+    if not installed.found:
+        return _not_found(installed)
+    version = installed.version or f"version unknown: {installed.version_error}"
+    return f"{installed.path} ({version})"
+
+
+def _row_text(status: Any, installed: Any) -> str:
+    """The state (`not installed` before the assets' own), the binary, then the assets."""
+    target = status.target
+    where = f"{target.path} ({target.source_text})" if target is not None else "(unresolved)"
+    if status.current is not None:
+        where += f", cafleet {status.current.cafleet_version}"
+    if status.detail is not None:
+        where += f": {status.detail}"
+    if installed.found:
+        return f"{status.state}  {_binary_text(installed)}; assets {where}"
+    assets = "assets" if status.ok else f"assets {status.state}"
+    return f"not installed  {_binary_text(installed)}; {assets} {where}"
+
+
+def coding_agents_section(
+    rows: list[Any] | None, version: str, installed: list[Any]
+) -> tuple[RowsSection, list[Any]]:
+    """One line per agent: its binary (``installed``, `cafleet.agents.installed`) and its
+    assets. A failing asset row is an issue; a binary missing is one only when no agent at
+    all is installed (nothing could be spawned)."""
     from cafleet.assets.status import agent_statuses
 
     statuses = agent_statuses(rows, version)
+    by_agent = {i.coding_agent: i for i in installed}
     pairs: list[tuple[str, str]] = []
     notes: list[str] = []
     for status in statuses:
-        target = status.target
-        where = f"{target.path} ({target.source_text})" if target is not None else "(unresolved)"
-        installed = (
-            f", cafleet {status.current.cafleet_version}" if status.current is not None else ""
-        )
-        text = f"{status.state}  {where}{installed}"
-        if status.detail is not None:
-            text += f": {status.detail}"
-        pairs.append((status.coding_agent, text))
+        pairs.append((status.coding_agent, _row_text(status, by_agent[status.coding_agent])))
         for row in status.superseded:
             notes.append(
                 f"  note: {status.coding_agent} install at {row.path} (cafleet "
                 f"{row.cafleet_version}, {row.installed_at}) is superseded"
             )
+    issues = sum(1 for s in statuses if not s.ok)
+    if not any(i.found for i in installed):
+        issues += 1
+        notes.append("  no coding agent is installed: install at least one of them")
     section = RowsSection(
         "coding agents",
         label_lines(pairs, LABEL_WIDTH, "  ") + notes,
-        [_status_dict(s) for s in statuses],
-        sum(1 for s in statuses if not s.ok),
+        [_status_dict(s, by_agent[s.coding_agent]) for s in statuses],
+        issues,
     )
     return section, statuses
 

@@ -73,7 +73,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
         ("director", cell(summary.director_member_id)),
         ("monitor", cell(summary.monitor_member_id)),
         ("members", str(summary.member_count)),
-        ("loop", report.loop.text),
+        ("loop", report.loop.text if summary.deleted_at is None else "stopped (fleet deleted)"),
     ]
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
@@ -84,10 +84,11 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
         texts = [cell(h.text) for h in hosts.hosts]
         lines += label_lines([("hosts", texts[0])], SHOW_LABEL_WIDTH)
         lines += [" " * SHOW_LABEL_WIDTH + text for text in texts[1:]]
-    if summary.deleted_at is None:
-        from cafleet.workflows.remedies import fleet_problems
+    from cafleet.workflows.remedies import fleet_problems
 
-        problems = [cell(p.line) for p in fleet_problems(report)] or ["none"]
+    problems = [cell(p.line) for p in fleet_problems(report)]
+    if summary.deleted_at is None or problems:  # a deleted fleet's: worktrees left behind
+        problems = problems or ["none"]
         lines += label_lines([("problems", problems[0])], SHOW_LABEL_WIDTH)
         lines += [" " * SHOW_LABEL_WIDTH + line for line in problems[1:]]
     return lines

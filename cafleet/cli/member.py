@@ -14,7 +14,6 @@ from cafleet.output import (
     counted_table,
     label_lines,
     member_dict,
-    out,
     out_json,
     out_lines,
     placement_text,
@@ -23,9 +22,10 @@ from cafleet.output import (
 from cafleet.text import idle_text
 
 if TYPE_CHECKING:
+    from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.records import Member, RosterEntry, SpawnSpec
-    from cafleet.workflows.supervision import PaneReport
+    from cafleet.workflows.supervision import FleetReport, PaneReport
     from cafleet.workflows.worktrees import Report as WorktreeReport
 
 SHOW_LABEL_WIDTH = 17
@@ -78,42 +78,63 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
     from cafleet.workflows.supervision import classified_state, fleet_report
 
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
-    panes = report.panes.panes
     trees = _worktrees(conn, fleet_id)
-    extra: list[dict[str, object]] = [{} for _ in report.roster]
-    cells: list[tuple[str, ...]] = [() for _ in report.roster]
-    if with_usage:
-        from cafleet.cli.usage import USAGE_HEADERS, read_members_usage, usage_cells, usage_dict
-
-        found, table = read_members_usage(conn, inv.settings, [e.member for e in report.roster])
-        extra = [usage_dict(u, table) for u in found]
-        cells = [usage_cells(u, table) for u in found]
+    usage = _roster_usage(conn, inv.settings, report) if with_usage else None
     if as_json:
-        from cafleet import broker
-        from cafleet.agents.permissions import shown_profile
+        out_json(roster_records(conn, fleet_id, report, trees, usage))
+    else:
+        out_lines(roster_lines(report, trees, usage))
 
-        recorded = broker.fleet_permissions(conn, fleet_id)
-        out_json(
-            [
-                {
-                    **roster_dict(entry),
-                    **_pane_keys(panes.get(entry.member.member_id)),
-                    **(
-                        {"host_id": report.hosts.member_host.get(entry.member.member_id)}
-                        if report.hosts is not None and report.hosts.spans
-                        else {}
-                    ),
-                    **_tree_keys(trees.get(entry.member.member_id)),
-                    "permissions": shown_profile(
-                        entry.member.kind, recorded.get(entry.member.member_id)
-                    ),
-                    **more,
-                }
-                for entry, more in zip(report.roster, extra, strict=True)
-            ]
-        )
-        return
+
+# Each roster member's usage: its JSON keys and its table cells (`member list --usage`).
+RosterUsage = list[tuple[dict[str, object], tuple[str, ...]]]
+
+
+def _roster_usage(conn: Connection, settings: Settings, report: FleetReport) -> RosterUsage:
+    from cafleet.cli.usage import read_members_usage, usage_cells, usage_dict
+
+    found, table = read_members_usage(conn, settings, [e.member for e in report.roster])
+    return [(usage_dict(u, table), usage_cells(u, table)) for u in found]
+
+
+def roster_records(
+    conn: Connection,
+    fleet_id: int,
+    report: FleetReport,
+    trees: dict[int, WorktreeReport],
+    usage: RosterUsage | None,
+) -> list[dict[str, object]]:
+    """`member list --json`: a roster row per member with its pane, host, worktree,
+    permission profile and usage."""
+    from cafleet import broker
+    from cafleet.agents.permissions import shown_profile
+
+    recorded = broker.fleet_permissions(conn, fleet_id)
+    hosts = report.hosts
+    extra = [keys for keys, _cells in usage] if usage is not None else [{} for _ in report.roster]
+    return [
+        {
+            **roster_dict(entry),
+            **_pane_keys(report.panes.panes.get(entry.member.member_id)),
+            **(
+                {"host_id": hosts.member_host.get(entry.member.member_id)}
+                if hosts is not None and hosts.spans
+                else {}
+            ),
+            **_tree_keys(trees.get(entry.member.member_id)),
+            "permissions": shown_profile(entry.member.kind, recorded.get(entry.member.member_id)),
+            **more,
+        }
+        for entry, more in zip(report.roster, extra, strict=True)
+    ]
+
+
+def roster_lines(
+    report: FleetReport, trees: dict[int, WorktreeReport], usage: RosterUsage | None
+) -> list[str]:
+    """`member list`'s text: the table, the loop, the hosts, why a pane reads `?`, problems."""
     headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
+    panes = report.panes.panes
     rows: list[tuple[str, ...]] = [
         roster_row(entry, panes.get(entry.member.member_id)) for entry in report.roster
     ]
@@ -130,21 +151,20 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
             (*row, _tree_text(trees.get(entry.member.member_id)))
             for row, entry in zip(rows, report.roster, strict=True)
         ]
-    if with_usage:
+    if usage is not None:
+        from cafleet.cli.usage import USAGE_HEADERS
+
         headers += USAGE_HEADERS
-        rows = [(*row, *more) for row, more in zip(rows, cells, strict=True)]
-    out_lines(counted_table("member", headers, rows))
-    out(f"monitor loop: {report.loop.text}")
+        rows = [(*row, *cells) for row, (_keys, cells) in zip(rows, usage, strict=True)]
+    lines = [*counted_table("member", headers, rows), f"monitor loop: {report.loop.text}"]
     if hosts is not None and hosts.spans:
-        for host in hosts.hosts:
-            out(f"host {cell(host.text)}")
+        lines += [f"host {cell(host.text)}" for host in hosts.hosts]
     if report.panes.unknown_reason is not None:
         # Why a pane reads `?`: its tmux server could not be asked.
-        out(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")
+        lines.append(f"pane ?: not checked: {cell(report.panes.unknown_reason)}")
     from cafleet.workflows.remedies import fleet_problems
 
-    for problem in fleet_problems(report):
-        out(f"problem: {cell(problem.line)}")
+    return lines + [f"problem: {cell(problem.line)}" for problem in fleet_problems(report)]
 
 
 def _worktrees(conn: Connection, fleet_id: int) -> dict[int, WorktreeReport]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from cafleet.cli.app import member_group
-from cafleet.cli.context import invocation
+from cafleet.cli.context import invocation, usage_error
 from cafleet.cli.params import (
     PERMISSION_PROFILES,
     agent_choice,
@@ -20,8 +20,8 @@ from cafleet.cli.params import (
     check_body_choice,
     description_option,
     file_option,
+    fleet_id_param,
     id_argument,
-    id_option,
     json_option,
     name_option,
     read_body,
@@ -32,6 +32,7 @@ from cafleet.output import cell, err, label_lines, member_dict, out, out_json
 
 if TYPE_CHECKING:
     from cafleet.records import WorktreeSpec
+    from cafleet.workflows.members import Created
     from cafleet.workflows.worktrees import Request, Retired
 
 MEMBER_ID_HELP = "Member ID."
@@ -50,7 +51,7 @@ LINES_RANGE = click.IntRange(1, 100000)
         "CAFLEET_MIN_PANE_ROWS (40x8), else in the fleet's own window of the same session."
     ),
 )
-@id_option("--fleet-id", "The fleet to join.")
+@fleet_id_param("The fleet to join", then="prompt")
 @name_option("Display name of the member.")
 @description_option("One-sentence purpose of the member.")
 @click.option(
@@ -119,6 +120,11 @@ def member_create(
         worktree=worktree,
         permissions=permissions,
     )
+    _print_created(created, as_json)
+
+
+def _print_created(created: Created, as_json: bool) -> None:
+    """`member create`'s warnings on stderr, then its record or its lines (docs/cli.md §2.7)."""
     if created.permissions == "full":
         from cafleet.agents.permissions import FULL_WARNING
 
@@ -127,18 +133,22 @@ def member_create(
         err(f"Warning: {created.host_loop_problem}")
     tree = created.worktree
     if as_json:
-        extra = {} if tree is None else {"worktree": worktree_dict(tree)}
+        extra: dict[str, object] = {} if tree is None else {"worktree": worktree_dict(tree)}
+        if created.finished:
+            extra["finished_interrupted_create"] = True
         out_json({**member_dict(created.member), "permissions": created.permissions, **extra})
-    else:
-        out(
-            f"{created.member.member_id} {cell(name)} agent={created.coding_agent} "
-            f"pane={created.pane_id}"
-        )
-        if tree is not None:
-            out(f"worktree: {cell(tree.path)} (branch {cell(tree.branch)} from {cell(tree.base)})")
-        if created.host_loop_pid is not None:
-            # docs/runtime.md §10.4: this host's loop delivers the member's lines.
-            out(f"delivery loop for host {cell(created.host_id)}: pid {created.host_loop_pid}")
+        return
+    out(
+        f"{created.member.member_id} {cell(created.member.name)} agent={created.coding_agent} "
+        f"pane={created.pane_id}"
+    )
+    if tree is not None:
+        out(f"worktree: {cell(tree.path)} (branch {cell(tree.branch)} from {cell(tree.base)})")
+    if created.host_loop_pid is not None:
+        # docs/runtime.md §10.4: this host's loop delivers the member's lines.
+        out(f"delivery loop for host {cell(created.host_id)}: pid {created.host_loop_pid}")
+    if created.finished:
+        out("(finished the interrupted 'member create' that registered it)")
 
 
 def worktree_dict(tree: WorktreeSpec) -> dict[str, str]:
@@ -191,6 +201,7 @@ def _print_delete(
         "pending": "(pending \u2014 no pane)",
         "no_placement": "(no placement)",
         "elsewhere": f"{pane_id} (on another host; not killed)",
+        "deregistered": "(already deregistered)",
     }[status]
     out("Member deleted.")
     pairs = [("member_id", str(member_id)), ("pane_id", cell(shown))]
@@ -354,9 +365,13 @@ def member_ping(member_id: int, as_json: bool) -> None:
 )
 @json_option
 def member_answer(member_id: int, choice: str, prompt_id: str | None, as_json: bool) -> None:
+    from cafleet.workflows.answering import answer, choice_problem
+
+    problem = choice_problem(choice)
+    if problem is not None:
+        usage_error(problem)
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows.answering import answer
 
     done = answer(conn, inv.settings, member_id, choice, prompt_id=prompt_id)
     picked = done.choice

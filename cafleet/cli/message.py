@@ -1,13 +1,30 @@
-"""`cafleet message …` commands (docs/cli.md §2.14–§2.20)."""
+"""`cafleet message …` commands (docs/cli.md §2.14–§2.20, §2.31)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
 
 from cafleet.cli.app import message_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
-from cafleet.output import envelope_lines, envelopes_lines, message_dict, out, out_json, out_lines
+from cafleet.output import (
+    envelope_lines,
+    envelopes_lines,
+    history_lines,
+    message_dict,
+    out,
+    out_json,
+    out_lines,
+)
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+    from cafleet.records import Message
 
 MEMBER_ID_HELP = "Member ID."
+HISTORY_LIMIT_MAX = 1000
 MESSAGE_ID_HELP = "Message ID."
 
 
@@ -20,13 +37,15 @@ MESSAGE_ID_HELP = "Message ID."
 def message_poll(member_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet import broker
 
     messages = broker.poll_inbox(conn, member_id)
     if as_json:
         out_json([message_dict(m) for m in messages])
     else:
-        out_lines(envelopes_lines(messages, inv.max_text_len))
+        # whole bodies: what the member acts on
+        out_lines(envelopes_lines(messages, None, _names(conn, messages)))
 
 
 @message_group.command("ack", help="Acknowledge a delivered message (marks it completed).")
@@ -35,6 +54,7 @@ def message_poll(member_id: int, as_json: bool) -> None:
 def message_ack(message_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
+    inv.ack_own(message_id)
     from cafleet import broker
 
     message = broker.ack_message(conn, message_id=message_id)
@@ -42,7 +62,7 @@ def message_ack(message_id: int, as_json: bool) -> None:
         out_json({"message": message_dict(message)})
     else:
         out("Message acknowledged.")
-        out_lines(envelope_lines(message, inv.max_text_len))
+        out_lines(envelope_lines(message, inv.max_text_len, _names(conn, [message])))
 
 
 @message_group.command("show", help="Show one message, any type or state.")
@@ -57,4 +77,39 @@ def message_show(message_id: int, as_json: bool) -> None:
     if as_json:
         out_json({"message": message_dict(message)})
     else:
-        out_lines(envelope_lines(message, inv.max_text_len))
+        out_lines(envelope_lines(message, None, _names(conn, [message])))
+
+
+@message_group.command(
+    "history",
+    help=(
+        "Show a member's messages, ACKed or not: what it received and what it sent (a "
+        "broadcast once), oldest first, the newest --limit of them (read-only)."
+    ),
+)
+@id_argument("member_id", MEMBER_ID_HELP)
+@click.option(
+    "--limit",
+    type=click.IntRange(1, HISTORY_LIMIT_MAX),
+    default=50,
+    show_default=True,
+    help=f"How many of the newest messages to show (1-{HISTORY_LIMIT_MAX}).",
+)
+@json_option
+def message_history(member_id: int, limit: int, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows.inbox import history
+
+    shown = history(conn, member_id, limit=limit)
+    if as_json:
+        out_json([message_dict(m) for m in shown.messages])
+    else:
+        out_lines(history_lines(shown.messages, member_id, inv.max_text_len, shown.names))
+
+
+def _names(conn: Connection, messages: list[Message]) -> dict[int, str]:
+    """The senders' names for the text envelopes (`from:Director (1)`)."""
+    from cafleet.workflows.inbox import sender_names
+
+    return sender_names(conn, messages)

@@ -69,6 +69,30 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
     )
 
 
+def _key_callback(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        from cafleet.workflows.outcome import key_problem
+
+        problem = key_problem(value)
+        if problem is not None:
+            raise click.BadParameter(problem)
+    return value
+
+
+def _key_option(what: str) -> Callable[[Any], Any]:
+    return click.option(
+        "--key",
+        metavar="KEY",
+        default=None,
+        callback=_key_callback,
+        help=(
+            f"Your own id for this {what} (at most 200 characters): the same sender's same key "
+            f"stores it once; running the command again returns the first {what} and stores "
+            "nothing new (another text or recipient with a used key is refused)."
+        ),
+    )
+
+
 # --- send ----------------------------------------------------------------------------------------
 
 
@@ -84,13 +108,20 @@ def _timeout_option(*, default: float | None, help: str) -> Callable[[Any], Any]
 @id_option("--to-member-id", "Recipient's member ID.")
 @body_argument("text", "Message text (or use --file).")
 @file_option()
+@_key_option("message")
 @json_option
 def message_send(
-    from_member_id: int, to_member_id: int, text: str | None, file: str | None, as_json: bool
+    from_member_id: int,
+    to_member_id: int,
+    text: str | None,
+    file: str | None,
+    key: str | None,
+    as_json: bool,
 ) -> None:
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(from_member_id)
     body = read_body(text, file)
     signals.check()  # nothing written yet: a signal stops the command here
 
@@ -103,6 +134,7 @@ def message_send(
         to_member_id=to_member_id,
         text=body,
         warn=err,
+        key=key,
     )
     message = result.message
     if as_json:
@@ -113,12 +145,16 @@ def message_send(
             {
                 "message": echoed,
                 "notification_sent": result.notification_sent,
+                "notification_note": result.notification_note,
                 "text_truncated": echoed["text"] != message.text,
+                "already_sent": not result.stored,
             }
         )
     else:
-        out("Message sent.")
-        out_lines(envelope_lines(message, inv.max_text_len))
+        from cafleet.workflows.inbox import sender_names
+
+        out("Message sent." if result.stored else f"Message already sent with key {key}.")
+        out_lines(envelope_lines(message, inv.max_text_len, sender_names(conn, [message])))
 
 
 # --- broadcast -----------------------------------------------------------------------------------
@@ -134,31 +170,37 @@ def message_send(
 @id_option("--from-member-id", "Sender's member ID.")
 @body_argument("text", "Message text (or use --file).")
 @file_option()
+@_key_option("broadcast")
 @json_option
 def message_broadcast(
-    from_member_id: int, text: str | None, file: str | None, as_json: bool
+    from_member_id: int, text: str | None, file: str | None, key: str | None, as_json: bool
 ) -> None:
     check_body_choice(text, file)
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(from_member_id)
     body = read_body(text, file)
     signals.check()
 
     from cafleet.workflows.messaging import broadcast
 
-    result = broadcast(conn, inv.settings, from_member_id=from_member_id, text=body, warn=err)
+    result = broadcast(
+        conn, inv.settings, from_member_id=from_member_id, text=body, warn=err, key=key
+    )
     if as_json:
         out_json(
             {
                 "message": message_dict(result.summary),
                 "recipients": result.recipients,
                 "notified": result.notified,
+                "already_sent": not result.stored,
             }
         )
     else:
+        again = "" if result.stored else f" (already sent with key {key})"
         out(
             f"broadcast id={result.summary.message_id} recipients={result.recipients} "
-            f"notified={result.notified}"
+            f"notified={result.notified}{again}"
         )
 
 
@@ -180,6 +222,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 
     inv = invocation()
     conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet.workflows import inbox
 
     shown = inbox.wait(  # an empty inbox at the deadline raises WaitTimedOut (exit 124)
@@ -188,7 +231,7 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
     if as_json:
         out_json([message_dict(m) for m in shown])
     else:
-        out_lines(envelopes_lines(shown, inv.max_text_len))
+        out_lines(envelopes_lines(shown, None, inbox.sender_names(conn, shown)))  # whole, as poll
 
 
 # --- stream --------------------------------------------------------------------------------------
@@ -211,7 +254,9 @@ def message_wait(member_id: int, timeout: float, as_json: bool) -> None:
 )
 def message_stream(member_id: int, timeout: float | None, as_json: bool) -> None:
     del as_json  # output is always JSON Lines (docs/cli.md §2.20)
-    conn = invocation().connection()
+    inv = invocation()
+    conn = inv.connection()
+    inv.act_as(member_id)
     from cafleet.workflows import inbox
 
     for message in inbox.stream(conn, member_id, timeout=timeout):

@@ -8,7 +8,7 @@ import click
 from cafleet.cli.app import monitor_group, monitor_loop_command
 from cafleet.cli.context import fail, invocation
 from cafleet.cli.params import id_argument, json_option
-from cafleet.config import MAX_ID
+from cafleet.config import MAX_SETTING
 from cafleet.output import out, out_json
 from cafleet.text import sanitize_single_line
 
@@ -31,7 +31,7 @@ FLEET_ID_HELP = "Fleet ID."
 )
 @click.option(
     "--interval",
-    type=click.IntRange(0, MAX_ID),
+    type=click.IntRange(0, MAX_SETTING),
     default=None,
     help=(
         "Seconds between scheduled wakes of the monitor member; 0 disables them (default: the "

@@ -22,7 +22,26 @@ import click
 from cafleet.config import MAX_ID
 from cafleet.text import BODY_LIMIT, check_inline_body
 
-ID = click.IntRange(1, MAX_ID)
+
+class IdRange(click.IntRange):
+    """An id, `1 … MAX_ID`, refused in words (`'abc' is not an id: …`), not as Click's
+    "not a valid integer range" (docs/cli.md §1.5)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{str(value)!r} is not an id: {ID_RULE}", param, ctx)
+        if not 1 <= number <= MAX_ID:
+            self.fail(f"{number} is not an id: {ID_RULE}", param, ctx)
+        return number
+
+
+ID_RULE = f"ids are whole numbers from 1 to {MAX_ID}"
+ID = IdRange(1, MAX_ID)
 
 NAME_LIMIT = 100
 DESCRIPTION_LIMIT = 2000
@@ -36,8 +55,59 @@ PERMISSION_PROFILES: tuple[str, ...] = ("workspace", "ask", "readonly", "full")
 
 
 def id_argument(name: str, help: str, metavar: str | None = None) -> Callable[[F], F]:
-    """A required positional id (docs/cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`."""
+    """A required positional id (docs/cli.md §1.5), e.g. `id_argument("member_id", "Member ID.")`.
+    A fleet id (``fleet_id``) may come as `--fleet-id ID` instead, everywhere (`fleet_id_param`)."""
+    if name == "fleet_id":
+        return fleet_id_param(help)
     return click.argument(name, type=ID, help=help, metavar=metavar or name.upper())
+
+
+def fleet_id_param(help: str, *, then: str | None = None) -> Callable[[F], F]:
+    """The fleet as a positional `FLEET_ID` or as `--fleet-id ID`, exactly one (docs/cli.md
+    §1.5); the command receives ``fleet_id``. ``then`` names an optional positional that follows
+    (`member create`'s ``prompt``): with `--fleet-id` given, the one positional is that one."""
+    import functools
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def merged(*args: Any, fleet_id_arg: Any, fleet_id_opt: int | None, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            if fleet_id_opt is not None and fleet_id_arg is not None:
+                if then is None or kwargs[then] is not None:
+                    raise click.UsageError("give either FLEET_ID or --fleet-id, not both", ctx)
+                try:
+                    check_inline_body(fleet_id_arg)  # the rules the positional body follows
+                except ValueError as exc:
+                    raise click.UsageError(str(exc), ctx) from None
+                kwargs[then], fleet_id_arg = fleet_id_arg, None
+            if fleet_id_opt is None and fleet_id_arg is None:
+                raise click.UsageError("missing FLEET_ID or --fleet-id", ctx)
+            if fleet_id_opt is None:
+                fleet_id_opt = ID.convert(fleet_id_arg, _fleet_argument(ctx), ctx)
+            return f(*args, fleet_id=fleet_id_opt, **kwargs)
+
+        click.argument(
+            "fleet_id_arg",
+            required=False,
+            type=None if then else ID,  # before --fleet-id it may be the prompt: checked above
+            metavar="FLEET_ID",
+            help=f"{help.rstrip('.')} (or give --fleet-id ID).",
+        )(merged)
+        click.option(
+            "--fleet-id",
+            "fleet_id_opt",
+            type=ID,
+            default=None,
+            metavar="ID",
+            help=f"{help.rstrip('.')} (instead of FLEET_ID).",
+        )(merged)
+        return merged  # type: ignore[return-value]
+
+    return decorate
+
+
+def _fleet_argument(ctx: click.Context) -> click.Parameter | None:
+    return next((p for p in ctx.command.params if p.name == "fleet_id_arg"), None)
 
 
 def id_option(flag: str, help: str, *, required: bool = True) -> Callable[[F], F]:
@@ -134,9 +204,13 @@ def _positional_body_callback(ctx: click.Context, _param: click.Parameter, value
 
 
 def body_argument(name: str = "text", help: str = "Message text.") -> Callable[[F], F]:
-    """The optional positional body (`TEXT`, or `PROMPT` with name="prompt")."""
+    """The optional positional body (`[TEXT]`, or `[PROMPT]` with name="prompt")."""
     return click.argument(
-        name, required=False, help=help, callback=_positional_body_callback, metavar=name.upper()
+        name,
+        required=False,
+        help=help,
+        callback=_positional_body_callback,
+        metavar=f"[{name.upper()}]",
     )
 
 

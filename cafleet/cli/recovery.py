@@ -6,14 +6,17 @@ Each parses, runs one workflow of `cafleet.workflows.recovery` and renders its r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cafleet.cli.app import fleet_group, member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import agent_choice, id_argument, json_option, window_option
-from cafleet.output import cell, err, member_dict, out, out_json
+from cafleet.output import cell, err, member_dict, out, out_json, out_lines
+
+if TYPE_CHECKING:
+    from cafleet.workflows.restore import Restored
 
 
 @member_group.command(
@@ -51,9 +54,11 @@ def member_respawn(member_id: int, window: str | None, resume: bool, as_json: bo
         return
     agent = done.member.placement.coding_agent if done.member.placement else "-"
     resumed = "" if done.resumed_session is None else f"; resumed session {done.resumed_session}"
+    # No previous pane: the interrupted 'member create' that registered it was finished.
+    was = done.previous_pane_id or "pending: its interrupted create finished"
     out(
         f"Respawned member {cell(done.member.name)} ({member_id}) in pane {done.pane_id} "
-        f"(was {done.previous_pane_id}; agent {agent}{resumed})."
+        f"(was {was}; agent {agent}{resumed})."
     )
     if done.host_loop_pid is not None:
         # docs/runtime.md §10.4: this host's loop delivers the member's lines.
@@ -135,47 +140,58 @@ def fleet_restore(fleet_id: int, coding_agent: str | None, as_json: bool) -> Non
         if warning is not None:
             err(f"Warning: {warning}")
     if as_json:
-        out_json(
-            {
-                "fleet_id": fleet_id,
-                "director_pane_id": done.director_pane,
-                "director_host_id": done.director_host,
-                "adopted_from": done.adopted_from,
-                "members": [
-                    {
-                        "member_id": o.member_id,
-                        "name": o.name,
-                        "outcome": o.state,
-                        "detail": o.detail,
-                        "session_id": o.session_id,
-                    }
-                    for o in done.outcomes
-                ],
-                "monitor_loop": None if done.loop_pid is None else {"pid": done.loop_pid},
-                "host_loop": (
-                    None
-                    if done.host_loop_pid is None
-                    else {"host_id": done.host_id, "pid": done.host_loop_pid}
-                ),
-            }
-        )
+        out_json(restore_dict(done, fleet_id))
     else:
-        if done.director_pane is None:
-            out(f"Director: on host {done.director_host}; {_run_there(fleet_id)}.")
-        elif done.adopted_from is not None:
-            out(f"Director: pane {done.director_pane} (adopted; was {done.adopted_from}).")
-        else:
-            out(f"Director: pane {done.director_pane} (already this pane).")
-        for o in done.outcomes:
-            out(f"member {o.member_id} ({cell(o.name)}): {_outcome_text(o, fleet_id)}")
-        if done.loop_pid is not None:
-            out(f"monitor loop: pid {done.loop_pid}")
-        if done.host_loop_pid is not None:
-            out(f"delivery loop for host {done.host_id}: pid {done.host_loop_pid}")
+        out_lines(restore_lines(done, fleet_id))
     if done.failed:
         # Every line printed; a member of this host was not restored (one on another host is
         # not a failure: `fleet restore` there restores it).
         click.get_current_context().exit(1)
+
+
+def restore_dict(done: Restored, fleet_id: int) -> dict[str, object]:
+    """`fleet restore --json` (docs/cli.md §2.27)."""
+    return {
+        "fleet_id": fleet_id,
+        "director_pane_id": done.director_pane,
+        "director_host_id": done.director_host,
+        "adopted_from": done.adopted_from,
+        "members": [
+            {
+                "member_id": o.member_id,
+                "name": o.name,
+                "outcome": o.state,
+                "detail": o.detail,
+                "session_id": o.session_id,
+            }
+            for o in done.outcomes
+        ],
+        "monitor_loop": None if done.loop_pid is None else {"pid": done.loop_pid},
+        "host_loop": (
+            None
+            if done.host_loop_pid is None
+            else {"host_id": done.host_id, "pid": done.host_loop_pid}
+        ),
+    }
+
+
+def restore_lines(done: Restored, fleet_id: int) -> list[str]:
+    """`fleet restore`'s text: the Director, one line per member, the loops started."""
+    if done.director_pane is None:
+        lines = [f"Director: on host {done.director_host}; {_run_there(fleet_id)}."]
+    elif done.adopted_from is not None:
+        lines = [f"Director: pane {done.director_pane} (adopted; was {done.adopted_from})."]
+    else:
+        lines = [f"Director: pane {done.director_pane} (already this pane)."]
+    lines += [
+        f"member {o.member_id} ({cell(o.name)}): {_outcome_text(o, fleet_id)}"
+        for o in done.outcomes
+    ]
+    if done.loop_pid is not None:
+        lines.append(f"monitor loop: pid {done.loop_pid}")
+    if done.host_loop_pid is not None:
+        lines.append(f"delivery loop for host {done.host_id}: pid {done.host_loop_pid}")
+    return lines
 
 
 def _run_there(fleet_id: int) -> str:

@@ -85,13 +85,21 @@ def _address(host: str | None, port: int | None, token: str | None) -> tuple[str
 
 
 def _listen(
-    inv: Any, schema_version: int | None, host: str, port: int, token: str | None, read_only: bool
+    inv: Any,
+    schema_version: int | None,
+    host: str,
+    port: int,
+    token: str | None,
+    read_only: bool,
+    no_token: bool = False,
 ) -> tuple[socket.socket, ServerConfig, int, str | None]:
-    """Bind the socket and build the app's configuration (a non-loopback host gets a token)."""
+    """Bind the socket and build the app's configuration: a token unless ``no_token``, generated
+    when none was given. On loopback too: any local user can reach 127.0.0.1, and what the page
+    sends is typed into agents' panes."""
     from cafleet.web.app import MAX_BODY, ServerConfig
-    from cafleet.web.security import Policy, host_header_names, is_loopback
+    from cafleet.web.security import Policy, host_header_names
 
-    if token is None and not is_loopback(host):
+    if token is None and not no_token:
         token = secrets.token_urlsafe(24)
     sock = _bind(host, port)
     port = sock.getsockname()[1]
@@ -130,26 +138,48 @@ def _listen(
     "--token",
     default=None,
     help=(
-        "Require this token on every request (default: CAFLEET_SERVER_TOKEN; one is generated "
-        "for a non-loopback --host)."
+        "Require this token on every request (default: CAFLEET_SERVER_TOKEN, else a generated "
+        "one, printed in the URL)."
+    ),
+)
+@click.option(
+    "--no-token",
+    is_flag=True,
+    help=(
+        "Require no token (loopback hosts only): any local user can then send into the agents' "
+        "panes."
     ),
 )
 @click.option("--read-only", is_flag=True, help="Refuse sending, the interval change and wake now.")
-def server(host: str | None, port: int | None, token: str | None, read_only: bool) -> None:
+def server(
+    host: str | None, port: int | None, token: str | None, no_token: bool, read_only: bool
+) -> None:
     from cafleet import signals
     from cafleet.cli import signal_stop_is_clean
+    from cafleet.web.security import is_loopback
 
     if token is not None and not _TOKEN_RE.fullmatch(token):
         usage_error("--token must be 8-256 characters from A-Z a-z 0-9 . _ ~ -")
+    if no_token and token is not None:
+        usage_error("--no-token and --token cannot go together")
     inv = invocation()
-    host, port, token = _address(host, port, token)
+    host, port, token = _address(host, port, None if no_token else token)
+    if no_token:
+        if not is_loopback(host):
+            from cafleet.text import sanitize_single_line
+
+            usage_error(
+                f"--no-token needs a loopback --host (not {sanitize_single_line(host)}): any "
+                "machine could send into the agents' panes"
+            )
+        token = None
     conn = inv.connection()  # the schema guard: a refused file stops the server here
 
     from cafleet.db.guard import SCHEMA_VERSION_KEY
     from cafleet.web.serve import serve
 
     version = conn.info.get(SCHEMA_VERSION_KEY)
-    sock, config, port, token = _listen(inv, version, host, port, token, read_only)
+    sock, config, port, token = _listen(inv, version, host, port, token, read_only, no_token)
     out(f"cafleet server: {_url(host, port, token)}" + (" (read-only)" if read_only else ""))
     flush()
     signal_stop_is_clean()  # Ctrl-C is how a foreground server stops: exit 0

@@ -47,11 +47,12 @@ def _agents_callback(
 def _db_half(path: str) -> tuple[str | None, str | None]:
     """(success line, None) or (None, failure message)."""
     from cafleet.cli.context import is_user_facing
-    from cafleet.db.migrate import run_setup
+    from cafleet.db.migrate import make_private, run_setup
     from cafleet.signals import Interrupted
 
     try:
-        return run_setup(path, on_wait=lambda lock: err(WAITING.format(lock=lock))), None
+        line = run_setup(path, on_wait=lambda lock: err(WAITING.format(lock=lock)))
+        return "\n".join([line, *make_private(path)]), None
     except Interrupted:
         raise
     except Exception as exc:

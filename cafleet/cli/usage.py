@@ -87,18 +87,7 @@ def member_usage(member_id: int | None, fleet_id: int | None, as_json: bool) -> 
         usage_error("give exactly one of MEMBER_ID and --fleet-id")
     inv = invocation()
     conn = inv.connection()
-    from cafleet import broker
-
-    if member_id is not None:
-        members = [broker.get_member(conn, member_id)]
-    else:
-        assert fleet_id is not None
-        fleet = broker.get_fleet(conn, fleet_id)
-        members = [
-            e.member
-            for e in broker.member_roster(conn, fleet_id=fleet.fleet_id)
-            if e.member.member_id != fleet.director_member_id
-        ]
+    members = _usage_members(conn, member_id, fleet_id)
     found, table = read_members_usage(conn, inv.settings, members)
     if as_json:
         out_json(
@@ -124,3 +113,18 @@ def member_usage(member_id: int | None, fleet_id: int | None, as_json: bool) -> 
         for m, u in zip(members, found, strict=True)
     ]
     out_lines(counted_table("member", headers, rows))
+
+
+def _usage_members(conn: Any, member_id: int | None, fleet_id: int | None) -> list[Member]:
+    """The one member, or every active member of the fleet but its root Director."""
+    from cafleet import broker
+
+    if member_id is not None:
+        return [broker.get_member(conn, member_id)]
+    assert fleet_id is not None
+    fleet = broker.get_fleet(conn, fleet_id)
+    return [
+        e.member
+        for e in broker.member_roster(conn, fleet_id=fleet.fleet_id)
+        if e.member.member_id != fleet.director_member_id
+    ]

@@ -17,7 +17,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def request(wanted: bool | None, branch: str | None, base: str | None) -> Request | None:
     """The request the three options make (None: none given, the fleet's default applies);
-    `--branch` or `--base` imply `--worktree`, and `--no-worktree` with either is exit 2."""
+    `--branch` or `--base` imply `--worktree`; an empty one, or `--no-worktree` with either, is
+    exit 2."""
+    for flag, given in (("--branch", branch), ("--base", base)):
+        if given is not None and not given.strip():  # not a silent "the default"
+            raise click.UsageError(f"{flag} is empty; give a name, or leave {flag} out")
     if wanted is False and (branch is not None or base is not None):
         flag = "--branch" if branch is not None else "--base"
         raise click.UsageError(f"{flag} needs a worktree; it cannot go with --no-worktree")

@@ -31,6 +31,7 @@ from cafleet.db.diagnosis import (
 from cafleet.db.errors import DatabaseBusy, MigrationRefused, SetupFailed
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
 from cafleet.errors import CafleetError
+from cafleet.files import create_private, private_dirs, tighten
 
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection
@@ -140,7 +141,7 @@ def assets_lock(path: str | None) -> contextlib.AbstractContextManager[None]:
     if path is None:
         return contextlib.nullcontext()
     if is_postgres(path):
-        os.makedirs(db_dir_of(path), mode=0o700, exist_ok=True)
+        private_dirs(db_dir_of(path))
     elif not os.path.isdir(db_dir_of(path)):
         return contextlib.nullcontext()
     return setup_lock(path)
@@ -257,7 +258,7 @@ def _run(path: str, target: str, on_wait: Callable[[str], None] | None = None) -
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         try:
-            os.makedirs(parent, exist_ok=True)
+            private_dirs(parent)
         except OSError as e:
             raise SetupFailed(status.os_error_text(e, action="create directory")) from None
     lock_fd = _take_setup_lock(path, on_wait)
@@ -265,6 +266,29 @@ def _run(path: str, target: str, on_wait: Callable[[str], None] | None = None) -
         return _run_locked(path, target)
     finally:
         os.close(lock_fd)  # releases the setup lock, after the connection is closed
+
+
+def make_private(path: str) -> list[str]:
+    """After a successful db half: database file `path` and its companions made readable by
+    their owner alone (every fleet's messages are in them), one line per file changed, for setup
+    to say so. Nothing for PostgreSQL, whose files are the server's."""
+    if is_postgres(path):
+        return []
+    lines = []
+    for name in (path, *(path + suffix for suffix in ("-wal", "-shm", "-journal"))):
+        before = tighten(name)
+        if before is not None:
+            lines.append(f"Made {name} readable by you alone (mode 0600; it was {before:04o}).")
+    return lines
+
+
+def _create_private(path: str) -> None:
+    """Create the new database file `0600` before SQLite opens it: SQLite gives its `-wal` and
+    `-shm` the database's mode, so they are private too, whatever the umask."""
+    try:
+        os.close(create_private(path))
+    except OSError as e:
+        raise SetupFailed(status.os_error_text(e, action="create")) from None
 
 
 def stray_companions_text(path: str) -> str | None:
@@ -291,6 +315,7 @@ def _run_locked(path: str, target: str) -> str:
         if stray is not None:
             raise SetupFailed(stray)
         script_location()  # fail before creating anything when the scripts are missing
+        _create_private(path)
     conn = _open(path, "rwc" if absent else "rw")
     use_file = False  # True once cafleet wrote to the file: a plain close is then ordinary
     try:

@@ -16,3 +16,5 @@ ACTIVE_MONITOR_PREDICATE = (
 PENDING_NOTIFICATION_PREDICATE = (
     "notified_at IS NULL AND status_state = 'input_required' AND type = 'unicast'"
 )
+# The client-token index's predicate (revision 0007): rows without a token stay out of it.
+CLIENT_TOKEN_PREDICATE = "client_token IS NOT NULL"

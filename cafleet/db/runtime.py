@@ -257,6 +257,24 @@ def data_version(conn: Connection) -> int:
     return int(raw(conn).execute("PRAGMA data_version").fetchone()[0])
 
 
+def connection_lost(conn: Connection) -> bool:
+    """Whether the connection's server is gone (PostgreSQL); an SQLite file never is."""
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        return pg.lost_connection(conn)  # type: ignore[arg-type]
+    return False
+
+
+def reconnect(conn: Connection) -> None:
+    """A lost PostgreSQL connection gets a new server connection in place (`pg.reconnect`;
+    `sqlite3.OperationalError` while the server is unreachable); on SQLite nothing to do."""
+    if is_postgres_connection(conn):
+        from cafleet.db.pg import runtime as pg
+
+        pg.reconnect(conn)  # type: ignore[arg-type]
+
+
 def is_postgres_connection(conn: object) -> bool:
     """Whether `conn` is PostgreSQL's runtime connection (`cafleet.db.pg.runtime`)."""
     return getattr(conn, "dialect", None) == "postgresql"
@@ -484,11 +502,13 @@ __all__ = [
     "close_connection",
     "close_tracked",
     "companions_exist",
+    "connection_lost",
     "data_version",
     "is_busy",
     "is_postgres_connection",
     "mark_validated",
     "open_connection",
     "raw",
+    "reconnect",
     "tx",
 ]

@@ -21,12 +21,14 @@ from sqlalchemy import (
 from cafleet.db.predicates import (  # re-exported: docs/storage.md §2.8 names them here
     ACTIVE_MONITOR_PREDICATE,
     APPLICATION_ID,
+    CLIENT_TOKEN_PREDICATE,
     PENDING_NOTIFICATION_PREDICATE,
 )
 
 __all__ = [
     "ACTIVE_MONITOR_PREDICATE",
     "APPLICATION_ID",
+    "CLIENT_TOKEN_PREDICATE",
     "PENDING_NOTIFICATION_PREDICATE",
     "asset_installs",
     "fleets",
@@ -101,7 +103,7 @@ member_placements = Table(
     Column("mux_socket", Text, nullable=True),
     # Revision 0005: the host the pane lives on (NULL: this host, before multi-host fleets).
     Column("host_id", Text, nullable=True),
-    # Revision 0007: the tmux server the pane is on (pid, start time) and the pane's own
+    # Revision 0008: the tmux server the pane is on (pid, start time) and the pane's own
     # process (NULL: not recorded; the root Director's pane records no process).
     Column("mux_server_pid", Integer, nullable=True),
     Column("mux_server_start", Integer, nullable=True),
@@ -146,6 +148,8 @@ messages = Table(
     Column("origin_message_id", Integer, nullable=True),
     Column("text", Text, nullable=False),
     Column("notified_at", Text, nullable=True),
+    # Revision 0007: the token of the send or broadcast that stored the row (NULL: none).
+    Column("client_token", Text, nullable=True),
     Index("idx_messages_to_member_status_ts", "to_member_id", "status_timestamp"),
     Index("idx_messages_from_member_status_ts", "from_member_id", "status_timestamp"),
     Index(
@@ -163,6 +167,13 @@ messages = Table(
         "created_at",
         "message_id",
         sqlite_where=text(PENDING_NOTIFICATION_PREDICATE),
+    ),
+    Index(
+        "idx_messages_client_token",
+        "from_member_id",
+        "client_token",
+        unique=True,
+        sqlite_where=text(CLIENT_TOKEN_PREDICATE),
     ),
     sqlite_autoincrement=True,
 )

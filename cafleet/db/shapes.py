@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -303,19 +303,39 @@ _HOST_LOOPS_0006 = TableShape(
 )
 _TABLES_0006 = (*_TABLES_0005, _HOST_LOOPS_0006)
 
-# --- revision 0007 `placement_server` (never edit) ---------------------------------------------
+# --- revision 0007 `message_tokens` (never edit) -----------------------------------------------
 
-_ADDED_0007 = ("mux_server_pid", "mux_server_start", "mux_pane_pid")
-_TABLES_0007 = tuple(
+_MESSAGES_0007 = TableShape(
+    "messages",
+    (*_MESSAGES_0001.columns, _c("client_token", _TEXT, False)),
+    True,
+    _MESSAGES_0001.foreign_keys,
+)
+_TABLES_0007 = tuple(_MESSAGES_0007 if t.name == "messages" else t for t in _TABLES_0006)
+_INDEXES_0007 = (
+    *_INDEXES_0002,
+    IndexShape(
+        "idx_messages_client_token",
+        "messages",
+        ("from_member_id", "client_token"),
+        True,
+        "client_token IS NOT NULL",
+    ),
+)
+
+# --- revision 0008 `placement_server` (never edit) ---------------------------------------------
+
+_ADDED_0008 = ("mux_server_pid", "mux_server_start", "mux_pane_pid")
+_TABLES_0008 = tuple(
     TableShape(
         t.name,
-        (*t.columns, *(_c(name, _INT, False) for name in _ADDED_0007)),
+        (*t.columns, *(_c(name, _INT, False) for name in _ADDED_0008)),
         t.autoincrement,
         t.foreign_keys,
     )
     if t.name == "member_placements"
     else t
-    for t in _TABLES_0006
+    for t in _TABLES_0007
 )
 
 SHAPES: dict[str, SchemaShape] = {
@@ -325,7 +345,8 @@ SHAPES: dict[str, SchemaShape] = {
     "0004": SchemaShape("0004", _TABLES_0004, _INDEXES_0002),
     "0005": SchemaShape("0005", _TABLES_0005, _INDEXES_0002),
     "0006": SchemaShape("0006", _TABLES_0006, _INDEXES_0002),
-    "0007": SchemaShape("0007", _TABLES_0007, _INDEXES_0002),
+    "0007": SchemaShape("0007", _TABLES_0007, _INDEXES_0007),
+    "0008": SchemaShape("0008", _TABLES_0008, _INDEXES_0007),
 }
 
 

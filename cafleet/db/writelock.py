@@ -6,7 +6,6 @@ Standard library only: the runtime connection and SQLAlchemy's migration connect
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -25,12 +24,12 @@ class _LockTimeout(CafleetError):
 
 
 def lock_file_fd(path: str) -> int:
-    """Open (creating) a lock file under locks/, 0o600, in a 0o700 directory."""
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(directory, 0o700)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """Open (creating) a lock file under locks/, 0o600, in a 0o700 directory (whatever the
+    umask)."""
+    from cafleet.files import create_private, private_dirs
+
+    private_dirs(os.path.dirname(path))
+    return create_private(path)
 
 
 def flock_with_timeout(fd: int, timeout: float) -> bool:

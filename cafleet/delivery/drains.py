@@ -12,6 +12,7 @@ Nothing here imports libtmux or the multiplexer package until an attempt actuall
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
@@ -38,10 +39,10 @@ def notification_line(
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
     """
-    from cafleet.text import normalize_notification_text, truncate
+    from cafleet.text import cut_naming_the_rest, normalize_notification_text
 
     name = normalize_notification_text("unknown" if sender_name is None else sender_name)
-    shown = truncate(normalize_notification_text(body), max_text_len)
+    shown = cut_naming_the_rest(normalize_notification_text(body), max_text_len, message_id)
     return (
         f"[cafleet msg {message_id} from {name} ({from_member_id})] {shown} "
         f"{EM_DASH} ack with: cafleet message ack {message_id}"
@@ -144,6 +145,41 @@ def _db_dir(conn: Connection) -> str:
     from cafleet.config import db_dir_of
 
     return db_dir_of(path)  # PostgreSQL's local directory, not the URL's "dirname"
+
+
+class _TypedLedger:
+    """This host's record of notification lines typed but not yet stamped (docs/runtime.md
+    §4.3 step 8): a file `<db dir>/typed/<database hash>-<message id>` written once the agent
+    took the line and removed once the stamp is written. Only this host types into its panes,
+    so a later attempt here that finds the file stamps the message without typing it again,
+    whoever typed it (a send, a loop) and however its stamp failed (the database went away, a
+    kill -9). Read and written only under the pane's lock."""
+
+    def __init__(self, conn: Connection) -> None:
+        import hashlib
+
+        path = str(conn.info.get("cafleet.path") or "")
+        self.dir = os.path.join(_db_dir(conn), "typed")
+        self.prefix = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+    def _file(self, message_id: int) -> str:
+        return os.path.join(self.dir, f"{self.prefix}-{message_id}")
+
+    def has(self, message_id: int) -> bool:
+        return os.path.exists(self._file(message_id))
+
+    def add(self, message_id: int) -> bool:
+        """Keep the fact; False when it cannot be kept (the old behaviour then holds)."""
+        try:
+            os.makedirs(self.dir, mode=0o700, exist_ok=True)
+            os.close(os.open(self._file(message_id), os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError:
+            return False
+        return True
+
+    def discard(self, message_id: int) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._file(message_id))
 
 
 def _max_text_len() -> int:
@@ -261,6 +297,13 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     from cafleet.mux import owner_of
 
     key = PaneKey(placement.backend, placement.mux_session, pane_id)
+    ledger = _TypedLedger(conn)
+    message_id = message.message_id
+
+    def record() -> None:
+        drain.db(broker.stamp_notified, conn, message_id=message_id)
+        ledger.discard(message_id)
+
     target = Target(
         agent=placement.coding_agent,
         frame=message_frame(message.message_id),
@@ -271,6 +314,7 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
         # A retry first looks for the line an earlier attempt typed: taken after that attempt's
         # verification gave up (a late redraw), it is stamped, not typed twice (§4.9).
         look_back=SCROLLBACK_LINES,
+        witness=_witness(drain, placement.coding_agent, recipient_id, message.message_id),
     )
     outcome = type_into_pane(
         key,
@@ -292,13 +336,17 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
         recheck=lambda: _RECHECKED[
             drain.db(broker.recheck_pending, conn, message_id=message.message_id, pane_key=key)
         ],
-        record=lambda: drain.db(broker.stamp_notified, conn, message_id=message.message_id),
+        record=record,
+        # A line typed once is stamped, never typed again, when its stamp failed (§4.3 step 8).
+        typed_before=lambda: ledger.has(message_id),
+        on_typed=lambda: ledger.add(message_id),
     )
     if outcome.kind == "typed":
         return _Attempt(notified=True)
     if outcome.kind == "abandoned":
         return _Attempt(stop=True)
     if outcome.kind == "stale":
+        ledger.discard(message_id)  # stamped or ACKed elsewhere meanwhile
         return _Attempt()
     assert outcome.reason is not None
     if outcome.kind == "busy":
@@ -306,6 +354,37 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     if outcome.kind == "held":
         return fail(outcome.reason, held=outcome.detail)
     return fail(outcome.reason)
+
+
+def _witness(
+    drain: _Drain, agent: str | None, member_id: int, message_id: int
+) -> Callable[[], bool] | None:
+    """The second witness of the verified submit (docs/runtime.md §4.9): the recipient's agent's
+    own record holds the line. Its session and record (learned by the loop, `cafleet.monitor
+    .learning`) are looked up at the first question only; none known: always no."""
+    if agent not in ("claude", "codex", "opencode"):
+        return None
+    from cafleet.delivery.screens import message_frame
+
+    frame = message_frame(message_id)
+    found: list[Any] = []
+
+    def record() -> Any:
+        from cafleet import broker
+        from cafleet.sessions.usage import known_record
+
+        sid = drain.db(broker.session_id, drain.conn, member_id)
+        return None if sid is None else known_record(_db_dir(drain.conn), member_id, sid)
+
+    def holds() -> bool:
+        from cafleet.sessions.witness import holds_line
+
+        if not found:
+            found.append(record())
+        known = found[0]
+        return known is not None and holds_line(str(agent), known.path, known.session_id, frame)
+
+    return holds
 
 
 @dataclass

@@ -76,6 +76,9 @@ class Target:
     # and a frame found taken there (an earlier attempt's line, taken after its verification
     # gave up) is recorded without typing it again (docs/runtime.md §4.9). 0: never looked for.
     look_back: int = 0
+    # The second witness (docs/runtime.md §4.9): True when the agent's own record holds the
+    # line (cafleet.sessions.witness). Asked only where the screen does not show it taken.
+    witness: Callable[[], bool] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,8 @@ class TypeOutcome:
     detail: str | None = None
     error: Exception | None = None  # "unrecorded": what the record step raised
     state: str | None = None  # the pane state the gate saw (None: the gate did not run)
+    # "unrecorded": the typing is kept (``on_typed``), so the next attempt records it untyped
+    kept: bool = False
 
     @property
     def typed(self) -> bool:
@@ -110,10 +115,12 @@ class TypeOutcome:
         if self.kind == "unverified":
             return f"typed into pane {pane} but not verified: {self.detail}"
         if self.kind == "unrecorded":
-            return (
-                f"typed into pane {pane} but could not record it: {self.detail}; "
-                "it may be typed again"
+            then = (
+                "the next attempt records it without typing it again"
+                if self.kept
+                else "it may be typed again"
             )
+            return f"typed into pane {pane} but could not record it: {self.detail}; {then}"
         return None
 
 
@@ -130,6 +137,8 @@ def type_into_pane(
     recheck: Recheck | None = None,
     record: Callable[[], object] | None = None,
     clock: Clock | None = None,
+    typed_before: Callable[[], bool] | None = None,
+    on_typed: Callable[[], bool] | None = None,
 ) -> TypeOutcome:
     """Type ``line`` into ``key``'s pane under its pane-input lock; never raises for a refusal.
 
@@ -140,6 +149,11 @@ def type_into_pane(
     callable is built only now, from a fresh read), typing it with Enter, verifying it was
     taken, and ``record``; an exception from ``record`` is the "unrecorded" outcome. Anything
     ``recheck`` or ``line`` raises propagates, with the lock released.
+
+    ``on_typed`` runs once the line is taken, before ``record``, and returns whether it kept
+    that fact where ``typed_before`` (asked after ``recheck``) finds it: an earlier attempt
+    whose record step failed, or was killed, is then recorded without typing the line again
+    (docs/runtime.md §4.3 step 8).
     """
     from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
 
@@ -164,27 +178,48 @@ def type_into_pane(
     from cafleet.delivery.submit import Clock
 
     try:
-        return _under_lock(pane_id, line, backend, recheck, record, target, clock or Clock())
+        hooks = _Hooks(recheck, record, typed_before, on_typed)
+        return _under_lock(pane_id, line, backend, hooks, target, clock or Clock())
     finally:
         lock.release()
+
+
+@dataclass(frozen=True, slots=True)
+class _Hooks:
+    recheck: Recheck | None
+    record: Callable[[], object] | None
+    typed_before: Callable[[], bool] | None
+    on_typed: Callable[[], bool] | None
+
+    def record_now(
+        self, pane_id: str, detail: str | None, state: str | None, kept: bool
+    ) -> TypeOutcome:
+        if self.record is not None:
+            try:
+                self.record()
+            except Exception as exc:  # any database error: the line was typed but not recorded
+                return TypeOutcome("unrecorded", pane_id, error_text(exc), exc, state, kept)
+        return TypeOutcome("typed", pane_id, detail, state=state)
 
 
 def _under_lock(
     pane_id: str,
     line: str | Callable[[], str],
     backend: Callable[[], Multiplexer],
-    recheck: Recheck | None,
-    record: Callable[[], object] | None,
+    hooks: _Hooks,
     target: Target,
     clock: Clock,
 ) -> TypeOutcome:
     from cafleet.mux import MSG_NOT_OURS, MultiplexerError, OwnedPane, probe_for_typing
 
     # Recheck: the target may have changed while we waited for the lock.
-    if recheck is not None:
-        rechecked = recheck()
+    if hooks.recheck is not None:
+        rechecked = hooks.recheck()
         if rechecked != "pending":
             return TypeOutcome(rechecked, pane_id)
+    # Typed by an earlier attempt that could not record it: record it, type nothing.
+    if hooks.typed_before is not None and hooks.typed_before():
+        return hooks.record_now(pane_id, SEEN, None, True)
     # Backend and pane status: nothing is typed when either fails.
     try:
         mux = backend()
@@ -222,6 +257,7 @@ def _under_lock(
                 clock,
                 target.scrollback,
                 state=state,
+                witness=target.witness,
             )
     except MultiplexerError as exc:
         if str(exc) == MSG_NOT_OURS.format(pane_id=pane_id):
@@ -229,13 +265,9 @@ def _under_lock(
         return TypeOutcome("failed", pane_id, str(exc))
     if problem is not None:
         return TypeOutcome("unverified", pane_id, problem, state=state)
-    # Record, still under the lock.
-    if record is not None:
-        try:
-            record()
-        except Exception as exc:  # any database error: the line was typed but not recorded
-            return TypeOutcome("unrecorded", pane_id, error_text(exc), exc, state)
-    return TypeOutcome("typed", pane_id, SEEN if passed.seen else None, state=state)
+    # Keep the fact, then record, still under the lock.
+    kept = hooks.on_typed() if hooks.on_typed is not None else False
+    return hooks.record_now(pane_id, SEEN if passed.seen else None, state, kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,8 +326,9 @@ def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeO
 
 def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
     """An earlier attempt's line already taken: its frame outside the composer in the pane's
-    last ``target.look_back`` lines (screen and history). Only for a ready or working screen,
-    where the agent's cues tell the composer apart (a line stranded there is not taken)."""
+    last ``target.look_back`` lines (screen and history), or in the agent's own record
+    (``target.witness``). Only for a ready or working screen, where the agent's cues tell the
+    composer apart (a line stranded there is not taken)."""
     from cafleet.delivery.submit import taken
     from cafleet.mux import MultiplexerError
 
@@ -305,7 +338,9 @@ def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
         history = mux.capture(pane_id, target.look_back)
     except MultiplexerError as exc:
         raise MultiplexerError(f"capture failed: {exc}") from exc
-    return taken(target.agent, "", history, target.frame) == "submitted"
+    if taken(target.agent, "", history, target.frame) == "submitted":
+        return True
+    return target.witness is not None and target.witness()
 
 
 __all__ = [

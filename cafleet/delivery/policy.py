@@ -30,6 +30,9 @@ VERIFY_POLL = 0.1  # between captures after Enter
 ENTER_AGAIN_AFTER = 3.0
 VERIFY_TIMEOUT = 15.0  # after the last Enter, the screen must show the line taken by then
 MAX_ENTERS = 3
+# While the screen does not show a line taken, the agent's own record is read this often (the
+# second witness, cafleet.sessions.witness): a few reads of a file's tail or one SQLite query.
+WITNESS_EVERY = 0.3
 FRAME_CHARS = 48  # a line without a message id is recognised by its first characters
 # History lines read after Enter for a line whose frame is its own id tag (a wake, a ping): a
 # short pane scrolls the transcript, so the tag may have left the visible screen already.
@@ -120,5 +123,6 @@ __all__ = [
     "UNKNOWN_TYPES",
     "VERIFY_POLL",
     "VERIFY_TIMEOUT",
+    "WITNESS_EVERY",
     "InputPolicy",
 ]

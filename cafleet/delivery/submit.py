@@ -27,6 +27,7 @@ from cafleet.delivery.policy import (
     POLICIES,
     VERIFY_POLL,
     VERIFY_TIMEOUT,
+    WITNESS_EVERY,
 )
 from cafleet.delivery.screens import Taken, composer_text, line_taken, squash
 from cafleet.delivery.screens.cues import TABLES
@@ -92,6 +93,7 @@ def submit_verified(
     scrollback: int = 0,
     *,
     state: str | None = None,
+    witness: Callable[[], bool] | None = None,
 ) -> str | None:
     """Type ``line`` and Enter, then verify; None when taken, else why it is not verified.
 
@@ -102,7 +104,10 @@ def submit_verified(
     capture failing afterwards is a verification problem. ``scrollback`` > 0 (the frame is
     this attempt's own id tag, never on screen before): each check reads that many lines of
     history with the screen, so the line counts as taken wherever it scrolled (the composer,
-    at the bottom, is still told apart).
+    at the bottom, is still told apart). ``witness`` (the agent's own record holds the line,
+    `cafleet.sessions.witness`) is asked every `WITNESS_EVERY` seconds while the screen does
+    not show the line taken: a yes verifies it (an agent may draw a taken line late, or where
+    the screen no longer shows it).
     """
     from cafleet.mux import MultiplexerError, PaneGone
 
@@ -114,6 +119,7 @@ def submit_verified(
         mux.type_line(pane_id, line)
     enters = 1
     last_enter = clock.now()
+    asked = last_enter
     while True:
         clock.sleep(VERIFY_POLL)
         try:
@@ -126,6 +132,10 @@ def submit_verified(
         if verdict == "submitted":
             return None
         now = clock.now()
+        if witness is not None and now - asked >= WITNESS_EVERY:
+            asked = now
+            if witness():
+                return None
         if verdict == "in_composer" and enters < MAX_ENTERS and now - last_enter >= again_after:
             mux.send_key(pane_id, "Enter")
             enters += 1

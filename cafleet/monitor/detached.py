@@ -27,10 +27,13 @@ def spawn_detached(
     """Start ``argv`` in its own session, stdin from /dev/null, stdout and stderr appended to
     ``log_path``, run from ``cwd`` (created first: PostgreSQL's local directory may not exist
     yet on this host, docs/storage.md §10.1). Raises OSError; does not wait."""
+    from cafleet.files import create_private, private_dirs
+
     reap()
-    os.makedirs(cwd, mode=0o700, exist_ok=True)
-    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
-    with open(log_path, "ab") as log:
+    private_dirs(cwd)
+    private_dirs(os.path.dirname(log_path))
+    log = create_private(log_path, os.O_WRONLY | os.O_APPEND)  # the loop's log is the user's
+    try:
         child = subprocess.Popen(
             list(argv),
             cwd=cwd,
@@ -41,6 +44,8 @@ def spawn_detached(
             start_new_session=True,
             close_fds=True,
         )
+    finally:
+        os.close(log)
     _children.append(child)
     return child
 

@@ -45,13 +45,20 @@ def escalation_text(member: Member, pane_id: str, prompt: Prompt, waited: float)
             f"shows them:\n{shown}\nAnswer it in the pane yourself (cafleet member answer "
             "only picks a choice it can read)."
         )
-    lines = [head, *(f"  {d}" for d in prompt.details), f"  {prompt.question}"]
-    lines += [f"  {c.number}. {c.label}" for c in prompt.choices]
+    asked = [f"  {d}" for d in prompt.details]  # in the screen's order, question and details
+    asked.insert(0 if prompt.question_first else len(asked), f"  {prompt.question}")
+    lines = [head, *asked, *(f"  {c.number}. {c.label}" for c in prompt.choices)]
     lines.append(
-        f"Answer with: cafleet member answer {mid} <number or text of a choice> "
-        f"--prompt {prompt.digest}"
+        f"Answer with: cafleet member answer {mid} <choice> --prompt {prompt.digest}"
+        f"  (<choice>: {_numbers(prompt)})"
     )
     return "\n".join(lines)
+
+
+def _numbers(prompt: Prompt) -> str:
+    """`1, 2 or 3`: the numbers a choice may be given by."""
+    numbers = [str(c.number) for c in prompt.choices]
+    return numbers[0] if len(numbers) == 1 else f"{', '.join(numbers[:-1])} or {numbers[-1]}"
 
 
 def escalate_prompts(
@@ -80,7 +87,7 @@ def escalate_prompts(
     places = state.backend.pane_places()
     director = next((m for m in members if m.kind == "director"), None)
     for member in candidates:
-        if state.stop_requested():
+        if state.stop_requested() or not state.beat_if_due():
             return
         placement = member.placement
         assert placement is not None and placement.mux_pane_id is not None

@@ -170,10 +170,12 @@ def _schedule(
     from cafleet import broker
     from cafleet.db.runtime import data_version
     from cafleet.db.timefmt import utcnow
+    from cafleet.monitor.outage import Outage, is_transient
 
     failed = 0
     next_beat = time.monotonic()
     version = data_version(state.conn)  # on PostgreSQL: LISTEN from here on
+    outage = Outage(state.conn, state.log, signals.stop_requested)
     while True:
         if signals.stop_requested():
             state.log(_signal_line())
@@ -184,6 +186,8 @@ def _schedule(
                     try:
                         recheck_schema(state.conn)
                     except Exception as exc:
+                        if is_transient(state.conn, exc):
+                            raise
                         _log_line(err, f"Error: {error_text(exc)}")
                         return 1
                 if not broker.host_heartbeat(
@@ -203,6 +207,12 @@ def _schedule(
                     state.conn, state.host_id, state.wakes, state.wake_state, state.log
                 )
         except Exception as exc:
+            if is_transient(state.conn, exc):
+                # A busy or unreachable database is waited out, never counted as a failed
+                # pass; back, the loop beats and drains at once (docs/runtime.md §10.4).
+                outage.wait_out(exc)
+                next_beat = time.monotonic()
+                continue
             failed += 1
             state.log(f"tick failed: {error_text(exc)}")
             _log_line(err, traceback.format_exc().rstrip("\n"))
@@ -212,7 +222,15 @@ def _schedule(
             next_beat = time.monotonic() + state.tick_seconds  # a failed tick waits its tick
         else:
             failed = 0
-        version = _wait(state.conn, next_beat, version)
+            outage.over()
+        try:
+            version = _wait(state.conn, next_beat, version)
+        except Exception as exc:
+            if not is_transient(state.conn, exc):
+                raise
+            # The wait is where a listening loop first hears of a lost connection.
+            outage.wait_out(exc)
+            next_beat = time.monotonic()
 
 
 def _wait(conn: Connection, until: float, version: int) -> int:
@@ -395,10 +413,12 @@ def stop_host_loop(conn: Connection, host_id: str, *, timeout: float = STOP_TIME
     stopped, or None when none was running."""
     from cafleet import broker
     from cafleet.config import host_hold_path
+    from cafleet.files import write_private
     from cafleet.procs import pid_alive
 
-    with open(host_hold_path(conn.info["cafleet.path"], host_id), "w", encoding="utf-8") as fh:
-        fh.write(f"{now_ts()} pid {os.getpid()}\n")
+    write_private(
+        host_hold_path(conn.info["cafleet.path"], host_id), f"{now_ts()} pid {os.getpid()}\n"
+    )
     row = broker.get_host_loop(conn, host_id)
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid):

@@ -248,12 +248,14 @@ def _signal_line() -> str:
 def _schedule(
     state: object, log: _Log, err: TextIO, recheck_schema: object, reserve: LogReserve | None
 ) -> int:
+    from cafleet.monitor.outage import Outage, is_transient
     from cafleet.monitor.state import LoopState
     from cafleet.monitor.tick import LoopStop, run_tick
 
     assert isinstance(state, LoopState)
     failed = 0
     next_start = time.monotonic()
+    outage = Outage(state.conn, log, signals.stop_requested)
     while True:
         if signals.stop_requested():
             log(_signal_line())
@@ -262,6 +264,9 @@ def _schedule(
             try:
                 recheck_schema(state.conn)
             except Exception as exc:
+                if is_transient(state.conn, exc):
+                    outage.wait_out(exc)  # then the next cycle at once
+                    continue
                 _write(err, f"Error: {error_text(exc)}")
                 return 1
         try:
@@ -270,6 +275,12 @@ def _schedule(
             log(stop.line)
             return stop.code
         except Exception as exc:
+            if is_transient(state.conn, exc):
+                # A busy or unreachable database is waited out, never counted as a failed
+                # tick (docs/runtime.md §5.4).
+                outage.wait_out(exc)
+                next_start = time.monotonic()
+                continue
             failed += 1
             log(f"tick failed: {error_text(exc)}")
             _write(err, traceback.format_exc().rstrip("\n"))
@@ -278,6 +289,7 @@ def _schedule(
                 return 1
         else:
             failed = 0
+            outage.over()
         if reserve is not None:
             reserve.refresh()  # keep room for the log's last words (a full disk)
         next_start += state.tick_seconds

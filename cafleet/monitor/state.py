@@ -55,6 +55,7 @@ class LoopState:
     hold_timeout: int = DEFAULT_HOLD_TIMEOUT  # CAFLEET_DELIVERY_HOLD_TIMEOUT (docs/runtime.md §4.9)
     last_skip_reason: str | None = None
     displaced: bool = field(default=False)
+    last_beat: float = 0.0  # monotonic time of the loop's last heartbeat
     # Held lines (docs/runtime.md §4.9): a hold is logged when it starts or its state changes, not
     # every tick; the wake's hold timeout counts from its first held attempt.
     held_logged: dict[int, str] = field(default_factory=dict)
@@ -87,6 +88,27 @@ class LoopState:
 
         path: str = self.conn.info["cafleet.path"]
         return db_dir_of(path)  # PostgreSQL's local directory (docs/storage.md §10.1)
+
+    def beat(self) -> bool:
+        """Heartbeat now; False (and `displaced`) when the slot was taken over."""
+        import time
+
+        from cafleet import broker
+        from cafleet.db.timefmt import utcnow
+
+        if broker.heartbeat(self.conn, fleet_id=self.fleet_id, pid=self.pid, now=utcnow()):
+            self.last_beat = time.monotonic()
+            return True
+        self.displaced = True
+        return False
+
+    def beat_if_due(self) -> bool:
+        """Inside a long step of a tick (one capture per member pane): heartbeat once a tick's
+        length has passed since the last beat, so the loop beats at least once every 2 ticks
+        whatever the fleet's size (docs/runtime.md §5.5). False when displaced."""
+        import time
+
+        return time.monotonic() - self.last_beat < self.tick_seconds or self.beat()
 
     @property
     def lock_timeout(self) -> float:

@@ -46,9 +46,7 @@ def _stop_for_lost_heartbeat(state: LoopState) -> LoopStop:
 
 
 def heartbeat_or_stop(state: LoopState) -> None:
-    from cafleet import broker
-
-    if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
+    if not state.beat():
         raise _stop_for_lost_heartbeat(state)
 
 
@@ -82,7 +80,8 @@ def run_tick(state: LoopState) -> None:
     # Only this host's panes: another host's are not in this server's list (a pane id there
     # may even name one of ours) and its own delivery loop serves them (docs/runtime.md §10.2).
     members = on_this_host(broker.placed_members(state.conn, state.fleet_id))
-    report_losses(state, live, director_pane, members)
+    if report_losses(state, live, director_pane, members):
+        heartbeat_or_stop(state)  # a batch of losses took its time: beat before the drain
 
     # 4b. Members' agent session ids not learned yet (docs/runtime.md §9.4).
     _learn_sessions(state)
@@ -99,6 +98,8 @@ def run_tick(state: LoopState) -> None:
     from cafleet.monitor.escalate import escalate_prompts
 
     escalate_prompts(state, live, director_pane, members)
+    if state.displaced:
+        raise _stop_for_lost_heartbeat(state)
 
     # 6. Re-read the row.
     now = utcnow()
@@ -163,14 +164,7 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
     from cafleet.delivery.drains import drain_fleet
 
     def before_attempt() -> bool:
-        from cafleet import broker
-
-        if state.stop_requested():
-            return False
-        if not broker.heartbeat(state.conn, fleet_id=state.fleet_id, pid=state.pid, now=utcnow()):
-            state.displaced = True
-            return False
-        return True
+        return not state.stop_requested() and state.beat()
 
     report = drain_fleet(
         state.conn,

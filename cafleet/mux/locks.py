@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError
+from cafleet.files import create_private, private_dirs
 from cafleet.mux import PaneKey
 
 RETRY_INTERVAL = 0.05
@@ -88,8 +89,8 @@ def read_holder(path: str) -> LockHolder | None:
 
 
 def _open_lock_file(path: str) -> int:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    private_dirs(os.path.dirname(path))
+    return create_private(path)
 
 
 def _try_flock(fd: int) -> bool:
@@ -154,6 +155,22 @@ def try_pane_lock(db_dir: str, key: PaneKey, *, purpose: str = "try") -> PaneLoc
     lock = PaneLock(key, path, fd, purpose)
     lock._write_record()
     return lock
+
+
+def lock_busy(db_dir: str, key: PaneKey) -> bool:
+    """Whether some process holds ``key``'s lock now. Creates nothing (doctor creates no lock
+    file): a lock file that does not exist was never held."""
+    try:
+        fd = os.open(pane_lock_path(db_dir, key), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not _try_flock(fd):
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def acquire_pane_lock(
@@ -290,6 +307,7 @@ __all__ = [
     "PaneLockTimeout",
     "acquire_pane_lock",
     "acquire_pane_locks",
+    "lock_busy",
     "lock_file_name",
     "pane_input_lock",
     "pane_lock_path",

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     )
     from cafleet.records.notifications import PendingNotification
     from cafleet.records.rosters import RosterEntry
-    from cafleet.records.specs import PlacementSpec, SpawnSpec, WorktreeSpec
+    from cafleet.records.specs import PlacementSpec, RecordedWorktree, SpawnSpec, WorktreeSpec
     from cafleet.records.wake import WakeRoster, WakeRosterEntry
 
 MEMBER_STATUSES: tuple[str, ...] = ("active", "deregistered")
@@ -153,6 +153,7 @@ _HOMES: dict[str, str] = {
     "WakeRosterEntry": "wake",
     "WakeRoster": "wake",
     "PlacementSpec": "specs",
+    "RecordedWorktree": "specs",
     "SpawnSpec": "specs",
     "WorktreeSpec": "specs",
     "Fleet": "fleets",
@@ -194,6 +195,7 @@ __all__ = [
     "PendingNotification",
     "Placement",
     "PlacementSpec",
+    "RecordedWorktree",
     "RosterEntry",
     "Row",
     "SpawnSpec",

@@ -65,3 +65,16 @@ class WorktreeSpec:
         if not all(isinstance(v, str) and v for v in (path, branch, base)):
             return None
         return cls(str(path), str(branch), str(base), subdir if isinstance(subdir, str) else "")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedWorktree:
+    """A worktree some member of some fleet was created with (`cafleet worktree list`), with
+    whether that member is still active and its fleet deleted."""
+
+    member_id: int
+    fleet_id: int
+    member_name: str
+    member_active: bool
+    fleet_deleted: bool
+    spec: WorktreeSpec

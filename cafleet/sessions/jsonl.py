@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from cafleet.files import open_regular
 from cafleet.sessions import RecordUnreadable
 
 # Bytes read at a time: a huge backlog is read in chunks, never all in memory at once.
@@ -38,7 +39,8 @@ def new_objects(path: str, state: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if known is not None and list(known) != [dev, ino]:
         raise RecordUnreadable(f"{path} was replaced (rotated)")
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below, after the generator's last yield
+        # Never blocks: a FIFO or device where a record should be is refused, not read.
+        fh = os.fdopen(open_regular(path), "rb")
     except OSError as exc:
         raise RecordUnreadable(f"{path}: {exc.strerror or exc}") from None
     with fh:
@@ -79,7 +81,7 @@ def head_objects(path: str, limit: int = 200) -> Iterator[dict[str, Any]]:
     """The first ``limit`` JSON objects of a jsonl file (for finding a session's first message);
     an unreadable file yields nothing."""
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(open_regular(path), "rb") as fh:
             for n, raw in enumerate(fh):
                 if n >= limit:
                     return

@@ -13,10 +13,12 @@ is not.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 
 from cafleet.errors import CafleetError
+from cafleet.files import read_regular
 from cafleet.sessions import Tally
 
 Rates = tuple[float, float, float, float]
@@ -40,6 +42,12 @@ BUILTIN: dict[str, Rates] = {
 }
 
 
+# The price file is a small table: a bigger one is refused rather than read into memory.
+FILE_LIMIT = 1_048_576
+# The largest rate (US dollars per million tokens): keeps every estimate a finite number.
+RATE_LIMIT = 1_000_000_000
+
+
 class PriceFileError(CafleetError):
     """The user's price file exists but is not a valid table."""
 
@@ -55,9 +63,24 @@ def user_file(env: Mapping[str, str]) -> str | None:
 
 
 def _rate(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise PriceFileError(f"{where} must be a non-negative number")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= RATE_LIMIT  # NaN fails this too
+    ):
+        raise PriceFileError(f"{where} must be a non-negative number of at most {RATE_LIMIT}")
     return float(value)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
 
 
 def load(env: Mapping[str, str] | None = None) -> dict[str, Rates]:
@@ -67,9 +90,10 @@ def load(env: Mapping[str, str] | None = None) -> dict[str, Rates]:
     if path is None or not os.path.exists(path):
         return table
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
+        # A regular file of bounded size only: a FIFO or device there would block the read.
+        raw = read_regular(path, FILE_LIMIT)
+        data = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+    except (OSError, ValueError, RecursionError) as exc:
         raise PriceFileError(f"cannot read the price file {path}: {exc}") from None
     if not isinstance(data, dict):
         raise PriceFileError(f"the price file {path} must hold a JSON object of models")

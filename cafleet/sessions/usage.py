@@ -19,10 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cafleet.files import read_regular
 from cafleet.sessions import RecordUnreadable, SessionRecord, Tally, records_of
 
 CACHE_NAME = "usage-cache.json"
 CACHE_VERSION = 1
+CACHE_LIMIT = 64 * 1024 * 1024  # a larger cache is read as none (usage is read again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +56,8 @@ def cache_path(db_dir: str) -> str:
 
 def _load(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
+        data = json.loads(read_regular(path, CACHE_LIMIT))
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
         return {}

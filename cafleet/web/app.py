@@ -518,9 +518,12 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def answer(ctx: FleetCtx, member_id: MemberId, body: m.AnswerIn) -> Any:
-        from cafleet.workflows.answering import answer
+        from cafleet.workflows.answering import answer, choice_problem
         from cafleet.workflows.errors import WorkflowError
 
+        problem = choice_problem(body.choice)
+        if problem is not None:  # a choice no prompt could offer: bad input, not a conflict
+            raise ApiError(400, f"{problem}; nothing was typed")
         _fleet_member(ctx, member_id)
         try:
             done = answer(

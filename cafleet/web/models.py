@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from cafleet.config import MAX_ID
+from cafleet.config import MAX_ID, MAX_SETTING
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
@@ -102,7 +102,8 @@ class ShowingOut(BaseModel):
 
 
 class AnswerIn(Strict):
-    choice: str = Field(min_length=1, max_length=200)  # a choice's number or its words
+    # A choice's number or its words; the route refuses what no prompt could offer (400).
+    choice: str = Field(max_length=10_000)
     prompt_id: str = Field(pattern=r"^[0-9a-f]{8}$")  # the prompt the buttons were drawn for
 
 
@@ -232,7 +233,7 @@ class MonitorOut(BaseModel):
 
 
 class IntervalIn(Strict):
-    wake_interval_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_ID)]
+    wake_interval_seconds: Annotated[StrictInt, Field(ge=0, le=MAX_SETTING)]
 
 
 class WakeOut(BaseModel):

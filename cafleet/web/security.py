@@ -3,8 +3,9 @@
 1. Host: the Host header must name the server itself (defeats DNS rebinding: a page on another
    site whose name resolves to 127.0.0.1 sends its own name). A wildcard bind (0.0.0.0, ::)
    accepts any Host; such a server always has a token.
-2. Token: when one is set, every request carries it as `Authorization: Bearer <token>` or in the
-   cookie that `GET /?token=<token>` sets (HttpOnly, SameSite=Strict) before redirecting to `/`.
+2. Token: set unless `cafleet server --no-token` (loopback too: any local user can reach it);
+   every request carries it as `Authorization: Bearer <token>` or in the cookie that
+   `GET /?token=<token>` sets (HttpOnly, SameSite=Strict) before redirecting to `/`.
 3. Mutating methods: refused on a `--read-only` server; otherwise the Origin (when sent) must be
    this server's own and `Sec-Fetch-Site` (when sent) same-origin, so a page in the user's
    browser cannot post into agents' panes.

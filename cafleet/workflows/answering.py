@@ -33,8 +33,39 @@ KEY_SETTLE = 0.05  # between two keys of one choice (opencode: Right, Enter)
 CONFIRM_SECONDS = 2.0  # how long a choice's confirmation dialog may take to appear
 
 
+CHOICE_LIMIT = 200  # characters of a choice's words (the longest label is far shorter)
+_CHOICE_SHOWN = 40  # characters of a refused choice echoed in the refusal
+
+
 class AnswerRefused(WorkflowError):
     """A refused answer: nothing was typed."""
+
+
+def choice_problem(wanted: str) -> str | None:
+    """Why ``wanted`` cannot name a choice (None: it can): control characters, nothing but
+    spaces, a number not written as `1`, `2`, … in ASCII digits (`01`, `١`, `²` would otherwise
+    read as choice 1, or fail in Python's own words), or more than `CHOICE_LIMIT` characters.
+    Checked before anything is read or typed; the CLI's exit 2, the WebUI's 400."""
+    import unicodedata
+
+    from cafleet.delivery.screens.prompts import CHOICE_NUMBER
+    from cafleet.text import sanitize_single_line, truncate
+
+    shown = truncate(sanitize_single_line(wanted), _CHOICE_SHOWN)
+    text = " ".join(wanted.split())
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in wanted):
+        return f"choice '{shown}' contains control characters; give a choice's number or its words"
+    if not text:
+        return "choice is empty; give a choice's number (1, 2, …) or its words"
+    numeric = all(unicodedata.category(ch).startswith("N") for ch in text.replace(" ", ""))
+    if numeric and not CHOICE_NUMBER.fullmatch(text):
+        return (
+            f"choice '{shown}' is not a choice number: write it in the digits 0-9 without a "
+            "leading zero (1, 2, …)"
+        )
+    if len(text) > CHOICE_LIMIT:
+        return f"choice is longer than {CHOICE_LIMIT} characters"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +103,7 @@ def showing(conn: Connection, member_id: int) -> Showing:
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    mux = backend_for(placement.backend)
+    mux = backend_for(placement.backend, placement.mux_socket)  # any shell reaches it
     not_ours = owner_problem(mux, pane_id, owner_of(placement))
     if not_ours is not None:
         raise PaneUnavailable(not_ours)
@@ -113,6 +144,8 @@ def _check(
     state: str,
 ) -> tuple[Prompt, Choice]:
     """The prompt and the choice to press, or the refusal (nothing typed) in the CLI's words."""
+    from cafleet.text import sanitize_single_line
+
     nothing = "nothing was typed"
     if prompt is None:
         raise AnswerRefused(
@@ -131,7 +164,8 @@ def _check(
     choice = prompt.pick(wanted)
     if choice is None:
         raise AnswerRefused(
-            f"'{wanted}' is not a choice of member {member_id}'s prompt {prompt.digest} "
+            f"'{sanitize_single_line(wanted)}' is not a choice of member {member_id}'s prompt "
+            f"{prompt.digest} "
             f"(choices: {_choices_text(prompt)}); {nothing}"
         )
     return prompt, choice
@@ -152,7 +186,11 @@ def answer(
     from cafleet.delivery.submit import Clock
     from cafleet.mux import MSG_NOT_OURS, MultiplexerError, OwnedPane, owner_of, probe_for_typing
     from cafleet.workflows.members import _lock_pane, _refuse_director
+    from cafleet.workflows.spawning import WorkflowUsageError
 
+    problem = choice_problem(wanted)
+    if problem is not None:
+        raise WorkflowUsageError(f"{problem}; nothing was typed")
     clock = clock or Clock()
     member = active_member(conn, member_id)
     placement = concrete_placement(member, "nothing to answer")
@@ -162,7 +200,7 @@ def answer(
     _refuse_director(conn, member)
     pane_id = placement.mux_pane_id
     assert pane_id is not None
-    mux = backend_for(placement.backend)
+    mux = backend_for(placement.backend, placement.mux_socket)
     agent = placement.coding_agent
     with _lock_pane(settings, placement, member_id, f"answer member {member_id}"):
         # Re-read under the lock: a respawn may have moved the member meanwhile.
@@ -238,4 +276,4 @@ def _confirm(
     return _verify(mux, pane_id, agent, after, confirming, clock)
 
 
-__all__ = ["AnswerRefused", "Answered", "Showing", "answer", "showing"]
+__all__ = ["AnswerRefused", "Answered", "Showing", "answer", "choice_problem", "showing"]

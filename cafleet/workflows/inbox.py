@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cafleet import signals
 from cafleet.workflows.errors import WaitTimedOut, WorkflowError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from cafleet.config import Settings
     from cafleet.db.runtime import Connection
     from cafleet.records import Message
@@ -78,11 +81,6 @@ def _sleep_until(moment: float) -> None:
         time.sleep(min(SLEEP_STEP, left))
 
 
-def _poll_order(messages: list[Message]) -> list[Message]:
-    """`message poll`'s order: status_timestamp descending, then message_id descending."""
-    return sorted(messages, key=lambda m: (m.status_timestamp, m.message_id), reverse=True)
-
-
 # --- wait ----------------------------------------------------------------------------------------
 
 
@@ -142,8 +140,8 @@ def wait(
 ) -> list[Message]:
     """Block until the member's inbox holds an un-ACKed message or ``timeout`` seconds passed
     since ``started`` (a `time.monotonic()` value, default now: the CLI passes its own start),
-    draining the fleet's pending notifications meanwhile (its own excepted); return the inbox in
-    `message poll`'s order. An empty inbox at the deadline raises `WaitTimedOut`. Each failed
+    draining the fleet's pending notifications meanwhile (its own excepted); return the inbox,
+    oldest first. An empty inbox at the deadline raises `WaitTimedOut`. Each failed
     attempt is warned about as it happens. The stale-assets guard runs first: the drain types
     into the fleet's panes.
     """
@@ -214,7 +212,7 @@ def wait(
     signals.check()
     if not inbox:
         raise WaitTimedOut(member_id, timeout)
-    return _poll_order(inbox)
+    return inbox  # oldest first: the order they arrived in (unacked_deliveries' ascending ids)
 
 
 # --- stream --------------------------------------------------------------------------------------
@@ -260,3 +258,33 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
             if deadline is None
             else min(cycle_start + STREAM_CYCLE, deadline),
         )
+
+
+# --- reading: the senders' names and a member's history -------------------------------------
+
+
+def sender_names(conn: Connection, messages: Iterable[Message]) -> dict[int, str]:
+    """The names the text envelopes show beside each sender's id (one read by primary key)."""
+    from cafleet import broker
+
+    return dict(broker.member_names(conn, {m.from_member_id for m in messages}))
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    member_id: int
+    messages: list[Message]  # oldest first
+    names: dict[int, str]  # every sender and recipient shown
+
+
+def history(conn: Connection, member_id: int, *, limit: int) -> History:
+    """`message history` (docs/cli.md §2.31): the newest ``limit`` messages to and from the
+    member, ACKed or not, oldest first; a deregistered member's too. Read-only."""
+    from cafleet import broker
+
+    broker.get_member(conn, member_id)  # unknown: `member <id> not found`
+    messages = broker.history_view(conn, member_id=member_id, limit=limit)
+    ids = {m.from_member_id for m in messages} | {
+        m.to_member_id or m.from_member_id for m in messages
+    }
+    return History(member_id, messages, dict(broker.member_names(conn, ids | {member_id})))

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from cafleet.mux.tmux import TmuxBackend
     from cafleet.records import Fleet, Member, PaneKey, Placement, WorktreeSpec
     from cafleet.workflows.placing import WindowMode
+    from cafleet.workflows.spawning import SpawnPlan
     from cafleet.workflows.worktrees import Plan as WorktreePlan
     from cafleet.workflows.worktrees import Request as WorktreeRequest
     from cafleet.workflows.worktrees import Retired
@@ -50,7 +51,9 @@ PING_LINE = (
     "resume your work if something was still running."
 )
 
-PaneStatus = Literal["killed", "already_gone", "shared", "pending", "no_placement", "elsewhere"]
+PaneStatus = Literal[
+    "killed", "already_gone", "shared", "pending", "no_placement", "elsewhere", "deregistered"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +68,17 @@ class Created:
     host_id: str | None = None
     host_loop_pid: int | None = None
     host_loop_problem: str | None = None
+    finished: bool = False  # a half-made member's interrupted create was finished
+
+    @property
+    def host_loop(self) -> tuple[str | None, int | None, str | None]:
+        return self.host_id, self.host_loop_pid, self.host_loop_problem
 
 
 @dataclass(frozen=True, slots=True)
 class Deleted:
     member_id: int
-    pane_id: str | None  # None: the member had no pane (pending, or no placement)
+    pane_id: str | None  # None: the member had no pane (pending, no placement, deregistered)
     pane_status: PaneStatus
     shared_with: int | None  # "shared": the active member whose placement names the pane
     worktree: Retired | None = None  # what became of the member's worktree (docs/worktrees.md)
@@ -130,24 +138,14 @@ def _pane_key(placement: Placement) -> PaneKey:
 
 def _lock_pane(settings: Settings, placement: Placement, member_id: int, purpose: str) -> Any:
     """The placement's pane lock, waited for up to the pane-lock timeout; a timeout is
-    `lock_busy_message` (exit 1), an abandoned wait re-checks for a signal and re-raises."""
+    `lock_busy_message` (exit 1)."""
     from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.workflows.locking import wait_for_lock
 
     signals.check()
-    try:
-        return acquire_pane_lock(
-            settings.db_dir,
-            _pane_key(placement),
-            timeout=settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        raise WorkflowError(lock_busy_message(member_id)) from None
+    return wait_for_lock(
+        settings, _pane_key(placement), purpose, lambda _exc: lock_busy_message(member_id)
+    )
 
 
 def _default_template(role: Literal["monitor"] | None) -> str:
@@ -184,8 +182,66 @@ def create(
     the registration, the pane started in it. ``permissions`` is the member's profile
     (docs/permissions.md); None: the fleet's default, else `workspace`.
 
-    Failures after the registration undo it (and kill the pane) and raise `CompensatedError`.
+    All of it runs under the creation lock of (fleet, name) (`cafleet.workflows.halfmade`): a
+    member of that name left half-made by an interrupted create is finished instead, as it was
+    recorded. Failures after the registration undo it (and kill the pane) and raise
+    `CompensatedError`.
     """
+    from cafleet.workflows import halfmade
+
+    with halfmade.creating(settings, fleet_id, name):
+        left = halfmade.of_name(conn, fleet_id, name)
+        if left is not None:
+            return finish(conn, settings, left.member, window=window)
+        return _create(
+            conn,
+            settings,
+            fleet_id=fleet_id,
+            name=name,
+            description=description,
+            coding_agent=coding_agent,
+            model=model,
+            effort=effort,
+            role=role,
+            prompt=prompt,
+            window=window,
+            worktree=worktree,
+            permissions=permissions,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Spawn:
+    """What steps 7b to 10 of `create` need, whether the registration is new or half-made."""
+
+    fleet: Fleet
+    director: Member
+    backend: TmuxBackend
+    director_placement: Placement
+    overflow: list[str]
+    plan: SpawnPlan
+    coding_agent: str
+    role: Literal["monitor"] | None
+    profile: str | None
+    away: bool
+
+
+def _create(
+    conn: Connection,
+    settings: Settings,
+    *,
+    fleet_id: int,
+    name: str,
+    description: str,
+    coding_agent: str | None,
+    model: str | None,
+    effort: str | None,
+    role: Literal["monitor"] | None,
+    prompt: Callable[[], str] | None,
+    window: WindowMode,
+    worktree: WorktreeRequest | None,
+    permissions: str | None,
+) -> Created:
     from cafleet import broker, signals
 
     fleet, director = _live_fleet_and_director(conn, fleet_id)  # 2.
@@ -204,16 +260,7 @@ def create(
         if profile not in PROFILES:  # no default, or one this cafleet does not know
             profile = DEFAULT_PROFILE
     plan = spawn_plan(agent, template, model, effort, profile or "workspace")
-    backend, director_placement = _split_source(fleet_id, director)  # 6.
-    # Away from the Director's host: the pane goes next to this command's own pane.
-    assert director.placement is not None  # `_split_source` checked it
-    away = director_placement.host_id != director.placement.host_id
-    overflow = placing.fleet_windows(
-        placing.on_host_of(
-            broker.placed_members(conn, fleet_id), director.placement.host_id, director_placement
-        ),
-        director_placement,
-    )
+    where = _where(conn, fleet, director)  # 6.
     # 6b. The worktree: every check now, nothing made yet (docs/worktrees.md).
     from cafleet.workflows import worktrees
 
@@ -222,6 +269,7 @@ def create(
     # Safe point: nothing written yet.
     signals.check()
 
+    backend, director_placement, overflow, away = where
     member = _register(  # 7.
         conn,
         fleet_id=fleet_id,
@@ -238,10 +286,140 @@ def create(
         worktree=None if tree is None else tree.spec,
         permissions=profile,
     )
-    undo = _Undo(conn, member.member_id, backend)
-    if tree is not None:  # 7b. Make the worktree; from now on the undo removes it again.
+    job = _Spawn(fleet, director, *where[:3], plan, coding_agent, role, profile, away)
+
+    def make() -> WorktreePlan:  # 7b. Make the worktree; from now on the undo removes it again.
+        assert tree is not None
+        worktrees.make(tree)
+        return tree
+
+    return _start(conn, settings, member, job, window, None if tree is None else make)
+
+
+def finish(
+    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+) -> Created:
+    """Finish the create of a half-made member (`cafleet.workflows.halfmade`; the caller holds
+    its creation lock): from step 7b on, with what its registration recorded. Its worktree is
+    made again if it is gone; the pane the interrupted create already spawned, if any, becomes
+    its pane instead of a second agent. A failure undoes it as a failed create would."""
+    from cafleet import broker
+
+    fleet, director = _live_fleet_and_director(conn, member.fleet_id)
+    placement = member.placement
+    assert placement is not None and placement.mux_pane_id is None
+    template, model, effort, profile = recorded_spawn(conn, member)
+    coding_agent = placement.coding_agent
+    from cafleet.assets.guard import require_assets
+
+    require_assets(conn, agents=[coding_agent])
+    agent = validate_agent_options(
+        coding_agent, model=model, effort=effort, model_flag="--model", effort_flag="--effort"
+    )
+    plan = spawn_plan(agent, template, model, effort, profile)
+    where = _where(conn, fleet, director)
+    role: Literal["monitor"] | None = "monitor" if member.kind == "monitor" else None
+    spawn = broker.get_spawn(conn, member.member_id)
+    spec = None if spawn is None else spawn.worktree
+    job = _Spawn(fleet, director, *where[:3], plan, coding_agent, role, profile, where[3])
+
+    def make() -> WorktreePlan:
+        from cafleet.workflows.worktrees import resume
+
+        assert spec is not None
+        return resume(spec)
+
+    created = _start(
+        conn, settings, member, job, window, None if spec is None else make, adopt=True
+    )
+    return dataclasses.replace(created, finished=True)
+
+
+def finish_pending(
+    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+) -> Created:
+    """`member respawn` of a member whose placement is pending: `finish` its create when that
+    was interrupted; one still running is waited for (up to the pane-lock timeout) and then
+    refused, the member having its pane."""
+    from cafleet.workflows import halfmade
+
+    refuse_elsewhere(conn, member)  # its create runs, or was interrupted, on another host
+    with halfmade.claimed(conn, settings, member, wait=True) as left:
+        if left is None:
+            fresh = active_member(conn, member.member_id)
+            pane = fresh.placement.mux_pane_id if fresh.placement is not None else None
+            raise WorkflowError(
+                f"member {member.member_id}'s 'cafleet member create' finished meanwhile "
+                f"(pane {pane or '-'}); nothing to respawn"
+            )
+        return finish(conn, settings, left.member, window=window)
+
+
+def recorded_spawn(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
+    """(template, model, effort, permission profile) the member was spawned with; a member
+    recorded before profiles existed keeps what it ran with then (`readonly`)."""
+    from cafleet import broker
+    from cafleet.agents.permissions import LEGACY_PROFILE
+
+    spec = broker.get_spawn(conn, member.member_id)
+    if spec is None and member.kind != "monitor":
+        raise WorkflowError(
+            f"member {member.member_id} has no recorded spawn prompt (it was created before "
+            "cafleet kept them); delete it and create a new member"
+        )
+    template = spec.prompt if spec is not None else None
+    if template is None:  # spawned with the bundled prompt of its kind
+        template = _default_template("monitor" if member.kind == "monitor" else None)
+    profile = spec.permissions if spec is not None and spec.permissions else LEGACY_PROFILE
+    return template, spec.model if spec else None, spec.effort if spec else None, profile
+
+
+def _where(
+    conn: Connection, fleet: Fleet, director: Member
+) -> tuple[TmuxBackend, Placement, list[str], bool]:
+    """Step 6: tmux, the pane to split from, the fleet's overflow windows there, and whether it
+    is on another host than the Director's."""
+    from cafleet import broker
+
+    backend, director_placement = _split_source(fleet.fleet_id, director)
+    # Away from the Director's host: the pane goes next to this command's own pane.
+    assert director.placement is not None  # `_split_source` checked it
+    away = director_placement.host_id != director.placement.host_id
+    overflow = placing.fleet_windows(
+        placing.on_host_of(
+            broker.placed_members(conn, fleet.fleet_id),
+            director.placement.host_id,
+            director_placement,
+        ),
+        director_placement,
+    )
+    return backend, director_placement, overflow, away
+
+
+def _start(
+    conn: Connection,
+    settings: Settings,
+    member: Member,
+    job: _Spawn,
+    window: WindowMode,
+    make: Callable[[], WorktreePlan] | None,
+    *,
+    adopt: bool = False,
+) -> Created:
+    """Steps 7b to 10 for a registered member with a pending placement: its worktree
+    (``make``), the agent's pane (with ``adopt``, the one an interrupted create already spawned
+    for this placement, when there is one), the patch. A failure deregisters it and undoes the
+    worktree."""
+    from cafleet import signals
+    from cafleet.workflows import halfmade
+
+    pending = member.placement
+    assert pending is not None
+    undo = _Undo(conn, member.member_id, job.backend)
+    tree: WorktreePlan | None = None
+    if make is not None:
         try:
-            worktrees.make(tree)
+            tree = make()
         except WorkflowError as exc:
             cleanup = Cleanup()
             undo.deregister(cleanup)
@@ -254,49 +432,60 @@ def create(
         undo.deregister(cleanup)
         fail_with_cleanup(None, cleanup)
 
-    # 8. Render and spawn.
-    from cafleet.agents.prompt import render_template
+    spawned = halfmade.orphan_pane(job.backend, pending) if adopt else None
+    if spawned is None:
+        # 8. Render and spawn.
+        from cafleet.agents.prompt import render_template
 
-    rendered = render_template(
-        plan.template,
-        fleet_id=fleet_id,
-        member_id=member.member_id,
-        director_member_id=director.member_id,
-        coding_agent=coding_agent,
-    )
-    argv = plan.argv(rendered, display_name=name, monitor=role == "monitor", db_dir=settings.db_dir)
-    spawned = spawn_member_pane(
-        backend,
-        settings,
-        director_placement=director_placement,
-        overflow=overflow,
-        window=window,
-        window_name=placing.window_name(fleet_id, fleet.name),
-        argv=argv,
-        coding_agent=coding_agent,
-        on_failure=undo.deregister,
-        cwd=None if tree is None else worktrees.cwd_of(tree.spec),
-        member_id=member.member_id,
-    )
+        rendered = render_template(
+            job.plan.template,
+            fleet_id=member.fleet_id,
+            member_id=member.member_id,
+            director_member_id=job.director.member_id,
+            coding_agent=job.coding_agent,
+        )
+        argv = job.plan.argv(
+            rendered,
+            display_name=member.name,
+            monitor=job.role == "monitor",
+            db_dir=settings.db_dir,
+        )
+        from cafleet.workflows import worktrees
+
+        spawned = spawn_member_pane(
+            job.backend,
+            settings,
+            director_placement=job.director_placement,
+            overflow=job.overflow,
+            window=window,
+            window_name=placing.window_name(member.fleet_id, job.fleet.name),
+            argv=argv,
+            coding_agent=job.coding_agent,
+            on_failure=undo.deregister,
+            cwd=None if tree is None else worktrees.cwd_of(tree.spec),
+            # Names the pane as this placement's, should this command die before the patch.
+            member_id=member.member_id,
+            extra_env={halfmade.PLACEMENT_VARIABLE: halfmade.placement_token(pending)},
+        )
     undo.pane_id = spawned.pane_id
 
     # Safe point after the spawn, before the patch.
     if signals.stop_requested():
         undo.kill_and_deregister(None)
 
-    placement = _patch_pane(conn, settings, undo, director_placement, spawned)  # 9.
+    placement = _patch_pane(conn, settings, undo, job.director_placement, spawned)  # 9.
     member = dataclasses.replace(member, placement=placement)
     created = Created(
         member=member,
-        coding_agent=coding_agent,
+        coding_agent=job.coding_agent,
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
-        permissions=profile,
+        permissions=job.profile,
     )
-    if away:
+    if job.away:
         # 10. Placed on this host, away from the Director's: this host's delivery loop types
         # its lines, started on demand (docs/runtime.md §10.4).
-        created = _with_host_loop(conn, created, director_placement.host_id)
+        created = _with_host_loop(conn, created, job.director_placement.host_id)
     return created
 
 
@@ -533,11 +722,19 @@ def delete(
 ) -> Deleted:
     """Deregister a member and kill its pane unless another active member shares it
     (docs/cli.md §2.10); the root Director cannot be deleted. Then its worktree, if it has one,
-    is removed when clean, or always with ``discard_worktree`` (docs/worktrees.md)."""
-    deleted = _delete(conn, settings, member_id)
-    from cafleet.broker import get_spawn
+    is removed when clean, or always with ``discard_worktree`` (docs/worktrees.md). A member left
+    half-made by an interrupted create loses the pane that create spawned too; a deregistered
+    member whose worktree is still there (an interrupted delete, or one kept) gets it retired
+    again."""
+    from cafleet import broker
+    from cafleet.workflows import halfmade
 
-    spawn = get_spawn(conn, member_id)
+    member = broker.get_member(conn, member_id)
+    if not member.is_active:
+        return _retire_again(conn, member, discard_worktree)
+    with halfmade.claimed(conn, settings, member, wait=False) as left:
+        deleted = _delete(conn, settings, member_id, half_made=left is not None)
+    spawn = broker.get_spawn(conn, member_id)
     if spawn is None or spawn.worktree is None:
         return deleted
     from cafleet.workflows.worktrees import retire
@@ -549,8 +746,26 @@ def delete(
     return dataclasses.replace(deleted, worktree=retired)
 
 
-def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
-    """The deregistration and the pane kill of `delete`."""
+def _retire_again(conn: Connection, member: Member, discard: bool) -> Deleted:
+    """`member delete` of a deregistered member: its worktree, when it is left behind, is
+    retired as the delete would have; else `member <id> is deregistered`."""
+    from cafleet.broker.errors import MemberDeregistered
+    from cafleet.workflows.leftovers import left_behind
+
+    mine = [r for r in left_behind(conn, member.fleet_id) if r.member_id == member.member_id]
+    if not mine:
+        raise MemberDeregistered(member.member_id)
+    from cafleet.workflows.worktrees import retire
+
+    retired = retire(member.member_id, mine[0].spec, discard=discard)
+    return Deleted(member.member_id, None, "deregistered", None, retired)
+
+
+def _delete(
+    conn: Connection, settings: Settings, member_id: int, *, half_made: bool = False
+) -> Deleted:
+    """The deregistration and the pane kill of `delete`; ``half_made``: the pane the
+    interrupted create of this pending member spawned is killed first."""
     from cafleet import broker, signals
     from cafleet.broker.errors import CannotDeregisterRootDirector
 
@@ -561,7 +776,14 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
     placement = member.placement
     if placement is None or placement.mux_pane_id is None:
         signals.check()
+        orphan = None
+        if half_made and placement is not None:
+            from cafleet.workflows.halfmade import kill_orphan
+
+            orphan = kill_orphan(placement)
         broker.deregister_member(conn, member_id=member_id)
+        if orphan is not None:
+            return Deleted(member_id, orphan, "killed", None)
         status: PaneStatus = "no_placement" if placement is None else "pending"
         return Deleted(member_id, None, status, None)
 
@@ -597,8 +819,10 @@ def _delete(conn: Connection, settings: Settings, member_id: int) -> Deleted:
             elif not_ours is not None:
                 raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
             else:
-                try:
-                    killed = backend.kill_pane(pane_id, ignore_missing=True)
+                from cafleet.workflows.reaping import kill_pane_and_leftovers
+
+                try:  # and everything its agent started (docs/runtime.md §1.10)
+                    killed = kill_pane_and_leftovers(backend, pane_id, placement)
                 except MultiplexerError as exc:
                     raise WorkflowError(
                         MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
@@ -674,6 +898,9 @@ def prompt(conn: Connection, settings: Settings, member_id: int, text: str) -> P
 
     require_assets(conn, member_id=member_id)
     member = active_member(conn, member_id)
+    from cafleet.workflows.halfmade import refuse
+
+    refuse(conn, member)  # its create was interrupted: say so, and how to finish it
     placement = concrete_placement(member, "nothing to prompt")
     _refuse_director(conn, member)
     refuse_elsewhere(conn, member)
@@ -694,6 +921,9 @@ def ping(conn: Connection, settings: Settings, member_id: int) -> Pinged:
     placement = _placed(member)
     _refuse_director(conn, member)
     if placement.mux_pane_id is None:
+        from cafleet.workflows.halfmade import refuse
+
+        refuse(conn, member)  # its create was interrupted: say so, and how to finish it
         return Pinged(member, None, True, "pending_placement")
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id

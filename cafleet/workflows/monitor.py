@@ -171,10 +171,10 @@ def stop(conn: Connection, fleet_id: int, *, timeout: float | None = None) -> St
 
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound
     hold = monitor_hold_path(conn.info["cafleet.path"], fleet_id)
-    with open(hold, "w", encoding="utf-8") as fh:
-        from cafleet.db.timefmt import now_ts
+    from cafleet.db.timefmt import now_ts
+    from cafleet.files import write_private
 
-        fh.write(f"{now_ts()} pid {os.getpid()}\n")
+    write_private(hold, f"{now_ts()} pid {os.getpid()}\n")
     row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
     pid = None if row is None else row.pid
     if pid is None or not pid_alive(pid) or not _is_our_loop(pid, fleet_id):

@@ -132,6 +132,9 @@ def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool =
     reused elsewhere: docs/runtime.md §1.8), the capture call failing.
     """
     member = active_member(conn, member_id)
+    from cafleet.workflows.halfmade import refuse
+
+    refuse(conn, member)  # its create was interrupted: say so, and how to finish it
     placement = concrete_placement(member, "nothing to capture")
     refuse_elsewhere(conn, member)
     pane_id = placement.mux_pane_id

@@ -55,7 +55,7 @@ MONITOR_DISPLAY_NAME = "monitor"
 @dataclass(frozen=True, slots=True)
 class Respawned:
     member: Member  # with its new placement
-    previous_pane_id: str
+    previous_pane_id: str | None  # None: a half-made member's create was finished
     pane_id: str
     resumed_session: str | None = None  # the agent session continued (`--resume`)
     # Re-created on a host other than its root Director's (docs/runtime.md §10.3): this host's
@@ -104,22 +104,9 @@ class Adopted:
 
 def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
     """One pane lock, waiting up to the pane-lock timeout (a timeout is the lock message)."""
-    from cafleet import signals
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
+    from cafleet.workflows.locking import wait_for_lock
 
-    try:
-        return acquire_pane_lock(
-            settings.db_dir,
-            key,
-            timeout=settings.pane_lock_timeout,
-            purpose=purpose,
-            keep_waiting=signals.keep_waiting,
-        )
-    except PaneLockAbandoned:
-        signals.check()
-        raise
-    except PaneLockTimeout:
-        raise WorkflowError(lock_busy_message(member_id)) from None
+    return wait_for_lock(settings, key, purpose, lambda _exc: lock_busy_message(member_id))
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> Any:
@@ -132,27 +119,6 @@ def _live_fleet(conn: Connection, fleet_id: int) -> Any:
 
 
 # --- respawn -------------------------------------------------------------------------------------
-
-
-def _spawn_template(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
-    """(template, model, effort, permission profile) the member was spawned with; a member
-    recorded before profiles existed keeps what it ran with then (`readonly`)."""
-    from cafleet import broker
-    from cafleet.agents.permissions import LEGACY_PROFILE
-
-    spec = broker.get_spawn(conn, member.member_id)
-    if spec is None and member.kind != "monitor":
-        raise WorkflowError(
-            f"member {member.member_id} has no recorded spawn prompt (it was created before "
-            "cafleet kept them); delete it and create a new member"
-        )
-    template = spec.prompt if spec is not None else None
-    if template is None:  # spawned with the bundled prompt of its kind
-        from cafleet.workflows.members import _default_template
-
-        template = _default_template("monitor" if member.kind == "monitor" else None)
-    profile = spec.permissions if spec is not None and spec.permissions else LEGACY_PROFILE
-    return template, spec.model if spec else None, spec.effort if spec else None, profile
 
 
 def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
@@ -266,6 +232,11 @@ def respawn_locked(
             f"member {member_id} is the root Director of fleet {fleet.fleet_id}; run "
             f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
         )
+    if member.placement is not None and member.placement.mux_pane_id is None:
+        from cafleet.workflows.members import finish_pending  # its create was interrupted
+
+        made = finish_pending(conn, settings, member, window=window)
+        return Respawned(made.member, None, made.pane_id, None, *made.host_loop)
     placement = concrete_placement(member, "nothing to respawn")
     from cafleet.workflows.panes import refuse_elsewhere
 
@@ -279,7 +250,9 @@ def respawn_locked(
             f"the root Director of fleet {fleet.fleet_id} has no pane to split from"
         )
 
-    template, model, effort, permissions = _spawn_template(conn, member)
+    from cafleet.workflows.members import recorded_spawn
+
+    template, model, effort, permissions = recorded_spawn(conn, member)
     cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
     from cafleet.assets.guard import require_assets

@@ -4,21 +4,27 @@
 Read from a `FleetReport` (no further query, no tmux call): the root Director's pane gone (the
 loop cannot run: `fleet adopt`), the loop not live (`monitor start`), no active monitor member
 (`member create --role monitor`), a host's delivery loop not live in a fleet across machines
-(`monitor host start` on that host), a monitor's or member's pane gone (`member respawn`).
+(`monitor host start` on that host), a monitor's or member's pane gone (`member respawn`), a
+member left half-made by an interrupted create (`member respawn`), a worktree a deleted member
+left behind (`worktree remove`). The last two are the fleet report's own reads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from cafleet.records import RecordedWorktree
     from cafleet.workflows.supervision import FleetReport
 
 MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` registers
 
 
 class Problem(NamedTuple):
-    kind: str  # director_gone | loop | no_monitor | host_loop | pane_gone
+    kind: (
+        str  # director_gone | loop | no_monitor | host_loop | pane_gone | half_made | worktree_left
+    )
     text: str  # what is wrong
     fix: str  # the command that fixes it
     where: str = ""  # where to run it, or the alternative, appended after the command
@@ -33,10 +39,11 @@ class Problem(NamedTuple):
 
 
 def fleet_problems(report: FleetReport) -> list[Problem]:
-    """Every problem of a live fleet, most fundamental first; none for a deleted fleet."""
+    """Every problem of a live fleet, most fundamental first; a deleted fleet's are only the
+    worktrees its members left behind."""
     summary = report.summary
     if summary.deleted_at is not None:
-        return []
+        return _left_trees(report)
     fleet_id = summary.fleet_id
     members = {e.member.member_id: e.member for e in report.roster}
     panes = report.panes.panes
@@ -100,7 +107,28 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
             text = f"member {member_id} ({member.name}) lost its pane {pane.pane_id}"
             where = f" (or remove it: 'cafleet member delete {member_id}')"
         problems.append(Problem("pane_gone", text, f"cafleet member respawn {member_id}", where))
-    return problems
+    for left in report.half_made:
+        problems.append(Problem("half_made", left.text, left.fix, left.alternative))
+    return problems + _left_trees(report)
 
 
-__all__ = ["MONITOR_DESCRIPTION", "Problem", "fleet_problems"]
+def _left_trees(report: FleetReport) -> list[Problem]:
+    return left_tree_problems(report.left_trees)
+
+
+def left_tree_problems(left: Iterable[RecordedWorktree]) -> list[Problem]:
+    """A deregistered member's worktree still on disk: kept because it held work, or never
+    reached by an interrupted delete (docs/worktrees.md §3)."""
+    return [
+        Problem(
+            "worktree_left",
+            f"the worktree {rec.spec.path} (branch {rec.spec.branch}) of deleted member "
+            f"{rec.member_id} ({rec.member_name}) is still there",
+            f"cafleet worktree remove {rec.spec.path}",
+            " (add --discard to drop its changes)",
+        )
+        for rec in left
+    ]
+
+
+__all__ = ["MONITOR_DESCRIPTION", "Problem", "fleet_problems", "left_tree_problems"]

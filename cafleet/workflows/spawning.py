@@ -7,7 +7,7 @@ and the broker are imported inside the functions.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -249,12 +249,14 @@ def spawn_member_pane(
     on_failure: Callable[[Cleanup], None] = lambda cleanup: None,
     cwd: str | None = None,
     member_id: int | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> PaneContext:
     """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there, its
     environment marking it ``member_id``'s (`member_marker`). A tmux failure fails the command
     with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is named, then `on_failure`
     adds the caller's own cleanup (`member create` deregisters). The agent starts in ``cwd``
-    (the member's worktree), else in this process's directory."""
+    (the member's worktree), else in this process's directory; ``extra_env`` joins its
+    environment."""
     from cafleet.mux import MultiplexerError
     from cafleet.workflows import placing
 
@@ -274,7 +276,7 @@ def spawn_member_pane(
             window_name=window_name,
             argv=argv,
             cwd=cwd or os.getcwd(),
-            env=marked_env(settings, coding_agent, member_id),
+            env={**marked_env(settings, coding_agent, member_id), **(extra_env or {})},
         )
     except MultiplexerError as exc:
         cleanup = Cleanup()

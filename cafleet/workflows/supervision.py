@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer, PaneState
-    from cafleet.records import FleetSummary, Member, MonitorRuntime, Placement, RosterEntry
+    from cafleet.records import (
+        FleetSummary,
+        Member,
+        MonitorRuntime,
+        Placement,
+        RecordedWorktree,
+        RosterEntry,
+    )
+    from cafleet.workflows.halfmade import HalfMade
 
 LoopState = Literal["live", "stale", "stopped", "never"]
 WAITING_TEXT = "waiting (permission)"
@@ -477,6 +485,10 @@ class FleetReport(NamedTuple):
     loop: LoopStatus
     panes: PaneCheck
     hosts: HostsReport | None = None  # None: not asked (a soft-deleted fleet)
+    # Pending members whose `member create` was interrupted (`cafleet.workflows.halfmade`).
+    half_made: tuple[HalfMade, ...] = ()
+    # Its deregistered members' worktrees still on disk (`cafleet.workflows.leftovers`).
+    left_trees: tuple[RecordedWorktree, ...] = ()
 
 
 def fleet_report(
@@ -487,9 +499,10 @@ def fleet_report(
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
 ) -> FleetReport:
-    """The fleet's summary, active roster, loop and panes. `FleetNotFound` for an unknown id;
-    a soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member
-    list` refuses)."""
+    """The fleet's summary, active roster, loop and panes, its half-made members and the
+    worktrees its deleted members left behind. `FleetNotFound` for an unknown id; a
+    soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member list`
+    refuses)."""
     from cafleet import broker
 
     summary = broker.fleet_summary(conn, fleet_id)
@@ -500,11 +513,20 @@ def fleet_report(
     director_host = hosts.member_host.get(summary.director_member_id or 0)
     remote = director_host is not None and hosts.here is not None and director_host != hosts.here
     loop = loop_status(conn, fleet_id, remote=remote)
+    if summary.deleted_at is not None:  # its delete stopped the loop and dropped its row
+        loop = loop._replace(state="stopped")
     hosts = hosts.with_loop(loop)
     panes = check_panes(
         [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()
     )
-    return FleetReport(summary, roster, loop, panes, hosts)
+    from cafleet.config import db_dir_of
+    from cafleet.workflows.halfmade import half_made
+    from cafleet.workflows.leftovers import left_behind
+
+    db_dir = db_dir_of(conn.info["cafleet.path"])
+    broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
+    left = tuple(left_behind(conn, fleet_id))
+    return FleetReport(summary, roster, loop, panes, hosts, broken, left)
 
 
 __all__ = [

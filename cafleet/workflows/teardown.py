@@ -16,7 +16,7 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -157,33 +157,33 @@ def _backend(fleet_id: int, name: str) -> Any:
         raise WorkflowError(msg_cannot_kill(fleet_id, str(exc))) from exc
 
 
-def _processes(backend: Any, panes: Sequence[str]) -> set[Proc]:
-    """The running processes of ``panes``, found before they are killed."""
-    from cafleet.procs import pane_processes
-
-    socket_path = getattr(backend, "socket_path", None)
-    if not socket_path:
-        return set()
-    pids = {pane: pid for pane, pid in backend.pane_pids().items() if pane in set(panes)}
-    found: set[Proc] = set()
-    for procs in pane_processes(socket_path, pids).values():
-        found |= procs
-    return found
-
-
-def _kill_panes(backends: dict[str, Any], keys: Sequence[PaneKey]) -> dict[PaneKey, bool]:
+def _kill_panes(
+    backends: dict[str, Any],
+    keys: Sequence[PaneKey],
+    placements: Mapping[PaneKey, Placement] | None = None,
+) -> dict[PaneKey, bool]:
     """Kill each pane (True: killed, False: already gone), then make sure every process that
-    ran in them has ended. A failing kill ends the processes of the panes killed so far and
-    raises `kill-pane failed for pane …`."""
+    ran in them has ended, found beforehand (`reaping.pane_leftovers`; a pane already gone is
+    searched when ``placements`` shows it was made on the running server). A failing kill
+    ends the processes of the panes killed so far and raises `kill-pane failed for pane …`."""
     from cafleet.mux import MultiplexerError
     from cafleet.procs import end_processes
+    from cafleet.workflows.reaping import made_on_this_server, pane_leftovers
 
+    known = placements or {}
     procs: set[Proc] = set()
     outcome: dict[PaneKey, bool] = {}
     try:
         for name in sorted({k[0] for k in keys}):
+            backend = backends[name]
+            mine = {k[2]: known.get(k) for k in keys if k[0] == name}
+
+            def searchable(pane: str, backend: Any = backend, mine: Any = mine) -> bool:
+                placement = mine.get(pane)
+                return placement is not None and made_on_this_server(backend, placement)
+
             try:
-                procs |= _processes(backends[name], [k[2] for k in keys if k[0] == name])
+                procs |= pane_leftovers(backend, list(mine), searchable)
             except MultiplexerError as exc:
                 first = next(k for k in keys if k[0] == name)
                 raise WorkflowError(MSG_KILL_FAILED.format(pane_id=first[2], detail=exc)) from exc
@@ -273,16 +273,56 @@ def delete(
 ) -> Deleted:
     """Tear a fleet down (docs/cli.md §2.6); see the module docstring for the order. Last, each
     deregistered member's worktree is retired (docs/worktrees.md): removed when clean, or with
-    ``discard_worktree``; kept while its pane still runs."""
-    from cafleet.broker import fleet_worktrees
+    ``discard_worktree``; kept while its pane still runs. A fleet already deleted is refused
+    (`fleet <id> is deleted`), not reported as a delete of nobody."""
+    from cafleet.broker import fleet_worktrees, get_fleet
+    from cafleet.broker.errors import FleetDeleted
 
+    if get_fleet(conn, fleet_id).deleted_at is not None:
+        raise FleetDeleted(fleet_id)
     trees = fleet_worktrees(conn, fleet_id)  # the active members' (none once deleted)
+    broken = [] if keep_panes else _half_made(conn, settings, fleet_id)
     deleted = _delete(conn, settings, fleet_id, keep_panes=keep_panes)
+    if broken:
+        deleted = _kill_orphans(deleted, broken)
     if not trees:
         return deleted
     return dataclasses.replace(
         deleted, worktrees=_retire(deleted.panes, trees, keep_panes, discard_worktree)
     )
+
+
+def _half_made(conn: Connection, settings: Settings, fleet_id: int) -> list[Member]:
+    """The live fleet's members left half-made by an interrupted `member create`: the pane that
+    create may have spawned is recorded nowhere, so `_delete` cannot kill it."""
+    from cafleet import broker
+    from cafleet.workflows.halfmade import half_made
+
+    if broker.get_fleet(conn, fleet_id).deleted_at is not None:
+        return []
+    members = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
+    return [left.member for left in half_made(conn, settings.db_dir, members)]
+
+
+def _kill_orphans(deleted: Deleted, members: Sequence[Member]) -> Deleted:
+    """Kill each half-made member's spawned pane, found by its environment, and report it
+    `killed` instead of `pending`."""
+    from cafleet.workflows.halfmade import kill_orphan
+
+    killed: dict[int, str] = {}
+    for member in members:
+        assert member.placement is not None
+        with contextlib.suppress(WorkflowError):  # a kill that fails leaves it `pending`
+            pane = kill_orphan(member.placement)
+            if pane is not None:
+                killed[member.member_id] = pane
+    rows = tuple(
+        dataclasses.replace(r, pane_id=killed[r.member_id], status="killed")
+        if r.member_id in killed and r.status == "pending"
+        else r
+        for r in deleted.panes
+    )
+    return dataclasses.replace(deleted, panes=rows)
 
 
 def _retire(
@@ -356,6 +396,11 @@ def _delete(
                 killed = _kill_panes(
                     backends,
                     sorted(set(plan.kill) - reused, key=lambda k: plan.kill[k][0]),
+                    {
+                        m.placement.pane_key: m.placement
+                        for m in members
+                        if m.placement is not None and m.placement.pane_key is not None
+                    },
                 )
                 killed.update(dict.fromkeys(reused, False))
                 for key, indexes in plan.kill.items():

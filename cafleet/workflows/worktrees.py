@@ -134,6 +134,7 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
     """Check everything `make` needs; raise `WorkflowError` (exit 1) or a usage error (exit 2,
     an invalid `--branch`) and write nothing."""
     from cafleet import git
+    from cafleet.text import sanitize_single_line
 
     directory = directory or os.getcwd()
     try:
@@ -151,8 +152,11 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
         else:
             found = git.resolve_commit(top, request.base)
             if found is None:
-                raise WorkflowError(f"--base '{request.base}' names no commit in {top}")
-            commit, base = found, request.base
+                shown = sanitize_single_line(request.base)
+                raise WorkflowError(f"--base '{shown}' names no commit in {top}")
+            # A relative base (`HEAD~1`) is fixed to its commit now: read again later, from the
+            # member's worktree, it would name another commit (and miscount what is ahead).
+            commit, base = found, git.stable_name(top, request.base) or found
         if commit == head:
             changed = git.changed_paths(top, untracked="no")
             if changed:
@@ -162,10 +166,10 @@ def plan(fleet_id: int, member_name: str, request: Request, directory: str | Non
                     f"{changed[0]}) that the member's worktree would not contain; commit or "
                     "stash them first"
                 )
-        branch = request.branch or default_branch(fleet_id, member_name)
+        branch = default_branch(fleet_id, member_name) if request.branch is None else request.branch
         if not git.branch_name_ok(top, branch):
             if request.branch is not None:
-                usage(f"--branch '{branch}' is not a valid branch name")
+                usage(f"--branch '{sanitize_single_line(branch)}' is not a valid branch name")
             raise WorkflowError(f"cannot make a branch name from '{member_name}'; pass --branch")
         if git.branch_exists(top, branch):
             raise WorkflowError(
@@ -263,6 +267,47 @@ def undo(p: Plan) -> list[str]:
     return []
 
 
+def top_of(spec: WorktreeSpec) -> str:
+    """The checkout the worktree was added from (`<top>/.cafleet/worktrees/<dir>`)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(spec.path)))
+
+
+def resume(spec: WorktreeSpec) -> Plan:
+    """The worktree an interrupted `member create` recorded, made again where it is gone (on
+    its branch when that exists, else a new branch from the base), the `CAFLEET_WORKTREE_COPY`
+    files copied where missing: the plan `undo` takes, at the commit it holds now."""
+    from cafleet import git
+
+    top = top_of(spec)
+    try:
+        checkout = git.checkout_of(top)
+        if checkout is None:
+            raise WorkflowError(_not_a_repository(top))
+        copies = _copies(top, copy_patterns())
+        there = os.path.isdir(spec.path)
+        tip = git.resolve_commit(
+            spec.path if there else top, "HEAD" if there else f"refs/heads/{spec.branch}"
+        )
+        commit = tip or git.resolve_commit(top, spec.base)
+        if commit is None:
+            raise WorkflowError(f"--base '{spec.base}' names no commit in {top}")
+        p = Plan(top, spec.path, spec.branch, spec.base, commit, spec.subdir,
+                 checkout.exclude_path, copies)  # fmt: skip
+        if there:
+            for rel in p.copies:
+                _copy(p.top, p.path, rel)
+        elif tip is None:
+            make(p)
+        else:
+            _exclude(p.exclude_path)
+            git.add_worktree_on(top, spec.path, spec.branch)
+            for rel in p.copies:
+                _copy(p.top, p.path, rel)
+    except (OSError, git.GitError) as exc:
+        raise WorkflowError(f"git worktree add failed: {exc}") from None
+    return p
+
+
 def cwd_of(spec: WorktreeSpec) -> str:
     """Where the member starts: the spawn directory's place in its worktree (the worktree's top
     when that directory no longer exists there)."""
@@ -305,11 +350,14 @@ class Report:
 
     def text(self) -> str:
         """`<branch> (<state>)`: `clean`, `dirty`, `<n> ahead` of the base, `gone`, `?`."""
+        return f"{self.spec.branch} ({self.state_text()})"
+
+    def state_text(self) -> str:
         s, spec = self.state, self.spec
         if not s.exists:
-            return f"{spec.branch} (worktree gone)"
+            return "worktree gone"
         if s.error is not None or s.dirty is None:
-            return f"{spec.branch} (?)"
+            return "?"
         parts = ["dirty" if s.dirty else "clean"]
         if s.ahead:
             parts.append(f"{s.ahead} ahead")
@@ -317,7 +365,7 @@ class Report:
             parts.append("ahead ?")
         if s.branch != spec.branch:
             parts.append(f"on {s.branch}" if s.branch else "detached")
-        return f"{spec.branch} ({', '.join(parts)})"
+        return ", ".join(parts)
 
 
 def reports(specs: dict[int, WorktreeSpec]) -> dict[int, Report]:
@@ -332,6 +380,7 @@ def reports(specs: dict[int, WorktreeSpec]) -> dict[int, Report]:
 # --- retire --------------------------------------------------------------------------------------
 
 RetireStatus = Literal["removed", "kept", "missing"]
+REMOVE_COMMAND = "cafleet worktree remove"
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +389,9 @@ class Retired:
     spec: WorktreeSpec
     status: RetireStatus
     reason: str | None = None  # "kept": why
+    branch_deleted: bool = False  # it had no commit beyond its base
+    branch_kept: str | None = None  # why the branch stays (None: not asked, or deleted)
+    discard_helps: bool = False  # "kept": `--discard` would remove it (its changes are lost)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -348,43 +400,103 @@ class Retired:
             "branch": self.spec.branch,
             "status": self.status,
             "reason": self.reason,
+            "branch_deleted": self.branch_deleted,
+            "next": self.next_step,
         }
+
+    @property
+    def next_step(self) -> str | None:
+        """The command that removes a kept worktree later (docs/worktrees.md §3)."""
+        return None if self.status != "kept" else f"{REMOVE_COMMAND} {self.spec.path}"
+
+    def _branch_text(self) -> str:
+        spec = self.spec
+        if self.branch_deleted:
+            return f"its branch {spec.branch} deleted: no commits beyond {spec.base}"
+        if self.branch_kept is not None:
+            return f"branch {spec.branch} kept: {self.branch_kept}"
+        return f"branch {spec.branch} kept"
 
     def text(self) -> str:
         spec = self.spec
         if self.status == "removed":
-            return f"removed {spec.path} (branch {spec.branch} kept)"
+            return f"removed {spec.path} ({self._branch_text()})"
         if self.status == "missing":
-            return f"{spec.path} was already gone (branch {spec.branch} kept)"
-        return f"kept {spec.path} (branch {spec.branch}): {self.reason}"
+            return f"{spec.path} was already gone ({self._branch_text()})"
+        discard = " (add --discard to drop its changes)" if self.discard_helps else ""
+        return (
+            f"kept {spec.path} (branch {spec.branch}): {self.reason}; remove it later with "
+            f"'{self.next_step}'{discard}"
+        )
+
+
+def _repo(spec: WorktreeSpec) -> str:
+    """A directory inside the checkout the worktree was added from, to run git in."""
+    repo = os.path.dirname(spec.path)  # `<top>/.cafleet/worktrees`
+    return repo if os.path.isdir(repo) else top_of(spec)
+
+
+def drop_branch(spec: WorktreeSpec) -> tuple[bool, str | None]:
+    """Delete the worktree's branch when it has no commit beyond its base and another ref holds
+    its commit (nothing is lost), unless a worktree has it checked out. (deleted, why kept)."""
+    from cafleet import git
+
+    repo = _repo(spec)
+    ref = f"refs/heads/{spec.branch}"
+    try:
+        tip = git.resolve_commit(repo, ref)
+        if tip is None:
+            return False, "it is gone"
+        base = git.resolve_commit(repo, spec.base)
+        if base is None:
+            return False, f"its base {spec.base} no longer names a commit"
+        beyond = git.commits_beyond(repo, base, tip)
+        if beyond:
+            return False, f"{beyond} {'commit' if beyond == 1 else 'commits'} beyond {spec.base}"
+        holder = git.checked_out(repo).get(ref)
+        if holder is not None:
+            return False, f"checked out in {holder}"
+        if not git.held_elsewhere(repo, tip, ref):
+            return False, "no other branch holds its commit"
+        git.drop_new_branch(repo, spec.branch, tip)
+    except git.GitError as exc:
+        return False, str(exc)
+    return True, None
 
 
 def retire(
     member_id: int, spec: WorktreeSpec, *, discard: bool, running: str | None = None
 ) -> Retired:
     """Remove the member's worktree when it is clean and its HEAD is on some branch, or always
-    with ``discard``; never delete its branch. ``running``: why an agent may still run in it
-    (its pane was not killed); it is then kept whatever ``discard`` says."""
+    with ``discard``, then its branch when it has no commit beyond its base (`drop_branch`).
+    ``running``: why an agent may still run in it (its pane was not killed); it is then kept
+    whatever ``discard`` says. A worktree already gone gets its branch dropped the same way (a
+    `member delete` interrupted between the two)."""
     from cafleet import git
 
     if not os.path.isdir(spec.path):
-        return Retired(member_id, spec, "missing")
+        dropped, why = drop_branch(spec)
+        return Retired(member_id, spec, "missing", None, dropped, why)
     if running is not None:
         return Retired(member_id, spec, "kept", running)
-    repo = os.path.dirname(spec.path)  # inside the checkout the worktree was added from
     try:
         if not discard:
             state = git.states([(spec.path, spec.base)])[0]
             if state.error is not None:
                 return Retired(member_id, spec, "kept", f"git cannot read it: {state.error}")
             if state.dirty:
-                return Retired(member_id, spec, "kept", "it has uncommitted changes")
+                return Retired(
+                    member_id, spec, "kept", "it has uncommitted changes", discard_helps=True
+                )
             if state.head is not None and not git.on_some_branch(spec.path, state.head):
-                return Retired(member_id, spec, "kept", "its HEAD commit is on no branch")
-        git.remove_worktree(repo, spec.path, force=discard)
+                return Retired(
+                    member_id, spec, "kept", "its HEAD commit is on no branch", discard_helps=True
+                )
+        git.remove_worktree(_repo(spec), spec.path, force=discard)
     except git.GitError as exc:
         return Retired(member_id, spec, "kept", str(exc))
-    return Retired(member_id, spec, "removed")
+    dropped, why = drop_branch(spec)
+    return Retired(member_id, spec, "removed", None, dropped, why)
 
 
 __all__ = [
@@ -396,6 +508,7 @@ __all__ = [
     "Retired",
     "copy_patterns",
     "cwd_of",
+    "drop_branch",
     "default_branch",
     "make",
     "plan",
@@ -403,6 +516,8 @@ __all__ = [
     "require_repository",
     "reports",
     "require_present",
+    "resume",
     "retire",
+    "top_of",
     "undo",
 ]

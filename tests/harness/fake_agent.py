@@ -12,7 +12,11 @@ the PYTHONPATH the test session sets.)
   since the previous CR (ESC included, CR excluded), written with one os.write (O_APPEND). Echoes
   ``got: <text>`` (ESC shown as ``^[``) and a new prompt.
 - Directives: lines of the argv (the rendered spawn prompt) starting with ``#fake ``:
-  ``run <command>``, ``auto-ack``, ``stall <s>``, ``exit-on <text>``, ``screen <options>``.
+  ``run <command>``, ``auto-ack``, ``stall <s>``, ``exit-on <text>``, ``screen <options>``,
+  ``daemon`` (at start, leave two sleepers as a real agent's helpers would: a child that ignores
+  SIGHUP and a double-forked ``setsid`` daemon outside the pane's process tree, both with the
+  pane's environment; logged as ``{"kind":"daemon","pids":[child, daemon]}``).
+- ``--version`` alone prints ``fake-<agent> 0.0.0`` and exits (what `cafleet doctor` asks).
 - Screen mode (opt-in: ``#fake screen <options>`` or ``CAFLEET_FAKE_SCREEN=<options>``, even
   empty): instead of the prompt above, the fake draws the real agent's screens (starting, ready,
   working, a permission prompt ...) and logs only submitted lines; see tests/harness/fake_screens.py.
@@ -61,6 +65,7 @@ class Fake:
         self.exit_on: list[str] = []
         self.stalled_until = 0.0
         self.screen: str | None = os.environ.get("CAFLEET_FAKE_SCREEN")
+        self.daemon = False
         self._parse_directives()
 
     # ------------------------------------------------------------------ output
@@ -99,6 +104,8 @@ class Fake:
                     self.exit_on.append(value)
                 elif word == "screen":
                     self.screen = value
+                elif word == "daemon":
+                    self.daemon = True
 
     # ------------------------------------------------------------------ commands
 
@@ -238,7 +245,23 @@ class Fake:
             }
         )
 
+    def leave_daemons(self) -> None:
+        """A SIGHUP-ignoring child and a double-forked setsid daemon (see the module doc)."""
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SLEEPER], stdin=subprocess.DEVNULL, close_fds=True
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", _DAEMONIZE],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+        )
+        daemon = int(proc.stdout.decode().strip())
+        self.record({"kind": "daemon", "pids": [child.pid, daemon]})
+
     def main(self) -> int:
+        if self.daemon:
+            self.leave_daemons()
         if self.screen is not None:
             self.start()
         restore = None
@@ -296,7 +319,33 @@ class Fake:
                     return 0
 
 
+_SLEEPER = "import signal, time\nsignal.signal(signal.SIGHUP, signal.SIG_IGN)\ntime.sleep(600)\n"
+# The classic daemon: fork, setsid, fork again; the grandchild prints its pid and sleeps with
+# stdio closed, reparented away from the pane's process tree.
+_DAEMONIZE = """
+import os, signal, sys, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.close(r)
+        os.write(w, str(os.getpid()).encode())
+        os.close(w)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        time.sleep(600)
+    os._exit(0)
+os.close(w)
+print(os.read(r, 64).decode())
+"""
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--version"]:
+        print(f"fake-{os.path.basename(sys.argv[0])} 0.0.0")
+        return 0
     return Fake().main()
 
 

@@ -360,12 +360,66 @@ class TmuxHarness:
 
     # ------------------------------------------------------------------ CLI
 
-    def _cli_env(self, env: Mapping[str, str] | None, unset: Sequence[str]) -> dict[str, str]:
+    def _cli_env(
+        self, env: Mapping[str, str] | None, unset: Sequence[str], args: Sequence[str] = ()
+    ) -> dict[str, str]:
         merged = dict(self.env)
         merged.update(env or {})
         for name in unset:
             merged.pop(name, None)
+        if "TMUX_PANE" not in (env or {}) and "TMUX_PANE" not in unset:
+            # One identity per pane (docs/cli.md §1.5): a message command runs where the member
+            # it acts as would run it, its own pane (none: a shell in no pane), not the
+            # Director's. A test that names TMUX_PANE itself gets exactly that.
+            member = self._acting_member(args)
+            if member is not None:
+                pane = self._own_pane(member)
+                if pane is None:
+                    merged.pop("TMUX_PANE", None)
+                else:
+                    merged["TMUX_PANE"] = pane
         return merged
+
+    def env_for(self, *args: str) -> dict[str, str]:
+        """The environment `cli` runs ``cafleet <args>`` with (for a test that starts it itself)."""
+        return self._cli_env(None, (), args)
+
+    def _acting_member(self, args: Sequence[str]) -> int | None:
+        """The member a `message` command acts as: the sender of send and broadcast, the inbox
+        owner of poll, wait and stream, the owner of the message ack takes."""
+        if len(args) < 3 or args[0] != "message":
+            return None
+        verb, rest = args[1], list(args[2:])
+        value: str | None = None
+        if verb in ("send", "broadcast"):
+            for i, arg in enumerate(rest):
+                if arg == "--from-member-id" and i + 1 < len(rest):
+                    value = rest[i + 1]
+                elif arg.startswith("--from-member-id="):
+                    value = arg.split("=", 1)[1]
+        elif verb in ("poll", "wait", "stream", "ack"):
+            value = next((arg for arg in rest if arg.isdigit()), None)
+        if value is None or not value.isdigit():
+            return None
+        if verb != "ack":
+            return int(value)
+        owner = self.sqlite("SELECT owner_member_id FROM messages WHERE message_id = ?", int(value))
+        return int(owner[0][0]) if owner else None
+
+    def _own_pane(self, member_id: int) -> str | None:
+        """The member's live pane on this server, if it has one."""
+        rows = self.sqlite(
+            "SELECT p.mux_pane_id, p.mux_socket FROM member_placements p JOIN members m "
+            "ON m.member_id = p.member_id WHERE p.member_id = ? AND m.status = 'active' "
+            "AND p.lost_at IS NULL",
+            member_id,
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        pane, socket = rows[0]
+        if socket is not None and os.path.realpath(socket) != os.path.realpath(self.socket_path):
+            return None
+        return str(pane)
 
     def cli(
         self,
@@ -376,10 +430,12 @@ class TmuxHarness:
         cwd: str | Path | None = None,
         timeout: float = 60,
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``python -m cafleet <args>`` with the CLI environment from the project dir."""
+        """Run ``python -m cafleet <args>`` with the CLI environment from the project dir. A
+        `message` command that acts as a member runs from that member's own pane (`_cli_env`)
+        unless ``env`` or ``unset`` names TMUX_PANE."""
         return subprocess.run(
             [sys.executable, "-m", "cafleet", *args],
-            env=self._cli_env(env, unset),
+            env=self._cli_env(env, unset, args),
             cwd=str(cwd or self.project_dir),
             input=input,
             stdin=None if input is not None else subprocess.DEVNULL,
@@ -404,7 +460,7 @@ class TmuxHarness:
         kwargs.setdefault("stderr", subprocess.PIPE)
         proc: subprocess.Popen[str] = subprocess.Popen(
             [sys.executable, "-m", "cafleet", *args],
-            env=self._cli_env(env, unset),
+            env=self._cli_env(env, unset, args),
             cwd=str(cwd or self.project_dir),
             text=True,
             encoding="utf-8",

@@ -24,7 +24,8 @@ request, following the installed ``cafleet`` skill (cafleet/data/skills/cafleet/
   prompt it sends ``ready`` to its Director; on a ``[cafleet msg N from …]`` line it runs
   ``cafleet message poll <me>``, then for every message the poll lists does the task its body
   names (`parse_task`: ``write <path>: <content>`` writes a file with the agent's write tool;
-  ``run: <command>`` runs a shell command), reports with ``cafleet message send`` and ACKs it
+  ``run: <command>`` runs a shell command; a body starting ``run the last line:`` runs its last
+  line exactly as the poll printed it), reports with ``cafleet message send`` and ACKs it
   with ``cafleet message ack <id>``; then ends its turn.
 - **director** (a prompt holding a ``FLEET PLAN`` block, `director_plan`): runs
   ``cafleet fleet create``, ``cafleet member create`` for each planned member, sends each its
@@ -56,8 +57,11 @@ MEMBER_ID_RX = re.compile(r"YOUR MEMBER ID: (\d+)")
 DIRECTOR_ID_RX = re.compile(r"DIRECTOR MEMBER ID: (\d+)")
 TRIGGER_RX = re.compile(r"\[cafleet msg (\d+) from [^\]]*\((\d+)\)\]")
 # A text envelope of `cafleet message poll` / `wait` (docs/cli.md §1.10): a header
-# `[<id> | from:<sender> | <timestamp>…]`, then the body up to a blank line.
-ENVELOPE_RX = re.compile(r"^\[(\d+) \| from:(\d+) \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M)
+# `[<id> | from:<name> (<sender id>) | <timestamp>…]` (a bare id when the name is not known),
+# then the body up to a blank line.
+ENVELOPE_RX = re.compile(
+    r"^\[(\d+) \| from:(?:[^\n]*? \()?(\d+)\)? \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M
+)
 PLAN_MARK = "FLEET PLAN"
 REPLY_PREFIX = "done"
 
@@ -129,9 +133,18 @@ class Task:
     steps: tuple[tuple[str, str, str], ...]  # ("write", path, content) | ("run", command, "")
 
 
+# A body whose first line is this asks to run its last line exactly as it reads (the way an
+# agent runs the command a long task ends with): a cut body runs whatever its cut line says.
+RUN_LAST_LINE = "run the last line:"
+
+
 def parse_task(body: str) -> Task:
     """``write <path>: <content>`` and ``run: <command>`` clauses, separated by `` ; `` or new
-    lines; anything else is not a task (an empty Task)."""
+    lines; or a body that starts with `RUN_LAST_LINE`, which runs its last line; anything else
+    is not a task (an empty Task)."""
+    lines = body.split("\n")
+    if len(lines) > 1 and lines[0].strip() == RUN_LAST_LINE:
+        return Task((("run", lines[-1], ""),))
     steps: list[tuple[str, str, str]] = []
     for raw in re.split(r"\s;\s|\n", body):
         clause = raw.strip()

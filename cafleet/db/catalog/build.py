@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Insert
-from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy import BigInteger, Insert, Integer, SmallInteger
+from sqlalchemy.dialects.postgresql.psycopg import PGCompiler_psycopg, PGDialect_psycopg
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine.interfaces import Dialect
@@ -69,9 +69,25 @@ class _SQLiteDialect(SQLiteDialect_pysqlite):
     paramstyle = "qmark"
 
 
+class _PGCompiler(PGCompiler_psycopg):
+    """An integer parameter is cast to BIGINT, not to its column's INTEGER: an id the column
+    cannot hold (above 2147483647, which SQLite's columns hold) then compares as no row, as on
+    SQLite, instead of failing the statement with `integer out of range`. Comparing an INTEGER
+    column with a BIGINT still uses the column's index (one btree operator family)."""
+
+    def render_bind_cast(self, type_: Any, dbapi_type: Any, sqltext: str) -> str:
+        if isinstance(dbapi_type, Integer) and not isinstance(
+            dbapi_type, BigInteger | SmallInteger
+        ):
+            return f"{sqltext}::BIGINT"
+        return str(super().render_bind_cast(type_, dbapi_type, sqltext))  # type: ignore[no-untyped-call]
+
+
 class _PGDialect(PGDialect_psycopg):
     """PostgreSQL through psycopg 3 (docs/storage.md §10.3): positional `%s` placeholders, which
     the runtime binds client-side (`psycopg.ClientCursor`)."""
+
+    statement_compiler = _PGCompiler
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(paramstyle="format", **kw)  # type: ignore[no-untyped-call]

@@ -28,7 +28,7 @@ from cafleet.db.pg.diagnosis import diagnose_in_tx
 from cafleet.db.pg.runtime import SETUP_LOCK_KEY, WRITER_LOCK_KEY, as_sqlite_error, first_line
 from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION, REVISIONS
 from cafleet.errors import CafleetError
-from cafleet.pgurl import connect_url
+from cafleet.pgurl import connect_url, redact
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -59,18 +59,29 @@ def sa_connection(path: str) -> Iterator[Connection]:
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    from cafleet.db.pg.runtime import CONNECT_TIMEOUT, LOCK_TIMEOUT
+    from cafleet.db.pg.runtime import CONNECT_TIMEOUT, LOCK_TIMEOUT, url_problem
 
-    engine = create_engine(
-        sqlalchemy_url(path),
-        poolclass=NullPool,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT, "application_name": "cafleet"},
-    )
+    url = connect_url(path)
+    problem = url_problem(url)  # libpq's reading first: its words, and the password hidden
+    if problem is not None:
+        raise sqlite3.OperationalError(problem)
+    try:
+        engine = create_engine(
+            sqlalchemy_url(path),
+            poolclass=NullPool,
+            connect_args={"connect_timeout": CONNECT_TIMEOUT, "application_name": "cafleet"},
+        )
+    except Exception:  # a URL libpq reads but SQLAlchemy does not; its words may quote the URL
+        raise sqlite3.OperationalError(
+            "malformed database URL (SQLAlchemy cannot read it)"
+        ) from None
     try:
         try:
             conn = engine.connect()
         except Exception as e:
-            raise sqlite3.OperationalError(first_line(getattr(e, "orig", None) or e)) from None
+            raise sqlite3.OperationalError(
+                redact(first_line(getattr(e, "orig", None) or e), url)
+            ) from None
         try:
             conn.exec_driver_sql(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
             conn.commit()

@@ -29,7 +29,7 @@ from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError, wr
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts
-from cafleet.pgurl import connect_url
+from cafleet.pgurl import connect_url, redact
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -47,6 +47,8 @@ SETUP_LOCK_KEY = APPLICATION_ID + 1
 CHANGES_CHANNEL = "cafleet_changes"  # NOTIFY'd by every committed write transaction
 LOCK_TIMEOUT = "5s"  # the writer lock's bound, as SQLite's busy_timeout / writer-lock wait
 CONNECT_TIMEOUT = 10  # seconds; an unreachable server fails instead of hanging
+# A loop's reconnect attempt (docs/storage.md §10.4): short, so a stop is seen between attempts.
+RECONNECT_TIMEOUT = 3
 
 _twins: dict[int, Compiled] | None = None
 _RECOVERABLE = "INSERT INTO members "
@@ -148,14 +150,29 @@ def as_sqlite_error(error: BaseException) -> BaseException:
     return sqlite3.DatabaseError(first_line(error))
 
 
+def lost_connection(conn: Connection) -> bool:
+    """The connection to the server is gone (closed, or broken by a failure)."""
+    return bool(conn.driver.closed or conn.driver.broken)
+
+
+def _as_error(conn: Connection | None, error: BaseException) -> BaseException:
+    """`as_sqlite_error`, or for a connection that the failure broke an error naming the
+    database (`P`, never the password): `lost the connection to <P>: <libpq's first line>`."""
+    if conn is not None and lost_connection(conn):
+        return sqlite3.OperationalError(
+            f"lost the connection to {conn.info.get('cafleet.path')}: {first_line(error)}"
+        )
+    return as_sqlite_error(error)
+
+
 @contextlib.contextmanager
-def _translated() -> Iterator[None]:
+def _translated(conn: Connection | None = None) -> Iterator[None]:
     import psycopg
 
     try:
         yield
     except psycopg.Error as e:
-        raise as_sqlite_error(e) from e
+        raise _as_error(conn, e) from e
 
 
 class Connection:
@@ -184,7 +201,7 @@ class Connection:
         # a savepoint, so the transaction stays usable.
         recover = sql.startswith(_RECOVERABLE)
         driver = self.driver
-        with _translated():
+        with _translated(self):
             if recover:
                 driver.execute("SAVEPOINT cafleet_insert")
             try:
@@ -220,7 +237,7 @@ class Connection:
         if params and "?" in sql and "%s" not in sql:
             sql = sql.replace("%", "%%").replace("?", "%s")
         if isinstance(params, list) and params and isinstance(params[0], tuple | list | dict):
-            with _translated(), self.driver.cursor() as cursor:
+            with _translated(self), self.driver.cursor() as cursor:
                 cursor.executemany(sql, params)
                 return Result([], None, cursor.rowcount)
         return self._run(sql, params)
@@ -257,7 +274,27 @@ def _session_options(url: str, lock_timeout: str) -> str | None:
     return f"{own} -c lock_timeout={lock_timeout} -c TimeZone=UTC".strip()
 
 
-def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Connection[Any]:
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name a server: libpq cannot read it (its words, every password of the
+    URL hidden), or a port is not a number; else None."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return MISSING_DRIVER
+    try:
+        params = conninfo_to_dict(url)
+    except Error as e:
+        return redact(first_line(e), url)
+    for port in str(params.get("port") or "").split(","):
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            return f"port '{redact(port, url)}' is not a number from 1 to 65535"
+    return None
+
+
+def connect_driver(
+    path: str, *, lock_timeout: str = LOCK_TIMEOUT, connect_timeout: int = CONNECT_TIMEOUT
+) -> psycopg.Connection[Any]:
     """A psycopg connection to database `P` (the password from CAFLEET_DATABASE_URL, PGPASSWORD
     or ~/.pgpass), autocommit, client-side binding, cafleet's session settings. Failures raise
     `sqlite3.OperationalError` with libpq's first line (it names the host, never the password).
@@ -273,11 +310,14 @@ def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Co
         raise sqlite3.OperationalError(MISSING_DRIVER) from None
 
     url = connect_url(path)
+    problem = url_problem(url)
+    if problem is not None:
+        raise sqlite3.OperationalError(problem)
     kwargs: dict[str, Any] = {
         "autocommit": True,
         "cursor_factory": psycopg.ClientCursor,
         "row_factory": _row_factory,
-        "connect_timeout": CONNECT_TIMEOUT,
+        "connect_timeout": connect_timeout,
         "application_name": "cafleet",
     }
     try:
@@ -293,7 +333,7 @@ def connect_driver(path: str, *, lock_timeout: str = LOCK_TIMEOUT) -> psycopg.Co
                 options = None
                 driver = psycopg.connect(url, **kwargs)
     except psycopg.Error as e:
-        raise sqlite3.OperationalError(first_line(e)) from None
+        raise sqlite3.OperationalError(redact(first_line(e), url)) from None
     if options is None or driver.info.parameter_status("TimeZone") != "UTC":
         try:
             with _translated():
@@ -309,6 +349,44 @@ def open_connection(path: str, *, purpose: str = "command") -> Connection:
         connect_driver(path),
         {"cafleet.path": path, "cafleet.purpose": purpose, "cafleet.companions_at_open": False},
     )
+
+
+def reconnect(conn: Connection, *, connect_timeout: int = RECONNECT_TIMEOUT) -> None:
+    """Give ``conn`` a new server session in place of a lost one (`lost_connection`), so every
+    holder of the object keeps working; its validation stands (the next schema re-check and
+    every write compare the ledger). A connection that listened for commits listens again, and
+    its counter moves on by one: commits made while it was away notified nobody. Raises
+    `sqlite3.OperationalError` while the server cannot be reached (the old connection kept)."""
+    driver = connect_driver(conn.info["cafleet.path"], connect_timeout=connect_timeout)
+    if "cafleet.data_version" in conn.info:
+        try:
+            with _translated():
+                driver.execute(f"LISTEN {CHANGES_CHANNEL}")
+        except BaseException:
+            driver.close()
+            raise
+        conn.info["cafleet.data_version"] += 1
+    old, conn.driver = conn.driver, driver
+    conn.info.pop("cafleet.begin", None)
+    with contextlib.suppress(Exception):
+        old.close()
+
+
+def backend_pid(conn: Connection) -> int | None:
+    """The server process of this session (libpq knows it: no round trip)."""
+    with contextlib.suppress(Exception):
+        return int(conn.driver.info.backend_pid) or None
+    return None
+
+
+def backend_alive(conn: Connection, pid: int) -> bool:
+    """Whether server process ``pid`` (an earlier session's) is still running: while it is,
+    a transaction it began may still commit."""
+    with read(conn):
+        rows = conn.exec_driver_sql(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND pid <> pg_backend_pid()", (pid,)
+        )
+        return bool(rows.all())
 
 
 def _ledger_check(rows: list[Any] | None, validated: str | None) -> None:
@@ -345,7 +423,7 @@ def _begin_write(conn: Connection, validated: bool) -> None:
 
     driver = conn.driver
     if not validated:
-        with _translated():
+        with _translated(conn):
             driver.execute(_BEGIN_WRITE)
         return
     rows: list[Any] | None
@@ -355,10 +433,10 @@ def _begin_write(conn: Connection, validated: bool) -> None:
         try:  # only the ledger read runs inside the savepoint
             driver.execute("ROLLBACK TO SAVEPOINT cafleet_ledger")
         except psycopg.Error:
-            raise as_sqlite_error(e) from e
+            raise _as_error(conn, e) from e
         rows = None
     else:
-        with _translated():
+        with _translated(conn):
             cursor.nextset()  # the lock's row
             cursor.nextset()  # SAVEPOINT
             cursor.nextset()  # the ledger
@@ -374,7 +452,7 @@ def read(conn: Connection) -> Iterator[Connection]:
     info["cafleet.begin"] = "read"
     driver = conn.driver
     try:
-        with _translated():
+        with _translated(conn):
             driver.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         try:
             yield conn
@@ -383,7 +461,7 @@ def read(conn: Connection) -> Iterator[Connection]:
                 driver.execute("ROLLBACK")
             raise
         else:
-            with _translated():
+            with _translated(conn):
                 driver.execute("COMMIT")
     finally:
         info.pop("cafleet.begin", None)
@@ -407,7 +485,7 @@ def write(conn: Connection) -> Iterator[Connection]:
             raise
         else:
             try:
-                with _translated():
+                with _translated(conn):
                     # Wakes every listener (`data_version`) when this commit lands; NOTIFY is
                     # transactional, so a rolled-back write wakes nobody.
                     driver.execute(_COMMIT_WRITE)
@@ -500,8 +578,10 @@ def write_one(
         cursor.close()
     except psycopg.Error as e:
         conn.rollback()  # (PostgreSQL rolled the implicit transaction back already)
-        translated = as_sqlite_error(e)
-        if isinstance(translated, DatabaseBusy):
+        translated = _as_error(conn, e)
+        # Busy, or the connection is gone (whether the batch committed is unknown: the
+        # caller asks), is not worth a second try through `write`.
+        if isinstance(translated, DatabaseBusy) or lost_connection(conn):
             raise translated from e
         return None
     except BaseException:
@@ -523,7 +603,7 @@ def data_version(conn: Connection) -> int:
     info = conn.info
     if conn.in_transaction():
         raise StorageUsageError("data_version read inside a transaction")
-    with _translated():
+    with _translated(conn):
         if "cafleet.data_version" not in info:
             conn.driver.execute(f"LISTEN {CHANGES_CHANNEL}")
             info["cafleet.data_version"] = 0
@@ -539,7 +619,7 @@ def wait_for_change(conn: Connection, seconds: float) -> bool:
     if "cafleet.data_version" not in info or seconds <= 0:
         return False
     arrived = False
-    with _translated():
+    with _translated(conn):
         for _notify in conn.driver.notifies(timeout=seconds, stop_after=1):
             info["cafleet.data_version"] += 1
             arrived = True
@@ -563,12 +643,16 @@ __all__ = [
     "Result",
     "Row",
     "as_sqlite_error",
+    "backend_alive",
+    "backend_pid",
     "close_connection",
     "connect_driver",
     "data_version",
     "first_line",
+    "lost_connection",
     "open_connection",
     "read",
+    "reconnect",
     "twin",
     "wait_for_change",
     "write",

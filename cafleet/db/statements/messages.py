@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import case, func, insert, null, select, update
 
-from cafleet.db.schema import members, messages
+from cafleet.db.schema import fleets, member_placements, members, messages
 from cafleet.db.statements import const, indexed_by, message_columns, param
 
 _INSERT_COLUMNS = [
@@ -21,6 +21,7 @@ _INSERT_COLUMNS = [
     "text",
     "notified_at",
 ]
+_TOKEN_COLUMNS = [*_INSERT_COLUMNS, "client_token"]
 _s = members.alias("s")
 _r = members.alias("r")
 
@@ -28,7 +29,7 @@ _r = members.alias("r")
 SEND = (
     insert(messages)
     .from_select(
-        _INSERT_COLUMNS,
+        _TOKEN_COLUMNS,
         select(
             _r.c.member_id,
             _s.c.member_id,
@@ -40,6 +41,7 @@ SEND = (
             null(),
             param("text"),
             case((_s.c.member_id == _r.c.member_id, param("now")), else_=null()),
+            param("token"),
         )
         .select_from(_s.join(_r, _r.c.member_id == param("to_id")))
         .where(
@@ -78,6 +80,7 @@ INSERT_SUMMARY = insert(messages).values(
     origin_message_id=null(),
     text=param("text"),
     notified_at=param("now"),
+    client_token=param("token"),
 )
 LINK_SUMMARY = (
     update(messages)
@@ -121,6 +124,23 @@ ACK = (
 MESSAGE_BY_ID = select(*message_columns(messages)).where(
     messages.c.message_id == param("message_id")
 )
+# The row a sender's token stored (idx_messages_client_token; its predicate is implied).
+MESSAGE_BY_TOKEN = select(*message_columns(messages)).where(
+    messages.c.from_member_id == param("from_id"),
+    messages.c.client_token == param("token"),
+)
+# A broadcast's deliveries, found from its summary: same sender and stamp, then its origin
+# (idx_messages_from_created).
+DELIVERIES_OF = (
+    select(*message_columns(messages))
+    .where(
+        messages.c.from_member_id == param("from_id"),
+        messages.c.created_at == param("created_at"),
+        messages.c.origin_message_id == param("summary_id"),
+        messages.c.type == const("unicast"),
+    )
+    .order_by(messages.c.message_id)
+)
 MEMBER_STATUS = select(members.c.status).where(members.c.member_id == param("member_id"))
 
 
@@ -142,6 +162,35 @@ def _inbox(*extra: Any) -> Any:
 POLL = _inbox().order_by(messages.c.status_timestamp.desc(), messages.c.message_id.desc())
 UNACKED = _inbox(messages.c.message_id > param("after")).order_by(messages.c.message_id)
 
+# One identity per pane (docs/cli.md §1.5): the active members whose live placement names the
+# pane, each with its server's socket and its host (its placement's, else its root Director's;
+# NULL: not recorded). Here, beside the statements every messaging command already loads. A scan
+# of member_placements, which holds only live members' rows.
+_ip, _im = member_placements.alias("ip"), members.alias("im")
+_df, _dp = fleets.alias("df"), member_placements.alias("dp")
+PANE_MEMBERS = (
+    select(
+        _im.c.member_id,
+        _im.c.name,
+        _ip.c.mux_socket,
+        func.coalesce(
+            _ip.c.host_id,
+            select(_dp.c.host_id)
+            .select_from(_df.join(_dp, _dp.c.member_id == _df.c.director_member_id))
+            .where(_df.c.fleet_id == _im.c.fleet_id)
+            .scalar_subquery(),
+        ).label("host_id"),
+    )
+    .select_from(_ip.join(_im, _im.c.member_id == _ip.c.member_id))
+    .where(
+        _ip.c.backend == const("tmux"),
+        _ip.c.mux_pane_id == param("pane"),
+        _ip.c.lost_at.is_(None),
+        _im.c.status == const("active"),
+    )
+    .order_by(_im.c.member_id)
+)
+
 STATEMENTS: dict[str, Any] = {
     "SEND": SEND,
     "PARTIES": PARTIES,
@@ -151,7 +200,10 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_DELIVERIES": INSERT_DELIVERIES,
     "ACK": ACK,
     "MESSAGE_BY_ID": MESSAGE_BY_ID,
+    "MESSAGE_BY_TOKEN": MESSAGE_BY_TOKEN,
+    "DELIVERIES_OF": DELIVERIES_OF,
     "MEMBER_STATUS": MEMBER_STATUS,
     "POLL": POLL,
     "UNACKED": UNACKED,
+    "PANE_MEMBERS": PANE_MEMBERS,
 }

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import case, insert, null, select, update
 
-from cafleet.db.schema import member_placements, member_spawns, members, messages
+from cafleet.db.schema import fleets, member_placements, member_spawns, members, messages
 from cafleet.db.statements import (
     const,
     member_aliases,
@@ -44,6 +44,24 @@ FLEET_WORKTREES = (
         members.c.status == const("active"),
         member_spawns.c.worktree_json.is_not(None),
     )
+    .order_by(member_spawns.c.member_id)
+)
+# Every recorded worktree, any fleet's (docs/worktrees.md §3): `worktree list`, left-behind ones.
+ALL_WORKTREES = (
+    select(
+        member_spawns.c.member_id,
+        members.c.fleet_id,
+        members.c.name,
+        members.c.status,
+        fleets.c.deleted_at,
+        member_spawns.c.worktree_json,
+    )
+    .select_from(
+        member_spawns.join(members, members.c.member_id == member_spawns.c.member_id).join(
+            fleets, fleets.c.fleet_id == members.c.fleet_id
+        )
+    )
+    .where(member_spawns.c.worktree_json.is_not(None))
     .order_by(member_spawns.c.member_id)
 )
 FLEET_PERMISSIONS = (
@@ -101,6 +119,9 @@ MARK_LOST = (
         _mp.backend == param("backend"),
         _mp.mux_session == param("session"),
         _mp.mux_pane_id == param("pane"),
+        # The placement the tick saw, not a later one on a pane with the same key (a tmux
+        # server started again hands out the same ids).
+        _mp.created_at == param("created"),
         _mp.lost_at.is_(None),
         member_is_active(),
     )
@@ -129,6 +150,7 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_SPAWN": INSERT_SPAWN,
     "SPAWN": SPAWN,
     "FLEET_WORKTREES": FLEET_WORKTREES,
+    "ALL_WORKTREES": ALL_WORKTREES,
     "FLEET_PERMISSIONS": FLEET_PERMISSIONS,
     "MEMBER": MEMBER,
     "REBIND": REBIND,

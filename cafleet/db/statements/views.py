@@ -60,6 +60,23 @@ SENT = (
     .order_by(*_NEWEST_FIRST)
     .limit(param("limit"))
 )
+# `message history` (docs/cli.md §2.31) in index searches: what the member owns of one type
+# (its deliveries, or its broadcast summaries; `idx_messages_owner_type_created`), and the
+# unicasts it sent (`idx_messages_from_created`; a broadcast's deliveries are its summary's), each
+# the newest `:limit` by creation.
+_NEWEST_CREATED = (_x.created_at.desc(), _x.message_id.desc())
+HISTORY_OWNED = (
+    select(*message_columns(messages))
+    .where(_x.owner_member_id == param("member_id"), _x.type == param("type"))
+    .order_by(*_NEWEST_CREATED)
+    .limit(param("limit"))
+)
+HISTORY_SENT = (
+    select(*message_columns(messages))
+    .where(_x.from_member_id == param("member_id"), _x.origin_message_id.is_(None))
+    .order_by(*_NEWEST_CREATED)
+    .limit(param("limit"))
+)
 # The timeline, in two steps: each (owner, state) pair's newest `:limit` unicast rows, read in
 # `idx_messages_owner_type_state_ts` order (its trailing `status_timestamp` and the rowid are the
 # ORDER BY), so the cost follows the number of members, not the history; then the newest
@@ -87,6 +104,8 @@ STATEMENTS: dict[str, Any] = {
     "FLEET_MEMBER_IDS": FLEET_MEMBER_IDS,
     "INBOX": INBOX,
     "SENT": SENT,
+    "HISTORY_OWNED": HISTORY_OWNED,
+    "HISTORY_SENT": HISTORY_SENT,
     "TIMELINE_PAIR": TIMELINE_PAIR,
     "MESSAGES_BY_IDS": MESSAGES_BY_IDS,
 }

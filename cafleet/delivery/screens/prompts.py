@@ -47,6 +47,12 @@ _OPENCODE_CONFIRM = ("Always allow", "Confirm")
 # Text this far right of the dialog's left edge is the session sidebar of a wide pane.
 _OPENCODE_INDENT = 12
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A choice's number as `member answer` takes it: ASCII digits, no leading zero (`01`, `١` and
+# `²` are not numbers here, so they never pick choice 1 by Python's reading of them).
+CHOICE_NUMBER = re.compile(r"[1-9][0-9]{0,2}", re.ASCII)
+# A line drawn only of box-drawing and block characters (the dashed rules around Claude Code's
+# diff of a file, clean()'s ellipsis when cut): decoration, never what the prompt asks about.
+_DECORATION = re.compile("^[\u2500-\u259f\u2026\\s]+$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +78,16 @@ class Prompt:
     def readable(self) -> bool:
         return self.question is not None and bool(self.choices)
 
+    @property
+    def question_first(self) -> bool:
+        """The screen draws the question above its details (Codex's and opencode's title), not
+        below them (Claude Code's)."""
+        return self.agent in _QUESTION_ON_TOP
+
     def pick(self, wanted: str) -> Choice | None:
         """The choice ``wanted`` names: its number, or its label (case and spacing ignored)."""
         text = " ".join(wanted.split()).casefold()
-        if text.isdigit():
+        if CHOICE_NUMBER.fullmatch(text):
             return next((c for c in self.choices if c.number == int(text)), None)
         return next((c for c in self.choices if " ".join(c.label.split()).casefold() == text), None)
 
@@ -207,6 +219,7 @@ def _opencode(lines: list[str]) -> tuple[str, list[str], list[Choice]] | None:
 
 
 _READERS = {"claude": _claude, "codex": _codex, "opencode": _opencode}
+_QUESTION_ON_TOP = frozenset({"codex", "opencode"})
 
 
 def read_prompt(agent: str, capture: str, *, spawned: bool = True) -> Prompt | None:
@@ -220,7 +233,11 @@ def read_prompt(agent: str, capture: str, *, spawned: bool = True) -> Prompt | N
     if read is None:
         return Prompt(agent, None, (), (), raw, _digest(agent, ["raw", *raw]))
     question, details, choices = read
-    details = [d for d in (_CURSOR.sub("", x) for x in details) if not _HINT.match(d)]
+    details = [
+        d
+        for d in (_CURSOR.sub("", x) for x in details)
+        if not _HINT.match(d) and not _DECORATION.match(d)
+    ]
     parts = [question, *details, *(f"{c.number}. {c.label}" for c in choices)]
     return Prompt(agent, question, tuple(details), tuple(choices), raw, _digest(agent, parts))
 

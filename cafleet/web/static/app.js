@@ -57,10 +57,18 @@ function nameOf(id) {
   return name === undefined ? `member ${id}` : `${name} (${id})`;
 }
 
-function shortTime(ts) {
-  if (!ts) return "-";
-  const m = /T(\d\d:\d\d:\d\d)/.exec(ts);
-  return m ? m[1] : ts;
+// Every time on the page is the browser's local time on one 24-hour clock: `14:05:09` today,
+// `2026-05-01 14:05:09` another day; the stored ISO string is the element's title.
+function clock(value) {
+  if (!value) return "-";
+  const date = value instanceof Date ? value : new Date(String(value).replace(/(\.\d{3})\d+/, "$1"));
+  if (Number.isNaN(date.getTime())) return String(value);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+  const day = `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
+  const now = new Date();
+  const today = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+  return day === today ? time : `${day} ${time}`;
 }
 
 function idleText(seconds) {
@@ -154,7 +162,7 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
       el("span", { class: "name", "data-testid": "member-name" }, member.name),
       el("span", { class: "badge" }, member.kind),
       member.permissions ? el("span", { class: `badge perm-${member.permissions}`, "data-testid": "member-permissions", title: "permission profile" }, member.permissions) : null,
-      a.unacked ? el("span", { class: "badge unacked", "data-testid": "member-unacked" }, `${a.unacked} unACKed`) : null,
+      a.unacked ? el("span", { class: "badge unacked", "data-testid": "member-unacked" }, `${a.unacked} un-ACKed`) : null,
       el("div", { class: "meta" },
         `#${member.member_id} · `,
         placement ? placement.coding_agent : "no agent",
@@ -163,7 +171,7 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
         " ",
         waiting(p)
           ? el("span", { class: "badge waiting", "data-testid": "member-pane-state" }, "waiting (permission)")
-          : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state" }, p.activity ? `${p.state}, ${p.activity}` : p.state),
+          : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state", title: paneTitle(p) }, paneText(p)),
         hostText(p, panes),
         ` · idle ${idleText(a.idle)}`,
         member.status === "active" ? null : " · deregistered",
@@ -186,6 +194,18 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
   }
   if (panes.error) list.append(el("li", { class: "meta error" }, `tmux: ${panes.error}`));
   return Promise.all(prompts);
+}
+
+// `alive (ready)` as `member list` says it; a live pane whose screen could not be read says so
+// rather than a bare `alive` (docs/webui.md).
+function paneText(p) {
+  if (p.state !== "alive") return p.state;
+  return `alive (${p.activity === null || p.activity === undefined ? "state not read" : p.activity})`;
+}
+
+function paneTitle(p) {
+  if (p.state !== "alive") return null;
+  return p.activity ? "the agent's state, as the delivery gate reads its screen" : "its screen could not be captured";
 }
 
 // --- a member waiting at a prompt (docs/runtime.md §5.12) -------------------------------------
@@ -252,13 +272,13 @@ function renderTimeline(data) {
   const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
   list.replaceChildren();
   for (const entry of data.entries) {
-    const time = el("time", { datetime: entry.created_at, title: entry.created_at }, shortTime(entry.created_at));
+    const time = el("time", { datetime: entry.created_at, title: entry.created_at }, clock(entry.created_at));
     if (entry.kind === "broadcast") {
       const recipients = el("ul", { class: "recipients" });
       for (const d of entry.deliveries) {
         recipients.append(el("li", { "data-testid": "recipient", "data-member-id": d.to_member_id },
           nameOf(d.to_member_id), ": ",
-          d.ack_at ? el("span", { "data-testid": "ack-time", title: d.ack_at }, `ACKed ${shortTime(d.ack_at)}`) : "not ACKed"));
+          d.ack_at ? el("span", { "data-testid": "ack-time", title: d.ack_at }, `ACKed ${clock(d.ack_at)}`) : "not ACKed"));
       }
       list.append(el("li", { class: "broadcast", "data-testid": "broadcast", "data-origin": entry.origin_message_id },
         el("div", { class: "head" }, time, " ", nameOf(entry.from_member_id), " → @all ",
@@ -270,7 +290,7 @@ function renderTimeline(data) {
       const d = entry.deliveries[0];
       list.append(el("li", { class: "unicast", "data-testid": "unicast", "data-message-id": d.message_id },
         el("div", { class: "head" }, time, " ", nameOf(entry.from_member_id), " → ", nameOf(d.to_member_id), " ",
-          el("span", { class: "badge", "data-testid": "ack-state", title: d.ack_at || "" }, d.ack_at ? `ACKed ${shortTime(d.ack_at)}` : "not ACKed")),
+          el("span", { class: "badge", "data-testid": "ack-state", title: d.ack_at || "" }, d.ack_at ? `ACKed ${clock(d.ack_at)}` : "not ACKed")),
         el("div", { class: "body", "data-testid": "body" }, entry.text)));
     }
   }
@@ -284,12 +304,15 @@ function renderMonitor(data) {
   const fields = $("monitor-fields");
   fields.replaceChildren();
   const rt = data.runtime || {};
+  const when = (ts) => (ts ? { text: clock(ts), title: ts } : null);
   for (const [label, value] of [
-    ["pid", rt.pid], ["started", rt.started_at], ["last tick", rt.last_tick_at], ["tick", rt.tick_seconds === undefined ? null : `${rt.tick_seconds}s`],
-    ["last wake", rt.last_wake_at], ["wake interval", rt.wake_interval_seconds === null || rt.wake_interval_seconds === undefined ? "unset" : `${rt.wake_interval_seconds}s`],
-    ["wake requested", rt.wake_requested_at],
+    ["pid", rt.pid], ["started", when(rt.started_at)], ["last tick", when(rt.last_tick_at)], ["tick", rt.tick_seconds === undefined ? null : `${rt.tick_seconds}s`],
+    ["last wake", when(rt.last_wake_at)], ["wake interval", rt.wake_interval_seconds === null || rt.wake_interval_seconds === undefined ? "unset" : `${rt.wake_interval_seconds}s`],
+    ["wake requested", when(rt.wake_requested_at)],
   ]) {
-    fields.append(el("dt", {}, label), el("dd", { "data-testid": `monitor-${label.replace(/ /g, "-")}` }, value === null || value === undefined ? "-" : value));
+    const shown = value !== null && typeof value === "object" ? value : { text: value, title: null };
+    fields.append(el("dt", {}, label), el("dd", { "data-testid": `monitor-${label.replace(/ /g, "-")}`, title: shown.title },
+      shown.text === null || shown.text === undefined ? "-" : shown.text));
   }
   const input = $("interval");
   if (document.activeElement !== input) input.value = rt.wake_interval_seconds ?? "";
@@ -298,7 +321,7 @@ function renderMonitor(data) {
   const roster = $("wake-roster");
   roster.replaceChildren();
   const rows = [...(data.wake_roster.director ? [data.wake_roster.director] : []), ...data.wake_roster.members];
-  for (const e of rows) roster.append(el("li", {}, `${e.name} (${e.member_id}): ${e.unacked} pending`));
+  for (const e of rows) roster.append(el("li", {}, `${e.name} (${e.member_id}): ${e.unacked} un-ACKed`));
 }
 
 // --- pane view ----------------------------------------------------------------------------------
@@ -344,7 +367,7 @@ async function refresh() {
     renderTimeline(timeline);
     renderMonitor(monitor);
     await Promise.all([prompting, refreshPane()]);
-    setStatus(`Updated ${new Date().toLocaleTimeString()}${state.readOnly ? " · read-only" : ""}`);
+    setStatus(`Updated ${clock(new Date())}${state.readOnly ? " · read-only" : ""}`);
   } catch (err) {
     setStatus(err.message, true);
   }
@@ -358,24 +381,53 @@ function scheduleRefresh() {
 // --- composer -------------------------------------------------------------------------------
 
 // `@all text` broadcasts; `@name text` sends to the active member with that name (the longest
-// name that matches, so names with spaces work); `@<id> text` names a member by id.
+// name that matches, so names with spaces work; the exact spelling first, then any letter case);
+// `@<id> text` names a member by id. An unknown name gets the nearest active names.
 function parseComposed(raw) {
   const text = raw.replace(/^\s+/, "");
   if (!text.startsWith("@")) return { error: "Start with @name or @all." };
   const rest = text.slice(1);
   const split = (len) => ({ ok: len === rest.length || /\s/.test(rest[len]), body: rest.slice(len).replace(/^\s+/, "") });
-  if (rest.startsWith("all") && split(3).ok) return { to: "*", text: split(3).body };
+  if (rest.toLowerCase().startsWith("all") && split(3).ok) return { to: "*", text: split(3).body };
   const active = state.roster.filter((m) => m.status === "active").sort((a, b) => b.name.length - a.name.length);
-  for (const member of active) {
-    if (rest.startsWith(member.name) && split(member.name.length).ok) {
-      const same = active.filter((m) => m.name === member.name);
-      if (same.length > 1) return { error: `Several members are named ${member.name}; use @<id>.` };
-      return { to: member.member_id, text: split(member.name.length).body };
-    }
+  for (const fold of [(x) => x, (x) => x.toLowerCase()]) {
+    const member = active.find((m) => fold(rest).startsWith(fold(m.name)) && split(m.name.length).ok);
+    if (!member) continue;
+    const same = active.filter((m) => fold(m.name) === fold(member.name));
+    if (same.length > 1) return { error: `Several members are named ${member.name}; use @<id>.` };
+    return { to: member.member_id, text: split(member.name.length).body };
   }
   const byId = /^(\d+)(\s|$)/.exec(rest);
   if (byId) return { to: Number(byId[1]), text: rest.slice(byId[1].length).replace(/^\s+/, "") };
-  return { error: "No active member has that name." };
+  const byRoster = state.roster.filter((m) => m.status === "active").map((m) => m.name);
+  return { error: unknownName(rest.split(/\s/, 1)[0], byRoster) };
+}
+
+function unknownName(word, names) {
+  const typed = word.toLowerCase();
+  const near = [...new Set(names)].filter((name) => {
+    const n = name.toLowerCase();
+    return n.startsWith(typed) || distance(n, typed) <= Math.max(1, Math.floor(n.length / 3));
+  });
+  const listed = (list) => list.map((n) => `@${n}`).join(", ");
+  if (near.length) return `No active member is named ${word}. Did you mean ${listed(near)}?`;
+  return `No active member is named ${word}; the active members are ${listed(names)}.`;
+}
+
+// How many one-letter edits (insert, delete, change, swap two neighbours) turn a into b.
+function distance(a, b) {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0][j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.length][b.length];
 }
 
 async function onCompose(event) {
@@ -419,7 +471,7 @@ async function onWake() {
   try {
     const data = await api("/api/monitor/wake", { method: "POST" });
     out.classList.remove("error");
-    out.textContent = `Wake requested at ${shortTime(data.wake_requested_at)}.`;
+    out.textContent = `Wake requested at ${clock(data.wake_requested_at)}.`;
     renderMonitor(await api("/api/monitor"));
   } catch (err) {
     out.classList.add("error");

@@ -30,16 +30,16 @@ VERSIONS_AT_PATHS: Compiled = (
 )
 
 PLACED_AGENTS_OF_MEMBER: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.member_id = %s::INTEGER",
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.member_id = %s::BIGINT",
     ("path_claude", "path_codex", "path_opencode", "scope_id"),
 )
 
 PLACED_AGENTS_OF_FLEET: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.fleet_id = %s::INTEGER",
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.fleet_id = %s::BIGINT",
     ("path_claude", "path_codex", "path_opencode", "scope_id"),
 )
 
 PLACED_AGENTS_OF_FLEET_OF_MEMBER: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.fleet_id = (SELECT members.fleet_id FROM members WHERE members.member_id = %s::INTEGER)",
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN %s WHEN 'codex' THEN %s WHEN 'opencode' THEN %s END WHERE m.status = 'active' AND m.fleet_id = (SELECT members.fleet_id FROM members WHERE members.member_id = %s::BIGINT)",
     ("path_claude", "path_codex", "path_opencode", "scope_id"),
 )

@@ -15,17 +15,17 @@ INSERT_FLEET: Compiled = (
 )
 
 MEMBER_DEFAULTS: Compiled = (
-    "SELECT fleets.member_defaults_json FROM fleets WHERE fleets.fleet_id = %s::INTEGER",
+    "SELECT fleets.member_defaults_json FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 INSERT_MEMBER: Compiled = (
-    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, member_card_json) VALUES (%s::INTEGER, %s::VARCHAR, %s::VARCHAR, 'active', %s::VARCHAR, NULL, %s::VARCHAR) RETURNING members.member_id",
+    "INSERT INTO members (fleet_id, name, description, status, registered_at, deregistered_at, member_card_json) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, 'active', %s::VARCHAR, NULL, %s::VARCHAR) RETURNING members.member_id",
     ("fleet_id", "name", "description", "now", "card"),
 )
 
 INSERT_PLACEMENT: Compiled = (
-    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id, mux_server_pid, mux_server_start, mux_pane_pid) VALUES (%s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::INTEGER, %s::INTEGER)",
+    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id, mux_server_pid, mux_server_start, mux_pane_pid) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::BIGINT, %s::BIGINT)",
     (
         "member_id",
         "session",
@@ -43,52 +43,52 @@ INSERT_PLACEMENT: Compiled = (
 )
 
 SET_DIRECTOR: Compiled = (
-    "UPDATE fleets SET director_member_id=%s::INTEGER WHERE fleets.fleet_id = %s::INTEGER",
+    "UPDATE fleets SET director_member_id=%s::BIGINT WHERE fleets.fleet_id = %s::BIGINT",
     ("member_id", "fleet_id"),
 )
 
 FLEET_BY_ID: Compiled = (
-    "SELECT fleets.fleet_id, fleets.name, fleets.created_at, fleets.deleted_at, fleets.director_member_id FROM fleets WHERE fleets.fleet_id = %s::INTEGER",
+    "SELECT fleets.fleet_id, fleets.name, fleets.created_at, fleets.deleted_at, fleets.director_member_id FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 MEMBERS_BY_FLEET: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 SOFT_DELETE: Compiled = (
-    "UPDATE fleets SET deleted_at=%s::VARCHAR WHERE fleets.fleet_id = %s::INTEGER AND fleets.deleted_at IS NULL",
+    "UPDATE fleets SET deleted_at=%s::VARCHAR WHERE fleets.fleet_id = %s::BIGINT AND fleets.deleted_at IS NULL",
     ("now", "fleet_id"),
 )
 
 FLEET_PLACEMENTS: Compiled = (
-    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER ORDER BY m.member_id",
+    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 FLEET_CONCRETE_PLACEMENTS: Compiled = (
-    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
+    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 DIRECTOR_PLACEMENT: Compiled = (
-    "SELECT f.fleet_id AS fleet_id, p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM fleets AS f LEFT OUTER JOIN member_placements AS p ON p.member_id = f.director_member_id WHERE f.fleet_id = %s::INTEGER",
+    "SELECT f.fleet_id AS fleet_id, p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM fleets AS f LEFT OUTER JOIN member_placements AS p ON p.member_id = f.director_member_id WHERE f.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 DEREGISTER_FLEET_MEMBERS: Compiled = (
-    "UPDATE members SET status='deregistered', deregistered_at=%s::VARCHAR WHERE members.fleet_id = %s::INTEGER AND members.status = 'active'",
+    "UPDATE members SET status='deregistered', deregistered_at=%s::VARCHAR WHERE members.fleet_id = %s::BIGINT AND members.status = 'active'",
     ("now", "fleet_id"),
 )
 
 DELETE_FLEET_PLACEMENTS: Compiled = (
-    "DELETE FROM member_placements WHERE member_placements.member_id IN (SELECT members.member_id FROM members WHERE members.fleet_id = %s::INTEGER)",
+    "DELETE FROM member_placements WHERE member_placements.member_id IN (SELECT members.member_id FROM members WHERE members.fleet_id = %s::BIGINT)",
     ("fleet_id",),
 )
 
 DELETE_RUNTIME: Compiled = (
-    "DELETE FROM monitor_runtime WHERE monitor_runtime.fleet_id = %s::INTEGER",
+    "DELETE FROM monitor_runtime WHERE monitor_runtime.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
@@ -98,7 +98,7 @@ LIST_FLEETS: Compiled = (
 )
 
 FLEET_SUMMARY: Compiled = (
-    "SELECT f.fleet_id AS fleet_id, f.name AS name, f.created_at AS created_at, f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, (SELECT members.member_id FROM members WHERE members.fleet_id = f.fleet_id AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor') AS monitor_member_id, (SELECT count(*) AS count_1 FROM members WHERE members.fleet_id = f.fleet_id AND members.status = 'active') AS member_count FROM fleets AS f WHERE f.fleet_id = %s::INTEGER",
+    "SELECT f.fleet_id AS fleet_id, f.name AS name, f.created_at AS created_at, f.deleted_at AS deleted_at, f.director_member_id AS director_member_id, (SELECT members.member_id FROM members WHERE members.fleet_id = f.fleet_id AND status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor') AS monitor_member_id, (SELECT count(*) AS count_1 FROM members WHERE members.fleet_id = f.fleet_id AND members.status = 'active') AS member_count FROM fleets AS f WHERE f.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
@@ -108,6 +108,6 @@ FLEET_DIRECTED_FROM: Compiled = (
 )
 
 SHARED_OUTSIDE: Compiled = (
-    "SELECT p.backend, p.mux_session, p.mux_pane_id, min(o.member_id) AS min_1 FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id JOIN member_placements AS op ON op.backend = p.backend AND op.mux_session = p.mux_session AND op.mux_pane_id = p.mux_pane_id JOIN members AS o ON o.member_id = op.member_id WHERE m.fleet_id = %s::INTEGER AND m.status = 'active' AND p.mux_pane_id IS NOT NULL AND o.fleet_id != %s::INTEGER AND o.status = 'active' GROUP BY p.backend, p.mux_session, p.mux_pane_id",
+    "SELECT p.backend, p.mux_session, p.mux_pane_id, min(o.member_id) AS min_1 FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id JOIN member_placements AS op ON op.backend = p.backend AND op.mux_session = p.mux_session AND op.mux_pane_id = p.mux_pane_id JOIN members AS o ON o.member_id = op.member_id WHERE m.fleet_id = %s::BIGINT AND m.status = 'active' AND p.mux_pane_id IS NOT NULL AND o.fleet_id != %s::BIGINT AND o.status = 'active' GROUP BY p.backend, p.mux_session, p.mux_pane_id",
     ("fleet_id", "fleet_id"),
 )

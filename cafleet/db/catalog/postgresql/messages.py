@@ -10,8 +10,8 @@ if TYPE_CHECKING:
 
 
 SEND: Compiled = (
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) SELECT r.member_id, s.member_id AS member_id_1, r.member_id AS member_id__1, 'unicast', %s AS anon_1, 'input_required', %s AS anon_2, NULL AS anon_3, %s AS anon_4, CASE WHEN (s.member_id = r.member_id) THEN %s ELSE NULL END AS anon_5 FROM members AS s JOIN members AS r ON r.member_id = %s::INTEGER WHERE s.member_id = %s::INTEGER AND s.status = 'active' AND r.status = 'active' AND r.fleet_id = s.fleet_id RETURNING messages.message_id",
-    ("now", "now", "text", "now", "to_id", "from_id"),
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token) SELECT r.member_id, s.member_id AS member_id_1, r.member_id AS member_id__1, 'unicast', %s AS anon_1, 'input_required', %s AS anon_2, NULL AS anon_3, %s AS anon_4, CASE WHEN (s.member_id = r.member_id) THEN %s ELSE NULL END AS anon_5, %s AS anon_6 FROM members AS s JOIN members AS r ON r.member_id = %s::BIGINT WHERE s.member_id = %s::BIGINT AND s.status = 'active' AND r.status = 'active' AND r.fleet_id = s.fleet_id RETURNING messages.message_id",
+    ("now", "now", "text", "now", "token", "to_id", "from_id"),
 )
 
 PARTIES: Compiled = (
@@ -20,46 +20,61 @@ PARTIES: Compiled = (
 )
 
 BROADCAST_SENDER: Compiled = (
-    "SELECT s.fleet_id AS fleet_id, s.status AS status, (SELECT count(*) AS count_1 FROM members AS r WHERE r.fleet_id = s.fleet_id AND r.status = 'active' AND r.member_id != s.member_id) AS recipients FROM members AS s WHERE s.member_id = %s::INTEGER",
+    "SELECT s.fleet_id AS fleet_id, s.status AS status, (SELECT count(*) AS count_1 FROM members AS r WHERE r.fleet_id = s.fleet_id AND r.status = 'active' AND r.member_id != s.member_id) AS recipients FROM members AS s WHERE s.member_id = %s::BIGINT",
     ("from_id",),
 )
 
 INSERT_SUMMARY: Compiled = (
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) VALUES (%s::INTEGER, %s::INTEGER, NULL, 'broadcast_summary', %s::VARCHAR, 'completed', %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR) RETURNING messages.message_id",
-    ("from_id", "from_id", "now", "now", "text", "now"),
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token) VALUES (%s::BIGINT, %s::BIGINT, NULL, 'broadcast_summary', %s::VARCHAR, 'completed', %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR) RETURNING messages.message_id",
+    ("from_id", "from_id", "now", "now", "text", "now", "token"),
 )
 
 LINK_SUMMARY: Compiled = (
-    "UPDATE messages SET origin_message_id=%s::INTEGER WHERE messages.message_id = %s::INTEGER",
+    "UPDATE messages SET origin_message_id=%s::BIGINT WHERE messages.message_id = %s::BIGINT",
     ("summary_id", "summary_id"),
 )
 
 INSERT_DELIVERIES: Compiled = (
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) SELECT r.member_id, %s AS anon_1, r.member_id AS member_id__1, 'unicast', %s AS anon_2, 'input_required', %s AS anon_3, %s AS anon_4, %s AS anon_5, NULL AS anon_6 FROM members AS r WHERE r.fleet_id = %s::INTEGER AND r.status = 'active' AND r.member_id != %s::INTEGER ORDER BY r.member_id RETURNING messages.message_id, messages.to_member_id",
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) SELECT r.member_id, %s AS anon_1, r.member_id AS member_id__1, 'unicast', %s AS anon_2, 'input_required', %s AS anon_3, %s AS anon_4, %s AS anon_5, NULL AS anon_6 FROM members AS r WHERE r.fleet_id = %s::BIGINT AND r.status = 'active' AND r.member_id != %s::BIGINT ORDER BY r.member_id RETURNING messages.message_id, messages.to_member_id",
     ("from_id", "now", "now", "summary_id", "text", "fleet_id", "from_id"),
 )
 
 ACK: Compiled = (
-    "UPDATE messages SET status_state='completed', status_timestamp=%s::VARCHAR WHERE messages.message_id = %s::INTEGER AND messages.status_state = 'input_required' RETURNING messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text",
+    "UPDATE messages SET status_state='completed', status_timestamp=%s::VARCHAR WHERE messages.message_id = %s::BIGINT AND messages.status_state = 'input_required' RETURNING messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text",
     ("now", "message_id"),
 )
 
 MESSAGE_BY_ID: Compiled = (
-    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.message_id = %s::INTEGER",
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.message_id = %s::BIGINT",
     ("message_id",),
 )
 
+MESSAGE_BY_TOKEN: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = %s::BIGINT AND messages.client_token = %s::VARCHAR",
+    ("from_id", "token"),
+)
+
+DELIVERIES_OF: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = %s::BIGINT AND messages.created_at = %s::VARCHAR AND messages.origin_message_id = %s::BIGINT AND messages.type = 'unicast' ORDER BY messages.message_id",
+    ("from_id", "created_at", "summary_id"),
+)
+
 MEMBER_STATUS: Compiled = (
-    "SELECT members.status FROM members WHERE members.member_id = %s::INTEGER",
+    "SELECT members.status FROM members WHERE members.member_id = %s::BIGINT",
     ("member_id",),
 )
 
 POLL: Compiled = (
-    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = %s::INTEGER AND messages.type = 'unicast' AND messages.status_state = 'input_required' ORDER BY messages.status_timestamp DESC, messages.message_id DESC",
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = %s::BIGINT AND messages.type = 'unicast' AND messages.status_state = 'input_required' ORDER BY messages.status_timestamp DESC, messages.message_id DESC",
     ("member_id",),
 )
 
 UNACKED: Compiled = (
-    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = %s::INTEGER AND messages.type = 'unicast' AND messages.status_state = 'input_required' AND messages.message_id > %s::INTEGER ORDER BY messages.message_id",
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = %s::BIGINT AND messages.type = 'unicast' AND messages.status_state = 'input_required' AND messages.message_id > %s::BIGINT ORDER BY messages.message_id",
     ("member_id", "after"),
+)
+
+PANE_MEMBERS: Compiled = (
+    "SELECT im.member_id, im.name, ip.mux_socket, coalesce(ip.host_id, (SELECT dp.host_id FROM fleets AS df JOIN member_placements AS dp ON dp.member_id = df.director_member_id WHERE df.fleet_id = im.fleet_id)) AS host_id FROM member_placements AS ip JOIN members AS im ON im.member_id = ip.member_id WHERE ip.backend = 'tmux' AND ip.mux_pane_id = %s::VARCHAR AND ip.lost_at IS NULL AND im.status = 'active' ORDER BY im.member_id",
+    ("pane",),
 )

@@ -10,12 +10,12 @@ if TYPE_CHECKING:
 
 
 FLEET_STATE: Compiled = (
-    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::INTEGER",
+    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 RUNTIME: Compiled = (
-    "SELECT monitor_runtime.fleet_id, monitor_runtime.pid, monitor_runtime.started_at, monitor_runtime.last_tick_at, monitor_runtime.tick_seconds, monitor_runtime.last_wake_at, monitor_runtime.wake_interval_seconds, monitor_runtime.wake_requested_at FROM monitor_runtime WHERE monitor_runtime.fleet_id = %s::INTEGER",
+    "SELECT monitor_runtime.fleet_id, monitor_runtime.pid, monitor_runtime.started_at, monitor_runtime.last_tick_at, monitor_runtime.tick_seconds, monitor_runtime.last_wake_at, monitor_runtime.wake_interval_seconds, monitor_runtime.wake_requested_at FROM monitor_runtime WHERE monitor_runtime.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
@@ -25,42 +25,42 @@ LIVE_FLEET_RUNTIMES: Compiled = (
 )
 
 INSERT_WITH_TICK: Compiled = (
-    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds, wake_interval_seconds) VALUES (%s::INTEGER, %s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::INTEGER, %s::INTEGER)",
+    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, tick_seconds, wake_interval_seconds) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::BIGINT)",
     ("fleet_id", "pid", "now", "now", "tick", "interval"),
 )
 
 INSERT_DEFAULT_TICK: Compiled = (
-    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, wake_interval_seconds) VALUES (%s::INTEGER, %s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::INTEGER)",
+    "INSERT INTO monitor_runtime (fleet_id, pid, started_at, last_tick_at, wake_interval_seconds) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::BIGINT)",
     ("fleet_id", "pid", "now", "now", "interval"),
 )
 
 TAKE_OVER: Compiled = (
-    "UPDATE monitor_runtime SET pid=%s::INTEGER, started_at=%s::VARCHAR, last_tick_at=%s::VARCHAR, tick_seconds=coalesce(%s, monitor_runtime.tick_seconds), wake_interval_seconds=%s::INTEGER, wake_requested_at=NULL WHERE monitor_runtime.fleet_id = %s::INTEGER",
+    "UPDATE monitor_runtime SET pid=%s::BIGINT, started_at=%s::VARCHAR, last_tick_at=%s::VARCHAR, tick_seconds=coalesce(%s, monitor_runtime.tick_seconds), wake_interval_seconds=%s::BIGINT, wake_requested_at=NULL WHERE monitor_runtime.fleet_id = %s::BIGINT",
     ("pid", "now", "now", "tick", "interval", "fleet_id"),
 )
 
 HEARTBEAT: Compiled = (
-    "UPDATE monitor_runtime SET last_tick_at=%s::VARCHAR WHERE monitor_runtime.fleet_id = %s::INTEGER AND monitor_runtime.pid = %s::INTEGER",
+    "UPDATE monitor_runtime SET last_tick_at=%s::VARCHAR WHERE monitor_runtime.fleet_id = %s::BIGINT AND monitor_runtime.pid = %s::BIGINT",
     ("now", "fleet_id", "pid"),
 )
 
 CLEAR: Compiled = (
-    "UPDATE monitor_runtime SET pid=NULL, started_at=NULL, last_tick_at=NULL WHERE monitor_runtime.fleet_id = %s::INTEGER AND monitor_runtime.pid = %s::INTEGER",
+    "UPDATE monitor_runtime SET pid=NULL, started_at=NULL, last_tick_at=NULL WHERE monitor_runtime.fleet_id = %s::BIGINT AND monitor_runtime.pid = %s::BIGINT",
     ("fleet_id", "pid"),
 )
 
 RECORD_WAKE: Compiled = (
-    "UPDATE monitor_runtime SET last_wake_at=%s::VARCHAR, wake_requested_at=CASE WHEN (monitor_runtime.wake_requested_at IS NOT DISTINCT FROM %s::VARCHAR) THEN NULL ELSE monitor_runtime.wake_requested_at END WHERE monitor_runtime.fleet_id = %s::INTEGER AND monitor_runtime.pid = %s::INTEGER",
+    "UPDATE monitor_runtime SET last_wake_at=%s::VARCHAR, wake_requested_at=CASE WHEN (monitor_runtime.wake_requested_at IS NOT DISTINCT FROM %s::VARCHAR) THEN NULL ELSE monitor_runtime.wake_requested_at END WHERE monitor_runtime.fleet_id = %s::BIGINT AND monitor_runtime.pid = %s::BIGINT",
     ("now", "seen", "fleet_id", "pid"),
 )
 
 REQUEST_WAKE: Compiled = (
-    "UPDATE monitor_runtime SET wake_requested_at=coalesce(monitor_runtime.wake_requested_at, %s) WHERE monitor_runtime.fleet_id = %s::INTEGER RETURNING monitor_runtime.wake_requested_at",
+    "UPDATE monitor_runtime SET wake_requested_at=coalesce(monitor_runtime.wake_requested_at, %s) WHERE monitor_runtime.fleet_id = %s::BIGINT RETURNING monitor_runtime.wake_requested_at",
     ("now", "fleet_id"),
 )
 
 SET_INTERVAL: Compiled = (
-    "UPDATE monitor_runtime SET wake_interval_seconds=%s::INTEGER WHERE monitor_runtime.fleet_id = %s::INTEGER",
+    "UPDATE monitor_runtime SET wake_interval_seconds=%s::BIGINT WHERE monitor_runtime.fleet_id = %s::BIGINT",
     ("seconds", "fleet_id"),
 )
 
@@ -75,22 +75,22 @@ HOST_LOOPS: Compiled = (
 )
 
 INSERT_HOST_LOOP: Compiled = (
-    "INSERT INTO host_loops (host_id, pid, started_at, last_tick_at, tick_seconds) VALUES (%s::VARCHAR, %s::INTEGER, %s::VARCHAR, %s::VARCHAR, %s::INTEGER) RETURNING host_loops.host_id",
+    "INSERT INTO host_loops (host_id, pid, started_at, last_tick_at, tick_seconds) VALUES (%s::VARCHAR, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::BIGINT) RETURNING host_loops.host_id",
     ("host", "pid", "now", "now", "tick"),
 )
 
 TAKE_OVER_HOST_LOOP: Compiled = (
-    "UPDATE host_loops SET pid=%s::INTEGER, started_at=%s::VARCHAR, last_tick_at=%s::VARCHAR, tick_seconds=%s::INTEGER WHERE host_loops.host_id = %s::VARCHAR",
+    "UPDATE host_loops SET pid=%s::BIGINT, started_at=%s::VARCHAR, last_tick_at=%s::VARCHAR, tick_seconds=%s::BIGINT WHERE host_loops.host_id = %s::VARCHAR",
     ("pid", "now", "now", "tick", "host"),
 )
 
 HOST_HEARTBEAT: Compiled = (
-    "UPDATE host_loops SET last_tick_at=%s::VARCHAR WHERE host_loops.host_id = %s::VARCHAR AND host_loops.pid = %s::INTEGER",
+    "UPDATE host_loops SET last_tick_at=%s::VARCHAR WHERE host_loops.host_id = %s::VARCHAR AND host_loops.pid = %s::BIGINT",
     ("now", "host", "pid"),
 )
 
 CLEAR_HOST_LOOP: Compiled = (
-    "UPDATE host_loops SET pid=NULL, started_at=NULL, last_tick_at=NULL WHERE host_loops.host_id = %s::VARCHAR AND host_loops.pid = %s::INTEGER",
+    "UPDATE host_loops SET pid=NULL, started_at=NULL, last_tick_at=NULL WHERE host_loops.host_id = %s::VARCHAR AND host_loops.pid = %s::BIGINT",
     ("host", "pid"),
 )
 

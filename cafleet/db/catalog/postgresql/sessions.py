@@ -10,17 +10,17 @@ if TYPE_CHECKING:
 
 
 SESSION_ID: Compiled = (
-    "SELECT member_spawns.agent_session_id FROM member_spawns WHERE member_spawns.member_id = %s::INTEGER",
+    "SELECT member_spawns.agent_session_id FROM member_spawns WHERE member_spawns.member_id = %s::BIGINT",
     ("member_id",),
 )
 
 SET_SESSION: Compiled = (
-    "UPDATE member_spawns SET agent_session_id=%s::VARCHAR WHERE member_spawns.member_id = %s::INTEGER AND member_spawns.agent_session_id IS NULL AND NOT (EXISTS (SELECT * FROM member_spawns AS other WHERE other.agent_session_id = %s::VARCHAR AND other.member_id != %s::INTEGER))",
+    "UPDATE member_spawns SET agent_session_id=%s::VARCHAR WHERE member_spawns.member_id = %s::BIGINT AND member_spawns.agent_session_id IS NULL AND NOT (EXISTS (SELECT * FROM member_spawns AS other WHERE other.agent_session_id = %s::VARCHAR AND other.member_id != %s::BIGINT))",
     ("session_id", "member_id", "session_id", "member_id"),
 )
 
 CLEAR_SESSION: Compiled = (
-    "UPDATE member_spawns SET agent_session_id=NULL WHERE member_spawns.member_id = %s::INTEGER",
+    "UPDATE member_spawns SET agent_session_id=NULL WHERE member_spawns.member_id = %s::BIGINT",
     ("member_id",),
 )
 
@@ -30,6 +30,6 @@ SESSION_OWNER: Compiled = (
 )
 
 FLEET_SESSIONS: Compiled = (
-    "SELECT member_spawns.member_id, member_spawns.agent_session_id FROM member_spawns JOIN members ON members.member_id = member_spawns.member_id WHERE members.fleet_id = %s::INTEGER ORDER BY member_spawns.member_id",
+    "SELECT member_spawns.member_id, member_spawns.agent_session_id FROM member_spawns JOIN members ON members.member_id = member_spawns.member_id WHERE members.fleet_id = %s::BIGINT ORDER BY member_spawns.member_id",
     ("fleet_id",),
 )

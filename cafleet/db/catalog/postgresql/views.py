@@ -10,37 +10,47 @@ if TYPE_CHECKING:
 
 
 FLEET_STATE: Compiled = (
-    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::INTEGER",
+    "SELECT fleets.deleted_at FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 ROSTER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::INTEGER AND (m.status = 'active' OR (EXISTS (SELECT 1 FROM messages AS o WHERE o.owner_member_id = m.member_id))) ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND (m.status = 'active' OR (EXISTS (SELECT 1 FROM messages AS o WHERE o.owner_member_id = m.member_id))) ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 ACTIVITY: Compiled = (
-    "SELECT m.member_id AS member_id, (SELECT max(x.created_at) AS max_1 FROM messages AS x WHERE x.from_member_id = m.member_id) AS last_sent, (SELECT max(x.created_at) AS max_2 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast') AS last_recv, (SELECT max(x.status_timestamp) AS max_3 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'completed') AS last_ack, (SELECT count(*) AS count_1 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'input_required') AS unacked FROM members AS m WHERE m.fleet_id = %s::INTEGER AND (m.status = 'active' OR (EXISTS (SELECT 1 FROM messages AS o WHERE o.owner_member_id = m.member_id))) ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, (SELECT max(x.created_at) AS max_1 FROM messages AS x WHERE x.from_member_id = m.member_id) AS last_sent, (SELECT max(x.created_at) AS max_2 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast') AS last_recv, (SELECT max(x.status_timestamp) AS max_3 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'completed') AS last_ack, (SELECT count(*) AS count_1 FROM messages AS x WHERE x.owner_member_id = m.member_id AND x.type = 'unicast' AND x.status_state = 'input_required') AS unacked FROM members AS m WHERE m.fleet_id = %s::BIGINT AND (m.status = 'active' OR (EXISTS (SELECT 1 FROM messages AS o WHERE o.owner_member_id = m.member_id))) ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 FLEET_MEMBER_IDS: Compiled = (
-    "SELECT members.member_id FROM members WHERE members.fleet_id = %s::INTEGER",
+    "SELECT members.member_id FROM members WHERE members.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
 INBOX: Compiled = (
-    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.to_member_id = %s::INTEGER ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.to_member_id = %s::BIGINT ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
     ("member_id", "limit"),
 )
 
 SENT: Compiled = (
-    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = %s::INTEGER ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = %s::BIGINT ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
+    ("member_id", "limit"),
+)
+
+HISTORY_OWNED: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = %s::BIGINT AND messages.type = %s::VARCHAR ORDER BY messages.created_at DESC, messages.message_id DESC LIMIT %s",
+    ("member_id", "type", "limit"),
+)
+
+HISTORY_SENT: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = %s::BIGINT AND messages.origin_message_id IS NULL ORDER BY messages.created_at DESC, messages.message_id DESC LIMIT %s",
     ("member_id", "limit"),
 )
 
 TIMELINE_PAIR: Compiled = (
-    "SELECT messages.message_id, messages.status_timestamp FROM messages WHERE messages.owner_member_id = %s::INTEGER AND messages.type = 'unicast' AND messages.status_state = %s::VARCHAR ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
+    "SELECT messages.message_id, messages.status_timestamp FROM messages WHERE messages.owner_member_id = %s::BIGINT AND messages.type = 'unicast' AND messages.status_state = %s::VARCHAR ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT %s",
     ("owner", "state", "limit"),
 )
 

@@ -2,12 +2,13 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 SCHEMAS = frozenset(
     (
         (
             "index\u001fidx_members_fleet_status\u001fmembers\u001fCREATE INDEX idx_members_fleet_status ON members (fleet_id, status)\n"
             "index\u001fidx_members_one_active_monitor_per_fleet\u001fmembers\u001fCREATE UNIQUE INDEX idx_members_one_active_monitor_per_fleet ON members (fleet_id) WHERE status = 'active' AND json_extract(member_card_json, '$.cafleet.kind') = 'monitor'\n"
+            "index\u001fidx_messages_client_token\u001fmessages\u001fCREATE UNIQUE INDEX idx_messages_client_token ON messages (from_member_id, client_token) WHERE client_token IS NOT NULL\n"
             "index\u001fidx_messages_from_created\u001fmessages\u001fCREATE INDEX idx_messages_from_created ON messages (from_member_id, created_at)\n"
             "index\u001fidx_messages_from_member_status_ts\u001fmessages\u001fCREATE INDEX idx_messages_from_member_status_ts ON messages (from_member_id, status_timestamp)\n"
             "index\u001fidx_messages_owner_type_created\u001fmessages\u001fCREATE INDEX idx_messages_owner_type_created ON messages (owner_member_id, type, created_at)\n"
@@ -85,7 +86,7 @@ SCHEMAS = frozenset(
             "\tstatus_timestamp TEXT NOT NULL, \n"
             "\torigin_message_id INTEGER, \n"
             "\ttext TEXT NOT NULL, \n"
-            "\tnotified_at TEXT, \n"
+            "\tnotified_at TEXT, client_token TEXT, \n"
             "\tFOREIGN KEY(owner_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
             ")\n"
             "table\u001fmonitor_runtime\u001fmonitor_runtime\u001fCREATE TABLE monitor_runtime (\n"

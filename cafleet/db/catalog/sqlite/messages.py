@@ -10,8 +10,8 @@ if TYPE_CHECKING:
 
 
 SEND: Compiled = (
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) SELECT r.member_id, s.member_id AS member_id_1, r.member_id AS member_id__1, 'unicast', ? AS anon_1, 'input_required', ? AS anon_2, NULL AS anon_3, ? AS anon_4, CASE WHEN (s.member_id = r.member_id) THEN ? ELSE NULL END AS anon_5 FROM members AS s JOIN members AS r ON r.member_id = ? WHERE s.member_id = ? AND s.status = 'active' AND r.status = 'active' AND r.fleet_id = s.fleet_id RETURNING message_id",
-    ("now", "now", "text", "now", "to_id", "from_id"),
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token) SELECT r.member_id, s.member_id AS member_id_1, r.member_id AS member_id__1, 'unicast', ? AS anon_1, 'input_required', ? AS anon_2, NULL AS anon_3, ? AS anon_4, CASE WHEN (s.member_id = r.member_id) THEN ? ELSE NULL END AS anon_5, ? AS anon_6 FROM members AS s JOIN members AS r ON r.member_id = ? WHERE s.member_id = ? AND s.status = 'active' AND r.status = 'active' AND r.fleet_id = s.fleet_id RETURNING message_id",
+    ("now", "now", "text", "now", "token", "to_id", "from_id"),
 )
 
 PARTIES: Compiled = (
@@ -25,8 +25,8 @@ BROADCAST_SENDER: Compiled = (
 )
 
 INSERT_SUMMARY: Compiled = (
-    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at) VALUES (?, ?, NULL, 'broadcast_summary', ?, 'completed', ?, NULL, ?, ?)",
-    ("from_id", "from_id", "now", "now", "text", "now"),
+    "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token) VALUES (?, ?, NULL, 'broadcast_summary', ?, 'completed', ?, NULL, ?, ?, ?)",
+    ("from_id", "from_id", "now", "now", "text", "now", "token"),
 )
 
 LINK_SUMMARY: Compiled = (
@@ -49,6 +49,16 @@ MESSAGE_BY_ID: Compiled = (
     ("message_id",),
 )
 
+MESSAGE_BY_TOKEN: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = ? AND messages.client_token = ?",
+    ("from_id", "token"),
+)
+
+DELIVERIES_OF: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = ? AND messages.created_at = ? AND messages.origin_message_id = ? AND messages.type = 'unicast' ORDER BY messages.message_id",
+    ("from_id", "created_at", "summary_id"),
+)
+
 MEMBER_STATUS: Compiled = (
     "SELECT members.status FROM members WHERE members.member_id = ?",
     ("member_id",),
@@ -62,4 +72,9 @@ POLL: Compiled = (
 UNACKED: Compiled = (
     "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages INDEXED BY idx_messages_owner_type_state_ts WHERE messages.owner_member_id = ? AND messages.type = 'unicast' AND messages.status_state = 'input_required' AND messages.message_id > ? ORDER BY messages.message_id",
     ("member_id", "after"),
+)
+
+PANE_MEMBERS: Compiled = (
+    "SELECT im.member_id, im.name, ip.mux_socket, coalesce(ip.host_id, (SELECT dp.host_id FROM fleets AS df JOIN member_placements AS dp ON dp.member_id = df.director_member_id WHERE df.fleet_id = im.fleet_id)) AS host_id FROM member_placements AS ip JOIN members AS im ON im.member_id = ip.member_id WHERE ip.backend = 'tmux' AND ip.mux_pane_id = ? AND ip.lost_at IS NULL AND im.status = 'active' ORDER BY im.member_id",
+    ("pane",),
 )

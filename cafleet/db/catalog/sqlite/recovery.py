@@ -24,6 +24,11 @@ FLEET_WORKTREES: Compiled = (
     ("fleet_id",),
 )
 
+ALL_WORKTREES: Compiled = (
+    "SELECT member_spawns.member_id, members.fleet_id, members.name, members.status, fleets.deleted_at, member_spawns.worktree_json FROM member_spawns JOIN members ON members.member_id = member_spawns.member_id JOIN fleets ON fleets.fleet_id = members.fleet_id WHERE member_spawns.worktree_json IS NOT NULL ORDER BY member_spawns.member_id",
+    (),
+)
+
 FLEET_PERMISSIONS: Compiled = (
     "SELECT member_spawns.member_id, member_spawns.permissions FROM member_spawns JOIN members AS m ON m.member_id = member_spawns.member_id WHERE m.fleet_id = ?",
     ("fleet_id",),
@@ -62,8 +67,8 @@ PLACED: Compiled = (
 )
 
 MARK_LOST: Compiled = (
-    "UPDATE member_placements SET lost_at=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id = ? AND member_placements.lost_at IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active'))",
-    ("now", "member_id", "backend", "session", "pane", "member_id"),
+    "UPDATE member_placements SET lost_at=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id = ? AND member_placements.created_at = ? AND member_placements.lost_at IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active'))",
+    ("now", "member_id", "backend", "session", "pane", "created", "member_id"),
 )
 
 INSERT_REPORT: Compiled = (

@@ -39,6 +39,16 @@ SENT: Compiled = (
     ("member_id", "limit"),
 )
 
+HISTORY_OWNED: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.owner_member_id = ? AND messages.type = ? ORDER BY messages.created_at DESC, messages.message_id DESC LIMIT ?",
+    ("member_id", "type", "limit"),
+)
+
+HISTORY_SENT: Compiled = (
+    "SELECT messages.message_id AS message_id, messages.owner_member_id AS owner_member_id, messages.from_member_id AS from_member_id, messages.to_member_id AS to_member_id, messages.type AS type, messages.created_at AS created_at, messages.status_state AS status_state, messages.status_timestamp AS status_timestamp, messages.origin_message_id AS origin_message_id, messages.text AS text FROM messages WHERE messages.from_member_id = ? AND messages.origin_message_id IS NULL ORDER BY messages.created_at DESC, messages.message_id DESC LIMIT ?",
+    ("member_id", "limit"),
+)
+
 TIMELINE_PAIR: Compiled = (
     "SELECT messages.message_id, messages.status_timestamp FROM messages WHERE messages.owner_member_id = ? AND messages.type = 'unicast' AND messages.status_state = ? ORDER BY messages.status_timestamp DESC, messages.message_id DESC LIMIT ?",
     ("owner", "state", "limit"),

@@ -1,10 +1,10 @@
 """placement_server
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-03 00:00:00
 
-Which tmux server and process a placement's pane is (docs/storage.md §3.10): a server started
+Which tmux server and process a placement's pane is (docs/storage.md §3.11): a server started
 again on the same socket hands out the same window and pane ids, so the socket, session and
 window a placement records cannot tell its pane from a pane of the new server. Three nullable
 INTEGER columns on `member_placements`; NULL means "not recorded" (every row written before this
@@ -18,7 +18,7 @@ revision):
 Three ADD COLUMNs (through `op.batch_alter_table`, storage.md §3.1); no row is rewritten.
 
 A landed revision file is never edited (storage.md §3.1). Its recorded shape is
-SHAPES["0007"] in cafleet/db/shapes.py and its line is in tests/revision_manifest.txt.
+SHAPES["0008"] in cafleet/db/shapes.py and its line is in tests/revision_manifest.txt.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,62 @@
+"""Nothing of a deleted real member keeps running (docs/runtime.md §1.10, §8 item 74): the real
+Codex starts an app-server daemon (`codex app-server … --managed-daemon`) and a
+`pid-update-loop` outside its pane's process tree; `member delete` ends them with the agent.
+
+Codex runs in the default test command (its daemon is the reported case); Claude Code and
+opencode are opt-in (`-m soak`): each costs a real agent's start-up.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fleet_helpers import create_fleet, ok
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.real_agents import pids_of, require_binary
+from tests.harness.real_member import RealMember
+from tests.harness.util import retry_until
+
+pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        "codex",
+        pytest.param("claude", marks=pytest.mark.soak),
+        pytest.param("opencode", marks=pytest.mark.soak),
+    ],
+)
+def test_member_delete_leaves_nothing_of_a_real_agent(tmux_db: TmuxHarness, agent: str) -> None:
+    require_binary(agent)
+    h = tmux_db
+    fleet = create_fleet(h)  # the monitor is a fake: only the member is real
+    member = RealMember(h, agent, f"real-{agent}")
+    try:
+        member.create(fleet.fleet_id, "Wait for messages.")
+        root = member.real.root
+        if agent == "codex":
+            retry_until(
+                lambda: [p for p in pids_of(root) if b"app-server" in _cmdline(p)],
+                timeout=120,
+                message="codex started no app-server daemon",
+            )
+        else:
+            member.real.wait_state("ready", timeout=240)
+        started = {p: _cmdline(p) for p in pids_of(root)}
+
+        ok(h.cli("member", "delete", str(member.member_id)))
+
+        # The moment the command returned: no process started for the agent runs.
+        left = {p: started.get(p) or _cmdline(p) for p in pids_of(root)}
+        assert left == {}, f"still running after member delete: {left} (started: {started})"
+    finally:
+        member.stop()
