@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from cafleet.mux import PaneContext
     from cafleet.mux.tmux import TmuxBackend
     from cafleet.records import Fleet, Member, PaneKey, Placement, WorktreeSpec
+    from cafleet.sessions import SessionRecord
     from cafleet.workflows.placing import WindowMode
     from cafleet.workflows.spawning import SpawnPlan
     from cafleet.workflows.worktrees import Plan as WorktreePlan
@@ -69,6 +70,7 @@ class Created:
     host_loop_pid: int | None = None
     host_loop_problem: str | None = None
     finished: bool = False  # a half-made member's interrupted create was finished
+    resumed_session: str | None = None  # the agent session its new pane continues
 
     @property
     def host_loop(self) -> tuple[str | None, int | None, str | None]:
@@ -297,12 +299,19 @@ def _create(
 
 
 def finish(
-    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member: Member,
+    *,
+    window: WindowMode = "auto",
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """Finish the create of a half-made member (`cafleet.workflows.halfmade`; the caller holds
     its creation lock): from step 7b on, with what its registration recorded. Its worktree is
     made again if it is gone; the pane the interrupted create already spawned, if any, becomes
-    its pane instead of a second agent. A failure undoes it as a failed create would."""
+    its pane instead of a second agent; else, with ``resumed`` (`member respawn --resume`), the
+    agent continues that session in its directory. A failure undoes it as a failed create
+    would."""
     from cafleet import broker
 
     fleet, director = _live_fleet_and_director(conn, member.fleet_id)
@@ -330,17 +339,29 @@ def finish(
         return resume(spec)
 
     created = _start(
-        conn, settings, member, job, window, None if spec is None else make, adopt=True
+        conn,
+        settings,
+        member,
+        job,
+        window,
+        None if spec is None else make,
+        adopt=True,
+        resumed=resumed,
     )
     return dataclasses.replace(created, finished=True)
 
 
 def finish_pending(
-    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member: Member,
+    *,
+    window: WindowMode = "auto",
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """`member respawn` of a member whose placement is pending: `finish` its create when that
-    was interrupted; one still running is waited for (up to the pane-lock timeout) and then
-    refused, the member having its pane."""
+    was interrupted (continuing ``resumed`` with `--resume`); one still running is waited for
+    (up to the pane-lock timeout) and then refused, the member having its pane."""
     from cafleet.workflows import halfmade
 
     refuse_elsewhere(conn, member)  # its create runs, or was interrupted, on another host
@@ -352,7 +373,7 @@ def finish_pending(
                 f"member {member.member_id}'s 'cafleet member create' finished meanwhile "
                 f"(pane {pane or '-'}); nothing to respawn"
             )
-        return finish(conn, settings, left.member, window=window)
+        return finish(conn, settings, left.member, window=window, resumed=resumed)
 
 
 def recorded_spawn(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
@@ -405,11 +426,12 @@ def _start(
     make: Callable[[], WorktreePlan] | None,
     *,
     adopt: bool = False,
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """Steps 7b to 10 for a registered member with a pending placement: its worktree
     (``make``), the agent's pane (with ``adopt``, the one an interrupted create already spawned
-    for this placement, when there is one), the patch. A failure deregisters it and undoes the
-    worktree."""
+    for this placement, when there is one; with ``resumed``, an agent continuing that session
+    in its directory), the patch. A failure deregisters it and undoes the worktree."""
     from cafleet import signals
     from cafleet.workflows import halfmade
 
@@ -433,6 +455,7 @@ def _start(
         fail_with_cleanup(None, cleanup)
 
     spawned = halfmade.orphan_pane(job.backend, pending) if adopt else None
+    adopted = spawned is not None
     if spawned is None:
         # 8. Render and spawn.
         from cafleet.agents.prompt import render_template
@@ -444,12 +467,18 @@ def _start(
             director_member_id=job.director.member_id,
             coding_agent=job.coding_agent,
         )
-        argv = job.plan.argv(
-            rendered,
-            display_name=member.name,
-            monitor=job.role == "monitor",
-            db_dir=settings.db_dir,
-        )
+        monitor = job.role == "monitor"
+        if resumed is None:
+            argv = job.plan.argv(
+                rendered, display_name=member.name, monitor=monitor, db_dir=settings.db_dir
+            )
+        else:
+            argv = job.plan.resume_argv(
+                resumed.session_id,
+                display_name=member.name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+            )
         from cafleet.workflows import worktrees
 
         spawned = spawn_member_pane(
@@ -462,7 +491,13 @@ def _start(
             argv=argv,
             coding_agent=job.coding_agent,
             on_failure=undo.deregister,
-            cwd=None if tree is None else worktrees.cwd_of(tree.spec),
+            cwd=(
+                resumed.cwd
+                if resumed is not None
+                else None
+                if tree is None
+                else worktrees.cwd_of(tree.spec)
+            ),
             # Names the pane as this placement's, should this command die before the patch.
             member_id=member.member_id,
             extra_env={halfmade.PLACEMENT_VARIABLE: halfmade.placement_token(pending)},
@@ -481,6 +516,7 @@ def _start(
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
         permissions=job.profile,
+        resumed_session=None if resumed is None or adopted else resumed.session_id,
     )
     if job.away:
         # 10. Placed on this host, away from the Director's: this host's delivery loop types

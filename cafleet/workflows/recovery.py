@@ -235,8 +235,13 @@ def respawn_locked(
     if member.placement is not None and member.placement.mux_pane_id is None:
         from cafleet.workflows.members import finish_pending  # its create was interrupted
 
-        made = finish_pending(conn, settings, member, window=window)
-        return Respawned(made.member, None, made.pane_id, None, *made.host_loop)
+        record = None
+        if resume:
+            from cafleet.workflows.sessions import resume_record
+
+            record = resume_record(conn, settings, member)  # refused here: nothing spawned
+        made = finish_pending(conn, settings, member, window=window, resumed=record)
+        return Respawned(made.member, None, made.pane_id, made.resumed_session, *made.host_loop)
     placement = concrete_placement(member, "nothing to respawn")
     from cafleet.workflows.panes import refuse_elsewhere
 
@@ -308,7 +313,7 @@ def respawn_locked(
     signals.check()
 
     from cafleet.agents.prompt import render_template
-    from cafleet.mux import MultiplexerError, PaneKey
+    from cafleet.mux import PaneKey
 
     old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
     with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
@@ -318,12 +323,7 @@ def respawn_locked(
             placement.created_at,
         ):
             raise WorkflowError(lock_busy_message(member_id))
-        try:
-            if state == "dead":
-                backend.kill_pane(old_pane, ignore_missing=True)
-            _end_strays(backend, member_marker(settings, member_id), placement.mux_pane_pid)
-        except MultiplexerError as exc:
-            raise WorkflowError(str(exc)) from exc
+        _reap(backend, placement, settings, dead=state == "dead")
         rendered = render_template(
             plan.template,
             fleet_id=fleet.fleet_id,
@@ -454,6 +454,27 @@ def _spawn_and_rebind(
         except Exception as exc:
             kill_new(f"placement update failed: {error_text(exc)}")
     raise AssertionError("unreachable")
+
+
+def _reap(backend: Any, placement: Placement, settings: Settings, *, dead: bool) -> None:
+    """Before the member's agent is started again: kill its ``dead`` pane, end what its old
+    pane left running (`reaping.left_running`: a child that ignored SIGHUP, a daemon) and any
+    agent spawned for it but never recorded (`_end_strays`)."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.procs import end_processes
+    from cafleet.workflows.reaping import left_running
+
+    assert placement.mux_pane_id is not None
+    left = left_running(backend, placement)  # before the kill: a killed pane has no tree
+    try:
+        if dead:
+            backend.kill_pane(placement.mux_pane_id, ignore_missing=True)
+        _end_strays(backend, member_marker(settings, placement.member_id), placement.mux_pane_pid)
+    except MultiplexerError as exc:
+        raise WorkflowError(str(exc)) from exc
+    finally:
+        # A gone pane's leftovers get no SIGHUP: no grace before SIGTERM.
+        end_processes(left, grace=2.0 if dead else 0.0)
 
 
 def _end_strays(backend: Any, marker: str, recorded: int | None) -> None:

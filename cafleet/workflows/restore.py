@@ -3,7 +3,8 @@ after its tmux server is gone, from a new pane.
 
 The calling pane becomes the root Director's (as `fleet adopt`; skipped when it already is),
 every active member whose pane is gone is respawned continuing its own agent session
-(`member respawn --resume`), then the fleet's loop is started. Members whose pane runs are left
+(`member respawn --resume`), a member left half-made by an interrupted `member create` has that
+create finished (`member respawn`), then the fleet's loop is started. Members whose pane runs are left
 alone, so a second run changes nothing. Each member's outcome is reported; one member's failure
 does not stop the others.
 
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 class Outcome:
     member_id: int
     name: str
-    state: str  # "alive" | "resumed" | "afresh" | "failed" | "elsewhere"
+    state: str  # "alive" | "resumed" | "afresh" | "finished" | "failed" | "elsewhere"
     detail: str  # the pane (alive, resumed), the error (failed), the host (elsewhere)
     session_id: str | None = None
 
@@ -128,9 +129,7 @@ def restore(
         adopted_from = previous or "-"
         director_host = moved.host_id
     outcomes = []
-    for member in broker.placed_members(conn, fleet_id):
-        if member.kind == "director":
-            continue
+    for member in _members(conn, settings, fleet_id):
         signals.check()
         other = _other_host(member, director_host, me)
         if other is not None:  # its own host restores it: nothing is tried from here
@@ -157,10 +156,23 @@ def restore(
     )
 
 
+def _members(conn: Connection, settings: Settings, fleet_id: int) -> list[Member]:
+    """The fleet's placed members but the root Director, and those left half-made here by an
+    interrupted `member create` (`cafleet.workflows.halfmade`), by id."""
+    from cafleet import broker
+    from cafleet.workflows.halfmade import half_made
+
+    placed = [m for m in broker.placed_members(conn, fleet_id) if m.kind != "director"]
+    roster = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
+    pending = [m for m in roster if m.placement is not None and m.placement.mux_pane_id is None]
+    left = [hm.member for hm in half_made(conn, settings.db_dir, pending)]
+    return sorted([*placed, *left], key=lambda m: m.member_id)
+
+
 def _restore_member(conn: Connection, settings: Settings, backend: Any, member: Member) -> Outcome:
     """One member of this host, under its member lock: left alone while its own pane runs (a
     restore that ran meanwhile may have just re-created it), else respawned continuing its
-    session when one is known."""
+    session when one is known. A half-made member's create is finished (`member respawn`)."""
     from cafleet.broker import session_id
     from cafleet.workflows.panes import active_member
     from cafleet.workflows.recovery import PaneStillRunning, member_held, respawn_locked
@@ -180,6 +192,8 @@ def _restore_member(conn: Connection, settings: Settings, backend: Any, member: 
         except PaneStillRunning as exc:  # another server's pane it could not judge first
             return dataclasses.replace(alive, detail=f"pane {exc.pane_id}")
     state = "resumed" if resume else "afresh"
+    if done.previous_pane_id is None:
+        state = "finished"  # its interrupted create: the pane it spawned, or a new one
     return Outcome(mid, member.name, state, f"pane {done.pane_id}", done.resumed_session)
 
 
