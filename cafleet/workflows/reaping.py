@@ -85,12 +85,13 @@ def run_of(backend: Any, placement: Placement) -> int | None:
     return placement.mux_server_pid
 
 
-def left_running(backend: Any, placement: Placement) -> set[Proc]:
+def left_running(backend: Any, placement: Placement, *, dead: bool = False) -> set[Proc]:
     """What ``placement``'s pane left running, its pane gone or dead (`member respawn`,
     `fleet restore`): every process whose environment names that pane on the run of the tmux
-    server that made it (`run_of`), and, while the pane is still listed on that run, its
-    process tree. Nothing when the run cannot be told, or when the pane id is listed there
-    running another process than the recorded one (it is not the member's pane)."""
+    server that made it (`run_of`), and, while the pane is still listed on that run (``dead``:
+    its agent exited), its process tree. Nothing when the run cannot be told, or when the pane
+    is listed there running (moved elsewhere, or another process than the recorded one: what
+    runs there is not for this command to end)."""
     from cafleet.mux import MultiplexerError
     from cafleet.procs import pane_processes, server_pid_of
 
@@ -105,8 +106,8 @@ def left_running(backend: Any, placement: Placement) -> set[Proc]:
         every = {}
     live: dict[str, int] = {}
     if pane in every and server_pid_of(every.values()) == run:
-        if placement.mux_pane_pid not in (None, every[pane]):
-            return set()  # the pane was respawned in place: what runs there is not ours
+        if not dead or placement.mux_pane_pid not in (None, every[pane]):
+            return set()  # the pane still runs (moved, or respawned in place): not ours to end
         live = {pane: every[pane]}
     gone = [] if live else [pane]
     found: set[Proc] = set()

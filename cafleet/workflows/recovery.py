@@ -465,7 +465,7 @@ def _reap(backend: Any, placement: Placement, settings: Settings, *, dead: bool)
     from cafleet.workflows.reaping import left_running
 
     assert placement.mux_pane_id is not None
-    left = left_running(backend, placement)  # before the kill: a killed pane has no tree
+    left = left_running(backend, placement, dead=dead)  # before the kill: then no tree
     try:
         if dead:
             backend.kill_pane(placement.mux_pane_id, ignore_missing=True)
