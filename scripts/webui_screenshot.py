@@ -3,8 +3,8 @@ and Debian's chromium driven by Playwright (never `playwright install`).
 
     python scripts/webui_screenshot.py [--out docs/webui.png]
 
-No tmux is needed: the demo placements name panes that exist nowhere, so the roster shows their
-state as unknown.
+The demo panes are in a private tmux server of the script's own (each a `sleep`, so the roster
+shows them alive, still starting); the user's tmux server is never touched.
 """
 
 from __future__ import annotations
@@ -36,11 +36,34 @@ class Pane:
     pane_id: str
 
 
-def seed(db_path: Path) -> int:
+def private_tmux(socket: str) -> tuple[str, list[str]]:
+    """A tmux server of this script's own on `socket`: one window of five panes (a Director,
+    a monitor and three members, each a shell's `sleep`); returns the window id and pane ids."""
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-S", socket, "-f", "/dev/null", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    fmt = "#{window_id} #{pane_id}"
+    window, first = tmux(
+        "new-session", "-d", "-s", "work", "-x", "200", "-y", "60", "-P", "-F", fmt, "sleep 900"
+    ).split()
+    panes = [first]
+    for _ in range(4):
+        panes.append(tmux("split-window", "-t", window, "-P", "-F", "#{pane_id}", "sleep 900"))
+        tmux("select-layout", "-t", window, "tiled")
+    return window, panes
+
+
+def seed(db_path: Path, socket: str, window: str, panes: list[str]) -> int:
     from cafleet import broker
-    from cafleet.db.engine import close_connection
     from cafleet.db.guard import open_validated_connection
     from cafleet.db.migrate import run_setup
+    from cafleet.db.runtime import close_connection
     from cafleet.records import PlacementSpec
 
     run_setup(str(db_path))
@@ -51,8 +74,9 @@ def seed(db_path: Path) -> int:
             name="review",
             backend="tmux",
             coding_agent="claude",
-            director_pane=Pane("work", "@1", "%1"),
-            spawn_monitor=lambda _f, _d, _m: Pane("work", "@1", "%2"),
+            director_pane=Pane("work", window, panes[0]),
+            spawn_monitor=lambda _f, _d, _m: Pane("work", window, panes[1]),
+            mux_socket=socket,
         )
         director = boot.director.member_id
         ids = {}
@@ -69,10 +93,10 @@ def seed(db_path: Path) -> int:
                 name=name,
                 description=about,
                 role="member",
-                placement=PlacementSpec("work", "@1", agent),
+                placement=PlacementSpec("work", window, agent, mux_socket=socket),
                 require_monitor=False,
             )
-            broker.set_placement_pane(conn, member_id=member.member_id, pane_id=f"%{3 + i}")
+            broker.set_placement_pane(conn, member_id=member.member_id, pane_id=panes[2 + i])
             ids[name] = member.member_id
         send = broker.send_message
         send(conn, from_member_id=director, to_member_id=ids["alice"], text="Please review PR 12.")
@@ -104,7 +128,8 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CAFLEET_", "TMUX"))}
         env["CAFLEET_DATABASE_URL"] = f"sqlite:///{db_path}"
         os.environ["CAFLEET_DATABASE_URL"] = env["CAFLEET_DATABASE_URL"]
-        seed(db_path)
+        socket = str(Path(tmp) / "tmux.sock")
+        seed(db_path, socket, *private_tmux(socket))
         server = subprocess.Popen(
             [sys.executable, "-m", "cafleet", "server", "--port", "8765"],
             env=env,
@@ -129,6 +154,7 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait(timeout=15)
+            subprocess.run(["tmux", "-S", socket, "kill-server"], check=False)
     print(f"wrote {args.out}")
     return 0
 

@@ -38,6 +38,8 @@ def test_a_non_numeric_id_is_refused_in_words(db_path: Path) -> None:
         (["member", "shwo", "3"], "shwo", "show"),
         (["message", "pol", "3"], "pol", "poll"),
         (["monitor", "host", "stopp"], "stopp", "stop"),
+        (["monitor", "sacn", "1"], "sacn", "scan"),
+        (["monitor", "strat", "1"], "strat", "start"),
         (["flet"], "flet", "fleet"),
     ],
 )
@@ -48,6 +50,14 @@ def test_a_mistyped_command_at_any_level_gets_a_suggestion(
     code, out, err = call_main(argv)
     assert (code, out) == (2, "")
     assert err.splitlines()[-1] == f"Error: No such command '{typo}'. Did you mean '{suggestion}'?"
+
+
+def test_monitor_still_reads_a_word_far_from_any_subcommand_as_a_bad_fleet_id(
+    db_path: Path,
+) -> None:
+    code, _out, err = call_main(["monitor", "abc"])
+    assert code == 2
+    assert "'abc' is not an id" in err.splitlines()[-1]
 
 
 def test_member_create_help_shows_the_prompt_as_optional() -> None:

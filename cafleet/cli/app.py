@@ -281,8 +281,22 @@ class MonitorGroup(CafleetGroup):
             not args
             or (args[0] not in ctx.help_option_names and not self._is_visible_subcommand(args[0]))
         ):
+            if args and self._near_subcommands(args[0]):
+                # `cafleet monitor sacn 1` is a typo of `scan`, not a fleet id named "sacn".
+                raise click.exceptions.NoSuchCommand(
+                    args[0], possibilities=self._near_subcommands(args[0]), ctx=ctx
+                )
             args = [LOOP_COMMAND_NAME, *args]
         return super().parse_args(ctx, args)
+
+    def _near_subcommands(self, word: str) -> list[str]:
+        if word.startswith("-") or word.strip().isdigit():
+            return []
+        import difflib  # only on this error path: keeps it off every command's start-up
+
+        visible = [n for n in self.command_modules if n != LOOP_COMMAND_NAME]
+        visible += [n for n, c in self.commands.items() if not c.hidden and n not in visible]
+        return difflib.get_close_matches(word, visible)
 
     def _is_visible_subcommand(self, name: str) -> bool:
         cmd = self.load_command(name)
