@@ -83,6 +83,8 @@ class Outages:
                 self._ctl("-o", options, "-l", str(s.dir / "log"), "-w", "-t", "600", "start")
                 return
             except subprocess.CalledProcessError:
+                log = (s.dir / "log").read_text(errors="replace").splitlines()[-8:]
+                print("pg_ctl start failed:", *log, sep="\n  ", file=sys.stderr)
                 if attempt:
                     raise
                 time.sleep(1.0)
@@ -101,7 +103,9 @@ SENDER_PANE: dict[str, str] = {}  # the sender's own pane, read once before any 
 def _send(h: Any, frm: int, to: int, body: str, key: str | None = None) -> subprocess.Popen[str]:
     extra = ["--key", key] if key else []
     # Named here, so the harness does not read it from the database (down during an outage).
-    pane = SENDER_PANE.setdefault("pane", h._own_pane(frm) or "")
+    if "pane" not in SENDER_PANE:
+        SENDER_PANE["pane"] = h._own_pane(frm) or ""
+    pane = SENDER_PANE["pane"]
     env, unset = ({"TMUX_PANE": pane}, ()) if pane else (None, ("TMUX_PANE",))
     return h.popen_cli(
         "message", "send", "--from-member-id", str(frm), "--to-member-id", str(to), body,
