@@ -198,7 +198,11 @@ def misdirection(restarts: int) -> dict[str, Any]:
             totals["shell_lines"] += shell_lines
             print(json.dumps({"round": totals["restarts"], "foreign_lines": foreign,
                               "shell_lines": shell_lines, "lines": lines}), flush=True)  # fmt: skip
-            h.cli("fleet", "restore", str(fleet_id), env=here, timeout=120)
+            began = time.monotonic()
+            restored = h.cli("fleet", "restore", str(fleet_id), env=here, timeout=600)
+            print(f"restore: exit {restored.returncode} in {time.monotonic() - began:.1f} s: "
+                  f"{restored.stdout.strip()!r} {restored.stderr.strip()!r}", file=sys.stderr,
+                  flush=True)  # fmt: skip
             h.cli("monitor", "stop", str(fleet_id), env=here, timeout=60)
         return totals
 
