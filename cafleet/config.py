@@ -327,4 +327,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "`<member id> <placement time>` in each spawned pane, so an interrupted create's pane is "
         "found again (`docs/cli.md` §2.7); never set it yourself.",
     ),
+    (
+        "CAFLEET_MEMBER",
+        "set by cafleet",
+        "`<member id>@<P>` in the environment of every agent cafleet spawns, so `member respawn` "
+        "and `fleet restore` find (in `/proc`) and end an agent a killed command spawned but "
+        "never recorded (`docs/runtime.md` §5.11); never set it yourself.",
+    ),
 )

@@ -191,6 +191,14 @@ def pane_processes(
     return by_pane
 
 
+def panes_with_env(pane_pids: Mapping[str, int], entry: str, proc: str = PROC) -> list[str]:
+    """The panes of ``pane_pids`` (pane id -> the pane's own pid) whose process was started
+    with ``entry`` (`NAME=value`) in its environment: the agents cafleet spawned for one
+    member (docs/runtime.md §5.11)."""
+    wanted = entry.encode()
+    return sorted(pane for pane, pid in pane_pids.items() if wanted in _environ(pid, proc))
+
+
 def end_processes(
     procs: Iterable[Proc],
     *,
@@ -240,6 +248,7 @@ __all__ = [
     "end_processes",
     "identify",
     "pane_processes",
+    "panes_with_env",
     "server_pid_of",
     "stale_after",
 ]

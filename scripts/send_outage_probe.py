@@ -76,7 +76,18 @@ class Outages:
         s = self.server
         options = f"-k {s.dir} -h 127.0.0.1 -p {s.port} -c max_connections=200"
         options += " -F -c fsync=off -c full_page_writes=off"
-        self._ctl("-o", options, "-l", str(s.dir / "log"), "-w", "start")
+        # A loaded machine may take a while to recover from `-m immediate`: wait up to 10 min,
+        # and try again once should pg_ctl still give up.
+        for attempt in range(2):
+            try:
+                self._ctl("-o", options, "-l", str(s.dir / "log"), "-w", "-t", "600", "start")
+                return
+            except subprocess.CalledProcessError:
+                log = (s.dir / "log").read_text(errors="replace").splitlines()[-8:]
+                print("pg_ctl start failed:", *log, sep="\n  ", file=sys.stderr)
+                if attempt:
+                    raise
+                time.sleep(1.0)
 
     def _run(self) -> None:
         while not self.stop_flag.wait(self.rng.uniform(1.0, 4.0)):
@@ -86,11 +97,19 @@ class Outages:
             self.start_server()
 
 
+SENDER_PANE: dict[str, str] = {}  # the sender's own pane, read once before any outage
+
+
 def _send(h: Any, frm: int, to: int, body: str, key: str | None = None) -> subprocess.Popen[str]:
     extra = ["--key", key] if key else []
+    # Named here, so the harness does not read it from the database (down during an outage).
+    if "pane" not in SENDER_PANE:
+        SENDER_PANE["pane"] = h._own_pane(frm) or ""
+    pane = SENDER_PANE["pane"]
+    env, unset = ({"TMUX_PANE": pane}, ()) if pane else (None, ("TMUX_PANE",))
     return h.popen_cli(
         "message", "send", "--from-member-id", str(frm), "--to-member-id", str(to), body,
-        "--json", *extra,
+        "--json", *extra, env=env, unset=unset,
     )  # fmt: skip
 
 
@@ -146,6 +165,7 @@ def main() -> int:
 def _probe(
     h: Any, db: PgDb, server: PgServer, world: Any, ids: list[int], rng: random.Random
 ) -> int:
+    SENDER_PANE["pane"] = h._own_pane(world.director) or ""
     outages = Outages(server, rng)
     first: dict[str, dict[str, Any]] = {}
     running: list[tuple[str, int, subprocess.Popen[str]]] = []

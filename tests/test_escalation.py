@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 
 from cafleet.delivery.screens.prompts import clean, read_prompt
-from tests.fleet_helpers import FleetIds, create_fleet, create_member, ok, start_loop, stop_loop
+from tests.fleet_helpers import (
+    FleetIds,
+    create_fleet,
+    create_member,
+    ok,
+    sql_write,
+    start_loop,
+    stop_loop,
+)
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log, line_records, retry_until, start_record
 
@@ -428,6 +436,12 @@ def test_a_prompt_cafleet_cannot_read_is_reported_raw_and_never_answered(
         lambda: "Select model" in h.tmux("capture-pane", "-p", "-t", pane),
         timeout=10,
         message="the captured screen never showed",
+    )
+    # The process shown is the member's (a pane respawned in place is another's otherwise,
+    # docs/runtime.md §1.8).
+    shown_pid = int(h.pane_format(pane, "#{pane_pid}"))
+    sql_write(
+        h, "UPDATE member_placements SET mux_pane_pid = ? WHERE member_id = ?", shown_pid, member
     )
     loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "0"})
     loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)

@@ -238,3 +238,75 @@ def test_fleet_delete_kills_the_pane_a_killed_create_spawned(
     assert {"member_id": m, "pane_id": orphan, "pane_status": "killed"} in data["panes"]
     assert orphan not in h.live_panes()
     assert [t["status"] for t in data["worktrees"]] == ["removed"]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [{"command": "display-message", "contains": "window_panes"}, {"command": "split-window"}],
+    ids=["before-the-spawn", "after-the-spawn"],
+)
+def test_fleet_restore_finishes_a_half_made_member(
+    tmux_db: TmuxHarness, repo: Path, fleet: FleetIds, rule: dict[str, Any]
+) -> None:
+    """`fleet restore` finishes the create a kill -9 interrupted, as `member respawn` does:
+    the agent the killed create spawned becomes the member's, else one is started in its
+    worktree; one agent either way, and a second restore leaves it alone."""
+    h, f = tmux_db, fleet.fleet_id
+    panes = h.live_panes()
+    m = killed_create(h, f, rule)
+    orphans = h.live_panes() - panes
+
+    r = ok(h.cli("fleet", "restore", str(f), "--json", timeout=120))
+    data = json.loads(r.stdout)
+    [pane] = h.live_panes() - panes  # one agent
+    if orphans:
+        assert orphans == {pane}
+    outcome = next(o for o in data["members"] if o["member_id"] == m)
+    assert (outcome["outcome"], outcome["detail"]) == ("finished", f"pane {pane}"), data
+    path = str(repo / ".cafleet" / "worktrees" / f"{f}-alice")
+    assert start_record(pane)["cwd"] == path
+    assert h.sqlite("SELECT mux_pane_id FROM member_placements WHERE member_id = ?", m) == [(pane,)]
+    assert problems(h, f) == []
+    again = ok(h.cli("fleet", "restore", str(f), timeout=120)).stdout
+    assert f"member {m} (alice): alive in pane {pane}, left alone" in again.splitlines()
+    assert h.live_panes() - panes == {pane}
+
+
+def test_respawn_resume_of_a_half_made_member_is_honoured(
+    tmux_db: TmuxHarness, repo: Path, fleet: FleetIds
+) -> None:
+    """`member respawn --resume` of a half-made member continues its known session (in that
+    session's directory), and without one is refused as for any member: nothing spawned,
+    nothing written."""
+    from tests.fleet_helpers import sql_write
+    from tests.test_sessions_cli import claude_record
+
+    h, f = tmux_db, fleet.fleet_id
+    panes = h.live_panes()
+    m = killed_create(h, f, {"command": "display-message", "contains": "window_panes"})
+    before = h.sqlite("SELECT * FROM member_placements ORDER BY member_id")
+
+    refused = h.cli("member", "respawn", "--resume", str(m))
+    assert (refused.returncode, refused.stderr) == (
+        1,
+        f"Error: member {m} has no known agent session to resume (none was learned from its "
+        f"agent's records); run 'cafleet member respawn {m}' to start it afresh\n",
+    )
+    assert h.sqlite("SELECT * FROM member_placements ORDER BY member_id") == before
+    assert h.live_panes() == panes
+
+    path = repo / ".cafleet" / "worktrees" / f"{f}-alice"
+    claude_record("dddddddd-0001", "hi", path)
+    sql_write(
+        h, "UPDATE member_spawns SET agent_session_id = 'dddddddd-0001' WHERE member_id = ?", m
+    )
+    r = ok(h.cli("member", "respawn", "--resume", str(m)))
+    [pane] = h.live_panes() - panes
+    assert r.stdout == (
+        f"Respawned member alice ({m}) in pane {pane} (was pending: its interrupted create "
+        "finished; agent claude; resumed session dddddddd-0001).\n"
+    )
+    started = start_record(pane)
+    assert started["argv"][-2:] == ["--resume", "dddddddd-0001"]
+    assert started["cwd"] == str(path)
+    assert problems(h, f) == []

@@ -102,3 +102,56 @@ def test_a_process_of_another_server_run_is_never_signalled(tmux_db: TmuxHarness
         for proc in (ours, theirs):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def test_respawn_ends_what_a_gone_pane_left_running(tmux_db: TmuxHarness) -> None:
+    """The agent's pane was killed outside cafleet; its child that ignores SIGHUP and its
+    daemon outlived it. `member respawn` ends them before it starts the member's one agent."""
+    from tests.fleet_helpers import stop_loop
+
+    h = tmux_db
+    fleet = create_fleet(h)
+    stop_loop(h, fleet.fleet_id)
+    member, pane = create_member(h, fleet.fleet_id, "worker", DAEMONS)
+    agent, *left = _leftovers(pane)
+    h.tmux("kill-pane", "-t", pane)
+    retry_until(lambda: not pid_alive(agent), timeout=10, message="the agent outlived its pane")
+    assert all(pid_alive(p) for p in left)
+    others = [start_record(p)["pid"] for p in (h.director_pane, fleet.monitor_pane)]
+
+    result = ok(h.cli("member", "respawn", str(member)))
+
+    assert f"(was {pane};" in result.stdout, result.stdout
+    assert [p for p in left if pid_alive(p)] == []
+    new = result.stdout.split(" in pane ", 1)[1].split()[0]
+    assert pid_alive(start_record(new, timeout=20)["pid"])  # the member's one agent
+    assert all(pid_alive(p) for p in others)
+
+
+def test_restore_ends_what_the_old_servers_panes_left_running(
+    tmux_db: TmuxHarness, decoy: subprocess.Popen[bytes]
+) -> None:
+    """The fleet's tmux server was killed: the member's agent died with it, its child that
+    ignores SIGHUP and its daemon did not. On a new server on the same socket (whose panes take
+    the old ids) `fleet restore` ends them, found by the old server's pid its placement
+    records, and touches nothing of the new server's panes."""
+    from tests.fleet_helpers import stop_loop
+    from tests.test_restart_safety import new_server
+
+    h = tmux_db
+    fleet = create_fleet(h)
+    stop_loop(h, fleet.fleet_id)
+    _, pane = create_member(h, fleet.fleet_id, "worker", DAEMONS)
+    agent, *left = _leftovers(pane)
+
+    ids, here = new_server(h, 3)  # %0 (the caller), %1, %2: the member's old id included
+    retry_until(lambda: not pid_alive(agent), timeout=10, message="the agent outlived its server")
+    assert all(pid_alive(p) for p in left) and pane in ids
+    strangers = [int(h.pane_format(p, "#{pane_pid}")) for p in ids]
+
+    result = ok(h.cli("fleet", "restore", str(fleet.fleet_id), env=here, timeout=120))
+
+    assert "(worker): started afresh in pane %" in result.stdout, result.stdout
+    assert [p for p in left if pid_alive(p)] == []
+    assert all(pid_alive(p) for p in strangers)  # the new server's panes with the old ids
+    assert decoy.poll() is None

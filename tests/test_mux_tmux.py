@@ -44,7 +44,13 @@ def test_ensure_available_and_discover_context(tmux_harness: TmuxHarness) -> Non
     backend = h.backend()
     backend.ensure_available()
     ctx = backend.discover_context()
-    assert ctx == PaneContext(session="fleet test", window_id=h.window_id, pane_id=h.director_pane)
+    assert (
+        ctx[:3]
+        == PaneContext(session="fleet test", window_id=h.window_id, pane_id=h.director_pane)[:3]
+    )
+    # The server that answered and the pane's own process (docs/runtime.md §1.8).
+    assert ctx.server == (h.server_pid, int(h.pane_format(h.director_pane, "#{start_time}")))
+    assert ctx.pane_pid == int(h.pane_format(h.director_pane, "#{pane_pid}"))
     window = h.session.active_window
     assert ctx.window_id == window.window_id
     assert ctx.pane_id == window.active_pane.pane_id
@@ -74,7 +80,8 @@ def test_discover_context_session_name_with_pipe(tmux_harness: TmuxHarness) -> N
     )  # fmt: skip
     window_id, pane_id = out.split()
     ctx = h.backend(env={"TMUX_PANE": pane_id}).discover_context()
-    assert ctx == PaneContext(session="a|b c|", window_id=window_id, pane_id=pane_id)
+    assert ctx[:3] == PaneContext(session="a|b c|", window_id=window_id, pane_id=pane_id)[:3]
+    assert ctx.server is not None and ctx.server.pid == h.server_pid
 
 
 def test_discover_context_without_tmux_pane(tmux_harness: TmuxHarness) -> None:
@@ -252,7 +259,8 @@ def test_pane_status_copy_mode(tmux_harness: TmuxHarness) -> None:
     h = tmux_harness
     pane = h.spawn_fake()
     backend = h.backend()
-    where = (h.session_name, h.window_id)
+    server = (h.server_pid, int(h.pane_format(pane, "#{start_time}")))
+    where = (h.session_name, h.window_id, server, int(h.pane_format(pane, "#{pane_pid}")))
     assert backend.pane_status(pane) == PaneStatus(pane, None, False, *where)
     assert probe_for_typing(backend, pane) is None
     h.tmux("copy-mode", "-t", pane)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ SOCK = "/tmp/cftx/tmux-0/sock"
 BIN = "/usr/bin/tmux"
 PREFIX = [BIN, "-u", "-S", SOCK]
 ENV = {"TMUX": f"{SOCK},123,0", "TMUX_PANE": "%1", "PATH": "/usr/bin"}
+SERVER = mux.ServerId(10, 100)  # the answering server in the canned outputs (pid 10)
 
 Responder = Callable[[list[str]], RunResult]
 
@@ -90,10 +92,15 @@ def test_importing_mux_does_not_import_libtmux_or_sqlalchemy() -> None:
 # --------------------------------------------------------------------------- addressing
 
 
+LIST = ["list-panes", "-a", "-F", "#{pane_id}|#{pid}|#{start_time}|#{pane_pid}"]
+
+
 def test_argv_prefix_uses_socket_before_first_comma() -> None:
-    backend, rec = make(lambda a: RunResult(0, "%1\n%2\n", ""))
-    assert backend.list_panes() == frozenset({"%1", "%2"})
-    assert rec.events == [("run", ["list-panes", "-a", "-F", "#{pane_id}"], 5.0)]
+    backend, rec = make(lambda a: RunResult(0, "%1|10|100|11\n%2|10|100|12\n", ""))
+    live = backend.list_panes()
+    assert live == frozenset({"%1", "%2"})
+    assert (live.server, live.pids) == (mux.ServerId(10, 100), {"%1": 11, "%2": 12})
+    assert rec.events == [("run", LIST, 5.0)]
 
 
 def test_tmux_bin_resolved_from_path(tmp_path) -> None:
@@ -242,16 +249,24 @@ def test_operations_without_tmux_env_raise_unavailable() -> None:
 
 
 def test_discover_context() -> None:
-    backend, rec = make(lambda a: RunResult(0, "fleet test|@3|%1\n", ""))
-    assert backend.discover_context() == PaneContext("fleet test", "@3", "%1")
+    backend, rec = make(lambda a: RunResult(0, "10|100|11|fleet test|@3|%1\n", ""))
+    assert backend.discover_context() == PaneContext(
+        "fleet test", "@3", "%1", mux.ServerId(10, 100), 11
+    )
     assert rec.calls == [
-        ["display-message", "-p", "-t", "%1", "#{session_name}|#{window_id}|#{pane_id}"]
+        [
+            "display-message",
+            "-p",
+            "-t",
+            "%1",
+            "#{pid}|#{start_time}|#{pane_pid}|#{session_name}|#{window_id}|#{pane_id}",
+        ]
     ]
 
 
 def test_discover_context_session_with_pipes() -> None:
-    backend, _ = make(lambda a: RunResult(0, "a|b|c|@3|%1\n", ""))
-    assert backend.discover_context() == PaneContext("a|b|c", "@3", "%1")
+    backend, _ = make(lambda a: RunResult(0, "10|100|11|a|b|c|@3|%1\n", ""))
+    assert backend.discover_context() == PaneContext("a|b|c", "@3", "%1", mux.ServerId(10, 100), 11)
 
 
 def test_discover_context_requires_tmux_pane() -> None:
@@ -426,12 +441,24 @@ def test_type_line_errors_propagate_without_cleanup() -> None:
 @pytest.mark.parametrize(
     ("output", "status"),
     [
-        ("%4|0||0|@2|fleet test\n", PaneStatus("%4", None, False, "fleet test", "@2")),
-        ("%4|1|copy-mode|0|@2|s\n", PaneStatus("%4", "copy-mode", False, "s", "@2")),
-        ("%4|1|view-mode|0|@2|s\n", PaneStatus("%4", "view-mode", False, "s", "@2")),
-        ("%4|0||1|@2|s\n", PaneStatus("%4", None, True, "s", "@2")),
+        (
+            "%4|0||0|@2|10|100|11|fleet test\n",
+            PaneStatus("%4", None, False, "fleet test", "@2", SERVER, 11),
+        ),
+        (
+            "%4|1|copy-mode|0|@2|10|100|11|s\n",
+            PaneStatus("%4", "copy-mode", False, "s", "@2", SERVER, 11),
+        ),
+        (
+            "%4|1|view-mode|0|@2|10|100|11|s\n",
+            PaneStatus("%4", "view-mode", False, "s", "@2", SERVER, 11),
+        ),
+        ("%4|0||1|@2|10|100|11|s\n", PaneStatus("%4", None, True, "s", "@2", SERVER, 11)),
         # The session name comes last: a `|` in it stays in it.
-        ("%4|0||0|@9|a|b c|\n", PaneStatus("%4", None, False, "a|b c|", "@9")),
+        (
+            "%4|0||0|@9|10|100|11|a|b c|\n",
+            PaneStatus("%4", None, False, "a|b c|", "@9", SERVER, 11),
+        ),
     ],
 )
 def test_pane_status(output: str, status: PaneStatus) -> None:
@@ -443,7 +470,8 @@ def test_pane_status(output: str, status: PaneStatus) -> None:
             "-p",
             "-t",
             "%4",
-            "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}|#{session_name}",
+            "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}"
+            "|#{pid}|#{start_time}|#{pane_pid}|#{session_name}",
         ]
     ]
 
@@ -462,20 +490,20 @@ def test_pane_status_other_pane_printed_is_gone() -> None:
 
 
 def test_probe_for_typing() -> None:
-    backend, _ = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|s\n", ""))
+    backend, _ = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|10|100|11|s\n", ""))
     assert mux.probe_for_typing(backend, "%4") == "pane is in copy-mode"
     backend, _ = make(fail("can't find pane: %4"))
     assert mux.probe_for_typing(backend, "%4") == "pane not found"
     backend, _ = make(fail("no server running on /x"))
     assert mux.probe_for_typing(backend, "%4") == "cannot reach tmux: no server running on /x"
-    backend, _ = make(lambda a: RunResult(0, "%4|0||0|@1|s\n", ""))
+    backend, _ = make(lambda a: RunResult(0, "%4|0||0|@1|10|100|11|s\n", ""))
     assert mux.probe_for_typing(backend, "%4") is None
 
 
 def test_probe_and_owner_check_the_placements_server_session_and_window() -> None:
     """docs/runtime.md §1.8: a pane id of another server, or one reused elsewhere, is not ours."""
     not_ours = "pane %4 belongs to another tmux server or was reused"
-    backend, rec = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|s\n", ""))
+    backend, rec = make(lambda a: RunResult(0, "%4|1|copy-mode|0|@1|10|100|11|s\n", ""))
     socket = backend.socket_path
     assert socket is not None
     here = mux.PaneOwner(socket, "s", "@1")
@@ -493,6 +521,57 @@ def test_probe_and_owner_check_the_placements_server_session_and_window() -> Non
     assert rec.calls == []  # decided from the socket path alone: nothing asked of any server
     gone, _ = make(fail("can't find pane: %4"))
     assert mux.owner_problem(gone, "%4", mux.PaneOwner(None, "s", "@1")) is None
+
+
+def test_a_pane_of_a_later_server_or_another_process_is_not_ours() -> None:
+    """docs/runtime.md §1.8: the answering server (pid, start time) and the pane's process must
+    be the ones the placement records; a placement that records no server must not be older
+    than the server. What was not recorded is not compared."""
+    not_ours = "pane %4 belongs to another tmux server or was reused"
+    backend, _ = make(lambda a: RunResult(0, "%4|0||0|@1|10|100|11|s\n", ""))
+    socket = backend.socket_path
+
+    def owner(**kw: Any) -> mux.PaneOwner:
+        return mux.PaneOwner(socket, "s", "@1", **kw)
+
+    for ours in (owner(), owner(server=SERVER), owner(server=SERVER, pane_pid=11),
+                 owner(made_at=100.0), owner(made_at=250.5)):  # fmt: skip
+        assert mux.probe_for_typing(backend, "%4", ours) is None, ours
+        assert mux.owner_problem(backend, "%4", ours) is None, ours
+        assert not mux.pane_replaced(backend, "%4", ours)
+    for other in (owner(server=mux.ServerId(10, 99)), owner(server=mux.ServerId(9, 100)),
+                  owner(server=SERVER, pane_pid=12), owner(made_at=99.9),
+                  owner(server=mux.ServerId(9, 100), made_at=500.0)):  # fmt: skip
+        assert mux.probe_for_typing(backend, "%4", other) == not_ours, other
+        assert mux.owner_problem(backend, "%4", other) == not_ours, other
+        assert mux.pane_replaced(backend, "%4", other)
+
+
+def test_a_listing_holds_only_the_placements_own_pane() -> None:
+    from cafleet.records import Placement
+
+    live = mux.Listing({"%4"}, SERVER, {"%4": 11})
+
+    def placed(**kw: Any) -> Placement:
+        base: dict[str, Any] = {
+            "member_id": 3,
+            "backend": "tmux",
+            "mux_session": "s",
+            "mux_window_id": "@1",
+            "mux_pane_id": "%4",
+            "coding_agent": "claude",
+            "created_at": "2026-01-01T00:00:00+00:00",
+        }
+        base.update(kw)
+        return Placement(**base)
+
+    assert mux.holds(live, placed()) and mux.pane_state(placed(), live) == "alive"
+    assert mux.holds(live, placed(mux_server_pid=10, mux_server_start=100, mux_pane_pid=11))
+    assert not mux.holds(live, placed(mux_server_pid=10, mux_server_start=99))
+    assert not mux.holds(live, placed(mux_server_pid=10, mux_server_start=100, mux_pane_pid=7))
+    assert mux.pane_state(placed(mux_pane_pid=7), live) == "gone"
+    assert not mux.holds(live, placed(mux_pane_id="%5"))
+    assert mux.holds(frozenset({"%4"}), placed(mux_pane_pid=7))  # plain ids: nothing to compare
 
 
 # --------------------------------------------------------------------------- capture
@@ -597,27 +676,38 @@ def test_find_executable_agrees_with_shutil_which(tmp_path: Path) -> None:
 def test_pane_places_reads_each_panes_session_and_window_in_one_call() -> None:
     # A session name may hold spaces and `|`; a pane is listed once per session its window is
     # in (%1's window is in main and in its group peer zz).
-    out = "%1|@1|main\n%7|@3|fleet 2|odd\n%1|@1|zz\n\n"
+    out = "%1|@1|10|100|11|main\n%7|@3|10|100|17|fleet 2|odd\n%1|@1|10|100|11|zz\n\n"
     backend, rec = make(lambda a: RunResult(0, out, ""))
-    assert backend.pane_places() == {
+    places = backend.pane_places()
+    assert places == {
         "%1": frozenset({("main", "@1"), ("zz", "@1")}),
         "%7": frozenset({("fleet 2|odd", "@3")}),
     }
-    assert rec.events == [
-        ("run", ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"], 5.0)
-    ]
+    assert (places.server, places.pids) == (SERVER, {"%1": 11, "%7": 17})
+    assert rec.events == [("run", PLACES, 5.0)]
     backend, _ = make(lambda a: RunResult(0, "", "no current target\n"))
     with pytest.raises(MuxCommandFailed) as info:
         backend.pane_places()
     assert str(info.value) == "tmux list-panes failed: no current target"
 
 
-AVAILABLE = ["list-panes", "-a", "-F", "#{version}|#{pane_id}|#{window_id}|#{session_name}"]
+PLACES = [
+    "list-panes",
+    "-a",
+    "-F",
+    "#{pane_id}|#{window_id}|#{pid}|#{start_time}|#{pane_pid}|#{session_name}",
+]
+AVAILABLE = [
+    "list-panes",
+    "-a",
+    "-F",
+    "#{version}|#{pane_id}|#{window_id}|#{pid}|#{start_time}|#{pane_pid}|#{session_name}",
+]
 
 
 def test_available_places_checks_the_version_from_the_listing_in_one_call() -> None:
     """`tmux -V` is not run: the listing prints the server's version (docs/runtime.md §1.4)."""
-    out = "3.3a|%1|@1|main\n3.3a|%7|@3|fleet 2|odd\n3.3a|%1|@1|zz\n"
+    out = "3.3a|%1|@1|10|100|11|main\n3.3a|%7|@3|10|100|17|fleet 2|odd\n3.3a|%1|@1|10|100|11|zz\n"
     backend, rec = make(lambda a: RunResult(0, out, ""))
     assert backend.available_places() == {
         "%1": frozenset({("main", "@1"), ("zz", "@1")}),
@@ -625,15 +715,13 @@ def test_available_places_checks_the_version_from_the_listing_in_one_call() -> N
     }
     assert rec.calls == [AVAILABLE]
     backend.ensure_available()  # the version is known now: no `-V`
-    again, rec2 = make(lambda a: RunResult(0, "%1|@1|main\n", ""))
+    again, rec2 = make(lambda a: RunResult(0, "%1|@1|10|100|11|main\n", ""))
     assert again.available_places() == {"%1": frozenset({("main", "@1")})}
-    assert rec.calls == [AVAILABLE] and rec2.calls == [
-        ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
-    ]
+    assert rec.calls == [AVAILABLE] and rec2.calls == [PLACES]
 
 
 def test_available_places_refuses_an_old_server_as_the_version_check_does() -> None:
-    backend, rec = make(lambda a: RunResult(0, "2.9a|%1|@1|main\n", ""))
+    backend, rec = make(lambda a: RunResult(0, "2.9a|%1|@1|10|100|11|main\n", ""))
     with pytest.raises(MultiplexerUnavailable) as exc:
         backend.available_places()
     assert str(exc.value) == "tmux 3.0 or newer is required (found 'tmux 2.9a')"
@@ -647,7 +735,7 @@ def test_available_places_without_a_version_that_parses_runs_the_version_check(
     def answer(args: list[str]) -> RunResult:
         if args == ["-V"]:
             return RunResult(0, f"tmux {version or 'master'}\n", "")
-        return RunResult(0, f"{version}|%1|@1|main\n", "")
+        return RunResult(0, f"{version}|%1|@1|10|100|11|main\n", "")
 
     backend, rec = make(answer)
     assert backend.available_places() == {"%1": frozenset({("main", "@1")})}

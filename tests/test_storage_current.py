@@ -21,12 +21,13 @@ from cafleet.db import tx
 from cafleet.db.current import is_current
 from cafleet.db.diagnosis import diagnose_path, guard_text
 from cafleet.db.runtime import close_connection, open_connection
-from cafleet.db.shapes import HEAD_REVISION
+from cafleet.db.shapes import HEAD_REVISION, HEAD_VERSION
 from tests.broker_helpers import raw_connect
 from tests.pg_server import PgDb, PgServer
 from tests.storage_helpers import snapshot, sql
 
 ROOT = Path(__file__).resolve().parent.parent
+NEWER = f"{HEAD_VERSION + 1:04d}"  # a revision this cafleet does not have
 
 
 @pytest.fixture
@@ -57,8 +58,7 @@ CHANGES = {
     # compatible: still current, the long way
     "extra index": ("CREATE INDEX aux_names ON members (name)",) * 2,
     "older ledger": ("UPDATE alembic_version SET version_num = '0001'",) * 2,
-    "newer ledger": (f"UPDATE alembic_version SET version_num = '{int(HEAD_REVISION) + 1:04d}'",)
-    * 2,
+    "newer ledger": (f"UPDATE alembic_version SET version_num = '{NEWER}'",) * 2,
     "two ledger rows": (f"INSERT INTO alembic_version VALUES ('{HEAD_REVISION}x')",) * 2,
     "another identity": (
         "PRAGMA application_id = 7",

@@ -85,6 +85,9 @@ EXPECTED_COLUMNS = {
         ("lost_at", "TEXT", 0, None, 0),
         ("mux_socket", "TEXT", 0, None, 0),  # revision 0004
         ("host_id", "TEXT", 0, None, 0),  # revision 0005
+        ("mux_server_pid", "INTEGER", 0, None, 0),  # revision 0008
+        ("mux_server_start", "INTEGER", 0, None, 0),
+        ("mux_pane_pid", "INTEGER", 0, None, 0),
     ],
     "member_spawns": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -384,6 +387,29 @@ def test_shape_of_0007() -> None:
         True,
         "client_token IS NOT NULL",
     )
+
+
+def test_shape_of_0008() -> None:
+    """Three nullable INTEGER columns appended to `member_placements`; every other table and
+    every index unchanged."""
+    s7, s8 = SHAPES["0007"], SHAPES["0008"]
+    assert s8.indexes == s7.indexes
+    assert [t.name for t in s8.tables] == [t.name for t in s7.tables]
+    for before, after in zip(s7.tables, s8.tables, strict=True):
+        if after.name != "member_placements":
+            assert after == before
+            continue
+        assert after.columns[: len(before.columns)] == before.columns
+        assert (after.foreign_keys, after.autoincrement) == (
+            before.foreign_keys,
+            before.autoincrement,
+        )
+        added = after.columns[len(before.columns) :]
+        assert [(c.name, c.type, c.notnull, c.default, c.pk) for c in added] == [
+            ("mux_server_pid", "INTEGER", False, None, 0),
+            ("mux_server_start", "INTEGER", False, None, 0),
+            ("mux_pane_pid", "INTEGER", False, None, 0),
+        ]
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

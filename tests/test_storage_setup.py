@@ -127,11 +127,11 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert run_setup(str(db_path)) == f"Upgraded from 1 to {HEAD_VERSION}."
     after = dump(db_path)
     # 0003 adds an empty member_spawns; 0003, 0004 and 0005 add member_placements.lost_at,
-    # .mux_socket and .host_id, 0005 fleets.member_defaults_json, 0007 messages.client_token
-    # (NULL everywhere).
+    # .mux_socket and .host_id, 0005 fleets.member_defaults_json, 0007 messages.client_token,
+    # 0008 the placement's three server and process columns (NULL everywhere).
     assert after.pop("member_spawns") == []
     assert after.pop("host_loops") == []  # 0006
-    assert _without_added(after, {"member_placements": 3, "fleets": 1, "messages": 1}) == before
+    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 1}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -285,6 +285,38 @@ def test_upgrade_from_0006_adds_message_tokens_and_keeps_every_row(
     sql(db_path, f"UPDATE messages SET client_token = 'other' WHERE message_id = {second}")
 
 
+def test_upgrade_from_0007_adds_the_placement_server_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0008 (docs/storage.md §3.11): three nullable columns appended to
+    `member_placements`, NULL on every row kept (a placement without them is checked as
+    before); a placement then records its server and process."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0007")
+    sql(
+        db_path,
+        "UPDATE member_placements SET host_id = 'gpu-1', mux_socket = '/tmp/s' "
+        "WHERE member_id = 3; INSERT INTO host_loops (host_id, pid) VALUES ('gpu-1', 7)",
+    )
+    before = dump(db_path)
+    assert diagnose_path(str(db_path)).state == "behind"
+    upgrade_to(str(db_path), "0008")
+    assert _without_added(dump(db_path), {"member_placements": 3}) == before
+    assert ledger(db_path) == [("0008",)]
+    sql(
+        db_path,
+        "UPDATE member_placements SET mux_server_pid = 4242, mux_server_start = 1796301178, "
+        "mux_pane_pid = 4243 WHERE member_id = 3",
+    )
+    assert query(
+        db_path,
+        "SELECT mux_server_pid, mux_server_start, mux_pane_pid FROM member_placements "
+        "WHERE member_id = 3",
+    ) == [(4242, 1796301178, 4243)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -295,7 +327,7 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     after = dump(db_path)
     assert after.pop("member_spawns") == []
     assert after.pop("host_loops") == []  # 0006
-    assert _without_added(after, {"member_placements": 3, "fleets": 1, "messages": 1}) == before
+    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 1}) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -633,7 +665,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0003 -> 0004, placement_socket" in history.stdout
     assert "0004 -> 0005, wave3_columns" in history.stdout
     assert "0005 -> 0006, host_loops" in history.stdout
-    assert "0006 -> 0007 (head), message_tokens" in history.stdout
+    assert "0006 -> 0007, message_tokens" in history.stdout
+    assert "0007 -> 0008 (head), placement_server" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -21,6 +21,18 @@ def stamp(now: datetime | None) -> str:
     return format_ts(now if now is not None else utcnow())
 
 
+def identity(pane: object, *, spawned: bool = True) -> dict[str, int | None]:
+    """The server and process parameters of a placement written for ``pane`` (a mux
+    `PaneContext`; an object without them records none): ``server_pid``, ``server_start`` and,
+    for a pane cafleet ``spawned``, ``pane_pid`` (docs/runtime.md §1.8)."""
+    server = getattr(pane, "server", None)
+    return {
+        "server_pid": None if server is None else server[0],
+        "server_start": None if server is None else server[1],
+        "pane_pid": getattr(pane, "pane_pid", None) if spawned else None,
+    }
+
+
 def check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r} (expected one of: {', '.join(BACKENDS)})")

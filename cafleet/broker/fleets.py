@@ -11,6 +11,7 @@ from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
     directed_from,
+    identity,
     refuse_directed_pane,
     stamp,
 )
@@ -111,6 +112,8 @@ def create_fleet(
                     "now": ts,
                     "socket": mux_socket,
                     "host": host,
+                    # The root Director's pane runs what the user started: its server only.
+                    **identity(director_pane, spawned=False),
                 },
             )
             conn.execute(q.SET_DIRECTOR, {"member_id": director_id, "fleet_id": fleet_id})
@@ -143,6 +146,7 @@ def create_fleet(
                     "now": ts,
                     "socket": mux_socket,
                     "host": host,
+                    **identity(pane),
                 },
             )
             fleet_row = conn.execute(q.FLEET_BY_ID, {"fleet_id": fleet_id}).mappings().one()

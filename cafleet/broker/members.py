@@ -14,6 +14,7 @@ from cafleet.agents.registry import agent_names
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
+    identity,
     stamp,
 )
 from cafleet.broker.errors import (
@@ -170,14 +171,21 @@ def register_member(
 
 
 def set_placement_pane(
-    conn: Connection, *, member_id: int, pane_id: str, window_id: str | None = None
+    conn: Connection,
+    *,
+    member_id: int,
+    pane_id: str,
+    window_id: str | None = None,
+    spawned: object = None,
 ) -> Placement:
     """Patch a pending placement's pane id, and its window when the pane landed in another
-    one (the caller holds the new key's lock).
+    one (the caller holds the new key's lock), with the server and process of ``spawned``
+    (the mux `PaneContext` of the new pane; None records none).
 
     `PlacementVanished` when the member is not active or has no pending placement.
     """
     params = {"member_id": member_id, "pane_id": pane_id, "window_id": window_id}
+    params.update(identity(spawned))
     row = tx.write_one(conn, q.PATCH_PANE, params)[0].first()
     if row is None:
         raise PlacementVanished(member_id)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cafleet.broker._common import refuse_directed_pane, stamp
+from cafleet.broker._common import identity, refuse_directed_pane, stamp
 from cafleet.broker.errors import PlacementsChanged
 from cafleet.db import tx
 from cafleet.db.catalog import recovery as q
@@ -113,15 +113,19 @@ def rebind_placement(
     coding_agent: str,
     mux_socket: str | None = None,
     host_id: str | None = None,
+    made_at: str | None = None,
+    spawned: bool = True,
     now: datetime | None = None,
 ) -> Placement:
     """Point the member's placement at ``pane`` (the caller holds the old and the new pane's
     locks): new session, window, pane, agent, `mux_socket` (the server ``pane`` is on; None:
-    not known) and `created_at`, `lost_at` cleared.
+    not known), the server and (``spawned``: cafleet started what runs in it) the process
+    ``pane`` records (docs/runtime.md §1.8), and `created_at`, `lost_at` cleared.
 
-    ``expected`` is the ``(backend, session, pane id)`` the caller locked. A member that is no
-    longer active or whose placement changed raises `PlacementsChanged`. When the member is its
-    fleet's root Director, the new pane must not already direct another live fleet
+    ``expected`` is the ``(backend, session, pane id)`` the caller locked and ``made_at`` the
+    `created_at` of the placement it saw (None: whatever it is now). A member that is no
+    longer active or whose placement changed raises `PlacementsChanged`. When the member is
+    its fleet's root Director, the new pane must not already direct another live fleet
     (`PaneDirectsFleet`).
     """
     backend, old_session, old_pane = expected
@@ -129,6 +133,8 @@ def rebind_placement(
     with tx.write(conn):
         ts = stamp(now)
         row = conn.execute(q.MEMBER, {"member_id": member_id}).mappings().first()
+        if made_at is None and row is not None:
+            made_at = row["p_created_at"]
         new_key = PaneKey(backend, pane.session, pane.pane_id)
         if row is not None and row["kind"] == "director" and new_key != expected:
             # (The same key: a new tmux server reused the id of the Director's own old pane,
@@ -149,6 +155,8 @@ def rebind_placement(
                     "socket": mux_socket,
                     "host": host,
                     "now": ts,
+                    "old_created": made_at,
+                    **identity(pane, spawned=spawned),
                 },
             )
             .mappings()
@@ -169,21 +177,22 @@ def placed_members(conn: Connection, fleet_id: int) -> list[Member]:
 def record_pane_losses(
     conn: Connection,
     *,
-    losses: Sequence[tuple[int, PaneKey]],
+    losses: Sequence[tuple[int, PaneKey, str]],
     director_id: int,
     sender_id: int,
     text: Callable[[list[int]], str],
     now: datetime | None = None,
 ) -> tuple[int | None, list[int]]:
-    """One transaction: mark each member's placement lost (only while it still names its
-    pane key, the member is active and no loss is recorded yet) and put one report, ``text``
+    """One transaction: mark each member's placement lost (only while it is the one seen,
+    ``(member id, pane key, created_at)``, the member is active and no loss is recorded yet)
+    and put one report, ``text``
     of the members marked, in the root Director's inbox. Returns the report's message id and
     the members marked; ``(None, [])`` when nothing changed."""
     with tx.write(conn):
         ts = stamp(now)
         marked = [
             member_id
-            for member_id, (backend, session, pane) in losses
+            for member_id, (backend, session, pane), created in losses
             if conn.execute(
                 q.MARK_LOST,
                 {
@@ -192,6 +201,7 @@ def record_pane_losses(
                     "backend": backend,
                     "session": session,
                     "pane": pane,
+                    "created": created,
                 },
             ).rowcount
             == 1

@@ -203,4 +203,6 @@ def _outcome_text(o: Any, fleet_id: int) -> str:
         return f"alive in {o.detail}, left alone"
     if o.state == "afresh":
         return f"started afresh in {o.detail} (no agent session of it was known)"
+    if o.state == "finished":
+        return f"finished its interrupted 'member create' in {o.detail}"
     return f"not restored: {o.detail}"

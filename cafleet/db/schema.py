@@ -103,6 +103,11 @@ member_placements = Table(
     Column("mux_socket", Text, nullable=True),
     # Revision 0005: the host the pane lives on (NULL: this host, before multi-host fleets).
     Column("host_id", Text, nullable=True),
+    # Revision 0008: the tmux server the pane is on (pid, start time) and the pane's own
+    # process (NULL: not recorded; the root Director's pane records no process).
+    Column("mux_server_pid", Integer, nullable=True),
+    Column("mux_server_start", Integer, nullable=True),
+    Column("mux_pane_pid", Integer, nullable=True),
 )
 
 member_spawns = Table(

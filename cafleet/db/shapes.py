@@ -26,7 +26,7 @@ from cafleet.db.shape_types import (
     reflect_shape,
 )
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -327,6 +327,27 @@ _INDEX_idx_messages_client_token_0007 = IndexShape(
     "client_token IS NOT NULL",
 )
 
+_TABLE_MEMBER_PLACEMENTS_0008 = TableShape(
+    "member_placements",
+    (
+        ColumnShape("member_id", "INTEGER", True, None, 1),
+        ColumnShape("mux_session", "TEXT", True, None, 0),
+        ColumnShape("mux_window_id", "TEXT", True, None, 0),
+        ColumnShape("mux_pane_id", "TEXT", False, None, 0),
+        ColumnShape("backend", "TEXT", True, "'tmux'", 0),
+        ColumnShape("coding_agent", "TEXT", True, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("lost_at", "TEXT", False, None, 0),
+        ColumnShape("mux_socket", "TEXT", False, None, 0),
+        ColumnShape("host_id", "TEXT", False, None, 0),
+        ColumnShape("mux_server_pid", "INTEGER", False, None, 0),
+        ColumnShape("mux_server_start", "INTEGER", False, None, 0),
+        ColumnShape("mux_pane_pid", "INTEGER", False, None, 0),
+    ),
+    False,
+    frozenset({ForeignKeyShape("member_id", "members", "member_id", "CASCADE", "NO ACTION")}),
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape(
         "0001",
@@ -464,6 +485,30 @@ SHAPES: dict[str, SchemaShape] = {
             _TABLE_FLEETS_0005,
             _TABLE_MEMBERS_0001,
             _TABLE_MEMBER_PLACEMENTS_0005,
+            _TABLE_MESSAGES_0007,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+        ),
+    ),
+    "0008": SchemaShape(
+        "0008",
+        (
+            _TABLE_FLEETS_0005,
+            _TABLE_MEMBERS_0001,
+            _TABLE_MEMBER_PLACEMENTS_0008,
             _TABLE_MESSAGES_0007,
             _TABLE_MONITOR_RUNTIME_0001,
             _TABLE_ASSET_INSTALLS_0001,

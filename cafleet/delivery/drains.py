@@ -817,22 +817,25 @@ def drain_fleet(
     ]
     if not heads:
         return report
+    from cafleet.mux import holds
+
+    live: frozenset[str] | set[str]
     if live_panes is not None:
-        live = frozenset(live_panes)
+        live = live_panes  # a mux `Listing` also tells a reused id (docs/runtime.md §1.8)
     else:
         # Listed once, and only when there is something to attempt (a quiet `message wait`
         # makes no tmux call at all).
         from cafleet.mux import MultiplexerError
 
         try:
-            live = frozenset(backends.get("tmux").list_panes())
+            live = backends.get("tmux").list_panes()
         except MultiplexerError as exc:
             report.not_attempted = str(exc)
             return report
     _drain_heads(
         drain,
         heads,
-        lambda head: head.placement.mux_pane_id in live,
+        lambda head: holds(live, head.placement),
         attempted=attempted,
         report=report,
         workers=workers,
@@ -861,7 +864,7 @@ def drain_host(
     a pane not live on its server is skipped untried, and so is every pane of a server that
     cannot be listed (``not_attempted`` then names the first such error)."""
     from cafleet import broker
-    from cafleet.mux import MultiplexerError
+    from cafleet.mux import MultiplexerError, holds
 
     report = DrainReport()
     backends = _Backends(env)
@@ -878,7 +881,7 @@ def drain_host(
         if server in lives:
             continue
         try:
-            lives[server] = frozenset(backends.get(*server).list_panes())
+            lives[server] = backends.get(*server).list_panes()
             report.tmux_usable = True
         except MultiplexerError as exc:
             lives[server] = None
@@ -887,7 +890,7 @@ def drain_host(
 
     def live(head: Any) -> bool:
         panes = lives.get((head.placement.backend, head.placement.mux_socket))
-        return panes is not None and head.placement.mux_pane_id in panes
+        return panes is not None and holds(panes, head.placement)
 
     _drain_heads(drain, heads, live, attempted=attempted, report=report, workers=workers)
     blocked.update(failure.recipient_id for failure in report.failures)

@@ -210,7 +210,7 @@ def _under_lock(
     target: Target,
     clock: Clock,
 ) -> TypeOutcome:
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, probe_for_typing
+    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, OwnedPane, probe_for_typing
 
     # Recheck: the target may have changed while we waited for the lock.
     if hooks.recheck is not None:
@@ -230,6 +230,8 @@ def _under_lock(
         return TypeOutcome("not_ours", pane_id, problem)
     if problem is not None:
         return TypeOutcome("failed", pane_id, problem)
+    # Every key from here on is pressed only while the pane is still ours (docs/runtime.md §1.8).
+    mux = OwnedPane(mux, target.owner)
     # Gate, then type and verify: a tmux failure before Enter fails the attempt; after it, the
     # verification says what it could not see.
     try:
@@ -258,6 +260,8 @@ def _under_lock(
                 witness=target.witness,
             )
     except MultiplexerError as exc:
+        if str(exc) == MSG_NOT_OURS.format(pane_id=pane_id):
+            return TypeOutcome("not_ours", pane_id, str(exc))
         return TypeOutcome("failed", pane_id, str(exc))
     if problem is not None:
         return TypeOutcome("unverified", pane_id, problem, state=state)

@@ -96,7 +96,7 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
         return []
     from cafleet.monitor import supervisor
     from cafleet.monitor.loop import FleetScope
-    from cafleet.mux import MultiplexerError, get_backend, server_env
+    from cafleet.mux import MultiplexerError, get_backend, holds, server_env
 
     listed: dict[str | None, frozenset[str] | None] = {}  # socket -> its live panes
     started: list[int] = []
@@ -118,7 +118,7 @@ def heal_dead_loops(conn: Connection, env: Mapping[str, str] | None = None) -> l
             except MultiplexerError:
                 listed[socket] = None
         live = listed[socket]
-        if live is None or placement.mux_pane_id not in live:
+        if live is None or not holds(live, placement):
             continue  # the server is gone, or the Director's pane: the loop would refuse
         try:
             supervisor.start_detached(FleetScope(conn, fleet_id), env=reached)

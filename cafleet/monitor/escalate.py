@@ -68,7 +68,7 @@ def escalate_prompts(
     ``members``: the fleet's placed members, read once per tick."""
     from cafleet.delivery.screens.prompts import read_prompt
     from cafleet.monitor.state import SeenPrompt
-    from cafleet.mux import MultiplexerError, is_owners_place, owner_of
+    from cafleet.mux import MultiplexerError, holds, is_owners_place, owner_of
 
     candidates = [
         m
@@ -77,7 +77,7 @@ def escalate_prompts(
         and m.placement is not None
         and m.placement.backend == state.backend.name
         and m.placement.lost_at is None
-        and m.placement.mux_pane_id in live
+        and holds(live, m.placement)
         and m.placement.mux_pane_id != director_pane
     ]
     for gone in set(state.prompts_seen) - {m.member_id for m in candidates}:
@@ -93,7 +93,11 @@ def escalate_prompts(
         assert placement is not None and placement.mux_pane_id is not None
         pane_id = placement.mux_pane_id
         where = places.get(pane_id)
-        if where is None or not is_owners_place(state.backend, owner_of(placement), where):
+        if (
+            where is None
+            or not holds(places, placement)
+            or not is_owners_place(state.backend, owner_of(placement), where)
+        ):
             state.prompts_seen.pop(member.member_id, None)
             continue
         try:

@@ -72,7 +72,10 @@ def _pane_pid(backend: Any, member: Member, pids: Mapping[str, int] | None) -> i
             pids = backend.pane_pids()
         except MultiplexerError:
             return None
-    return pids.get(placement.mux_pane_id)
+    pid = pids.get(placement.mux_pane_id)
+    if placement.mux_pane_pid is not None and pid != placement.mux_pane_pid:
+        return None  # another process has the pane id now (docs/runtime.md §1.8)
+    return pid
 
 
 def learn(

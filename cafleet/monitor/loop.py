@@ -17,7 +17,7 @@ from cafleet.hosts import current_host
 from cafleet.monitor.runtime import is_live, loop_env
 from cafleet.monitor.state import LoopState
 from cafleet.monitor.supervisor import LoopLog, LoopStartError, Scope
-from cafleet.monitor.tick import director_pane_id, run_tick
+from cafleet.monitor.tick import run_tick
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -75,7 +75,7 @@ class FleetScope(Scope):
     def open(self, pid: int, log: LoopLog) -> str:
         """docs/runtime.md §5.4 steps 1-5: the fleet, tmux, the Director's pane on this host,
         the interval, the claim."""
-        from cafleet.mux import MultiplexerError, usable_backend
+        from cafleet.mux import MultiplexerError, holds, usable_backend
 
         conn, fleet_id = self.conn, self.fleet_id
         settings = self.settings
@@ -101,8 +101,10 @@ class FleetScope(Scope):
                 f"director pane {director.mux_pane_id or '-'} is on host {director.host_id}, not "
                 f"this host ({here}); the fleet's monitor loop runs there"
             )
-        pane = director_pane_id(conn, fleet_id)
-        if pane is None or pane not in live:
+        # Listed by id is not enough: the pane must be the one the placement records on the
+        # server it records (docs/runtime.md §1.8).
+        pane = None if director is None else director.mux_pane_id
+        if director is None or pane is None or not holds(live, director):
             raise LoopStartError(f"director pane {pane or '-'} is gone")
         row = broker.get_monitor_runtime(conn, fleet_id=fleet_id)
         interval = self.interval

@@ -7,10 +7,11 @@ A candidate is an active member other than the root Director whose concrete plac
 them, so it stays short whatever the fleet's size (the rest are the next ticks'). It makes one
 non-blocking try of each one's pane lock (a busy lock means a delete, respawn or keystroke is
 working on it: a later tick looks again), then, holding them, lists tmux's panes once; a pane
-still missing is recorded, all of them together with one report naming them (count and first
-names), in one transaction (`broker.record_pane_losses`, which marks only a placement still
-active, on the same pane and not yet marked). The sender is the fleet's active monitor member,
-or the Director itself when the fleet has none.
+still missing (or only its id left, on a later server or in another process) is recorded, all
+of them together with one report naming them (count and first names), in one transaction
+(`broker.record_pane_losses`, which marks only a placement still active, the one the tick saw
+and not yet marked). The sender is the fleet's active monitor member, or the Director itself when
+the fleet has none.
 """
 
 from __future__ import annotations
@@ -103,7 +104,10 @@ def report_losses(
             return 0
         message_id, marked = broker.record_pane_losses(
             state.conn,
-            losses=[(m.member_id, m.placement.pane_key) for m in lost],  # type: ignore[union-attr, misc]
+            losses=[
+                (m.member_id, m.placement.pane_key, m.placement.created_at)  # type: ignore[union-attr, misc]
+                for m in lost
+            ],
             director_id=director.member_id,
             sender_id=sender,
             text=lambda ids: losses_text([m for m in lost if m.member_id in ids], state.fleet_id),
@@ -143,13 +147,17 @@ def _lock_batch(state: LoopState, batch: list[Member], held: contextlib.ExitStac
 
 
 def _still_lost(state: LoopState, locked: list[Member]) -> list[Member]:
-    """Under the locks: the members whose pane tmux still does not list (it came back, or the
-    tick's live set was stale), from one listing for the whole batch. A placement changed
-    meanwhile (respawned, deleted, already marked) is left alone by the write itself."""
+    """Under the locks: the members whose own pane tmux still does not list (it came back, or
+    the tick's live set was stale), from one listing for the whole batch. A pane with the id on
+    a later server or running another process is not the member's (docs/runtime.md §1.8): its
+    own is gone. A placement changed meanwhile (respawned, deleted, already marked) is left
+    alone by the write itself."""
+    from cafleet.mux import holds
+
     if not locked:
         return []
-    listed = frozenset(state.backend.list_panes())
-    return [m for m in locked if m.placement is not None and m.placement.mux_pane_id not in listed]
+    listed = state.backend.list_panes()
+    return [m for m in locked if m.placement is not None and not holds(listed, m.placement)]
 
 
 __all__ = ["LOSS_BATCH", "loss_text", "losses_text", "report_losses"]

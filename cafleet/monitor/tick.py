@@ -55,9 +55,13 @@ def run_tick(state: LoopState) -> None:
     # 3. Live set (a failure fails the tick).
     live = state.backend.list_panes()
 
-    # 4. Director pane.
-    director_pane = director_pane_id(state.conn, state.fleet_id)
-    if director_pane is None or director_pane not in live:
+    # 4. Director pane: its own, on the server its placement was made on (docs/runtime.md
+    # §1.8; a server started again on the socket reuses the id for another pane).
+    from cafleet.mux import holds
+
+    director = broker.director_placement(state.conn, state.fleet_id)
+    director_pane = None if director is None else director.mux_pane_id
+    if director is None or director_pane is None or not holds(live, director):
         if _fleet_gone(state):  # deleted meanwhile: that is the reason to stop
             raise LoopStop(f"fleet {state.fleet_id} is deleted; stopping")
         raise LoopStop(f"director pane {director_pane or '-'} is gone; stopping")
@@ -148,14 +152,6 @@ def _learn_sessions(state: LoopState) -> None:
         state.session_note = note
 
 
-def director_pane_id(conn: Connection, fleet_id: int) -> str | None:
-    """The root Director's concrete pane id, or None (no Director, no placement, pending)."""
-    from cafleet import broker
-
-    placement = broker.director_placement(conn, fleet_id)
-    return None if placement is None else placement.mux_pane_id
-
-
 def _drain(state: LoopState, live: frozenset[str]) -> None:
     from cafleet.delivery.drains import drain_fleet
 
@@ -224,15 +220,17 @@ def wake_monitor(
             f"monitor pane {pane_id} is on host {placement.host_id} (its delivery loop wakes it)",
         )
         return
+    from cafleet.mux import holds
+
     if live is None:
         from cafleet.mux import MultiplexerError
 
         try:
-            live = frozenset(_backend(state, placement).list_panes())
+            live = _backend(state, placement).list_panes()
         except MultiplexerError as exc:
             _skip(state, f"monitor pane {pane_id}'s tmux server cannot be listed: {exc}")
             return
-    if pane_id not in live:
+    if not holds(live, placement):
         _skip(state, f"monitor pane {pane_id} is gone")
         return
     if pane_id == director_pane:

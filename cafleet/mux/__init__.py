@@ -7,7 +7,7 @@ Importing this module is cheap: it never imports libtmux (docs/runtime.md §0.3)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from cafleet import status
@@ -55,21 +55,38 @@ def msg_spawn_too_long(size: int) -> str:
 # costs its class several exec'd methods at import.
 
 
+class ServerId(NamedTuple):
+    """One tmux server's identity (docs/runtime.md §1.8): its pid and start time (epoch
+    seconds, `#{pid}` and `#{start_time}`). A server started again on the same socket has
+    another, whatever ids it hands out."""
+
+    pid: int
+    start: int
+
+
 class PaneContext(NamedTuple):
-    """The pane the calling process runs in."""
+    """The pane the calling process runs in, or a pane just spawned."""
 
     session: str  # tmux session name, verbatim
     window_id: str  # "@3"
     pane_id: str  # "%7"
+    server: ServerId | None = None  # the server it is on (None: not asked)
+    pane_pid: int | None = None  # the process tmux started in it
 
 
 class PaneOwner(NamedTuple):
     """Where a placement's pane must be: the server (its socket path, None when the placement
-    predates recording it) and the session and window the placement names."""
+    predates recording it) and the session and window the placement names; which server and
+    process it must be (docs/runtime.md §1.8; None: not recorded), and when the placement was
+    made (epoch seconds: a placement without a recorded server is older than a server that
+    started after it)."""
 
     socket_path: str | None
     session: str
     window_id: str
+    server: ServerId | None = None
+    pane_pid: int | None = None
+    made_at: float | None = None
 
 
 def server_env(socket_path: str | None, env: Mapping[str, str]) -> dict[str, str] | None:
@@ -95,11 +112,61 @@ def server_env(socket_path: str | None, env: Mapping[str, str]) -> dict[str, str
 PaneState = Literal["alive", "gone", "pending", "none", "unknown"]
 
 
+class Listing(frozenset[str]):
+    """The pane ids of one `list-panes -a`, with the server that answered and each pane's
+    process: what tells a placement's own pane from a pane of a later server that reuses its
+    id (`holds`)."""
+
+    server: ServerId | None
+    pids: Mapping[str, int]
+
+    def __new__(
+        cls,
+        panes: Iterable[str] = (),
+        server: ServerId | None = None,
+        pids: Mapping[str, int] | None = None,
+    ) -> Listing:
+        listing = super().__new__(cls, panes)
+        listing.server = server
+        listing.pids = {} if pids is None else pids
+        return listing
+
+
+def holds(live: Collection[str], placement: Placement) -> bool:
+    """Whether ``live`` (one listing of the placement's server) has the placement's own pane:
+    its id, on the server and running the process the placement records (docs/runtime.md
+    §1.8). A plain collection of ids can only say the id is there."""
+    pane_id = placement.mux_pane_id
+    if pane_id is None or pane_id not in live:
+        return False
+    server = getattr(live, "server", None)
+    pids: Mapping[str, int] = getattr(live, "pids", {})
+    return not replaced(owner_of(placement), server, pids.get(pane_id))
+
+
+def replaced(owner: PaneOwner, server: ServerId | None, pane_pid: int | None) -> bool:
+    """Whether a pane seen on ``server`` running ``pane_pid`` is not ``owner``'s although it has
+    its id: the placement recorded another server (one that was restarted on the same socket
+    hands out the same ids) or another process (the pane was respawned). Without a recorded
+    server, a server that started after the placement was made cannot be its. What was not
+    recorded or not seen is not compared."""
+    if server is None:
+        return False
+    if owner.server is not None:
+        if owner.server != server:
+            return True
+    elif owner.made_at is not None and owner.made_at < server.start:
+        return True
+    return owner.pane_pid is not None and pane_pid is not None and owner.pane_pid != pane_pid
+
+
 def pane_state(placement: Placement | None, live: Collection[str] | None) -> PaneState:
     """``none`` without a placement, ``pending`` without a pane id, ``unknown`` when the server
     could not be asked (``live`` None), else ``alive`` or ``gone`` by ``live`` (the pane ids of
-    one `list-panes -a`). A listed pane that sits elsewhere than the placement (another
-    session or window: a reused id) still counts as ``alive``; it is only never captured."""
+    one `list-panes -a`; a `Listing` or `Places` also tells a pane of a later server or
+    another process that reuses the id, which is ``gone``: `holds`). A listed pane that sits
+    elsewhere than the placement (another session or window) still counts as ``alive``; it is
+    only never captured."""
     if placement is None:
         return "none"
     pane_id = placement.mux_pane_id
@@ -107,12 +174,40 @@ def pane_state(placement: Placement | None, live: Collection[str] | None) -> Pan
         return "pending"
     if live is None:
         return "unknown"
-    return "alive" if pane_id in live else "gone"
+    return "alive" if holds(live, placement) else "gone"
+
+
+class Places(dict[str, frozenset[tuple[str, str]]]):
+    """`Multiplexer.pane_places`: every live pane and each ``(session, window_id)`` it is in,
+    with the server that answered and each pane's process (as a `Listing`)."""
+
+    def __init__(
+        self,
+        places: Mapping[str, frozenset[tuple[str, str]]] | None = None,
+        server: ServerId | None = None,
+        pids: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(places or {})
+        self.server = server
+        self.pids: Mapping[str, int] = {} if pids is None else pids
 
 
 def owner_of(placement: Placement) -> PaneOwner:
     """Where ``placement``'s pane must be (docs/runtime.md §1.8, the pane is ours)."""
-    return PaneOwner(placement.mux_socket, placement.mux_session, placement.mux_window_id)
+    from cafleet.db.timefmt import parse_ts
+
+    server = None
+    if placement.mux_server_pid is not None and placement.mux_server_start is not None:
+        server = ServerId(placement.mux_server_pid, placement.mux_server_start)
+    made = parse_ts(placement.created_at)
+    return PaneOwner(
+        placement.mux_socket,
+        placement.mux_session,
+        placement.mux_window_id,
+        server,
+        placement.mux_pane_pid,
+        None if made is None else made.timestamp(),
+    )
 
 
 class PaneStatus(NamedTuple):
@@ -121,6 +216,8 @@ class PaneStatus(NamedTuple):
     dead: bool  # process exited (remain-on-exit panes)
     session: str | None = None  # the session and window the pane is in now
     window_id: str | None = None
+    server: ServerId | None = None  # the server that answered
+    pane_pid: int | None = None  # the process tmux started in the pane
 
     def problem(self) -> str | None:
         """docs/cli.md §1.11's probe detail (`pane is in <mode>`, `pane has exited`) or None."""
@@ -202,7 +299,13 @@ class Multiplexer(Protocol):
     def pane_status(self, pane_id: str) -> PaneStatus: ...
 
     def type_line(
-        self, pane_id: str, line: str, *, settle: float | None = None, paste: bool = False
+        self,
+        pane_id: str,
+        line: str,
+        *,
+        settle: float | None = None,
+        paste: bool = False,
+        before_enter: Callable[[], object] | None = None,
     ) -> None: ...
 
     def type_text(self, pane_id: str, text: str) -> None: ...
@@ -215,7 +318,7 @@ class Multiplexer(Protocol):
 
     def list_panes(self) -> frozenset[str]: ...
 
-    def pane_places(self) -> dict[str, frozenset[tuple[str, str]]]: ...
+    def pane_places(self) -> Places: ...
 
     def pane_pids(self) -> dict[str, int]: ...
 
@@ -241,6 +344,38 @@ def probe_for_typing(mux: Multiplexer, pane_id: str, owner: PaneOwner | None = N
     return status.problem()
 
 
+class OwnedPane:
+    """``mux`` for the keystrokes into one placement's pane: every call that sends keys (and
+    the Enter that ends a typed line) first probes the pane as `probe_for_typing` does with
+    ``owner``, and a problem raises `MultiplexerError` with its detail before anything is
+    pressed (docs/runtime.md §1.8). A line is typed, settled and verified over seconds: a
+    server restarted meanwhile never gets the next key. Everything else is ``mux``'s."""
+
+    def __init__(self, mux: Multiplexer, owner: PaneOwner | None) -> None:
+        self._mux = mux
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._mux, name)
+
+    def check(self, pane_id: str) -> None:
+        problem = probe_for_typing(self._mux, pane_id, self._owner)
+        if problem is not None:
+            raise MultiplexerError(problem)
+
+    def send_key(self, pane_id: str, key: str) -> None:
+        self.check(pane_id)
+        self._mux.send_key(pane_id, key)
+
+    def type_text(self, pane_id: str, text: str) -> None:
+        self.check(pane_id)
+        self._mux.type_text(pane_id, text)
+
+    def type_line(self, pane_id: str, line: str, **typing: Any) -> None:
+        self.check(pane_id)
+        self._mux.type_line(pane_id, line, before_enter=lambda: self.check(pane_id), **typing)
+
+
 def same_server(socket_a: str | None, socket_b: str | None) -> bool:
     """Whether two socket paths name one server (a path not recorded matches any)."""
     if socket_a is None or socket_b is None:
@@ -249,6 +384,8 @@ def same_server(socket_a: str | None, socket_b: str | None) -> bool:
 
 
 def _elsewhere(status: PaneStatus, owner: PaneOwner) -> bool:
+    if replaced(owner, status.server, status.pane_pid):
+        return True
     if status.session is None or status.window_id is None:
         return False  # a backend that cannot tell: nothing to compare
     return (status.session, status.window_id) != (owner.session, owner.window_id)
@@ -258,11 +395,22 @@ def is_owners_place(
     mux: Multiplexer, owner: PaneOwner, places: Collection[tuple[str, str]]
 ) -> bool:
     """`owner_problem` for a pane already found at ``places`` (each session and window it is
-    in, from `Multiplexer.pane_places`): True when it is the owner's, without asking tmux
-    again."""
+    in, from `Multiplexer.pane_places`; the server and process of that listing were checked
+    by `pane_state`): True when it is the owner's, without asking tmux again."""
     if not same_server(getattr(mux, "socket_path", None), owner.socket_path):
         return False
     return (owner.session, owner.window_id) in places
+
+
+def pane_replaced(mux: Multiplexer, pane_id: str, owner: PaneOwner) -> bool:
+    """Whether ``pane_id`` on ``mux``'s server is a pane of a later server or another process
+    than the one ``owner`` records (`replaced`): the placement's own pane is gone, whatever
+    pane has its id now. False when the pane is missing or tmux cannot be asked."""
+    try:
+        status = mux.pane_status(pane_id)
+    except MultiplexerError:
+        return False
+    return replaced(owner, status.server, status.pane_pid)
 
 
 def owner_problem(mux: Multiplexer, pane_id: str, owner: PaneOwner | None) -> str | None:
@@ -354,15 +502,20 @@ __all__ = [
     "MultiplexerError",
     "MultiplexerUnavailable",
     "MuxCommandFailed",
+    "Listing",
     "MuxTimeout",
+    "OwnedPane",
     "PaneContext",
     "PaneGone",
     "PaneKey",
     "PaneOwner",
     "PaneState",
     "PaneStatus",
+    "Places",
+    "ServerId",
     "backend_names",
     "get_backend",
+    "holds",
     "is_owners_place",
     "msg_spawn_too_long",
     "msg_tmux_too_old",
@@ -372,8 +525,10 @@ __all__ = [
     "server_env",
     "owner_problem",
     "placement_backend",
+    "pane_replaced",
     "pane_state",
     "probe_for_typing",
+    "replaced",
     "same_server",
     "tmux_backend",
     "usable_backend",

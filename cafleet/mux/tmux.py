@@ -20,6 +20,7 @@ from cafleet.mux import (
     MSG_TMUX_PANE_UNSET,
     MSG_TMUX_UNSET,
     SPAWN_LIMIT_BYTES,
+    Listing,
     MultiplexerError,
     MultiplexerUnavailable,
     MuxCommandFailed,
@@ -27,6 +28,8 @@ from cafleet.mux import (
     PaneContext,
     PaneGone,
     PaneStatus,
+    Places,
+    ServerId,
     msg_spawn_too_long,
     msg_tmux_too_old,
     msg_unreachable,
@@ -121,14 +124,37 @@ def _refuse_empty_listing(result: RunResult, found_any: bool) -> None:
         raise MuxCommandFailed("list-panes", _first_nonempty_line(result.stderr) or "no panes")
 
 
-def _places(result: RunResult, rows: list[list[str]]) -> dict[str, frozenset[tuple[str, str]]]:
-    """`pane_places` from the listing's ``[pane_id, window_id, session_name]`` rows."""
+# What names the server and the pane's process, ahead of fields that may hold `|`
+# (docs/runtime.md §1.8).
+IDENTITY = "#{pid}|#{start_time}|#{pane_pid}"
+
+
+def server_of(pid: str, start: str) -> ServerId | None:
+    """The server's identity from `#{pid}` and `#{start_time}` (None: not printed)."""
+    pid, start = pid.strip(), start.strip()
+    return ServerId(int(pid), int(start)) if pid.isdigit() and start.isdigit() else None
+
+
+def _pid(text: str) -> int | None:
+    return int(text.strip()) if text.strip().isdigit() else None
+
+
+def _places(result: RunResult, rows: list[list[str]]) -> Places:
+    """`pane_places` from the listing's ``[pane_id, window_id, pid, start_time, pane_pid,
+    session_name]`` rows."""
     found: dict[str, set[tuple[str, str]]] = {}
+    server = None
+    pids: dict[str, int] = {}
     for parts in rows:
-        if len(parts) == 3 and parts[0].strip():
-            found.setdefault(parts[0].strip(), set()).add((parts[2], parts[1].strip()))
+        if len(parts) == 6 and parts[0].strip():
+            pane = parts[0].strip()
+            found.setdefault(pane, set()).add((parts[5], parts[1].strip()))
+            server = server or server_of(parts[2], parts[3])
+            pid = _pid(parts[4])
+            if pid is not None:
+                pids[pane] = pid
     _refuse_empty_listing(result, bool(found))
-    return {pane: frozenset(where) for pane, where in found.items()}
+    return Places({pane: frozenset(where) for pane, where in found.items()}, server, pids)
 
 
 def _first_nonempty_line(text: str) -> str | None:
@@ -240,13 +266,26 @@ class TmuxBackend:
         if not pane:
             raise MultiplexerUnavailable(MSG_TMUX_PANE_UNSET)
         out = self._run(
-            ["display-message", "-p", "-t", pane, "#{session_name}|#{window_id}|#{pane_id}"]
+            [
+                "display-message",
+                "-p",
+                "-t",
+                pane,
+                f"{IDENTITY}|#{{session_name}}|#{{window_id}}|#{{pane_id}}",
+            ]
         )
         line = out.split("\n", 1)[0]
-        parts = line.rsplit("|", 2)
-        if len(parts) != 3 or parts[2] != pane:
+        head = line.split("|", 3)
+        parts = head[-1].rsplit("|", 2)
+        if len(head) != 4 or len(parts) != 3 or parts[2] != pane:
             raise MuxCommandFailed("display-message", f"unexpected output '{line}'")
-        return PaneContext(session=parts[0], window_id=parts[1], pane_id=parts[2])
+        return PaneContext(
+            session=parts[0],
+            window_id=parts[1],
+            pane_id=parts[2],
+            server=server_of(head[0], head[1]),
+            pane_pid=_pid(head[2]),
+        )
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.6
 
@@ -339,12 +378,19 @@ class TmuxBackend:
     # ------------------------------------------------------------------------- docs/runtime.md §1.7
 
     def type_line(
-        self, pane_id: str, line: str, *, settle: float | None = None, paste: bool = False
+        self,
+        pane_id: str,
+        line: str,
+        *,
+        settle: float | None = None,
+        paste: bool = False,
+        before_enter: Callable[[], object] | None = None,
     ) -> None:
         """The text (typed, or with ``paste`` one bracketed paste), ``settle`` seconds (default
-        SUBMIT_SETTLE), Enter. No Escape first (docs/runtime.md §1.7): Escape interrupts a
-        working Claude Code or Codex, and ESC before a line starting with `[` can parse as a
-        control sequence (`ESC [ c` is a terminal query)."""
+        SUBMIT_SETTLE), ``before_enter`` (a check that may raise: `OwnedPane`), Enter. No
+        Escape first (docs/runtime.md §1.7): Escape interrupts a working Claude Code or Codex,
+        and ESC before a line starting with `[` can parse as a control sequence (`ESC [ c` is a
+        terminal query)."""
         if "\r" in line or "\n" in line:
             raise ValueError("type_line: the line may not contain CR or LF")
         if paste:
@@ -352,6 +398,8 @@ class TmuxBackend:
         else:
             self.type_text(pane_id, line)
         self._sleep(SUBMIT_SETTLE if settle is None else settle)
+        if before_enter is not None:
+            before_enter()
         self._run(["send-keys", "-t", pane_id, SUBMIT_KEY])
 
     def paste_text(self, pane_id: str, text: str) -> None:
@@ -387,17 +435,12 @@ class TmuxBackend:
 
     def pane_status(self, pane_id: str) -> PaneStatus:
         # The session name goes last: it is the only field that may itself contain `|`.
+        fields = "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}"
         out = self._run(
-            [
-                "display-message",
-                "-p",
-                "-t",
-                pane_id,
-                "#{pane_id}|#{pane_in_mode}|#{pane_mode}|#{pane_dead}|#{window_id}|#{session_name}",
-            ]
+            ["display-message", "-p", "-t", pane_id, f"{fields}|{IDENTITY}|#{{session_name}}"]
         )
-        parts = out.split("\n", 1)[0].split("|", 5)
-        if len(parts) != 6 or parts[0].strip() != pane_id:
+        parts = out.split("\n", 1)[0].split("|", 8)
+        if len(parts) != 9 or parts[0].strip() != pane_id:
             raise PaneGone(pane_id)
         in_mode = parts[1].strip() not in ("", "0")
         mode = (parts[2].strip() or "a mode") if in_mode else None
@@ -405,8 +448,10 @@ class TmuxBackend:
             pane_id=pane_id,
             mode=mode,
             dead=parts[3].strip() == "1",
-            session=parts[5],
+            session=parts[8],
             window_id=parts[4].strip(),
+            server=server_of(parts[5], parts[6]),
+            pane_pid=_pid(parts[7]),
         )
 
     # ------------------------------------------------------------------------- docs/runtime.md §1.9
@@ -464,24 +509,42 @@ class TmuxBackend:
 
     # ------------------------------------------------------------------------ docs/runtime.md §1.10
 
-    def list_panes(self) -> frozenset[str]:
-        args = ["list-panes", "-a", "-F", "#{pane_id}"]
+    def list_panes(self) -> Listing:
+        """Every live pane's id, with the server and each pane's process (`Listing`)."""
+        args = ["list-panes", "-a", "-F", f"#{{pane_id}}|{IDENTITY}"]
         result = self._run_result(args)
-        panes = frozenset(line.strip() for line in result.stdout.splitlines() if line.strip())
+        server = None
+        pids: dict[str, int] = {}
+        panes = set()
+        for line in result.stdout.splitlines():
+            parts = line.strip().split("|")
+            if not parts[0]:
+                continue
+            panes.add(parts[0])
+            if len(parts) == 4:
+                server = server or server_of(parts[1], parts[2])
+                pid = _pid(parts[3])
+                if pid is not None:
+                    pids[parts[0]] = pid
         _refuse_empty_listing(result, bool(panes))
-        return panes
+        return Listing(panes, server, pids)
 
-    def pane_places(self) -> dict[str, frozenset[tuple[str, str]]]:
+    def pane_places(self) -> Places:
         """Every live pane's id and each ``(session, window_id)`` it is in, in one call:
         `list_panes` plus what `owner_problem` would ask each pane for. A pane is listed once
         per session its window is in (a session group, a linked window), so it may have
         several places."""
         # The session name goes last: it is the only field that may itself contain `|`.
-        args = ["list-panes", "-a", "-F", "#{pane_id}|#{window_id}|#{session_name}"]
+        args = [
+            "list-panes",
+            "-a",
+            "-F",
+            f"#{{pane_id}}|#{{window_id}}|{IDENTITY}|#{{session_name}}",
+        ]
         result = self._run_result(args)
-        return _places(result, [line.split("|", 2) for line in result.stdout.splitlines()])
+        return _places(result, [line.split("|", 5) for line in result.stdout.splitlines()])
 
-    def available_places(self) -> dict[str, frozenset[tuple[str, str]]]:
+    def available_places(self) -> Places:
         """`ensure_available` then `pane_places`, in one tmux call once the binary and socket
         are known (docs/runtime.md §1.4, §1.10): the listing also prints the server's
         ``#{version}``, which stands in for `tmux -V` (the same binary, run as the server). A
@@ -491,14 +554,15 @@ class TmuxBackend:
         self._require_socket()
         if binary in _version_checked:
             return self.pane_places()
-        args = ["list-panes", "-a", "-F", "#{version}|#{pane_id}|#{window_id}|#{session_name}"]
+        fmt = f"#{{version}}|#{{pane_id}}|#{{window_id}}|{IDENTITY}|#{{session_name}}"
+        args = ["list-panes", "-a", "-F", fmt]
         try:
             result = self._run_result(args)
         except MultiplexerError:
             self._check_version()
             raise
-        rows = [line.split("|", 3) for line in result.stdout.splitlines()]
-        version = rows[0][0].strip() if rows and len(rows[0]) == 4 else ""
+        rows = [line.split("|", 6) for line in result.stdout.splitlines()]
+        version = rows[0][0].strip() if rows and len(rows[0]) == 7 else ""
         parsed = parse_version(version) if version else None
         if parsed is None:
             self._check_version()
@@ -506,7 +570,7 @@ class TmuxBackend:
             raise MultiplexerUnavailable(msg_tmux_too_old(f"tmux {version}"))
         else:
             _version_checked[binary] = f"tmux {version}"
-        return _places(result, [row[1:] for row in rows if len(row) == 4])
+        return _places(result, [row[1:] for row in rows if len(row) == 7])
 
     def pane_pids(self) -> dict[str, int]:
         """Every live pane's id and the pid of the process tmux started in it."""
@@ -525,6 +589,13 @@ class TmuxBackend:
         out = self._run(["list-sessions", "-F", "#{start_time}"])
         first = _first_nonempty_line(out)
         return float(first) if first is not None and first.strip().isdigit() else None
+
+    def server_id(self) -> ServerId | None:
+        """This server's identity (`ServerId`), None when it does not say."""
+        out = self._run(["list-sessions", "-F", "#{pid}|#{start_time}"])
+        first = _first_nonempty_line(out)
+        parts = (first or "").split("|")
+        return server_of(parts[0], parts[1]) if len(parts) == 2 else None
 
     def kill_pane(self, pane_id: str, *, ignore_missing: bool = True) -> bool:
         try:

@@ -31,6 +31,11 @@ class Placement:
     host_id: str | None = (
         None  # the host the pane is on; None: its fleet Director's (cafleet.hosts)
     )
+    # The tmux server the pane is on (pid, start time) and the pane's own process; None: not
+    # recorded (docs/runtime.md §1.8).
+    mux_server_pid: int | None = None
+    mux_server_start: int | None = None
+    mux_pane_pid: int | None = None
 
     @property
     def is_concrete(self) -> bool:
@@ -79,6 +84,9 @@ def placement_from_row(row: Row, prefix: str = "") -> Placement:
         lost_at=_optional(row, prefix + "lost_at"),
         mux_socket=_optional(row, prefix + "mux_socket"),
         host_id=_optional(row, prefix + "host_id"),
+        mux_server_pid=_optional(row, prefix + "mux_server_pid"),
+        mux_server_start=_optional(row, prefix + "mux_server_start"),
+        mux_pane_pid=_optional(row, prefix + "mux_pane_pid"),
     )
 
 

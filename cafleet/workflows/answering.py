@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from cafleet.delivery.screens import classify
 from cafleet.delivery.screens.prompts import CHOICE_NUMBER, read_prompt
 from cafleet.delivery.submit import Clock
-from cafleet.mux import MSG_NOT_OURS, MultiplexerError, owner_of, owner_problem, probe_for_typing
+from cafleet.mux import (
+    MSG_NOT_OURS,
+    MultiplexerError,
+    OwnedPane,
+    owner_of,
+    owner_problem,
+    probe_for_typing,
+)
 from cafleet.text import sanitize_single_line, truncate
 from cafleet.workflows.errors import PaneUnavailable, WorkflowError
 from cafleet.workflows.members import _lock_pane, _refuse_director
@@ -200,6 +207,7 @@ def answer(
             raise AnswerRefused(f"{problem}; nothing was typed")
         if problem is not None:
             raise AnswerRefused(f"typing into pane {pane_id} failed: {problem}")
+        mux = OwnedPane(mux, owner_of(placement))  # each key: still ours (docs/runtime.md §1.8)
         try:
             screen = mux.screen(pane_id)
             prompt, choice = _check(

@@ -22,8 +22,8 @@ from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
+    marked_env,
     outcome_unknown,
-    spawn_env,
     spawn_plan,
     unconfirmed_detail,
     validate_agent_options,
@@ -195,7 +195,7 @@ def _bootstrap(
                 window_name=placing.window_name(fleet_id, name),
                 argv=argv,
                 cwd=os.getcwd(),
-                env=spawn_env(coding_agent),
+                env=marked_env(settings, coding_agent, monitor_id),
             )
         except BaseException as exc:
             spawn_error.append(exc)

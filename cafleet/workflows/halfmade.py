@@ -197,7 +197,9 @@ def orphan_pane(backend: Any, placement: Placement) -> PaneContext | None:
             continue
         if status.dead or status.session is None or status.window_id is None:
             continue
-        return PaneContext(status.session, status.window_id, pane_id)
+        return PaneContext(
+            status.session, status.window_id, pane_id, status.server, status.pane_pid
+        )
     return None
 
 

@@ -38,7 +38,6 @@ from cafleet.mux import (
     MSG_NOT_OURS,
     MultiplexerError,
     owner_of,
-    owner_problem,
     same_server,
     tmux_backend,
 )
@@ -77,6 +76,7 @@ if TYPE_CHECKING:
     from cafleet.mux import PaneContext
     from cafleet.mux.tmux import TmuxBackend
     from cafleet.records import Fleet, Member, PaneKey, Placement, WorktreeSpec
+    from cafleet.sessions import SessionRecord
     from cafleet.workflows.placing import WindowMode
     from cafleet.workflows.spawning import SpawnPlan
     from cafleet.workflows.worktrees import Plan as WorktreePlan
@@ -106,6 +106,7 @@ class Created:
     host_loop_pid: int | None = None
     host_loop_problem: str | None = None
     finished: bool = False  # a half-made member's interrupted create was finished
+    resumed_session: str | None = None  # the agent session its new pane continues
 
     @property
     def host_loop(self) -> tuple[str | None, int | None, str | None]:
@@ -319,12 +320,20 @@ def _create(
 
 
 def finish(
-    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member: Member,
+    *,
+    window: WindowMode = "auto",
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """Finish the create of a half-made member (`cafleet.workflows.halfmade`; the caller holds
     its creation lock): from step 7b on, with what its registration recorded. Its worktree is
     made again if it is gone; the pane the interrupted create already spawned, if any, becomes
-    its pane instead of a second agent. A failure undoes it as a failed create would."""
+    its pane instead of a second agent; else, with ``resumed`` (`member respawn --resume`), the
+    agent continues that session in its directory. A failure undoes it as a failed create
+    would."""
+
     fleet, director = _live_fleet_and_director(conn, member.fleet_id)
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is None
@@ -346,17 +355,30 @@ def finish(
         return resume(spec)
 
     created = _start(
-        conn, settings, member, job, window, None if spec is None else make, adopt=True
+        conn,
+        settings,
+        member,
+        job,
+        window,
+        None if spec is None else make,
+        adopt=True,
+        resumed=resumed,
     )
     return dataclasses.replace(created, finished=True)
 
 
 def finish_pending(
-    conn: Connection, settings: Settings, member: Member, *, window: WindowMode = "auto"
+    conn: Connection,
+    settings: Settings,
+    member: Member,
+    *,
+    window: WindowMode = "auto",
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """`member respawn` of a member whose placement is pending: `finish` its create when that
-    was interrupted; one still running is waited for (up to the pane-lock timeout) and then
-    refused, the member having its pane."""
+    was interrupted (continuing ``resumed`` with `--resume`); one still running is waited for
+    (up to the pane-lock timeout) and then refused, the member having its pane."""
+
     refuse_elsewhere(conn, member)  # its create runs, or was interrupted, on another host
     with halfmade.claimed(conn, settings, member, wait=True) as left:
         if left is None:
@@ -366,7 +388,7 @@ def finish_pending(
                 f"member {member.member_id}'s 'cafleet member create' finished meanwhile "
                 f"(pane {pane or '-'}); nothing to respawn"
             )
-        return finish(conn, settings, left.member, window=window)
+        return finish(conn, settings, left.member, window=window, resumed=resumed)
 
 
 def recorded_spawn(conn: Connection, member: Member) -> tuple[str, str | None, str | None, str]:
@@ -414,11 +436,13 @@ def _start(
     make: Callable[[], WorktreePlan] | None,
     *,
     adopt: bool = False,
+    resumed: SessionRecord | None = None,
 ) -> Created:
     """Steps 7b to 10 for a registered member with a pending placement: its worktree
     (``make``), the agent's pane (with ``adopt``, the one an interrupted create already spawned
-    for this placement, when there is one), the patch. A failure deregisters it and undoes the
-    worktree."""
+    for this placement, when there is one; with ``resumed``, an agent continuing that session
+    in its directory), the patch. A failure deregisters it and undoes the worktree."""
+
     pending = member.placement
     assert pending is not None
     undo = _Undo(conn, member.member_id, job.backend)
@@ -439,6 +463,7 @@ def _start(
         fail_with_cleanup(None, cleanup)
 
     spawned = halfmade.orphan_pane(job.backend, pending) if adopt else None
+    adopted = spawned is not None
     if spawned is None:
         # 8. Render and spawn.
         rendered = render_template(
@@ -448,12 +473,19 @@ def _start(
             director_member_id=job.director.member_id,
             coding_agent=job.coding_agent,
         )
-        argv = job.plan.argv(
-            rendered,
-            display_name=member.name,
-            monitor=job.role == "monitor",
-            db_dir=settings.db_dir,
-        )
+        monitor = job.role == "monitor"
+        if resumed is None:
+            argv = job.plan.argv(
+                rendered, display_name=member.name, monitor=monitor, db_dir=settings.db_dir
+            )
+        else:
+            argv = job.plan.resume_argv(
+                resumed.session_id,
+                display_name=member.name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+            )
+
         spawned = spawn_member_pane(
             job.backend,
             settings,
@@ -464,8 +496,15 @@ def _start(
             argv=argv,
             coding_agent=job.coding_agent,
             on_failure=undo.deregister,
-            cwd=None if tree is None else worktrees.cwd_of(tree.spec),
+            cwd=(
+                resumed.cwd
+                if resumed is not None
+                else None
+                if tree is None
+                else worktrees.cwd_of(tree.spec)
+            ),
             # Names the pane as this placement's, should this command die before the patch.
+            member_id=member.member_id,
             extra_env={halfmade.PLACEMENT_VARIABLE: halfmade.placement_token(pending)},
         )
     undo.pane_id = spawned.pane_id
@@ -482,6 +521,7 @@ def _start(
         pane_id=spawned.pane_id,
         worktree=None if tree is None else tree.spec,
         permissions=job.profile,
+        resumed_session=None if resumed is None or adopted else resumed.session_id,
     )
     if job.away:
         # 10. Placed on this host, away from the Director's: this host's delivery loop types
@@ -554,8 +594,13 @@ def _split_source(fleet_id: int, director: Member) -> tuple[TmuxBackend, Placeme
         return backend, placing.local_anchor(
             backend, director_placement, here, "cafleet member create"
         )
-    if not same_server(backend.socket_path, director_placement.mux_socket):
-        # Splitting "@<window>" here would split a window of this server, not the Director's.
+    from cafleet.workflows.panes import predates_server
+
+    if not same_server(backend.socket_path, director_placement.mux_socket) or predates_server(
+        backend, director_placement
+    ):
+        # Splitting "@<window>" here would split a window of this server (or of a later server
+        # on its socket, docs/runtime.md §1.8), not the Director's.
         raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
     return backend, director_placement
 
@@ -667,7 +712,11 @@ def _patch_pane(
         )
     try:
         placement = broker.set_placement_pane(
-            conn, member_id=member_id, pane_id=pane_id, window_id=spawned.window_id
+            conn,
+            member_id=member_id,
+            pane_id=pane_id,
+            window_id=spawned.window_id,
+            spawned=spawned,
         )
     except PlacementVanished as exc:
         lock.release()
@@ -756,16 +805,24 @@ def _delete(
         if shared is not None:
             status, other = "shared", shared
         else:
-            not_ours = owner_problem(backend, pane_id, owner_of(placement))
-            if not_ours is not None:
+            from cafleet.mux import owner_of, owner_problem, pane_replaced
+
+            owner = owner_of(placement)
+            not_ours = owner_problem(backend, pane_id, owner)
+            if not_ours is not None and pane_replaced(backend, pane_id, owner):
+                # A later server's pane, or another process, with its id (docs/runtime.md §1.8):
+                # the member's own pane is gone; that one is never killed.
+                status = "already_gone"
+            elif not_ours is not None:
                 raise WorkflowError(not_ours)  # another server's pane, or a reused id: untouched
-            try:  # and everything its agent started (docs/runtime.md §1.10)
-                killed = kill_pane_and_leftovers(backend, pane_id, placement)
-            except MultiplexerError as exc:
-                raise WorkflowError(
-                    MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
-                ) from exc
-            status = "killed" if killed else "already_gone"
+            else:
+                try:  # and everything its agent started (docs/runtime.md §1.10)
+                    killed = kill_pane_and_leftovers(backend, pane_id, placement)
+                except MultiplexerError as exc:
+                    raise WorkflowError(
+                        MSG_KILL_FAILED.format(pane_id=pane_id, detail=str(exc))
+                    ) from exc
+                status = "killed" if killed else "already_gone"
         broker.deregister_member(conn, member_id=member_id)
     return Deleted(member_id, pane_id, status, other)
 

@@ -107,7 +107,7 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     from cafleet.monitor import supervisor
     from cafleet.monitor.loop import FleetScope
     from cafleet.monitor.runtime import directed_from_here, loop_env
-    from cafleet.mux import usable_backend
+    from cafleet.mux import holds, usable_backend
 
     _live_fleet(conn, fleet_id)
     director = broker.director_placement(conn, fleet_id)
@@ -121,7 +121,7 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     backend = usable_backend(env=loop_env(conn, fleet_id))  # MultiplexerError: no server, ...
     placement = broker.director_placement(conn, fleet_id)
     pane = None if placement is None else placement.mux_pane_id
-    if pane is None or pane not in backend.list_panes():
+    if placement is None or pane is None or not holds(backend.list_panes(), placement):
         if placement is not None and placement.mux_socket is not None and pane is not None:
             # Asked on the server the placement records: the pane is gone, not elsewhere.
             raise WorkflowError(

@@ -88,6 +88,36 @@ def refuse_elsewhere(conn: Connection, member: Member) -> None:
         )
 
 
+def predates_server(backend: Any, placement: Placement) -> bool:
+    """Whether ``placement`` was made on an earlier tmux server on its socket than the one
+    there now: its pane belonged to a server that died (e.g. in a reboot), whatever pane of this
+    server now has the same id, session name and window id. The server the placement records
+    (docs/runtime.md §1.8) decides; a placement that records none, its making before this
+    server started."""
+    from cafleet.db.timefmt import parse_ts
+    from cafleet.mux import MultiplexerError, same_server
+
+    if not same_server(getattr(backend, "socket_path", None), placement.mux_socket):
+        return False
+    if placement.mux_server_pid is not None and placement.mux_server_start is not None:
+        server_id = getattr(backend, "server_id", None)
+        try:
+            now = None if server_id is None else server_id()
+        except MultiplexerError:
+            return False
+        recorded = (placement.mux_server_pid, placement.mux_server_start)
+        return now is not None and tuple(now) != recorded
+    started_at = getattr(backend, "server_started_at", None)
+    if started_at is None:
+        return False
+    created = parse_ts(placement.created_at)
+    try:
+        started = started_at()
+    except MultiplexerError:
+        return False
+    return created is not None and started is not None and created.timestamp() < started
+
+
 def capture_member(conn: Connection, member_id: int, *, lines: int, ansi: bool = False) -> Capture:
     """The last ``lines`` lines of an active member's pane.
 
@@ -119,5 +149,6 @@ __all__ = [
     "concrete_placement",
     "capture_member",
     "elsewhere",
+    "predates_server",
     "refuse_elsewhere",
 ]

@@ -104,16 +104,32 @@ def spawn_at(
     cwd: str,
     env: Mapping[str, str],
 ) -> PaneContext:
-    """Split the target window, or open the new window; the new pane's context."""
+    """Split the target window, or open the new window; the new pane's context, with the
+    server it is on and the process tmux started in it (what its placement records,
+    docs/runtime.md §1.8)."""
     if target.new_window:
         window_id, pane_id = backend.new_window(
             after_window_id=target.window_id, name=window_name, argv=argv, cwd=cwd, env=env
         )
-        return PaneContext(session=session, window_id=window_id, pane_id=pane_id)
-    pane_id = backend.split_window(
-        window_id=target.window_id, argv=argv, cwd=cwd, env=env, layout=target.layout
-    )
-    return PaneContext(session=session, window_id=target.window_id, pane_id=pane_id)
+    else:
+        window_id = target.window_id
+        pane_id = backend.split_window(
+            window_id=target.window_id, argv=argv, cwd=cwd, env=env, layout=target.layout
+        )
+    server, pid = identify(backend, pane_id)
+    return PaneContext(session, window_id, pane_id, server, pid)
+
+
+def identify(backend: Any, pane_id: str) -> tuple[Any, int | None]:
+    """The server and process of a pane just spawned: (None, None) when tmux cannot say (its
+    agent already exited, or a backend without them): its placement then records none."""
+    from cafleet.mux import MultiplexerError
+
+    try:
+        status = backend.pane_status(pane_id)
+    except MultiplexerError:
+        return None, None
+    return getattr(status, "server", None), getattr(status, "pane_pid", None)
 
 
 # --- a pane on a host other than the root Director's (docs/runtime.md §10.3) --------------------

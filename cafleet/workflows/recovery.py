@@ -9,6 +9,10 @@ the spawn kills the new pane and leaves the placement as it was.
 `adopt`: a fleet whose root Director's pane is gone is taken over by the pane that runs
 `cafleet fleet adopt`: the Director's placement moves to it under both panes' locks, then the
 fleet's loop is started (it stops when the Director's pane goes).
+
+Both hold the member's lock (`cafleet.db.memberlock`) from the check to the recorded move, so
+whatever runs at once a member gets one new pane: a second command waits, then finds the
+first one's pane running (docs/runtime.md §5.11).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -23,11 +28,17 @@ from cafleet.agents.registry import agent_names
 from cafleet.errors import error_text
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
-from cafleet.workflows.panes import active_member, backend_for, concrete_placement
+from cafleet.workflows.panes import (
+    active_member,
+    backend_for,
+    concrete_placement,
+    predates_server,
+)
 from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
     lock_busy_message,
+    member_marker,
     spawn_member_pane,
     spawn_plan,
     validate_agent_options,
@@ -53,6 +64,34 @@ class Respawned:
     host_id: str | None = None
     host_loop_pid: int | None = None
     host_loop_problem: str | None = None
+
+
+class PaneStillRunning(WorkflowError):
+    """The member's pane runs (perhaps just re-created by another command): ``pane_id``."""
+
+    def __init__(self, member_id: int, pane_id: str) -> None:
+        super().__init__(
+            f"member {member_id}'s pane {pane_id} is still running; 'cafleet member respawn' "
+            f"re-creates a lost pane (to replace a running one: cafleet member delete {member_id})"
+        )
+        self.member_id = member_id
+        self.pane_id = pane_id
+
+
+@contextlib.contextmanager
+def member_held(conn: Connection, settings: Settings, member_id: int) -> Iterator[None]:
+    """The member's lock (`cafleet.db.memberlock`) for the body, waited for up to the pane-lock
+    timeout; still taken then, §1.11's lock message."""
+    from cafleet.db.memberlock import MemberLockTimeout, member_lock
+
+    lock = member_lock(conn, settings.db_dir, member_id, timeout=settings.pane_lock_timeout)
+    try:
+        lock.__enter__()
+    except MemberLockTimeout:
+        raise WorkflowError(lock_busy_message(member_id)) from None
+    with contextlib.ExitStack() as stack:
+        stack.push(lock)
+        yield
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +140,16 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
 
     The pane is ours (docs/runtime.md §1.8): a placement made on another tmux server is refused
     (its pane may well run there); a pane id this server reused for a pane in another session
-    or window means the member's pane is gone, and the other pane is never touched."""
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, PaneGone, owner_of, same_server
+    or window, or a pane of a later server or another process with its id, means the member's
+    pane is gone, and the other pane is never touched."""
+    from cafleet.mux import (
+        MSG_NOT_OURS,
+        MultiplexerError,
+        PaneGone,
+        owner_of,
+        replaced,
+        same_server,
+    )
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -121,12 +168,11 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     where = (status.session, status.window_id)
     if None not in where and where != (owner.session, owner.window_id):
         return "gone"
+    if replaced(owner, status.server, status.pane_pid):
+        return "gone"
     if status.dead:
         return "dead"
-    raise WorkflowError(
-        f"member {member_id}'s pane {pane_id} is still running; 'cafleet member respawn' "
-        f"re-creates a lost pane (to replace a running one: cafleet member delete {member_id})"
-    )
+    raise PaneStillRunning(member_id, pane_id)
 
 
 def server_gone(socket: str | None) -> bool:
@@ -151,26 +197,6 @@ def server_gone(socket: str | None) -> bool:
     return False
 
 
-def predates_server(backend: Any, placement: Placement) -> bool:
-    """Whether ``placement`` was made before the tmux server on its socket started: its pane
-    belonged to an earlier server (one that died, e.g. in a reboot), whatever pane of this
-    server now has the same id, session name and window id."""
-    from cafleet.db.timefmt import parse_ts
-    from cafleet.mux import MultiplexerError, same_server
-
-    started_at = getattr(backend, "server_started_at", None)
-    if started_at is None or not same_server(
-        getattr(backend, "socket_path", None), placement.mux_socket
-    ):
-        return False
-    created = parse_ts(placement.created_at)
-    try:
-        started = started_at()
-    except MultiplexerError:
-        return False
-    return created is not None and started is not None and created.timestamp() < started
-
-
 def respawn(
     conn: Connection,
     settings: Settings,
@@ -182,7 +208,22 @@ def respawn(
     """Re-create a lost member pane with the member's agent and original prompt; with
     ``resume``, the agent continues the member's own session instead (docs/runtime.md §9.7),
     in the directory that session ran in. Without it the member starts afresh, and the
-    session id learned for it is forgotten (its new session is learned)."""
+    session id learned for it is forgotten (its new session is learned). Under the member's
+    lock from the first read to the recorded move."""
+    active_member(conn, member_id)  # unknown or deregistered: refused before any lock
+    with member_held(conn, settings, member_id):
+        return respawn_locked(conn, settings, member_id, window=window, resume=resume)
+
+
+def respawn_locked(
+    conn: Connection,
+    settings: Settings,
+    member_id: int,
+    *,
+    window: WindowMode = "auto",
+    resume: bool = False,
+) -> Respawned:
+    """`respawn` for a caller that holds the member's lock (`member_held`)."""
     from cafleet import broker, signals
 
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
@@ -195,8 +236,13 @@ def respawn(
     if member.placement is not None and member.placement.mux_pane_id is None:
         from cafleet.workflows.members import finish_pending  # its create was interrupted
 
-        made = finish_pending(conn, settings, member, window=window)
-        return Respawned(made.member, None, made.pane_id, None, *made.host_loop)
+        record = None
+        if resume:
+            from cafleet.workflows.sessions import resume_record
+
+            record = resume_record(conn, settings, member)  # refused here: nothing spawned
+        made = finish_pending(conn, settings, member, window=window, resumed=record)
+        return Respawned(made.member, None, made.pane_id, made.resumed_session, *made.host_loop)
     placement = concrete_placement(member, "nothing to respawn")
     from cafleet.workflows.panes import refuse_elsewhere
 
@@ -244,9 +290,11 @@ def respawn(
         backend = backend_for(placement.backend)
         from cafleet.mux import MSG_NOT_OURS, same_server
 
-        if not same_server(getattr(backend, "socket_path", None), director_placement.mux_socket):
-            # Splitting "@<window>" here would split a window of this server, not the
-            # Director's.
+        if not same_server(
+            getattr(backend, "socket_path", None), director_placement.mux_socket
+        ) or predates_server(backend, director_placement):
+            # Splitting "@<window>" here would split a window of this server (or of a later
+            # server on its socket, docs/runtime.md §1.8), not the Director's.
             raise WorkflowError(MSG_NOT_OURS.format(pane_id=director_placement.mux_pane_id))
         anchor = director_placement
     if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
@@ -266,18 +314,17 @@ def respawn(
     signals.check()
 
     from cafleet.agents.prompt import render_template
-    from cafleet.mux import MultiplexerError, PaneKey
+    from cafleet.mux import PaneKey
 
     old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
     with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
         fresh = active_member(conn, member_id)
-        if fresh.placement is None or fresh.placement.pane_key != placement.pane_key:
+        if fresh.placement is None or (fresh.placement.pane_key, fresh.placement.created_at) != (
+            placement.pane_key,
+            placement.created_at,
+        ):
             raise WorkflowError(lock_busy_message(member_id))
-        if state == "dead":
-            try:
-                backend.kill_pane(old_pane, ignore_missing=True)
-            except MultiplexerError as exc:
-                raise WorkflowError(str(exc)) from exc
+        _reap(backend, placement, settings, dead=state == "dead")
         rendered = render_template(
             plan.template,
             fleet_id=fleet.fleet_id,
@@ -309,6 +356,7 @@ def respawn(
             window_name=placing.window_name(fleet.fleet_id, fleet.name),
             argv=argv,
             expected=(placement.backend, placement.mux_session, old_pane),
+            made_at=placement.created_at,
             coding_agent=agent_name,
             cwd=cwd if resumed is None else resumed.cwd,
         )
@@ -345,6 +393,7 @@ def _spawn_and_rebind(
     window_name: str,
     argv: list[str],
     expected: tuple[str, str, str],
+    made_at: str,
     coding_agent: str,
     cwd: str | None = None,
 ) -> Placement:
@@ -364,6 +413,7 @@ def _spawn_and_rebind(
         argv=argv,
         coding_agent=coding_agent,
         cwd=cwd,
+        member_id=member_id,
     )
 
     def kill_new(primary: str | None) -> NoReturn:
@@ -398,12 +448,59 @@ def _spawn_and_rebind(
                 pane=spawned,
                 coding_agent=coding_agent,
                 mux_socket=getattr(backend, "socket_path", None),
+                made_at=made_at,
             )
         except broker.PlacementsChanged:
             kill_new(lock_busy_message(member_id))
         except Exception as exc:
             kill_new(f"placement update failed: {error_text(exc)}")
     raise AssertionError("unreachable")
+
+
+def _reap(backend: Any, placement: Placement, settings: Settings, *, dead: bool) -> None:
+    """Before the member's agent is started again: kill its ``dead`` pane, end what its old
+    pane left running (`reaping.left_running`: a child that ignored SIGHUP, a daemon) and any
+    agent spawned for it but never recorded (`_end_strays`)."""
+    from cafleet.mux import MultiplexerError
+    from cafleet.procs import end_processes
+    from cafleet.workflows.reaping import left_running
+
+    assert placement.mux_pane_id is not None
+    left = left_running(backend, placement, dead=dead)  # before the kill: then no tree
+    try:
+        if dead:
+            backend.kill_pane(placement.mux_pane_id, ignore_missing=True)
+        _end_strays(backend, member_marker(settings, placement.member_id), placement.mux_pane_pid)
+    except MultiplexerError as exc:
+        raise WorkflowError(str(exc)) from exc
+    finally:
+        # A gone pane's leftovers get no SIGHUP: no grace before SIGTERM.
+        end_processes(left, grace=2.0 if dead else 0.0)
+
+
+def _end_strays(backend: Any, marker: str, recorded: int | None) -> None:
+    """Kill every pane of this server whose agent was spawned for the member (``marker``,
+    `spawning.member_marker`) but is not the process its placement records (``recorded``),
+    and end what runs in it: a command killed between its spawn and the recorded move left
+    it, and the caller, holding the member's lock, is about to spawn the member's one agent
+    (docs/runtime.md §5.11)."""
+    from cafleet.procs import Proc, end_processes, pane_processes, panes_with_env
+
+    socket = getattr(backend, "socket_path", None)
+    if not socket:
+        return
+    pids = backend.pane_pids()
+    strays = [pane for pane in panes_with_env(pids, marker) if pids[pane] != recorded]
+    if not strays:
+        return
+    found: set[Proc] = set()
+    for procs in pane_processes(socket, {pane: pids[pane] for pane in strays}).values():
+        found |= procs
+    try:
+        for pane in strays:
+            backend.kill_pane(pane, ignore_missing=True)
+    finally:
+        end_processes(found)
 
 
 # --- adopt ---------------------------------------------------------------------------------------
@@ -435,7 +532,7 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
 
-    from cafleet.mux import MultiplexerError, get_backend, owner_of, same_server
+    from cafleet.mux import MultiplexerError, get_backend, owner_of, replaced, same_server
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -450,6 +547,8 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     except MultiplexerError:
         return False
     owner = owner_of(placement)
+    if replaced(owner, status.server, status.pane_pid):
+        return False  # a later server's pane with its id: the Director's is gone
     where = (status.session, status.window_id)
     return None in where or where == (owner.session, owner.window_id)
 
@@ -458,15 +557,39 @@ def adopt(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Adopted:
     """Make the calling pane the root Director's pane of a fleet whose Director pane is gone."""
-    director, moved, old_pane = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    taken = take_over(conn, settings, fleet_id, coding_agent=coding_agent)
+    assert taken is not None  # never None without `if_needed`
+    director, moved, old_pane = taken
     pid, warning = _start_loop(conn, fleet_id)
     return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
 
 
 def take_over(
-    conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
-) -> tuple[Member, Placement, str | None]:
-    """`adopt` without starting the loop: (Director, its new placement, its old pane id)."""
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    coding_agent: str | None = None,
+    if_needed: bool = False,
+) -> tuple[Member, Placement, str | None] | None:
+    """`adopt` without starting the loop: (Director, its new placement, its old pane id), under
+    the Director's member lock (a second command waits, then finds the pane taken). With
+    ``if_needed``, None when the calling pane already is the Director's on this server
+    (`fleet restore`) instead of that refusal."""
+
+    fleet = _live_fleet(conn, fleet_id)
+    with member_held(conn, settings, fleet.director_member_id):
+        return _take_over(conn, settings, fleet_id, coding_agent=coding_agent, if_needed=if_needed)
+
+
+def _take_over(
+    conn: Connection,
+    settings: Settings,
+    fleet_id: int,
+    *,
+    coding_agent: str | None,
+    if_needed: bool,
+) -> tuple[Member, Placement, str | None] | None:
     from cafleet import broker, signals
     from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
     from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
@@ -499,6 +622,8 @@ def take_over(
     # pane has its id now is not it.
     stale = not away and placement.pane_key is not None and predates_server(backend, placement)
     if placement.pane_key == new_key and not stale and not away:
+        if if_needed:
+            return None
         raise WorkflowError(
             f"pane {here.pane_id} already is the root Director's pane of fleet {fleet_id}"
         )
@@ -549,6 +674,8 @@ def take_over(
                 pane=here,
                 coding_agent=coding_agent or placement.coding_agent,
                 mux_socket=backend.socket_path,
+                made_at=placement.created_at,
+                spawned=False,  # the user's pane: its server alone (docs/runtime.md §1.8)
             )
         except broker.PlacementsChanged as exc:
             raise WorkflowError(lock_busy_message(director.member_id)) from exc
@@ -591,6 +718,17 @@ def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None
         )
 
 
-__all__ = ["Adopted", "Respawned", "adopt", "respawn", "server_gone", "start_loop", "take_over"]
+__all__ = [
+    "Adopted",
+    "PaneStillRunning",
+    "Respawned",
+    "adopt",
+    "member_held",
+    "respawn",
+    "respawn_locked",
+    "server_gone",
+    "start_loop",
+    "take_over",
+]
 
 start_loop = _start_loop

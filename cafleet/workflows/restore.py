@@ -3,7 +3,8 @@ after its tmux server is gone, from a new pane.
 
 The calling pane becomes the root Director's (as `fleet adopt`; skipped when it already is),
 every active member whose pane is gone is respawned continuing its own agent session
-(`member respawn --resume`), then the fleet's loop is started. Members whose pane runs are left
+(`member respawn --resume`), a member left half-made by an interrupted `member create` has that
+create finished (`member respawn`), then the fleet's loop is started. Members whose pane runs are left
 alone, so a second run changes nothing. Each member's outcome is reported; one member's failure
 does not stop the others.
 
@@ -13,6 +14,11 @@ above for the members there; on another host it leaves the Director and its flee
 restores the members whose pane is on this host next to the calling pane (as `member respawn`
 there) and starts this host's delivery loop. A member on another host is reported with the host
 to run `fleet restore` on; nothing is tried or written for it, and it is not a failure.
+
+Each member is looked at and respawned under its member lock (`recovery.member_held`), so two
+restores at once give each member one agent: the second finds the first one's pane running and
+reports it `alive`. A rerun after a killed restore first ends any agent the killed run spawned
+but never recorded (`recovery._end_strays`).
 
 Decision: a member whose agent session was never learned (its agent recorded none, or the loop
 never saw it) has no conversation to lose, so it is started afresh with its spawn prompt and
@@ -32,10 +38,9 @@ from cafleet.errors import CafleetError, error_text
 from cafleet.hosts import current_host, effective_host
 from cafleet.mux import MultiplexerError, PaneGone, owner_of, same_server, tmux_backend
 from cafleet.mux.locks import PaneLockAbandoned
-from cafleet.records import PaneKey
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.hosts import start_on_demand
-from cafleet.workflows.recovery import predates_server, respawn, server_gone, start_loop, take_over
+from cafleet.workflows.recovery import server_gone, start_loop, take_over
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
 class Outcome:
     member_id: int
     name: str
-    state: str  # "alive" | "resumed" | "afresh" | "failed" | "elsewhere"
+    state: str  # "alive" | "resumed" | "afresh" | "finished" | "failed" | "elsewhere"
     detail: str  # the pane (alive, resumed), the error (failed), the host (elsewhere)
     session_id: str | None = None
 
@@ -71,7 +76,11 @@ class Restored:
 
 
 def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
-    """Whether the member's own pane still runs (on its server, in its session and window)."""
+    """Whether the member's own pane still runs (on its server, in its session and window, the
+    process the placement records: docs/runtime.md §1.8)."""
+    from cafleet.mux import MultiplexerError, replaced
+    from cafleet.workflows.panes import predates_server
+
     placement = member.placement
     assert placement is not None and placement.mux_pane_id is not None
     if broker.pane_shared_with(conn, placement) is not None or predates_server(backend, placement):
@@ -89,12 +98,13 @@ def _pane_runs(conn: Connection, backend: Any, member: Member) -> bool:
     where = (status.session, status.window_id)
     if None not in where and where != (owner.session, owner.window_id):
         return False
-    return not status.dead
+    return not status.dead and not replaced(owner, status.server, status.pane_pid)
 
 
 def restore(
     conn: Connection, settings: Settings, fleet_id: int, *, coding_agent: str | None = None
 ) -> Restored:
+
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
         raise broker.FleetDeleted(fleet_id)
@@ -111,47 +121,27 @@ def restore(
     director_host = director.placement.host_id if director.placement is not None else None
     director_here = director_host in (None, me)
     adopted_from = None
-    placement = director.placement
-    if director_here and (
-        placement is None
-        or placement.pane_key != PaneKey("tmux", here.session, here.pane_id)
-        or predates_server(backend, placement)
-    ):
-        director, moved, adopted_from = take_over(
-            conn, settings, fleet_id, coding_agent=coding_agent
-        )
-        adopted_from = adopted_from or "-"
+    taken = None
+    if director_here:
+        # Decided under the Director's lock: a restore that ran meanwhile already adopted it.
+        taken = take_over(conn, settings, fleet_id, coding_agent=coding_agent, if_needed=True)
+    if taken is not None:
+        director, moved, previous = taken
+        adopted_from = previous or "-"
         director_host = moved.host_id
     outcomes = []
-    for member in broker.placed_members(conn, fleet_id):
-        if member.kind == "director":
-            continue
+    for member in _members(conn, settings, fleet_id):
         signals.check()
         other = _other_host(member, director_host, me)
         if other is not None:  # its own host restores it: nothing is tried from here
             outcomes.append(Outcome(member.member_id, member.name, "elsewhere", other))
             continue
-        if _pane_runs(conn, backend, member):
-            pane = member.placement.mux_pane_id if member.placement else "-"
-            outcomes.append(Outcome(member.member_id, member.name, "alive", f"pane {pane}"))
-            continue
-        resume = session_id(conn, member.member_id) is not None
         try:
-            done = respawn(conn, settings, member.member_id, resume=resume)
+            outcomes.append(_restore_member(conn, settings, backend, member))
         except Exception as exc:
             if not _reportable(exc):
                 raise
             outcomes.append(Outcome(member.member_id, member.name, "failed", error_text(exc)))
-            continue
-        outcomes.append(
-            Outcome(
-                member.member_id,
-                member.name,
-                "resumed" if resume else "afresh",
-                f"pane {done.pane_id}",
-                done.resumed_session,
-            )
-        )
     if director_here:
         pid, warning = start_loop(conn, fleet_id)
         return Restored(fleet_id, here.pane_id, adopted_from, outcomes, pid, warning, director_host)
@@ -163,6 +153,45 @@ def restore(
     return dataclasses.replace(
         restored, host_id=me, host_loop_pid=host_pid, host_loop_warning=problem
     )
+
+
+def _members(conn: Connection, settings: Settings, fleet_id: int) -> list[Member]:
+    """The fleet's placed members but the root Director, and those left half-made here by an
+    interrupted `member create` (`cafleet.workflows.halfmade`), by id."""
+    from cafleet.workflows.halfmade import half_made
+
+    placed = [m for m in broker.placed_members(conn, fleet_id) if m.kind != "director"]
+    roster = [e.member for e in broker.member_roster(conn, fleet_id=fleet_id)]
+    pending = [m for m in roster if m.placement is not None and m.placement.mux_pane_id is None]
+    left = [hm.member for hm in half_made(conn, settings.db_dir, pending)]
+    return sorted([*placed, *left], key=lambda m: m.member_id)
+
+
+def _restore_member(conn: Connection, settings: Settings, backend: Any, member: Member) -> Outcome:
+    """One member of this host, under its member lock: left alone while its own pane runs (a
+    restore that ran meanwhile may have just re-created it), else respawned continuing its
+    session when one is known. A half-made member's create is finished (`member respawn`)."""
+    from cafleet.workflows.panes import active_member
+    from cafleet.workflows.recovery import PaneStillRunning, member_held, respawn_locked
+
+    mid = member.member_id
+    with member_held(conn, settings, mid):
+        fresh = active_member(conn, mid)
+        placement = fresh.placement
+        alive = Outcome(mid, member.name, "alive", "")
+        if placement is not None and placement.mux_pane_id is not None:
+            alive = dataclasses.replace(alive, detail=f"pane {placement.mux_pane_id}")
+            if _pane_runs(conn, backend, fresh):
+                return alive
+        resume = session_id(conn, mid) is not None
+        try:
+            done = respawn_locked(conn, settings, mid, resume=resume)
+        except PaneStillRunning as exc:  # another server's pane it could not judge first
+            return dataclasses.replace(alive, detail=f"pane {exc.pane_id}")
+    state = "resumed" if resume else "afresh"
+    if done.previous_pane_id is None:
+        state = "finished"  # its interrupted create: the pane it spawned, or a new one
+    return Outcome(mid, member.name, state, f"pane {done.pane_id}", done.resumed_session)
 
 
 def _other_host(member: Member, director_host: str | None, me: str) -> str | None:

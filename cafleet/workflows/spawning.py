@@ -144,6 +144,17 @@ def spawn_plan(
     return SpawnPlan(agent, binary_path, template, model, effort, permissions)
 
 
+# Set in every pane cafleet spawns for a member: which member of which database the agent is,
+# so a pane spawned by a command killed before it recorded the pane is found again
+# (docs/runtime.md §5.11). Read from /proc, never by the agent.
+MEMBER_ENV = "CAFLEET_MEMBER"
+
+
+def member_marker(settings: Settings, member_id: int) -> str:
+    """`CAFLEET_MEMBER=<member id>@<P>`: the environment entry of ``member_id``'s panes."""
+    return f"{MEMBER_ENV}={member_id}@{settings.db_path}"
+
+
 def spawn_env(coding_agent: str | None = None) -> dict[str, str]:
     """CAFLEET_DATABASE_URL, when set, reaches a spawned pane (docs/runtime.md §1.6).
 
@@ -166,6 +177,15 @@ def spawn_env(coding_agent: str | None = None) -> dict[str, str]:
             if value:
                 env[name] = value
         env.update(get_agent(coding_agent).pane_env())
+    return env
+
+
+def marked_env(settings: Settings, coding_agent: str, member_id: int | None) -> dict[str, str]:
+    """`spawn_env` plus the member's `member_marker` (none without a member id)."""
+    env = spawn_env(coding_agent)
+    if member_id is not None:
+        name, _, value = member_marker(settings, member_id).partition("=")
+        env[name] = value
     return env
 
 
@@ -226,13 +246,15 @@ def spawn_member_pane(
     coding_agent: str,
     on_failure: Callable[[Cleanup], None] = lambda cleanup: None,
     cwd: str | None = None,
+    member_id: int | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> PaneContext:
-    """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there. A tmux
-    failure fails the command with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is
-    named, then `on_failure` adds the caller's own cleanup (`member create` deregisters). The
-    agent starts in ``cwd`` (the member's worktree), else in this process's directory;
-    ``extra_env`` joins its environment."""
+    """Choose the new pane's window (docs/runtime.md §1.11) and spawn the agent there, its
+    environment marking it ``member_id``'s (`member_marker`). A tmux failure fails the command
+    with docs/cli.md §1.11's cleanup lines: an unconfirmed pane is named, then `on_failure`
+    adds the caller's own cleanup (`member create` deregisters). The agent starts in ``cwd``
+    (the member's worktree), else in this process's directory; ``extra_env`` joins its
+    environment."""
     from cafleet.mux import MultiplexerError
     from cafleet.workflows import placing
 
@@ -252,7 +274,7 @@ def spawn_member_pane(
             window_name=window_name,
             argv=argv,
             cwd=cwd or os.getcwd(),
-            env={**spawn_env(coding_agent), **(extra_env or {})},
+            env={**marked_env(settings, coding_agent, member_id), **(extra_env or {})},
         )
     except MultiplexerError as exc:
         cleanup = Cleanup()

@@ -134,6 +134,9 @@ PLACEMENT_FIELDS = (
     "lost_at",
     "mux_socket",
     "host_id",
+    "mux_server_pid",
+    "mux_server_start",
+    "mux_pane_pid",
 )
 
 

@@ -48,6 +48,9 @@ INSERT_PLACEMENT = insert(member_placements).values(
     created_at=param("now"),
     mux_socket=param("socket"),
     host_id=param("host"),
+    mux_server_pid=param("server_pid"),
+    mux_server_start=param("server_start"),
+    mux_pane_pid=param("pane_pid"),
 )
 SET_DIRECTOR = (
     update(fleets)

@@ -67,6 +67,9 @@ PATCH_PANE = (
     .values(
         mux_pane_id=param("pane_id"),
         mux_window_id=func.coalesce(param("window_id"), _mp.mux_window_id),
+        mux_server_pid=param("server_pid"),
+        mux_server_start=param("server_start"),
+        mux_pane_pid=param("pane_pid"),
     )
     .returning(*placement_columns(member_placements))
 )

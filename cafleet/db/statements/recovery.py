@@ -82,6 +82,9 @@ REBIND = (
         _mp.backend == param("backend"),
         _mp.mux_session == param("old_session"),
         _mp.mux_pane_id.is_not_distinct_from(param("old_pane")),
+        # The placement the caller saw, not a later one on a pane with the same key (a tmux
+        # server started again hands out the same ids).
+        _mp.created_at == param("old_created"),
         member_is_active(),
     )
     .values(
@@ -93,6 +96,9 @@ REBIND = (
         lost_at=null(),
         mux_socket=param("socket"),
         host_id=param("host"),
+        mux_server_pid=param("server_pid"),
+        mux_server_start=param("server_start"),
+        mux_pane_pid=param("pane_pid"),
     )
     .returning(*placement_columns(member_placements))
 )
@@ -113,6 +119,9 @@ MARK_LOST = (
         _mp.backend == param("backend"),
         _mp.mux_session == param("session"),
         _mp.mux_pane_id == param("pane"),
+        # The placement the tick saw, not a later one on a pane with the same key (a tmux
+        # server started again hands out the same ids).
+        _mp.created_at == param("created"),
         _mp.lost_at.is_(None),
         member_is_active(),
     )

@@ -25,8 +25,21 @@ INSERT_MEMBER: Compiled = (
 )
 
 INSERT_PLACEMENT: Compiled = (
-    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR)",
-    ("member_id", "session", "window", "pane", "backend", "agent", "now", "socket", "host"),
+    "INSERT INTO member_placements (member_id, mux_session, mux_window_id, mux_pane_id, backend, coding_agent, created_at, mux_socket, host_id, mux_server_pid, mux_server_start, mux_pane_pid) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::BIGINT, %s::BIGINT)",
+    (
+        "member_id",
+        "session",
+        "window",
+        "pane",
+        "backend",
+        "agent",
+        "now",
+        "socket",
+        "host",
+        "server_pid",
+        "server_start",
+        "pane_pid",
+    ),
 )
 
 SET_DIRECTOR: Compiled = (
@@ -40,7 +53,7 @@ FLEET_BY_ID: Compiled = (
 )
 
 MEMBERS_BY_FLEET: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
     ("fleet_id",),
 )
 
@@ -50,17 +63,17 @@ SOFT_DELETE: Compiled = (
 )
 
 FLEET_PLACEMENTS: Compiled = (
-    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
+    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 FLEET_CONCRETE_PLACEMENTS: Compiled = (
-    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
+    "SELECT p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = %s::BIGINT AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 DIRECTOR_PLACEMENT: Compiled = (
-    "SELECT f.fleet_id AS fleet_id, p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id FROM fleets AS f LEFT OUTER JOIN member_placements AS p ON p.member_id = f.director_member_id WHERE f.fleet_id = %s::BIGINT",
+    "SELECT f.fleet_id AS fleet_id, p.member_id AS member_id, p.backend AS backend, p.mux_session AS mux_session, p.mux_window_id AS mux_window_id, p.mux_pane_id AS mux_pane_id, p.coding_agent AS coding_agent, p.created_at AS created_at, p.lost_at AS lost_at, p.mux_socket AS mux_socket, p.host_id AS host_id, p.mux_server_pid AS mux_server_pid, p.mux_server_start AS mux_server_start, p.mux_pane_pid AS mux_pane_pid FROM fleets AS f LEFT OUTER JOIN member_placements AS p ON p.member_id = f.director_member_id WHERE f.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 

@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"
 SCHEMAS = frozenset(
     (
         (
@@ -52,7 +52,7 @@ SCHEMAS = frozenset(
             "\tmux_pane_id TEXT, \n"
             "\tbackend TEXT DEFAULT 'tmux' NOT NULL, \n"
             "\tcoding_agent TEXT NOT NULL, \n"
-            "\tcreated_at TEXT NOT NULL, lost_at TEXT, mux_socket TEXT, host_id TEXT, \n"
+            "\tcreated_at TEXT NOT NULL, lost_at TEXT, mux_socket TEXT, host_id TEXT, mux_server_pid INTEGER, mux_server_start INTEGER, mux_pane_pid INTEGER, \n"
             "\tPRIMARY KEY (member_id), \n"
             "\tFOREIGN KEY(member_id) REFERENCES members (member_id) ON DELETE CASCADE\n"
             ")\n"

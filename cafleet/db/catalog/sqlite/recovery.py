@@ -35,12 +35,12 @@ FLEET_PERMISSIONS: Compiled = (
 )
 
 MEMBER: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = ?",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.member_id = ?",
     ("member_id",),
 )
 
 REBIND: Compiled = (
-    "UPDATE member_placements SET mux_session=?, mux_window_id=?, mux_pane_id=?, coding_agent=?, created_at=?, lost_at=NULL, mux_socket=?, host_id=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id IS ? AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active')) RETURNING member_id AS member_id, backend AS backend, mux_session AS mux_session, mux_window_id AS mux_window_id, mux_pane_id AS mux_pane_id, coding_agent AS coding_agent, created_at AS created_at, lost_at AS lost_at, mux_socket AS mux_socket, host_id AS host_id",
+    "UPDATE member_placements SET mux_session=?, mux_window_id=?, mux_pane_id=?, coding_agent=?, created_at=?, lost_at=NULL, mux_socket=?, host_id=?, mux_server_pid=?, mux_server_start=?, mux_pane_pid=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id IS ? AND member_placements.created_at = ? AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active')) RETURNING member_id AS member_id, backend AS backend, mux_session AS mux_session, mux_window_id AS mux_window_id, mux_pane_id AS mux_pane_id, coding_agent AS coding_agent, created_at AS created_at, lost_at AS lost_at, mux_socket AS mux_socket, host_id AS host_id, mux_server_pid AS mux_server_pid, mux_server_start AS mux_server_start, mux_pane_pid AS mux_pane_pid",
     (
         "session",
         "window",
@@ -49,22 +49,26 @@ REBIND: Compiled = (
         "now",
         "socket",
         "host",
+        "server_pid",
+        "server_start",
+        "pane_pid",
         "member_id",
         "backend",
         "old_session",
         "old_pane",
+        "old_created",
         "member_id",
     ),
 )
 
 PLACED: Compiled = (
-    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = ? AND m.status = 'active' AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
+    "SELECT m.member_id AS member_id, m.fleet_id AS fleet_id, m.name AS name, m.description AS description, m.status AS status, m.registered_at AS registered_at, m.deregistered_at AS deregistered_at, m.member_card_json AS member_card_json, CASE WHEN (m.member_id = f.director_member_id) THEN 'director' WHEN (NOT json_valid(m.member_card_json)) THEN 'member' WHEN (json_extract(m.member_card_json, '$.cafleet.kind') = 'monitor') THEN 'monitor' ELSE 'member' END AS kind, p.member_id AS p_member_id, p.backend AS p_backend, p.mux_session AS p_mux_session, p.mux_window_id AS p_mux_window_id, p.mux_pane_id AS p_mux_pane_id, p.coding_agent AS p_coding_agent, p.created_at AS p_created_at, p.lost_at AS p_lost_at, p.mux_socket AS p_mux_socket, p.host_id AS p_host_id, p.mux_server_pid AS p_mux_server_pid, p.mux_server_start AS p_mux_server_start, p.mux_pane_pid AS p_mux_pane_pid FROM members AS m JOIN fleets AS f ON f.fleet_id = m.fleet_id LEFT OUTER JOIN member_placements AS p ON p.member_id = m.member_id WHERE m.fleet_id = ? AND m.status = 'active' AND p.mux_pane_id IS NOT NULL ORDER BY m.member_id",
     ("fleet_id",),
 )
 
 MARK_LOST: Compiled = (
-    "UPDATE member_placements SET lost_at=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id = ? AND member_placements.lost_at IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active'))",
-    ("now", "member_id", "backend", "session", "pane", "member_id"),
+    "UPDATE member_placements SET lost_at=? WHERE member_placements.member_id = ? AND member_placements.backend = ? AND member_placements.mux_session = ? AND member_placements.mux_pane_id = ? AND member_placements.created_at = ? AND member_placements.lost_at IS NULL AND (EXISTS (SELECT 1 FROM members WHERE members.member_id = ? AND members.status = 'active'))",
+    ("now", "member_id", "backend", "session", "pane", "created", "member_id"),
 )
 
 INSERT_REPORT: Compiled = (
