@@ -5,6 +5,7 @@ no test can touch the user's database, home directory, agent configuration or tm
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,35 +161,48 @@ def _pg_database(
     return db
 
 
+@pytest.fixture(scope="session")
+def sqlite_head_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite database per test process that the real db half migrated to head; `head_db`
+    copies its directory (file modes, setup lock and all) as PostgreSQL copies its template
+    database: the migrations ran once, not once a test."""
+    from cafleet.db.migrate import run_setup
+
+    path = tmp_path_factory.mktemp("head-template") / "db" / "cafleet.db"
+    run_setup(str(path))
+    return path
+
+
+def copy_head(template: Path, db_path: Path) -> Path:
+    """``template``'s directory copied to ``db_path``'s (which must not exist yet)."""
+    shutil.copytree(template.parent, db_path.parent)
+    if template.name != db_path.name:
+        (db_path.parent / template.name).rename(db_path)
+    return db_path
+
+
 @pytest.fixture
 def bare_head_db(
     db_path: Path, dialect: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     """A database migrated to head by the real db half, and nothing else (no asset rows)."""
-    from cafleet.db.migrate import run_setup
-
     if dialect == "postgresql":
         return _pg_database(request, monkeypatch, "cafleet_head")  # type: ignore[no-any-return]
-    run_setup(str(db_path))
-    return db_path
+    return copy_head(request.getfixturevalue("sqlite_head_template"), db_path)
 
 
 @pytest.fixture
 def head_db(
     db_path: Path, dialect: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """A database migrated to head by the real setup path, with every agent's assets installed
-    under the test's HOME and recorded (what `cafleet setup` does), so the stale-assets guard
-    lets commands through. On PostgreSQL: a copy of a database cafleet set up, then the same
-    assets half."""
-    from cafleet.db.migrate import run_setup
-
+    """A copy of a database the real db half migrated to head, with every agent's assets
+    installed under the test's HOME and recorded (what `cafleet setup` does), so the
+    stale-assets guard lets commands through. On PostgreSQL the copy is of a template database."""
     if dialect == "postgresql":
         db = _pg_database(request, monkeypatch, "cafleet_head")
         install_assets(db)
         return db  # type: ignore[no-any-return]
-    run_setup(str(db_path))
-    install_assets(db_path)
+    install_assets(copy_head(request.getfixturevalue("sqlite_head_template"), db_path))
     return db_path
 
 
@@ -215,6 +229,46 @@ def conn(head_db: Path):
     connection = open_validated_connection(str(head_db))
     yield connection
     close_connection(connection)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--agent-matrix",
+        action="store_true",
+        help="also run the agent_matrix real-agent cases (or set CAFLEET_AGENT_MATRIX=1)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist turns `-n N` into `--dist load`
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # `--dist loadgroup` lives here, not in addopts, so that `-p no:xdist` still parses; the
+    # real-agent tests share one worker (tests/harness/fixtures.py).
+    if getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+    # A worker parses the command line again, so it learns the mode from its controller; it
+    # must know it to tag each test with its group.
+    if getattr(config, "workerinput", {}).get("cafleet_loadgroup"):
+        config.option.loadgroup = True
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: absent under -p no:xdist
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["cafleet_loadgroup"] = node.config.option.dist == "loadgroup"
+
+
+def agent_matrix_wanted(config: pytest.Config) -> bool:
+    return bool(config.getoption("--agent-matrix")) or os.environ.get("CAFLEET_AGENT_MATRIX") == "1"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The other agents' cases of a real-agent matrix are opt-in: one real agent per behaviour
+    # keeps the default run short (README.md "Run the tests").
+    if agent_matrix_wanted(config):
+        return
+    dropped = [i for i in items if i.get_closest_marker("agent_matrix") is not None]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i.get_closest_marker("agent_matrix") is None]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -296,7 +296,8 @@ def test_an_empty_branch_or_base_is_refused(head_db: Path, flag: str) -> None:
 
 def _repo(path: Path) -> list[str]:
     """A repository with three commits on `main`; their ids, oldest first."""
-    from tests.test_worktrees import git, make_repo
+    from tests.git_helpers import git
+    from tests.test_worktrees import make_repo
 
     make_repo(path)
     for n in (1, 2):

@@ -25,7 +25,7 @@ import pytest
 from cafleet.delivery.screens import classify
 from tests.fleet_helpers import create_fleet, ok
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import require_binary
+from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import ScriptedModel, scripted_model
 from tests.harness.util import retry_until
@@ -119,7 +119,7 @@ def test_docs_table_is_the_tested_table() -> None:
     assert table_from_docs() == EXPECTED
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", agent_cases("codex"))
 def test_each_profile_does_what_its_table_says(
     tmux_db: TmuxHarness, model: ScriptedModel, agent: str
 ) -> None:

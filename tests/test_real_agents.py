@@ -1,6 +1,7 @@
 """The real agents in a private tmux server: a typed line arrives exactly once, intact.
 
-One test per agent (kept few: each costs seconds of CPU). The agent is spawned with a private
+One test per agent (kept few: each costs seconds of CPU; Codex's runs by default, the others
+with `--agent-matrix`). The agent is spawned with a private
 HOME (tests/harness/real_agents.py), the classifier waits for ``ready``, a notification line is
 typed with ``tmux send-keys -l`` and submitted with Enter (never Escape), verified with
 `line_taken` the way the delivery gate will (Enter again while it is still in the composer,
@@ -18,7 +19,7 @@ import pytest
 
 from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 from tests.harness.mock_api import mock_anthropic
-from tests.harness.real_agents import RealAgent, pids_of
+from tests.harness.real_agents import RealAgent, agent_cases, pids_of
 from tests.harness.util import retry_until
 
 pytestmark = pytest.mark.real_agent
@@ -69,7 +70,7 @@ def received_count(a: RealAgent, text: str, want: int, timeout: float = 60) -> l
     return state["got"]
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+@pytest.mark.parametrize("agent", agent_cases("codex"))
 def test_typed_line_arrives_once_intact_and_queues_while_working(real_agent, agent: str) -> None:
     with contextlib.ExitStack() as stack:
         kwargs: dict[str, Any] = {}

@@ -20,7 +20,7 @@ import pytest
 from cafleet.db.timefmt import parse_ts
 from tests.fleet_helpers import create_fleet, start_loop, stop_loop
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import require_binary
+from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import (
     RealMember,
     arrivals,
@@ -85,7 +85,7 @@ def _stamps(h: TmuxHarness, ids: list[int]) -> dict[int, str | None]:
     return {int(r[0]): r[1] for r in rows}
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+@pytest.mark.parametrize("agent", agent_cases("claude"))
 def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
     tmux_db: TmuxHarness, api: str, agent: str
 ) -> None:

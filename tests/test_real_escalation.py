@@ -23,7 +23,7 @@ import pytest
 
 from tests.fleet_helpers import create_fleet, ok, start_loop, stop_loop
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import require_binary
+from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.util import retry_until
 from tests.test_permission_profiles_real import EXPECTED
@@ -186,7 +186,7 @@ class Blocked:
         )
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+@pytest.mark.parametrize("agent", agent_cases("opencode"))
 def test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered(
     tmux_db: TmuxHarness, model_server: Any, agent: str
 ) -> None:

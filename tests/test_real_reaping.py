@@ -3,7 +3,7 @@ Codex starts an app-server daemon (`codex app-server … --managed-daemon`) and 
 `pid-update-loop` outside its pane's process tree; `member delete` ends them with the agent.
 
 Codex runs in the default test command (its daemon is the reported case); Claude Code and
-opencode are opt-in (`-m soak`): each costs a real agent's start-up.
+opencode are opt-in (`--agent-matrix`): each costs a real agent's start-up.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from tests.fleet_helpers import create_fleet, ok
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import pids_of, require_binary
+from tests.harness.real_agents import agent_cases, pids_of, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.util import retry_until
 
@@ -27,14 +27,7 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-@pytest.mark.parametrize(
-    "agent",
-    [
-        "codex",
-        pytest.param("claude", marks=pytest.mark.soak),
-        pytest.param("opencode", marks=pytest.mark.soak),
-    ],
-)
+@pytest.mark.parametrize("agent", agent_cases("codex"))
 def test_member_delete_leaves_nothing_of_a_real_agent(tmux_db: TmuxHarness, agent: str) -> None:
     require_binary(agent)
     h = tmux_db

@@ -20,7 +20,7 @@ import pytest
 from cafleet.agents.prompt import load_default_member_prompt
 from tests.fleet_helpers import create_fleet, ok, start_loop, stop_loop
 from tests.harness.fixtures import SESSION, TmuxHarness
-from tests.harness.real_agents import require_binary
+from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import (
     ScriptedModel,
@@ -124,7 +124,7 @@ def _usage_matches(h: TmuxHarness, model: ScriptedModel, label: str, m: int) -> 
                 f"{_request_table(model, label)}")  # fmt: skip
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "opencode"])
+@pytest.mark.parametrize("agent", agent_cases("claude"))
 def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
     tmux_db: TmuxHarness, model_server: ScriptedModel, agent: str
 ) -> None:

@@ -7,41 +7,22 @@ repositories and fake-agent panes on the private tmux server."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fleet_helpers import create_fleet, ok, stop_loop, table_dump
+from tests.git_helpers import branches, init_repo
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_run
 
 pytestmark = pytest.mark.tmux
 
 
-def git(repo: Path | str, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=str(repo), capture_output=True, text=True, check=False, timeout=30
-    )
-    assert proc.returncode == 0, (args, proc.stderr)
-    return proc.stdout
-
-
-def branches(repo: Path) -> set[str]:
-    return set(git(repo, "branch", "--list", "--format=%(refname:short)").split())
-
-
 @pytest.fixture
 def repo(tmux_db: TmuxHarness) -> Path:
-    path = tmux_db.project_dir
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "Tester")
-    git(path, "config", "user.email", "tester@example.invalid")
-    (path / "shared.txt").write_text("line 0\n")
-    git(path, "add", "shared.txt")
-    git(path, "commit", "-qm", "first")
-    return path
+    return init_repo(tmux_db.project_dir)
 
 
 def create(h: TmuxHarness, fleet_id: int, name: str) -> tuple[int, str, str]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fleet_helpers import FleetIds, create_fleet, ok, stop_loop, table_dump
+from tests.git_helpers import git, init_repo
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_run, start_record
 
@@ -25,25 +25,9 @@ CREATED = re.compile(
 )
 
 
-def git(repo: Path | str, *args: str) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=str(repo), capture_output=True, text=True, check=False, timeout=30
-    )
-    assert proc.returncode == 0, (args, proc.stderr)
-    return proc.stdout
-
-
 def make_repo(path: Path) -> Path:
     """A repository with one commit on `main`: shared.txt and sub/x tracked, .env untracked."""
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.name", "Tester")
-    git(path, "config", "user.email", "tester@example.invalid")
-    (path / "shared.txt").write_text("line 0\n")
-    (path / "sub").mkdir()
-    (path / "sub" / "x").write_text("x\n")
-    (path / ".gitignore").write_text(".env*\n")
-    git(path, "add", "shared.txt", "sub/x", ".gitignore")
-    git(path, "commit", "-qm", "first")
+    init_repo(path, {"shared.txt": "line 0\n", "sub/x": "x\n", ".gitignore": ".env*\n"})
     (path / ".env").write_text("SECRET=1\n")
     (path / ".env.local").write_text("LOCAL=1\n")
     return path

@@ -8,7 +8,7 @@ Fixtures
     ``claude``. ``PATH`` starts with ``<dir>/bin`` (fake agents, the tmux shim) and then the
     directory of ``sys.executable``. The database is the autouse fixture's
     ``CAFLEET_DATABASE_URL`` (not created). The test process never has TMUX/TMUX_PANE set.
-``tmux_db`` -> the same harness after ``cafleet setup`` succeeded.
+``tmux_db`` -> the same harness with the database ``cafleet setup`` leaves.
 ``model_server`` -> a started scripted model (tests/harness/scripted_model.py), stopped with
     the test.
 ``real_agent`` -> a factory starting the real Claude Code / Codex / opencode in that server
@@ -541,8 +541,13 @@ def tmux_harness(
 
 
 @pytest.fixture
-def tmux_db(tmux_harness: TmuxHarness) -> TmuxHarness:
-    """`tmux_harness` after `cafleet setup` created the database."""
+def tmux_db(tmux_harness: TmuxHarness, request: pytest.FixtureRequest) -> TmuxHarness:
+    """`tmux_harness` with the database `cafleet setup` leaves: on the test's SQLite file
+    tests/conftest.py `head_db` (a copy of a set-up database plus setup's assets half, in
+    process, for the same HOME); otherwise `cafleet setup` itself."""
+    if tmux_harness.db_path == request.getfixturevalue("db_path"):
+        request.getfixturevalue("head_db")
+        return tmux_harness
     result = tmux_harness.cli("setup")
     assert result.returncode == 0, f"cafleet setup failed: {result.stderr}"
     return tmux_harness

@@ -45,6 +45,18 @@ PACKAGES = {
 }
 AGENTS = tuple(PACKAGES)
 
+
+def agent_cases(default: str) -> list[Any]:
+    """`AGENTS` as parameters of a per-agent matrix: ``default`` runs in the default suite, the
+    other agents' cases are marked `agent_matrix` (opt-in, tests/conftest.py)."""
+    import pytest
+
+    return [
+        pytest.param(agent, marks=() if agent == default else pytest.mark.agent_matrix)
+        for agent in AGENTS
+    ]
+
+
 # Dummy credentials: long enough to look like keys, useless anywhere.
 ANTHROPIC_KEY = "sk-ant-api03-cafleet-test-dummy-0123456789abcdefghij"
 OPENAI_KEY = "sk-proj-cafleet-test-dummy-0123456789abcdefghij"
