@@ -153,7 +153,7 @@ LAYERS: tuple[Layer, ...] = (
         ("cafleet.delivery.drains", "cafleet.delivery"),
         "the notification line; one drain over heads (for recipients, a fleet or a host), one "
         "attempt step, in parallel across panes",
-        lazy=(
+        eager=(
             "cafleet.delivery.keys",
             "cafleet.delivery.parallel",
             "cafleet.delivery.screens",

@@ -11,7 +11,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from cafleet import broker
+from cafleet.assets.permissions import PermissionRow
+from cafleet.assets.status import agent_statuses
+from cafleet.db.errors import StorageError
+from cafleet.db.runtime import close_connection, open_connection
 from cafleet.output import label_lines
+from cafleet.records import StorageIntegrityError
 
 LABEL_WIDTH = 11
 
@@ -35,11 +41,6 @@ def recorded_installs(path: str | None, db_state: str | None) -> list[Any] | Non
     if path is None or db_state != "current":
         return None
     import sqlite3
-
-    from cafleet import broker
-    from cafleet.db.errors import StorageError
-    from cafleet.db.runtime import close_connection, open_connection
-    from cafleet.records import StorageIntegrityError
 
     try:
         conn = open_connection(path, mode="rw", purpose="command")
@@ -111,7 +112,6 @@ def coding_agents_section(
     """One line per agent: its binary (``installed``, `cafleet.agents.installed`) and its
     assets. A failing asset row is an issue; a binary missing is one only when no agent at
     all is installed (nothing could be spawned)."""
-    from cafleet.assets.status import agent_statuses
 
     statuses = agent_statuses(rows, version)
     by_agent = {i.coding_agent: i for i in installed}
@@ -150,7 +150,6 @@ def _permission_dict(row: Any) -> dict[str, Any]:
 
 def member_permissions_section(statuses: list[Any], version: str) -> RowsSection:
     from cafleet.agents import get_agent
-    from cafleet.assets.permissions import PermissionRow
 
     cwd = os.getcwd()
     rows = []

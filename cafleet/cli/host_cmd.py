@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import click
 
+from cafleet import signals
+from cafleet.cli import signal_stop_is_clean
 from cafleet.cli.app import monitor_host_group
 from cafleet.cli.context import fail, invocation
+from cafleet.cli.guard import recheck_schema
 from cafleet.cli.params import json_option
+from cafleet.hosts import current_host
+from cafleet.monitor.hostloop import (
+    ensure_host_loop,
+)
 from cafleet.output import out, out_json
+from cafleet.workflows.hosts import host_loop_views
 
 
 def _here() -> str:
-    from cafleet.hosts import current_host
 
     return current_host()  # HostIdError: `Error: …`, exit 1
 
@@ -33,13 +40,11 @@ def _here() -> str:
 )
 @click.pass_context
 def host_run(ctx: click.Context, tick: int | None) -> None:
-    from cafleet.cli import signal_stop_is_clean
 
     inv = invocation()
     inv.heal_on_close = False  # this is the loop
     host = _here()
     conn = inv.connection()
-    from cafleet.cli.guard import recheck_schema
     from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopStartError, run
 
@@ -65,8 +70,7 @@ def host_run(ctx: click.Context, tick: int | None) -> None:
 def host_start(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet import signals
-    from cafleet.monitor.hostloop import HostScope, ensure_host_loop
+    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopNotStarted, lift_hold
 
     scope = HostScope(conn, host)
@@ -125,7 +129,6 @@ def host_stop(as_json: bool) -> None:
 def host_status(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.workflows.hosts import host_loop_views
 
     views = host_loop_views(conn, host)
     if as_json:

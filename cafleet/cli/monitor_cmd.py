@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import click
 
+from cafleet.assets.guard import require_assets
+from cafleet.cli import signal_stop_is_clean
 from cafleet.cli.app import monitor_group, monitor_loop_command
 from cafleet.cli.context import fail, invocation
+from cafleet.cli.guard import recheck_schema
 from cafleet.cli.params import id_argument, json_option
 from cafleet.config import MAX_SETTING
+from cafleet.monitor.scan import capture_entries, entry_dict, render_text, scan_members
+from cafleet.mux import MultiplexerError, tmux_backend
 from cafleet.output import out, out_json
 from cafleet.text import sanitize_single_line
+from cafleet.workflows import monitor
 
 FLEET_ID_HELP = "Fleet ID."
 
@@ -40,14 +46,11 @@ FLEET_ID_HELP = "Fleet ID."
 )
 @click.pass_context
 def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: int | None) -> None:
-    from cafleet.cli import signal_stop_is_clean
 
     inv = invocation()
     inv.heal_on_close = False  # this is the loop
     settings = inv.settings
     conn = inv.connection()
-    from cafleet.assets.guard import require_assets
-    from cafleet.cli.guard import recheck_schema
 
     require_assets(conn, fleet_id=fleet_id)
     from cafleet.monitor.loop import FleetScope
@@ -82,10 +85,8 @@ def monitor_loop(ctx: click.Context, fleet_id: int, tick: int | None, interval: 
 def monitor_scan(fleet_id: int, lines: int, ansi: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.monitor.scan import capture_entries, entry_dict, render_text, scan_members
 
     members = scan_members(conn, fleet_id)  # FleetNotFound / FleetDeleted
-    from cafleet.mux import MultiplexerError, tmux_backend
 
     backend = tmux_backend()
     try:
@@ -111,7 +112,6 @@ def monitor_scan(fleet_id: int, lines: int, ansi: bool, as_json: bool) -> None:
 @json_option
 def monitor_start(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows import monitor
 
     result = monitor.start(conn, fleet_id)
     if as_json:
@@ -141,7 +141,6 @@ def monitor_start(fleet_id: int, as_json: bool) -> None:
 @json_option
 def monitor_stop(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    from cafleet.workflows import monitor
 
     result = monitor.stop(conn, fleet_id)
     if as_json:

@@ -16,11 +16,14 @@ from typing import Any
 
 import click
 
+import cafleet
 from cafleet.agents.registry import agent_names
+from cafleet.assets.setup import run_assets_half
 from cafleet.cli.app import cli
-from cafleet.cli.context import invocation
+from cafleet.cli.context import invocation, is_user_facing
 from cafleet.cli.params import json_option
 from cafleet.output import err, out, out_json
+from cafleet.signals import Interrupted
 
 WAITING = "Waiting for another 'cafleet setup' to finish (it holds {lock})..."
 
@@ -45,9 +48,7 @@ def _agents_callback(
 
 def _db_half(path: str) -> tuple[str | None, str | None]:
     """(success line, None) or (None, failure message)."""
-    from cafleet.cli.context import is_user_facing
     from cafleet.db.migrate import make_private, run_setup
-    from cafleet.signals import Interrupted
 
     try:
         line = run_setup(path, on_wait=lambda lock: err(WAITING.format(lock=lock)))
@@ -111,8 +112,6 @@ def _agent_dict(result: Any) -> dict[str, Any]:
 )
 @json_option
 def setup(coding_agents: tuple[str, ...], as_json: bool) -> None:
-    import cafleet
-    from cafleet.assets.setup import run_assets_half
 
     path = invocation().db_path
     db_line, db_error = _db_half(path)

@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
+from cafleet import broker
 from cafleet.agents.registry import find_agent
+from cafleet.config import db_dir_of, load_settings
+from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.delivery.policy import SCROLLBACK_LINES
+from cafleet.digest import sha256
+from cafleet.hosts import HostIdError, current_host
+from cafleet.text import cut_naming_the_rest, normalize_notification_text
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -41,7 +48,6 @@ def notification_line(
     ``sender_name`` None (no member row) renders as ``unknown``. The stored text is never
     altered; only this rendering is normalised and truncated.
     """
-    from cafleet.text import cut_naming_the_rest, normalize_notification_text
 
     name = normalize_notification_text("unknown" if sender_name is None else sender_name)
     shown = cut_naming_the_rest(normalize_notification_text(body), max_text_len, message_id)
@@ -141,10 +147,7 @@ def held_line(failure: DrainFailure, loop_note: str = "") -> str:
 def _db_dir(conn: Connection) -> str:
     path = conn.info.get("cafleet.path")
     if not path:
-        from cafleet.config import load_settings
-
         path = load_settings().db_path
-    from cafleet.config import db_dir_of
 
     return db_dir_of(path)  # PostgreSQL's local directory, not the URL's "dirname"
 
@@ -158,7 +161,6 @@ class _TypedLedger:
     kill -9). Read and written only under the pane's lock."""
 
     def __init__(self, conn: Connection) -> None:
-        from cafleet.digest import sha256
 
         path = str(conn.info.get("cafleet.path") or "")
         self.dir = os.path.join(_db_dir(conn), "typed")
@@ -185,13 +187,11 @@ class _TypedLedger:
 
 
 def _max_text_len() -> int:
-    from cafleet.config import load_settings
 
     return load_settings().max_text_len
 
 
 def _hold_timeout() -> int:
-    from cafleet.config import load_settings
 
     return load_settings().delivery_hold_timeout
 
@@ -200,7 +200,6 @@ def _waited(created_at: str, placed_at: str | None = None) -> float:
     """Seconds the line has waited for its pane (the hold timeout): since the message was sent,
     or since the placement got its pane when that is later (a member respawned onto a new pane
     is `starting` again and gets a hold of its own, not one a long-pending message used up)."""
-    from cafleet.db.timefmt import parse_ts, utcnow
 
     since = [t for t in (parse_ts(created_at), parse_ts(placed_at)) if t is not None]
     return 0.0 if not since else max(0.0, (utcnow() - max(since)).total_seconds())
@@ -263,7 +262,6 @@ _RECHECKED: dict[str, RecheckState] = {
 
 
 def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: int) -> _Attempt:
-    from cafleet import broker
 
     conn = drain.conn
 
@@ -294,7 +292,6 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     # release. The stamp follows the verification: "complete submission" means the agent took
     # the line (docs/runtime.md §4.9).
     from cafleet.delivery.keys import Target, type_into_pane
-    from cafleet.delivery.policy import SCROLLBACK_LINES
     from cafleet.delivery.screens import message_frame
     from cafleet.mux import owner_of
 
@@ -372,7 +369,6 @@ def _witness(
     found: list[Any] = []
 
     def record() -> Any:
-        from cafleet import broker
         from cafleet.sessions.usage import known_record
 
         sid = drain.db(broker.session_id, drain.conn, member_id)
@@ -414,8 +410,6 @@ class _Drain:
         if host is None:
             return None
         if self.here is None:
-            from cafleet.hosts import HostIdError, current_host
-
             try:
                 self.here = current_host()
             except HostIdError:
@@ -553,7 +547,6 @@ def _drain_chain(
     gone_fails: bool,
 ) -> DrainReport:
     """One recipient's lines from ``head``, oldest first, until its first failure."""
-    from cafleet import broker
 
     one = DrainReport()
     if gone_fails and live(head) is False:
@@ -585,8 +578,6 @@ def _drain_by_age(
     """One thread, oldest first across recipients: a heap of each recipient's oldest line; only
     a recipient just attempted is asked for its next one."""
     import heapq
-
-    from cafleet import broker
 
     queue = [(*_age(head), head) for head in heads]
     heapq.heapify(queue)
@@ -666,7 +657,6 @@ def _drain_parallel(
 def _workers(workers: int | None) -> int:
     if workers is not None:
         return max(1, workers)
-    from cafleet.config import load_settings
 
     return load_settings().delivery_workers
 
@@ -725,7 +715,6 @@ def drain_recipients(
     ``workers`` threads (default ``CAFLEET_DELIVERY_WORKERS``); ``on_recipient`` receives each
     recipient's report in the order given.
     """
-    from cafleet import broker
 
     report = DrainReport()
     backends = _Backends(env)
@@ -804,7 +793,6 @@ def drain_fleet(
     skipped untried. One query takes every recipient's oldest pending message, and only a
     recipient that was just attempted is asked for its next one.
     """
-    from cafleet import broker
 
     report = DrainReport()
     backends = _Backends(env)
@@ -863,7 +851,6 @@ def drain_host(
     as `drain_fleet` drains one fleet. Each tmux server the placements record is listed once;
     a pane not live on its server is skipped untried, and so is every pane of a server that
     cannot be listed (``not_attempted`` then names the first such error)."""
-    from cafleet import broker
     from cafleet.mux import MultiplexerError, holds
 
     report = DrainReport()

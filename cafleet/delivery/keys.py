@@ -22,8 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
+from cafleet.delivery.gate import decide, hold_note
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT, DISMISS_SETTLE
+from cafleet.delivery.submit import Clock, clear_composer, frame_of, submit_verified, taken
 from cafleet.errors import error_text
+from cafleet.mux import MSG_NOT_OURS, MultiplexerError, probe_for_typing
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock, try_pane_lock
 
 if TYPE_CHECKING:
     from cafleet.delivery.gate import Decision
@@ -155,12 +159,9 @@ def type_into_pane(
     whose record step failed, or was killed, is then recorded without typing the line again
     (docs/runtime.md §4.3 step 8).
     """
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_lock
 
     pane_id = key.pane_id
     if lock_timeout is None:
-        from cafleet.mux.locks import try_pane_lock
-
         lock = try_pane_lock(db_dir, key, purpose=purpose)
         if lock is None:
             return TypeOutcome("busy", pane_id)
@@ -175,7 +176,6 @@ def type_into_pane(
             # detail: the holder's purpose (`notify msg 36`), so a caller can tell a pane that
             # another drain is already typing into from one taken by a prompt or a wake.
             return TypeOutcome("busy", pane_id, exc.holder.purpose if exc.holder else None)
-    from cafleet.delivery.submit import Clock
 
     try:
         hooks = _Hooks(recheck, record, typed_before, on_typed)
@@ -210,7 +210,7 @@ def _under_lock(
     target: Target,
     clock: Clock,
 ) -> TypeOutcome:
-    from cafleet.mux import MSG_NOT_OURS, MultiplexerError, OwnedPane, probe_for_typing
+    from cafleet.mux import MultiplexerError, OwnedPane
 
     # Recheck: the target may have changed while we waited for the lock.
     if hooks.recheck is not None:
@@ -242,7 +242,6 @@ def _under_lock(
         text = line() if callable(line) else line
         if passed.note is not None:
             text += passed.note
-        from cafleet.delivery.submit import frame_of, submit_verified
 
         frame = target.frame or frame_of(text)
         problem = None
@@ -281,10 +280,7 @@ class _Passed:
 def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeOutcome | _Passed:
     """Classify the screen and decide (cafleet.delivery.gate); past a hold timeout dismiss a prompt once;
     empty the composer. Returns the outcome that ends the attempt, or what typing needs."""
-    from cafleet.delivery.gate import decide, hold_note
-    from cafleet.delivery.policy import DISMISS_SETTLE, policy_of
-    from cafleet.delivery.submit import clear_composer
-    from cafleet.mux import MultiplexerError
+    from cafleet.delivery.policy import policy_of
 
     def capture() -> str:
         try:
@@ -331,8 +327,6 @@ def _seen(mux: Multiplexer, pane_id: str, target: Target) -> bool:
     last ``target.look_back`` lines (screen and history), or in the agent's own record
     (``target.witness``). Only for a ready or working screen, where the agent's cues tell the
     composer apart (a line stranded there is not taken)."""
-    from cafleet.delivery.submit import taken
-    from cafleet.mux import MultiplexerError
 
     if target.frame is None:
         return False

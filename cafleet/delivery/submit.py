@@ -30,6 +30,7 @@ from cafleet.delivery.policy import (
     policy_of,
 )
 from cafleet.delivery.screens import Taken, composer_text, line_taken, squash, table_of
+from cafleet.mux import MultiplexerError, PaneGone
 
 if TYPE_CHECKING:
     from cafleet.mux import Multiplexer
@@ -108,7 +109,6 @@ def submit_verified(
     not show the line taken: a yes verifies it (an agent may draw a taken line late, or where
     the screen no longer shows it).
     """
-    from cafleet.mux import MultiplexerError, PaneGone
 
     policy = policy_of(agent)
     again_after = ENTER_AGAIN_AFTER if policy is None else policy.enter_again_after

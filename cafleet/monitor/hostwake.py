@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cafleet.db.timefmt import utcnow
 from cafleet.errors import error_text
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ def wake_remote_monitors(
     host. ``states`` keeps each fleet's wake state between passes (held and unverified wakes);
     ``new_state(fleet_id, pid)`` makes one. A failure is logged and never stops the pass."""
     from cafleet import broker
-    from cafleet.db.timefmt import utcnow
     from cafleet.monitor.cadence import wake_due
     from cafleet.monitor.runtime import is_live
     from cafleet.monitor.tick import wake_monitor

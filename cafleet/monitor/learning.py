@@ -13,6 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from cafleet.broker import fleet_sessions, session_id, session_owner, set_session_id
+from cafleet.db.timefmt import parse_ts, utcnow
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
     from cafleet.records import Member
@@ -87,8 +90,6 @@ def learn(
     pids: Mapping[str, int] | None = None,
 ) -> str | None:
     """The member's session id: the stored one, or one learned now (None: not found yet)."""
-    from cafleet.broker import session_id, session_owner, set_session_id
-    from cafleet.db.timefmt import parse_ts
     from cafleet.sessions import records_of
     from cafleet.sessions.proc import pane_home
     from cafleet.sessions.usage import remember_session
@@ -124,8 +125,6 @@ def learn_fleet(conn: Connection, db_dir: str, fleet_id: int, backend: Any) -> l
     """One monitor tick's learning: for each active placed member of the fleet without a
     session id. Returns `member <id>: session <sid>` for each id learned."""
     from cafleet import broker
-    from cafleet.broker import fleet_sessions
-    from cafleet.db.timefmt import parse_ts, utcnow
 
     sessions = fleet_sessions(conn, fleet_id)
     wanted = {m for m, sid in sessions.items() if sid is None}

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cafleet.db.errors import DatabaseBusy
+from cafleet.db.runtime import connection_lost, is_busy, reconnect
 from cafleet.errors import error_text
 
 if TYPE_CHECKING:
@@ -26,8 +28,6 @@ def is_transient(conn: Connection, exc: BaseException) -> bool:
     """Whether ``exc`` is the database being busy or out of reach, not a fault of the tick: a
     busy error anywhere in its chain (the schema re-check wraps what it could not read), or a
     connection whose server is gone."""
-    from cafleet.db.errors import DatabaseBusy
-    from cafleet.db.runtime import connection_lost, is_busy
 
     seen: BaseException | None = exc
     for _ in range(8):  # a bounded walk of the cause chain
@@ -59,7 +59,6 @@ class Outage:
         """Log the outage when it starts, then back off; a lost connection is reconnected,
         retrying with backoff until the server answers or a stop is requested. Returns when the
         next pass may try the database again."""
-        from cafleet.db.runtime import connection_lost, reconnect
 
         # The schema re-check marks a connection it could not read as refused; this was not a
         # refusal (the next re-check decides again).

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cafleet import signals
+from cafleet.config import DEFAULT_MONITOR_WAKE_INTERVAL, db_dir_of
+from cafleet.db.timefmt import utcnow
 from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT
 
 if TYPE_CHECKING:
@@ -113,7 +115,6 @@ class LoopState:
 
     @property
     def db_dir(self) -> str:
-        from cafleet.config import db_dir_of
 
         path: str = self.conn.info["cafleet.path"]
         return db_dir_of(path)  # PostgreSQL's local directory (docs/storage.md §10.1)
@@ -123,7 +124,6 @@ class LoopState:
         import time
 
         from cafleet import broker
-        from cafleet.db.timefmt import utcnow
 
         if broker.heartbeat(self.conn, fleet_id=self.fleet_id, pid=self.pid, now=utcnow()):
             self.last_beat = time.monotonic()
@@ -149,7 +149,6 @@ class LoopState:
             return stored
         if self.env_wake_interval is not None:
             return self.env_wake_interval
-        from cafleet.config import DEFAULT_MONITOR_WAKE_INTERVAL
 
         return DEFAULT_MONITOR_WAKE_INTERVAL
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TextIO
 
 from cafleet import signals
+from cafleet.db.runtime import data_version
 from cafleet.db.timefmt import now_ts
 from cafleet.errors import CafleetError, error_text
 from cafleet.monitor.detached import (
@@ -203,7 +204,6 @@ def _schedule(
     recheck_schema: RecheckSchema | None,
     reserve: LogReserve | None,
 ) -> int:
-    from cafleet.db.runtime import data_version
     from cafleet.monitor.outage import Outage, is_transient
 
     conn = scope.conn
@@ -271,7 +271,6 @@ def _recheck(conn: Connection, recheck_schema: RecheckSchema) -> None:
 def _wait(scope: Scope, until: float, version: int) -> int:
     """Wait until the monotonic ``until`` or a stop; a scope that wakes on change also until
     another connection's commit (new work). Returns the data version seen last."""
-    from cafleet.db.runtime import data_version
 
     conn = scope.conn
     while not signals.stop_requested():

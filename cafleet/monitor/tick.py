@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cafleet.broker.errors import FleetNotFound
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 def _fleet_gone(state: LoopState) -> bool:
     from cafleet import broker
-    from cafleet.broker.errors import FleetNotFound
 
     try:
         fleet = broker.get_fleet(state.conn, fleet_id=state.fleet_id)

@@ -15,7 +15,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet import broker, signals
+from cafleet.agents.prompt import load_default_monitor_prompt, render_template
+from cafleet.assets.guard import require_assets
+from cafleet.broker.errors import BootstrapAborted, PaneDirectsFleet, PlacementsChanged
 from cafleet.errors import error_text
+from cafleet.monitor.ensure import ensure_monitor_loop
+from cafleet.mux import MultiplexerError, tmux_backend
+from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
+from cafleet.records import PaneKey, SpawnSpec
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import (
@@ -29,6 +37,7 @@ from cafleet.workflows.spawning import (
     validate_agent_options,
 )
 from cafleet.workflows.teardown import Deleted, delete  # `fleet delete` lives there
+from cafleet.workflows.worktrees import require_repository
 
 __all__ = ["Created", "Deleted", "create", "delete", "soft_delete_fleet"]
 
@@ -72,14 +81,10 @@ def create(
     ``member_defaults`` are stored for the fleet's new members (`--worktree`: docs/worktrees.md;
     `--permissions`: docs/permissions.md).
     """
-    from cafleet import signals
-    from cafleet.assets.guard import require_assets
 
     # 1. The guard: the Director and the monitor run the agent.
     require_assets(conn, agents=[coding_agent])
     if member_defaults and member_defaults.get("worktree"):
-        from cafleet.workflows.worktrees import require_repository
-
         require_repository(os.getcwd())
 
     # 2. Model, effort, the prompt template, agent availability.
@@ -90,12 +95,7 @@ def create(
         model_flag="--monitor-model",
         effort_flag="--monitor-effort",
     )
-    if monitor_template is not None:
-        template = monitor_template()
-    else:
-        from cafleet.agents.prompt import load_default_monitor_prompt
-
-        template = load_default_monitor_prompt()
+    template = monitor_template() if monitor_template is not None else load_default_monitor_prompt()
     plan = spawn_plan(agent, template, monitor_model, monitor_effort)
 
     backend, here = _calling_pane(conn)  # 3.
@@ -104,7 +104,6 @@ def create(
     signals.check()
 
     # 4. The bootstrap transaction, spawn included.
-    from cafleet.records import SpawnSpec
 
     boot = _bootstrap(
         conn,
@@ -130,10 +129,6 @@ def create(
 def _calling_pane(conn: Connection) -> tuple[TmuxBackend, PaneContext]:
     """Step 3: tmux and the calling pane, which must direct no live fleet yet (re-checked
     inside the bootstrap transaction)."""
-    from cafleet import broker
-    from cafleet.broker.errors import PaneDirectsFleet
-    from cafleet.mux import MultiplexerError, tmux_backend
-    from cafleet.records import PaneKey
 
     backend = tmux_backend()
     try:
@@ -162,10 +157,6 @@ def _bootstrap(
 ) -> FleetBootstrap:
     """Step 4: one write transaction inserts the fleet, the root Director and the monitor,
     spawns the monitor's pane while it is open, and commits; a failure undoes what it did."""
-    from cafleet import broker
-    from cafleet.agents.prompt import render_template
-    from cafleet.broker.errors import BootstrapAborted, PaneDirectsFleet
-    from cafleet.mux import MultiplexerError
 
     db_dir = settings.db_dir
     spawn_error: list[BaseException] = []
@@ -233,8 +224,6 @@ def _start_loop(
 ) -> int:
     """Step 5: the fleet's monitor loop, live; a signal before it is live compensates like a
     loop that did not start (the monitor pane killed, the fleet soft-deleted)."""
-    from cafleet import signals
-    from cafleet.monitor.ensure import ensure_monitor_loop
     from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     fleet_id = boot.fleet.fleet_id
@@ -293,9 +282,6 @@ def soft_delete_fleet(conn: Connection, db_dir: str, fleet_id: int, timeout: int
     Takes each concrete placement's pane lock once in ascending lock-file order (waiting at
     most ``timeout`` each), then calls `broker.delete_fleet`. Raises on a busy lock.
     """
-    from cafleet import broker
-    from cafleet.broker.errors import PlacementsChanged
-    from cafleet.mux.locks import PaneLockTimeout, acquire_pane_locks
 
     owners: dict[PaneKey, int] = {}
     for placement in broker.fleet_placements(conn, fleet_id):

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cafleet import broker, signals
+from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.monitor.hostloop import ensure_host_loop
+from cafleet.text import idle_text
+
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
 
@@ -21,7 +26,6 @@ class HostLoopView(NamedTuple):
     def line(self) -> str:
         """`host B (this host): live (pid 77, last heartbeat 2s ago)`, `host B: not running`,
         `host B: stopped by 'cafleet monitor host stop'`."""
-        from cafleet.text import idle_text
 
         name = f"host {self.host_id}{' (this host)' if self.here else ''}"
         beat = (
@@ -48,8 +52,6 @@ class HostLoopView(NamedTuple):
 
 def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
     """Every `host_loops` row, by host id: one read."""
-    from cafleet import broker
-    from cafleet.db.timefmt import parse_ts, utcnow
     from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import is_held
 
@@ -79,8 +81,7 @@ def start_on_demand(
     """This host's delivery loop for a member just placed here, away from its root Director
     (`member create`, `member respawn`, `fleet restore`; docs/runtime.md §10.3): (its pid, None), or (None, the
     warning) when `monitor host stop` holds it or it does not start; the member's lines wait."""
-    from cafleet import signals
-    from cafleet.monitor.hostloop import HostScope, ensure_host_loop
+    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopNotStarted, is_held
 
     if is_held(HostScope(conn, host_id)):

@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.broker.errors import MemberNotFound
+from cafleet.db.guard import recheck_schema
+from cafleet.db.runtime import data_version
 from cafleet.workflows.errors import WaitTimedOut, WorkflowError
 
 if TYPE_CHECKING:
@@ -40,14 +43,11 @@ def _data_version(conn: Connection) -> int:
     """`PRAGMA data_version` on the command's connection, outside any transaction: it changes
     whenever another connection commits (on PostgreSQL a count of LISTEN/NOTIFY wake-ups,
     docs/storage.md §10.4)."""
-    from cafleet.db.runtime import data_version
 
     return data_version(conn)
 
 
 def _member_active(conn: Connection, member_id: int) -> bool:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
 
     try:
         return broker.get_member(conn, member_id).is_active
@@ -95,7 +95,6 @@ class _Waiter:
 
     def inbox_not_empty(self) -> bool:
         """Between attempts and lock tries: query the inbox only when data_version changed."""
-        from cafleet import broker
 
         version = _data_version(self.conn)
         if version != self._seen_version:
@@ -133,8 +132,6 @@ def wait(
 
     require_assets(conn, fleet_of_member=member_id)
     deadline = (time.monotonic() if started is None else started) + timeout
-    from cafleet import broker
-    from cafleet.db.guard import recheck_schema
 
     fleet_id = broker.get_active_member(conn, member_id).fleet_id
 
@@ -208,8 +205,6 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
     `WorkflowError` after everything committed before it was yielded.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    from cafleet import broker
-    from cafleet.db.guard import recheck_schema
 
     broker.get_active_member(conn, member_id)
 
@@ -249,7 +244,6 @@ def stream(conn: Connection, member_id: int, *, timeout: float | None) -> Iterat
 
 def sender_names(conn: Connection, messages: Iterable[Message]) -> dict[int, str]:
     """The names the text envelopes show beside each sender's id (one read by primary key)."""
-    from cafleet import broker
 
     return dict(broker.member_names(conn, {m.from_member_id for m in messages}))
 
@@ -264,7 +258,6 @@ class History:
 def history(conn: Connection, member_id: int, *, limit: int) -> History:
     """`message history` (docs/cli.md §2.31): the newest ``limit`` messages to and from the
     member, ACKed or not, oldest first; a deregistered member's too. Read-only."""
-    from cafleet import broker
 
     broker.get_member(conn, member_id)  # unknown: `member <id> not found`
     messages = broker.history_view(conn, member_id=member_id, limit=limit)

@@ -12,8 +12,15 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.assets.guard import require_assets
+from cafleet.broker.errors import MemberNotFound
+from cafleet.db import lost
+from cafleet.db.errors import StorageError
+from cafleet.delivery.drains import NOTIFY_PURPOSE, drain_recipients, held_line, warning_line
 from cafleet.errors import error_text
+from cafleet.hosts import current_host
+from cafleet.monitor.runtime import is_held
 from cafleet.workflows import outcome
 
 if TYPE_CHECKING:
@@ -61,8 +68,6 @@ def send(
     token: a write that failed is settled by it (`cafleet.workflows.outcome`), and a key that
     stored this message already stores nothing new.
     """
-    from cafleet import broker
-    from cafleet.assets.guard import require_assets
 
     token = key or outcome.new_token()
     _before_store(lambda: require_assets(conn, member_id=to_member_id))
@@ -115,8 +120,6 @@ def broadcast(
     """Store the summary and one delivery per other active member, drain each recipient in id
     order, restart the loop when needed. The stale-assets guard runs first, on the agents of the
     sender's fleet. The summary carries ``key`` or a new token, as `send`'s row does."""
-    from cafleet import broker
-    from cafleet.assets.guard import require_assets
 
     token = key or outcome.new_token()
     _before_store(lambda: require_assets(conn, fleet_of_member=from_member_id))
@@ -165,7 +168,6 @@ def broadcast(
 
 
 def _session(conn: Connection) -> int | None:
-    from cafleet.db import lost
 
     return lost.session_of(conn)
 
@@ -185,7 +187,6 @@ def _after_store(
 ) -> bool:
     """The drain and the loop restart after the write: the message is stored whatever fails
     here, so a database failure is a warning (the loop delivers the line), never the result."""
-    from cafleet.db.errors import StorageError
 
     try:
         return after()
@@ -210,7 +211,6 @@ def _stored_broadcast(
     conn: Connection, from_member_id: int, text: str, token: str
 ) -> Broadcast | None:
     """The broadcast ``token`` stored, read back (its deliveries as stored)."""
-    from cafleet import broker
 
     if broker.find_sent(conn, from_member_id, token) is None:
         return None
@@ -241,7 +241,6 @@ def _drain_recipients(
     message, and the recipient's other pending messages get a line of their own); ``notes``
     gets each recipient's first such line (why its line was not typed).
     """
-    from cafleet.delivery.drains import drain_recipients
 
     if signals.stop_requested():
         return set(), False
@@ -276,7 +275,6 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
     at an older one first, and a separate line names the recipient's other messages still
     waiting for their notification. A pane another notification drain holds is no warning
     (that drain types this line too) but is said (`handed_off_line`)."""
-    from cafleet.delivery.drains import held_line, warning_line
 
     lines: list[str] = []
     for failure in report.failures:
@@ -305,7 +303,6 @@ def own_outcome_lines(conn: Connection, report: DrainReport, own: Mapping[int, i
 def handed_off_line(failure: DrainFailure) -> str:
     """This send's line was not typed because another notification drain holds the pane (it
     goes on with the recipient's pending lines, this one included): not a warning, but said."""
-    from cafleet.delivery.drains import NOTIFY_PURPOSE
 
     if failure.holder == f"{NOTIFY_PURPOSE}{failure.message_id}":
         return (
@@ -323,8 +320,6 @@ def handed_off_line(failure: DrainFailure) -> str:
 def _host_loop_note(conn: Connection, host_id: str) -> str:
     """What a held-for-another-host line adds about that host's delivery loop: nothing while
     its heartbeat is fresh, else how to start it (docs/runtime.md §10.4)."""
-    from cafleet import broker
-    from cafleet.hosts import current_host
 
     row = broker.get_host_loop(conn, host_id)
     if broker.host_loop_live(row, current_host()):
@@ -335,7 +330,6 @@ def _host_loop_note(conn: Connection, host_id: str) -> str:
 def also_pending(conn: Connection, recipient_id: int, mine: int) -> list[int]:
     """The recipient's other messages still waiting for their notification, oldest first (at
     most `ALSO_PENDING_SHOWN` + 1: one more says the list goes on). Paid only after a failure."""
-    from cafleet import broker
 
     found: list[int] = []
     exclude = {mine}
@@ -362,7 +356,6 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
     notification when tmux was usable and the loop is not live (`ensure.needs_restart`, which
     leaves a loop `cafleet monitor stop` holds alone: that only warns). Failure only warns."""
     from cafleet.monitor.ensure import ensure_monitor_loop, live_pid, needs_restart
-    from cafleet.monitor.runtime import is_held
     from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     for fleet_id in sorted(set(fleet_ids)):
@@ -391,14 +384,11 @@ def _restart_loop_if_needed(conn: Connection, fleet_ids: Iterable[int], warn: Wa
 
 
 def _pending(conn: Connection, fleet_id: int) -> bool:
-    from cafleet import broker
 
     return broker.next_pending_notification(conn, fleet_id=fleet_id) is not None
 
 
 def _fleet_of(conn: Connection, member_id: int) -> int | None:
-    from cafleet import broker
-    from cafleet.broker.errors import MemberNotFound
 
     try:
         return broker.get_member(conn, member_id).fleet_id

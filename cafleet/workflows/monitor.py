@@ -9,7 +9,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cafleet import signals
+from cafleet import broker, signals
+from cafleet.broker.errors import FleetDeleted
+from cafleet.db.timefmt import utcnow
+from cafleet.monitor.detached import STOP_TIMEOUT
+from cafleet.monitor.runtime import is_live
+from cafleet.mux import usable_backend
 from cafleet.workflows.errors import LoopNotLive, NoMonitorRuntime, WorkflowError
 
 if TYPE_CHECKING:
@@ -29,8 +34,7 @@ class MonitorStatus:
 def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bool:
     """Live by its heartbeat and pid; a loop on another host (the fleet's root Director's) by its
     heartbeat alone, as this host cannot ask its pid (docs/runtime.md §10.5)."""
-    from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.runtime import directed_from_here, is_live
+    from cafleet.monitor.runtime import directed_from_here
 
     if runtime is None:
         return False
@@ -39,7 +43,6 @@ def _live(conn: Connection, fleet_id: int, runtime: MonitorRuntime | None) -> bo
 
 def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
     """The runtime row as shown, and the wake roster with its pending counts."""
-    from cafleet import broker
 
     runtime = broker.get_monitor_runtime(conn, fleet_id)
     live = _live(conn, fleet_id, runtime)
@@ -53,7 +56,6 @@ def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
 def set_wake_interval(conn: Connection, fleet_id: int, seconds: int) -> None:
     """Store the fleet's wake interval (0 = no scheduled wakes); the live loop reads it on its
     next tick. `NoMonitorRuntime` when no row exists."""
-    from cafleet import broker
 
     if not broker.set_wake_interval(conn, fleet_id=fleet_id, seconds=seconds):
         raise NoMonitorRuntime(fleet_id)
@@ -62,7 +64,6 @@ def set_wake_interval(conn: Connection, fleet_id: int, seconds: int) -> None:
 def wake_now(conn: Connection, fleet_id: int) -> str:
     """Ask the live loop for a forced wake; returns the stored request time (an earlier pending
     request is kept). `LoopNotLive` when the loop is not live."""
-    from cafleet import broker
 
     if not _live(conn, fleet_id, broker.get_monitor_runtime(conn, fleet_id)):
         raise LoopNotLive(fleet_id)
@@ -91,8 +92,6 @@ class StopResult:
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> None:
-    from cafleet import broker
-    from cafleet.broker.errors import FleetDeleted
 
     if broker.get_fleet(conn, fleet_id=fleet_id).deleted_at is not None:  # FleetNotFound
         raise FleetDeleted(fleet_id)
@@ -103,11 +102,10 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
     detached loop once it is live (up to 5 s), on the fleet's tmux server (the socket its
     Director's placement records, so any shell will do). Refused when the Director's pane is
     not on that server: the loop could not run."""
-    from cafleet import broker
     from cafleet.monitor import supervisor
     from cafleet.monitor.loop import FleetScope
     from cafleet.monitor.runtime import directed_from_here, loop_env
-    from cafleet.mux import holds, usable_backend
+    from cafleet.mux import holds
 
     _live_fleet(conn, fleet_id)
     director = broker.director_placement(conn, fleet_id)
@@ -144,9 +142,7 @@ def start(conn: Connection, fleet_id: int) -> StartResult:
 def stop(conn: Connection, fleet_id: int, *, timeout: float | None = None) -> StopResult:
     """Hold the loop stopped (`config.monitor_hold_path`), then SIGTERM the running one and
     wait until it released its slot. A soft-deleted fleet's loop is stopped too."""
-    from cafleet import broker
     from cafleet.monitor import supervisor
-    from cafleet.monitor.detached import STOP_TIMEOUT
     from cafleet.monitor.loop import FleetScope
 
     broker.get_fleet(conn, fleet_id=fleet_id)  # FleetNotFound

@@ -123,7 +123,6 @@ def spawn_at(
 def identify(backend: Any, pane_id: str) -> tuple[Any, int | None]:
     """The server and process of a pane just spawned: (None, None) when tmux cannot say (its
     agent already exited, or a backend without them): its placement then records none."""
-    from cafleet.mux import MultiplexerError
 
     try:
         status = backend.pane_status(pane_id)

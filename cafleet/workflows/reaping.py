@@ -62,7 +62,6 @@ def run_of(backend: Any, placement: Placement) -> int | None:
     its socket has that pid with another start time (a reused pid: nothing is told); for a
     placement that records none, the server running now when the placement was made on it
     (`made_on_this_server`)."""
-    from cafleet.mux import MultiplexerError, same_server
 
     server_id = getattr(backend, "server_id", lambda: None)
     if placement.mux_server_pid is None or placement.mux_server_start is None:
@@ -91,8 +90,6 @@ def left_running(backend: Any, placement: Placement, *, dead: bool = False) -> s
     its agent exited), its process tree. Nothing when the run cannot be told, or when the pane
     is listed there running (moved elsewhere, or another process than the recorded one: what
     runs there is not for this command to end)."""
-    from cafleet.mux import MultiplexerError
-    from cafleet.procs import pane_processes, server_pid_of
 
     socket_path = placement.mux_socket or getattr(backend, "socket_path", None)
     pane = placement.mux_pane_id

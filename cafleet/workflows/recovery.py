@@ -24,16 +24,43 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from cafleet import broker, signals
+from cafleet.agents.prompt import render_template
 from cafleet.agents.registry import agent_names
+from cafleet.assets.guard import require_assets
+from cafleet.broker import clear_session_id
+from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
+from cafleet.db.timefmt import utcnow
 from cafleet.errors import error_text
+from cafleet.hosts import current_host
+from cafleet.monitor.ensure import ensure_monitor_loop
+from cafleet.monitor.runtime import is_live
+from cafleet.mux import (
+    MSG_NOT_OURS,
+    MultiplexerError,
+    PaneGone,
+    PaneKey,
+    get_backend,
+    owner_of,
+    same_server,
+    tmux_backend,
+)
+from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
+from cafleet.records import PaneKey as Key
+from cafleet.records import Placement
 from cafleet.workflows import placing
 from cafleet.workflows.errors import WorkflowError
+from cafleet.workflows.hosts import start_on_demand
+from cafleet.workflows.locking import wait_for_lock
+from cafleet.workflows.members import finish_pending, recorded_spawn
 from cafleet.workflows.panes import (
     active_member,
     backend_for,
     concrete_placement,
     predates_server,
+    refuse_elsewhere,
 )
+from cafleet.workflows.sessions import resume_record
 from cafleet.workflows.spawning import (
     Cleanup,
     fail_with_cleanup,
@@ -43,6 +70,7 @@ from cafleet.workflows.spawning import (
     spawn_plan,
     validate_agent_options,
 )
+from cafleet.workflows.worktrees import require_present
 
 if TYPE_CHECKING:
     from cafleet.config import Settings
@@ -105,13 +133,11 @@ class Adopted:
 
 def _lock(settings: Settings, key: Any, member_id: int, purpose: str) -> Any:
     """One pane lock, waiting up to the pane-lock timeout (a timeout is the lock message)."""
-    from cafleet.workflows.locking import wait_for_lock
 
     return wait_for_lock(settings, key, purpose, lambda _exc: lock_busy_message(member_id))
 
 
 def _live_fleet(conn: Connection, fleet_id: int) -> Any:
-    from cafleet import broker
 
     fleet = broker.get_fleet(conn, fleet_id)
     if fleet.deleted_at is not None:
@@ -125,12 +151,10 @@ def _live_fleet(conn: Connection, fleet_id: int) -> Any:
 def _worktree_cwd(conn: Connection, member_id: int) -> str | None:
     """The member starts again in its worktree (docs/worktrees.md); None: it has none. A
     worktree that is gone is refused before anything is spawned."""
-    from cafleet import broker
 
     spec = broker.get_spawn(conn, member_id)
     if spec is None or spec.worktree is None:
         return None
-    from cafleet.workflows.worktrees import require_present
 
     return require_present(member_id, spec.worktree)
 
@@ -145,8 +169,6 @@ def _old_pane_state(backend: Any, member_id: int, placement: Placement) -> str:
     from cafleet.mux import (
         MSG_NOT_OURS,
         MultiplexerError,
-        PaneGone,
-        owner_of,
         replaced,
         same_server,
     )
@@ -224,7 +246,6 @@ def respawn_locked(
     resume: bool = False,
 ) -> Respawned:
     """`respawn` for a caller that holds the member's lock (`member_held`)."""
-    from cafleet import broker, signals
 
     member = active_member(conn, member_id)  # unknown or deregistered: `MemberNotFound`
     fleet = _live_fleet(conn, member.fleet_id)
@@ -234,17 +255,12 @@ def respawn_locked(
             f"'cafleet fleet adopt {fleet.fleet_id}' in the pane that takes its place"
         )
     if member.placement is not None and member.placement.mux_pane_id is None:
-        from cafleet.workflows.members import finish_pending  # its create was interrupted
-
         record = None
         if resume:
-            from cafleet.workflows.sessions import resume_record
-
             record = resume_record(conn, settings, member)  # refused here: nothing spawned
         made = finish_pending(conn, settings, member, window=window, resumed=record)
         return Respawned(made.member, None, made.pane_id, made.resumed_session, *made.host_loop)
     placement = concrete_placement(member, "nothing to respawn")
-    from cafleet.workflows.panes import refuse_elsewhere
 
     refuse_elsewhere(conn, member)  # its old pane's id names another pane here
     old_pane = placement.mux_pane_id
@@ -256,12 +272,9 @@ def respawn_locked(
             f"the root Director of fleet {fleet.fleet_id} has no pane to split from"
         )
 
-    from cafleet.workflows.members import recorded_spawn
-
     template, model, effort, permissions = recorded_spawn(conn, member)
     cwd = _worktree_cwd(conn, member_id)
     agent_name = placement.coding_agent
-    from cafleet.assets.guard import require_assets
 
     require_assets(conn, agents=[agent_name])
     agent = validate_agent_options(
@@ -270,17 +283,13 @@ def respawn_locked(
     plan = spawn_plan(agent, template, model, effort, permissions)
     resumed = None
     if resume:
-        from cafleet.workflows.sessions import resume_record
-
         resumed = resume_record(conn, settings, member)  # refused here: nothing spawned
-    from cafleet.hosts import current_host
 
     here = current_host()
     away = director_placement.host_id not in (None, here)
     if away:
         # Its root Director is on another host (docs/runtime.md §10.3): the new pane goes next
         # to the pane this command runs in, on this host's tmux server, like `member create`.
-        from cafleet.mux import tmux_backend
 
         backend: Any = tmux_backend()
         anchor = placing.local_anchor(
@@ -288,7 +297,6 @@ def respawn_locked(
         )
     else:
         backend = backend_for(placement.backend)
-        from cafleet.mux import MSG_NOT_OURS, same_server
 
         if not same_server(
             getattr(backend, "socket_path", None), director_placement.mux_socket
@@ -312,9 +320,6 @@ def respawn_locked(
         exclude=member_id,
     )
     signals.check()
-
-    from cafleet.agents.prompt import render_template
-    from cafleet.mux import PaneKey
 
     old_key = PaneKey(placement.backend, placement.mux_session, old_pane)
     with _lock(settings, old_key, member_id, f"respawn member {member_id}"):
@@ -361,8 +366,6 @@ def respawn_locked(
             cwd=cwd if resumed is None else resumed.cwd,
         )
     if resumed is None:
-        from cafleet.broker import clear_session_id
-
         clear_session_id(conn, member_id)
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
@@ -374,7 +377,6 @@ def respawn_locked(
     )
     if away:
         # This host's delivery loop types its lines, started on demand (docs/runtime.md §10.4).
-        from cafleet.workflows.hosts import start_on_demand
 
         pid, problem = start_on_demand(conn, here)
         done = dataclasses.replace(done, host_id=here, host_loop_pid=pid, host_loop_problem=problem)
@@ -399,8 +401,6 @@ def _spawn_and_rebind(
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
-    from cafleet import broker, signals
-    from cafleet.mux import PaneKey
 
     member_id = member.member_id
     spawned = spawn_member_pane(
@@ -426,7 +426,6 @@ def _spawn_and_rebind(
 
     if signals.stop_requested():
         kill_new(None)
-    from cafleet.mux.locks import PaneLockAbandoned
 
     new_key = PaneKey(expected[0], spawned.session, spawned.pane_id)
     try:
@@ -461,7 +460,6 @@ def _reap(backend: Any, placement: Placement, settings: Settings, *, dead: bool)
     """Before the member's agent is started again: kill its ``dead`` pane, end what its old
     pane left running (`reaping.left_running`: a child that ignored SIGHUP, a daemon) and any
     agent spawned for it but never recorded (`_end_strays`)."""
-    from cafleet.mux import MultiplexerError
     from cafleet.procs import end_processes
     from cafleet.workflows.reaping import left_running
 
@@ -509,8 +507,6 @@ def _end_strays(backend: Any, marker: str, recorded: int | None) -> None:
 def _refuse_member_pane(conn: Connection, here: Any, backend: Any) -> None:
     """The adopting pane must not be any active member's pane (it would never be typed into);
     a placement made on an earlier server on this socket is not (its pane is gone)."""
-    from cafleet import broker
-    from cafleet.records import Placement
 
     # Only the pane counts here; any agent's name fills the placement.
     probe = Placement(0, "tmux", here.session, here.window_id, here.pane_id, agent_names()[0], "")
@@ -532,7 +528,7 @@ def _director_pane_is_open(backend: Any, placement: Placement, live: frozenset[s
     elsewhere does not count; a placement of another server is asked on that server's socket
     (a server that no longer answers has no pane open)."""
 
-    from cafleet.mux import MultiplexerError, get_backend, owner_of, replaced, same_server
+    from cafleet.mux import MultiplexerError, replaced, same_server
 
     pane_id = placement.mux_pane_id
     assert pane_id is not None
@@ -590,9 +586,6 @@ def _take_over(
     coding_agent: str | None,
     if_needed: bool,
 ) -> tuple[Member, Placement, str | None] | None:
-    from cafleet import broker, signals
-    from cafleet.broker.errors import PaneDirectsFleet, RootDirectorInactive
-    from cafleet.mux import MultiplexerError, PaneKey, tmux_backend
 
     fleet = _live_fleet(conn, fleet_id)
     director = broker.get_member(conn, fleet.director_member_id)
@@ -611,10 +604,8 @@ def _take_over(
         live = backend.list_panes()
     except MultiplexerError as exc:
         raise WorkflowError(f"cafleet fleet adopt must be run inside a tmux pane: {exc}") from exc
-    from cafleet.records import PaneKey as Key
 
     new_key = Key("tmux", here.session, here.pane_id)
-    from cafleet.hosts import current_host
 
     me = current_host()
     away = placement.host_id not in (None, me)
@@ -646,8 +637,6 @@ def _take_over(
             "'cafleet fleet adopt' replaces a Director pane that is gone"
         )
     signals.check()
-
-    from cafleet.mux.locks import PaneLockAbandoned, PaneLockTimeout, acquire_pane_locks
 
     keys = [PaneKey(*new_key)]
     if placement.pane_key is not None and placement.pane_key != new_key:
@@ -686,9 +675,6 @@ def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement
     """Adopting a fleet whose root Director is on another host (docs/runtime.md §10.3): refused
     while the fleet loop there is live by its heartbeat (it stops when the Director's pane
     goes), since that pane may still be open."""
-    from cafleet import broker
-    from cafleet.db.timefmt import utcnow
-    from cafleet.monitor.runtime import is_live
 
     row = broker.get_monitor_runtime(conn, fleet_id)
     if row is not None and is_live(row, utcnow(), remote=True):
@@ -701,8 +687,6 @@ def _refuse_open_elsewhere(conn: Connection, fleet_id: int, placement: Placement
 
 def _start_loop(conn: Connection, fleet_id: int) -> tuple[int | None, str | None]:
     """The fleet's loop (it stopped when the Director's pane went); a failure only warns."""
-    from cafleet import signals
-    from cafleet.monitor.ensure import ensure_monitor_loop
     from cafleet.monitor.supervisor import LoopNotStarted, StartAbandoned
 
     if signals.stop_requested():

@@ -9,6 +9,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cafleet.agents.registry import agent_names, load_agent
+from cafleet.broker import session_id
+from cafleet.errors import CafleetError
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -34,8 +36,6 @@ def usable_backend() -> Any:
 def learn_quietly(conn: Connection, settings: Settings, member: Member) -> str | None:
     """`learn` for a read-only command: a member that is not active or not placed is only
     looked up, and nothing a record or tmux does makes the command fail."""
-    from cafleet.broker import session_id
-    from cafleet.errors import CafleetError
 
     known = session_id(conn, member.member_id)
     if known is not None or not member.is_active or member.placement is None:
@@ -53,7 +53,6 @@ def usage(
 ) -> list[MemberUsage]:
     """Each member's usage (members without a spawn record, the root Director among them, and
     members whose session is not known are `unknown`)."""
-    from cafleet.broker import session_id
     from cafleet.sessions.usage import Subject, read_usage
 
     backend = usable_backend() if learn_missing else None
@@ -73,7 +72,6 @@ def usage(
 def resume_record(conn: Connection, settings: Settings, member: Member) -> SessionRecord:
     """The record of the session `member respawn --resume` continues; refuses (nothing spawned)
     when the member has none or its agent no longer has it."""
-    from cafleet.broker import session_id
     from cafleet.sessions import records_of
     from cafleet.sessions.usage import known_record
 
