@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from sqlalchemy import Connection, MetaData
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+REVISIONS: tuple[str, ...] = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0007",
+    "0008",
+    "0009",
+)
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -323,6 +333,101 @@ _INDEXES_0007 = (
     ),
 )
 
+# --- revision 0008 `placement_server` (never edit) ---------------------------------------------
+
+_ADDED_0008 = ("mux_server_pid", "mux_server_start", "mux_pane_pid")
+_TABLES_0008 = tuple(
+    TableShape(
+        t.name,
+        (*t.columns, *(_c(name, _INT, False) for name in _ADDED_0008)),
+        t.autoincrement,
+        t.foreign_keys,
+    )
+    if t.name == "member_placements"
+    else t
+    for t in _TABLES_0007
+)
+
+# --- revision 0009 `tasks` (never edit) -------------------------------------------------------
+
+_TASKS_0009 = TableShape(
+    "tasks",
+    (
+        _c("task_id", _INT, True, pk=1),
+        _c("fleet_id", _INT, True),
+        _c("title", _TEXT, True),
+        _c("body", _TEXT, True),
+        _c("state", _TEXT, True),
+        _c("creator_member_id", _INT, False),
+        _c("assignee_member_id", _INT, False),
+        _c("reason", _TEXT, False),
+        _c("result", _TEXT, False),
+        _c("created_at", _TEXT, True),
+        _c("started_at", _TEXT, False),
+        _c("finished_at", _TEXT, False),
+        _c("state_since", _TEXT, True),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT"),
+            ForeignKeyShape("creator_member_id", "members", "member_id", "RESTRICT"),
+            ForeignKeyShape("assignee_member_id", "members", "member_id", "RESTRICT"),
+        }
+    ),
+)
+_TASK_DEPS_0009 = TableShape(
+    "task_deps",
+    (
+        _c("task_id", _INT, True, pk=1),
+        _c("after_task_id", _INT, True, pk=2),
+    ),
+    False,
+    frozenset(
+        {
+            ForeignKeyShape("task_id", "tasks", "task_id", "RESTRICT"),
+            ForeignKeyShape("after_task_id", "tasks", "task_id", "RESTRICT"),
+        }
+    ),
+)
+_TASK_EVENTS_0009 = TableShape(
+    "task_events",
+    (
+        _c("event_id", _INT, True, pk=1),
+        _c("task_id", _INT, True),
+        _c("state", _TEXT, True),
+        _c("at", _TEXT, True),
+        _c("member_id", _INT, False),
+    ),
+    True,
+    frozenset({ForeignKeyShape("task_id", "tasks", "task_id", "RESTRICT")}),
+)
+_MESSAGES_0009 = TableShape(
+    "messages",
+    (
+        *_MESSAGES_0007.columns,
+        _c("task_id", _INT, False),
+        _c("reply_to_message_id", _INT, False),
+    ),
+    True,
+    _MESSAGES_0007.foreign_keys,
+)
+_TABLES_0009 = (
+    *(_MESSAGES_0009 if t.name == "messages" else t for t in _TABLES_0008),
+    _TASKS_0009,
+    _TASK_DEPS_0009,
+    _TASK_EVENTS_0009,
+)
+_INDEXES_0009 = (
+    *_INDEXES_0007,
+    IndexShape("idx_tasks_fleet_state", "tasks", ("fleet_id", "state"), False, None),
+    IndexShape("idx_tasks_assignee_state", "tasks", ("assignee_member_id", "state"), False, None),
+    IndexShape("idx_task_deps_after", "task_deps", ("after_task_id",), False, None),
+    IndexShape("idx_task_events_task", "task_events", ("task_id", "event_id"), False, None),
+    IndexShape("idx_messages_task", "messages", ("task_id", "message_id"), False, None),
+    IndexShape("idx_messages_reply_to", "messages", ("reply_to_message_id",), False, None),
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape("0001", _TABLES_0001, _INDEXES_0001),
     "0002": SchemaShape("0002", _TABLES_0001, _INDEXES_0002),
@@ -331,6 +436,8 @@ SHAPES: dict[str, SchemaShape] = {
     "0005": SchemaShape("0005", _TABLES_0005, _INDEXES_0002),
     "0006": SchemaShape("0006", _TABLES_0006, _INDEXES_0002),
     "0007": SchemaShape("0007", _TABLES_0007, _INDEXES_0007),
+    "0008": SchemaShape("0008", _TABLES_0008, _INDEXES_0007),
+    "0009": SchemaShape("0009", _TABLES_0009, _INDEXES_0009),
 }
 
 
