@@ -104,7 +104,17 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "worktree", "message", "monitor", "server")
+ROOT_ORDER = (
+    "setup",
+    "doctor",
+    "fleet",
+    "member",
+    "worktree",
+    "message",
+    "task",
+    "monitor",
+    "server",
+)
 
 
 class RootGroup(CafleetGroup):
@@ -230,10 +240,35 @@ def worktree_group(ctx: click.Context) -> None:
         "history": "cafleet.cli.message",
         "wait": "cafleet.cli.message_delivery",
         "stream": "cafleet.cli.message_delivery",
+        "thread": "cafleet.cli.task_cmd",
     },
 )
 @click.pass_context
 def message_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "task",
+    invoke_without_command=True,
+    help="The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks.",
+    command_modules=_modules(
+        (
+            "cafleet.cli.task_cmd",
+            "create",
+            "list",
+            "show",
+            "assign",
+            "claim",
+            "done",
+            "block",
+            "reopen",
+            "cancel",
+        ),
+    ),
+)
+@click.pass_context
+def task_group(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
 
 

@@ -18,5 +18,6 @@ MODULES: tuple[str, ...] = (
     "notifications",
     "recovery",
     "sessions",
+    "tasks",
     "views",
 )
