@@ -277,3 +277,52 @@ def test_bad_input_is_refused_and_writes_nothing(team: SimpleNamespace) -> None:
         1,
         f"Error: task {r} is cancelled, so it cannot be done",
     )
+
+
+# --- the messages reach the panes through verified delivery ------------------------------------
+
+
+@pytest.mark.tmux
+@pytest.mark.sqlite_only  # delivery is the send path's, tested on both dialects there
+def test_a_ready_task_is_typed_into_its_assignee_pane_and_its_dependent_only_after(
+    tmux_db: Any,
+) -> None:
+    from tests.delivery_helpers import record_ids, send_json
+    from tests.factories import build_world
+    from tests.harness import util
+    from tests.test_delivery_send import occupy_loop_slot
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    alice, bob = w.members["alice"], w.members["bob"]
+    occupy_loop_slot(h, w)
+
+    def task(*args: str) -> dict[str, Any]:
+        return send_json(h.cli("task", *args, "--json"))["task"]  # type: ignore[no-any-return]
+
+    fid = str(w.fleet_id)
+    one = task("create", "--fleet-id", fid, "--title", "build", "--assign", str(alice))
+    two = task(
+        "create",
+        "--fleet-id",
+        fid,
+        "--title",
+        "ship",
+        "--assign",
+        str(bob),
+        "--after",
+        str(one["task_id"]),
+    )
+    util.wait_records(w.pane(alice), 1)
+    (typed,) = util.line_bytes(w.pane(alice))
+    assert f"[cafleet] task {one['task_id']} is ready for you: build".encode() in typed
+    assert util.line_records(w.pane(bob)) == []
+
+    task("claim", str(one["task_id"]), "--member-id", str(alice))
+    task("done", str(one["task_id"]), "--member-id", str(alice), "--result", "built")
+    util.wait_records(w.pane(bob), 1)
+    (typed,) = util.line_bytes(w.pane(bob))
+    assert f"[cafleet] task {two['task_id']} is ready for you: ship".encode() in typed
+    # once each: nothing more reaches either pane
+    assert [len(ids) for ids in record_ids(w.pane(alice))] == [1]
+    assert len(util.line_records(w.pane(bob))) == 1
