@@ -326,3 +326,69 @@ def test_a_ready_task_is_typed_into_its_assignee_pane_and_its_dependent_only_aft
     # once each: nothing more reaches either pane
     assert [len(ids) for ids in record_ids(w.pane(alice))] == [1]
     assert len(util.line_records(w.pane(bob))) == 1
+
+
+# --- export and import --------------------------------------------------------------------------
+
+
+def _other_database(team: SimpleNamespace, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database at head, of the test's dialect; its CAFLEET_DATABASE_URL."""
+    if "://" in str(team.db):  # PostgreSQL: a fresh copy of the set-up template
+        from tests.pg_server import PgDb
+
+        server = request.getfixturevalue("pg_server")
+        return PgDb(server, server.new_database("cafleet_head")).url  # type: ignore[no-any-return]
+    from cafleet.db.migrate import run_setup
+
+    path = tmp_path / "other" / "cafleet.db"
+    path.parent.mkdir()
+    run_setup(str(path))
+    return f"sqlite:///{path}"
+
+
+def test_export_then_import_into_an_empty_database_round_trips(
+    team: SimpleNamespace, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    t = team
+    one = create(t, "build", "--body", "all of it", "--assign", str(t.a))
+    create(t, "ship", "--assign", str(t.b), "--after", str(one["task_id"]))
+    cli_json("task", "claim", str(one["task_id"]), "--member-id", str(t.a))
+    cli_json(
+        "message",
+        "send",
+        "--from-member-id",
+        str(t.a),
+        "--to-member-id",
+        str(t.d),
+        "--task",
+        str(one["task_id"]),
+        "started",
+    )
+    cli_json("task", "done", str(one["task_id"]), "--member-id", str(t.a), "--result", "ok")
+    code, exported, err = run_cli("export", "--fleet-id", str(t.f))
+    assert (code, err) == (0, "")
+    records = [json.loads(line) for line in exported.splitlines()]
+    kinds = [r["kind"] for r in records]
+    assert kinds[0] == "fleet" and {"member", "task", "message", "task_dep"} <= set(kinds)
+    assert all(r["fleet_id"] == t.f for r in records if r["kind"] in ("fleet", "member", "task"))
+    path = tmp_path / "fleet.jsonl"
+    assert run_cli("export", "--fleet-id", str(t.f), "--output", str(path))[0] == 0
+    assert path.read_text() == exported and (path.stat().st_mode & 0o777) == 0o600
+
+    other = {"CAFLEET_DATABASE_URL": _other_database(t, request, tmp_path)}
+    code, out, err = run_cli("import", "--input", str(path), env=other)
+    assert (code, err) == (0, ""), out
+    assert run_cli("export", "--fleet-id", str(t.f), env=other)[1] == exported
+    # the imported database goes on: new ids follow the imported ones
+    code, out, _ = run_cli(
+        "task", "create", "--fleet-id", str(t.f), "--title", "next", "--json", env=other
+    )
+    assert code == 0 and json.loads(out)["task"]["task_id"] == 3
+    # a second import is refused, nothing written
+    before = run_cli("export", "--fleet-id", str(t.f), env=other)[1]
+    code, out, err = run_cli("import", "--input", str(path), env=other)
+    assert (code, out) == (1, "")
+    assert err == "Error: the database already holds fleets; import needs an empty one\n"
+    assert run_cli("export", "--fleet-id", str(t.f), env=other)[1] == before
+    code, _, err = run_cli("export", "--fleet-id", "999")
+    assert (code, err) == (1, "Error: fleet 999 not found\n")

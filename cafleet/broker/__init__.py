@@ -137,6 +137,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         task_board,
         task_detail,
     )
+    from cafleet.broker.transfer import export_fleet, import_rows, records_of
     from cafleet.broker.views import (
         history_view,
         inbox_view,
@@ -212,6 +213,9 @@ _HOMES: dict[str, str] = {
     "session_id": "sessions",
     "session_owner": "sessions",
     "set_session_id": "sessions",
+    "export_fleet": "transfer",
+    "import_rows": "transfer",
+    "records_of": "transfer",
     "assign_task": "tasks",
     "block_task": "tasks",
     "cancel_task": "tasks",
@@ -336,6 +340,9 @@ __all__ = [
     "sent_view",
     "timeline",
     "web_roster",
+    "export_fleet",
+    "import_rows",
+    "records_of",
     "assign_task",
     "block_task",
     "cancel_task",

@@ -15,6 +15,7 @@ __all__ = [
     "DatabaseBusy",
     "FleetDeleted",
     "FleetNotFound",
+    "ImportRefused",
     "KeyReused",
     "MemberDeregistered",
     "MemberNotFound",
@@ -248,5 +249,12 @@ class TaskNotFound(BrokerError):
 class TaskRefused(BrokerError):
     """A task command its task's state, fleet, assignee or dependencies forbid; the text says
     which (docs/cli.md §2.32)."""
+
+    error_code = status.CODE_CONFLICT
+
+
+class ImportRefused(BrokerError):
+    """`cafleet import` refused: the database holds fleets already, or a line is no export
+    record; nothing was written."""
 
     error_code = status.CODE_CONFLICT

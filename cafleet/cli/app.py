@@ -167,6 +167,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         "setup": "cafleet.cli.setup_cmd",
         "doctor": "cafleet.cli.doctor",
         "server": "cafleet.cli.server_cmd",
+        "export": "cafleet.cli.transfer_cmd",
+        "import": "cafleet.cli.transfer_cmd",
     },
 )
 @click.option(

@@ -19,5 +19,6 @@ MODULES: tuple[str, ...] = (
     "recovery",
     "sessions",
     "tasks",
+    "transfer",
     "views",
 )
