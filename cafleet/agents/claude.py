@@ -6,7 +6,7 @@ import json
 
 from cafleet.agents._base import BaseAgent
 
-MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)",)
+MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)", "Bash(cafleet task *)")
 MONITOR_RULES: tuple[str, ...] = (
     "Bash(cafleet message *)",
     "Bash(cafleet monitor scan *)",
