@@ -392,3 +392,26 @@ def test_export_then_import_into_an_empty_database_round_trips(
     assert run_cli("export", "--fleet-id", str(t.f), env=other)[1] == before
     code, _, err = run_cli("export", "--fleet-id", "999")
     assert (code, err) == (1, "Error: fleet 999 not found\n")
+
+
+def test_tasks_benchmark_runs_at_smoke_size(tmp_path: Path) -> None:
+    """benchmarks/tasks.py end to end at smoke size (the figures are the full run's)."""
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import REPO_ROOT
+
+    out = tmp_path / "tasks.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.tasks", "--smoke", "--out", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(out.read_text())
+    assert results["task_list"]["x_floor"] > 0
+    release = results["release"]
+    assert release["released"] == release["dependents"]  # all of them, by the one done
+    assert release["messages"] == release["dependents"] + 1  # each assignee, and the Director
