@@ -415,3 +415,29 @@ def test_tasks_benchmark_runs_at_smoke_size(tmp_path: Path) -> None:
     release = results["release"]
     assert release["released"] == release["dependents"]  # all of them, by the one done
     assert release["messages"] == release["dependents"] + 1  # each assignee, and the Director
+
+
+def test_the_monitor_wake_names_tasks_in_progress_too_long(team: SimpleNamespace) -> None:
+    from datetime import timedelta
+
+    from cafleet import broker
+    from cafleet.db.timefmt import utcnow
+    from cafleet.monitor.tick import TASK_OVERDUE_MINUTES, build_line
+
+    t = team
+    with Db(t.db) as db:
+        old = utcnow() - timedelta(minutes=TASK_OVERDUE_MINUTES + 5)
+        slow = broker.create_task(
+            db.conn, fleet_id=t.f, title="slow", body="", creator_id=t.d, assignee_id=t.a, now=old
+        ).task
+        broker.claim_task(db.conn, task_id=slow.task_id, member_id=t.a, now=old)
+        fresh = broker.create_task(
+            db.conn, fleet_id=t.f, title="fresh", body="", creator_id=t.d, assignee_id=t.b
+        ).task
+        broker.claim_task(db.conn, task_id=fresh.task_id, member_id=t.b)
+        line, _ = build_line(db.conn, t.f, "k3f9")
+    assert (
+        f". Tasks in progress over {TASK_OVERDUE_MINUTES} min: {slow.task_id} (member {t.a}). "
+        "Follow your monitor role protocol." in line
+    )
+    assert line.endswith("[wake k3f9]")

@@ -79,6 +79,15 @@ def task_board(
         return [task_from_row(r, tuple(after.get(r["task_id"], ()))) for r in rows]
 
 
+def overdue_tasks(conn: Connection, fleet_id: int, *, started_before: str) -> list[Task]:
+    """The fleet's tasks in progress since before ``started_before`` (the monitor's wake)."""
+    with tx.read(conn):
+        rows = conn.execute(
+            q.BOARD, {"fleet_id": fleet_id, "state": "in_progress", "member": None}
+        ).all()
+        return [task_from_row(r) for r in rows if r["state_since"] < started_before]
+
+
 def task_detail(conn: Connection, task_id: int) -> TaskDetail:
     """The task, every message about it (`--task`) and every state it entered."""
     with tx.read(conn):
@@ -527,6 +536,7 @@ __all__ = [
     "get_task",
     "message_thread",
     "notice_text",
+    "overdue_tasks",
     "reopen_task",
     "store_task_send",
     "task_board",

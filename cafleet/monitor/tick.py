@@ -394,6 +394,9 @@ def _earlier_wake_pending(
     return False
 
 
+TASK_OVERDUE_MINUTES = 30  # a task in progress longer than this is named in the wake
+
+
 def build_line(conn: Connection, fleet_id: int, wake_id: str | None = None) -> tuple[str, int]:
     """The §5.7 wake line and its roster size, from a fresh read.
 
@@ -412,10 +415,18 @@ def build_line(conn: Connection, fleet_id: int, wake_id: str | None = None) -> t
     entries = [
         WakeEntry(e.member_id, e.name, e.coding_agent or "", e.unacked) for e in roster.members
     ]
+    from datetime import timedelta
+
+    from cafleet.db.timefmt import format_ts
+
+    cutoff = format_ts(utcnow() - timedelta(minutes=TASK_OVERDUE_MINUTES))
+    overdue = broker.overdue_tasks(conn, fleet_id, started_before=cutoff)
     line = build_wake_line(
         fleet_id,
         entries,
         WakeEntry(director.member_id, director.name, director.coding_agent, director.unacked),
         wake_id,
+        [(t.task_id, t.assignee_member_id) for t in overdue],
+        TASK_OVERDUE_MINUTES,
     )
     return line, len(entries)
