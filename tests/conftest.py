@@ -90,6 +90,7 @@ BOTH_DIALECTS = frozenset(
         "test_message_wait_stream",
         "test_seed_invariants",
         "test_delivery_drain",
+        "test_tasks",
     }
 )
 

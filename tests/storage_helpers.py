@@ -133,6 +133,9 @@ APP_TABLES = (
     "asset_installs",
     "member_spawns",
     "host_loops",
+    "tasks",  # revision 0009
+    "task_deps",
+    "task_events",
 )
 
 

@@ -62,11 +62,11 @@ def test_claude_member_argv_per_profile() -> None:
     ]  # fmt: skip
     assert build("claude", permissions="readonly") == [
         BIN, "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)",
-        "--name", "worker 1", "PROMPT",
+        "Bash(cafleet task *)", "--name", "worker 1", "PROMPT",
     ]  # fmt: skip
     assert build("claude", permissions="ask") == [
         BIN, "--permission-mode", "default", "--allowedTools", "Bash(cafleet message *)",
-        "--name", "worker 1", "PROMPT",
+        "Bash(cafleet task *)", "--name", "worker 1", "PROMPT",
     ]  # fmt: skip
     assert build("claude", permissions="full") == [
         BIN, "--permission-mode", "bypassPermissions", "--name", "worker 1", "PROMPT",
@@ -413,7 +413,7 @@ def test_resume_argv_of_each_agent() -> None:
     prompt (Claude Code `--resume <id>`, Codex `resume … <id>`, opencode `--session <id>`)."""
     assert resume("claude", model="opus", effort="high", permissions="readonly") == [
         BIN, "--permission-mode", "dontAsk", "--allowedTools", "Bash(cafleet message *)",
-        "--name", "worker 1", "--model", "opus", "--effort", "high", "--resume", "SID",
+        "Bash(cafleet task *)", "--name", "worker 1", "--model", "opus", "--effort", "high", "--resume", "SID",
     ]  # fmt: skip
     assert resume("codex", effort="low", permissions="workspace") == [
         BIN, "resume", "--ask-for-approval", "on-request", "--sandbox", "workspace-write",

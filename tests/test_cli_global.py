@@ -295,7 +295,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 17  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 19  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 
@@ -311,7 +311,8 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
         (["setup"], ["cafleet.cli.setup_cmd"]),
         (["--version"], []),
         (["message", "--help"],
-         ["cafleet.cli.message", "cafleet.cli.message_delivery", "cafleet.cli.message_inbox"]),
+         ["cafleet.cli.message", "cafleet.cli.message_delivery", "cafleet.cli.message_inbox",
+          "cafleet.cli.task_cmd"]),
     ],
 )  # fmt: skip
 def test_a_command_imports_only_its_own_command_module(

@@ -123,6 +123,12 @@ def test_skills_cover_what_every_role_needs() -> None:
     assert "On each tick" in texts["cafleet/monitor.md"]
     assert "When something goes wrong" in texts["cafleet/SKILL.md"]
     assert "Error: " in everything
+    # work goes in tasks: the Director creates them, members claim and finish them
+    for sub in ("create", "list", "show"):
+        assert any(c.startswith(f"cafleet task {sub} ") for c in commands), sub
+    member = texts["cafleet/member.md"]
+    for sub in ("claim", "done", "block"):
+        assert f"cafleet task {sub} 12 --member-id 7" in member, sub
 
 
 def test_every_quoted_command_parses_against_the_click_tree() -> None:

@@ -111,6 +111,8 @@ EXPECTED_COLUMNS = {
         ("text", "TEXT", 1, None, 0),
         ("notified_at", "TEXT", 0, None, 0),
         ("client_token", "TEXT", 0, None, 0),  # revision 0007
+        ("task_id", "INTEGER", 0, None, 0),  # revision 0009
+        ("reply_to_message_id", "INTEGER", 0, None, 0),
     ],
     "monitor_runtime": [
         ("fleet_id", "INTEGER", 1, None, 1),
@@ -135,6 +137,32 @@ EXPECTED_COLUMNS = {
         ("last_tick_at", "TEXT", 0, None, 0),
         ("tick_seconds", "INTEGER", 1, "5", 0),
     ],
+    "tasks": [  # revision 0009
+        ("task_id", "INTEGER", 1, None, 1),
+        ("fleet_id", "INTEGER", 1, None, 0),
+        ("title", "TEXT", 1, None, 0),
+        ("body", "TEXT", 1, None, 0),
+        ("state", "TEXT", 1, None, 0),
+        ("creator_member_id", "INTEGER", 0, None, 0),
+        ("assignee_member_id", "INTEGER", 0, None, 0),
+        ("reason", "TEXT", 0, None, 0),
+        ("result", "TEXT", 0, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("started_at", "TEXT", 0, None, 0),
+        ("finished_at", "TEXT", 0, None, 0),
+        ("state_since", "TEXT", 1, None, 0),
+    ],
+    "task_deps": [  # revision 0009
+        ("task_id", "INTEGER", 1, None, 1),
+        ("after_task_id", "INTEGER", 1, None, 2),
+    ],
+    "task_events": [  # revision 0009
+        ("event_id", "INTEGER", 1, None, 1),
+        ("task_id", "INTEGER", 1, None, 0),
+        ("state", "TEXT", 1, None, 0),
+        ("at", "TEXT", 1, None, 0),
+        ("member_id", "INTEGER", 0, None, 0),
+    ],
 }
 
 
@@ -149,14 +177,14 @@ def test_columns_match_the_contract(fresh: Path, table: str) -> None:
 # --- §9 item 3 ------------------------------------------------------------------------------------
 
 
-def test_autoincrement_exactly_on_three_tables_and_no_check(fresh: Path) -> None:
+def test_autoincrement_exactly_on_five_tables_and_no_check(fresh: Path) -> None:
     ddl = dict(query(fresh, "SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
     with_autoinc = {
         name
         for name, text in ddl.items()
         if name in EXPECTED_COLUMNS and re.search(r"\bAUTOINCREMENT\b", text, re.I)
     }
-    assert with_autoinc == {"fleets", "members", "messages"}
+    assert with_autoinc == {"fleets", "members", "messages", "tasks", "task_events"}
     for name in EXPECTED_COLUMNS:
         assert not re.search(r"\bCHECK\b", ddl[name], re.I), name
         assert "ON UPDATE" not in ddl[name].upper()
@@ -197,6 +225,13 @@ EXPECTED_INDEXES = {
     ),
     "idx_members_one_active_monitor_per_fleet": ("members", ["fleet_id"], 1, 1),
     "idx_messages_client_token": ("messages", ["from_member_id", "client_token"], 1, 1),
+    # revision 0009
+    "idx_messages_task": ("messages", ["task_id", "message_id"], 0, 0),
+    "idx_messages_reply_to": ("messages", ["reply_to_message_id"], 0, 0),
+    "idx_tasks_fleet_state": ("tasks", ["fleet_id", "state"], 0, 0),
+    "idx_tasks_assignee_state": ("tasks", ["assignee_member_id", "state"], 0, 0),
+    "idx_task_deps_after": ("task_deps", ["after_task_id"], 0, 0),
+    "idx_task_events_task": ("task_events", ["task_id", "event_id"], 0, 0),
 }
 
 
@@ -215,6 +250,7 @@ def test_exactly_the_contract_indexes(fresh: Path) -> None:
         "sqlite_autoindex_asset_installs_1",
         "sqlite_autoindex_alembic_version_1",
         "sqlite_autoindex_host_loops_1",  # its TEXT primary key (revision 0006)
+        "sqlite_autoindex_task_deps_1",  # its two-column primary key (revision 0009)
     }
     sql_by_name = {r[0]: r[2] for r in rows}
     for name, (table, columns, unique, partial) in EXPECTED_INDEXES.items():
@@ -243,7 +279,7 @@ def test_exactly_the_contract_indexes(fresh: Path) -> None:
 # --- §9 item 5 ------------------------------------------------------------------------------------
 
 
-def test_exactly_six_foreign_keys(fresh: Path) -> None:
+def test_exactly_the_contract_foreign_keys(fresh: Path) -> None:
     found = set()
     for table in EXPECTED_COLUMNS:
         for r in query(fresh, f"PRAGMA foreign_key_list({table})"):
@@ -255,6 +291,13 @@ def test_exactly_six_foreign_keys(fresh: Path) -> None:
         ("member_spawns", "member_id", "members", "member_id", "CASCADE", "NO ACTION"),
         ("messages", "owner_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
         ("monitor_runtime", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        # revision 0009
+        ("tasks", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        ("tasks", "creator_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("tasks", "assignee_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("task_deps", "task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
+        ("task_deps", "after_task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
+        ("task_events", "task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
     }
 
 
@@ -410,6 +453,28 @@ def test_shape_of_0008() -> None:
             ("mux_server_start", "INTEGER", False, None, 0),
             ("mux_pane_pid", "INTEGER", False, None, 0),
         ]
+
+
+def test_shape_of_0009() -> None:
+    """Tasks: three new tables, two nullable INTEGER columns appended to `messages`, six new
+    indexes; every other table and index unchanged."""
+    s8, s9 = SHAPES["0008"], SHAPES["0009"]
+    assert [t.name for t in s9.tables] == [
+        *(t.name for t in s8.tables),
+        "tasks",
+        "task_deps",
+        "task_events",
+    ]
+    changed = [(a, b) for a, b in zip(s8.tables, s9.tables, strict=False) if a != b]
+    assert [a.name for a, _ in changed] == ["messages"]
+    old, new = changed[0]
+    assert new.columns[: len(old.columns)] == old.columns
+    assert [(c.name, c.type, c.notnull) for c in new.columns[len(old.columns) :]] == [
+        ("task_id", "INTEGER", False),
+        ("reply_to_message_id", "INTEGER", False),
+    ]
+    assert s9.indexes[: len(s8.indexes)] == s8.indexes
+    assert len(s9.indexes) == len(s8.indexes) + 6
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

@@ -131,7 +131,10 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     # 0008 the placement's three server and process columns (NULL everywhere).
     assert after.pop("member_spawns") == []
     assert after.pop("host_loops") == []  # 0006
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 1}) == before
+    for table in ("tasks", "task_deps", "task_events"):  # 0009
+        assert after.pop(table) == []
+    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -317,6 +320,34 @@ def test_upgrade_from_0007_adds_the_placement_server_and_keeps_every_row(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
+def test_upgrade_from_0008_adds_tasks_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0009 (docs/storage.md §3.12): the task tables, empty; `messages.task_id` and
+    `reply_to_message_id` NULL on every existing row; the new foreign keys hold."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0008")
+    before = dump(db_path)
+    assert len(before["messages"]) >= 2
+    upgrade_to(str(db_path), "0009")
+    after = dump(db_path)
+    for table in ("tasks", "task_deps", "task_events"):
+        assert after.pop(table) == []
+    assert _without_added(after, {"messages": 2}) == before
+    assert query(db_path, "SELECT count(*) FROM messages WHERE task_id IS NOT NULL") == [(0,)]
+    assert ledger(db_path) == [("0009",)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+    fleet, member = query(db_path, "SELECT fleet_id, member_id FROM members LIMIT 1")[0]
+    sql(
+        db_path,
+        "INSERT INTO tasks (fleet_id, title, body, state, assignee_member_id, created_at, "
+        f"state_since) VALUES ({fleet}, 't', '', 'ready', {member}, '{TS}', '{TS}')",
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        sql(db_path, "INSERT INTO task_deps VALUES (1, 999)", fk=True)
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -327,7 +358,10 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     after = dump(db_path)
     assert after.pop("member_spawns") == []
     assert after.pop("host_loops") == []  # 0006
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 1}) == before
+    for table in ("tasks", "task_deps", "task_events"):  # 0009
+        assert after.pop(table) == []
+    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -666,7 +700,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0004 -> 0005, wave3_columns" in history.stdout
     assert "0005 -> 0006, host_loops" in history.stdout
     assert "0006 -> 0007, message_tokens" in history.stdout
-    assert "0007 -> 0008 (head), placement_server" in history.stdout
+    assert "0007 -> 0008, placement_server" in history.stdout
+    assert "0008 -> 0009 (head), tasks" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -15,6 +15,7 @@ __all__ = [
     "DatabaseBusy",
     "FleetDeleted",
     "FleetNotFound",
+    "ImportRefused",
     "KeyReused",
     "MemberDeregistered",
     "MemberNotFound",
@@ -29,6 +30,8 @@ __all__ = [
     "RootDirectorInactive",
     "SenderNotActive",
     "StorageIntegrityError",
+    "TaskNotFound",
+    "TaskRefused",
 ]
 
 
@@ -233,3 +236,25 @@ def _cause_text(cause: BaseException) -> str:
     if orig is not None:
         return str(orig)
     return str(cause)
+
+
+class TaskNotFound(BrokerError):
+    error_code = status.CODE_NOT_FOUND
+
+    def __init__(self, task_id: int) -> None:
+        self.task_id = task_id
+        super().__init__(status.not_found("task", task_id))
+
+
+class TaskRefused(BrokerError):
+    """A task command its task's state, fleet, assignee or dependencies forbid; the text says
+    which (docs/cli.md §2.32)."""
+
+    error_code = status.CODE_CONFLICT
+
+
+class ImportRefused(BrokerError):
+    """`cafleet import` refused: the database holds fleets already, or a line is no export
+    record; nothing was written."""
+
+    error_code = status.CODE_CONFLICT

@@ -104,7 +104,17 @@ class CafleetGroup(click.Group):
 CafleetGroup.group_class = CafleetGroup
 
 
-ROOT_ORDER = ("setup", "doctor", "fleet", "member", "worktree", "message", "monitor", "server")
+ROOT_ORDER = (
+    "setup",
+    "doctor",
+    "fleet",
+    "member",
+    "worktree",
+    "message",
+    "task",
+    "monitor",
+    "server",
+)
 
 
 class RootGroup(CafleetGroup):
@@ -157,6 +167,8 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         "setup": "cafleet.cli.setup_cmd",
         "doctor": "cafleet.cli.doctor",
         "server": "cafleet.cli.server_cmd",
+        "export": "cafleet.cli.transfer_cmd",
+        "import": "cafleet.cli.transfer_cmd",
     },
 )
 @click.option(
@@ -232,10 +244,35 @@ def worktree_group(ctx: click.Context) -> None:
         "history": "cafleet.cli.message_inbox",
         "wait": "cafleet.cli.message_inbox",
         "stream": "cafleet.cli.message_inbox",
+        "thread": "cafleet.cli.task_cmd",
     },
 )
 @click.pass_context
 def message_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "task",
+    invoke_without_command=True,
+    help="The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks.",
+    command_modules=_modules(
+        (
+            "cafleet.cli.task_cmd",
+            "create",
+            "list",
+            "show",
+            "assign",
+            "claim",
+            "done",
+            "block",
+            "reopen",
+            "cancel",
+        ),
+    ),
+)
+@click.pass_context
+def task_group(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
 
 

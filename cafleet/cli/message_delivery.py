@@ -79,6 +79,8 @@ def _key_option(what: str) -> Callable[[Any], Any]:
 @body_argument("text", "Message text (or use --file).")
 @file_option()
 @_key_option("message")
+@id_option("--task", "The task this message is about (task show lists it).", required=False)
+@id_option("--reply-to", "The message this one answers (message thread).", required=False)
 @json_option
 def message_send(
     from_member_id: int,
@@ -86,6 +88,8 @@ def message_send(
     text: str | None,
     file: str | None,
     key: str | None,
+    task: int | None,
+    reply_to: int | None,
     as_json: bool,
 ) -> None:
     check_body_choice(text, file)
@@ -103,6 +107,8 @@ def message_send(
         text=body,
         warn=err,
         key=key,
+        task_id=task,
+        reply_to=reply_to,
     )
     message = result.message
     if as_json:

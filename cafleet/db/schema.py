@@ -39,6 +39,9 @@ __all__ = [
     "messages",
     "metadata",
     "monitor_runtime",
+    "task_deps",
+    "task_events",
+    "tasks",
 ]
 
 metadata = MetaData()
@@ -150,6 +153,9 @@ messages = Table(
     Column("notified_at", Text, nullable=True),
     # Revision 0007: the token of the send or broadcast that stored the row (NULL: none).
     Column("client_token", Text, nullable=True),
+    # Revision 0009: the task a message is about and the message it answers (NULL: none).
+    Column("task_id", Integer, nullable=True),
+    Column("reply_to_message_id", Integer, nullable=True),
     Index("idx_messages_to_member_status_ts", "to_member_id", "status_timestamp"),
     Index("idx_messages_from_member_status_ts", "from_member_id", "status_timestamp"),
     Index(
@@ -175,6 +181,8 @@ messages = Table(
         unique=True,
         sqlite_where=text(CLIENT_TOKEN_PREDICATE),
     ),
+    Index("idx_messages_task", "task_id", "message_id"),
+    Index("idx_messages_reply_to", "reply_to_message_id"),
     sqlite_autoincrement=True,
 )
 
@@ -216,4 +224,59 @@ host_loops = Table(
     Column("started_at", Text, nullable=True),
     Column("last_tick_at", Text, nullable=True),
     Column("tick_seconds", Integer, nullable=False, server_default=text("5")),
+)
+
+# Revision 0009: tasks, their dependencies and the states each entered (docs/storage.md §2.12).
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("task_id", Integer, primary_key=True),
+    Column("fleet_id", Integer, ForeignKey("fleets.fleet_id", ondelete="RESTRICT"), nullable=False),
+    Column("title", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column(
+        "creator_member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="RESTRICT"),
+        nullable=True,
+    ),
+    Column(
+        "assignee_member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="RESTRICT"),
+        nullable=True,
+    ),
+    Column("reason", Text, nullable=True),
+    Column("result", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("started_at", Text, nullable=True),
+    Column("finished_at", Text, nullable=True),
+    Column("state_since", Text, nullable=False),
+    Index("idx_tasks_fleet_state", "fleet_id", "state"),
+    Index("idx_tasks_assignee_state", "assignee_member_id", "state"),
+    sqlite_autoincrement=True,
+)
+
+task_deps = Table(
+    "task_deps",
+    metadata,
+    Column("task_id", Integer, ForeignKey("tasks.task_id", ondelete="RESTRICT"), nullable=False),
+    Column(
+        "after_task_id", Integer, ForeignKey("tasks.task_id", ondelete="RESTRICT"), nullable=False
+    ),
+    PrimaryKeyConstraint("task_id", "after_task_id"),
+    Index("idx_task_deps_after", "after_task_id"),
+)
+
+task_events = Table(
+    "task_events",
+    metadata,
+    Column("event_id", Integer, primary_key=True),
+    Column("task_id", Integer, ForeignKey("tasks.task_id", ondelete="RESTRICT"), nullable=False),
+    Column("state", Text, nullable=False),
+    Column("at", Text, nullable=False),
+    Column("member_id", Integer, nullable=True),
+    Index("idx_task_events_task", "task_id", "event_id"),
+    sqlite_autoincrement=True,
 )

@@ -26,7 +26,17 @@ from cafleet.db.shape_types import (
     reflect_shape,
 )
 
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
+REVISIONS: tuple[str, ...] = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0007",
+    "0008",
+    "0009",
+)
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
 
@@ -348,6 +358,111 @@ _TABLE_MEMBER_PLACEMENTS_0008 = TableShape(
     frozenset({ForeignKeyShape("member_id", "members", "member_id", "CASCADE", "NO ACTION")}),
 )
 
+_TABLE_MESSAGES_0009 = TableShape(
+    "messages",
+    (
+        ColumnShape("message_id", "INTEGER", True, None, 1),
+        ColumnShape("owner_member_id", "INTEGER", True, None, 0),
+        ColumnShape("from_member_id", "INTEGER", True, None, 0),
+        ColumnShape("to_member_id", "INTEGER", False, None, 0),
+        ColumnShape("type", "TEXT", True, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("status_state", "TEXT", True, None, 0),
+        ColumnShape("status_timestamp", "TEXT", True, None, 0),
+        ColumnShape("origin_message_id", "INTEGER", False, None, 0),
+        ColumnShape("text", "TEXT", True, None, 0),
+        ColumnShape("notified_at", "TEXT", False, None, 0),
+        ColumnShape("client_token", "TEXT", False, None, 0),
+        ColumnShape("task_id", "INTEGER", False, None, 0),
+        ColumnShape("reply_to_message_id", "INTEGER", False, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("owner_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
+_TABLE_TASKS_0009 = TableShape(
+    "tasks",
+    (
+        ColumnShape("task_id", "INTEGER", True, None, 1),
+        ColumnShape("fleet_id", "INTEGER", True, None, 0),
+        ColumnShape("title", "TEXT", True, None, 0),
+        ColumnShape("body", "TEXT", True, None, 0),
+        ColumnShape("state", "TEXT", True, None, 0),
+        ColumnShape("creator_member_id", "INTEGER", False, None, 0),
+        ColumnShape("assignee_member_id", "INTEGER", False, None, 0),
+        ColumnShape("reason", "TEXT", False, None, 0),
+        ColumnShape("result", "TEXT", False, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("started_at", "TEXT", False, None, 0),
+        ColumnShape("finished_at", "TEXT", False, None, 0),
+        ColumnShape("state_since", "TEXT", True, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("assignee_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+            ForeignKeyShape("creator_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+            ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
+_TABLE_TASK_DEPS_0009 = TableShape(
+    "task_deps",
+    (
+        ColumnShape("task_id", "INTEGER", True, None, 1),
+        ColumnShape("after_task_id", "INTEGER", True, None, 2),
+    ),
+    False,
+    frozenset(
+        {
+            ForeignKeyShape("after_task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
+            ForeignKeyShape("task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
+_TABLE_TASK_EVENTS_0009 = TableShape(
+    "task_events",
+    (
+        ColumnShape("event_id", "INTEGER", True, None, 1),
+        ColumnShape("task_id", "INTEGER", True, None, 0),
+        ColumnShape("state", "TEXT", True, None, 0),
+        ColumnShape("at", "TEXT", True, None, 0),
+        ColumnShape("member_id", "INTEGER", False, None, 0),
+    ),
+    True,
+    frozenset({ForeignKeyShape("task_id", "tasks", "task_id", "RESTRICT", "NO ACTION")}),
+)
+
+_INDEX_idx_tasks_fleet_state_0009 = IndexShape(
+    "idx_tasks_fleet_state", "tasks", ("fleet_id", "state"), False, None
+)
+
+_INDEX_idx_tasks_assignee_state_0009 = IndexShape(
+    "idx_tasks_assignee_state", "tasks", ("assignee_member_id", "state"), False, None
+)
+
+_INDEX_idx_task_deps_after_0009 = IndexShape(
+    "idx_task_deps_after", "task_deps", ("after_task_id",), False, None
+)
+
+_INDEX_idx_task_events_task_0009 = IndexShape(
+    "idx_task_events_task", "task_events", ("task_id", "event_id"), False, None
+)
+
+_INDEX_idx_messages_task_0009 = IndexShape(
+    "idx_messages_task", "messages", ("task_id", "message_id"), False, None
+)
+
+_INDEX_idx_messages_reply_to_0009 = IndexShape(
+    "idx_messages_reply_to", "messages", ("reply_to_message_id",), False, None
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape(
         "0001",
@@ -525,6 +640,39 @@ SHAPES: dict[str, SchemaShape] = {
             _INDEX_idx_messages_pending_notification_0001,
             _INDEX_idx_members_one_active_monitor_per_fleet_0002,
             _INDEX_idx_messages_client_token_0007,
+        ),
+    ),
+    "0009": SchemaShape(
+        "0009",
+        (
+            _TABLE_FLEETS_0005,
+            _TABLE_MEMBERS_0001,
+            _TABLE_MEMBER_PLACEMENTS_0008,
+            _TABLE_MESSAGES_0009,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+            _TABLE_TASKS_0009,
+            _TABLE_TASK_DEPS_0009,
+            _TABLE_TASK_EVENTS_0009,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+            _INDEX_idx_tasks_fleet_state_0009,
+            _INDEX_idx_tasks_assignee_state_0009,
+            _INDEX_idx_task_deps_after_0009,
+            _INDEX_idx_task_events_task_0009,
+            _INDEX_idx_messages_task_0009,
+            _INDEX_idx_messages_reply_to_0009,
         ),
     ),
 }

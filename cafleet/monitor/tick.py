@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cafleet.broker.errors import FleetNotFound
-from cafleet.db.timefmt import utcnow
+from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 from cafleet.monitor.supervisor import LoopStop
@@ -384,6 +384,9 @@ def _earlier_wake_pending(
     return False
 
 
+TASK_OVERDUE_MINUTES = 30  # a task in progress longer than this is named in the wake
+
+
 def build_line(conn: Connection, fleet_id: int, wake_id: str | None = None) -> tuple[str, int]:
     """The §5.7 wake line and its roster size, from a fresh read.
 
@@ -402,10 +405,16 @@ def build_line(conn: Connection, fleet_id: int, wake_id: str | None = None) -> t
     entries = [
         WakeEntry(e.member_id, e.name, e.coding_agent or "", e.unacked) for e in roster.members
     ]
+    from datetime import timedelta
+
+    cutoff = format_ts(utcnow() - timedelta(minutes=TASK_OVERDUE_MINUTES))
+    overdue = broker.overdue_tasks(conn, fleet_id, started_before=cutoff)
     line = build_wake_line(
         fleet_id,
         entries,
         WakeEntry(director.member_id, director.name, director.coding_agent, director.unacked),
         wake_id,
+        [(t.task_id, t.assignee_member_id) for t in overdue],
+        TASK_OVERDUE_MINUTES,
     )
     return line, len(entries)

@@ -57,16 +57,38 @@ def render_roster(entries: Sequence[WakeEntry], limit: int = ROSTER_LIMIT) -> st
     return f"health-check your {n} {noun}: " + _listed(entries, limit) + "."
 
 
+TASKS_SHOWN = 10  # overdue tasks a wake names; the rest are counted
+
+
+def render_overdue(overdue: Sequence[tuple[int, int | None]], minutes: int) -> str:
+    """` Tasks in progress over <M> min: <T> (member <M>), …` for ``(task_id, assignee)``
+    pairs; empty when there are none."""
+    if not overdue:
+        return ""
+    named = [f"{t} (member {m})" for t, m in overdue[:TASKS_SHOWN]]
+    rest = len(overdue) - len(named)
+    more = f" and {rest} more" if rest else ""
+    return f" Tasks in progress over {minutes} min: {', '.join(named)}{more}."
+
+
 def build_wake_line(
-    fleet_id: int, roster: Sequence[WakeEntry], director: WakeEntry, wake_id: str | None = None
+    fleet_id: int,
+    roster: Sequence[WakeEntry],
+    director: WakeEntry,
+    wake_id: str | None = None,
+    overdue: Sequence[tuple[int, int | None]] = (),
+    overdue_minutes: int = 0,
 ) -> str:
     """The wake line; ``wake_id`` (`text.line_id`) ends it as ` [wake <id>]`, which is how the
-    screen check recognises this wake whatever the pane's height (docs/runtime.md §5.7)."""
+    screen check recognises this wake whatever the pane's height (docs/runtime.md §5.7).
+    ``overdue``: the tasks in progress longer than ``overdue_minutes``, named after the
+    Director."""
     from cafleet.text import id_tag
 
     tag = "" if wake_id is None else " " + id_tag("wake", wake_id)
     return (
         f"[cafleet] tick: fleet {fleet_id} {_DASH} {render_roster(roster)} "
-        f"Director: {render_entry(director)}. Follow your monitor role protocol. "
+        f"Director: {render_entry(director)}.{render_overdue(overdue, overdue_minutes)} "
+        "Follow your monitor role protocol. "
         f"Resume your work if something was still running.{tag}"
     )

@@ -59,6 +59,8 @@ def send(
     text: str,
     warn: Warn,
     key: str | None = None,
+    task_id: int | None = None,
+    reply_to: int | None = None,
 ) -> SendResult:
     """Store one delivery, drain its recipient, restart the loop when needed.
 
@@ -66,16 +68,32 @@ def send(
     `KeyReused`) propagate before anything is typed. The stale-assets guard runs first: the
     recipient's agent must have this version's skills. The row carries ``key`` or a new
     token: a write that failed is settled by it (`cafleet.workflows.outcome`), and a key that
-    stored this message already stores nothing new.
+    stored this message already stores nothing new. ``task_id`` and ``reply_to`` link the row
+    to a task and to the message it answers (docs/cli.md §2.32).
     """
 
     token = key or outcome.new_token()
     _before_store(lambda: require_assets(conn, member_id=to_member_id))
     session = _session(conn)
     try:
-        message, new = broker.store_send(
-            conn, from_member_id=from_member_id, to_member_id=to_member_id, text=text, token=token
-        )
+        if task_id is None and reply_to is None:
+            message, new = broker.store_send(
+                conn,
+                from_member_id=from_member_id,
+                to_member_id=to_member_id,
+                text=text,
+                token=token,
+            )
+        else:  # a message about a task or answering one: stored with its links
+            message, new = broker.store_task_send(
+                conn,
+                from_member_id=from_member_id,
+                to_member_id=to_member_id,
+                text=text,
+                token=token,
+                task_id=task_id,
+                reply_to=reply_to,
+            )
     except Exception as exc:
         if not outcome.doubtful(exc):
             raise

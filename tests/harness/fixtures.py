@@ -386,7 +386,12 @@ class TmuxHarness:
 
     def _acting_member(self, args: Sequence[str]) -> int | None:
         """The member a `message` command acts as: the sender of send and broadcast, the inbox
-        owner of poll, wait and stream, the owner of the message ack takes."""
+        owner of poll, wait and stream, the owner of the message ack takes; the `--member-id` of
+        task claim, done and block."""
+        if len(args) >= 3 and args[0] == "task" and args[1] in ("claim", "done", "block"):
+            rest = list(args[2:])
+            found = [rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--member-id"]
+            return int(found[0]) if found and found[0].isdigit() else None
         if len(args) < 3 or args[0] != "message":
             return None
         verb, rest = args[1], list(args[2:])

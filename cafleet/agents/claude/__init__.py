@@ -13,7 +13,7 @@ from cafleet.agents.claude.screens import SCREENS
 from cafleet.assets.permissions import PermissionRow
 from cafleet.delivery.policy import InputPolicy
 
-MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)",)
+MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)", "Bash(cafleet task *)")
 MONITOR_RULES: tuple[str, ...] = (
     "Bash(cafleet message *)",
     "Bash(cafleet monitor scan *)",

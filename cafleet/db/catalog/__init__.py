@@ -18,5 +18,7 @@ MODULES: tuple[str, ...] = (
     "notifications",
     "recovery",
     "sessions",
+    "tasks",
+    "transfer",
     "views",
 )
