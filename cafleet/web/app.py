@@ -44,6 +44,7 @@ from cafleet.web.security import Policy, SecurityMiddleware
 from cafleet.workflows import errors as we
 from cafleet.workflows import messaging
 from cafleet.workflows.answering import AnswerRefused, choice_problem, showing
+from cafleet.workflows.answering import answer as answer_prompt  # the route below is `answer`
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.monitor import monitor_status, set_wake_interval, wake_now
 from cafleet.workflows.panes import capture_member
@@ -495,7 +496,7 @@ def _routes(app: FastAPI) -> None:
             raise ApiError(400, f"{problem}; nothing was typed")
         _fleet_member(ctx, member_id)
         try:
-            done = answer(
+            done = answer_prompt(
                 ctx.conn, ctx.config.settings, member_id, body.choice, prompt_id=body.prompt_id
             )
         except WorkflowError as exc:  # a refusal (nothing typed) or a prompt that stayed

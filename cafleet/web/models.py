@@ -66,7 +66,18 @@ if TYPE_CHECKING:  # made at run time from the records; a type checker sees a bo
     WakeEntryOut = BaseModel
 else:
     PlacementOut = from_record(
-        "PlacementOut", Placement, hidden=("member_id", "lost_at", "mux_socket", "host_id")
+        "PlacementOut",
+        Placement,
+        # The server run and pane process are the pane-is-ours check's, not the page's.
+        hidden=(
+            "member_id",
+            "lost_at",
+            "mux_socket",
+            "host_id",
+            "mux_server_pid",
+            "mux_server_start",
+            "mux_pane_pid",
+        ),
     )
     FleetOut = from_record("FleetOut", FleetSummary, hidden=("deleted_at",))
     MemberOut = from_record(

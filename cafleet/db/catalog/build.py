@@ -400,10 +400,10 @@ def render_shapes(shapes: dict[str, Any] | None = None) -> str:
         *(f"    {n}," for n in _SHAPE_EXPORTS),
         ")",
         "",
-        "REVISIONS: tuple[str, ...] = ("
-        + ", ".join(_literal(r) for r in revisions)
-        + ("," if len(revisions) == 1 else "")
-        + ")",
+        # One per line with a trailing comma: the layout `ruff format` keeps at any length.
+        "REVISIONS: tuple[str, ...] = (",
+        *(f"    {_literal(r)}," for r in revisions),
+        ")",
         "HEAD_REVISION: str = REVISIONS[-1]",
         "HEAD_VERSION: int = int(HEAD_REVISION)",
     ]

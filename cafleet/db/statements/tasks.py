@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import BigInteger, String, cast, insert, or_, select, update
 
 from cafleet.db.schema import fleets, members, messages, task_deps, task_events, tasks
 from cafleet.db.statements import const, json_ids, message_columns, param
@@ -56,8 +56,12 @@ BOARD = (
     select(*_TASK)
     .where(
         tasks.c.fleet_id == param("fleet_id"),
-        or_(param("state").is_(None), tasks.c.state == param("state")),
-        or_(param("member").is_(None), tasks.c.assignee_member_id == param("member")),
+        # Typed, so PostgreSQL can prepare "no filter" (an untyped NULL has no type there).
+        or_(cast(param("state"), String).is_(None), tasks.c.state == param("state")),
+        or_(
+            cast(param("member"), BigInteger).is_(None),
+            tasks.c.assignee_member_id == param("member"),
+        ),
     )
     .order_by(tasks.c.task_id)
 )
