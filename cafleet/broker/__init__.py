@@ -126,14 +126,6 @@ FACADE: dict[str, tuple[str, ...]] = {
         "session_owner",
         "set_session_id",
     ),
-    "views": (
-        "history_view",
-        "inbox_view",
-        "roster_activity",
-        "sent_view",
-        "timeline",
-        "web_roster",
-    ),
     "tasks": (
         "assign_task",
         "block_task",
@@ -153,6 +145,14 @@ FACADE: dict[str, tuple[str, ...]] = {
         "export_fleet",
         "import_rows",
         "records_of",
+    ),
+    "views": (
+        "history_view",
+        "inbox_view",
+        "roster_activity",
+        "sent_view",
+        "timeline",
+        "web_roster",
     ),
 }
 _HOMES: dict[str, str] = {name: module for module, names in FACADE.items() for name in names}
