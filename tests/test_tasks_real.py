@@ -1,0 +1,245 @@
+"""Tasks carried by real agents through a restart (docs/cli.md §2.32, §2.27).
+
+A real Claude Code Director, driven by the scripted model (tests/harness/scripted_model.py),
+creates a fleet of a Claude Code, a Codex and an opencode member and three tasks, each after the
+previous one, then ends its turn and is never asked again. Each member gets its task's
+assignment when it becomes ready, claims it, writes a file, runs a command, reports with
+`message send --task`, ACKs and marks it done with a result. Half way (the first task done, the
+second released) the tmux server dies with every agent in it, the Director's included, and
+`fleet restore` brings the members back in a new server whose Director pane holds no agent at
+all: the second and third tasks still go out, are done, and the board ends all done.
+
+So that the kill falls between the release and the delivery (never into a member's work, which
+a restore does not resume), the test holds the second member's pane-input lock from before the
+first task is done until the server is gone, as a keystroke into that pane would: the released
+line waits in the database, and the restore must carry it. Judged by each agent's own record,
+what the model server was asked and answered, the database's times and the board.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from cafleet.config import db_dir_of
+from cafleet.mux.locks import PaneLock, try_pane_lock
+from cafleet.records import PaneKey
+from tests.fleet_helpers import new_server, ok
+from tests.harness.fixtures import TmuxHarness
+from tests.harness.real_agents import require_binary
+from tests.harness.real_fleet import RealFleet, plan_text
+from tests.harness.real_member import arrivals, arrived_count
+from tests.harness.scripted_model import ScriptedModel, scripted_model
+from tests.harness.util import retry_until
+
+pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
+MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"))
+# Each task after the previous member's: alpha's, then beta's, then gamma's.
+WORK = tuple(
+    (name, after, f"write {name}.txt: written by {name} ; run: echo {name}-ran > {name}-ran.txt")
+    for (name, _), after in zip(MEMBERS, ("", "alpha", "beta"), strict=True)
+)
+CREATED = "Created 3 tasks."
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    with scripted_model() as m:
+        yield m
+
+
+def _epoch(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _tasks(h: TmuxHarness) -> list[tuple[Any, ...]]:
+    return h.sqlite(
+        "SELECT task_id, state, assignee_member_id, started_at, finished_at FROM tasks "
+        "ORDER BY task_id"
+    )
+
+
+def _states(h: TmuxHarness) -> list[str]:
+    return [r[1] for r in _tasks(h)]
+
+
+def _lines(h: TmuxHarness, task_id: int) -> list[tuple[Any, ...]]:
+    """The messages filed under a task: id, from, to, text, created, notified, status."""
+    return h.sqlite(
+        "SELECT message_id, from_member_id, to_member_id, text, created_at, notified_at, "
+        "status_state FROM messages WHERE task_id = ? ORDER BY message_id",
+        task_id,
+    )
+
+
+def _hold_pane(h: TmuxHarness, member_id: int) -> PaneLock:
+    """The member's pane-input lock, taken as any typing path takes it (retried while a
+    delivery or the create's patch holds it)."""
+    backend, session, pane = h.sqlite(
+        "SELECT backend, mux_session, mux_pane_id FROM member_placements WHERE member_id = ?",
+        member_id,
+    )[0]
+    db_dir = db_dir_of(str(h.db_path))
+    key = PaneKey(backend, session, pane)
+    lock: PaneLock = retry_until(
+        lambda: try_pane_lock(db_dir, key, purpose="test: hold"),
+        timeout=30,
+        message=f"pane {pane}'s lock never free",
+    )
+    return lock
+
+
+def test_real_agents_carry_dependent_tasks_through_a_restore(
+    tmux_db: TmuxHarness, model: ScriptedModel
+) -> None:
+    for agent in ("claude", "codex", "opencode"):
+        require_binary(agent)
+    h = tmux_db
+    fleet = RealFleet(h, model, MEMBERS)
+    held: PaneLock | None = None
+    try:
+        fleet.start(plan_text("tasks", MEMBERS, [], work=WORK))
+        # The Director creates the three tasks and ends its turn.
+        retry_until(lambda: len(_tasks(h)) == 3, timeout=300, interval=1.0,
+                    message=lambda: _diagnosis(h, model))  # fmt: skip
+        fleet_id, director_id = h.sqlite("SELECT fleet_id, director_member_id FROM fleets")[0]
+        ids = dict(h.sqlite("SELECT name, member_id FROM members WHERE fleet_id = ?", fleet_id))
+        t1, t2, t3 = (r[0] for r in _tasks(h))
+        held = _hold_pane(h, ids["beta"])
+        assert _states(h)[0] != "done", "the first task was done before beta's pane was held"
+        retry_until(lambda: _states(h)[0] == "done", timeout=300, interval=0.5,
+                    message=lambda: _diagnosis(h, model))  # fmt: skip
+
+        # Half way: the first task done released the second (its line stored, not yet typed:
+        # beta's pane is held); the third still waits.
+        assert _states(h) == ["done", "ready", "waiting"]
+        released = _lines(h, t2)
+        assert len(released) == 1 and released[0][2] == ids["beta"], released
+        assert released[0][5] is None  # notified_at: not typed
+        assert _lines(h, t3) == []
+        h.tmux("kill-server", check=False)
+        held.release()
+        held = None
+        killed_at = datetime.now().timestamp()
+
+        # Restore from a pane of a new server: no agent in it (the Director is gone for good).
+        pane, here = new_server(h)
+        restored = ok(
+            h.cli("fleet", "restore", str(fleet_id), timeout=300,
+                  env={**here, "PATH": os.pathsep.join([str(fleet.bin_dir), h.env["PATH"]])})
+        )  # fmt: skip
+        lines = restored.stdout.splitlines()
+        assert lines[0].startswith(f"Director: pane {pane} (adopted"), lines
+        for name, _ in MEMBERS:
+            mine = [line for line in lines if line.startswith(f"member {ids[name]} (")]
+            assert len(mine) == 1 and " in pane %" in mine[0], lines
+            shown = json.loads(ok(h.cli("member", "show", str(ids[name]), "--json")).stdout)
+            fleet.members[name].pane = fleet.members[name].real.pane = shown["placement"][
+                "mux_pane_id"
+            ]
+        retry_until(lambda: _states(h) == ["done"] * 3, timeout=400, interval=1.0,
+                    message=lambda: _diagnosis(h, model))  # fmt: skip
+
+        # The board, as a fresh reader sees it: every task done, in order, with its result.
+        board = json.loads(ok(h.cli("task", "list", "--fleet-id", str(fleet_id), "--json")).stdout)
+        assert [t["task_id"] for t in board] == [t1, t2, t3]
+        assert [t["state"] for t in board] == ["done"] * 3
+        assert [t["assignee_member_id"] for t in board] == [ids[n] for n, _ in MEMBERS]
+        assert [t["after"] for t in board] == [[], [t1], [t2]]
+        # The work, in the project all three share.
+        project = fleet.project
+        for name, _ in MEMBERS:
+            assert (project / f"{name}.txt").read_text() == f"written by {name}"
+            assert (project / f"{name}-ran.txt").read_text() == f"{name}-ran\n"
+
+        times = {r[0]: (_epoch(r[3]), _epoch(r[4])) for r in _tasks(h)}
+        for (name, _), task, before in zip(MEMBERS, (t1, t2, t3), (None, t1, t2), strict=True):
+            member = ids[name]
+            thread = _lines(h, task)
+            assignment, *rest = thread
+            # One assignment, from the Director to the member, stored when the task became
+            # ready: never before the task it comes after was done; then ACKed.
+            assert (assignment[1], assignment[2]) == (director_id, member), thread
+            assert assignment[3].startswith(f"[cafleet] task {task} is ready for you: ")
+            assert assignment[6] == "completed", thread
+            if before is not None:
+                assert _epoch(assignment[4]) >= times[before][1], (thread, times)
+                assert times[task][0] > times[before][1], times
+            # The member's report under the task, and cafleet's notice to the Director.
+            report = f"done {assignment[0]}: wrote {name}.txt; ran echo {name}-ran > {name}-ran.txt"
+            replies = [r for r in rest if r[1] == member]
+            assert [(r[2], r[3]) for r in replies] == [(director_id, report)], thread
+            notices = [r for r in rest if r[2] == director_id and r[1] != member]
+            assert [r[3] for r in notices] == [
+                f"[cafleet] task {task} (work for {name}) is done by member {member}: {report}"
+            ], thread
+            assert board[(t1, t2, t3).index(task)]["result"] == report
+
+            # The member's own record: the assignment's line arrived once, and, for a task
+            # after another, only after that one was done.
+            real = fleet.members[name]
+            frame = f"[cafleet msg {assignment[0]} from Director ({director_id})]"
+            records = arrivals(real)
+            got = [(t, w, q) for t, w, q in records if t.startswith(frame)]
+            assert got and arrived_count(got, got[0][0]) == 1, (name, records)
+            first = min(w for _, w, _ in got if w is not None)
+            if before is not None:
+                assert first >= times[before][1], (name, first, times)
+            # What the model was asked: the member claimed its task after the one before was
+            # done (the `task done` of the previous member was answered first).
+            claim = _answered_at(model, name, f"cafleet task claim {task} ")
+            if before is not None:
+                prev = MEMBERS[(t1, t2, t3).index(before)][0]
+                assert claim > _answered_at(model, prev, f"cafleet task done {before} ")
+
+        # Beta's line went out after the restore: the kill fell between release and delivery.
+        beta_line = _lines(h, t2)[0]
+        assert _epoch(beta_line[5]) > killed_at, beta_line
+        # The Director's part ended with the tasks' creation: every request it made was
+        # answered before the first task was done, its last with the end of its turn.
+        director = [r for r in model.client_requests("director") if r.body.get("tools")]
+        assert director[-1].action is not None and director[-1].action.text == CREATED
+        assert max(r.at for r in director) < times[t1][1]
+        assert any("FLEET PLAN" in t for t in fleet.director.received())
+    finally:
+        if held is not None:
+            held.release()
+        keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
+        if keep:
+            model.dump(keep)
+        fleet.stop()
+
+
+def _answered_at(model: ScriptedModel, client: str, command: str) -> float:
+    """When the model answered ``client`` with the shell command starting ``command``."""
+    times = [
+        r.at
+        for r in model.client_requests(client)
+        if r.action is not None
+        and r.action.kind == "shell"
+        and r.action.command.startswith(command)
+    ]
+    assert times, (client, command, model.commands(client))
+    return min(times)
+
+
+def _diagnosis(h: TmuxHarness, model: ScriptedModel) -> str:
+    parts = [f"tasks: {_tasks(h)}"]
+    parts.append(
+        "messages: "
+        + repr(h.sqlite("SELECT message_id, from_member_id, to_member_id, task_id, "
+                        "notified_at, status_state, substr(text, 1, 80) FROM messages"))
+    )  # fmt: skip
+    for label in ("director", "alpha", "beta", "gamma"):
+        parts.append(f"{label} commands: " + " | ".join(model.commands(label)[-8:]))
+    try:
+        for pane in h.tmux("list-panes", "-a", "-F", "#{pane_id}").split():
+            parts.append(f"--- {pane}:\n" + h.tmux("capture-pane", "-p", "-t", pane)[-1500:])
+    except AssertionError as exc:
+        parts.append(str(exc))
+    return "\n".join(parts)
