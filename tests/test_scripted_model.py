@@ -168,7 +168,7 @@ def test_member_script_claims_reports_on_and_finishes_a_task() -> None:
     assert task_steps("[cafleet] task 5 is ready for you: x") is None  # no commands: not one
 
 
-def test_director_script_creates_dependent_tasks_and_ends_its_turn() -> None:
+def test_director_script_lays_out_dependent_tasks_then_starts_them() -> None:
     text = (
         "FLEET PLAN\nfleet: demo claude\nmember: alpha claude\nmember: beta codex\n"
         "work alpha: write a.txt: A\nwork beta after alpha: run: echo B\n"
@@ -184,13 +184,15 @@ def test_director_script_creates_dependent_tasks_and_ends_its_turn() -> None:
         "5 beta agent=codex pane=%4\n",
         "Task 8 created.\ntask 8: work for alpha\n",
         "Task 9 created.\ntask 9: work for beta\n",
+        "Task 8 assigned.",
     ]
     expected = [
         "cafleet fleet create --name demo --coding-agent claude",
         "cafleet member create --fleet-id 4 --name alpha --description 'fleet member alpha' --coding-agent claude",
         "cafleet member create --fleet-id 4 --name beta --description 'fleet member beta' --coding-agent codex",
-        "cafleet task create --fleet-id 4 --title 'work for alpha' --body 'write a.txt: A' --assign 3",
+        "cafleet task create --fleet-id 4 --title 'work for alpha' --body 'write a.txt: A'",
         "cafleet task create --fleet-id 4 --title 'work for beta' --body 'run: echo B' --assign 5 --after 8",
+        "cafleet task assign 8 3",
     ]
     calls: list[tuple[str, dict[str, Any], str | None]] = []
     for command, result in zip(expected, results, strict=True):

@@ -2,7 +2,7 @@
 
 A real Claude Code Director, driven by the scripted model (tests/harness/scripted_model.py),
 creates a fleet of a Claude Code, a Codex and an opencode member and three tasks, each after the
-previous one, then ends its turn and is never asked again. Each member gets its task's
+previous one (the first assigned once all exist), then ends its turn and is never asked again. Each member gets its task's
 assignment when it becomes ready, claims it, writes a file, runs a command, reports with
 `message send --task`, ACKs and marks it done with a result. Half way (the first task done, the
 second released) the tmux server dies with every agent in it, the Director's included, and

@@ -34,8 +34,8 @@ request, following the installed ``cafleet`` skill (cafleet/data/skills/cafleet/
   ``cafleet fleet create``, ``cafleet member create`` for each planned member, sends each its
   task, then ``cafleet message wait <me>`` / ``cafleet message ack`` until every member replied,
   and ends its turn with a summary. A plan of ``work`` lines instead creates one task per line
-  (``cafleet task create … --assign <member> [--after <task>]``) and ends its turn: the tasks
-  move by themselves.
+  (``cafleet task create … --assign <member> --after <task>``; one after none is assigned with
+  ``cafleet task assign`` once all exist) and ends its turn: the tasks move by themselves.
 
 Tool calls use the request's own tools (Claude Code: ``Bash`` / ``Write``; opencode: ``bash`` /
 ``write``; Codex: its shell tool, see `_codex_call`). Anything else (title and summary side
@@ -343,21 +343,29 @@ def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
 def _create_tasks(
     calls: list[Call], plan: DirectorPlan, fleet_id: int, ids: dict[str, int]
 ) -> Action:
-    """One `task create` per ``work`` line (after the task of the member it names), then the
-    turn ends: the tasks reach their members by themselves."""
+    """One `task create` per ``work`` line, then the turn ends: the tasks reach their members by
+    themselves. A task after another's is assigned as it is created; one after none is created
+    unassigned and assigned once every task exists (so none is done before the board is laid
+    out)."""
     task_of: dict[str, int] = {}
     for i, (name, after, body) in enumerate(plan.work):
         if i == len(calls):
             command = (
                 f"cafleet task create --fleet-id {fleet_id} --title {shlex.quote('work for ' + name)}"
-                f" --body {shlex.quote(body)} --assign {ids[name]}"
+                f" --body {shlex.quote(body)}"
             )
-            return shell(command + (f" --after {task_of[after]}" if after else ""))
+            return shell(
+                command + (f" --assign {ids[name]} --after {task_of[after]}" if after else "")
+            )
         result = calls[i].result or ""
         m = re.search(r"^Task (\d+) created\.", result, re.M)
         if m is None:
             return say(f"task create for {name} failed: {result.strip()[-300:]}")
         task_of[name] = int(m.group(1))
+    first = [name for name, after, _ in plan.work if not after]
+    for i, name in enumerate(first):
+        if len(plan.work) + i == len(calls):
+            return shell(f"cafleet task assign {task_of[name]} {ids[name]}")
     return say(f"Created {len(task_of)} tasks.")
 
 
