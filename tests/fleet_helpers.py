@@ -248,13 +248,14 @@ def parse_ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def new_server(h: TmuxHarness) -> tuple[str, dict[str, str]]:
-    """A new tmux server on the same socket (as after a reboot) with one fake-agent pane: its
-    pane id and the CLI environment of a command run in it."""
+def new_server(h: TmuxHarness, cwd: Path | None = None) -> tuple[str, dict[str, str]]:
+    """A new tmux server on the same socket (as after a reboot) with one fake-agent pane, in
+    ``cwd`` (default: the harness's project): its pane id and the CLI environment of a command
+    run in it."""
     retry_until(lambda: not pid_alive(h.server_pid), timeout=10, message="old server alive")
     subprocess.run(
         [h.real_tmux, "-S", h.socket_path, "-f", "/dev/null", "new-session", "-d", "-s",
-         SESSION + "-new", "-x", "400", "-y", "200", "-c", str(h.project_dir),
+         SESSION + "-new", "-x", "400", "-y", "200", "-c", str(cwd or h.project_dir),
          str(h.bin_dir / "claude")],
         env=h.server_env, check=True, capture_output=True, timeout=15,
     )  # fmt: skip

@@ -127,13 +127,15 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         held = None
         killed_at = datetime.now().timestamp()
 
-        # Restore from a pane of a new server: no agent in it (the Director is gone for good).
-        pane, here = new_server(h)
+        # Restore from a pane of a new server in the fleet's project, as a user would after a
+        # reboot: no agent in it (the Director is gone for good).
+        pane, here = new_server(h, fleet.project)
         restored = ok(
-            h.cli("fleet", "restore", str(fleet_id), timeout=300,
+            h.cli("fleet", "restore", str(fleet_id), timeout=300, cwd=fleet.project,
                   env={**here, "PATH": os.pathsep.join([str(fleet.bin_dir), h.env["PATH"]])})
         )  # fmt: skip
         lines = restored.stdout.splitlines()
+        print("fleet restore:", *lines, sep="\n  ")
         assert lines[0].startswith(f"Director: pane {pane} (adopted"), lines
         for name, _ in MEMBERS:
             mine = [line for line in lines if line.startswith(f"member {ids[name]} (")]
