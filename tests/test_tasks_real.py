@@ -6,8 +6,9 @@ previous one (the first assigned once all exist), then ends its turn and is neve
 assignment when it becomes ready, claims it, writes a file, runs a command, reports with
 `message send --task`, ACKs and marks it done with a result. Half way (the first task done, the
 second released) the tmux server dies with every agent in it, the Director's included, and
-`fleet restore` brings the members back in a new server whose Director pane holds no agent at
-all: the second and third tasks still go out, are done, and the board ends all done.
+`fleet restore` brings the members back, each continuing its own session, in a new server whose
+Director pane holds no agent at all: the second and third tasks still go out and are done, and
+the board ends all done.
 
 So that the kill falls between the release and the delivery (never into a member's work, which
 a restore does not resume), the test holds the second member's pane-input lock from before the
@@ -122,6 +123,14 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         assert len(released) == 1 and released[0][2] == ids["beta"], released
         assert released[0][5] is None  # notified_at: not typed
         assert _lines(h, t3) == []
+        # Every member's own session is known (each has run its first turn), so the restore
+        # continues each one; the line and the waiting task stay as they are meanwhile.
+        sessions = retry_until(
+            lambda: _sessions(h, ids), timeout=300, interval=2.0,
+            message=lambda: _diagnosis(h, model),
+        )  # fmt: skip
+        assert _states(h) == ["done", "ready", "waiting"]
+        assert [r[5] for r in _lines(h, t2)] == [None] and _lines(h, t3) == []
         h.tmux("kill-server", check=False)
         held.release()
         held = None
@@ -139,7 +148,8 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         assert lines[0].startswith(f"Director: pane {pane} (adopted"), lines
         for name, _ in MEMBERS:
             mine = [line for line in lines if line.startswith(f"member {ids[name]} (")]
-            assert len(mine) == 1 and " in pane %" in mine[0], lines
+            resumed = f"resumed session {sessions[name]} in pane %"
+            assert len(mine) == 1 and resumed in mine[0], lines
             shown = json.loads(ok(h.cli("member", "show", str(ids[name]), "--json")).stdout)
             fleet.members[name].pane = fleet.members[name].real.pane = shown["placement"][
                 "mux_pane_id"
@@ -215,6 +225,18 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         if keep:
             model.dump(keep)
         fleet.stop()
+
+
+def _sessions(h: TmuxHarness, ids: dict[str, int]) -> dict[str, str] | None:
+    """Each member's agent session id (`member show` learns it), or None while one is not
+    known."""
+    found = {}
+    for name, _ in MEMBERS:
+        shown = json.loads(ok(h.cli("member", "show", str(ids[name]), "--json")).stdout)
+        if not shown.get("agent_session_id"):
+            return None
+        found[name] = str(shown["agent_session_id"])
+    return found
 
 
 def _answered_at(model: ScriptedModel, client: str, command: str) -> float:
