@@ -59,10 +59,7 @@ def _epoch(ts: str) -> float:
 
 
 def _tasks(h: TmuxHarness) -> list[tuple[Any, ...]]:
-    return h.sqlite(
-        "SELECT task_id, state, assignee_member_id, started_at, finished_at FROM tasks "
-        "ORDER BY task_id"
-    )
+    return h.sqlite("SELECT task_id, state, assignee_member_id FROM tasks ORDER BY task_id")
 
 
 def _states(h: TmuxHarness) -> list[str]:
@@ -169,33 +166,46 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
             assert (project / f"{name}.txt").read_text() == f"written by {name}"
             assert (project / f"{name}-ran.txt").read_text() == f"{name}-ran\n"
 
-        times = {r[0]: (_epoch(r[3]), _epoch(r[4])) for r in _tasks(h)}
+        times = {t["task_id"]: (_epoch(t["started_at"]), _epoch(t["finished_at"])) for t in board}
         for (name, _), task, before in zip(MEMBERS, (t1, t2, t3), (None, t1, t2), strict=True):
             member = ids[name]
-            thread = _lines(h, task)
-            assignment, *rest = thread
+            # Each task's thread, as `task show` gives it to a reader with no context.
+            shown = json.loads(ok(h.cli("task", "show", str(task), "--json")).stdout)
+            assignment, *rest = thread = shown["thread"]
             # One assignment, from the Director to the member, stored when the task became
             # ready: never before the task it comes after was done; then ACKed.
-            assert (assignment[1], assignment[2]) == (director_id, member), thread
-            assert assignment[3].startswith(f"[cafleet] task {task} is ready for you: ")
-            assert assignment[6] == "completed", thread
+            assert (assignment["from_member_id"], assignment["to_member_id"]) == (
+                director_id,
+                member,
+            ), thread
+            assert assignment["text"].startswith(f"[cafleet] task {task} is ready for you: ")
+            assert assignment["status"] == "completed", thread
             if before is not None:
-                assert _epoch(assignment[4]) >= times[before][1], (thread, times)
+                assert _epoch(assignment["created_at"]) >= times[before][1], (thread, times)
                 assert times[task][0] > times[before][1], times
             # The member's report under the task, and cafleet's notice to the Director.
-            report = f"done {assignment[0]}: wrote {name}.txt; ran echo {name}-ran > {name}-ran.txt"
-            replies = [r for r in rest if r[1] == member]
-            assert [(r[2], r[3]) for r in replies] == [(director_id, report)], thread
-            notices = [r for r in rest if r[2] == director_id and r[1] != member]
-            assert [r[3] for r in notices] == [
+            report = (
+                f"done {assignment['message_id']}: wrote {name}.txt; "
+                f"ran echo {name}-ran > {name}-ran.txt"
+            )
+            replies = [
+                (m["to_member_id"], m["text"]) for m in rest if m["from_member_id"] == member
+            ]
+            assert replies == [(director_id, report)], thread
+            notices = [
+                m["text"]
+                for m in rest
+                if m["to_member_id"] == director_id and m["from_member_id"] != member
+            ]
+            assert notices == [
                 f"[cafleet] task {task} (work for {name}) is done by member {member}: {report}"
             ], thread
-            assert board[(t1, t2, t3).index(task)]["result"] == report
+            assert shown["task"]["result"] == report
 
             # The member's own record: the assignment's line arrived once, and, for a task
             # after another, only after that one was done.
             real = fleet.members[name]
-            frame = f"[cafleet msg {assignment[0]} from Director ({director_id})]"
+            frame = f"[cafleet msg {assignment['message_id']} from Director ({director_id})]"
             records = arrivals(real)
             got = [(t, w, q) for t, w, q in records if t.startswith(frame)]
             # Claude Code records a line typed while it works twice (queued, then as the
