@@ -1,10 +1,10 @@
 """Tasks carried by real agents through a restart (docs/cli.md §2.32, §2.27).
 
 A real Claude Code Director, driven by the scripted model (tests/harness/scripted_model.py),
-creates a fleet of a Claude Code, a Codex and an opencode member and three tasks, each after the
-previous one (the first assigned once all exist), then ends its turn and is never asked again. Each member gets its task's
-assignment when it becomes ready, claims it, writes a file, runs a command, reports with
-`message send --task`, ACKs and marks it done with a result. Half way (the first task done, the
+creates a fleet of an opencode, a Codex and a Claude Code member and three tasks, each after
+the previous one (the first assigned once all exist), then ends its turn and is never asked
+again. Each member gets its task's assignment when it becomes ready, claims it, writes a file,
+runs a command, reports with `message send --task`, ACKs and marks it done with a result. Half way (the first task done, the
 second released) the tmux server dies with every agent in it, the Director's included, and
 `fleet restore` brings the members back, each continuing its own session, in a new server whose
 Director pane holds no agent at all: the second and third tasks still go out and are done, and
@@ -39,11 +39,13 @@ from tests.harness.scripted_model import ScriptedModel, scripted_model
 from tests.harness.util import retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
-MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"))
-# Each task after the previous member's: alpha's, then beta's, then gamma's.
+# In the order of their tasks, each after the previous one's. opencode, the slowest to start
+# and to resume, goes first: its start overlaps the others' and its resume ends no wait.
+MEMBERS = (("gamma", "opencode"), ("beta", "codex"), ("alpha", "claude"))
+FIRST, SECOND, THIRD = (name for name, _ in MEMBERS)
 WORK = tuple(
     (name, after, f"write {name}.txt: written by {name} ; run: echo {name}-ran > {name}-ran.txt")
-    for (name, _), after in zip(MEMBERS, ("", "alpha", "beta"), strict=True)
+    for (name, _), after in zip(MEMBERS, ("", FIRST, SECOND), strict=True)
 )
 CREATED = "Created 3 tasks."
 
@@ -108,16 +110,16 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         fleet_id, director_id = h.sqlite("SELECT fleet_id, director_member_id FROM fleets")[0]
         ids = dict(h.sqlite("SELECT name, member_id FROM members WHERE fleet_id = ?", fleet_id))
         t1, t2, t3 = (r[0] for r in _tasks(h))
-        held = _hold_pane(h, ids["beta"])
-        assert _states(h)[0] != "done", "the first task was done before beta's pane was held"
+        held = _hold_pane(h, ids[SECOND])
+        assert _states(h)[0] != "done", "the first task was done before the second's pane was held"
         retry_until(lambda: _states(h)[0] == "done", timeout=300, interval=0.5,
                     message=lambda: _diagnosis(h, model))  # fmt: skip
 
         # Half way: the first task done released the second (its line stored, not yet typed:
-        # beta's pane is held); the third still waits.
+        # its member's pane is held); the third still waits.
         assert _states(h) == ["done", "ready", "waiting"]
         released = _lines(h, t2)
-        assert len(released) == 1 and released[0][2] == ids["beta"], released
+        assert len(released) == 1 and released[0][2] == ids[SECOND], released
         assert released[0][5] is None  # notified_at: not typed
         assert _lines(h, t3) == []
         # Every member's own session is known (each has run its first turn), so the restore
@@ -221,9 +223,10 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
                 prev = MEMBERS[(t1, t2, t3).index(before)][0]
                 assert claim > _answered_at(model, prev, f"cafleet task done {before} ")
 
-        # Beta's line went out after the restore: the kill fell between release and delivery.
-        beta_line = _lines(h, t2)[0]
-        assert _epoch(beta_line[5]) > killed_at, beta_line
+        # The second task's line went out after the restore: the kill fell between release
+        # and delivery.
+        second = _lines(h, t2)[0]
+        assert _epoch(second[5]) > killed_at, second
         # The Director's part ended with laying the tasks out: it ran nothing but the fleet's
         # and the tasks' creation (no wait, no message), then ended its turn.
         director = [r for r in model.client_requests("director") if r.body.get("tools")]
@@ -273,7 +276,7 @@ def _diagnosis(h: TmuxHarness, model: ScriptedModel) -> str:
         + repr(h.sqlite("SELECT message_id, from_member_id, to_member_id, task_id, "
                         "notified_at, status_state, substr(text, 1, 80) FROM messages"))
     )  # fmt: skip
-    for label in ("director", "alpha", "beta", "gamma"):
+    for label in ("director", *(name for name, _ in MEMBERS)):
         parts.append(f"{label} commands: " + " | ".join(model.commands(label)[-8:]))
     for (fleet_id,) in h.sqlite("SELECT fleet_id FROM fleets"):
         parts.append("loop log:\n" + "\n".join(log_lines(log_path(h, fleet_id))[-20:]))
