@@ -11,6 +11,7 @@ it to exit 141) and any other write failure into `OutputFailed` (`cannot write o
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import sys
@@ -198,9 +199,14 @@ def label_lines(pairs: Iterable[tuple[str, str]], width: int, indent: str = "") 
 # --- records (docs/cli.md §1.10), keys in contract order ------------------------------------------
 
 
-def record_dict(record: Any, keys: Sequence[str], **renamed: str) -> dict[str, Any]:
-    """A record as its JSON object: `keys` in contract order, each read from the record's field of
-    that name (or of the name `renamed` maps the key to); a tuple becomes a list."""
+def record_dict(
+    record: Any, keys: Sequence[str] | None = None, *, hidden: Sequence[str] = (), **renamed: str
+) -> dict[str, Any]:
+    """A record as its JSON object: its fields in their order but the `hidden` ones (or `keys`, in
+    contract order where that differs from the record's), each read from the field of that name or
+    of the name `renamed` maps the key to; a tuple becomes a list."""
+    if keys is None:
+        keys = [f.name for f in dataclasses.fields(record) if f.name not in hidden]
     result: dict[str, Any] = {}
     for key in keys:
         value = getattr(record, renamed.get(key, key))
@@ -208,16 +214,7 @@ def record_dict(record: Any, keys: Sequence[str], **renamed: str) -> dict[str, A
     return result
 
 
-PLACEMENT_KEYS = (
-    "backend",
-    "mux_session",
-    "mux_window_id",
-    "mux_pane_id",
-    "coding_agent",
-    "created_at",
-    "lost_at",
-    "host_id",
-)
+# The member's kind comes before its status in the JSON; the record keeps the table's order.
 MEMBER_KEYS = (
     "member_id",
     "fleet_id",
@@ -228,32 +225,12 @@ MEMBER_KEYS = (
     "registered_at",
     "deregistered_at",
 )
-FLEET_KEYS = (
-    "fleet_id",
-    "name",
-    "created_at",
-    "deleted_at",
-    "director_member_id",
-    "monitor_member_id",
-    "member_count",
-)
-# `notified_at` never appears.
-MESSAGE_KEYS = (
-    "message_id",
-    "owner_member_id",
-    "from_member_id",
-    "to_member_id",
-    "type",
-    "created_at",
-    "status_state",
-    "status_timestamp",
-    "origin_message_id",
-    "text",
-)
 
 
 def placement_dict(placement: Any) -> dict[str, Any] | None:
-    return None if placement is None else record_dict(placement, PLACEMENT_KEYS)
+    if placement is None:
+        return None
+    return record_dict(placement, hidden=("member_id", *placement.PANE_CHECK))
 
 
 def member_dict(member: Any) -> dict[str, Any]:
@@ -270,11 +247,11 @@ def roster_dict(entry: Any) -> dict[str, Any]:
 
 
 def fleet_dict(summary: Any) -> dict[str, Any]:
-    return record_dict(summary, FLEET_KEYS)
+    return record_dict(summary)
 
 
 def message_dict(message: Any) -> dict[str, Any]:
-    return record_dict(message, MESSAGE_KEYS)
+    return record_dict(message, hidden=("notified_at",))  # the JSON never shows it
 
 
 # --- text envelopes ----------------------------------------------------------------------------

@@ -3,6 +3,7 @@ sanitizer, tables, plurals (§4 items 8, 9, 10)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from cafleet import output
+from cafleet.records.messages import Message
 from tests.cli_helpers import MEMBER_KEYS, MESSAGE_KEYS, PLACEMENT_KEYS, call_main, run_cli
 from tests.factories import Db
 
@@ -205,7 +207,14 @@ def test_history_lines_name_the_recipient_and_the_ack() -> None:
 
 
 def test_message_dict_has_no_notified_at() -> None:
-    assert list(output.message_dict(_message(notified_at="x"))) == MESSAGE_KEYS
+    """Even a message record that carried `notified_at` would not show it."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Notified(Message):
+        notified_at: str = "2026-11-29T15:02:12Z"
+
+    notified = Notified(**vars(_message()))
+    assert list(output.message_dict(notified)) == MESSAGE_KEYS
 
 
 # --- through the CLI -----------------------------------------------------------------------------

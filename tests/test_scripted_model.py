@@ -93,6 +93,17 @@ def _anthropic_turn(
 # --------------------------------------------------------------------------- the scripts
 
 
+def _director_replay(text: str, expected: list[str], results: list[str]) -> Any:
+    """Play the Director's turn: each decision must be the next `expected` command, answered with
+    its `results` entry; return the decision that follows the last one."""
+    calls: list[tuple[str, dict[str, Any], str | None]] = []
+    for command, result in zip(expected, results, strict=True):
+        action = decide(anthropic_conversation(_anthropic_turn([text], calls)))
+        assert action.command == command
+        calls.append(("Bash", {"command": command}, result))
+    return decide(anthropic_conversation(_anthropic_turn([text], calls)))
+
+
 def test_parse_task_and_envelopes() -> None:
     assert envelopes(POLL) == [
         (12, 1, "write out/a.txt: hello from a ; run: echo ran-a"),
@@ -145,7 +156,7 @@ def test_member_script_claims_reports_on_and_finishes_a_task() -> None:
     """A task's assignment (the text cafleet sends): claim, the work, a report filed under the
     task, the ACK, then `task done` with the report as the result."""
     task = Task(task_id=5, fleet_id=2, title="work for a", body="run: echo ran-a", state="ready",
-                creator_member_id=1, assignee_member_id=7, reason=None, result=None,
+                creator_member_id=1, assignee_member_id=7, after=(), reason=None, result=None,
                 created_at="t", started_at=None, finished_at=None, state_since="t")  # fmt: skip
     poll = f"[13 | from:Director (1) | t]\n{assignment_text(task)}\n"
     line = (
@@ -194,12 +205,7 @@ def test_director_script_lays_out_dependent_tasks_then_starts_them() -> None:
         "cafleet task create --fleet-id 4 --title 'work for beta' --body 'run: echo B' --assign 5 --after 8",
         "cafleet task assign 8 3",
     ]
-    calls: list[tuple[str, dict[str, Any], str | None]] = []
-    for command, result in zip(expected, results, strict=True):
-        action = decide(anthropic_conversation(_anthropic_turn([text], calls)))
-        assert action.command == command
-        calls.append(("Bash", {"command": command}, result))
-    final = decide(anthropic_conversation(_anthropic_turn([text], calls)))
+    final = _director_replay(text, expected, results)
     assert (final.kind, final.text) == ("text", "Created 2 tasks.")
 
 
@@ -278,12 +284,7 @@ def test_director_script_creates_sends_waits_and_acks() -> None:
         "cafleet message wait 1 --timeout 30",
         "cafleet message ack 22",
     ]
-    calls: list[tuple[str, dict[str, Any], str | None]] = []
-    for command, result in zip(expected, results, strict=True):
-        action = decide(anthropic_conversation(_anthropic_turn([text], calls)))
-        assert action.command == command
-        calls.append(("Bash", {"command": command}, result))
-    final = decide(anthropic_conversation(_anthropic_turn([text], calls)))
+    final = _director_replay(text, expected, results)
     assert final.kind == "text" and "2 members replied" in final.text
 
 

@@ -20,22 +20,6 @@ TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled"
 TASK_ID_HELP = "Task ID."
 
 
-TASK_KEYS = (
-    "task_id",
-    "fleet_id",
-    "title",
-    "body",
-    "state",
-    "creator_member_id",
-    "assignee_member_id",
-    "after",
-    "reason",
-    "result",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "state_since",
-)
 THREAD_KEYS = (
     "message_id",
     "from_member_id",
@@ -49,7 +33,7 @@ THREAD_KEYS = (
 
 
 def task_dict(task: Task) -> dict[str, Any]:
-    return record_dict(task, TASK_KEYS)
+    return record_dict(task)
 
 
 def thread_dict(message: ThreadMessage) -> dict[str, Any]:

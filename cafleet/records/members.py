@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from cafleet.agents.registry import agent_names
 from cafleet.records import (
@@ -19,6 +19,15 @@ from cafleet.records import (
 
 @dataclass(frozen=True, slots=True)
 class Placement:
+    # What the pane-is-ours check records (the server the pane was made on, that server's run, the
+    # pane's own process): never shown by the CLI's JSON or the WebUI.
+    PANE_CHECK: ClassVar[tuple[str, ...]] = (
+        "mux_socket",
+        "mux_server_pid",
+        "mux_server_start",
+        "mux_pane_pid",
+    )
+
     member_id: int
     backend: str
     mux_session: str

@@ -19,13 +19,15 @@ class Task:
     state: str
     creator_member_id: int | None
     assignee_member_id: int | None
+    after: tuple[
+        int, ...
+    ]  # the tasks it comes after; fields in the JSON's order (docs/cli.md §2.32)
     reason: str | None
     result: str | None
     created_at: str
     started_at: str | None
     finished_at: str | None
     state_since: str
-    after: tuple[int, ...] = ()
 
 
 def task_from_row(row: Row, after: tuple[int, ...] = ()) -> Task:

@@ -68,16 +68,7 @@ else:
     PlacementOut = from_record(
         "PlacementOut",
         Placement,
-        # The server run and pane process are the pane-is-ours check's, not the page's.
-        hidden=(
-            "member_id",
-            "lost_at",
-            "mux_socket",
-            "host_id",
-            "mux_server_pid",
-            "mux_server_start",
-            "mux_pane_pid",
-        ),
+        hidden=("member_id", "lost_at", "host_id", *Placement.PANE_CHECK),
     )
     FleetOut = from_record("FleetOut", FleetSummary, hidden=("deleted_at",))
     MemberOut = from_record(
