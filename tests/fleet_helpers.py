@@ -262,3 +262,13 @@ def new_server(h: TmuxHarness, cwd: Path | None = None) -> tuple[str, dict[str, 
     out = h.tmux("display-message", "-p", "-t", f"={SESSION}-new:", "#{pid}|#{pane_id}")
     pid, pane = out.strip().split("|")
     return pane, {"TMUX": f"{h.socket_path},{pid},0", "TMUX_PANE": pane}
+
+
+def pane_captures(h: TmuxHarness, tail: int = 1500) -> list[str]:
+    """Every pane of the private server, its screen's last `tail` characters (for a failure's
+    diagnosis); the error instead when the server is gone."""
+    try:
+        panes = h.tmux("list-panes", "-a", "-F", "#{pane_id}").split()
+        return [f"--- {p}:\n" + h.tmux("capture-pane", "-p", "-t", p)[-tail:] for p in panes]
+    except AssertionError as exc:
+        return [str(exc)]

@@ -13,15 +13,13 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fleet_helpers import ok
+from tests.fleet_helpers import ok, pane_captures
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import require_binary
 from tests.harness.real_fleet import RealFleet, plan_text
 from tests.harness.scripted_model import (
     MEMBER_ID_RX,
@@ -29,19 +27,12 @@ from tests.harness.scripted_model import (
     ScriptedModel,
     anthropic_conversation,
     responses_conversation,
-    scripted_model,
 )
 from tests.harness.util import read_jsonl, retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"))
 DONE = "All 3 members replied."
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedModel]:
-    with scripted_model() as m:
-        yield m
 
 
 def _task(name: str) -> str:
@@ -56,20 +47,18 @@ def _director_done(model: ScriptedModel) -> bool:
 
 
 def test_a_real_director_runs_a_fleet_of_three_real_agents(
-    tmux_db: TmuxHarness, model: ScriptedModel
+    tmux_db: TmuxHarness, model_server: ScriptedModel
 ) -> None:
-    for agent in ("claude", "codex", "opencode"):
-        require_binary(agent)
     h = tmux_db
-    fleet = RealFleet(h, model, MEMBERS)
+    fleet = RealFleet(h, model_server, MEMBERS)
     prompt = plan_text("e2e", MEMBERS, [(name, _task(name)) for name, _ in MEMBERS])
     try:
         fleet.start(prompt)
         retry_until(
-            lambda: _director_done(model),
+            lambda: _director_done(model_server),
             timeout=600,
             interval=2.0,
-            message=lambda: _diagnosis(h, fleet, model),
+            message=lambda: _diagnosis(h, fleet, model_server),
         )
         project = fleet.project
         # Files on disk: each member wrote its file and ran its command, in the project.
@@ -110,7 +99,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
             assert len(replies) == 1, rows
         acks = Counter(
             int(c.rsplit(" ", 1)[1])
-            for c in model.commands()
+            for c in model_server.commands()
             if c.startswith("cafleet message ack ")
         )
         assert acks == Counter({r[0]: 1 for r in rows}), (acks, rows)
@@ -132,7 +121,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         # The Director's `message wait` returned the three replies (its tool results).
         waits = [
             c.result or ""
-            for r in model.client_requests("director")[-1:]
+            for r in model_server.client_requests("director")[-1:]
             for c in _calls(r.body)
             if c.args.get("command", "").startswith("cafleet message wait ")
         ]
@@ -141,7 +130,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
             assert f"done {tasks[ids[name]]}:" in seen, seen
         # The Director's own record keeps, for each model message, the usage the model
         # reported for it.
-        reported = {r.response_id: r.usage for r in model.client_requests("director")}
+        reported = {r.response_id: r.usage for r in model_server.client_requests("director")}
         recorded = _claude_usage(fleet.director.claude_config)
         assert recorded and set(recorded) <= set(reported)
         for message_id, usage in recorded.items():
@@ -153,27 +142,27 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         monitor_id = next(r["member_id"] for r in roster if r["kind"] == "monitor")
         own = {"monitor": monitor_id, **{name: ids[name] for name, _ in MEMBERS}}
         for label, member_id in own.items():
-            named = {x for r in model.client_requests(label) if (x := _member_of(r.body))}
+            named = {x for r in model_server.client_requests(label) if (x := _member_of(r.body))}
             assert named == {member_id}, (label, named, own)
         assert any(
             "You are the monitor of cafleet fleet" in json.dumps(r.body)
-            for r in model.client_requests("monitor")
+            for r in model_server.client_requests("monitor")
         )
-        assert set(model.usage_totals()) == {"director", *own}
+        assert set(model_server.usage_totals()) == {"director", *own}
         assert any(
             "You are the monitor of cafleet fleet" in t for t in fleet.monitor.real.received()
         )
         assert not any("You are the monitor" in t for t in fleet.members["alpha"].real.received())
         # The model reported usage in every response and kept per-client totals.
-        totals = model.usage_totals()
+        totals = model_server.usage_totals()
         for label in ("director", "monitor", *(n for n, _ in MEMBERS)):
-            served = [r for r in model.client_requests(label) if r.action is not None]
+            served = [r for r in model_server.client_requests(label) if r.action is not None]
             assert totals[label]["responses"] == len(served) > 0
             assert totals[label]["output_tokens"] == sum(r.usage["output_tokens"] for r in served)
     finally:
         keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
         if keep:
-            model.dump(keep)
+            model_server.dump(keep)
         fleet.stop()
 
 
@@ -204,9 +193,4 @@ def _diagnosis(h: TmuxHarness, fleet: RealFleet, model: ScriptedModel) -> str:
         f"messages: {h.sqlite('SELECT message_id, from_member_id, to_member_id, text, status_state FROM messages')}"
     ]
     parts.append("director commands: " + "\n".join(model.commands("director")[-12:]))
-    try:
-        for pane in h.tmux("list-panes", "-a", "-F", "#{pane_id}").split():
-            parts.append(f"--- {pane}:\n" + h.tmux("capture-pane", "-p", "-t", pane)[-1500:])
-    except AssertionError as exc:
-        parts.append(str(exc))
-    return "\n".join(parts)
+    return "\n".join([*parts, *pane_captures(h)])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from tests.fleet_helpers import create_fleet, ok
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import RealMember
-from tests.harness.scripted_model import ScriptedModel, scripted_model
+from tests.harness.scripted_model import ScriptedModel
 from tests.harness.util import retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
@@ -60,12 +59,6 @@ EXPECTED: dict[str, dict[str, dict[str, str]]] = {
         "full": {"edit": "runs", "command": "runs"},
     },
 }
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedModel]:
-    with scripted_model() as m:
-        yield m
 
 
 def _inbox(h: TmuxHarness, director: int) -> list[tuple[int, int, str]]:
@@ -121,7 +114,7 @@ def test_docs_table_is_the_tested_table() -> None:
 
 @pytest.mark.parametrize("agent", agent_cases("codex"))
 def test_each_profile_does_what_its_table_says(
-    tmux_db: TmuxHarness, model: ScriptedModel, agent: str
+    tmux_db: TmuxHarness, model_server: ScriptedModel, agent: str
 ) -> None:
     require_binary(agent)
     h = tmux_db
@@ -138,7 +131,7 @@ def test_each_profile_does_what_its_table_says(
             # It also asks once to accept that mode; this user accepted it before.
             full_claude = agent == "claude" and profile == "full"
             member = RealMember(
-                h, agent, f"{agent}-{profile}", model_url=model.base_url(f"{agent}-{profile}"),
+                h, agent, f"{agent}-{profile}", model_url=model_server.base_url(f"{agent}-{profile}"),
                 extra_env={"IS_SANDBOX": "1"} if full_claude else None,
                 claude_config={"bypassPermissionsModeAccepted": True} if full_claude else None,
             )  # fmt: skip

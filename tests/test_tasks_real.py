@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -30,12 +29,11 @@ import pytest
 from cafleet.config import db_dir_of
 from cafleet.mux.locks import PaneLock, try_pane_lock
 from cafleet.records import PaneKey
-from tests.fleet_helpers import log_lines, log_path, new_server, ok
+from tests.fleet_helpers import log_lines, log_path, new_server, ok, pane_captures
 from tests.harness.fixtures import TmuxHarness
-from tests.harness.real_agents import require_binary
 from tests.harness.real_fleet import RealFleet, plan_text
 from tests.harness.real_member import arrivals
-from tests.harness.scripted_model import ScriptedModel, scripted_model
+from tests.harness.scripted_model import ScriptedModel
 from tests.harness.util import retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
@@ -48,12 +46,6 @@ WORK = tuple(
     for (name, _), after in zip(MEMBERS, ("", FIRST, SECOND), strict=True)
 )
 CREATED = "Created 3 tasks."
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedModel]:
-    with scripted_model() as m:
-        yield m
 
 
 def _epoch(ts: str) -> float:
@@ -95,25 +87,23 @@ def _hold_pane(h: TmuxHarness, member_id: int) -> PaneLock:
 
 
 def test_real_agents_carry_dependent_tasks_through_a_restore(
-    tmux_db: TmuxHarness, model: ScriptedModel
+    tmux_db: TmuxHarness, model_server: ScriptedModel
 ) -> None:
-    for agent in ("claude", "codex", "opencode"):
-        require_binary(agent)
     h = tmux_db
-    fleet = RealFleet(h, model, MEMBERS)
+    fleet = RealFleet(h, model_server, MEMBERS)
     held: PaneLock | None = None
     try:
         fleet.start(plan_text("tasks", MEMBERS, [], work=WORK))
         # The Director creates the three tasks and ends its turn.
         retry_until(lambda: len(_tasks(h)) == 3, timeout=300, interval=1.0,
-                    message=lambda: _diagnosis(h, model))  # fmt: skip
+                    message=lambda: _diagnosis(h, model_server))  # fmt: skip
         fleet_id, director_id = h.sqlite("SELECT fleet_id, director_member_id FROM fleets")[0]
         ids = dict(h.sqlite("SELECT name, member_id FROM members WHERE fleet_id = ?", fleet_id))
         t1, t2, t3 = (r[0] for r in _tasks(h))
         held = _hold_pane(h, ids[SECOND])
         assert _states(h)[0] != "done", "the first task was done before the second's pane was held"
         retry_until(lambda: _states(h)[0] == "done", timeout=300, interval=0.5,
-                    message=lambda: _diagnosis(h, model))  # fmt: skip
+                    message=lambda: _diagnosis(h, model_server))  # fmt: skip
 
         # Half way: the first task done released the second (its line stored, not yet typed:
         # its member's pane is held); the third still waits.
@@ -126,7 +116,7 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         # continues each one; the line and the waiting task stay as they are meanwhile.
         sessions = retry_until(
             lambda: _sessions(h, ids), timeout=300, interval=2.0,
-            message=lambda: _diagnosis(h, model),
+            message=lambda: _diagnosis(h, model_server),
         )  # fmt: skip
         assert _states(h) == ["done", "ready", "waiting"]
         assert [r[5] for r in _lines(h, t2)] == [None] and _lines(h, t3) == []
@@ -154,7 +144,7 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
                 "mux_pane_id"
             ]
         retry_until(lambda: _states(h) == ["done"] * 3, timeout=400, interval=1.0,
-                    message=lambda: _diagnosis(h, model))  # fmt: skip
+                    message=lambda: _diagnosis(h, model_server))  # fmt: skip
 
         # The board, as a fresh reader sees it: every task done, in order, with its result.
         board = json.loads(ok(h.cli("task", "list", "--fleet-id", str(fleet_id), "--json")).stdout)
@@ -218,10 +208,10 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
                 assert first >= times[before][1], (name, first, times)
             # What the model was asked: the member claimed its task after the one before was
             # done (the `task done` of the previous member was answered first).
-            claim = _answered_at(model, name, f"cafleet task claim {task} ")
+            claim = _answered_at(model_server, name, f"cafleet task claim {task} ")
             if before is not None:
                 prev = MEMBERS[(t1, t2, t3).index(before)][0]
-                assert claim > _answered_at(model, prev, f"cafleet task done {before} ")
+                assert claim > _answered_at(model_server, prev, f"cafleet task done {before} ")
 
         # The second task's line went out after the restore: the kill fell between release
         # and delivery.
@@ -229,9 +219,9 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
         assert _epoch(second[5]) > killed_at, second
         # The Director's part ended with laying the tasks out: it ran nothing but the fleet's
         # and the tasks' creation (no wait, no message), then ended its turn.
-        director = [r for r in model.client_requests("director") if r.body.get("tools")]
+        director = [r for r in model_server.client_requests("director") if r.body.get("tools")]
         assert director[-1].action is not None and director[-1].action.text == CREATED
-        ran = [" ".join(c.split()[:3]) for c in model.commands("director")]
+        ran = [" ".join(c.split()[:3]) for c in model_server.commands("director")]
         assert ran == ["cafleet fleet create", *["cafleet member create"] * 3,
                        *["cafleet task create"] * 3, "cafleet task assign"], ran  # fmt: skip
         assert any("FLEET PLAN" in t for t in fleet.director.received())
@@ -240,7 +230,7 @@ def test_real_agents_carry_dependent_tasks_through_a_restore(
             held.release()
         keep = os.environ.get("CAFLEET_KEEP_MODEL_LOG")  # a path: keep the request log there
         if keep:
-            model.dump(keep)
+            model_server.dump(keep)
         fleet.stop()
 
 
@@ -280,9 +270,4 @@ def _diagnosis(h: TmuxHarness, model: ScriptedModel) -> str:
         parts.append(f"{label} commands: " + " | ".join(model.commands(label)[-8:]))
     for (fleet_id,) in h.sqlite("SELECT fleet_id FROM fleets"):
         parts.append("loop log:\n" + "\n".join(log_lines(log_path(h, fleet_id))[-20:]))
-    try:
-        for pane in h.tmux("list-panes", "-a", "-F", "#{pane_id}").split():
-            parts.append(f"--- {pane}:\n" + h.tmux("capture-pane", "-p", "-t", pane)[-1500:])
-    except AssertionError as exc:
-        parts.append(str(exc))
-    return "\n".join(parts)
+    return "\n".join([*parts, *pane_captures(h)])

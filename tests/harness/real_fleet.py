@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.harness.real_agents import RealAgent
+from tests.harness.real_agents import RealAgent, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import PLAN_MARK, ScriptedModel
 
@@ -64,6 +64,8 @@ class RealFleet:
     def __init__(
         self, harness: Any, model: ScriptedModel, members: Sequence[tuple[str, str]]
     ) -> None:
+        for agent in {"claude", *(agent for _name, agent in members)}:
+            require_binary(agent)  # skips the test (fails it in CI) before anything starts
         self.harness = harness
         self.model = model
         self.director = RealAgent(
