@@ -91,6 +91,7 @@ BOTH_DIALECTS = frozenset(
         "test_seed_invariants",
         "test_delivery_drain",
         "test_tasks",
+        "test_search",
     }
 )
 

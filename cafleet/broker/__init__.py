@@ -119,6 +119,10 @@ FACADE: dict[str, tuple[str, ...]] = {
         "record_pane_losses",
         "recorded_worktrees",
     ),
+    "search": (
+        "search_text",
+        "search_words",
+    ),
     "sessions": (
         "clear_session_id",
         "fleet_sessions",
@@ -235,6 +239,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         rebind_placement,
         record_pane_losses,
         recorded_worktrees,
+    )
+    from cafleet.broker.search import (
+        search_text,
+        search_words,
     )
     from cafleet.broker.sessions import (
         clear_session_id,
@@ -366,6 +374,8 @@ __all__ = [
     "reopen_task",
     "request_monitor_wake",
     "roster_activity",
+    "search_text",
+    "search_words",
     "send_message",
     "sent_view",
     "session_id",
