@@ -34,20 +34,16 @@ def _line(hit: SearchHit) -> str:
 
 @cli.command(
     "search",
-    help="Find messages and tasks whose text holds every word of QUERY, best first.",
+    help="Find messages and tasks holding every word of QUERY, best first.",
 )
-@click.argument(
-    "query", help="The words to find, all of them (quotes and operators are plain text)."
-)
-@id_option(
-    "--fleet-id", "Only this fleet (a deleted one too); default: every live fleet.", required=False
-)
+@click.argument("query", help="The words to find (quotes and operators are plain text).")
+@id_option("--fleet-id", "Only this fleet (a deleted one too).", required=False)
 @click.option(
     "--limit",
     type=click.IntRange(1, workflow.LIMIT_MAX),
     default=20,
     show_default=True,
-    help="Show at most this many hits.",
+    help="At most this many hits.",
 )
 @json_option
 def search_cmd(query: str, fleet_id: int | None, limit: int, as_json: bool) -> None:
