@@ -48,6 +48,7 @@ FACADE: dict[str, tuple[str, ...]] = {
         "current_asset_versions",
         "record_asset_install",
     ),
+    "board": ("task_board",),
     "fleets": (
         "create_fleet",
         "delete_fleet",
@@ -142,7 +143,6 @@ FACADE: dict[str, tuple[str, ...]] = {
         "overdue_tasks",
         "reopen_task",
         "store_task_send",
-        "task_board",
         "task_detail",
     ),
     "transfer": (
@@ -168,6 +168,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         asset_installs_for,
         current_asset_versions,
         record_asset_install,
+    )
+    from cafleet.broker.board import (
+        task_board,
     )
     from cafleet.broker.fleets import (
         create_fleet,
@@ -263,7 +266,6 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         overdue_tasks,
         reopen_task,
         store_task_send,
-        task_board,
         task_detail,
     )
     from cafleet.broker.transfer import (

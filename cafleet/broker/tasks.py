@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from cafleet.broker._common import stamp
+from cafleet.broker.board import _fleet
 from cafleet.broker.errors import (
-    FleetDeleted,
-    FleetNotFound,
     KeyReused,
     MemberDeregistered,
     MemberNotFound,
@@ -64,19 +63,6 @@ class TaskDetail(NamedTuple):
 def get_task(conn: Connection, task_id: int) -> Task:
     with tx.read(conn):
         return _task(conn, task_id)
-
-
-def task_board(
-    conn: Connection, fleet_id: int, *, state: str | None = None, member_id: int | None = None
-) -> list[Task]:
-    """The fleet's tasks in id order, optionally only one state or one assignee's."""
-    with tx.read(conn):
-        _fleet(conn, fleet_id, live=False)
-        rows = conn.execute(
-            q.BOARD, {"fleet_id": fleet_id, "state": state, "member": member_id}
-        ).all()
-        after = _fleet_after(conn, fleet_id)
-        return [task_from_row(r, tuple(after.get(r["task_id"], ()))) for r in rows]
 
 
 def overdue_tasks(conn: Connection, fleet_id: int, *, started_before: str) -> list[Task]:
@@ -369,22 +355,6 @@ def _task(conn: Connection, task_id: int) -> Task:
     return task_from_row(row, after)
 
 
-def _fleet_after(conn: Connection, fleet_id: int) -> dict[int, list[int]]:
-    after: dict[int, list[int]] = {}
-    for row in conn.execute(q.FLEET_DEPS, {"fleet_id": fleet_id}):
-        after.setdefault(row["task_id"], []).append(row["after_task_id"])
-    return after
-
-
-def _fleet(conn: Connection, fleet_id: int, *, live: bool) -> Any:
-    row = conn.execute(q.FLEET, {"fleet_id": fleet_id}).first()
-    if row is None:
-        raise FleetNotFound(fleet_id)
-    if live and row["deleted_at"] is not None:
-        raise FleetDeleted(fleet_id)
-    return row
-
-
 def _member_of(conn: Connection, member_id: int, fleet_id: int) -> None:
     row = conn.execute(q.MEMBER, {"member_id": member_id}).first()
     if row is None:
@@ -539,6 +509,5 @@ __all__ = [
     "overdue_tasks",
     "reopen_task",
     "store_task_send",
-    "task_board",
     "task_detail",
 ]

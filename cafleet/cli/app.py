@@ -262,7 +262,10 @@ def message_group(ctx: click.Context) -> None:
         (
             "cafleet.cli.task_cmd",
             "create",
-            "list",
+        ),
+        ("cafleet.cli.task_list_cmd", "list"),
+        (
+            "cafleet.cli.task_cmd",
             "show",
             "assign",
             "claim",

@@ -10,33 +10,14 @@ from cafleet import broker
 from cafleet.cli.app import message_group, task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option, read_body_file
-from cafleet.output import err, out, out_json, out_lines, table
+from cafleet.cli.task_list_cmd import task_dict
+from cafleet.output import err, out, out_json, out_lines
 from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task, ThreadMessage
 
-TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
 TASK_ID_HELP = "Task ID."
-
-
-def task_dict(task: Task) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "fleet_id": task.fleet_id,
-        "title": task.title,
-        "body": task.body,
-        "state": task.state,
-        "creator_member_id": task.creator_member_id,
-        "assignee_member_id": task.assignee_member_id,
-        "after": list(task.after),
-        "reason": task.reason,
-        "result": task.result,
-        "created_at": task.created_at,
-        "started_at": task.started_at,
-        "finished_at": task.finished_at,
-        "state_since": task.state_since,
-    }
 
 
 def thread_dict(message: ThreadMessage) -> dict[str, Any]:
@@ -140,32 +121,6 @@ def task_create(
         warn=err,
     )
     _render(task, as_json, "created")
-
-
-@task_group.command("list", help="The fleet's board: every task, its state and assignee.")
-@id_option("--fleet-id", "Fleet ID.")
-@click.option("--state", type=click.Choice(TASK_STATES), default=None, help="Only this state.")
-@id_option("--member", "Only this assignee's tasks.", required=False)
-@json_option
-def task_list(fleet_id: int, state: str | None, member: int | None, as_json: bool) -> None:
-    inv = invocation()
-    conn = inv.connection()
-
-    board = broker.task_board(conn, fleet_id, state=state, member_id=member)
-    if as_json:
-        out_json([task_dict(t) for t in board])
-        return
-    rows = [
-        [
-            str(t.task_id),
-            t.state,
-            str(t.assignee_member_id or "-"),
-            ",".join(str(a) for a in t.after) or "-",
-            t.title,
-        ]
-        for t in board
-    ]
-    out_lines(table(["ID", "STATE", "ASSIGNEE", "AFTER", "TITLE"], rows))
 
 
 @task_group.command("show", help="One task, its time in each state and its thread.")
