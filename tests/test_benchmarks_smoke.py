@@ -49,6 +49,8 @@ def test_benchmark_smoke_run_produces_every_section(tmp_path: Path) -> None:
         } <= set(table)
         assert all(row["median_s"] > 0 and row["peak_rss_kb"] > 0 for row in table.values())
     assert results["throughput"]["sends_per_s"] > 0
+    assert results["tasks"]["release"]["released"] == 5
+    assert results["tasks"]["search"]["sqlite"]["queries"]["parser"]["hits"] > 0
     assert results["concurrency"]["errors"] == 0
     assert results["concurrency"]["lost"] == 0
     assert results["concurrency"]["integrity_check"] == "ok"
