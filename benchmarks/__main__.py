@@ -64,7 +64,7 @@ FULL: dict[str, Any] = {
     "parallel_list_runs": 11,
     "pg_sends": 2000,
     "pg_per_proc": 500,
-    "tasks": [1000, 11, 100, 100_000, 11],
+    "tasks": {"tasks": 1000, "runs": 11, "dependents": 100, "messages": 100_000, "search_runs": 11},
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
@@ -91,7 +91,7 @@ SMOKE: dict[str, Any] = {
     "parallel_list_runs": 1,
     "pg_sends": 50,
     "pg_per_proc": 10,
-    "tasks": [20, 1, 5, 200, 1],
+    "tasks": {"tasks": 20, "runs": 1, "dependents": 5, "messages": 200, "search_runs": 1},
 }
 # Section 13 spawns real agents for tens of minutes: run only when named (--only delivery_real).
 OPT_IN = ("delivery_real", "fleet_roundtrip")
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         # smoke: search on SQLite only (the postgres section already starts a server)
         "tasks": (
-            lambda t: tasks.run(t, *sizes["tasks"], postgres=not args.smoke),
+            lambda t: tasks.run(t, **sizes["tasks"], postgres=not args.smoke),
             tasks.render,
         ),
         "delivery_real": (
