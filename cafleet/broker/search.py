@@ -4,7 +4,7 @@
 The user's query is never handed to the search engine's syntax: it is cut into words (letters
 and digits, as SQLite's unicode61 tokenizer cuts them), and each word is searched for literally,
 all of them required. A `"`, `*`, `-` or `AND` therefore never raises a syntax error. Each kind
-is ranked among its 1,000 newest matches, then the kinds are merged by score; the snippet is cut
+is ranked among its 500 newest matches, then the kinds are merged by score; the snippet is cut
 here from the matched text, the same on both dialects.
 """
 

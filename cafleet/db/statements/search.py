@@ -1,7 +1,7 @@
 """Statements of `cafleet.broker.search` (docs/storage.md §2.13): full-text search, one
 statement per kind of record.
 
-Each ranks only the 1,000 newest matches of its kind (`RECENT`), so a word every message holds
+Each ranks only the 500 newest matches of its kind (`RECENT`), so a word every message holds
 costs the same as a rare one, whatever the history's length. Each returns `id`, `fleet_id`, the
 indexed text and a `score` where lower is better on both dialects (bm25 on SQLite, minus
 `ts_rank` on PostgreSQL). `:query` is the user's words already made literal by the broker: FTS5
@@ -30,7 +30,7 @@ from sqlalchemy import (
 from cafleet.db.schema import fleets, members, messages, tasks
 from cafleet.db.statements import const, param
 
-RECENT = 1000  # matches of each kind ranked per search, the newest first
+RECENT = 500  # matches of each kind ranked per search, the newest first
 
 # The FTS5 tables of revision 0010 (not in the recorded shape: derived data, §3.13).
 search_messages = table("search_messages", column("rowid"), column("body"), column("fleet_id"))
@@ -53,8 +53,9 @@ def _in_scope(fleet_id: ColumnElement[Any]) -> ColumnElement[bool]:
     )
 
 
-def _ranked(recent: Select[Any]) -> Select[Any]:
-    sub = recent.order_by(literal_column("id").desc()).limit(const(RECENT)).subquery("recent")
+def _ranked(recent: Select[Any], newest: ColumnElement[Any] | None = None) -> Select[Any]:
+    order = literal_column("id") if newest is None else newest
+    sub = recent.order_by(order.desc()).limit(const(RECENT)).subquery("recent")
     return select(*sub.c).order_by(sub.c.score, sub.c.id.desc()).limit(param("limit"))
 
 
@@ -132,7 +133,10 @@ PG_MESSAGES = _ranked(
         _M_VECTOR.op("@@")(_QUERY),
         _indexed_message(),
         _in_scope(members.c.fleet_id),
-    )
+    ),
+    # `+ 0`: not the primary key's order, which would lead the planner to walk the table
+    # newest first, computing each row's tsvector, instead of reading the GIN index.
+    messages.c.message_id + literal_column("0"),
 )
 _T_VECTOR = _tsvector(
     tasks.c.title
@@ -149,7 +153,8 @@ PG_TASKS = _ranked(
         tasks.c.body.label("body"),
         tasks.c.result.label("result"),
         (-func.ts_rank(_T_VECTOR, _QUERY)).label("score"),
-    ).where(_T_VECTOR.op("@@")(_QUERY), _in_scope(tasks.c.fleet_id))
+    ).where(_T_VECTOR.op("@@")(_QUERY), _in_scope(tasks.c.fleet_id)),
+    tasks.c.task_id + literal_column("0"),
 )
 FLEET = select(fleets.c.fleet_id, fleets.c.deleted_at).where(fleets.c.fleet_id == param("fleet_id"))
 

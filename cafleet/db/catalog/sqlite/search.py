@@ -10,12 +10,12 @@ if TYPE_CHECKING:
 
 
 MESSAGES: Compiled = (
-    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_messages.rowid AS id, search_messages.fleet_id AS fleet_id, NULL AS title, search_messages.body AS body, NULL AS result, bm25(search_messages) AS score FROM search_messages WHERE (search_messages MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (search_messages.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR search_messages.fleet_id = ?) ORDER BY id DESC LIMIT 1000) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
+    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_messages.rowid AS id, search_messages.fleet_id AS fleet_id, NULL AS title, search_messages.body AS body, NULL AS result, bm25(search_messages) AS score FROM search_messages WHERE (search_messages MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (search_messages.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR search_messages.fleet_id = ?) ORDER BY id DESC LIMIT 500) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
     ("query", "fleet", "fleet", "limit"),
 )
 
 TASKS: Compiled = (
-    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_tasks.rowid AS id, search_tasks.fleet_id AS fleet_id, search_tasks.title AS title, search_tasks.body AS body, search_tasks.result AS result, bm25(search_tasks, 2.0, 1.0, 1.0) AS score FROM search_tasks WHERE (search_tasks MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (search_tasks.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR search_tasks.fleet_id = ?) ORDER BY id DESC LIMIT 1000) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
+    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_tasks.rowid AS id, search_tasks.fleet_id AS fleet_id, search_tasks.title AS title, search_tasks.body AS body, search_tasks.result AS result, bm25(search_tasks, 2.0, 1.0, 1.0) AS score FROM search_tasks WHERE (search_tasks MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (search_tasks.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR search_tasks.fleet_id = ?) ORDER BY id DESC LIMIT 500) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
     ("query", "fleet", "fleet", "limit"),
 )
 
