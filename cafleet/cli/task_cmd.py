@@ -11,7 +11,7 @@ from cafleet.cli.app import message_group, task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option, read_body_file
 from cafleet.cli.task_list_cmd import task_dict
-from cafleet.output import err, out, out_json, out_lines
+from cafleet.output import err, out, out_json, out_lines, record_dict
 from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
@@ -20,17 +20,20 @@ if TYPE_CHECKING:
 TASK_ID_HELP = "Task ID."
 
 
+THREAD_KEYS = (
+    "message_id",
+    "from_member_id",
+    "to_member_id",
+    "created_at",
+    "status",
+    "task_id",
+    "reply_to_message_id",
+    "text",
+)
+
+
 def thread_dict(message: ThreadMessage) -> dict[str, Any]:
-    return {
-        "message_id": message.message_id,
-        "from_member_id": message.from_member_id,
-        "to_member_id": message.to_member_id,
-        "created_at": message.created_at,
-        "status": message.status_state,
-        "task_id": message.task_id,
-        "reply_to_message_id": message.reply_to_message_id,
-        "text": message.text,
-    }
+    return record_dict(message, THREAD_KEYS, status="status_state")
 
 
 def _task_lines(task: Task) -> list[str]:

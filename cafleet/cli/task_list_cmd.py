@@ -14,7 +14,7 @@ from cafleet import broker
 from cafleet.cli.app import task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_option, json_option
-from cafleet.output import out_json, out_lines, table
+from cafleet.output import out_json, out_lines, record_dict, table
 
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task
@@ -22,23 +22,26 @@ if TYPE_CHECKING:
 TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
 
 
+TASK_KEYS = (
+    "task_id",
+    "fleet_id",
+    "title",
+    "body",
+    "state",
+    "creator_member_id",
+    "assignee_member_id",
+    "after",
+    "reason",
+    "result",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "state_since",
+)
+
+
 def task_dict(task: Task) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "fleet_id": task.fleet_id,
-        "title": task.title,
-        "body": task.body,
-        "state": task.state,
-        "creator_member_id": task.creator_member_id,
-        "assignee_member_id": task.assignee_member_id,
-        "after": list(task.after),
-        "reason": task.reason,
-        "result": task.result,
-        "created_at": task.created_at,
-        "started_at": task.started_at,
-        "finished_at": task.finished_at,
-        "state_since": task.state_since,
-    }
+    return record_dict(task, TASK_KEYS)
 
 
 @task_group.command("list", help="The fleet's board: every task, its state and assignee.")
