@@ -8,9 +8,10 @@ Full-text search over message bodies and tasks' titles, bodies and results (docs
 §3.13). Derived data only: no recorded table changes, so SHAPES["0010"] equals 0009's.
 
 - SQLite: two FTS5 tables, `search_messages` (rowid = message_id) and `search_tasks` (rowid =
-  task_id), each with the fleet as an UNINDEXED column, filled from the existing rows here and
-  kept in step by triggers, so an index entry is written in the transaction of its row. A
-  broadcast is indexed once, as its first delivery.
+  task_id, with the fleet as an UNINDEXED column), filled from the existing rows here and kept
+  in step by triggers, so an index entry is written in the transaction of its row. A broadcast
+  is indexed once, as its first delivery. The triggers read no other table: a trigger naming
+  `members` would make a later rebuild of `members` (`op.batch_alter_table`) fail.
 - PostgreSQL: GIN expression indexes on `to_tsvector('simple', ...)` of the same columns, which
   the server maintains with each row.
 
@@ -36,20 +37,17 @@ _INDEXED_MESSAGE = (
     "AND o.created_at = {m}.created_at AND o.origin_message_id = {m}.origin_message_id "
     "AND o.type = 'unicast' AND o.message_id < {m}.message_id))"
 )
-_FLEET_OF = "(SELECT fleet_id FROM members WHERE member_id = {m}.owner_member_id)"
 
 SQLITE = (
-    "CREATE VIRTUAL TABLE search_messages USING fts5(body, fleet_id UNINDEXED)",
+    "CREATE VIRTUAL TABLE search_messages USING fts5(body)",
     "CREATE VIRTUAL TABLE search_tasks USING fts5(title, body, result, fleet_id UNINDEXED)",
-    "INSERT INTO search_messages (rowid, body, fleet_id) "
-    f"SELECT m.message_id, m.text, {_FLEET_OF.format(m='m')} FROM messages AS m "
-    f"WHERE {_INDEXED_MESSAGE.format(m='m')}",
+    "INSERT INTO search_messages (rowid, body) "
+    f"SELECT m.message_id, m.text FROM messages AS m WHERE {_INDEXED_MESSAGE.format(m='m')}",
     "INSERT INTO search_tasks (rowid, title, body, result, fleet_id) "
     "SELECT task_id, title, body, result, fleet_id FROM tasks",
     "CREATE TRIGGER search_messages_insert AFTER INSERT ON messages "
     f"WHEN {_INDEXED_MESSAGE.format(m='new')} BEGIN "
-    "INSERT INTO search_messages (rowid, body, fleet_id) "
-    f"VALUES (new.message_id, new.text, {_FLEET_OF.format(m='new')}); END",
+    "INSERT INTO search_messages (rowid, body) VALUES (new.message_id, new.text); END",
     "CREATE TRIGGER search_messages_update AFTER UPDATE OF text ON messages "
     "WHEN new.text IS NOT old.text BEGIN "
     "UPDATE search_messages SET body = new.text WHERE rowid = new.message_id; END",

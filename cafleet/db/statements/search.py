@@ -28,11 +28,12 @@ from sqlalchemy import (
 )
 
 from cafleet.db.schema import fleets, members, messages, tasks
-from cafleet.db.statements import const, param
+from cafleet.db.statements import const, cross_join, param
 
 RECENT = 500  # matches of each kind ranked per search, the newest first
 
-# The FTS5 tables of revision 0010 (not in the recorded shape: derived data, §3.13).
+# The FTS5 tables of revision 0010 (not in the recorded shape: derived data, §3.13); a task's
+# fleet is a column of its index, a message's is its owner's.
 search_messages = table("search_messages", column("rowid"), column("body"), column("fleet_id"))
 search_tasks = table(
     "search_tasks",
@@ -66,15 +67,26 @@ def _fts(name: str, *weights: str) -> tuple[ColumnElement[Any], ColumnElement[An
 
 
 _M_MATCH, _M_SCORE = _fts("search_messages")
+# The fleet is the owner's: the index newest first (CROSS JOIN keeps it the outer loop), each
+# match's message and member by primary key.
 MESSAGES = _ranked(
     select(
         search_messages.c.rowid.label("id"),
-        search_messages.c.fleet_id.label("fleet_id"),
+        members.c.fleet_id.label("fleet_id"),
         null().label("title"),
         search_messages.c.body.label("body"),
         null().label("result"),
         _M_SCORE.label("score"),
-    ).where(_M_MATCH, _in_scope(search_messages.c.fleet_id))
+    )
+    .select_from(
+        cross_join(
+            cross_join(search_messages, messages, messages.c.message_id == search_messages.c.rowid),
+            members,
+            members.c.member_id == messages.c.owner_member_id,
+        )
+    )
+    .where(_M_MATCH, _in_scope(members.c.fleet_id)),
+    search_messages.c.rowid,
 )
 # A title's words count twice a body's or a result's.
 _T_MATCH, _T_SCORE = _fts("search_tasks", "2.0", "1.0", "1.0")

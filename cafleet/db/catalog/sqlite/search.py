@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 MESSAGES: Compiled = (
-    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_messages.rowid AS id, search_messages.fleet_id AS fleet_id, NULL AS title, search_messages.body AS body, NULL AS result, bm25(search_messages) AS score FROM search_messages WHERE (search_messages MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (search_messages.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR search_messages.fleet_id = ?) ORDER BY id DESC LIMIT 500) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
+    "SELECT recent.id, recent.fleet_id, recent.title, recent.body, recent.result, recent.score FROM (SELECT search_messages.rowid AS id, members.fleet_id AS fleet_id, NULL AS title, search_messages.body AS body, NULL AS result, bm25(search_messages) AS score FROM search_messages CROSS JOIN messages ON messages.message_id = search_messages.rowid CROSS JOIN members ON members.member_id = messages.owner_member_id WHERE (search_messages MATCH ?) AND (CAST(? AS BIGINT) IS NULL AND (members.fleet_id NOT IN (SELECT fleets.fleet_id FROM fleets WHERE fleets.deleted_at IS NOT NULL)) OR members.fleet_id = ?) ORDER BY search_messages.rowid DESC LIMIT 500) AS recent ORDER BY recent.score, recent.id DESC LIMIT ?",
     ("query", "fleet", "fleet", "limit"),
 )
 
