@@ -28,6 +28,27 @@ class TaskView(NamedTuple):
     seconds_in_state: dict[str, float]
 
 
+class TaskCost(NamedTuple):
+    """What a task's assignee used while it was in progress; ``usd`` None: unknown, and
+    ``unknown_reason`` says why."""
+
+    usd: float | None
+    unknown_reason: str | None
+
+
+class BoardEntry(NamedTuple):
+    """A task as the WebUI's board shows it: its age (seconds since it was created) and cost."""
+
+    task: Task
+    age_seconds: float
+    cost: TaskCost
+
+
+# The agents' records are summed per session, not per time span, so a task's share of its
+# assignee's usage cannot be told apart yet (docs/webui.md).
+COST_NOT_MEASURED = TaskCost(None, "usage is not yet measured per task")
+
+
 def create(
     conn: Connection,
     settings: Settings,
@@ -98,6 +119,27 @@ def show(conn: Connection, task_id: int, now: datetime | None = None) -> TaskVie
     return TaskView(detail, seconds_in_state(detail.events, detail.task, now))
 
 
+def in_progress_cost(task: Task) -> TaskCost:
+    """The tokens' cost ``task``'s assignee used while it was in progress."""
+    if task.started_at is None:
+        return TaskCost(None, "never started")
+    return COST_NOT_MEASURED
+
+
+def board_entry(task: Task, now: datetime | None = None) -> BoardEntry:
+    created = parse_ts(task.created_at)
+    age = 0.0 if created is None else max(0.0, ((now or utcnow()) - created).total_seconds())
+    return BoardEntry(task, age, in_progress_cost(task))
+
+
+def board(
+    conn: Connection, fleet_id: int, *, state: str | None = None, now: datetime | None = None
+) -> list[BoardEntry]:
+    """The fleet's tasks in id order (`task list`), each with its age and cost."""
+    now = now or utcnow()
+    return [board_entry(t, now) for t in broker.task_board(conn, fleet_id, state=state)]
+
+
 def seconds_in_state(
     events: list[TaskEvent], task: Task, now: datetime | None = None
 ) -> dict[str, float]:
@@ -132,13 +174,18 @@ def _delivered(conn: Connection, settings: Settings, change: TaskChange, warn: W
 
 
 __all__ = [
+    "BoardEntry",
+    "TaskCost",
     "TaskView",
     "assign",
     "block",
+    "board",
+    "board_entry",
     "cancel",
     "claim",
     "create",
     "done",
+    "in_progress_cost",
     "reopen",
     "seconds_in_state",
     "show",
