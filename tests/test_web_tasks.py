@@ -221,6 +221,8 @@ def test_a_token_guards_the_board(head_db: Path, world: World) -> None:
         for path, body in _changes(world, task_id):
             assert post(api, world, path, body).status_code == 401, path
         unchanged(api, before, head_db)
+        bearer = {**fleet_headers(world.fleet_id), "Authorization": "Bearer tok-123456789"}
+        assert [t["task_id"] for t in api.get("/api/tasks", headers=bearer).json()] == [task_id]
 
 
 def _changes(world: World, task_id: int) -> list[tuple[str, Any]]:
