@@ -140,6 +140,7 @@ FACADE: dict[str, tuple[str, ...]] = {
         "store_task_send",
         "task_board",
         "task_detail",
+        "task_events",
     ),
     "transfer": (
         "export_fleet",
@@ -257,6 +258,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         store_task_send,
         task_board,
         task_detail,
+        task_events,
     )
     from cafleet.broker.transfer import (
         export_fleet,
@@ -379,6 +381,7 @@ __all__ = [
     "store_task_send",
     "task_board",
     "task_detail",
+    "task_events",
     "timeline",
     "unacked_deliveries",
     "wake_roster",

@@ -71,6 +71,31 @@ class Tally:
         return tally
 
 
+# Usage is also kept per span of this many seconds of the time it was recorded, so a task can
+# be given what its assignee used while it was in progress (cafleet.workflows.tasks).
+SPAN_SECONDS = 10
+
+
+def add_timed(state: dict[str, Any], at: float | None, model: str, counts: Any) -> None:
+    """Add ``counts`` to ``state["timed"]``, under the span holding ``at`` (epoch seconds); a
+    record without a time is in the tally only."""
+    timed = state.setdefault("timed", {})
+    if at is None:
+        return
+    row = timed.setdefault(str(int(at // SPAN_SECONDS)), {})
+    Tally(row).add(model, counts)
+
+
+def timed_between(timed: Mapping[str, Any], start: float, end: float) -> Tally:
+    """The tally of the spans that overlap ``[start, end]`` (so to `SPAN_SECONDS`)."""
+    tally = Tally()
+    first, last = start // SPAN_SECONDS, end // SPAN_SECONDS
+    for key, by_model in timed.items():
+        if key.isdigit() and first <= int(key) <= last:
+            tally.merge(Tally.from_json(by_model))
+    return tally
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
@@ -136,9 +161,12 @@ __all__ = [
     "AgentRecords",
     "RecordUnreadable",
     "SessionRecord",
+    "SPAN_SECONDS",
     "Tally",
+    "add_timed",
     "count",
     "epoch",
     "prompt_matches",
+    "timed_between",
     "records_of",
 ]

@@ -697,10 +697,14 @@ def _fleet_task(ctx: Ctx, task_id: int) -> Task:
     return task
 
 
-def _changed(change: Callable[[list[str]], Task]) -> Any:
+def _entry(ctx: Ctx, task: Task) -> Any:
+    return _task_out(task_flows.entries(ctx.conn, ctx.config.settings, [task])[0])
+
+
+def _changed(ctx: Ctx, change: Callable[[list[str]], Task]) -> Any:
     warnings: list[str] = []
     task = change(warnings)
-    return {"task": _task_out(task_flows.board_entry(task)), "warnings": warnings}
+    return {"task": _entry(ctx, task), "warnings": warnings}
 
 
 def _task_text(value: str, field: str, *, blank_ok: bool) -> None:
@@ -714,7 +718,8 @@ def _task_routes(app: FastAPI) -> None:
     @app.get("/api/tasks", response_model=list[m.TaskOut], summary="The fleet's task board")
     @_raw
     def task_board(ctx: FleetCtx, state: BoardState = None) -> Any:
-        return [_task_out(e) for e in task_flows.board(ctx.conn, ctx.fleet.fleet_id, state=state)]
+        found = task_flows.board(ctx.conn, ctx.config.settings, ctx.fleet.fleet_id, state=state)
+        return [_task_out(e) for e in found]
 
     @app.get(
         "/api/tasks/{task_id}",
@@ -726,7 +731,7 @@ def _task_routes(app: FastAPI) -> None:
         _fleet_task(ctx, task_id)
         view = task_flows.show(ctx.conn, task_id)
         return {
-            "task": _task_out(task_flows.board_entry(view.detail.task)),
+            "task": _entry(ctx, view.detail.task),
             "seconds_in_state": view.seconds_in_state,
             "thread": [dataclasses.asdict(x) for x in view.detail.thread],
         }
@@ -741,6 +746,7 @@ def _task_routes(app: FastAPI) -> None:
         _task_text(body.title, "title", blank_ok=False)
         _task_text(body.body, "body", blank_ok=True)
         return _changed(
+            ctx,
             lambda warnings: task_flows.create(
                 ctx.conn,
                 ctx.config.settings,
@@ -751,7 +757,7 @@ def _task_routes(app: FastAPI) -> None:
                 assignee_id=body.assignee_member_id,
                 after=body.after,
                 warn=warnings.append,
-            )
+            ),
         )
 
     @app.post(
@@ -763,13 +769,14 @@ def _task_routes(app: FastAPI) -> None:
     def task_assign(ctx: FleetCtx, task_id: TaskId, body: m.AssignIn) -> Any:
         _fleet_task(ctx, task_id)
         return _changed(
+            ctx,
             lambda warnings: task_flows.assign(
                 ctx.conn,
                 ctx.config.settings,
                 task_id=task_id,
                 member_id=body.member_id,
                 warn=warnings.append,
-            )
+            ),
         )
 
     @app.post(
@@ -781,9 +788,10 @@ def _task_routes(app: FastAPI) -> None:
     def task_reopen(ctx: FleetCtx, task_id: TaskId) -> Any:
         _fleet_task(ctx, task_id)
         return _changed(
+            ctx,
             lambda warnings: task_flows.reopen(
                 ctx.conn, ctx.config.settings, task_id=task_id, warn=warnings.append
-            )
+            ),
         )
 
     @app.post(
@@ -795,9 +803,10 @@ def _task_routes(app: FastAPI) -> None:
     def task_cancel(ctx: FleetCtx, task_id: TaskId) -> Any:
         _fleet_task(ctx, task_id)
         return _changed(
+            ctx,
             lambda warnings: task_flows.cancel(
                 ctx.conn, ctx.config.settings, task_id=task_id, warn=warnings.append
-            )
+            ),
         )
 
 
