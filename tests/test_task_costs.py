@@ -16,6 +16,7 @@ from cafleet.records.tasks import TaskEvent
 from cafleet.sessions import Tally, records_of, timed_between
 from cafleet.sessions.prices import cost, load
 from cafleet.workflows import tasks
+from tests.cli_helpers import run_cli
 from tests.delivery_helpers import sql_write
 from tests.factories import World, build_world, connect
 from tests.test_sessions import (
@@ -96,6 +97,16 @@ def test_a_task_costs_what_its_assignee_used_while_it_was_in_progress(head_db: P
     with connect(head_db) as conn:
         found = tasks.costs(conn, load_settings(), [broker.get_task(conn, task_id)])[task_id]
     assert found.tally is not None and found.tally.by_model == expected.by_model
+    # `task show` says the same, as `member usage` counts a member's
+    code, out, err = run_cli("task", "show", str(task_id), "--json")
+    assert code == 0, err
+    assert json.loads(out)["task"]["in_progress_usage"] == {
+        "usage": {"input": 11, "output": 22, "cache_read": 33, "cache_write": 44},
+        "cost_usd": price,
+        "unknown_reason": None,
+    }
+    code, out, err = run_cli("task", "show", str(unstarted))
+    assert code == 0 and "used in progress: unknown (never started)" in out, err
 
 
 def test_an_unknown_session_is_an_unknown_cost_with_its_reason(head_db: Path) -> None:

@@ -729,7 +729,7 @@ def _task_routes(app: FastAPI) -> None:
     @_raw
     def task_page(ctx: FleetCtx, task_id: TaskId) -> Any:
         _fleet_task(ctx, task_id)
-        view = task_flows.show(ctx.conn, task_id)
+        view = task_flows.show(ctx.conn, ctx.config.settings, task_id)
         return {
             "task": _entry(ctx, view.detail.task),
             "seconds_in_state": view.seconds_in_state,

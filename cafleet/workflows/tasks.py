@@ -25,10 +25,12 @@ Warn = Callable[[str], None]
 
 
 class TaskView(NamedTuple):
-    """`task show`: the task, its thread and the seconds spent in each state so far."""
+    """`task show`: the task, its thread, the seconds spent in each state so far and what its
+    assignee used while it was in progress."""
 
     detail: TaskDetail
     seconds_in_state: dict[str, float]
+    cost: TaskCost
 
 
 class TaskCost(NamedTuple):
@@ -116,9 +118,13 @@ def cancel(conn: Connection, settings: Settings, *, task_id: int, warn: Warn) ->
     return _delivered(conn, settings, broker.cancel_task(conn, task_id=task_id), warn)
 
 
-def show(conn: Connection, task_id: int, now: datetime | None = None) -> TaskView:
+def show(
+    conn: Connection, settings: Settings, task_id: int, now: datetime | None = None
+) -> TaskView:
+    now = now or utcnow()
     detail = broker.task_detail(conn, task_id)
-    return TaskView(detail, seconds_in_state(detail.events, detail.task, now))
+    spent = seconds_in_state(detail.events, detail.task, now)
+    return TaskView(detail, spent, costs(conn, settings, [detail.task], now)[task_id])
 
 
 def board(
