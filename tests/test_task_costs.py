@@ -173,3 +173,11 @@ def test_an_old_usage_cache_is_read_again_for_its_times(tmp_path: Path) -> None:
     (found,) = read_usage(str(db_dir), [Subject(7, "claude", "s1")], {"HOME": str(home)})
     assert found.timed is not None
     assert timed_between(found.timed, T0, T0 + 10).totals() == (10, 1, 0, 0)
+
+
+def test_spans_are_looked_up_or_scanned_alike() -> None:
+    timed = {str(k): {"m": [k, 1, 0, 0]} for k in range(100, 200)}
+    timed["junk"] = {"m": [9, 9, 9, 9]}
+    # a short task (looked up) and the whole session (scanned): the spans overlapping each
+    assert timed_between(timed, 1505, 1525).totals() == (150 + 151 + 152, 3, 0, 0)
+    assert timed_between(timed, 0, 10**6).totals() == (sum(range(100, 200)), 100, 0, 0)

@@ -232,3 +232,29 @@ def _changes(world: World, task_id: int) -> list[tuple[str, Any]]:
         (f"/api/tasks/{task_id}/cancel", None),
         (f"/api/tasks/{task_id}/reopen", None),
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/tasks"),
+        ("GET", "/api/tasks/1"),
+        ("POST", "/api/tasks"),
+        ("POST", "/api/tasks/1/assign"),
+        ("POST", "/api/tasks/1/reopen"),
+        ("POST", "/api/tasks/1/cancel"),
+    ],
+)
+def test_every_task_route_names_its_fleet(api: Any, world: World, method: str, path: str) -> None:
+    make_task(world)
+    body = {"title": "x"} if path == "/api/tasks" else {"member_id": world.members["alice"]}
+    for headers, status, text in (
+        ({}, 400, "X-Fleet-Id header required"),
+        ({"X-Fleet-Id": "abc"}, 400, "X-Fleet-Id must be an integer"),
+        ({"X-Fleet-Id": "999"}, 404, "Fleet not found"),
+    ):
+        response = api.request(
+            method, path, headers=headers, json=body if method == "POST" else None
+        )
+        assert (response.status_code, response.json()) == (status, {"detail": text})
+    assert rows(world.db_path, "SELECT count(*) FROM tasks")[0][0] == 1

@@ -89,10 +89,14 @@ def add_timed(state: dict[str, Any], at: float | None, model: str, counts: Any) 
 def timed_between(timed: Mapping[str, Any], start: float, end: float) -> Tally:
     """The tally of the spans that overlap ``[start, end]`` (so to `SPAN_SECONDS`)."""
     tally = Tally()
-    first, last = start // SPAN_SECONDS, end // SPAN_SECONDS
-    for key, by_model in timed.items():
-        if key.isdigit() and first <= int(key) <= last:
-            tally.merge(Tally.from_json(by_model))
+    first, last = int(start // SPAN_SECONDS), int(end // SPAN_SECONDS)
+    if last - first < len(timed):  # a short task of a long session: look its spans up
+        keys: Any = (str(k) for k in range(first, last + 1))
+    else:
+        keys = (k for k in timed if k.isdigit() and first <= int(k) <= last)
+    for key in keys:
+        if key in timed:
+            tally.merge(Tally.from_json(timed[key]))
     return tally
 
 
