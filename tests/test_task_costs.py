@@ -15,7 +15,7 @@ from cafleet.config import load_settings
 from cafleet.records.tasks import TaskEvent
 from cafleet.sessions import Tally, records_of, timed_between
 from cafleet.sessions.prices import cost, load
-from cafleet.workflows import tasks
+from cafleet.workflows import task_costs
 from tests.cli_helpers import run_cli
 from tests.delivery_helpers import sql_write
 from tests.factories import World, build_world, connect
@@ -95,7 +95,7 @@ def test_a_task_costs_what_its_assignee_used_while_it_was_in_progress(head_db: P
         "never started",
     )
     with connect(head_db) as conn:
-        found = tasks.costs(conn, load_settings(), [broker.get_task(conn, task_id)])[task_id]
+        found = task_costs.costs(conn, load_settings(), [broker.get_task(conn, task_id)])[task_id]
     assert found.tally is not None and found.tally.by_model == expected.by_model
     # `task show` says the same, as `member usage` counts a member's
     code, out, err = run_cli("task", "show", str(task_id), "--json")
@@ -126,7 +126,7 @@ def test_in_progress_spans_follow_the_events_up_to_now() -> None:
         TaskEvent("in_progress", iso(T0 + 30), 6),
     ]
     task: Any = type("T", (), {"assignee_member_id": 6})()
-    spans = tasks.in_progress_spans(with_events, task, at(T0 + 45))
+    spans = task_costs.in_progress_spans(with_events, task, at(T0 + 45))
     assert spans == [(5, T0 + 10, T0 + 20), (6, T0 + 30, T0 + 45)]
 
 

@@ -11,11 +11,11 @@ from cafleet.cli.app import message_group, task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option, read_body_file
 from cafleet.output import err, out, out_json, out_lines, table
-from cafleet.sessions import COUNTS
 from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task, ThreadMessage
+    from cafleet.workflows.task_costs import TaskCost
 
 TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
 TASK_ID_HELP = "Task ID."
@@ -176,27 +176,25 @@ def task_show(task_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
 
-    view = tasks.show(conn, inv.settings, task_id)
+    # Only `task show` reads the agents' records: the other task commands never import them.
+    from cafleet.workflows import task_costs
+
+    shown_view = task_costs.show(conn, inv.settings, task_id)
+    view, cost = shown_view.view, shown_view.cost
     detail = view.detail
     if as_json:
         shown = task_dict(detail.task)
         shown["seconds_in_state"] = view.seconds_in_state
-        shown["in_progress_usage"] = _usage_dict(view.cost)
+        shown["in_progress_usage"] = cost.as_dict()
         out_json({"task": shown, "thread": [thread_dict(m) for m in detail.thread]})
         return
     out_lines(_task_lines(detail.task))
     spent = ", ".join(f"{s} {round(v)}s" for s, v in view.seconds_in_state.items())
-    lines = [f"time in state: {spent or '-'}", f"used in progress: {_usage_text(view.cost)}"]
+    lines = [f"time in state: {spent or '-'}", f"used in progress: {_usage_text(cost)}"]
     out_lines(["", *lines, "", *_thread_lines(detail.thread)])
 
 
-def _usage_dict(cost: tasks.TaskCost) -> dict[str, Any]:
-    """As `member usage --json` shows a member's (docs/cli.md §2.28)."""
-    counts = None if cost.tally is None else dict(zip(COUNTS, cost.tally.totals(), strict=True))
-    return {"usage": counts, "cost_usd": cost.usd, "unknown_reason": cost.unknown_reason}
-
-
-def _usage_text(cost: tasks.TaskCost) -> str:
+def _usage_text(cost: TaskCost) -> str:
     if cost.tally is None:
         return f"unknown ({cost.unknown_reason})"
     i, o, cr, cw = cost.tally.totals()

@@ -42,8 +42,9 @@ from cafleet.text import check_inline_body
 from cafleet.web import models as m
 from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
+from cafleet.web.timeline import ack_at, group
 from cafleet.workflows import errors as we
-from cafleet.workflows import messaging
+from cafleet.workflows import messaging, task_costs
 from cafleet.workflows import tasks as task_flows
 from cafleet.workflows.answering import AnswerRefused, choice_problem, showing
 from cafleet.workflows.answering import answer as answer_prompt  # the route below is `answer`
@@ -556,8 +557,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def timeline(ctx: FleetCtx) -> Any:
-        from cafleet.web.timeline import ack_at, group
-
         rows = broker.timeline(ctx.conn, fleet_id=ctx.fleet.fleet_id, limit=TIMELINE_LIMIT)
         entries = group(rows)
         ids = {r.from_member_id for r in rows} | {r.owner_member_id for r in rows}
@@ -679,7 +678,7 @@ TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 BoardState = Annotated[m.TaskState | None, Query(description="Only this state.")]
 
 
-def _task_out(entry: task_flows.BoardEntry) -> Any:
+def _task_out(entry: task_costs.BoardEntry) -> Any:
     return {
         **dataclasses.asdict(entry.task),
         "after": list(entry.task.after),
@@ -698,7 +697,7 @@ def _fleet_task(ctx: Ctx, task_id: int) -> Task:
 
 
 def _entry(ctx: Ctx, task: Task) -> Any:
-    return _task_out(task_flows.entries(ctx.conn, ctx.config.settings, [task])[0])
+    return _task_out(task_costs.entries(ctx.conn, ctx.config.settings, [task])[0])
 
 
 def _changed(ctx: Ctx, change: Callable[[list[str]], Task]) -> Any:
@@ -718,7 +717,7 @@ def _task_routes(app: FastAPI) -> None:
     @app.get("/api/tasks", response_model=list[m.TaskOut], summary="The fleet's task board")
     @_raw
     def task_board(ctx: FleetCtx, state: BoardState = None) -> Any:
-        found = task_flows.board(ctx.conn, ctx.config.settings, ctx.fleet.fleet_id, state=state)
+        found = task_costs.board(ctx.conn, ctx.config.settings, ctx.fleet.fleet_id, state=state)
         return [_task_out(e) for e in found]
 
     @app.get(
@@ -729,7 +728,7 @@ def _task_routes(app: FastAPI) -> None:
     @_raw
     def task_page(ctx: FleetCtx, task_id: TaskId) -> Any:
         _fleet_task(ctx, task_id)
-        view = task_flows.show(ctx.conn, ctx.config.settings, task_id)
+        view = task_flows.show(ctx.conn, task_id)
         return {
             "task": _entry(ctx, view.detail.task),
             "seconds_in_state": view.seconds_in_state,
