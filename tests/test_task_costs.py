@@ -90,10 +90,8 @@ def test_a_task_costs_what_its_assignee_used_while_it_was_in_progress(head_db: P
         page = api.get(f"/api/tasks/{task_id}", headers=fleet_headers(world.fleet_id)).json()
     assert (board[task_id]["cost_usd"], board[task_id]["cost_unknown_reason"]) == (price, None)
     assert page["task"]["cost_usd"] == price
-    assert (board[unstarted]["cost_usd"], board[unstarted]["cost_unknown_reason"]) == (
-        None,
-        "never started",
-    )
+    # never in progress: it used nothing
+    assert (board[unstarted]["cost_usd"], board[unstarted]["cost_unknown_reason"]) == (0.0, None)
     with connect(head_db) as conn:
         found = task_costs.costs(conn, load_settings(), [broker.get_task(conn, task_id)])[task_id]
     assert found.tally is not None and found.tally.by_model == expected.by_model
@@ -106,7 +104,12 @@ def test_a_task_costs_what_its_assignee_used_while_it_was_in_progress(head_db: P
         "unknown_reason": None,
     }
     code, out, err = run_cli("task", "show", str(unstarted))
-    assert code == 0 and "used in progress: unknown (never started)" in out, err
+    assert code == 0 and "used in progress: in 0 · out 0 · cache 0 · $0.0000" in out, err
+    # reopened, it keeps what was used before (its `started_at` is cleared)
+    with connect(head_db) as conn:
+        broker.reopen_task(conn, task_id=task_id, now=at(T0 + 400))
+        again = task_costs.costs(conn, load_settings(), [broker.get_task(conn, task_id)])
+    assert again[task_id].usd == price
 
 
 def test_an_unknown_session_is_an_unknown_cost_with_its_reason(head_db: Path) -> None:

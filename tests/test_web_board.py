@@ -43,6 +43,7 @@ def test_create_assign_live_done_then_cancel_and_reopen(tmux_db: TmuxHarness, pa
         poll(lambda: column_of(page, task_id) == "ready", message="never on the board")
         card = page.locator(f"[data-testid=task-card][data-task-id='{task_id}']")
         assert card.locator("[data-testid=task-assignee]").inner_text() == "unassigned"
+        assert card.locator("[data-testid=task-cost]").inner_text() == "$0.0000"  # not started
         assert "write <b>the</b> report" in card.inner_text()  # text, not markup
         assert card.locator("b").count() == 0
 
@@ -67,6 +68,12 @@ def test_create_assign_live_done_then_cancel_and_reopen(tmux_db: TmuxHarness, pa
                            "--result", "sent it")  # fmt: skip
         assert done.returncode == 0, done.stderr
         poll(lambda: column_of(page, task_id) == "done", message="never done on the board")
+        # the fake agent keeps no session records: its cost is unknown, the reason its title
+        cost = card.locator("[data-testid=task-cost]")
+        assert (cost.inner_text(), cost.get_attribute("title")) == (
+            "cost ?",
+            "no session known yet",
+        )
         poll(lambda: page.locator("[data-testid=task-field-result]").inner_text() == "sent it")
         assert page.locator("[data-testid=task-cancel]").is_hidden()
 

@@ -51,7 +51,9 @@ class CostedView(NamedTuple):
     cost: TaskCost
 
 
-NEVER_STARTED = TaskCost(None, "never started")
+def _nothing() -> TaskCost:
+    """A task never in progress used nothing."""
+    return TaskCost(0.0, None, Tally())
 
 
 def show(
@@ -93,12 +95,15 @@ def costs(
     """What each task's assignee used while it was in progress: the usage its agent recorded
     in those spans of time (to `cafleet.sessions.SPAN_SECONDS`), priced as `member usage`."""
     now = now or utcnow()
-    out = {t.task_id: NEVER_STARTED for t in tasks if t.started_at is None}
-    started = [t for t in tasks if t.started_at is not None]
+    # Only a task that changed state since it was created can have been in progress (a
+    # reopened one no longer has a `started_at`).
+    moved = [t for t in tasks if t.started_at is not None or t.state_since != t.created_at]
+    events = broker.task_events(conn, [t.task_id for t in moved]) if moved else {}
+    spans = {t.task_id: in_progress_spans(events[t.task_id], t, now) for t in moved}
+    out = {t.task_id: _nothing() for t in tasks if not spans.get(t.task_id)}
+    started = [t for t in tasks if spans.get(t.task_id)]
     if not started:
         return out
-    events = broker.task_events(conn, [t.task_id for t in started])
-    spans = {t.task_id: in_progress_spans(events[t.task_id], t, now) for t in started}
     ids = sorted({member_id for found in spans.values() for member_id, _, _ in found})
     members = [broker.get_member(conn, member_id) for member_id in ids]
     used = {u.member_id: u for u in usage(conn, settings.db_dir, members, learn_missing=False)}
@@ -145,7 +150,6 @@ def in_progress_spans(
 
 
 __all__ = [
-    "NEVER_STARTED",
     "BoardEntry",
     "CostedView",
     "TaskCost",

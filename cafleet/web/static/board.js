@@ -7,7 +7,6 @@ const TASK_STATES = ["waiting", "ready", "in_progress", "blocked", "done", "canc
 const board = { taskId: null }; // the task whose page is open
 
 function costText(task) {
-  if (task.started_at === null) return "cost -"; // never started (or reopened since)
   if (task.cost_usd === null) return "cost ?"; // unknown: its reason is the title
   return `$${task.cost_usd.toFixed(4)}`;
 }
