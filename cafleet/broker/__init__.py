@@ -145,6 +145,7 @@ FACADE: dict[str, tuple[str, ...]] = {
         "reopen_task",
         "store_task_send",
         "task_detail",
+        "task_events",
     ),
     "transfer": (
         "export_fleet",
@@ -269,6 +270,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         reopen_task,
         store_task_send,
         task_detail,
+        task_events,
     )
     from cafleet.broker.transfer import (
         export_fleet,
@@ -394,6 +396,7 @@ __all__ = [
     "store_task_send",
     "task_board",
     "task_detail",
+    "task_events",
     "timeline",
     "unacked_deliveries",
     "wake_roster",

@@ -89,6 +89,18 @@ def task_detail(conn: Connection, task_id: int) -> TaskDetail:
         return TaskDetail(task, thread, events)
 
 
+def task_events(conn: Connection, task_ids: Iterable[int]) -> dict[int, list[TaskEvent]]:
+    """Every state each task entered, in order (the board's costs)."""
+    with tx.read(conn):
+        return {
+            task_id: [
+                TaskEvent(r["state"], r["at"], r["member_id"])
+                for r in conn.execute(q.EVENTS, {"task_id": task_id}).all()
+            ]
+            for task_id in task_ids
+        }
+
+
 def message_thread(conn: Connection, message_id: int) -> list[ThreadMessage]:
     """Message ``message_id``'s thread: from the first message its `reply_to` links lead to,
     every reply below it, in id order."""

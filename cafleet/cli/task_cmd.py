@@ -16,6 +16,7 @@ from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task, ThreadMessage
+    from cafleet.workflows.task_costs import TaskCost
 
 TASK_ID_HELP = "Task ID."
 
@@ -133,16 +134,30 @@ def task_show(task_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
 
-    view = tasks.show(conn, task_id)
+    # Only `task show` reads the agents' records: the other task commands never import them.
+    from cafleet.workflows import task_costs
+
+    shown_view = task_costs.show(conn, inv.settings, task_id)
+    view, cost = shown_view.view, shown_view.cost
     detail = view.detail
     if as_json:
         shown = task_dict(detail.task)
         shown["seconds_in_state"] = view.seconds_in_state
+        shown["in_progress_usage"] = cost.as_dict()
         out_json({"task": shown, "thread": [thread_dict(m) for m in detail.thread]})
         return
     out_lines(_task_lines(detail.task))
     spent = ", ".join(f"{s} {round(v)}s" for s, v in view.seconds_in_state.items())
-    out_lines(["", f"time in state: {spent or '-'}", "", *_thread_lines(detail.thread)])
+    lines = [f"time in state: {spent or '-'}", f"used in progress: {_usage_text(cost)}"]
+    out_lines(["", *lines, "", *_thread_lines(detail.thread)])
+
+
+def _usage_text(cost: TaskCost) -> str:
+    if cost.tally is None:
+        return f"unknown ({cost.unknown_reason})"
+    i, o, cr, cw = cost.tally.totals()
+    price = f"${cost.usd:.4f}" if cost.usd is not None else f"cost unknown ({cost.unknown_reason})"
+    return f"in {i} · out {o} · cache {cr + cw} · {price}"
 
 
 @task_group.command("assign", help="Give a task to a member (sent to it when ready).")
