@@ -34,16 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cafleet.agents.registry import agent_names, load_agent
 from tests.harness import util
 
 REPO = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO / ".ci" / "real-agents.txt"
-PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "opencode": "opencode-ai",
-    "gemini": "@google/gemini-cli",
-}
+PACKAGES = {name: load_agent(name).npm_package for name in agent_names()}
 AGENTS = tuple(PACKAGES)
 
 
