@@ -498,7 +498,7 @@ def gemini_conversation(body: dict[str, Any]) -> Conversation:
             elif isinstance(part.get("functionResponse"), dict):
                 response = part["functionResponse"].get("response")
                 if isinstance(response, dict) and isinstance(response.get("output"), str):
-                    results.append(response["output"])
+                    results.append(_gemini_shell_output(response["output"]))
                 else:
                     results.append(json.dumps(response))
     conv.calls = [
@@ -510,6 +510,14 @@ def gemini_conversation(body: dict[str, Any]) -> Conversation:
         for i, (name, args) in enumerate(calls)
     ]
     return conv
+
+
+def _gemini_shell_output(text: str) -> str:
+    """What a command printed, from Gemini CLI 0.61's shell result: ``<untrusted_context>``,
+    ``Output: <output>``, ``Process Group PGID: <n>``, ``</untrusted_context>``."""
+    text = re.sub(r"^<untrusted_context>\n|\n?</untrusted_context>$", "", text)
+    text = re.sub(r"\nProcess Group PGID: \d+$", "", text)
+    return text[len("Output: ") :] if text.startswith("Output: ") else text
 
 
 def _gemini_text(parts: Any) -> str:
