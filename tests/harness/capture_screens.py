@@ -583,7 +583,7 @@ def _stalled() -> Iterator[str]:
 
 
 def gemini(h: TmuxHarness, rec: Recorder) -> None:
-    from tests.harness.scripted_model import ScriptedModel, shell
+    from tests.harness.scripted_model import Action, ScriptedModel, shell
 
     def footer_ready(t: str) -> bool:
         return _gemini_empty(t) and "workspace (/directory)" in t
@@ -599,6 +599,7 @@ def gemini(h: TmuxHarness, rec: Recorder) -> None:
                  note="ready, text typed but not submitted")  # fmt: skip
         clear_composer(a, _gemini_empty)
 
+        time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
         a.submit(line(12))
         text = a.wait_screen(r"esc to cancel")
         rec.save("working", text, state="working", composer="", frames=(frame(12),),
@@ -638,18 +639,30 @@ def gemini(h: TmuxHarness, rec: Recorder) -> None:
     def run_always(conv: Any, cwd: str) -> Any:
         return shell("echo captured > captured.txt") if not conv.calls else None
 
-    with ScriptedModel(run_always) as model:
-        with agent_in(h, "gemini", name="gemini-ask", model_url=model.base_url("gemini")) as a:
+    with (
+        ScriptedModel(run_always) as model,
+        agent_in(h, "gemini", name="gemini-ask", model_url=model.base_url("gemini")) as a,
+    ):
+        poll_until(a, footer_ready)
+        time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
+        a.submit(line(14, "run it"), settle=0.5)
+        a.wait_screen(r"Allow execution of", timeout=60)
+        time.sleep(0.5)
+        rec.save("permission", a.capture(), state="awaiting_user", composer=None,
+                 frames=(frame(14),), note="the model asked for a shell command: its prompt")  # fmt: skip
+
+    def write_always(conv: Any, cwd: str) -> Any:
+        return Action("write", path=f"{cwd}/w.txt", content="written") if not conv.calls else None
+
+    with ScriptedModel(write_always) as model:
+        with agent_in(h, "gemini", name="gemini-write", model_url=model.base_url("w")) as a:
             poll_until(a, footer_ready)
-            a.submit(line(14, "run it"), settle=0.5)
-            # An Enter in its first seconds can be lost (the line stays in the composer).
-            time.sleep(3.0)
-            if re.search(r"^ > \[cafleet msg 14", a.capture(), re.M):
-                a.keys("Enter")
-            text = a.wait_screen(r"Allow execution of", timeout=60)
+            time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
+            a.submit(line(15, "write it"), settle=0.5)
+            a.wait_screen(r"Apply this change", timeout=60)
             time.sleep(0.5)
-            rec.save("permission", a.capture(), state="awaiting_user", composer=None,
-                     frames=(frame(14),), note="the model asked for a shell command: its prompt")  # fmt: skip
+            rec.save("permission-write", a.capture(), state="awaiting_user", composer=None,
+                     frames=(frame(15),), note="the model asked to write a file: its prompt")  # fmt: skip
         with agent_in(h, "gemini", name="gemini-yolo", args=["--approval-mode", "yolo"],
                       model_url=model.base_url("yolo")) as a:  # fmt: skip
             text = a.wait_screen(r"YOLO", timeout=60)

@@ -12,7 +12,7 @@ from cafleet.delivery.screens.prompts import clean, numbered
 _RULE = re.compile(r"^─{20,}$")
 # Its dialogs are boxes (│ … │); the permission prompt nests the command in a second box.
 _BOX = re.compile(r"^\s*[│╭╰]\s?[│╭╰]?\s*|\s*[│╮╯]\s*[│╮╯]?\s*$")
-_TITLE = re.compile(r"Allow execution of \[|\bAllow (modification|execution)\b|Do you trust ")
+_TITLE = re.compile(r"Allow execution of \[|Apply this change\?")
 _SHORTCUT = re.compile(r"^(.*\S)\s+\((esc)\)$")
 
 
@@ -75,14 +75,20 @@ SCREENS = AgentScreens(
     cues=(
         Cue(
             "awaiting_user",
-            r"Allow execution of \[|Allow (modification|execution)\b",
+            r"Allow execution of \[",
             "screen",
             "│ Allow execution of [Shell]?                                                                                          │",
             "permission-1.txt",
-            "The question of its tool-confirmation box (captured: a shell command the scripted "
-            "model asked for under --approval-mode default); the edit variant is from the "
-            "0.61.0 bundle's strings.",
-            confidence="high (captured); medium for the edit wording",
+            "The question of its tool-confirmation box for a command (captured: a shell command "
+            "the scripted model asked for under --approval-mode default).",
+        ),
+        Cue(
+            "awaiting_user",
+            r"│ Apply this change\?",
+            "screen",
+            "│ Apply this change?                                                                                                   │",
+            "permission-write-1.txt",
+            "The question of the box for a file write or edit (captured).",
         ),
         Cue(
             "awaiting_user",
