@@ -821,11 +821,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _gemini_json(self, rec: Recorded, body: dict[str, Any]) -> None:
         """A side call (Gemini CLI's routing, next-speaker or summary requests): JSON of the
-        asked schema, else text; no usage, as Gemini CLI records none for them."""
+        asked schema, else text; no usage (Gemini CLI records none for them)."""
         config = body.get("generationConfig") or {}
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
         text = json.dumps(schema_value(schema)) if schema else self.server.model.side_text
         rec.action = say(text)
+        rec.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.server.model.count(rec.client, 0, 0)  # served, with no usage to report
         parts = [{"text": text}]
         self._json({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}]})  # fmt: skip
 
