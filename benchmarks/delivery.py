@@ -30,7 +30,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "screens"
-AGENTS = ("claude", "codex", "opencode")
+AGENTS = ("claude", "codex", "opencode", "gemini")
 EM = "\u2014"
 
 
@@ -181,14 +181,18 @@ def _stamp(h: Any, message_id: int) -> str | None:
     return rows[0][0] if rows else None
 
 
-def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, Any]:
-    """One member spawned, one message at a random 0-15 s after the create."""
+def _fresh_trial(
+    h: Any, ids: Any, agent: str, n: int, api: str, model_url: str | None = None
+) -> dict[str, Any]:
+    """One member spawned, one message at a random 0-15 s after the create. ``model_url``: a
+    scripted model instead of the hanging API (Gemini CLI keeps a line queued while its turn
+    runs in memory only: its record gets it once the turn ends)."""
     from cafleet.db.timefmt import parse_ts
     from tests.harness.real_member import RealMember, arrivals, arrived_count, first_arrival
     from tests.harness.util import retry_until
 
     offset = random.uniform(0, 15)
-    member = RealMember(h, agent, f"bench-{agent}-{n}", api_url=api)
+    member = RealMember(h, agent, f"bench-{agent}-{n}", api_url=api, model_url=model_url)
     trial: dict[str, Any] = {"agent": agent, "offset_s": round(offset, 2)}
     try:
         member.create(ids.fleet_id, "You are a cafleet member. Wait for messages.")
@@ -349,9 +353,10 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
     from tests.fleet_helpers import create_fleet, start_loop, stop_loop
     from tests.harness.real_agents import binary
     from tests.harness.real_member import hanging_api
+    from tests.harness.scripted_model import scripted_model
 
     out: dict[str, Any] = {"trials": trials, "ready_trials": ready_trials, "agents": {}}
-    with _private_tmux() as h, hanging_api() as api:
+    with _private_tmux() as h, hanging_api() as api, scripted_model() as model:
         assert h.cli("setup").returncode == 0
         ids = create_fleet(h)
         stop_loop(h, ids.fleet_id)
@@ -361,8 +366,9 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 out["agents"][agent] = {"skipped": "not installed"}
                 continue
             rows = []
+            answering = model.base_url(f"fresh-{agent}") if agent == "gemini" else None
             for n in range(trials):
-                row = _fresh_trial(h, ids, agent, n, api)
+                row = _fresh_trial(h, ids, agent, n, api, answering)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             ready = [_ready_trial(h, tmp, agent, n, api) for n in range(ready_trials)]
