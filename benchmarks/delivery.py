@@ -30,7 +30,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "screens"
-AGENTS = ("claude", "codex", "opencode", "gemini")
+# Section 12's screen-mode fakes (tests/harness/fake_screens.py draws these three agents).
+AGENTS = ("claude", "codex", "opencode")
 EM = "\u2014"
 
 
