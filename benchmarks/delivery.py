@@ -299,7 +299,7 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
     previous line's turn has ended; then the agent's own record must hold each exactly once."""
     from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.delivery.policy import SCROLLBACK_LINES
-    from cafleet.delivery.screens import message_frame
+    from cafleet.delivery.screens import composer_text, message_frame
     from cafleet.mux import PaneKey
     from tests.harness.real_agents import RealAgent
     from tests.harness.scripted_model import scripted_model
@@ -318,6 +318,9 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
             a.start()
             a.wait_state("ready", timeout=240)
             a.submit("hello", settle=1.0)  # the first turn (opencode leaves its home screen)
+            time.sleep(3.0)
+            if composer_text(agent, a.capture()) == "hello":
+                a.keys("Enter")  # Gemini CLI can lose an Enter in its first seconds
             a.wait_screen(r"OK\.", timeout=180)
             backend = h.backend(tmux_bin=h.real_tmux)  # the product's cost, not the shim's
             for n, text in enumerate(lines):

@@ -35,10 +35,11 @@ POLICY = InputPolicy(
     "Escape",
     "A line submitted while Gemini CLI works is queued ('Queued (press ↑ to edit)') and "
     "sent after the turn; one Escape cancels the turn and sends a queued line at once. "
-    "Ctrl-U empties the composer. Pasted (bracketed) with Enter 0.1 s later "
-    "(docs/agent-screens.md §6.1).",
+    "Ctrl-U empties the composer. Pasted (bracketed) with Enter 0.3 s later: taken 3/3 "
+    "ready, where 0.1 s lost 1 in 3; an Enter in its first seconds after start-up can be "
+    "lost, so Enter is pressed again after 3 s (docs/agent-screens.md §6.1).",
     paste=True,
-    settle=0.1,
+    settle=0.3,
 )
 
 
