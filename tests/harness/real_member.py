@@ -241,8 +241,12 @@ def arrivals(member: RealMember) -> list[tuple[str, float | None, bool]]:
                     continue
                 text = "".join(str(p.get("text", "")) for p in rec.get("content") or []
                                if isinstance(p, dict))  # fmt: skip
-                if not text.startswith("<session_context>"):
-                    out.append((text, _epoch(rec.get("timestamp")), False))
+                if not text or text.startswith("<session_context>"):
+                    continue  # a tool result's record, or Gemini's own context
+                # Lines queued while it worked are sent as one message, joined by a blank
+                # line: each is one arrival.
+                for part in re.split(r"\n\n(?=\[cafleet msg )", text):
+                    out.append((part, _epoch(rec.get("timestamp")), False))
     else:
         for message in a._opencode_messages():
             info = message.get("info") or {}
