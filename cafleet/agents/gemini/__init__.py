@@ -36,8 +36,10 @@ POLICY = InputPolicy(
     "A line submitted while Gemini CLI works is queued ('Queued (press ↑ to edit)') and "
     "sent after the turn; one Escape cancels the turn and sends a queued line at once. "
     "Ctrl-U empties the composer. Pasted (bracketed) with Enter 0.3 s later: taken 3/3 "
-    "ready, where 0.1 s lost 1 in 3; an Enter in its first seconds after start-up can be "
-    "lost, so Enter is pressed again after 3 s (docs/agent-screens.md §6.1).",
+    "ready, where 0.1 s lost 1 in 3. An Enter in its first seconds after start-up can be "
+    "lost; its composer empties at once on a taken line and ignores an empty Enter, so "
+    "Enter is pressed again after 1.5 s (docs/agent-screens.md §6.1).",
+    enter_again_after=1.5,
     paste=True,
     settle=0.3,
 )
