@@ -22,6 +22,7 @@ import json
 import os
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -68,8 +69,15 @@ def _private_tmux() -> Iterator[Any]:
         # one), and every section would then share it (fleet 1 "demo" of one section refusing
         # the next section's Director pane), or write into the user's database.
         mp.delenv("CAFLEET_DATABASE_URL", raising=False)
-        with private_tmux(mp) as h:
-            yield h
+        # And a HOME of its own: `cafleet setup` there installs the agents' skills, presets
+        # and policy files, never into the user's own ~/.claude, ~/.gemini ...
+        with tempfile.TemporaryDirectory(prefix="cafleet-bench-home-") as home:
+            mp.setenv("HOME", home)
+            for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
+                         "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME"):  # fmt: skip
+                mp.delenv(name, raising=False)
+            with private_tmux(mp) as h:
+                yield h
 
 
 # --------------------------------------------------------------------------- section 12
