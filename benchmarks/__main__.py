@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "--real-ready", type=int, default=3, help="delivery_real: ready-pane sends per agent"
     )
     parser.add_argument(
-        "--real-agents", default="claude,codex,opencode", help="delivery_real: agents"
+        "--real-agents", default="claude,codex,opencode,gemini", help="delivery_real: agents"
     )
     parser.add_argument(
         "--fleet-mixes",

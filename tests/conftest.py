@@ -43,6 +43,7 @@ _CLEARED = (
     # directory is under the test's HOME.
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "GEMINI_CLI_HOME",
     "OPENCODE_CONFIG_DIR",
     "XDG_CONFIG_HOME",
 )
@@ -208,13 +209,14 @@ def head_db(
     return db_path
 
 
-def install_assets(
-    db_path: Path, agents: tuple[str, ...] = ("claude", "codex", "opencode")
-) -> None:
-    """`cafleet setup`'s assets half for ``agents``, in process; fails the test on a failure."""
+def install_assets(db_path: Path, agents: tuple[str, ...] | None = None) -> None:
+    """`cafleet setup`'s assets half for ``agents`` (default: every registered agent), in
+    process; fails the test on a failure."""
     import cafleet
+    from cafleet.agents.registry import agent_names
     from cafleet.assets.setup import run_assets_half
 
+    agents = agent_names() if agents is None else agents
     results = run_assets_half(
         agents, db_path=str(db_path), record=True, version=cafleet.__version__
     )

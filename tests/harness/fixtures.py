@@ -36,10 +36,11 @@ from typing import Any, cast
 
 import pytest
 
+from cafleet.agents.registry import agent_names
 from tests.harness import util
 
 SESSION = "fleet test"
-AGENTS = ("claude", "codex", "opencode")
+AGENTS = agent_names()  # every registered agent gets a fake binary
 HARNESS_VARS = ("CAFLEET_FAKE_DIR", "CAFLEET_REAL_TMUX", "CAFLEET_TMUX_FAULTS")
 _HERE = Path(__file__).resolve().parent
 _counter = itertools.count()
