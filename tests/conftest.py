@@ -223,7 +223,7 @@ def install_assets(
 
 
 @pytest.fixture
-def conn(head_db: Path):
+def conn(head_db: Path) -> Iterator[Any]:
     """A validated connection to the head database (what the CLI guard hands a command)."""
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db.runtime import close_connection
