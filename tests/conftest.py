@@ -149,7 +149,7 @@ def pg_server() -> Iterator[Any]:
                 os.environ["CAFLEET_DATABASE_URL"] = saved
         yield server
     finally:
-        server.stop()
+        server.stop(wait=False)
 
 
 def _pg_database(
