@@ -198,75 +198,83 @@ def label_lines(pairs: Iterable[tuple[str, str]], width: int, indent: str = "") 
 # --- records (docs/cli.md §1.10), keys in contract order ------------------------------------------
 
 
+def record_dict(record: Any, keys: Sequence[str], **renamed: str) -> dict[str, Any]:
+    """A record as its JSON object: `keys` in contract order, each read from the record's field of
+    that name (or of the name `renamed` maps the key to); a tuple becomes a list."""
+    result: dict[str, Any] = {}
+    for key in keys:
+        value = getattr(record, renamed.get(key, key))
+        result[key] = list(value) if isinstance(value, tuple) else value
+    return result
+
+
+PLACEMENT_KEYS = (
+    "backend",
+    "mux_session",
+    "mux_window_id",
+    "mux_pane_id",
+    "coding_agent",
+    "created_at",
+    "lost_at",
+    "host_id",
+)
+MEMBER_KEYS = (
+    "member_id",
+    "fleet_id",
+    "name",
+    "description",
+    "kind",
+    "status",
+    "registered_at",
+    "deregistered_at",
+)
+FLEET_KEYS = (
+    "fleet_id",
+    "name",
+    "created_at",
+    "deleted_at",
+    "director_member_id",
+    "monitor_member_id",
+    "member_count",
+)
+# `notified_at` never appears.
+MESSAGE_KEYS = (
+    "message_id",
+    "owner_member_id",
+    "from_member_id",
+    "to_member_id",
+    "type",
+    "created_at",
+    "status_state",
+    "status_timestamp",
+    "origin_message_id",
+    "text",
+)
+
+
 def placement_dict(placement: Any) -> dict[str, Any] | None:
-    if placement is None:
-        return None
-    return {
-        "backend": placement.backend,
-        "mux_session": placement.mux_session,
-        "mux_window_id": placement.mux_window_id,
-        "mux_pane_id": placement.mux_pane_id,
-        "coding_agent": placement.coding_agent,
-        "created_at": placement.created_at,
-        "lost_at": placement.lost_at,
-        "host_id": placement.host_id,
-    }
+    return None if placement is None else record_dict(placement, PLACEMENT_KEYS)
 
 
 def member_dict(member: Any) -> dict[str, Any]:
-    return {
-        "member_id": member.member_id,
-        "fleet_id": member.fleet_id,
-        "name": member.name,
-        "description": member.description,
-        "kind": member.kind,
-        "status": member.status,
-        "registered_at": member.registered_at,
-        "deregistered_at": member.deregistered_at,
-        "placement": placement_dict(member.placement),
-    }
+    return {**record_dict(member, MEMBER_KEYS), "placement": placement_dict(member.placement)}
 
 
 def roster_dict(entry: Any) -> dict[str, Any]:
     member = entry.member
     return {
-        "member_id": member.member_id,
-        "name": member.name,
-        "kind": member.kind,
+        **record_dict(member, ("member_id", "name", "kind")),
         "placement": placement_dict(member.placement),
-        "last_sent": entry.last_sent,
-        "last_recv": entry.last_recv,
-        "last_ack": entry.last_ack,
-        "idle": entry.idle,
+        **record_dict(entry, ("last_sent", "last_recv", "last_ack", "idle")),
     }
 
 
 def fleet_dict(summary: Any) -> dict[str, Any]:
-    return {
-        "fleet_id": summary.fleet_id,
-        "name": summary.name,
-        "created_at": summary.created_at,
-        "deleted_at": summary.deleted_at,
-        "director_member_id": summary.director_member_id,
-        "monitor_member_id": summary.monitor_member_id,
-        "member_count": summary.member_count,
-    }
+    return record_dict(summary, FLEET_KEYS)
 
 
 def message_dict(message: Any) -> dict[str, Any]:
-    """The JSON envelope; `notified_at` never appears."""
-    return {
-        "message_id": message.message_id,
-        "owner_member_id": message.owner_member_id,
-        "from_member_id": message.from_member_id,
-        "to_member_id": message.to_member_id,
-        "type": message.type,
-        "created_at": message.created_at,
-        "status_state": message.status_state,
-        "status_timestamp": message.status_timestamp,
-        "origin_message_id": message.origin_message_id,
-        "text": message.text,
-    }
+    return record_dict(message, MESSAGE_KEYS)
 
 
 # --- text envelopes ----------------------------------------------------------------------------

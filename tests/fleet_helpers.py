@@ -14,7 +14,7 @@ from typing import Any
 
 from cafleet.config import monitor_hold_path, monitor_log_path
 from tests.cli_helpers import call_run
-from tests.harness.fixtures import TmuxHarness
+from tests.harness.fixtures import SESSION, TmuxHarness
 from tests.harness.util import pid_alive, retry_until
 
 START_RE = re.compile(
@@ -246,3 +246,19 @@ def parse_ts(text: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(text).timestamp()
+
+
+def new_server(h: TmuxHarness, cwd: Path | None = None) -> tuple[str, dict[str, str]]:
+    """A new tmux server on the same socket (as after a reboot) with one fake-agent pane, in
+    ``cwd`` (default: the harness's project): its pane id and the CLI environment of a command
+    run in it."""
+    retry_until(lambda: not pid_alive(h.server_pid), timeout=10, message="old server alive")
+    subprocess.run(
+        [h.real_tmux, "-S", h.socket_path, "-f", "/dev/null", "new-session", "-d", "-s",
+         SESSION + "-new", "-x", "400", "-y", "200", "-c", str(cwd or h.project_dir),
+         str(h.bin_dir / "claude")],
+        env=h.server_env, check=True, capture_output=True, timeout=15,
+    )  # fmt: skip
+    out = h.tmux("display-message", "-p", "-t", f"={SESSION}-new:", "#{pid}|#{pane_id}")
+    pid, pane = out.strip().split("|")
+    return pane, {"TMUX": f"{h.socket_path},{pid},0", "TMUX_PANE": pane}

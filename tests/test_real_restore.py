@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from typing import Any
 
 import pytest
 
 from cafleet.agents.prompt import load_default_member_prompt
-from tests.fleet_helpers import create_fleet, ok, start_loop, stop_loop
-from tests.harness.fixtures import SESSION, TmuxHarness
+from tests.fleet_helpers import create_fleet, new_server, ok, start_loop, stop_loop
+from tests.harness.fixtures import TmuxHarness
 from tests.harness.real_agents import agent_cases, require_binary
 from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import (
@@ -88,23 +87,6 @@ def _texts(agent: str, body: dict[str, Any]) -> list[str]:
     return conv.texts
 
 
-def _new_server(h: TmuxHarness) -> tuple[str, dict[str, str]]:
-    """A new tmux server on the same socket (as after a reboot) with one fake-agent pane: its
-    pane id and the CLI environment of a command run in it."""
-    from tests.harness.util import pid_alive
-
-    retry_until(lambda: not pid_alive(h.server_pid), timeout=10, message="old server alive")
-    subprocess.run(
-        [h.real_tmux, "-S", h.socket_path, "-f", "/dev/null", "new-session", "-d", "-s",
-         SESSION + "-new", "-x", "400", "-y", "200", "-c", str(h.project_dir),
-         str(h.bin_dir / "claude")],
-        env=h.server_env, check=True, capture_output=True, timeout=15,
-    )  # fmt: skip
-    out = h.tmux("display-message", "-p", "-t", f"={SESSION}-new:", "#{pid}|#{pane_id}")
-    pid, pane = out.strip().split("|")
-    return pane, {"TMUX": f"{h.socket_path},{pid},0", "TMUX_PANE": pane}
-
-
 def _usage_matches(h: TmuxHarness, model: ScriptedModel, label: str, m: int) -> None:
     """`member usage` equals the tokens the model reported for the conversation's requests,
     once the turn has ended (the model's last reply was a text) and the agent recorded it
@@ -171,7 +153,7 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         h.tmux("kill-server", check=False)
         retry_until(lambda: not member.real.alive() or agent == "codex", timeout=30,
                     message="the agent outlived its tmux server")  # fmt: skip
-        pane, here = _new_server(h)
+        pane, here = new_server(h)
         restored = ok(h.cli("fleet", "restore", str(ids.fleet_id), env={**here, **path_env},
                             timeout=180))  # fmt: skip
         lines = restored.stdout.splitlines()

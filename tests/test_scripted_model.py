@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from cafleet.broker.tasks import assignment_text
+from cafleet.records.tasks import Task
 from tests.harness.scripted_model import (
     ScriptedModel,
     anthropic_conversation,
@@ -20,6 +22,7 @@ from tests.harness.scripted_model import (
     envelopes,
     parse_task,
     responses_conversation,
+    task_steps,
     tokens,
 )
 
@@ -136,6 +139,68 @@ def test_member_script_follows_the_skill_step_by_step() -> None:
         result = POLL if what.endswith("poll 7") else "ok"
         calls.append(("Write" if kind == "write" else "Bash", {"command": what}, result))
     assert decide(anthropic_conversation(_anthropic_turn([SPAWN, LINE], calls))).kind == "text"
+
+
+def test_member_script_claims_reports_on_and_finishes_a_task() -> None:
+    """A task's assignment (the text cafleet sends): claim, the work, a report filed under the
+    task, the ACK, then `task done` with the report as the result."""
+    task = Task(task_id=5, fleet_id=2, title="work for a", body="run: echo ran-a", state="ready",
+                creator_member_id=1, assignee_member_id=7, reason=None, result=None,
+                created_at="t", started_at=None, finished_at=None, state_since="t")  # fmt: skip
+    poll = f"[13 | from:Director (1) | t]\n{assignment_text(task)}\n"
+    line = (
+        "[cafleet msg 13 from Director (1)] [cafleet] task 5 … — ack with: cafleet message ack 13"
+    )
+    calls: list[tuple[str, dict[str, Any], str | None]] = []
+    expected = [
+        "cafleet message poll 7",
+        "cafleet task claim 5 --member-id 7",
+        "echo ran-a",
+        "cafleet message send --from-member-id 7 --to-member-id 1 --task 5 'done 13: ran echo ran-a'",
+        "cafleet message ack 13",
+        "cafleet task done 5 --member-id 7 --result 'done 13: ran echo ran-a'",
+    ]
+    for what in expected:
+        action = decide(anthropic_conversation(_anthropic_turn([SPAWN, line], calls)), "/p/w")
+        assert (action.kind, action.command) == ("shell", what)
+        calls.append(("Bash", {"command": what}, poll if what.endswith("poll 7") else "ok"))
+    assert decide(anthropic_conversation(_anthropic_turn([SPAWN, line], calls))).kind == "text"
+    assert task_steps("[cafleet] task 5 is ready for you: x") is None  # no commands: not one
+
+
+def test_director_script_lays_out_dependent_tasks_then_starts_them() -> None:
+    text = (
+        "FLEET PLAN\nfleet: demo claude\nmember: alpha claude\nmember: beta codex\n"
+        "work alpha: write a.txt: A\nwork beta after alpha: run: echo B\n"
+    )
+    plan = director_plan(text)
+    assert plan is not None and plan.work == (
+        ("alpha", "", "write a.txt: A"),
+        ("beta", "alpha", "run: echo B"),
+    )
+    results = [
+        "4 director=1 monitor=2\nmonitor loop: pid 9\n",
+        "3 alpha agent=claude pane=%3\n",
+        "5 beta agent=codex pane=%4\n",
+        "Task 8 created.\ntask 8: work for alpha\n",
+        "Task 9 created.\ntask 9: work for beta\n",
+        "Task 8 assigned.",
+    ]
+    expected = [
+        "cafleet fleet create --name demo --coding-agent claude",
+        "cafleet member create --fleet-id 4 --name alpha --description 'fleet member alpha' --coding-agent claude",
+        "cafleet member create --fleet-id 4 --name beta --description 'fleet member beta' --coding-agent codex",
+        "cafleet task create --fleet-id 4 --title 'work for alpha' --body 'write a.txt: A'",
+        "cafleet task create --fleet-id 4 --title 'work for beta' --body 'run: echo B' --assign 5 --after 8",
+        "cafleet task assign 8 3",
+    ]
+    calls: list[tuple[str, dict[str, Any], str | None]] = []
+    for command, result in zip(expected, results, strict=True):
+        action = decide(anthropic_conversation(_anthropic_turn([text], calls)))
+        assert action.command == command
+        calls.append(("Bash", {"command": command}, result))
+    final = decide(anthropic_conversation(_anthropic_turn([text], calls)))
+    assert (final.kind, final.text) == ("text", "Created 2 tasks.")
 
 
 def test_member_script_on_codex_responses_input() -> None:

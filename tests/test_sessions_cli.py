@@ -20,7 +20,7 @@ import pytest
 
 from tests.fleet_helpers import FleetIds, create_fleet, create_member, ok, sql_write, stop_loop
 from tests.harness.fixtures import SESSION, TmuxHarness
-from tests.harness.util import retry_until, start_record
+from tests.harness.util import line_records, retry_until, start_record
 
 pytestmark = pytest.mark.tmux
 
@@ -347,3 +347,52 @@ def test_member_usage_arguments(tmux_db: TmuxHarness, fleet: FleetIds) -> None:
         assert r.stderr.endswith("Error: give exactly one of MEMBER_ID and --fleet-id\n")
     r = h.cli("member", "usage", "99")
     assert (r.returncode, r.stderr) == (1, "Error: member 99 not found\n")
+
+
+def test_fleet_restore_sends_a_restarted_member_the_task_it_had_in_progress(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """A restarted agent comes back idle (resumed, it waits for a prompt; afresh, it knows
+    nothing): the task it had in progress is sent to it again, once; a task still only ready
+    is not (its assignment line is delivered as any other)."""
+    h = tmux_db
+    f = fleet.fleet_id
+    a, _ = create_member(h, f, "alpha", PROMPT)
+    b, _ = create_member(h, f, "beta", PROMPT)
+    claude_record("eeeeeeee-00a1", _rendered(a, f), h.project_dir)  # alpha resumes, beta afresh
+
+    def task(title: str, member: int) -> int:
+        r = ok(h.cli("task", "create", "--fleet-id", str(f), "--title", title,
+                     "--assign", str(member), "--json"))  # fmt: skip
+        return int(json.loads(r.stdout)["task"]["task_id"])
+
+    started = task("Port the parser", a)
+    ok(h.cli("task", "claim", str(started), "--member-id", str(a)))
+    ready = task("Write the docs", b)
+
+    def linked(task_id: int) -> list[tuple[Any, ...]]:
+        return h.sqlite(
+            "SELECT message_id, to_member_id, text FROM messages WHERE task_id = ? "
+            "ORDER BY message_id", task_id
+        )  # fmt: skip
+
+    assert len(linked(started)) == 1 and len(linked(ready)) == 1  # the assignments
+    h.tmux("kill-server")
+    _pane, here = _new_server(h)
+    ok(h.cli("fleet", "restore", str(f), env=here, timeout=120))
+    reminders = linked(started)[1:]
+    assert [(to, text.splitlines()[0]) for _id, to, text in reminders] == [
+        (a, f"[cafleet] task {started} is still in progress with you: Port the parser")
+    ]
+    assert f"cafleet task done {started} --member-id {a}" in reminders[0][2]
+    assert len(linked(ready)) == 1
+    pane = _show(h, a)["placement"]["mux_pane_id"]
+    tag = f"cafleet msg {reminders[0][0]}"
+    retry_until(
+        lambda: any(tag in r["text"] for r in line_records(pane)),
+        timeout=30,
+        message=f"{tag} never reached alpha's new pane",
+    )
+    # A second restore finds everyone alive: nothing restarted, nothing sent again.
+    ok(h.cli("fleet", "restore", str(f), env=here, timeout=120))
+    assert len(linked(started)) == 2

@@ -480,6 +480,34 @@ def assignment_text(task: Task) -> str:
     )
 
 
+def reminder_text(task: Task) -> str:
+    """What the assignee of a task in progress is sent when `fleet restore` restarted its agent:
+    a resumed agent waits for a prompt and a fresh one knows nothing of it."""
+    head, _, steps = assignment_text(task).partition("\nStart it:")
+    _, _, steps = steps.partition("\n")
+    head = head.replace(" is ready for you:", " is still in progress with you:", 1)
+    return f"{head}\nYour agent was restarted: carry on from where the work stands.\n{steps}"
+
+
+def remind_restarted(
+    conn: Connection, *, fleet_id: int, member_ids: Iterable[int], now: datetime | None = None
+) -> list[tuple[int, int]]:
+    """After `fleet restore` restarted these members' agents, each task one of them has in
+    progress is sent to it again (docs/cli.md §2.32); the messages are stored for delivery."""
+    sent: list[tuple[int, int]] = []
+    with tx.write(conn):
+        ts = stamp(now)
+        fleet = _fleet(conn, fleet_id, live=True)
+        for member_id in sorted(set(member_ids)):
+            rows = conn.execute(
+                q.BOARD, {"fleet_id": fleet_id, "state": "in_progress", "member": member_id}
+            ).all()
+            for row in rows:
+                task = task_from_row(row)
+                sent += _assignment(conn, task, fleet, ts, reminder_text(task))
+    return sent
+
+
 def notice_text(task: Task, member_id: int | None) -> str:
     """What the Director is sent when a task is done, blocked or cancelled."""
     by = f" by member {member_id}" if member_id is not None else ""
@@ -491,13 +519,15 @@ def notice_text(task: Task, member_id: int | None) -> str:
     return head
 
 
-def _assignment(conn: Connection, task: Task, fleet: Any, ts: str) -> list[tuple[int, int]]:
-    """The ready task's assignment, from its creator (the Director when the creator is gone);
-    nothing without an assignee."""
+def _assignment(
+    conn: Connection, task: Task, fleet: Any, ts: str, text: str | None = None
+) -> list[tuple[int, int]]:
+    """The ready task's assignment (or `text` about it), from its creator (the Director when
+    the creator is gone); nothing without an assignee."""
     assignee = task.assignee_member_id
     if assignee is None:
         return []
-    text = assignment_text(task)
+    text = assignment_text(task) if text is None else text
     for sender in (task.creator_member_id, fleet["director_member_id"]):
         if sender is None:
             continue
@@ -528,6 +558,8 @@ __all__ = [
     "TaskDetail",
     "assign_task",
     "assignment_text",
+    "remind_restarted",
+    "reminder_text",
     "block_task",
     "cancel_task",
     "claim_task",

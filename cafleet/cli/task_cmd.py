@@ -10,7 +10,7 @@ from cafleet import broker
 from cafleet.cli.app import message_group, task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option, read_body_file
-from cafleet.output import err, out, out_json, out_lines, table
+from cafleet.output import err, out, out_json, out_lines, record_dict, table
 from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
@@ -20,36 +20,40 @@ TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled"
 TASK_ID_HELP = "Task ID."
 
 
+TASK_KEYS = (
+    "task_id",
+    "fleet_id",
+    "title",
+    "body",
+    "state",
+    "creator_member_id",
+    "assignee_member_id",
+    "after",
+    "reason",
+    "result",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "state_since",
+)
+THREAD_KEYS = (
+    "message_id",
+    "from_member_id",
+    "to_member_id",
+    "created_at",
+    "status",
+    "task_id",
+    "reply_to_message_id",
+    "text",
+)
+
+
 def task_dict(task: Task) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "fleet_id": task.fleet_id,
-        "title": task.title,
-        "body": task.body,
-        "state": task.state,
-        "creator_member_id": task.creator_member_id,
-        "assignee_member_id": task.assignee_member_id,
-        "after": list(task.after),
-        "reason": task.reason,
-        "result": task.result,
-        "created_at": task.created_at,
-        "started_at": task.started_at,
-        "finished_at": task.finished_at,
-        "state_since": task.state_since,
-    }
+    return record_dict(task, TASK_KEYS)
 
 
 def thread_dict(message: ThreadMessage) -> dict[str, Any]:
-    return {
-        "message_id": message.message_id,
-        "from_member_id": message.from_member_id,
-        "to_member_id": message.to_member_id,
-        "created_at": message.created_at,
-        "status": message.status_state,
-        "task_id": message.task_id,
-        "reply_to_message_id": message.reply_to_message_id,
-        "text": message.text,
-    }
+    return record_dict(message, THREAD_KEYS, status="status_state")
 
 
 def _task_lines(task: Task) -> list[str]:

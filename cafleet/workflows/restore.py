@@ -142,6 +142,11 @@ def restore(
             if not _reportable(exc):
                 raise
             outcomes.append(Outcome(member.member_id, member.name, "failed", error_text(exc)))
+    # A restarted agent comes back idle: what it had in progress is sent to it again, and the
+    # loop started below types it.
+    restarted = [o.member_id for o in outcomes if o.state in ("resumed", "afresh")]
+    if restarted:
+        broker.remind_restarted(conn, fleet_id=fleet_id, member_ids=restarted)
     if director_here:
         pid, warning = start_loop(conn, fleet_id)
         return Restored(fleet_id, here.pane_id, adopted_from, outcomes, pid, warning, director_host)

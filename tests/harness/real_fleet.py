@@ -30,17 +30,29 @@ MONITOR_NAME = "monitor"  # the display name cafleet gives the monitor's pane (`
 
 
 def plan_text(
-    fleet: str, members: Sequence[tuple[str, str]], tasks: Sequence[tuple[str, str]], wait: int = 60
+    fleet: str,
+    members: Sequence[tuple[str, str]],
+    tasks: Sequence[tuple[str, str]],
+    wait: int = 60,
+    work: Sequence[tuple[str, str, str]] = (),
 ) -> str:
-    """The Director's prompt: what to do, then the FLEET PLAN block its script reads."""
+    """The Director's prompt: what to do, then the FLEET PLAN block its script reads.
+    ``work``: (member, the member whose task comes first or "", body), one task each."""
     lines = [
-        "Create a cafleet fleet, create its members, hand out the tasks below and wait until "
-        "every member replied.",
+        "Create a cafleet fleet, create its members, "
+        + (
+            "and give them the work below as tasks."
+            if work
+            else "hand out the tasks below and wait until every member replied."
+        ),
         PLAN_MARK,
         f"fleet: {fleet} claude",
     ]
     lines += [f"member: {name} {agent}" for name, agent in members]
     lines += [f"task {name}: {body}" for name, body in tasks]
+    lines += [
+        f"work {name}{f' after {after}' if after else ''}: {body}" for name, after, body in work
+    ]
     lines.append(f"wait: {wait}")
     return "\n".join(lines)
 

@@ -26,11 +26,16 @@ request, following the installed ``cafleet`` skill (cafleet/data/skills/cafleet/
   names (`parse_task`: ``write <path>: <content>`` writes a file with the agent's write tool;
   ``run: <command>`` runs a shell command; a body starting ``run the last line:`` runs its last
   line exactly as the poll printed it), reports with ``cafleet message send`` and ACKs it
-  with ``cafleet message ack <id>``; then ends its turn.
+  with ``cafleet message ack <id>``; then ends its turn. A task's assignment
+  (``[cafleet] task T is ready for you: …``, `task_steps`) is first claimed with the line it
+  names, and reported with ``--task T``; after the ACK, the task is marked done with the
+  ``Finish it:`` line, the report as its result.
 - **director** (a prompt holding a ``FLEET PLAN`` block, `director_plan`): runs
   ``cafleet fleet create``, ``cafleet member create`` for each planned member, sends each its
   task, then ``cafleet message wait <me>`` / ``cafleet message ack`` until every member replied,
-  and ends its turn with a summary.
+  and ends its turn with a summary. A plan of ``work`` lines instead creates one task per line
+  (``cafleet task create … --assign <member> --after <task>``; one after none is assigned with
+  ``cafleet task assign`` once all exist) and ends its turn: the tasks move by themselves.
 
 Tool calls use the request's own tools (Claude Code: ``Bash`` / ``Write``; opencode: ``bash`` /
 ``write``; Codex: its shell tool, see `_codex_call`). Anything else (title and summary side
@@ -63,6 +68,8 @@ ENVELOPE_RX = re.compile(
     r"^\[(\d+) \| from:(?:[^\n]*? \()?(\d+)\)? \| [^\]\n]*\]\n(?P<body>(?:.+\n?)*)", re.M
 )
 PLAN_MARK = "FLEET PLAN"
+# The assignment cafleet sends when a task is ready (cafleet.broker.tasks.assignment_text).
+TASK_READY_RX = re.compile(r"^\[cafleet\] task (\d+) is ready for you: ")
 REPLY_PREFIX = "done"
 
 
@@ -195,6 +202,9 @@ def member_plan(conv: Conversation, cwd: str) -> list[Action] | None:
         return plan
     for message_id, sender, body in reversed(envelopes(polled)):  # oldest first
         task = parse_task(body)
+        assigned = task_steps(body)
+        if assigned is not None:
+            plan.append(shell(assigned.claim))
         done: list[str] = []
         for kind, a, b in task.steps:
             if kind == "write":
@@ -204,14 +214,40 @@ def member_plan(conv: Conversation, cwd: str) -> list[Action] | None:
                 plan.append(shell(a))
                 done.append(f"ran {a}")
         report = f"{REPLY_PREFIX} {message_id}: " + ("; ".join(done) or "nothing to do")
+        about = f"--task {assigned.task_id} " if assigned is not None else ""
         plan.append(
             shell(
                 f"cafleet message send --from-member-id {me} --to-member-id {sender} "
+                + about
                 + shlex.quote(report)
             )
         )
         plan.append(shell(f"cafleet message ack {message_id}"))
+        if assigned is not None:
+            plan.append(shell(assigned.finish.replace(RESULT_SLOT, shlex.quote(report))))
     return plan
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A task's assignment: its id and the exact claim and done lines it names."""
+
+    task_id: int
+    claim: str
+    finish: str  # holds RESULT_SLOT where the result goes
+
+
+RESULT_SLOT = '"<what you did>"'
+
+
+def task_steps(body: str) -> Assignment | None:
+    """The assignment a message body is (its ``Start it:`` and ``Finish it:`` lines), or None."""
+    m = TASK_READY_RX.match(body)
+    start = re.search(r"^Start it: (cafleet task claim .+)$", body, re.M)
+    finish = re.search(r"^Finish it: (cafleet task done .+)$", body, re.M)
+    if m is None or start is None or finish is None or RESULT_SLOT not in finish.group(1):
+        return None
+    return Assignment(int(m.group(1)), start.group(1), finish.group(1))
 
 
 @dataclass(frozen=True)
@@ -221,16 +257,20 @@ class DirectorPlan:
     members: tuple[tuple[str, str], ...]  # (name, coding agent)
     tasks: tuple[tuple[str, str], ...]  # (member name, body)
     wait: float = 60.0
+    # (member name, the member whose work comes first or "", body): one task each
+    work: tuple[tuple[str, str, str], ...] = ()
 
 
 def director_plan(text: str) -> DirectorPlan | None:
     """A ``FLEET PLAN`` block: ``fleet: <name> <agent>``, ``member: <name> <agent>``,
-    ``task <member>: <body>`` lines (``wait: <s>`` optional)."""
+    ``task <member>: <body>`` lines (``wait: <s>`` optional), or ``work <member>[ after
+    <member>]: <body>`` lines (a task each, in order)."""
     if PLAN_MARK not in text:
         return None
     fleet = ("fleet", "claude")
     members: list[tuple[str, str]] = []
     tasks: list[tuple[str, str]] = []
+    work: list[tuple[str, str, str]] = []
     wait = 60.0
     for line in text.split(PLAN_MARK, 1)[1].splitlines():
         line = line.strip()
@@ -242,7 +282,9 @@ def director_plan(text: str) -> DirectorPlan | None:
             tasks.append((m.group(1), m.group(2)))
         elif m := re.fullmatch(r"wait: (\d+(?:\.\d+)?)", line):
             wait = float(m.group(1))
-    return DirectorPlan(fleet[0], fleet[1], tuple(members), tuple(tasks), wait)
+        elif m := re.fullmatch(r"work (\S+)(?: after (\S+))?: (.+)", line):
+            work.append((m.group(1), m.group(2) or "", m.group(3)))
+    return DirectorPlan(fleet[0], fleet[1], tuple(members), tuple(tasks), wait, tuple(work))
 
 
 def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
@@ -269,6 +311,8 @@ def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
             return say(f"member create {name} failed: {result.strip()[-300:]}")
         ids[name] = int(mm.group(1))
     base = 1 + len(plan.members)
+    if plan.work:
+        return _create_tasks(calls[base:], plan, fleet_id, ids)
     for i, (name, body) in enumerate(plan.tasks):
         if step == base + i:
             return shell(
@@ -294,6 +338,35 @@ def director_actions(conv: Conversation, plan: DirectorPlan) -> Action:
     if expected <= replied:
         return say(f"All {len(expected)} members replied.")
     return shell(f"cafleet message wait {me} --timeout {plan.wait:g}")
+
+
+def _create_tasks(
+    calls: list[Call], plan: DirectorPlan, fleet_id: int, ids: dict[str, int]
+) -> Action:
+    """One `task create` per ``work`` line, then the turn ends: the tasks reach their members by
+    themselves. A task after another's is assigned as it is created; one after none is created
+    unassigned and assigned once every task exists (so none is done before the board is laid
+    out)."""
+    task_of: dict[str, int] = {}
+    for i, (name, after, body) in enumerate(plan.work):
+        if i == len(calls):
+            command = (
+                f"cafleet task create --fleet-id {fleet_id} --title {shlex.quote('work for ' + name)}"
+                f" --body {shlex.quote(body)}"
+            )
+            return shell(
+                command + (f" --assign {ids[name]} --after {task_of[after]}" if after else "")
+            )
+        result = calls[i].result or ""
+        m = re.search(r"^Task (\d+) created\.", result, re.M)
+        if m is None:
+            return say(f"task create for {name} failed: {result.strip()[-300:]}")
+        task_of[name] = int(m.group(1))
+    first = [name for name, after, _ in plan.work if not after]
+    for i, name in enumerate(first):
+        if len(plan.work) + i == len(calls):
+            return shell(f"cafleet task assign {task_of[name]} {ids[name]}")
+    return say(f"Created {len(task_of)} tasks.")
 
 
 # What a sandbox's refusal of a write looks like in a command's output.
@@ -893,6 +966,7 @@ def scripted_model(script: Script | None = None) -> Iterator[ScriptedModel]:
 
 __all__ = [
     "Action",
+    "Assignment",
     "Call",
     "Conversation",
     "DirectorPlan",
@@ -908,5 +982,6 @@ __all__ = [
     "parse_task",
     "responses_conversation",
     "scripted_model",
+    "task_steps",
     "tokens",
 ]

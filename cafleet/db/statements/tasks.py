@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import BigInteger, String, cast, insert, or_, select, update
 
 from cafleet.db.schema import fleets, members, messages, task_deps, task_events, tasks
-from cafleet.db.statements import const, json_ids, message_columns, param
+from cafleet.db.statements import const, message_columns, param
 
 TASK_FIELDS = (
     "task_id",
@@ -51,7 +51,6 @@ INSERT_EVENT = insert(task_events).values(
     task_id=param("task_id"), state=param("state"), at=param("now"), member_id=param("member_id")
 )
 TASK = select(*_TASK).where(tasks.c.task_id == param("task_id"))
-TASKS = select(*_TASK).where(tasks.c.task_id.in_(json_ids("ids"))).order_by(tasks.c.task_id)
 BOARD = (
     select(*_TASK)
     .where(
@@ -134,7 +133,6 @@ STATEMENTS: dict[str, Any] = {
     "INSERT_DEP": INSERT_DEP,
     "INSERT_EVENT": INSERT_EVENT,
     "TASK": TASK,
-    "TASKS": TASKS,
     "BOARD": BOARD,
     "FLEET_DEPS": FLEET_DEPS,
     "DEPS_OF": DEPS_OF,

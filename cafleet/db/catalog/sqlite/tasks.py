@@ -39,11 +39,6 @@ TASK: Compiled = (
     ("task_id",),
 )
 
-TASKS: Compiled = (
-    "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since FROM tasks WHERE tasks.task_id IN (SELECT value FROM json_each(?)) ORDER BY tasks.task_id",
-    ("ids",),
-)
-
 BOARD: Compiled = (
     "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since FROM tasks WHERE tasks.fleet_id = ? AND (CAST(? AS VARCHAR) IS NULL OR tasks.state = ?) AND (CAST(? AS BIGINT) IS NULL OR tasks.assignee_member_id = ?) ORDER BY tasks.task_id",
     ("fleet_id", "state", "state", "member", "member"),
