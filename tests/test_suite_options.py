@@ -70,6 +70,7 @@ DEFAULT_REAL_AGENT_CASES = {
     "test_real_verify.py::test_a_line_sent_while_a_real_opencode_works_is_stamped_without_a_warning",
     "test_real_wakes.py::test_each_wake_reaches_a_real_claude_monitor_once_in_any_pane_size",
     "test_real_whole_task.py::test_a_real_member_runs_exactly_the_last_line_of_a_long_task",
+    "test_tasks_real.py::test_real_agents_carry_dependent_tasks_through_a_restore",
     "test_worktrees_real.py::test_claude_trusts_a_worktree_under_the_checkout_not_beside_it",
     "test_worktrees_real.py::test_codex_trusts_a_member_worktree_of_the_trusted_checkout",
 }
