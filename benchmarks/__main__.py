@@ -41,6 +41,7 @@ from benchmarks import (
 
 FULL: dict[str, Any] = {
     "runs": 11,
+    "startup_commands": None,  # every one
     "sends": 5000,
     "procs": 16,
     "per_proc": 500,
@@ -68,6 +69,12 @@ FULL: dict[str, Any] = {
 }
 SMOKE: dict[str, Any] = {
     "runs": 1,
+    # a paneless read, a write and a pane-bound command: the smoke proves the section runs
+    "startup_commands": (
+        "message poll (10 pending)",
+        "message ack",
+        "message send (from its pane)",
+    ),
     "sends": 50,
     "procs": 2,
     "per_proc": 10,
@@ -83,7 +90,7 @@ SMOKE: dict[str, Any] = {
     "delivery_sends": 2,
     "fleet_mixes": ["claude"],
     "fleet_tasks": [2],
-    "escalation_trials": 2,
+    "escalation_trials": 1,
     "escalation_panes": [1],
     "usage_replies": 200,
     "parallel_members": 3,
@@ -155,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = SMOKE if args.smoke else FULL
     out = args.out or Path("benchmarks/results") / ("smoke.json" if args.smoke else "latest.json")
     sections: dict[str, tuple[Callable[[Path], dict[str, Any]], Callable[[Any], list[str]]]] = {
-        "startup": (lambda t: startup.run(t, sizes["runs"]), startup.render),
+        "startup": (
+            lambda t: startup.run(t, sizes["runs"], sizes["startup_commands"]),
+            startup.render,
+        ),
         "throughput": (lambda t: throughput.run(t, sizes["sends"]), throughput.render),
         "concurrency": (
             lambda t: concurrency.run(t, sizes["procs"], sizes["per_proc"]),

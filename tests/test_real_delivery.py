@@ -173,6 +173,9 @@ def test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted(
             model.stop()
 
 
+# Opt-in: the default run proves a real member's lines arrive once, intact (the claude case
+# above) and one broadcast typed into many panes at once (fake agents: test_delivery_parallel).
+@pytest.mark.agent_matrix
 def test_a_broadcast_reaches_one_real_member_of_each_agent_at_once(
     tmux_db: TmuxHarness, api: str
 ) -> None:
