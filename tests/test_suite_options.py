@@ -35,7 +35,7 @@ def collect(*args: str, env: dict[str, str] | None = None) -> list[str]:
 )
 def test_the_agent_matrix_runs_when_asked_for(args: tuple[str, ...], env: dict[str, str]) -> None:
     ids = collect(*args, MATRIX_FILE, env=env)
-    assert sorted(i.rsplit("[", 1)[1] for i in ids) == ["claude]", "codex]", "opencode]"]
+    assert sorted(i.rsplit("[", 1)[1] for i in ids) == ["claude]", "codex]", "gemini]", "opencode]"]
 
 
 def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
@@ -53,7 +53,7 @@ def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
 # otherwise mark it `agent_matrix`.
 DEFAULT_REAL_AGENT_CASES = {
     "test_benchmarks_smoke.py::test_fleet_roundtrip_smoke",
-    "test_fleet_real.py::test_a_real_director_runs_a_fleet_of_three_real_agents",
+    "test_fleet_real.py::test_a_real_director_runs_a_fleet_of_the_four_real_agents",
     "test_permission_profiles_real.py::test_docs_table_is_the_tested_table",
     "test_permission_profiles_real.py::test_each_profile_does_what_its_table_says[codex]",
     "test_real_agent_assets.py::test_opencode_lists_our_skill_and_resolves_our_preset[default]",
