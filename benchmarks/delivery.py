@@ -22,6 +22,7 @@ import json
 import os
 import random
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -30,6 +31,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data" / "screens"
+# Section 12's screen-mode fakes (tests/harness/fake_screens.py draws these three agents).
 AGENTS = ("claude", "codex", "opencode")
 EM = "\u2014"
 
@@ -67,8 +69,15 @@ def _private_tmux() -> Iterator[Any]:
         # one), and every section would then share it (fleet 1 "demo" of one section refusing
         # the next section's Director pane), or write into the user's database.
         mp.delenv("CAFLEET_DATABASE_URL", raising=False)
-        with private_tmux(mp) as h:
-            yield h
+        # And a HOME of its own: `cafleet setup` there installs the agents' skills, presets
+        # and policy files, never into the user's own ~/.claude, ~/.gemini ...
+        with tempfile.TemporaryDirectory(prefix="cafleet-bench-home-") as home:
+            mp.setenv("HOME", home)
+            for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME",
+                         "OPENCODE_CONFIG_DIR", "XDG_CONFIG_HOME"):  # fmt: skip
+                mp.delenv(name, raising=False)
+            with private_tmux(mp) as h:
+                yield h
 
 
 # --------------------------------------------------------------------------- section 12
@@ -181,14 +190,18 @@ def _stamp(h: Any, message_id: int) -> str | None:
     return rows[0][0] if rows else None
 
 
-def _fresh_trial(h: Any, ids: Any, agent: str, n: int, api: str) -> dict[str, Any]:
-    """One member spawned, one message at a random 0-15 s after the create."""
+def _fresh_trial(
+    h: Any, ids: Any, agent: str, n: int, api: str, model_url: str | None = None
+) -> dict[str, Any]:
+    """One member spawned, one message at a random 0-15 s after the create. ``model_url``: a
+    scripted model instead of the hanging API (Gemini CLI keeps a line queued while its turn
+    runs in memory only: its record gets it once the turn ends)."""
     from cafleet.db.timefmt import parse_ts
     from tests.harness.real_member import RealMember, arrivals, arrived_count, first_arrival
     from tests.harness.util import retry_until
 
     offset = random.uniform(0, 15)
-    member = RealMember(h, agent, f"bench-{agent}-{n}", api_url=api)
+    member = RealMember(h, agent, f"bench-{agent}-{n}", api_url=api, model_url=model_url)
     trial: dict[str, Any] = {"agent": agent, "offset_s": round(offset, 2)}
     try:
         member.create(ids.fleet_id, "You are a cafleet member. Wait for messages.")
@@ -294,7 +307,7 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
     previous line's turn has ended; then the agent's own record must hold each exactly once."""
     from cafleet.delivery.keys import Target, type_into_pane
     from cafleet.delivery.policy import SCROLLBACK_LINES
-    from cafleet.delivery.screens import message_frame
+    from cafleet.delivery.screens import composer_text, message_frame
     from cafleet.mux import PaneKey
     from tests.harness.real_agents import RealAgent
     from tests.harness.scripted_model import scripted_model
@@ -313,6 +326,9 @@ def _answered_trials(h: Any, tmp: Path, agent: str, count: int) -> dict[str, Any
             a.start()
             a.wait_state("ready", timeout=240)
             a.submit("hello", settle=1.0)  # the first turn (opencode leaves its home screen)
+            time.sleep(3.0)
+            if composer_text(agent, a.capture()) == "hello":
+                a.keys("Enter")  # Gemini CLI can lose an Enter in its first seconds
             a.wait_screen(r"OK\.", timeout=180)
             backend = h.backend(tmux_bin=h.real_tmux)  # the product's cost, not the shim's
             for n, text in enumerate(lines):
@@ -349,9 +365,10 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
     from tests.fleet_helpers import create_fleet, start_loop, stop_loop
     from tests.harness.real_agents import binary
     from tests.harness.real_member import hanging_api
+    from tests.harness.scripted_model import scripted_model
 
     out: dict[str, Any] = {"trials": trials, "ready_trials": ready_trials, "agents": {}}
-    with _private_tmux() as h, hanging_api() as api:
+    with _private_tmux() as h, hanging_api() as api, scripted_model() as model:
         assert h.cli("setup").returncode == 0
         ids = create_fleet(h)
         stop_loop(h, ids.fleet_id)
@@ -361,8 +378,9 @@ def run_real(tmp: Path, trials: int, ready_trials: int, agents: list[str]) -> di
                 out["agents"][agent] = {"skipped": "not installed"}
                 continue
             rows = []
+            answering = model.base_url(f"fresh-{agent}") if agent == "gemini" else None
             for n in range(trials):
-                row = _fresh_trial(h, ids, agent, n, api)
+                row = _fresh_trial(h, ids, agent, n, api, answering)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             ready = [_ready_trial(h, tmp, agent, n, api) for n in range(ready_trials)]

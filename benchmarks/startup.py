@@ -202,7 +202,8 @@ def bytecode_note(condition: str, package: Path | None, reappeared: int) -> str:
     return f"cafleet from the checkout {package}, compiled on every run (no __pycache__)"
 
 
-def run(tmp: Path, runs: int) -> dict[str, Any]:
+def run(tmp: Path, runs: int, only: Sequence[str] | None = None) -> dict[str, Any]:
+    """``only``: the labels of `commands` to run (None: all); the floors always run."""
     db_path = tmp / "startup" / "cafleet.db"
     ctx = _prepare(db_path, runs)
     prefix, how = cafleet_argv()
@@ -221,7 +222,7 @@ def run(tmp: Path, runs: int) -> dict[str, Any]:
                 shutil.rmtree(directory, ignore_errors=True)
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
-        cmds = commands(ctx)
+        cmds = {k: v for k, v in commands(ctx).items() if only is None or k in only}
         ack_iter = iter(ctx["ack_ids"][(runs + 1) * (condition == "nocache") :])
         argvs = {**FLOORS, **{k: prefix + v for k, v in cmds.items()}}
         times: dict[str, list[float]] = {label: [] for label in argvs}

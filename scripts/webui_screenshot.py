@@ -16,6 +16,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -112,9 +113,37 @@ def seed(db_path: Path, socket: str, window: str, panes: list[str]) -> int:
             to_member_id=ids["bob"],
             text="<b>not bold</b>: shown as text",
         )
+        seed_tasks(conn, boot.fleet.fleet_id, director, ids)
         return boot.fleet.fleet_id
     finally:
         close_connection(conn)
+
+
+def seed_tasks(conn: Any, fleet_id: int, director: int, ids: dict[str, int]) -> None:
+    """A board with a task in most columns."""
+    from cafleet import broker
+
+    def task(title: str, who: str | None, after: tuple[int, ...] = ()) -> int:
+        made = broker.create_task(
+            conn,
+            fleet_id=fleet_id,
+            title=title,
+            body="",
+            creator_id=director,
+            assignee_id=None if who is None else ids[who],
+            after=after,
+        )
+        return made.task.task_id
+
+    review = task("Review the storage layer", "alice")
+    migration = task("Write migration 0003", "bob")
+    bench = task("Benchmark the send path", "carol")
+    task("Release notes", None, after=(review,))
+    task("Tidy the changelog", None)
+    for task_id, who in ((review, "alice"), (migration, "bob"), (bench, "carol")):
+        broker.claim_task(conn, task_id=task_id, member_id=ids[who])
+    broker.finish_task(conn, task_id=migration, member_id=ids["bob"], result="drafted")
+    broker.block_task(conn, task_id=bench, member_id=ids["carol"], reason="no idle machine")
 
 
 def main() -> int:
@@ -145,9 +174,10 @@ def main() -> int:
             url = line.split(": ", 1)[1].split()[0]
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 720})
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
                 page.goto(url)
                 page.wait_for_selector("[data-testid=broadcast]")
+                page.wait_for_selector("[data-testid=task-card]")
                 page.locator("[data-testid=compose-text]").fill("@bob how far is the migration?")
                 page.screenshot(path=str(args.out))
                 browser.close()

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import cafleet
+from cafleet.agents.registry import agent_names, load_agent
 
-AGENTS = ("claude", "codex", "opencode")
+AGENTS = agent_names()
 VERSION = cafleet.__version__
-DEFAULTS = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
+DEFAULTS = {a: "~/" + load_agent(a).config_default.replace(os.sep, "/") for a in AGENTS}
 
 
 def home() -> Path:
@@ -24,12 +25,7 @@ def home() -> Path:
 
 def agent_dir(agent: str, base: Path | None = None) -> Path:
     """The agent's default identity path under ``base`` (default: the test's HOME)."""
-    base = base or home()
-    return {
-        "claude": base / ".claude",
-        "codex": base / ".codex",
-        "opencode": base / ".config" / "opencode",
-    }[agent]
+    return (base or home()) / load_agent(agent).config_default
 
 
 def expected_files(agent: str, version: str = VERSION) -> dict[str, bytes]:

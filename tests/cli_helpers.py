@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cafleet.agents.registry import agent_names
+
 # The "unchanged" check lives in tests.storage_helpers; these names stay importable from here.
 from tests.storage_helpers import Snapshot as Snapshot
 from tests.storage_helpers import assert_unchanged as assert_unchanged
@@ -243,7 +245,7 @@ def imported_after(
 
 # --- `cafleet setup`'s two halves (docs/cli.md §3.2) ----------------------------------------------
 
-SETUP_AGENTS = ("claude", "codex", "opencode")
+SETUP_AGENTS = agent_names()
 
 
 def setup_db_line(out: str) -> str:

@@ -4,6 +4,7 @@ no test can touch the user's database, home directory, agent configuration or tm
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ _CLEARED = (
     # directory is under the test's HOME.
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "GEMINI_CLI_HOME",
     "OPENCODE_CONFIG_DIR",
     "XDG_CONFIG_HOME",
 )
@@ -91,6 +93,7 @@ BOTH_DIALECTS = frozenset(
         "test_seed_invariants",
         "test_delivery_drain",
         "test_tasks",
+        "test_search",
     }
 )
 
@@ -148,7 +151,7 @@ def pg_server() -> Iterator[Any]:
                 os.environ["CAFLEET_DATABASE_URL"] = saved
         yield server
     finally:
-        server.stop()
+        server.stop(wait=False)
 
 
 def _pg_database(
@@ -207,13 +210,14 @@ def head_db(
     return db_path
 
 
-def install_assets(
-    db_path: Path, agents: tuple[str, ...] = ("claude", "codex", "opencode")
-) -> None:
-    """`cafleet setup`'s assets half for ``agents``, in process; fails the test on a failure."""
+def install_assets(db_path: Path, agents: tuple[str, ...] | None = None) -> None:
+    """`cafleet setup`'s assets half for ``agents`` (default: every registered agent), in
+    process; fails the test on a failure."""
     import cafleet
+    from cafleet.agents.registry import agent_names
     from cafleet.assets.setup import run_assets_half
 
+    agents = agent_names() if agents is None else agents
     results = run_assets_half(
         agents, db_path=str(db_path), record=True, version=cafleet.__version__
     )
@@ -222,7 +226,7 @@ def install_assets(
 
 
 @pytest.fixture
-def conn(head_db: Path):
+def conn(head_db: Path) -> Iterator[Any]:
     """A validated connection to the head database (what the CLI guard hands a command)."""
     from cafleet.cli.guard import open_validated_connection
     from cafleet.db.runtime import close_connection
@@ -272,9 +276,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [i for i in items if i.get_closest_marker("agent_matrix") is None]
 
 
+def compile_checkout() -> None:
+    """Write this checkout's bytecode (`__pycache__`, git-ignored). Under
+    PYTHONDONTWRITEBYTECODE=1 (this machine's default) nothing else writes it, and then every
+    `cafleet` a test spawns compiles each module it imports again: about 90 ms of CPU a
+    process, thousands of processes a run. Python still reads bytecode that exists, and
+    ignores a file whose source has changed since."""
+    root = Path(__file__).resolve().parent.parent
+    for package in ("cafleet", "benchmarks"):
+        compileall.compile_dir(root / package, quiet=2, workers=1)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Subprocesses spawned by tests must import this checkout, not some other install.
     root = str(Path(__file__).resolve().parent.parent)
     existing = os.environ.get("PYTHONPATH", "")
     if root not in existing.split(os.pathsep):
         os.environ["PYTHONPATH"] = root + (os.pathsep + existing if existing else "")
+    if not hasattr(config, "workerinput"):  # once a run: the controller, or the only process
+        compile_checkout()

@@ -6,7 +6,8 @@ socket in that directory, password authentication (scram) for the role `cafleet`
 refuses to run as root, so as root the server runs as the unprivileged `postgres` OS user
 (`runuser`), which owns the directory. Each test gets its own database (`new_database`), a copy
 of an empty one or of one cafleet already set up (`TEMPLATE_HEAD`), so tests never share state.
-`stop()` stops the server (`pg_ctl -m immediate`) and removes the directory.
+`stop()` stops the server (`pg_ctl -m immediate`) and removes the directory (the suite's
+session server: in the background).
 """
 
 from __future__ import annotations
@@ -118,10 +119,22 @@ class PgServer:
         """`pg_ctl stop -m immediate`: the server quits at once, as on a crash."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
 
-    def stop(self) -> None:
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the server and remove its directory; ``wait=False`` leaves the removal to a
+        process of its own (a test run's hundreds of databases are gigabytes, tens of seconds
+        to remove, which the run need not wait for)."""
         with contextlib.suppress(Exception):
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if wait:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            subprocess.Popen(
+                ["rm", "-rf", "--", str(self.dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def url(self, database: str, *, password: str | None = PASSWORD) -> str:
         auth = f"{USER}:{password}" if password is not None else USER

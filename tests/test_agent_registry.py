@@ -71,11 +71,11 @@ def test_a_registered_agent_is_offered_set_up_and_checked(tmp_path: Path) -> Non
 
     helped = run_with_testbot("member", "create", "--help", env=env)
     assert helped.returncode == 0, helped.stderr
-    assert "claude|codex|opencode|testbot" in helped.stdout
+    assert "claude|codex|opencode|gemini|testbot" in helped.stdout
 
     refused = run_with_testbot("setup", "--coding-agent", "nobot", env=env)
     assert refused.returncode == 2
-    assert "choose from claude, codex, opencode, testbot" in refused.stderr
+    assert "choose from claude, codex, opencode, gemini, testbot" in refused.stderr
 
     setup = run_with_testbot("setup", "--coding-agent", "testbot", "--json", env=env)
     assert setup.returncode == 0, setup.stderr
@@ -90,7 +90,7 @@ def test_a_registered_agent_is_offered_set_up_and_checked(tmp_path: Path) -> Non
     doctor = run_with_testbot("doctor", "--json", env=env)
     data = json.loads(doctor.stdout)
     agents = {row["coding_agent"]: row for row in data["coding_agents"]}
-    assert list(agents) == ["claude", "codex", "opencode", "testbot"]
+    assert list(agents) == ["claude", "codex", "opencode", "gemini", "testbot"]
     assert agents["testbot"]["state"] == "ok"
     assert agents["testbot"]["path"] == str(tmp_path / "tb")
     assert "npm install -g testbot-cli" in agents["testbot"]["binary"]["error"]

@@ -42,7 +42,7 @@ def build(name: str, **kw: object) -> list[str]:
 
 
 def test_registry() -> None:
-    assert agent_names() == ("claude", "codex", "opencode")
+    assert agent_names() == ("claude", "codex", "opencode", "gemini")
     for name in agent_names():
         agent = get_agent(name)
         assert isinstance(agent, CodingAgent)

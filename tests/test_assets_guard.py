@@ -99,6 +99,7 @@ def test_fleet_wide_commands_need_every_agent_of_the_fleet(fleet_db: dict[str, A
     refused(db, ("message", "wait", director, "--timeout", "0"), everyone)
     refused(db, ("monitor", fid, "--tick", "1"), everyone)
     record(db, "claude")
+    record(db, "gemini")
     record(db, "opencode", version="0.0.9")
     text = (
         f"{missing('codex')}; the cafleet skills installed for opencode at "

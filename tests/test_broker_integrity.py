@@ -108,10 +108,10 @@ def test_unknown_enum_values_raise_integrity_errors(conn: Connection, head_db: P
         "member_placements",
         "coding_agent",
         member,
-        "gemini",
+        "aider",
         get_w,
-        f"integrity error: member_placements.coding_agent is 'gemini' for member_id {wid} "
-        "(expected one of: claude, codex, opencode)",
+        f"integrity error: member_placements.coding_agent is 'aider' for member_id {wid} "
+        "(expected one of: claude, codex, opencode, gemini)",
     )
     expect(
         "asset_installs",
@@ -120,7 +120,7 @@ def test_unknown_enum_values_raise_integrity_errors(conn: Connection, head_db: P
         "aider",
         lambda: broker.asset_installs_for(conn, "aider"),
         "integrity error: asset_installs.coding_agent is 'aider' for path '/p' "
-        "(expected one of: claude, codex, opencode)",
+        "(expected one of: claude, codex, opencode, gemini)",
     )
     # the roster, the inbox, the ACK and the pending selection decode too
     expect(
@@ -139,7 +139,7 @@ def test_unknown_enum_values_raise_integrity_errors(conn: Connection, head_db: P
         "x",
         lambda: broker.next_pending_notification(conn, recipient_id=wid),
         f"integrity error: member_placements.coding_agent is 'x' for member_id {wid} "
-        "(expected one of: claude, codex, opencode)",
+        "(expected one of: claude, codex, opencode, gemini)",
     )
     expect(
         "messages",

@@ -12,19 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.db.catalog.build import DIALECTS, MODULES, check, compile_statement, render
+from cafleet.db.catalog.build import DIALECTS, MODULES, compile_statement, render
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_generated_modules_are_current() -> None:
-    stale = check()
-    assert stale == [], f"stale catalog modules {stale}: run python -m cafleet.db.catalog --write"
-
-
 def test_check_command_fails_on_a_stale_module(tmp_path: Path, monkeypatch) -> None:
+    import functools
+
     import cafleet.db.catalog.build as build
 
+    # Each check walks the migration chain twice (shapes, heads); the chain does not change
+    # here, so one walk of each serves the nine checks and writes below.
+    monkeypatch.setattr(build, "recorded_shapes", functools.cache(build.recorded_shapes))
+    monkeypatch.setattr(build, "head_catalogues", functools.cache(build.head_catalogues))
     for module in MODULES:  # the names, then one generated package per dialect
         (tmp_path / f"{module}.py").write_text(build.render_names(module))
     for dialect in build.DIALECTS:
@@ -110,7 +111,9 @@ def test_recorded_shapes_follow_a_new_revision(tmp_path: Path, monkeypatch) -> N
     assert generated["SHAPES"] == shapes and generated["HEAD_REVISION"] == new
 
 
-def test_check_command_line() -> None:
+def test_generated_modules_are_current() -> None:
+    """`--check` passes: the checked-in modules are what `--write` generates (its stderr names
+    each stale one and the command to run)."""
     done = subprocess.run(
         [sys.executable, "-m", "cafleet.db.catalog", "--check"],
         cwd=ROOT,

@@ -10,7 +10,7 @@ import pytest
 
 import cafleet
 from cafleet.db.shapes import HEAD_VERSION
-from tests.assets_helpers import install_fake_agents
+from tests.assets_helpers import AGENTS, DEFAULTS, agent_dir, install_fake_agents
 from tests.cli_helpers import assert_unchanged, run_cli, snapshot, sql
 
 MULTIPLEXER_KEYS = [
@@ -24,16 +24,11 @@ MULTIPLEXER_KEYS = [
     "error",
 ]
 DATABASE_KEYS = ["ok", "path", "state", "schema_version", "head_version", "error"]
-AGENTS = ("claude", "codex", "opencode")
 
 
 def agent_dirs(home: Path) -> dict[str, Path]:
     """Each agent's default identity path under ``home`` (the test's agent variables are unset)."""
-    return {
-        "claude": home / ".claude",
-        "codex": home / ".codex",
-        "opencode": home / ".config" / "opencode",
-    }
+    return {a: agent_dir(a, home) for a in AGENTS}
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +48,7 @@ def agents_ok_lines(home: Path, bin_dir: Path) -> str:
     """The coding-agents and member-permissions sections of a fully set-up HOME with every
     agent installed in ``bin_dir``."""
     dirs = agent_dirs(home)
-    defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
+    defaults = DEFAULTS
     version = cafleet.__version__
     lines = ["✓ coding agents"]
     for agent in AGENTS:
@@ -63,14 +58,14 @@ def agents_ok_lines(home: Path, bin_dir: Path) -> str:
             f"(default {defaults[agent]}), cafleet {version}"
         )
     lines.append("✓ member permissions")
-    read = {"claude": "0 files", "codex": "1 file", "opencode": "0 files"}
+    read = {"claude": "0 files", "codex": "1 file", "opencode": "0 files", "gemini": "0 files"}
     lines += [f"  {(a + ':').ljust(11)}ok ({read[a]} read)" for a in AGENTS]
     return "\n".join(lines) + "\n"
 
 
 def missing_agent_lines(home: Path, bin_dir: Path) -> list[str]:
     dirs = agent_dirs(home)
-    defaults = {"claude": "~/.claude", "codex": "~/.codex", "opencode": "~/.config/opencode"}
+    defaults = DEFAULTS
     return [
         f"  {(a + ':').ljust(11)}missing  {binary_text(bin_dir, a)}; assets {dirs[a]} "
         f"(default {defaults[a]}): no install recorded here; run 'cafleet setup --coding-agent {a}'"
@@ -95,9 +90,11 @@ def test_outside_tmux_without_database(db_path: Path, agent_bin: Path) -> None:
         "  codex:     ok (0 files read)\n"
         "  opencode:  blocked: the cafleet agent preset is missing; run 'cafleet setup "
         "--coding-agent opencode'\n"
+        "  gemini:    blocked: the cafleet policy files are missing; run 'cafleet setup "
+        "--coding-agent gemini'\n"
         "✓ fleets\n"
         "  skipped: the database is not usable\n"
-        "6 issues found\n"
+        "8 issues found\n"
     )
     assert not db_path.parent.exists()
 
@@ -144,8 +141,8 @@ def test_outside_tmux_without_database(db_path: Path, agent_bin: Path) -> None:
     assert [(a["coding_agent"], a["state"], a["ok"]) for a in data["coding_agents"]] == [
         (agent, "missing", False) for agent in AGENTS
     ]
-    assert [p["ok"] for p in data["member_permissions"]] == [True, True, False]
-    assert data["issues"] == 6
+    assert [p["ok"] for p in data["member_permissions"]] == [True, True, False, False]
+    assert data["issues"] == 8
     assert not db_path.parent.exists()
 
 
@@ -204,8 +201,8 @@ def test_foreign_file_unchanged(db_path: Path) -> None:
         "cafleet will not use or modify it\n" in out
     )
     # The asset rows cannot be read: each agent's row is `unknown`, one issue each.
-    assert out.count(": the database cannot be read\n") == 3
-    assert out.endswith("6 issues found\n")
+    assert out.count(": the database cannot be read\n") == len(AGENTS)
+    assert out.endswith("8 issues found\n")
     assert_unchanged(before, db_path)
 
 
@@ -281,8 +278,8 @@ def test_in_tmux_bad_url_is_one_issue(tmux_db) -> None:
         "postgresql (postgresql://<host>/<database>); got 'mysql://x'\n✗ coding agents\n" in out
     )
     # The database is the one broken thing; the three asset rows cannot be read because of it.
-    assert out.count(": the database cannot be read\n") == 3
-    assert out.endswith("\n4 issues found\n")
+    assert out.count(": the database cannot be read\n") == len(AGENTS)
+    assert out.endswith("\n5 issues found\n")
 
 
 @pytest.mark.tmux
@@ -339,7 +336,7 @@ def test_no_agent_installed_is_an_issue(head_db: Path, tmp_path: Path) -> None:
     code, out, _ = run_cli("doctor", env={"PATH": str(empty)})
     assert code == 1
     assert "✗ coding agents\n" in out
-    assert out.count(" not installed  no '") == 3
+    assert out.count(" not installed  no '") == len(AGENTS)
     assert "  no coding agent is installed: install at least one of them\n" in out
     assert out.endswith("2 issues found\n")  # the multiplexer and the agents
 

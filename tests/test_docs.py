@@ -460,7 +460,7 @@ def test_the_harness_lists_the_registered_agents() -> None:
     from tests.harness.fixtures import AGENTS as FAKE_AGENTS
     from tests.harness.real_agents import AGENTS as REAL_AGENTS
 
-    assert agent_names() == ("claude", "codex", "opencode")
+    assert agent_names() == ("claude", "codex", "opencode", "gemini")
     assert tuple(FAKE_AGENTS) == tuple(REAL_AGENTS) == agent_names()
 
 

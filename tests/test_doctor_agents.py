@@ -42,7 +42,7 @@ def test_a_set_up_home_has_no_agent_issues(head_db: Path) -> None:
     data = doctor_json()
     assert data["issues"] == 1  # the multiplexer: not inside tmux
     agents = rows(data, "coding_agents")
-    assert [a["state"] for a in agents.values()] == ["ok", "ok", "ok"]
+    assert [a["state"] for a in agents.values()] == ["ok"] * len(AGENTS)
     assert list(agents["codex"]) == [
         "coding_agent",
         "path",
@@ -80,6 +80,7 @@ def test_states_stale_and_missing_each_one_issue(head_db: Path, agent_bin: Path)
         "claude": "stale",
         "codex": "missing",
         "opencode": "stale",
+        "gemini": "ok",
     }
     assert agents["claude"]["error"] == (
         "installed by cafleet 0.0.9; run 'cafleet setup --coding-agent claude'"

@@ -1,8 +1,8 @@
 """A whole fleet of real agents does work, offline (docs/permissions.md; tests/harness/real_fleet.py).
 
 A real Claude Code Director, driven by the scripted model (tests/harness/scripted_model.py),
-runs `cafleet fleet create`, `cafleet member create` for one Claude Code, one Codex and one
-opencode member (default profile: workspace), sends each a task (write a named file, run a named
+runs `cafleet fleet create`, `cafleet member create` for one Claude Code, one Codex, one
+opencode and one Gemini CLI member (default profile: workspace), sends each a task (write a named file, run a named
 command); each member polls, does it, replies and ACKs; the Director's `message wait` returns the
 replies and it ACKs them. Judged by the database, the files on disk, each agent's own session
 record and the scripted model's request log.
@@ -26,13 +26,14 @@ from tests.harness.scripted_model import (
     Call,
     ScriptedModel,
     anthropic_conversation,
+    gemini_conversation,
     responses_conversation,
 )
 from tests.harness.util import read_jsonl, retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
-MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"))
-DONE = "All 3 members replied."
+MEMBERS = (("alpha", "claude"), ("beta", "codex"), ("gamma", "opencode"), ("delta", "gemini"))
+DONE = "All 4 members replied."
 
 
 def _task(name: str) -> str:
@@ -46,7 +47,7 @@ def _director_done(model: ScriptedModel) -> bool:
     )
 
 
-def test_a_real_director_runs_a_fleet_of_three_real_agents(
+def test_a_real_director_runs_a_fleet_of_the_four_real_agents(
     tmux_db: TmuxHarness, model_server: ScriptedModel
 ) -> None:
     h = tmux_db
@@ -65,7 +66,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         for name, _ in MEMBERS:
             assert (project / f"{name}.txt").read_text() == f"written by {name}"
             assert (project / f"{name}-ran.txt").read_text() == f"{name}-ran\n"
-        # The database: the fleet, its Director (the Director's own pane), three members.
+        # The database: the fleet, its Director (the Director's own pane), four members.
         fleet_rows = h.sqlite("SELECT fleet_id, name, director_member_id FROM fleets")
         assert len(fleet_rows) == 1 and fleet_rows[0][1] == "e2e"
         fleet_id, _, director_id = fleet_rows[0]
@@ -87,7 +88,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
         rows = h.sqlite(
             "SELECT message_id, from_member_id, to_member_id, text, status_state FROM messages"
         )
-        assert rows and all(r[4] == "completed" for r in rows), rows
+        assert rows and not [r for r in rows if r[4] != "completed"], rows
         tasks = {r[2]: r[0] for r in rows if r[1] == director_id}
         assert set(tasks) == {ids[name] for name, _ in MEMBERS}
         for name, _ in MEMBERS:
@@ -118,7 +119,7 @@ def test_a_real_director_runs_a_fleet_of_three_real_agents(
             direct = sum(not r.queued and r.text.startswith(line) for r in records)
             assert max(queued, direct) == 1, (name, [(r.text, r.queued) for r in records])
             assert member.interruptions() == 0, name
-        # The Director's `message wait` returned the three replies (its tool results).
+        # The Director's `message wait` returned the four replies (its tool results).
         waits = [
             c.result or ""
             for r in model_server.client_requests("director")[-1:]
@@ -179,7 +180,10 @@ def _claude_usage(config_dir: Path) -> dict[str, dict[str, int]]:
 
 def _member_of(body: dict[str, Any]) -> int | None:
     """The member id the conversation's first prompt names (None: none, e.g. a title request)."""
-    conv = anthropic_conversation(body) if "messages" in body else responses_conversation(body)
+    if "contents" in body:
+        conv = gemini_conversation(body)
+    else:
+        conv = anthropic_conversation(body) if "messages" in body else responses_conversation(body)
     m = MEMBER_ID_RX.search(conv.first)
     return int(m.group(1)) if m else None
 

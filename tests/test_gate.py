@@ -58,6 +58,7 @@ def test_every_agent_types_while_working_and_nothing_holds_ready_or_unknown() ->
         "claude": "type",
         "codex": "type",
         "opencode": "type",
+        "gemini": "type",
     }
     assert set(POLICIES) == set(TABLES)
     for agent in (*TABLES, "aider", None):

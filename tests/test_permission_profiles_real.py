@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 PROFILES = ("workspace", "ask", "readonly", "full")
 # The profiles this module spawns; `ask` is tests/test_real_escalation.py's (module docstring).
 SPAWNED = ("workspace", "readonly", "full")
-AGENTS = ("claude", "codex", "opencode")
+AGENTS = ("claude", "codex", "opencode", "gemini")
 OUTSIDE_ROOT = "/var/tmp"
 # Outcome of (task, profile) per agent: "runs" (the file / the command's output is there and
 # the member reported), "refused" (not there, and the member reported anyway: the agent told
@@ -54,6 +54,12 @@ EXPECTED: dict[str, dict[str, dict[str, str]]] = {
     },
     "opencode": {
         "workspace": {"edit": "runs", "command": "runs", "edit outside": "asks"},
+        "ask": {"edit": "asks"},
+        "readonly": {"edit": "refused", "command": "refused"},
+        "full": {"edit": "runs", "command": "runs"},
+    },
+    "gemini": {
+        "workspace": {"edit": "runs", "command": "runs", "edit outside": "refused"},
         "ask": {"edit": "asks"},
         "readonly": {"edit": "refused", "command": "refused"},
         "full": {"edit": "runs", "command": "runs"},

@@ -20,6 +20,7 @@ import pytest
 from cafleet.delivery.screens import classify, composer_text, line_taken, message_frame
 from tests.harness.mock_api import mock_anthropic
 from tests.harness.real_agents import RealAgent, agent_cases, pids_of
+from tests.harness.scripted_model import Action, Conversation, scripted_model, shell
 from tests.harness.util import retry_until
 
 pytestmark = pytest.mark.real_agent
@@ -81,7 +82,18 @@ def test_typed_line_arrives_once_intact_and_queues_while_working(real_agent, age
             kwargs["opencode_config"] = {
                 "provider": {"anthropic": {"options": {"baseURL": url + "/v1"}}}
             }
+        if agent == "gemini":
+            # Gemini records a line when its model request goes out, and keeps a line queued
+            # while it works in memory until its turn: a model that answers each line with a
+            # slow command keeps turns running, and ending.
+            model = stack.enter_context(scripted_model(slow_turns))
+            kwargs.update(model_url=model.base_url("gemini"), args=["--approval-mode", "yolo"])
         check_agent(real_agent(agent, **kwargs))
+
+
+def slow_turns(conv: Conversation, cwd: str) -> Action | None:
+    """Each user line's turn runs `sleep 8` first, then the scripted model ends it."""
+    return shell("sleep 8") if not conv.calls else None
 
 
 def check_agent(a: RealAgent) -> None:

@@ -50,7 +50,7 @@ def real_member(h: TmuxHarness, model_server: Any, agent: str = "claude") -> Rea
     # a send checks the recipient's agent has the skills).
     who = {
         k: member.real.env[k]
-        for k in ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME")
+        for k in ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "GEMINI_CLI_HOME")
     }
     agents = sorted({"claude", agent})
     ok(h.cli("setup", *(x for a in agents for x in ("--coding-agent", a)), env=who))
@@ -65,8 +65,14 @@ QUESTION = {
     "claude": "Do you want to create approved.txt?",
     "codex": "Would you like to run the following command?",
     "opencode": "Permission required",
+    "gemini": "Apply this change?",
 }
-FIRST = {"claude": "1. Yes", "codex": "1. Yes, proceed", "opencode": "1. Allow once"}
+FIRST = {
+    "claude": "1. Yes",
+    "codex": "1. Yes, proceed",
+    "opencode": "1. Allow once",
+    "gemini": "1. Allow once",
+}
 
 
 def inbox(h: TmuxHarness, member_id: int) -> list[dict[str, Any]]:
@@ -108,7 +114,7 @@ def screen_of(member: RealMember) -> str:
 def tool_results(model_server: Any, client: str) -> list[str]:
     """Every tool result the agent sent back to the model, as JSON text: Anthropic
     `tool_result` blocks (Claude Code, opencode), Responses `function_call_output` items
-    (Codex)."""
+    (Codex), Gemini `functionResponse` parts."""
     out = []
     for rec in model_server.client_requests(client):
         for msg in rec.body.get("messages") or []:
@@ -121,6 +127,12 @@ def tool_results(model_server: Any, client: str) -> list[str]:
         for item in rec.body.get("input") or []:
             if isinstance(item, dict) and item.get("type") == "function_call_output":
                 out.append(json.dumps(item))
+        for content in rec.body.get("contents") or []:  # Gemini: functionResponse parts
+            out += [
+                json.dumps(part)
+                for part in content.get("parts") or []
+                if isinstance(part, dict) and "functionResponse" in part
+            ]
     return out
 
 

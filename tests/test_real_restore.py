@@ -24,12 +24,15 @@ from tests.harness.real_member import RealMember
 from tests.harness.scripted_model import (
     ScriptedModel,
     anthropic_conversation,
+    gemini_conversation,
     responses_conversation,
 )
 from tests.harness.util import retry_until
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
-IDENTITY = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+IDENTITY = (
+    "HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "GEMINI_CLI_HOME",
+)  # fmt: skip
 
 
 def _cli_json(h: TmuxHarness, *args: str, env: dict[str, str] | None = None) -> Any:
@@ -83,6 +86,8 @@ def _request_table(model: ScriptedModel, label: str) -> list[tuple[Any, ...]]:
 
 
 def _texts(agent: str, body: dict[str, Any]) -> list[str]:
+    if agent == "gemini":
+        return gemini_conversation(body).texts
     conv = responses_conversation(body) if agent == "codex" else anthropic_conversation(body)
     return conv.texts
 
@@ -151,7 +156,8 @@ def test_restore_resumes_each_real_agent_and_usage_matches_the_model(
         _usage_matches(h, model_server, label, m)
         # The tmux server dies (the loop stops with it: the Director's pane is gone).
         h.tmux("kill-server", check=False)
-        retry_until(lambda: not member.real.alive() or agent == "codex", timeout=30,
+        # Codex's daemon and Gemini CLI (node) outlive their server's ptys.
+        retry_until(lambda: not member.real.alive() or agent in ("codex", "gemini"), timeout=30,
                     message="the agent outlived its tmux server")  # fmt: skip
         pane, here = new_server(h)
         restored = ok(h.cli("fleet", "restore", str(ids.fleet_id), env={**here, **path_env},

@@ -58,7 +58,7 @@ def test_setup_installs_every_file_where_each_agent_reads_it(db_path: Path) -> N
         expected_out += [f"  created {rel}" for rel in files]
     assert lines == expected_out
     # One row per agent, at the resolved identity path, with this version.
-    assert asset_rows(db_path) == [(a, str(agent_dir(a)), VERSION) for a in AGENTS]
+    assert asset_rows(db_path) == sorted((a, str(agent_dir(a)), VERSION) for a in AGENTS)
     assert set(expected_files("codex")) >= {"rules/cafleet.rules", "skills/cafleet/SKILL.md"}
     assert "agents/cafleet.md" in expected_files("opencode")
     assert set(expected_files("claude")) == {
@@ -75,7 +75,7 @@ def test_a_second_setup_changes_no_byte(db_path: Path) -> None:
     assert (code, err) == (0, "")
     assert setup_db_line(out) == f"Already at head ({HEAD_VERSION}); nothing to do."
     assert setup_agent_summaries(out) == {a: f"up to date (cafleet {VERSION})" for a in AGENTS}
-    assert len(out.splitlines()) == 4  # no file lines: nothing changed
+    assert len(out.splitlines()) == 1 + len(AGENTS)  # no file lines: nothing changed
     assert all_trees() == trees  # bytes and modification times
     assert snapshot(db_path) == db  # not even the timestamps were rewritten
     assert query(db_path, "SELECT installed_at FROM asset_installs ORDER BY coding_agent") == stamps
@@ -91,6 +91,7 @@ def test_the_agents_variables_move_the_identity_paths(
         "CLAUDE_CONFIG_DIR": str(tmp_path / "cl"),
         "CODEX_HOME": "rel/../cx/",
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "GEMINI_CLI_HOME": str(tmp_path / "gm"),
     }
     result = call_run("setup", env=env)
     assert result.returncode == 0, result.stderr
@@ -98,8 +99,9 @@ def test_the_agents_variables_move_the_identity_paths(
         "claude": tmp_path / "cl",
         "codex": tmp_path / "cx",
         "opencode": tmp_path / "xdg" / "opencode",
+        "gemini": tmp_path / "gm" / ".gemini",
     }
-    assert asset_rows(db_path) == [(a, str(paths[a]), VERSION) for a in AGENTS]
+    assert asset_rows(db_path) == sorted((a, str(paths[a]), VERSION) for a in AGENTS)
     lines = result.stdout.splitlines()
     assert f"claude: {tmp_path / 'cl'} (CLAUDE_CONFIG_DIR): installed cafleet {VERSION}" in lines
     assert f"codex: {tmp_path / 'cx'} (CODEX_HOME): installed cafleet {VERSION}" in lines
@@ -138,7 +140,7 @@ def test_coding_agent_selects_what_is_installed(
 
 def test_setup_touches_nothing_but_its_own_files(db_path: Path) -> None:
     """Our skill folders are ours to replace; every other file keeps its bytes and mtime."""
-    claude, codex, opencode = (agent_dir(a) for a in AGENTS)
+    claude, codex, opencode = (agent_dir(a) for a in ("claude", "codex", "opencode"))
     theirs = {
         claude / "skills" / "my-skill" / "SKILL.md": "---\nname: my-skill\n---\nmine\n",
         claude / "skills" / "README": "notes\n",
@@ -208,6 +210,8 @@ def test_upgrade_replaces_the_files_and_updates_the_row(bare_head_db: Path) -> N
         "claude": ["skills/cafleet/SKILL.md"],
         "codex": ["skills/cafleet/SKILL.md", "rules/cafleet.rules"],
         "opencode": ["skills/cafleet/SKILL.md", "agents/cafleet.md"],
+        "gemini": ["skills/cafleet/SKILL.md"]
+        + [f"cafleet/{p}.toml" for p in ("workspace", "ask", "readonly")],
     }
     for agent in AGENTS:
         i = lines.index(
@@ -217,7 +221,7 @@ def test_upgrade_replaces_the_files_and_updates_the_row(bare_head_db: Path) -> N
             f"  updated {rel}" for rel in changed[agent]
         ]
         assert files_below(agent_dir(agent)) == expected_files(agent)
-    assert asset_rows(bare_head_db) == [(a, str(agent_dir(a)), VERSION) for a in AGENTS]
+    assert asset_rows(bare_head_db) == sorted((a, str(agent_dir(a)), VERSION) for a in AGENTS)
     new_stamps = dict(query(bare_head_db, "SELECT coding_agent, installed_at FROM asset_installs"))
     assert all(new_stamps[a] > old_stamps[a] for a in AGENTS)
     code, out, err = run_cli(*send)  # stored; outside tmux the notification waits (a warning)
@@ -278,7 +282,7 @@ def test_a_read_only_target_fails_the_assets_half_and_writes_nothing(db_path: Pa
     assert setup_agent_summaries(out)["codex"] == "failed"
     assert list(codex.iterdir()) == []
     # The other agents landed and are recorded; codex has no row.
-    assert [r[0] for r in asset_rows(db_path)] == ["claude", "opencode"]
+    assert [r[0] for r in asset_rows(db_path)] == ["claude", "gemini", "opencode"]
     assert (
         setup_db_line(out) == f"Created {db_path} and applied migrations to head ({HEAD_VERSION})."
     )
@@ -358,6 +362,8 @@ def test_home_unset_with_a_database_url(db_path: Path, tmp_path: Path) -> None:
         "not set (set CLAUDE_CONFIG_DIR)\n"
         "assets half failed: opencode: cannot resolve opencode's configuration directory: HOME "
         "is not set (set OPENCODE_CONFIG_DIR or XDG_CONFIG_HOME)\n"
+        "assets half failed: gemini: cannot resolve gemini's configuration directory: HOME "
+        "is not set (set GEMINI_CLI_HOME)\n"
         "Error: assets half failed\n"
     )
     assert asset_rows(db_path) == [("codex", str(tmp_path / "cx"), VERSION)]

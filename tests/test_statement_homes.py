@@ -15,6 +15,8 @@ BROKER = REPO / "cafleet" / "broker"
 # Reads across aggregates, each named: (repository module, catalog module) -> statements.
 SHARED = {
     ("_common", "fleets"): {"FLEET_DIRECTED_FROM"},
+    # the board: the tasks aggregate's read, apart so `task list` imports only it
+    ("board", "tasks"): {"BOARD", "FLEET", "FLEET_DEPS"},
     ("tasks", "members"): {"ACTIVE_MONITOR_MEMBER"},
     ("tasks", "messages"): {"MESSAGE_BY_TOKEN", "SEND"},
 }

@@ -124,6 +124,35 @@ def test_upgrade_from_0001_keeps_every_row(empty_db: PgDb) -> None:
     assert diagnose_path(str(empty_db)).state == "current"
 
 
+def test_upgrade_from_0009_indexes_the_existing_rows_for_search(empty_db: PgDb) -> None:
+    """Revision 0010 on PostgreSQL (docs/storage.md §3.13): GIN indexes over the rows already
+    there; every row kept; the search finds them, through connections without JIT."""
+    upgrade_to(str(empty_db), "0001")
+    _populate_0001(empty_db)
+    upgrade_to(str(empty_db), "0009")
+    before = state(empty_db)["rows"]
+    assert run_setup(str(empty_db)) == f"Upgraded from 9 to {HEAD_VERSION}."
+    after = state(empty_db)["rows"]
+    assert after.pop("alembic_version") == [(HEAD_REVISION,)]
+    before.pop("alembic_version")
+    assert after == before
+    code, out, err = run_cli("search", "HELLO", "--json")
+    assert (code, err) == (0, ""), err
+    assert json.loads(out) == [
+        {"kind": "message", "id": 1, "fleet_id": 1, "title": None, "snippet": "[hello]"}
+    ]
+    from cafleet.cli.guard import open_validated_connection
+    from cafleet.db import tx
+    from cafleet.db.runtime import close_connection
+
+    conn = open_validated_connection(str(empty_db))
+    try:
+        with tx.read(conn):
+            assert conn.exec_driver_sql("SHOW jit").scalar() == "off"
+    finally:
+        close_connection(conn)
+
+
 def test_duplicate_monitors_refuse_the_upgrade_and_change_nothing(empty_db: PgDb) -> None:
     upgrade_to(str(empty_db), "0001")
     _populate_0001(empty_db)

@@ -44,8 +44,17 @@ def test_fresh_setup_has_exactly_the_tables_and_no_rows(fresh: Path) -> None:
     objects = query(
         fresh, "SELECT type, name FROM sqlite_master WHERE type != 'index' ORDER BY name"
     )
+    search = [  # revision 0010's FTS5 tables, each with its five shadow tables, and triggers
+        ("table", f"search_{kind}{part}")
+        for kind in ("messages", "tasks")
+        for part in ("", "_config", "_content", "_data", "_docsize", "_idx")
+    ] + [
+        ("trigger", f"search_{kind}_{event}")
+        for kind in ("messages", "tasks")
+        for event in ("insert", "update", "delete")
+    ]
     assert sorted(objects) == sorted(
-        ("table", t) for t in (*APP_TABLES, "alembic_version", "sqlite_sequence")
+        [("table", t) for t in (*APP_TABLES, "alembic_version", "sqlite_sequence")] + search
     )
     for table in APP_TABLES:
         assert query(fresh, f"SELECT count(*) FROM {table}") == [(0,)]
@@ -188,9 +197,10 @@ def test_autoincrement_exactly_on_five_tables_and_no_check(fresh: Path) -> None:
     for name in EXPECTED_COLUMNS:
         assert not re.search(r"\bCHECK\b", ddl[name], re.I), name
         assert "ON UPDATE" not in ddl[name].upper()
-    assert query(fresh, "SELECT count(*) FROM sqlite_master WHERE type IN ('view', 'trigger')") == [
-        (0,)
-    ]
+    assert query(fresh, "SELECT count(*) FROM sqlite_master WHERE type = 'view'") == [(0,)]
+    # the only triggers keep the search index in step (revision 0010)
+    triggers = query(fresh, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
+    assert all(name.startswith("search_") for (name,) in triggers) and len(triggers) == 6
 
 
 # --- §9 item 4 ------------------------------------------------------------------------------------
@@ -475,6 +485,13 @@ def test_shape_of_0009() -> None:
     ]
     assert s9.indexes[: len(s8.indexes)] == s8.indexes
     assert len(s9.indexes) == len(s8.indexes) + 6
+
+
+def test_shape_of_0010() -> None:
+    """Search: derived data only (FTS5 tables and triggers on SQLite, GIN indexes on
+    PostgreSQL), none of it in a recorded shape; the catalogue check still sees it."""
+    assert SHAPES["0010"].tables == SHAPES["0009"].tables
+    assert SHAPES["0010"].indexes == SHAPES["0009"].indexes
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

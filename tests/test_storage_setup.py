@@ -348,6 +348,46 @@ def test_upgrade_from_0008_adds_tasks_and_keeps_every_row(
         sql(db_path, "INSERT INTO task_deps VALUES (1, 999)", fk=True)
 
 
+def test_upgrade_from_0009_indexes_every_message_and_task_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0010 (docs/storage.md §3.13): the search index is filled from the rows already
+    there (a broadcast once, as its first delivery) and every row is kept."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0009")
+    fleet, member = query(db_path, "SELECT fleet_id, member_id FROM members LIMIT 1")[0]
+    sql(
+        db_path,
+        "INSERT INTO tasks (fleet_id, title, body, state, result, created_at, state_since) "
+        f"VALUES ({fleet}, 'Fix walrus', 'the body', 'done', 'walrus fixed', '{TS}', '{TS}')",
+    )
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0010")
+    assert dump(db_path) == before
+    assert ledger(db_path) == [("0010",)]
+    assert query(db_path, "SELECT rowid, body FROM search_messages ORDER BY rowid") == [
+        (m[0], m[9]) for m in before["messages"] if m[0] in (1, 2, 4, 6)
+    ]
+    assert query(
+        db_path, "SELECT rowid FROM search_messages WHERE search_messages MATCH 'hands'"
+    ) == [(4,)]
+    assert query(db_path, "SELECT rowid FROM search_tasks WHERE search_tasks MATCH 'walrus'") == [
+        (1,)
+    ]
+    # written with each later row, in its transaction
+    sql(
+        db_path,
+        "INSERT INTO messages (owner_member_id, from_member_id, to_member_id, type, created_at, "
+        f"status_state, status_timestamp, text) VALUES ({member}, {member}, {member}, 'unicast', "
+        f"'{TS}', 'input_required', '{TS}', 'narwhal')",
+    )
+    assert query(
+        db_path, "SELECT count(*) FROM search_messages WHERE search_messages MATCH 'narwhal'"
+    ) == [(1,)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -701,7 +741,7 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0005 -> 0006, host_loops" in history.stdout
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
-    assert "0008 -> 0009 (head), tasks" in history.stdout
+    assert "0009 -> 0010 (head), search" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -28,14 +28,6 @@ def collect(*args: str, env: dict[str, str] | None = None) -> list[str]:
     return [line for line in proc.stdout.splitlines() if "::" in line]
 
 
-def test_the_suite_collects_without_xdist_and_leaves_the_matrix_out() -> None:
-    env = {"CAFLEET_AGENT_MATRIX": ""}
-    ids = collect("-p", "no:xdist", MATRIX_FILE, env=env)
-    assert [i.rsplit("::", 1)[1] for i in ids] == [
-        "test_typed_line_arrives_once_intact_and_queues_while_working[codex]"
-    ]
-
-
 @pytest.mark.parametrize(
     ("args", "env"),
     [(("--agent-matrix",), {"CAFLEET_AGENT_MATRIX": ""}), ((), {"CAFLEET_AGENT_MATRIX": "1"})],
@@ -43,7 +35,7 @@ def test_the_suite_collects_without_xdist_and_leaves_the_matrix_out() -> None:
 )
 def test_the_agent_matrix_runs_when_asked_for(args: tuple[str, ...], env: dict[str, str]) -> None:
     ids = collect(*args, MATRIX_FILE, env=env)
-    assert sorted(i.rsplit("[", 1)[1] for i in ids) == ["claude]", "codex]", "opencode]"]
+    assert sorted(i.rsplit("[", 1)[1] for i in ids) == ["claude]", "codex]", "gemini]", "opencode]"]
 
 
 def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
@@ -53,3 +45,44 @@ def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
         assert getattr(pytestconfig.option, "loadgroup", False) is True
     else:
         assert getattr(pytestconfig.option, "dist", "no") == "no"
+
+
+# The real-agent cases of the default run, reviewed: they run one after another on one worker,
+# the longest path of `-n 2`, so one case per behaviour (README.md "Run the tests"). A new one
+# belongs here only when no listed case (or a fake-agent test) proves its behaviour already;
+# otherwise mark it `agent_matrix`.
+DEFAULT_REAL_AGENT_CASES = {
+    "test_benchmarks_smoke.py::test_fleet_roundtrip_smoke",
+    "test_fleet_real.py::test_a_real_director_runs_a_fleet_of_the_four_real_agents",
+    "test_permission_profiles_real.py::test_docs_table_is_the_tested_table",
+    "test_permission_profiles_real.py::test_each_profile_does_what_its_table_says[codex]",
+    "test_real_agent_assets.py::test_opencode_lists_our_skill_and_resolves_our_preset[default]",
+    "test_real_agent_assets.py::test_opencode_lists_our_skill_and_resolves_our_preset[OPENCODE_CONFIG_DIR]",
+    "test_real_agent_assets.py::test_codex_shows_our_skill_in_its_prompt[default]",
+    "test_real_agent_assets.py::test_codex_shows_our_skill_in_its_prompt[CODEX_HOME]",
+    "test_real_agent_assets.py::test_codex_policy_allows_cafleet_under_our_rules",
+    "test_real_agent_assets.py::test_claude_code_lists_our_skill",
+    "test_real_agents.py::test_typed_line_arrives_once_intact_and_queues_while_working[codex]",
+    "test_real_delivery.py::test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted[claude]",
+    "test_real_escalation.py::test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered[opencode]",
+    "test_real_reaping.py::test_member_delete_leaves_nothing_of_a_real_agent[codex]",
+    "test_real_restore.py::test_restore_resumes_each_real_agent_and_usage_matches_the_model[claude]",
+    "test_real_verify.py::test_a_line_sent_while_a_real_opencode_works_is_stamped_without_a_warning",
+    "test_real_wakes.py::test_each_wake_reaches_a_real_claude_monitor_once_in_any_pane_size",
+    "test_real_whole_task.py::test_a_real_member_runs_exactly_the_last_line_of_a_long_task",
+    "test_tasks_real.py::test_real_agents_carry_dependent_tasks_through_a_restore",
+    "test_worktrees_real.py::test_claude_trusts_a_worktree_under_the_checkout_not_beside_it",
+    "test_worktrees_real.py::test_codex_trusts_a_member_worktree_of_the_trusted_checkout",
+}
+
+
+def test_the_suite_collects_without_xdist_and_leaves_the_matrix_out() -> None:
+    # Only the files that name the marker or fixture can hold a real-agent test: collecting
+    # those is seconds, the whole suite half a minute.
+    files = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").glob("test_*.py")
+        if "real_agent" in p.read_text(encoding="utf-8")
+    )
+    ids = collect("-p", "no:xdist", "-m", "real_agent", *files, env={"CAFLEET_AGENT_MATRIX": ""})
+    assert {i.removeprefix("tests/") for i in ids} == DEFAULT_REAL_AGENT_CASES

@@ -415,6 +415,9 @@ def test_tasks_benchmark_runs_at_smoke_size(tmp_path: Path) -> None:
     release = results["release"]
     assert release["released"] == release["dependents"]  # all of them, by the one done
     assert release["messages"] == release["dependents"] + 1  # each assignee, and the Director
+    found = results["search"]["sqlite"]
+    assert found["messages"] == 200 and found["queries"]["zzznothing"]["hits"] == 0
+    assert found["queries"]["parser"]["hits"] > 0
 
 
 def test_the_monitor_wake_names_tasks_in_progress_too_long(team: SimpleNamespace) -> None:

@@ -44,6 +44,16 @@ def served(head_db: Path) -> tuple[Any, World]:
             conn, from_member_id=world.director, to_member_id=world.members["alice"], text="hi"
         )
         broker.broadcast_message(conn, from_member_id=world.director, text="all")
+        for title in ("open", "done"):
+            broker.create_task(
+                conn,
+                fleet_id=world.fleet_id,
+                title=title,
+                body="",
+                creator_id=world.director,
+                assignee_id=world.members["alice"],
+            )
+        broker.finish_task(conn, task_id=2, member_id=world.members["alice"], result="ok")
     stamp = now_ts()
     sql_write(
         head_db,
@@ -108,6 +118,18 @@ def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
         ("GET", "/api/members/{member_id}/prompt", {"headers": f, "path_parameters": {"member_id": 999}}),
         ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": bob}, "body": {"choice": "1", "prompt_id": "0badcafe"}}),
         ("POST", "/api/members/{member_id}/answer", {"headers": f, "path_parameters": {"member_id": alice}, "body": {"choice": "1", "prompt_id": "not-hex"}}),
+        ("GET", "/api/tasks", {"headers": f}),
+        ("GET", "/api/tasks", {"headers": f, "query": {"state": "nope"}}),
+        ("GET", "/api/tasks/{task_id}", {"headers": f, "path_parameters": {"task_id": 1}}),
+        ("GET", "/api/tasks/{task_id}", {"headers": f, "path_parameters": {"task_id": 999}}),
+        ("POST", "/api/tasks", {"headers": f, "body": {"title": "web", "assignee_member_id": alice, "after": [1]}}),
+        ("POST", "/api/tasks", {"headers": f, "body": {"title": " "}}),
+        ("POST", "/api/tasks/{task_id}/assign", {"headers": f, "path_parameters": {"task_id": 1}, "body": {"member_id": alice}}),
+        ("POST", "/api/tasks/{task_id}/assign", {"headers": f, "path_parameters": {"task_id": 2}, "body": {"member_id": alice}}),
+        ("POST", "/api/tasks/{task_id}/reopen", {"headers": f, "path_parameters": {"task_id": 2}}),
+        ("POST", "/api/tasks/{task_id}/reopen", {"headers": f, "path_parameters": {"task_id": 1}}),
+        ("POST", "/api/tasks/{task_id}/cancel", {"headers": f, "path_parameters": {"task_id": 1}}),
+        ("POST", "/api/tasks/{task_id}/cancel", {"headers": f, "path_parameters": {"task_id": 999}}),
     ]  # fmt: skip
 
 
@@ -152,6 +174,12 @@ def test_chosen_requests_reach_every_route_and_conform(served: tuple[Any, World]
         ("GET", "/api/monitor"),
         ("PATCH", "/api/monitor"),
         ("POST", "/api/monitor/wake"),
+        ("GET", "/api/tasks"),
+        ("GET", "/api/tasks/{task_id}"),
+        ("POST", "/api/tasks"),
+        ("POST", "/api/tasks/{task_id}/assign"),
+        ("POST", "/api/tasks/{task_id}/reopen"),
+        ("POST", "/api/tasks/{task_id}/cancel"),
     ],
 )
 def test_generated_requests_conform(served: tuple[Any, World], route: tuple[str, str]) -> None:

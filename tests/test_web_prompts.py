@@ -119,7 +119,10 @@ def test_a_read_only_page_shows_the_question_without_buttons_and_refuses_answers
         assert server.stop() == 0
 
 
+# Opt-in: the default run proves a real agent's prompt reported and answered
+# (test_real_escalation, opencode) and the page's button answering (the fake-agent tests here).
 @pytest.mark.real_agent
+@pytest.mark.agent_matrix
 def test_a_real_claude_member_s_prompt_is_answered_from_the_page(
     tmux_db: TmuxHarness, page: Any, model_server: Any
 ) -> None:

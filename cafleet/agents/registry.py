@@ -20,6 +20,7 @@ _PACKAGES: dict[str, str] = {
     "claude": "cafleet.agents.claude",
     "codex": "cafleet.agents.codex",
     "opencode": "cafleet.agents.opencode",
+    "gemini": "cafleet.agents.gemini",
 }
 _LOADED: dict[str, CodingAgent] = {}
 

@@ -48,6 +48,7 @@ FACADE: dict[str, tuple[str, ...]] = {
         "current_asset_versions",
         "record_asset_install",
     ),
+    "board": ("task_board",),
     "fleets": (
         "create_fleet",
         "delete_fleet",
@@ -119,6 +120,10 @@ FACADE: dict[str, tuple[str, ...]] = {
         "record_pane_losses",
         "recorded_worktrees",
     ),
+    "search": (
+        "search_text",
+        "search_words",
+    ),
     "sessions": (
         "clear_session_id",
         "fleet_sessions",
@@ -139,8 +144,8 @@ FACADE: dict[str, tuple[str, ...]] = {
         "remind_restarted",
         "reopen_task",
         "store_task_send",
-        "task_board",
         "task_detail",
+        "task_events",
     ),
     "transfer": (
         "export_fleet",
@@ -165,6 +170,9 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         asset_installs_for,
         current_asset_versions,
         record_asset_install,
+    )
+    from cafleet.broker.board import (
+        task_board,
     )
     from cafleet.broker.fleets import (
         create_fleet,
@@ -237,6 +245,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         record_pane_losses,
         recorded_worktrees,
     )
+    from cafleet.broker.search import (
+        search_text,
+        search_words,
+    )
     from cafleet.broker.sessions import (
         clear_session_id,
         fleet_sessions,
@@ -257,8 +269,8 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
         remind_restarted,
         reopen_task,
         store_task_send,
-        task_board,
         task_detail,
+        task_events,
     )
     from cafleet.broker.transfer import (
         export_fleet,
@@ -369,6 +381,8 @@ __all__ = [
     "reopen_task",
     "request_monitor_wake",
     "roster_activity",
+    "search_text",
+    "search_words",
     "send_message",
     "sent_view",
     "session_id",
@@ -382,6 +396,7 @@ __all__ = [
     "store_task_send",
     "task_board",
     "task_detail",
+    "task_events",
     "timeline",
     "unacked_deliveries",
     "wake_roster",

@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from cafleet.broker._common import stamp
+from cafleet.broker.board import _fleet
 from cafleet.broker.errors import (
-    FleetDeleted,
-    FleetNotFound,
     KeyReused,
     MemberDeregistered,
     MemberNotFound,
@@ -66,19 +65,6 @@ def get_task(conn: Connection, task_id: int) -> Task:
         return _task(conn, task_id)
 
 
-def task_board(
-    conn: Connection, fleet_id: int, *, state: str | None = None, member_id: int | None = None
-) -> list[Task]:
-    """The fleet's tasks in id order, optionally only one state or one assignee's."""
-    with tx.read(conn):
-        _fleet(conn, fleet_id, live=False)
-        rows = conn.execute(
-            q.BOARD, {"fleet_id": fleet_id, "state": state, "member": member_id}
-        ).all()
-        after = _fleet_after(conn, fleet_id)
-        return [task_from_row(r, tuple(after.get(r["task_id"], ()))) for r in rows]
-
-
 def overdue_tasks(conn: Connection, fleet_id: int, *, started_before: str) -> list[Task]:
     """The fleet's tasks in progress since before ``started_before`` (the monitor's wake)."""
     with tx.read(conn):
@@ -101,6 +87,18 @@ def task_detail(conn: Connection, task_id: int) -> TaskDetail:
             for r in conn.execute(q.EVENTS, {"task_id": task_id}).all()
         ]
         return TaskDetail(task, thread, events)
+
+
+def task_events(conn: Connection, task_ids: Iterable[int]) -> dict[int, list[TaskEvent]]:
+    """Every state each task entered, in order (the board's costs)."""
+    with tx.read(conn):
+        return {
+            task_id: [
+                TaskEvent(r["state"], r["at"], r["member_id"])
+                for r in conn.execute(q.EVENTS, {"task_id": task_id}).all()
+            ]
+            for task_id in task_ids
+        }
 
 
 def message_thread(conn: Connection, message_id: int) -> list[ThreadMessage]:
@@ -369,22 +367,6 @@ def _task(conn: Connection, task_id: int) -> Task:
     return task_from_row(row, after)
 
 
-def _fleet_after(conn: Connection, fleet_id: int) -> dict[int, list[int]]:
-    after: dict[int, list[int]] = {}
-    for row in conn.execute(q.FLEET_DEPS, {"fleet_id": fleet_id}):
-        after.setdefault(row["task_id"], []).append(row["after_task_id"])
-    return after
-
-
-def _fleet(conn: Connection, fleet_id: int, *, live: bool) -> Any:
-    row = conn.execute(q.FLEET, {"fleet_id": fleet_id}).first()
-    if row is None:
-        raise FleetNotFound(fleet_id)
-    if live and row["deleted_at"] is not None:
-        raise FleetDeleted(fleet_id)
-    return row
-
-
 def _member_of(conn: Connection, member_id: int, fleet_id: int) -> None:
     row = conn.execute(q.MEMBER, {"member_id": member_id}).first()
     if row is None:
@@ -571,6 +553,5 @@ __all__ = [
     "overdue_tasks",
     "reopen_task",
     "store_task_send",
-    "task_board",
     "task_detail",
 ]

@@ -112,6 +112,7 @@ ROOT_ORDER = (
     "worktree",
     "message",
     "task",
+    "search",
     "monitor",
     "server",
 )
@@ -169,6 +170,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         "server": "cafleet.cli.server_cmd",
         "export": "cafleet.cli.transfer_cmd",
         "import": "cafleet.cli.transfer_cmd",
+        "search": "cafleet.cli.search_cmd",
     },
 )
 @click.option(
@@ -260,7 +262,10 @@ def message_group(ctx: click.Context) -> None:
         (
             "cafleet.cli.task_cmd",
             "create",
-            "list",
+        ),
+        ("cafleet.cli.task_list_cmd", "list"),
+        (
+            "cafleet.cli.task_cmd",
             "show",
             "assign",
             "claim",

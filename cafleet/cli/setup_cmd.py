@@ -108,7 +108,7 @@ def _agent_dict(result: Any) -> dict[str, Any]:
     metavar="AGENT",
     multiple=True,
     callback=_agents_callback,
-    help="Install for this agent only (claude, codex, opencode; repeatable; default: all three).",
+    help="Install for this agent only (repeatable; default: every agent cafleet knows).",
 )
 @json_option
 def setup(coding_agents: tuple[str, ...], as_json: bool) -> None:

@@ -10,13 +10,14 @@ from cafleet import broker
 from cafleet.cli.app import message_group, task_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option, read_body_file
-from cafleet.output import err, out, out_json, out_lines, record_dict, table
+from cafleet.cli.task_list_cmd import task_dict
+from cafleet.output import err, out, out_json, out_lines, record_dict
 from cafleet.workflows import tasks
 
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task, ThreadMessage
+    from cafleet.workflows.task_costs import TaskCost
 
-TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
 TASK_ID_HELP = "Task ID."
 
 
@@ -30,10 +31,6 @@ THREAD_KEYS = (
     "reply_to_message_id",
     "text",
 )
-
-
-def task_dict(task: Task) -> dict[str, Any]:
-    return record_dict(task)
 
 
 def thread_dict(message: ThreadMessage) -> dict[str, Any]:
@@ -130,32 +127,6 @@ def task_create(
     _render(task, as_json, "created")
 
 
-@task_group.command("list", help="The fleet's board: every task, its state and assignee.")
-@id_option("--fleet-id", "Fleet ID.")
-@click.option("--state", type=click.Choice(TASK_STATES), default=None, help="Only this state.")
-@id_option("--member", "Only this assignee's tasks.", required=False)
-@json_option
-def task_list(fleet_id: int, state: str | None, member: int | None, as_json: bool) -> None:
-    inv = invocation()
-    conn = inv.connection()
-
-    board = broker.task_board(conn, fleet_id, state=state, member_id=member)
-    if as_json:
-        out_json([task_dict(t) for t in board])
-        return
-    rows = [
-        [
-            str(t.task_id),
-            t.state,
-            str(t.assignee_member_id or "-"),
-            ",".join(str(a) for a in t.after) or "-",
-            t.title,
-        ]
-        for t in board
-    ]
-    out_lines(table(["ID", "STATE", "ASSIGNEE", "AFTER", "TITLE"], rows))
-
-
 @task_group.command("show", help="One task, its time in each state and its thread.")
 @id_argument("task_id", TASK_ID_HELP)
 @json_option
@@ -163,16 +134,30 @@ def task_show(task_id: int, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
 
-    view = tasks.show(conn, task_id)
+    # Only `task show` reads the agents' records: the other task commands never import them.
+    from cafleet.workflows import task_costs
+
+    shown_view = task_costs.show(conn, inv.settings, task_id)
+    view, cost = shown_view.view, shown_view.cost
     detail = view.detail
     if as_json:
         shown = task_dict(detail.task)
         shown["seconds_in_state"] = view.seconds_in_state
+        shown["in_progress_usage"] = cost.as_dict()
         out_json({"task": shown, "thread": [thread_dict(m) for m in detail.thread]})
         return
     out_lines(_task_lines(detail.task))
     spent = ", ".join(f"{s} {round(v)}s" for s, v in view.seconds_in_state.items())
-    out_lines(["", f"time in state: {spent or '-'}", "", *_thread_lines(detail.thread)])
+    lines = [f"time in state: {spent or '-'}", f"used in progress: {_usage_text(cost)}"]
+    out_lines(["", *lines, "", *_thread_lines(detail.thread)])
+
+
+def _usage_text(cost: TaskCost) -> str:
+    if cost.tally is None:
+        return f"unknown ({cost.unknown_reason})"
+    i, o, cr, cw = cost.tally.totals()
+    price = f"${cost.usd:.4f}" if cost.usd is not None else f"cost unknown ({cost.unknown_reason})"
+    return f"in {i} · out {o} · cache {cr + cw} · {price}"
 
 
 @task_group.command("assign", help="Give a task to a member (sent to it when ready).")

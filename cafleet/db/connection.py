@@ -150,6 +150,13 @@ class Connection(abc.ABC):
         dialect that cannot be woken sleeps, then compares `data_version` with `since` (when
         given)."""
 
+    # --- full-text search -------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def text_query(self, words: list[str]) -> str:
+        """The search index's query for all of `words`, each taken literally (never the
+        engine's operators), for the catalog's search statements."""
+
     # --- the connection itself ------------------------------------------------------------
 
     def lost(self) -> bool:

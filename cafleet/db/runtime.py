@@ -134,6 +134,10 @@ class SqliteConnection(Connection):
     def in_transaction(self) -> bool:
         return self.driver.in_transaction
 
+    def text_query(self, words: list[str]) -> str:
+        # FTS5: each word a quoted string, so none is read as an operator; all are required.
+        return " ".join('"' + word.replace('"', '""') + '"' for word in words)
+
     def _check(self) -> None:
         if not self.info.get("cafleet.begin") or not self.driver.in_transaction:
             raise StorageUsageError("statement issued outside tx.read()/tx.write()")

@@ -99,8 +99,9 @@ _WS = re.compile(r"\s+")
 _WHERE = re.compile(r"\sWHERE\s", re.IGNORECASE)
 _AUTOINCREMENT = re.compile(r"\bAUTOINCREMENT\b", re.IGNORECASE)
 
-# Tables never part of a recorded shape (docs/storage.md §2.7, §5.3).
-IGNORED_TABLE_PREFIXES = ("sqlite_", "_alembic_tmp_")
+# Tables never part of a recorded shape (docs/storage.md §2.7, §5.3); `search_` holds the FTS5
+# search index and its shadow tables, derived data that the catalogue check covers (§3.13).
+IGNORED_TABLE_PREFIXES = ("sqlite_", "_alembic_tmp_", "search_")
 IGNORED_TABLES = frozenset({"alembic_version"})
 
 

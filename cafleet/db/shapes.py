@@ -36,6 +36,7 @@ REVISIONS: tuple[str, ...] = (
     "0007",
     "0008",
     "0009",
+    "0010",
 )
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
@@ -644,6 +645,39 @@ SHAPES: dict[str, SchemaShape] = {
     ),
     "0009": SchemaShape(
         "0009",
+        (
+            _TABLE_FLEETS_0005,
+            _TABLE_MEMBERS_0001,
+            _TABLE_MEMBER_PLACEMENTS_0008,
+            _TABLE_MESSAGES_0009,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+            _TABLE_TASKS_0009,
+            _TABLE_TASK_DEPS_0009,
+            _TABLE_TASK_EVENTS_0009,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+            _INDEX_idx_tasks_fleet_state_0009,
+            _INDEX_idx_tasks_assignee_state_0009,
+            _INDEX_idx_task_deps_after_0009,
+            _INDEX_idx_task_events_task_0009,
+            _INDEX_idx_messages_task_0009,
+            _INDEX_idx_messages_reply_to_0009,
+        ),
+    ),
+    "0010": SchemaShape(
+        "0010",
         (
             _TABLE_FLEETS_0005,
             _TABLE_MEMBERS_0001,

@@ -71,6 +71,35 @@ class Tally:
         return tally
 
 
+# Usage is also kept per span of this many seconds of the time it was recorded, so a task can
+# be given what its assignee used while it was in progress (cafleet.workflows.tasks).
+SPAN_SECONDS = 10
+
+
+def add_timed(state: dict[str, Any], at: float | None, model: str, counts: Any) -> None:
+    """Add ``counts`` to ``state["timed"]``, under the span holding ``at`` (epoch seconds); a
+    record without a time is in the tally only."""
+    timed = state.setdefault("timed", {})
+    if at is None:
+        return
+    row = timed.setdefault(str(int(at // SPAN_SECONDS)), {})
+    Tally(row).add(model, counts)
+
+
+def timed_between(timed: Mapping[str, Any], start: float, end: float) -> Tally:
+    """The tally of the spans that overlap ``[start, end]`` (so to `SPAN_SECONDS`)."""
+    tally = Tally()
+    first, last = int(start // SPAN_SECONDS), int(end // SPAN_SECONDS)
+    if last - first < len(timed):  # a short task of a long session: look its spans up
+        keys: Any = (str(k) for k in range(first, last + 1))
+    else:
+        keys = (k for k in timed if k.isdigit() and first <= int(k) <= last)
+    for key in keys:
+        if key in timed:
+            tally.merge(Tally.from_json(timed[key]))
+    return tally
+
+
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
@@ -136,9 +165,12 @@ __all__ = [
     "AgentRecords",
     "RecordUnreadable",
     "SessionRecord",
+    "SPAN_SECONDS",
     "Tally",
+    "add_timed",
     "count",
     "epoch",
     "prompt_matches",
+    "timed_between",
     "records_of",
 ]

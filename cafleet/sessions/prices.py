@@ -23,7 +23,8 @@ from cafleet.sessions import Tally
 
 Rates = tuple[float, float, float, float]
 
-# Public list prices (USD per 1M tokens) as published by Anthropic and OpenAI, late 2025.
+# Public list prices (USD per 1M tokens) as published by Anthropic, OpenAI and Google (Gemini
+# at up to 200k prompt tokens), late 2025.
 BUILTIN: dict[str, Rates] = {
     "claude-opus-4-5": (5.0, 25.0, 0.5, 6.25),
     "claude-opus-4-1": (15.0, 75.0, 1.5, 18.75),
@@ -39,6 +40,10 @@ BUILTIN: dict[str, Rates] = {
     "gpt-5-nano": (0.05, 0.4, 0.005, 0.0),
     "gpt-4.1": (2.0, 8.0, 0.5, 0.0),
     "o4-mini": (1.1, 4.4, 0.275, 0.0),
+    "gemini-3-pro": (2.0, 12.0, 0.2, 0.0),
+    "gemini-2.5-pro": (1.25, 10.0, 0.125, 0.0),
+    "gemini-2.5-flash": (0.3, 2.5, 0.03, 0.0),
+    "gemini-2.5-flash-lite": (0.1, 0.4, 0.01, 0.0),
 }
 
 

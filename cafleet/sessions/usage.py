@@ -23,7 +23,7 @@ from cafleet.files import read_regular
 from cafleet.sessions import RecordUnreadable, SessionRecord, Tally, records_of
 
 CACHE_NAME = "usage-cache.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: usage per span of time too (an older cache is read again)
 CACHE_LIMIT = 64 * 1024 * 1024  # a larger cache is read as none (usage is read again)
 
 
@@ -34,6 +34,9 @@ class MemberUsage:
     member_id: int
     tally: Tally | None
     reason: str | None = None
+    # Usage per span of time (`cafleet.sessions.add_timed`) over every session; None when a
+    # session's agent records no times.
+    timed: dict[str, Any] | None = None
 
     @property
     def known(self) -> bool:
@@ -155,6 +158,7 @@ def read_usage(
             sessions[subject.session_id] = _new_session(subject.coding_agent, record)
             changed = True
         tally = Tally()
+        timed: dict[str, Any] | None = {}
         reason: str | None = None
         for session in sessions.values():
             record = _record_of(session) if isinstance(session, dict) else None
@@ -170,7 +174,23 @@ def read_usage(
                 session["state"] = state
                 changed = True
             tally.merge(Tally.from_json(state.get("tally")))
-        out.append(MemberUsage(subject.member_id, None if reason else tally, reason))
+            timed = _merge_timed(timed, state.get("timed"))
+        tally_or_none = None if reason else tally
+        out.append(
+            MemberUsage(
+                subject.member_id, tally_or_none, reason, None if tally_or_none is None else timed
+            )
+        )
     if changed:
         _save(path, members)
     return out
+
+
+def _merge_timed(into: dict[str, Any] | None, spans: Any) -> dict[str, Any] | None:
+    if into is None or not isinstance(spans, dict):
+        return None
+    for key, by_model in spans.items():
+        merged = Tally.from_json(into.get(key))
+        merged.merge(Tally.from_json(by_model))
+        into[key] = merged.to_json()
+    return into

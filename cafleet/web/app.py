@@ -8,6 +8,7 @@ with the status of `ERROR_STATUS`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -41,8 +42,10 @@ from cafleet.text import check_inline_body
 from cafleet.web import models as m
 from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
+from cafleet.web.timeline import ack_at, group
 from cafleet.workflows import errors as we
-from cafleet.workflows import messaging
+from cafleet.workflows import messaging, task_costs
+from cafleet.workflows import tasks as task_flows
 from cafleet.workflows.answering import AnswerRefused, choice_problem, showing
 from cafleet.workflows.answering import answer as answer_prompt  # the route below is `answer`
 from cafleet.workflows.errors import WorkflowError
@@ -55,6 +58,7 @@ from cafleet.workflows.worktrees import reports
 if TYPE_CHECKING:
     from cafleet.config import Settings
     from cafleet.records import Fleet, Message
+    from cafleet.records.tasks import Task
 
 TIMELINE_LIMIT = 200  # the timeline page: the newest deliveries it shows (docs/webui.md)
 MAX_BODY = 8 * 1_048_576  # a 1 MiB text (the CLI's limit) JSON-escaped, with room to spare
@@ -82,6 +86,8 @@ def _error_status() -> dict[type[Exception], int]:
         be.RecipientNotFound: 404,
         be.NotSameFleet: 404,
         be.MessageNotFound: 404,
+        be.TaskNotFound: 404,
+        be.TaskRefused: 409,
         be.SenderNotActive: 409,
         we.NoMonitorRuntime: 404,
         we.LoopNotLive: 404,
@@ -254,6 +260,7 @@ def create_app(config: ServerConfig) -> WebUI:
     app.add_exception_handler(Exception, _internal_error)
 
     _routes(app)
+    _task_routes(app)
     static = resources.files("cafleet.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
@@ -550,8 +557,6 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def timeline(ctx: FleetCtx) -> Any:
-        from cafleet.web.timeline import ack_at, group
-
         rows = broker.timeline(ctx.conn, fleet_id=ctx.fleet.fleet_id, limit=TIMELINE_LIMIT)
         entries = group(rows)
         ids = {r.from_member_id for r in rows} | {r.owner_member_id for r in rows}
@@ -665,6 +670,143 @@ def _routes(app: FastAPI) -> None:
     @_raw
     def monitor_wake(ctx: FleetCtx) -> Any:
         return dict(wake_requested_at=wake_now(ctx.conn, ctx.fleet.fleet_id))
+
+
+# --- the task board (docs/webui.md) ---------------------------------------------------------------
+
+TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
+BoardState = Annotated[m.TaskState | None, Query(description="Only this state.")]
+
+
+def _task_out(entry: task_costs.BoardEntry) -> Any:
+    return {
+        **dataclasses.asdict(entry.task),
+        "after": list(entry.task.after),
+        "age_seconds": entry.age_seconds,
+        "cost_usd": entry.cost.usd,
+        "cost_unknown_reason": entry.cost.unknown_reason,
+    }
+
+
+def _fleet_task(ctx: Ctx, task_id: int) -> Task:
+    """The task, when it is this fleet's: another fleet's is not found (as an unknown id)."""
+    task = broker.get_task(ctx.conn, task_id)
+    if task.fleet_id != ctx.fleet.fleet_id:
+        raise be.TaskNotFound(task_id)
+    return task
+
+
+def _entry(ctx: Ctx, task: Task) -> Any:
+    return _task_out(task_costs.entries(ctx.conn, ctx.config.settings, [task])[0])
+
+
+def _changed(ctx: Ctx, change: Callable[[list[str]], Task]) -> Any:
+    warnings: list[str] = []
+    task = change(warnings)
+    return {"task": _entry(ctx, task), "warnings": warnings}
+
+
+def _task_text(value: str, field: str, *, blank_ok: bool) -> None:
+    if "\x00" in value:
+        raise ApiError(422, f"{field}: may not contain NUL characters")
+    if not blank_ok and not value.strip():
+        raise ApiError(422, f"{field}: must not be empty")
+
+
+def _task_routes(app: FastAPI) -> None:
+    @app.get("/api/tasks", response_model=list[m.TaskOut], summary="The fleet's task board")
+    @_raw
+    def task_board(ctx: FleetCtx, state: BoardState = None) -> Any:
+        found = task_costs.board(ctx.conn, ctx.config.settings, ctx.fleet.fleet_id, state=state)
+        return [_task_out(e) for e in found]
+
+    @app.get(
+        "/api/tasks/{task_id}",
+        response_model=m.TaskPageOut,
+        summary="A task, its time in each state and its thread (as `task show`)",
+    )
+    @_raw
+    def task_page(ctx: FleetCtx, task_id: TaskId) -> Any:
+        _fleet_task(ctx, task_id)
+        view = task_flows.show(ctx.conn, task_id)
+        return {
+            "task": _entry(ctx, view.detail.task),
+            "seconds_in_state": view.seconds_in_state,
+            "thread": [dataclasses.asdict(x) for x in view.detail.thread],
+        }
+
+    @app.post(
+        "/api/tasks",
+        response_model=m.TaskChangedOut,
+        summary="Create a task as the root Director (as `task create`)",
+    )
+    @_raw
+    def task_create(ctx: FleetCtx, body: m.TaskIn) -> Any:
+        _task_text(body.title, "title", blank_ok=False)
+        _task_text(body.body, "body", blank_ok=True)
+        return _changed(
+            ctx,
+            lambda warnings: task_flows.create(
+                ctx.conn,
+                ctx.config.settings,
+                fleet_id=ctx.fleet.fleet_id,
+                title=body.title,
+                body=body.body,
+                creator_id=None,
+                assignee_id=body.assignee_member_id,
+                after=body.after,
+                warn=warnings.append,
+            ),
+        )
+
+    @app.post(
+        "/api/tasks/{task_id}/assign",
+        response_model=m.TaskChangedOut,
+        summary="Give a task to a member (as `task assign`)",
+    )
+    @_raw
+    def task_assign(ctx: FleetCtx, task_id: TaskId, body: m.AssignIn) -> Any:
+        _fleet_task(ctx, task_id)
+        return _changed(
+            ctx,
+            lambda warnings: task_flows.assign(
+                ctx.conn,
+                ctx.config.settings,
+                task_id=task_id,
+                member_id=body.member_id,
+                warn=warnings.append,
+            ),
+        )
+
+    @app.post(
+        "/api/tasks/{task_id}/reopen",
+        response_model=m.TaskChangedOut,
+        summary="Open a done, blocked or cancelled task again (as `task reopen`)",
+    )
+    @_raw
+    def task_reopen(ctx: FleetCtx, task_id: TaskId) -> Any:
+        _fleet_task(ctx, task_id)
+        return _changed(
+            ctx,
+            lambda warnings: task_flows.reopen(
+                ctx.conn, ctx.config.settings, task_id=task_id, warn=warnings.append
+            ),
+        )
+
+    @app.post(
+        "/api/tasks/{task_id}/cancel",
+        response_model=m.TaskChangedOut,
+        summary="Cancel an open task (as `task cancel`)",
+    )
+    @_raw
+    def task_cancel(ctx: FleetCtx, task_id: TaskId) -> Any:
+        _fleet_task(ctx, task_id)
+        return _changed(
+            ctx,
+            lambda warnings: task_flows.cancel(
+                ctx.conn, ctx.config.settings, task_id=task_id, warn=warnings.append
+            ),
+        )
 
 
 Factory = Callable[[ServerConfig], Any]

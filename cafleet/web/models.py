@@ -18,6 +18,7 @@ from cafleet.records.fleets import FleetSummary
 from cafleet.records.members import Member, Placement
 from cafleet.records.messages import Message
 from cafleet.records.monitor import MonitorRuntime
+from cafleet.records.tasks import TASK_STATES, Task, ThreadMessage
 from cafleet.records.wake import WakeRosterEntry
 
 Id = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
@@ -64,7 +65,11 @@ if TYPE_CHECKING:  # made at run time from the records; a type checker sees a bo
     MessageOut = BaseModel
     RuntimeOut = BaseModel
     WakeEntryOut = BaseModel
+    TaskOut = BaseModel
+    ThreadMessageOut = BaseModel
+    TaskState = str
 else:
+    TaskState = one_of(TASK_STATES)
     PlacementOut = from_record(
         "PlacementOut",
         Placement,
@@ -90,6 +95,21 @@ else:
     )
     RuntimeOut = from_record("RuntimeOut", MonitorRuntime)
     WakeEntryOut = from_record("WakeEntryOut", WakeRosterEntry)
+    TaskOut = from_record(
+        "TaskOut",
+        Task,
+        types={"state": one_of(TASK_STATES), "after": list[int]},
+        # The board's own (docs/webui.md): seconds since it was created, and what its assignee
+        # used while it was in progress (null: unknown, the reason beside it).
+        extra={
+            "age_seconds": (float, ...),
+            "cost_usd": (float | None, ...),
+            "cost_unknown_reason": (str | None, ...),
+        },
+    )
+    ThreadMessageOut = from_record(
+        "ThreadMessageOut", ThreadMessage, types={"status_state": one_of(MESSAGE_STATES)}
+    )
 
 
 class ActivityOut(BaseModel):
@@ -249,3 +269,29 @@ class IntervalIn(Strict):
 
 class WakeOut(BaseModel):
     wake_requested_at: str
+
+
+class TaskPageOut(BaseModel):
+    """A task's page: `task show` (docs/cli.md §2.32)."""
+
+    task: TaskOut
+    seconds_in_state: dict[str, float]
+    thread: list[ThreadMessageOut]  # every message sent with the task, in id order
+
+
+class TaskChangedOut(BaseModel):
+    task: TaskOut
+    warnings: list[str]  # the lines the `cafleet task` command prints on stderr
+
+
+class TaskIn(Strict):
+    """`task create`: the root Director creates it."""
+
+    title: str = Field(max_length=10_000)  # one line; blank is refused (422)
+    body: str = Field(default="", max_length=1_048_576)
+    assignee_member_id: Id | None = None
+    after: list[Id] = Field(default=[], max_length=1000)
+
+
+class AssignIn(Strict):
+    member_id: Id

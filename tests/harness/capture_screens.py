@@ -1,6 +1,6 @@
 """Re-capture the real agents' screens into tests/data/screens/<agent>/<situation>-N.txt.
 
-    python -m tests.harness.capture_screens [claude] [codex] [opencode] [opencode-answered]
+    python -m tests.harness.capture_screens [claude] [codex] [opencode] [gemini] [opencode-answered]
 
 Drives each real agent (tests/harness/real_agents.py) through the situations it can reach
 offline, in a private tmux server, and saves ``capture-pane -p`` of the visible screen. What the
@@ -561,7 +561,132 @@ def opencode_answered(h: TmuxHarness, rec: Recorder) -> None:
                  "instead of 'tab agents'")  # fmt: skip
 
 
-CAPTURES = {"claude": claude, "codex": codex, "opencode": opencode}
+# --------------------------------------------------------------------------- gemini
+
+
+def _gemini_empty(text: str) -> bool:
+    return bool(re.search(r"^ [>*]   Type your message or @path/to/file", text, re.M))
+
+
+@contextmanager
+def _stalled() -> Iterator[str]:
+    """A base URL whose server takes connections and never answers: a turn stays working."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+def gemini(h: TmuxHarness, rec: Recorder) -> None:
+    from tests.harness.scripted_model import Action, ScriptedModel, shell
+
+    def footer_ready(t: str) -> bool:
+        return _gemini_empty(t) and "workspace (/directory)" in t
+
+    with _stalled() as url, agent_in(h, "gemini", model_url=url) as a:
+        text, early = poll_until(a, footer_ready)
+        save_starts(rec, early, limit=4)
+        rec.save("ready", text, state="ready", composer="", note="first ready screen after start")
+
+        a.type_text("draft that was never sent")
+        text = a.wait_screen(r"^ > draft that was never sent")
+        rec.save("composer", text, state="ready", composer="draft that was never sent",
+                 note="ready, text typed but not submitted")  # fmt: skip
+        clear_composer(a, _gemini_empty)
+
+        time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
+        a.submit(line(12))
+        text = a.wait_screen(r"esc to cancel")
+        rec.save("working", text, state="working", composer="", frames=(frame(12),),
+                 note="right after submit: the model never answers")  # fmt: skip
+        text = a.wait_screen(r"esc to cancel, [3-9]s")
+        rec.save("working", text, state="working", composer="", frames=(frame(12),),
+                 note="seconds later, still waiting for the model")  # fmt: skip
+        a.type_text(line(13, "typed while working"))
+        text = a.wait_screen(r"^ > \[cafleet msg 13")
+        rec.save("working-composer", text, state="working", composer=line(13, "typed while working"),
+                 frames=(frame(12),), note="working, a line typed but not yet submitted")  # fmt: skip
+        a.keys("Enter")
+        time.sleep(1.5)
+        rec.save("queued", a.capture(), state="working", composer="", frames=(frame(12), frame(13)),
+                 note="Enter while working: Gemini queues the line for after the turn")  # fmt: skip
+
+        a.keys("Escape")
+        a.wait_screen(r"Request cancelled")
+        time.sleep(1.0)
+        rec.save("interrupted", a.capture(), state="working", composer="",
+                 frames=(frame(12), frame(13)), note="one Escape cancelled the turn; "
+                 "the queued line was submitted at once: working again")  # fmt: skip
+        a.keys("Escape")
+        poll_until(a, lambda t: t.count("Request cancelled") == 2 and "esc to cancel" not in t)
+        time.sleep(1.0)
+        rec.save("interrupted", a.capture(), state="ready", composer="",
+                 frames=(frame(12), frame(13)), note="a second Escape cancelled that turn too")  # fmt: skip
+
+        a.type_text("a wrapped draft " + MID_WORDS + " end of draft")
+        a.wait_screen(r"end of draft")
+        time.sleep(0.5)
+        rec.save("composer", a.capture(), state="ready",
+                 composer="a wrapped draft " + MID_WORDS + " end of draft",
+                 note="ready, a 300-character unsubmitted draft wrapped over three rows")  # fmt: skip
+        clear_composer(a, _gemini_empty)
+
+    def run_always(conv: Any, cwd: str) -> Any:
+        return shell("echo captured > captured.txt") if not conv.calls else None
+
+    with (
+        ScriptedModel(run_always) as model,
+        agent_in(h, "gemini", name="gemini-ask", model_url=model.base_url("gemini")) as a,
+    ):
+        poll_until(a, footer_ready)
+        time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
+        a.submit(line(14, "run it"), settle=0.5)
+        a.wait_screen(r"Allow execution of", timeout=60)
+        time.sleep(0.5)
+        rec.save("permission", a.capture(), state="awaiting_user", composer=None,
+                 frames=(frame(14),), note="the model asked for a shell command: its prompt")  # fmt: skip
+
+    def write_always(conv: Any, cwd: str) -> Any:
+        return Action("write", path=f"{cwd}/w.txt", content="written") if not conv.calls else None
+
+    with ScriptedModel(write_always) as model:
+        with agent_in(h, "gemini", name="gemini-write", model_url=model.base_url("w")) as a:
+            poll_until(a, footer_ready)
+            time.sleep(3.0)  # past the start-up seconds in which an Enter can be lost
+            a.submit(line(15, "write it"), settle=0.5)
+            a.wait_screen(r"Apply this change", timeout=60)
+            time.sleep(0.5)
+            rec.save("permission-write", a.capture(), state="awaiting_user", composer=None,
+                     frames=(frame(15),), note="the model asked to write a file: its prompt")  # fmt: skip
+        with agent_in(h, "gemini", name="gemini-yolo", args=["--approval-mode", "yolo"],
+                      model_url=model.base_url("yolo")) as a:  # fmt: skip
+            text = a.wait_screen(r"YOLO", timeout=60)
+            poll_until(a, lambda t: "Type your message" in t)
+            time.sleep(0.5)
+            rec.save("ready-yolo", a.capture(), state="ready", composer="",
+                     note="--approval-mode yolo: YOLO in the footer, composer prefix *")  # fmt: skip
+
+    with agent_in(h, "gemini", name="gemini-notrust", trust=False) as a:
+        a.wait_screen(r"Do you trust|trust this folder|Trust folder", timeout=60)
+        time.sleep(1.0)
+        rec.save("dialog-trust", a.capture(), state="awaiting_user", composer=None,
+                 note="folder trust enabled: the trust dialog")  # fmt: skip
+
+    with agent_in(h, "gemini", name="gemini-nologin", login=False,
+                  extra_env={"GEMINI_API_KEY": ""}) as a:  # fmt: skip
+        a.wait_screen(r"How would you like to authenticate|Sign in with Google|Use Gemini API Key",
+                      timeout=60)  # fmt: skip
+        time.sleep(1.0)
+        rec.save("dialog-sign-in", a.capture(), state="awaiting_user", composer=None,
+                 note="no auth type selected: the authentication picker")  # fmt: skip
+
+
+CAPTURES = {"claude": claude, "codex": codex, "opencode": opencode, "gemini": gemini}
 # Situations that can be re-captured alone (their files only): `python -m
 # tests.harness.capture_screens opencode-answered`; the agent's whole run includes them.
 EXTRA = {"opencode-answered": ("opencode", opencode_answered)}

@@ -36,10 +36,11 @@ from typing import Any, cast
 
 import pytest
 
+from cafleet.agents.registry import agent_names
 from tests.harness import util
 
 SESSION = "fleet test"
-AGENTS = ("claude", "codex", "opencode")
+AGENTS = agent_names()  # every registered agent gets a fake binary
 HARNESS_VARS = ("CAFLEET_FAKE_DIR", "CAFLEET_REAL_TMUX", "CAFLEET_TMUX_FAULTS")
 _HERE = Path(__file__).resolve().parent
 _counter = itertools.count()
@@ -537,21 +538,32 @@ def tmux_harness(
     """A private tmux server with the Director pane running the fake claude (no database; on
     PostgreSQL an empty database of the test server, tests/conftest.py `BOTH_DIALECTS`)."""
     if dialect == "postgresql":
-        from tests.pg_server import PgDb
+        from tests.pg_server import TEMPLATE_HEAD, PgDb
 
         server = request.getfixturevalue("pg_server")
-        monkeypatch.setenv("CAFLEET_DATABASE_URL", PgDb(server, server.new_database()).url)
+        # `tmux_db` wants what `cafleet setup` leaves: a copy of the set-up template database
+        template = TEMPLATE_HEAD if "tmux_db" in request.fixturenames else "template0"
+        db = PgDb(server, server.new_database(template))
+        monkeypatch.setenv("CAFLEET_DATABASE_URL", db.url)
     with private_tmux(monkeypatch) as harness:
         yield harness
 
 
 @pytest.fixture
 def tmux_db(tmux_harness: TmuxHarness, request: pytest.FixtureRequest) -> TmuxHarness:
-    """`tmux_harness` with the database `cafleet setup` leaves: on the test's SQLite file
-    tests/conftest.py `head_db` (a copy of a set-up database plus setup's assets half, in
-    process, for the same HOME); otherwise `cafleet setup` itself."""
+    """`tmux_harness` with the database `cafleet setup` leaves, as tests/conftest.py `head_db`
+    makes it: a copy of a set-up database (the test's SQLite file, or on PostgreSQL the set-up
+    template's copy `tmux_harness` made) plus setup's assets half, in process, for the same
+    HOME; on any other database `cafleet setup` itself."""
+    from tests.conftest import install_assets
+    from tests.pg_server import PgDb
+
     if tmux_harness.db_path == request.getfixturevalue("db_path"):
         request.getfixturevalue("head_db")
+        return tmux_harness
+    db: object = tmux_harness.db_path
+    if isinstance(db, PgDb) and request.getfixturevalue("dialect") == "postgresql":
+        install_assets(cast(Path, db))
         return tmux_harness
     result = tmux_harness.cli("setup")
     assert result.returncode == 0, f"cafleet setup failed: {result.stderr}"

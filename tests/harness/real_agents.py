@@ -1,4 +1,4 @@
-"""The real coding agents (Claude Code, Codex CLI, opencode) in a private tmux server.
+"""The real coding agents (Claude Code, Codex CLI, opencode, Gemini CLI) in a private tmux server.
 
 ``.ci/install-agents`` installs the versions pinned in ``.ci/real-agents.txt`` from the npm
 registry into ``$CAFLEET_AGENT_CACHE`` (default ``~/.cache/cafleet-agents`` of the real user, not
@@ -6,12 +6,12 @@ the tests' redirected HOME). `require_binary` skips a test when an agent is miss
 it when ``CI=true`` or ``CAFLEET_REQUIRE_REAL_AGENTS=1``.
 
 `RealAgent` starts one agent in its own session of a `TmuxHarness` server, with a private HOME,
-CLAUDE_CONFIG_DIR, CODEX_HOME and XDG directories under the harness directory, the no-dialog
+CLAUDE_CONFIG_DIR, CODEX_HOME, GEMINI_CLI_HOME and XDG directories under the harness directory, the no-dialog
 configuration of /work/shared/real-clients.md written there, and API base URLs pointing at a closed
 local port or an unresolvable name (so a dummy key never reaches a real service, with or
 without a network). It reads the
 agent's own record of the user messages it received (Claude's session jsonl, Codex's rollout
-jsonl, opencode's ``session list``/``export``) and `stop` ends every process it started, the
+jsonl, opencode's ``session list``/``export``, Gemini's chat jsonl) and `stop` ends every process it started, the
 Codex app-server daemon included, by pid.
 
 Also usable outside pytest (the screen-capture script does): build a `TmuxHarness` with a
@@ -34,15 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cafleet.agents.registry import agent_names, load_agent
 from tests.harness import util
 
 REPO = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO / ".ci" / "real-agents.txt"
-PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "opencode": "opencode-ai",
-}
+PACKAGES = {name: load_agent(name).npm_package for name in agent_names()}
 AGENTS = tuple(PACKAGES)
 
 
@@ -60,6 +57,7 @@ def agent_cases(default: str) -> list[Any]:
 # Dummy credentials: long enough to look like keys, useless anywhere.
 ANTHROPIC_KEY = "sk-ant-api03-cafleet-test-dummy-0123456789abcdefghij"
 OPENAI_KEY = "sk-proj-cafleet-test-dummy-0123456789abcdefghij"
+GEMINI_KEY = "AIza-cafleet-test-dummy-0123456789abcdefghij"
 # A closed local port: every API call is refused at once (Claude and Codex then retry for
 # minutes: "working").
 DEAD_URL = "http://127.0.0.1:9"
@@ -85,7 +83,21 @@ UNSET = (
     "OPENCODE_CONFIG_DIR",
     "OPENCODE_CONFIG_CONTENT",
     "OPENCODE",
+    "GEMINI_CLI",
+    "GEMINI_MODEL",
+    "GEMINI_SYSTEM_MD",
+    "GOOGLE_API_KEY",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_APPLICATION_CREDENTIALS",
 )
+# Gemini CLI's no-dialog settings (real-clients.md): API-key auth, no folder-trust dialog, no
+# update checks or usage statistics.
+GEMINI_SETTINGS: dict[str, Any] = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+}
 # Marker in every started agent's environment: how `stop` finds what this agent started.
 MARKER_VAR = "CAFLEET_REAL_AGENT_HOME"
 
@@ -269,6 +281,39 @@ def codex_interruptions(codex_home: Path) -> int:
     return n
 
 
+def gemini_chats(gemini_home: Path) -> list[Path]:
+    """Gemini CLI's chat files (``.gemini/tmp/<project>/chats/session-*.jsonl``), oldest first."""
+    found = (gemini_home / ".gemini" / "tmp").glob("*/chats/session-*.jsonl")
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def gemini_records(gemini_home: Path) -> list[Received]:
+    """The ``"type": "user"`` messages of its chats, without the ``<session_context>`` it adds
+    (a record is either one message or a ``$set`` of the message list, written at start)."""
+    out: list[Received] = []
+    for path in gemini_chats(gemini_home):
+        for rec in _jsonl(path):
+            messages = (rec.get("$set") or {}).get("messages") or [rec]
+            for message in messages:
+                if not isinstance(message, dict) or message.get("type") != "user":
+                    continue
+                text = "".join(str(p.get("text", "")) for p in message.get("content") or []
+                               if isinstance(p, dict))  # fmt: skip
+                if not text.lstrip().startswith("<session_context>"):
+                    out.append(Received(text))
+    return out
+
+
+def gemini_interruptions(gemini_home: Path) -> int:
+    """Turns Gemini recorded as cancelled (``"type": "info"``, ``Request cancelled.``)."""
+    return sum(
+        1
+        for path in gemini_chats(gemini_home)
+        for rec in _jsonl(path)
+        if rec.get("type") == "info" and "cancelled" in str(rec.get("content", "")).lower()
+    )
+
+
 def opencode_records(messages: Sequence[dict[str, Any]]) -> list[Received]:
     """The user messages of ``opencode export`` output (``messages[].info.role == "user"``,
     their non-synthetic text parts joined)."""
@@ -374,6 +419,7 @@ class RealAgent:
             "XDG_STATE_HOME": self.home / ".local" / "state",
             "CLAUDE_CONFIG_DIR": self.claude_config,
             "CODEX_HOME": self.codex_home,
+            "GEMINI_CLI_HOME": self.home,
         }
 
     def prepare(self) -> None:
@@ -388,6 +434,8 @@ class RealAgent:
                 "ANTHROPIC_BASE_URL": DEAD_URL,
                 "OPENAI_API_KEY": OPENAI_KEY,
                 "OPENAI_BASE_URL": DEAD_URL + "/v1",
+                "GEMINI_API_KEY": GEMINI_KEY,
+                "GOOGLE_GEMINI_BASE_URL": DEAD_URL,
                 "DISABLE_AUTOUPDATER": "1",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                 "OPENCODE_DISABLE_AUTOUPDATE": "1",
@@ -397,6 +445,7 @@ class RealAgent:
         if self.model_url is not None:
             env["ANTHROPIC_BASE_URL"] = self.model_url
             env["OPENAI_BASE_URL"] = self.model_url + "/v1"
+            env["GOOGLE_GEMINI_BASE_URL"] = self.model_url
         env.update(self.extra_env)
         self.env = env
         getattr(self, f"_prepare_{self.agent}")()
@@ -467,6 +516,18 @@ class RealAgent:
         path = self.home / ".config" / "opencode" / "opencode.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+
+    def _prepare_gemini(self) -> None:
+        """Settings that skip its trust, sign-in and key dialogs (``trust=False`` or
+        ``login=False`` leave them in)."""
+        settings = json.loads(json.dumps(GEMINI_SETTINGS))
+        if not self.trust:
+            settings["security"]["folderTrust"]["enabled"] = True
+        if not self.login:
+            del settings["security"]["auth"]
+        path = self.home / ".gemini" / "settings.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings, indent=1), encoding="utf-8")
 
     def _process_env(self) -> dict[str, str]:
         """The full environment of a command run for this agent outside tmux."""
@@ -576,6 +637,8 @@ class RealAgent:
             return claude_records(self.claude_config)
         if self.agent == "codex":
             return codex_records(self.codex_home)
+        if self.agent == "gemini":
+            return gemini_records(self.home)
         return self._opencode_records()
 
     def received(self) -> list[str]:
@@ -588,6 +651,8 @@ class RealAgent:
             return sum(r.text == "[Request interrupted by user]" for r in self.records())
         if self.agent == "codex":
             return codex_interruptions(self.codex_home)
+        if self.agent == "gemini":
+            return gemini_interruptions(self.home)
         return opencode_interruptions(self._opencode_messages())
 
     def run_cli(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -657,6 +722,8 @@ __all__ = [
     "claude_records",
     "codex_interruptions",
     "codex_records",
+    "gemini_interruptions",
+    "gemini_records",
     "installed_version",
     "kill_pids",
     "opencode_interruptions",

@@ -6,7 +6,8 @@ benchmark (docs/performance.md §13).
 URLs that go nowhere) but lets cafleet spawn it: a wrapper named like the agent, first on the
 ``PATH`` of the `member create` run, execs the real binary with that environment, so the pane
 runs exactly the argv cafleet builds. `arrivals` reads the agent's own record (Claude's session
-jsonl, Codex's rollout jsonl, ``opencode export``) as (text, epoch seconds) pairs.
+jsonl, Codex's rollout jsonl, ``opencode export``, Gemini's chat jsonl) as (text, epoch seconds)
+pairs.
 """
 
 from __future__ import annotations
@@ -231,6 +232,21 @@ def arrivals(member: RealMember) -> list[tuple[str, float | None, bool]]:
                 item = payload.get("item") or {}
                 if payload.get("type") == "item_completed" and item.get("type") == "UserMessage":
                     out.append((_text(item.get("content")), _epoch(rec.get("timestamp")), False))
+    elif a.agent == "gemini":
+        from tests.harness.real_agents import gemini_chats
+
+        for path in gemini_chats(a.home):
+            for rec in _jsonl(path):  # its own lines: a `$set` only repeats earlier messages
+                if rec.get("type") != "user":
+                    continue
+                text = "".join(str(p.get("text", "")) for p in rec.get("content") or []
+                               if isinstance(p, dict))  # fmt: skip
+                if not text or text.startswith("<session_context>"):
+                    continue  # a tool result's record, or Gemini's own context
+                # Lines queued while it worked are sent as one message, joined by a blank
+                # line: each is one arrival.
+                for part in re.split(r"\n\n(?=\[cafleet msg )", text):
+                    out.append((part, _epoch(rec.get("timestamp")), False))
     else:
         for message in a._opencode_messages():
             info = message.get("info") or {}

@@ -11,6 +11,10 @@ port, the two APIs the agents speak (/work/shared/real-clients.md, "A local mode
 - OpenAI Responses, ``POST /v1/responses``, streamed (``response.created``,
   ``response.output_item.added`` / ``.done``, ``response.output_text.delta``,
   ``response.completed`` with ``usage``). Codex CLI.
+- Gemini API, ``POST /v1beta/models/<model>:generateContent`` (Gemini CLI's routing call, whose
+  ``responseJsonSchema`` gets JSON of that shape, `schema_value`) and
+  ``:streamGenerateContent?alt=sse`` (one ``data:`` event: a ``functionCall`` part or text, with
+  ``usageMetadata``); ``:countTokens``. Gemini CLI.
 
 Each agent gets its own base URL with a *client label* in the path (`base_url`):
 ``http://127.0.0.1:<port>/c/<label>``; the label names the client in the request log and in the
@@ -38,7 +42,8 @@ request, following the installed ``cafleet`` skill (cafleet/data/skills/cafleet/
   ``cafleet task assign`` once all exist) and ends its turn: the tasks move by themselves.
 
 Tool calls use the request's own tools (Claude Code: ``Bash`` / ``Write``; opencode: ``bash`` /
-``write``; Codex: its shell tool, see `_codex_call`). Anything else (title and summary side
+``write``; Codex: its shell tool, see `_codex_call`; Gemini CLI: ``run_shell_command`` /
+``write_file``). Anything else (title and summary side
 requests, a conversation with no script) gets a short text reply. Standard library only.
 """
 
@@ -540,6 +545,82 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
     return conv
 
 
+def gemini_conversation(body: dict[str, Any]) -> Conversation:
+    """A Gemini API request: ``contents[]`` of ``user`` / ``model`` turns whose parts are
+    ``text``, ``functionCall`` or ``functionResponse`` (a response answers the oldest call
+    still open: Gemini CLI sends them in the order of the calls)."""
+    instruction = body.get("systemInstruction") or {}
+    conv = Conversation(system=_gemini_text(instruction.get("parts")))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    results: list[str] = []
+    for content in body.get("contents") or []:
+        if not isinstance(content, dict):
+            continue
+        role = content.get("role")
+        for part in content.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            if role == "user" and isinstance(part.get("text"), str):
+                text = part["text"]
+                if text.strip() and not text.lstrip().startswith("<session_context>"):
+                    conv.texts.append(text)
+                    calls, results = [], []
+            elif role == "model" and isinstance(part.get("functionCall"), dict):
+                call = part["functionCall"]
+                calls.append((str(call.get("name", "")), dict(call.get("args") or {})))
+            elif isinstance(part.get("functionResponse"), dict):
+                response = part["functionResponse"].get("response")
+                if isinstance(response, dict) and isinstance(response.get("output"), str):
+                    results.append(_gemini_shell_output(response["output"]))
+                else:
+                    results.append(json.dumps(response))
+    conv.calls = [
+        Call(
+            "write" if name == "write_file" else "shell",
+            _call_args(name, args),
+            results[i] if i < len(results) else None,
+        )
+        for i, (name, args) in enumerate(calls)
+    ]
+    return conv
+
+
+def _gemini_shell_output(text: str) -> str:
+    """What a command printed, from Gemini CLI 0.61's shell result: ``<untrusted_context>``,
+    ``Output: <output>``, ``Process Group PGID: <n>``, ``</untrusted_context>``."""
+    text = re.sub(r"^<untrusted_context>\n|\n?</untrusted_context>$", "", text)
+    text = re.sub(r"\nProcess Group PGID: \d+$", "", text)
+    return text[len("Output: ") :] if text.startswith("Output: ") else text
+
+
+def _gemini_text(parts: Any) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+
+
+def schema_value(schema: Any) -> Any:
+    """A value of the JSON schema's shape (Gemini's upper-case type names too): the routing
+    call's ``{complexity_reasoning, complexity_score}``; an enum's ``user`` where offered (a
+    next-speaker check must hand the turn back), else its first value."""
+    if not isinstance(schema, dict):
+        return None
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return "user" if "user" in enum else enum[0]
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {str(k): schema_value(v) for k, v in props.items()}
+    if kind == "array":
+        return [schema_value(schema.get("items"))]
+    if kind in ("integer", "number"):
+        return max(1, int(schema.get("minimum") or 1))
+    if kind == "boolean":
+        return False
+    return "simple"
+
+
 def _codex_context(text: str) -> bool:
     """Codex's own user-role items (environment context, AGENTS.md, skills)."""
     stripped = text.lstrip()
@@ -548,11 +629,13 @@ def _codex_context(text: str) -> bool:
 
 def working_dir(conv: Conversation, body: dict[str, Any]) -> str:
     """The working directory the agent told the model about (system prompt or context)."""
-    haystack = conv.system + "\n" + json.dumps(body.get("input") or body.get("messages") or [])
+    turns = body.get("input") or body.get("messages") or body.get("contents") or []
+    haystack = conv.system + "\n" + json.dumps(turns)
     for rx in (
         r"<cwd>([^<]+)</cwd>",
         r"Primary working directory: (\S+)",
         r"Working directory: (\S+)",
+        r"Workspace Directories:\*\*(?:\\n|\n)\s*- (/[^\s\\]+)",  # Gemini CLI's session context
     ):
         m = re.search(rx, haystack)
         if m:
@@ -624,6 +707,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._anthropic(rec, body)
         if bare.endswith("/responses"):
             return self._responses(rec, body)
+        if bare.endswith(":countTokens"):
+            return self._json({"totalTokens": tokens(body.get("contents"))})
+        if bare.endswith(":generateContent"):
+            return self._gemini_json(rec, body)
+        if bare.endswith(":streamGenerateContent"):
+            return self._gemini_stream(rec, body)
         self._json({"error": {"type": "not_found", "message": path}}, status=404)
 
     # ------------------------------------------------------------------ shared
@@ -800,6 +889,57 @@ class _Handler(BaseHTTPRequestHandler):
             event("response.completed", response=done),
         ]
         self._stream(chunks)
+
+    # ------------------------------------------------------------------ Gemini API
+
+    def _gemini_json(self, rec: Recorded, body: dict[str, Any]) -> None:
+        """A side call (Gemini CLI's routing, next-speaker or summary requests): JSON of the
+        asked schema, else text; no usage (Gemini CLI records none for them)."""
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        text = json.dumps(schema_value(schema)) if schema else self.server.model.side_text
+        rec.action = say(text)
+        rec.usage = {"input_tokens": 0, "output_tokens": 0}
+        self.server.model.count(rec.client, 0, 0)  # served, with no usage to report
+        parts = [{"text": text}]
+        self._json({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}]})  # fmt: skip
+
+    def _gemini_stream(self, rec: Recorded, body: dict[str, Any]) -> None:
+        model = self.server.model
+        names = {
+            str(f.get("name"))
+            for t in body.get("tools") or []
+            if isinstance(t, dict)
+            for f in t.get("functionDeclarations") or []
+            if isinstance(f, dict)
+        }
+        action = say(model.side_text)
+        if "run_shell_command" in names:
+            conv = gemini_conversation(body)
+            action = model.decide(conv, working_dir(conv, body))
+        if action.kind == "write" and "write_file" not in names:
+            action = shell(_write_command(action))
+        rec.action = action
+        part: dict[str, Any]
+        if action.kind == "text":
+            part = {"text": action.text}
+        elif action.kind == "write":
+            args = {"file_path": action.path, "content": action.content}
+            part = {"functionCall": {"name": "write_file", "args": args}}
+        else:
+            args = {"command": action.command, "description": "cafleet step"}
+            part = {"functionCall": {"name": "run_shell_command", "args": args}}
+        usage_in, usage_out = tokens(body.get("contents")), tokens(part)
+        rec.usage = {"input_tokens": usage_in, "output_tokens": usage_out}
+        model.count(rec.client, usage_in, usage_out)
+        rec.response_id = f"gem_{next(model.ids):08d}"
+        event = {
+            "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": usage_in, "candidatesTokenCount": usage_out, "totalTokenCount": usage_in + usage_out},
+            "modelVersion": rec.path.rsplit("/models/", 1)[-1].split(":", 1)[0],
+            "responseId": rec.response_id,
+        }  # fmt: skip
+        self._stream([f"data: {json.dumps(event)}\n\n".encode()])
 
 
 def _write_command(action: Action) -> str:
@@ -978,9 +1118,11 @@ __all__ = [
     "decide",
     "director_plan",
     "envelopes",
+    "gemini_conversation",
     "member_plan",
     "parse_task",
     "responses_conversation",
+    "schema_value",
     "scripted_model",
     "task_steps",
     "tokens",

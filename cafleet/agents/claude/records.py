@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cafleet.sessions import SessionRecord, Tally, count, epoch, prompt_matches
+from cafleet.sessions import SessionRecord, Tally, add_timed, count, epoch, prompt_matches
 from cafleet.sessions.jsonl import head_objects, new_objects, text_of
 from cafleet.sessions.witness import tail_records, texts
 
@@ -93,6 +93,7 @@ class ClaudeRecords:
 
     def read_usage(self, record: SessionRecord, state: dict[str, Any]) -> dict[str, Any]:
         tally = Tally.from_json(state.get("tally"))
+        state.setdefault("timed", {})
         last_key = state.get("last_key")
         last_counts = state.get("last_counts")
         for rec in new_objects(record.path, state):
@@ -119,9 +120,11 @@ class ClaudeRecords:
             if key[0] is not None and key == last_key and isinstance(last_counts, list):
                 # Another block of the same reply: replace its earlier numbers.
                 d = [c - p for c, p in zip(counts, last_counts, strict=True)]
-                tally.add(model, (d[0], d[1], d[2], d[3]))
+                added = (d[0], d[1], d[2], d[3])
             else:
-                tally.add(model, counts)
+                added = counts
+            tally.add(model, added)
+            add_timed(state, epoch(rec.get("timestamp")), model, added)
             last_key, last_counts = key, list(counts)
         state["tally"] = tally.to_json()
         state["last_key"] = last_key

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cafleet.sessions import SessionRecord, Tally, count, epoch, prompt_matches
+from cafleet.sessions import SessionRecord, Tally, add_timed, count, epoch, prompt_matches
 from cafleet.sessions.jsonl import head_objects, new_objects, text_of
 from cafleet.sessions.witness import tail_records, texts
 
@@ -100,6 +100,7 @@ class CodexRecords:
 
     def read_usage(self, record: SessionRecord, state: dict[str, Any]) -> dict[str, Any]:
         tally = Tally.from_json(state.get("tally"))
+        state.setdefault("timed", {})
         model = str(state.get("model") or "unknown")
         last_total = state.get("last_total")
         for rec in new_objects(record.path, state):
@@ -120,15 +121,14 @@ class CodexRecords:
                 continue
             last_total = total
             cached = count(last.get("cached_input_tokens"))
-            tally.add(
-                model,
-                (
-                    max(count(last.get("input_tokens")) - cached, 0),
-                    count(last.get("output_tokens")),
-                    cached,
-                    0,
-                ),
+            counts = (
+                max(count(last.get("input_tokens")) - cached, 0),
+                count(last.get("output_tokens")),
+                cached,
+                0,
             )
+            tally.add(model, counts)
+            add_timed(state, epoch(rec.get("timestamp")), model, counts)
         state["tally"] = tally.to_json()
         state["model"] = model
         state["last_total"] = last_total

@@ -15,7 +15,15 @@ from contextlib import closing, contextmanager
 from typing import Any
 from urllib.parse import quote
 
-from cafleet.sessions import RecordUnreadable, SessionRecord, Tally, count, prompt_matches
+from cafleet.sessions import (
+    RecordUnreadable,
+    SessionRecord,
+    Tally,
+    add_timed,
+    count,
+    epoch,
+    prompt_matches,
+)
 
 
 def database_path(env: Mapping[str, str]) -> str | None:
@@ -120,7 +128,37 @@ class OpencodeRecords:
         tally = Tally()
         tally.add(model, (count(row[0]), count(row[1]), count(row[2]), count(row[3])))
         state["tally"] = tally.to_json()
+        state["timed"] = _timed(record, model)
         return state
+
+
+def _timed(record: SessionRecord, model: str) -> dict[str, Any]:
+    """The session's usage per span of time, from each assistant message's own counts."""
+    spans: dict[str, Any] = {}
+    with _connect(record.path) as conn:
+        rows = conn.execute(
+            "SELECT time_created, data FROM message WHERE session_id = ?", (record.session_id,)
+        ).fetchall()
+    for created, data in rows:
+        try:
+            message = json.loads(data)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        tokens = message.get("tokens")
+        if not isinstance(tokens, dict):
+            continue
+        cache = tokens.get("cache")
+        cache = cache if isinstance(cache, dict) else {}
+        counts = (
+            count(tokens.get("input")),
+            count(tokens.get("output")),
+            count(cache.get("read")),
+            count(cache.get("write")),
+        )
+        add_timed(spans, epoch(created), str(message.get("modelID") or model), counts)
+    return dict(spans.get("timed") or {})
 
 
 READER = OpencodeRecords()

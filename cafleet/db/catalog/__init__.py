@@ -17,6 +17,7 @@ MODULES: tuple[str, ...] = (
     "monitor",
     "notifications",
     "recovery",
+    "search",
     "sessions",
     "tasks",
     "transfer",

@@ -351,7 +351,7 @@ async function refresh() {
   try {
     await loadFleets();
     if (state.fleetId === null) {
-      for (const id of ["roster", "timeline"]) $(id).replaceChildren();
+      for (const id of ["roster", "timeline", "board"]) $(id).replaceChildren();
       setStatus("Choose a fleet.");
       return;
     }
@@ -366,7 +366,7 @@ async function refresh() {
     const prompting = renderRoster(members, activity, panes, worktrees, usage);
     renderTimeline(timeline);
     renderMonitor(monitor);
-    await Promise.all([prompting, refreshPane()]);
+    await Promise.all([prompting, refreshPane(), refreshBoard()]); // refreshBoard: board.js
     setStatus(`Updated ${clock(new Date())}${state.readOnly ? " · read-only" : ""}`);
   } catch (err) {
     setStatus(err.message, true);

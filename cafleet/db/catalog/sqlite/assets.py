@@ -25,21 +25,21 @@ FOR_AGENT: Compiled = (
 )
 
 VERSIONS_AT_PATHS: Compiled = (
-    "SELECT asset_installs.coding_agent, asset_installs.cafleet_version FROM asset_installs WHERE asset_installs.coding_agent = 'claude' AND asset_installs.path = ? OR asset_installs.coding_agent = 'codex' AND asset_installs.path = ? OR asset_installs.coding_agent = 'opencode' AND asset_installs.path = ?",
-    ("path_claude", "path_codex", "path_opencode"),
+    "SELECT asset_installs.coding_agent, asset_installs.cafleet_version FROM asset_installs WHERE asset_installs.coding_agent = 'claude' AND asset_installs.path = ? OR asset_installs.coding_agent = 'codex' AND asset_installs.path = ? OR asset_installs.coding_agent = 'opencode' AND asset_installs.path = ? OR asset_installs.coding_agent = 'gemini' AND asset_installs.path = ?",
+    ("path_claude", "path_codex", "path_opencode", "path_gemini"),
 )
 
 PLACED_AGENTS_OF_MEMBER: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? END WHERE m.status = 'active' AND m.member_id = ?",
-    ("path_claude", "path_codex", "path_opencode", "scope_id"),
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? WHEN 'gemini' THEN ? END WHERE m.status = 'active' AND m.member_id = ?",
+    ("path_claude", "path_codex", "path_opencode", "path_gemini", "scope_id"),
 )
 
 PLACED_AGENTS_OF_FLEET: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? END WHERE m.status = 'active' AND m.fleet_id = ?",
-    ("path_claude", "path_codex", "path_opencode", "scope_id"),
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? WHEN 'gemini' THEN ? END WHERE m.status = 'active' AND m.fleet_id = ?",
+    ("path_claude", "path_codex", "path_opencode", "path_gemini", "scope_id"),
 )
 
 PLACED_AGENTS_OF_FLEET_OF_MEMBER: Compiled = (
-    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? END WHERE m.status = 'active' AND m.fleet_id = (SELECT members.fleet_id FROM members WHERE members.member_id = ?)",
-    ("path_claude", "path_codex", "path_opencode", "scope_id"),
+    "SELECT DISTINCT p.coding_agent AS coding_agent, a.cafleet_version AS cafleet_version FROM members AS m JOIN member_placements AS p ON p.member_id = m.member_id LEFT OUTER JOIN asset_installs AS a ON a.coding_agent = p.coding_agent AND a.path = CASE p.coding_agent WHEN 'claude' THEN ? WHEN 'codex' THEN ? WHEN 'opencode' THEN ? WHEN 'gemini' THEN ? END WHERE m.status = 'active' AND m.fleet_id = (SELECT members.fleet_id FROM members WHERE members.member_id = ?)",
+    ("path_claude", "path_codex", "path_opencode", "path_gemini", "scope_id"),
 )

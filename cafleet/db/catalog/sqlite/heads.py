@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0009"
+HEAD_REVISION = "0010"
 SCHEMAS = frozenset(
     (
         (
@@ -108,6 +108,18 @@ SCHEMAS = frozenset(
             "\tPRIMARY KEY (fleet_id), \n"
             "\tFOREIGN KEY(fleet_id) REFERENCES fleets (fleet_id) ON DELETE RESTRICT\n"
             ")\n"
+            "table\u001fsearch_messages\u001fsearch_messages\u001fCREATE VIRTUAL TABLE search_messages USING fts5(body)\n"
+            "table\u001fsearch_messages_config\u001fsearch_messages_config\u001fCREATE TABLE 'search_messages_config'(k PRIMARY KEY, v) WITHOUT ROWID\n"
+            "table\u001fsearch_messages_content\u001fsearch_messages_content\u001fCREATE TABLE 'search_messages_content'(id INTEGER PRIMARY KEY, c0)\n"
+            "table\u001fsearch_messages_data\u001fsearch_messages_data\u001fCREATE TABLE 'search_messages_data'(id INTEGER PRIMARY KEY, block BLOB)\n"
+            "table\u001fsearch_messages_docsize\u001fsearch_messages_docsize\u001fCREATE TABLE 'search_messages_docsize'(id INTEGER PRIMARY KEY, sz BLOB)\n"
+            "table\u001fsearch_messages_idx\u001fsearch_messages_idx\u001fCREATE TABLE 'search_messages_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID\n"
+            "table\u001fsearch_tasks\u001fsearch_tasks\u001fCREATE VIRTUAL TABLE search_tasks USING fts5(title, body, result, fleet_id UNINDEXED)\n"
+            "table\u001fsearch_tasks_config\u001fsearch_tasks_config\u001fCREATE TABLE 'search_tasks_config'(k PRIMARY KEY, v) WITHOUT ROWID\n"
+            "table\u001fsearch_tasks_content\u001fsearch_tasks_content\u001fCREATE TABLE 'search_tasks_content'(id INTEGER PRIMARY KEY, c0, c1, c2, c3)\n"
+            "table\u001fsearch_tasks_data\u001fsearch_tasks_data\u001fCREATE TABLE 'search_tasks_data'(id INTEGER PRIMARY KEY, block BLOB)\n"
+            "table\u001fsearch_tasks_docsize\u001fsearch_tasks_docsize\u001fCREATE TABLE 'search_tasks_docsize'(id INTEGER PRIMARY KEY, sz BLOB)\n"
+            "table\u001fsearch_tasks_idx\u001fsearch_tasks_idx\u001fCREATE TABLE 'search_tasks_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID\n"
             "table\u001fsqlite_sequence\u001fsqlite_sequence\u001fCREATE TABLE sqlite_sequence(name,seq)\n"
             "table\u001ftask_deps\u001ftask_deps\u001fCREATE TABLE task_deps (\n"
             "\ttask_id INTEGER NOT NULL, \n"
@@ -141,7 +153,13 @@ SCHEMAS = frozenset(
             "\tFOREIGN KEY(fleet_id) REFERENCES fleets (fleet_id) ON DELETE RESTRICT, \n"
             "\tFOREIGN KEY(creator_member_id) REFERENCES members (member_id) ON DELETE RESTRICT, \n"
             "\tFOREIGN KEY(assignee_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
-            ")"
+            ")\n"
+            "trigger\u001fsearch_messages_delete\u001fmessages\u001fCREATE TRIGGER search_messages_delete AFTER DELETE ON messages BEGIN DELETE FROM search_messages WHERE rowid = old.message_id; END\n"
+            "trigger\u001fsearch_messages_insert\u001fmessages\u001fCREATE TRIGGER search_messages_insert AFTER INSERT ON messages WHEN new.type = 'unicast' AND (new.origin_message_id IS NULL OR NOT EXISTS (SELECT 1 FROM messages AS o WHERE o.from_member_id = new.from_member_id AND o.created_at = new.created_at AND o.origin_message_id = new.origin_message_id AND o.type = 'unicast' AND o.message_id < new.message_id)) BEGIN INSERT INTO search_messages (rowid, body) VALUES (new.message_id, new.text); END\n"
+            "trigger\u001fsearch_messages_update\u001fmessages\u001fCREATE TRIGGER search_messages_update AFTER UPDATE OF text ON messages WHEN new.text IS NOT old.text BEGIN UPDATE search_messages SET body = new.text WHERE rowid = new.message_id; END\n"
+            "trigger\u001fsearch_tasks_delete\u001ftasks\u001fCREATE TRIGGER search_tasks_delete AFTER DELETE ON tasks BEGIN DELETE FROM search_tasks WHERE rowid = old.task_id; END\n"
+            "trigger\u001fsearch_tasks_insert\u001ftasks\u001fCREATE TRIGGER search_tasks_insert AFTER INSERT ON tasks BEGIN INSERT INTO search_tasks (rowid, title, body, result, fleet_id) VALUES (new.task_id, new.title, new.body, new.result, new.fleet_id); END\n"
+            "trigger\u001fsearch_tasks_update\u001ftasks\u001fCREATE TRIGGER search_tasks_update AFTER UPDATE OF title, body, result ON tasks WHEN new.title IS NOT old.title OR new.body IS NOT old.body OR new.result IS NOT old.result BEGIN UPDATE search_tasks SET title = new.title, body = new.body, result = new.result WHERE rowid = new.task_id; END"
         ),
     )
 )

@@ -1,0 +1,122 @@
+"""Gemini CLI (docs/runtime.md §2.5, docs/permissions.md): its argv and permission profiles,
+policy files (`policies`, installed by `setup`), input policy, screens (`screens`), session
+records (`records`) and doctor's check of its policies (`rules`).
+
+`<path> --approval-mode <mode> [--policy <file>] [--model M] --prompt-interactive <prompt>`;
+resuming replaces the prompt with `--resume <session id>`. Its configuration directory is
+`$GEMINI_CLI_HOME/.gemini`, else `~/.gemini`: skills in `skills/<name>/SKILL.md`, cafleet's
+policy files in `cafleet/<profile>.toml`, so `ensure_available` also requires those.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cafleet.agents import AgentUnavailable, AgentUsageError
+from cafleet.agents._base import BaseAgent
+from cafleet.agents.gemini.policies import FOLDER, policy_files
+from cafleet.agents.gemini.records import READER, holds_line, locate_remembered
+from cafleet.agents.gemini.screens import SCREENS
+from cafleet.assets.bundle import Unit
+from cafleet.assets.permissions import PermissionRow
+from cafleet.assets.targets import TargetUnresolved, resolve_target
+from cafleet.delivery.policy import InputPolicy
+from cafleet.sessions import SessionRecord
+
+# profile -> its approval mode; every profile but `full` adds its policy file. The monitor runs
+# as `readonly`: reads and `cafleet` commands, nothing that could ask.
+APPROVAL_MODES = {"workspace": "auto_edit", "ask": "default", "readonly": "default", "full": "yolo"}
+
+POLICY = InputPolicy(
+    "gemini",
+    "type",
+    "C-u",
+    6,
+    "Escape",
+    "A line submitted while Gemini CLI works is queued ('Queued (press ↑ to edit)') and "
+    "sent after the turn; one Escape cancels the turn and sends a queued line at once. "
+    "Ctrl-U empties the composer. Pasted (bracketed) with Enter 0.3 s later: taken 3/3 "
+    "ready, where 0.1 s lost 1 in 3. An Enter in its first seconds after start-up can be "
+    "lost; its composer empties at once on a taken line and ignores an empty Enter, so "
+    "Enter is pressed again after 1.5 s (docs/agent-screens.md §6.1).",
+    enter_again_after=1.5,
+    paste=True,
+    settle=0.3,
+)
+
+
+def policy_path(profile: str) -> str:
+    """Where the profile's policy file is installed; raises when the directory cannot be
+    resolved."""
+    try:
+        root = resolve_target("gemini").path
+    except TargetUnresolved as exc:
+        raise AgentUnavailable(str(exc)) from None
+    return os.path.join(root, FOLDER, f"{profile}.toml")
+
+
+class GeminiAgent(BaseAgent):
+    name = "gemini"
+    binary = "gemini"
+    npm_package = "@google/gemini-cli"
+    effort_levels = ()
+    config_variables = (("GEMINI_CLI_HOME", ".gemini"),)
+    config_default = ".gemini"
+    record_variables = ("GEMINI_CLI_HOME",)
+    policy = POLICY
+    screens = SCREENS
+    records = READER
+
+    def asset_units(self, version: str) -> list[Unit]:
+        return [Unit(FOLDER, policy_files(version))]
+
+    def holds_line(self, path: str, session_id: str, frame: str) -> bool:
+        return holds_line(path, session_id, frame)
+
+    def locate_remembered(self, session_id: str, remembered: SessionRecord) -> SessionRecord | None:
+        return locate_remembered(session_id, remembered)
+
+    def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
+        # Imported here: `assets.status` loads tempfile and `rules` tomllib, which delivery
+        # never needs.
+        from cafleet.agents.gemini.rules import check_gemini
+        from cafleet.assets.status import file_state
+
+        state = file_state(config_dir, self.asset_units(version))[0]
+        return check_gemini(config_dir, state)
+
+    def validate_effort(self, effort: str | None, *, flag: str) -> None:
+        if effort is not None:
+            raise AgentUsageError(f"the gemini coding agent does not support {flag}")
+
+    def ensure_available(self) -> str:
+        """The binary, then the installed policy files (missing ones are refused with the
+        remedy)."""
+        binary = super().ensure_available()
+        path = policy_path("workspace")
+        if not os.path.isfile(path):
+            raise AgentUnavailable(
+                f"the cafleet policy files for gemini are not installed ({path} is missing); "
+                "run 'cafleet setup --coding-agent gemini'"
+            )
+        return binary
+
+    def leading_args(
+        self, *, display_name: str, monitor: bool, db_dir: str | None, permissions: str
+    ) -> list[str]:
+        """`--approval-mode <mode>`, then `--policy <file>` but under `full` (docs/permissions.md
+        §2). The display name changes nothing."""
+        profile = "readonly" if monitor else permissions
+        argv = ["--approval-mode", APPROVAL_MODES[profile]]
+        if profile != "full":
+            argv += ["--policy", policy_path(profile)]
+        return argv
+
+    def prompt_args(self, prompt: str) -> list[str]:
+        return ["--prompt-interactive", prompt]
+
+    def resume_args(self, session_id: str) -> list[str]:
+        return ["--resume", session_id]
+
+
+AGENT = GeminiAgent()
