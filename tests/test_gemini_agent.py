@@ -230,6 +230,35 @@ def test_scripted_model_reads_a_gemini_request() -> None:
     assert schema_value({"type": "STRING", "enum": ["model", "user"]}) == "user"
 
 
+def test_a_gemini_response_answers_the_call_it_names() -> None:
+    """A line typed while a tool ran can reach the request before that tool's response: the
+    response (named by its call's id) stays with the old turn, and the new turn's first call
+    has no result yet, not the old one's."""
+
+    def call(call_id: str, command: str) -> dict[str, object]:
+        return {"role": "model", "parts": [{"functionCall": {
+            "id": call_id, "name": "run_shell_command", "args": {"command": command}}}]}  # fmt: skip
+
+    def answer(call_id: str, output: str) -> dict[str, object]:
+        return {"role": "user", "parts": [{"functionResponse": {
+            "id": call_id, "name": "run_shell_command", "response": {"output": output}}}]}  # fmt: skip
+
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "YOUR MEMBER ID: 6"}]},
+            call("a", "cafleet message send ready"),
+            {"role": "user", "parts": [{"text": "[cafleet msg 7 from D (1)] work"}]},
+            answer("a", "Message sent."),
+            call("b", "cafleet message poll 6"),
+        ]
+    }
+    conv = gemini_conversation(body)
+    assert conv.texts[-1] == "[cafleet msg 7 from D (1)] work"
+    assert [(c.args["command"], c.result) for c in conv.calls] == [("cafleet message poll 6", None)]
+    body["contents"].append(answer("b", "[7 | from:D (1) | t]\nwork"))
+    assert [c.result for c in gemini_conversation(body).calls] == ["[7 | from:D (1) | t]\nwork"]
+
+
 def test_setup_installs_the_policy_folder_beside_the_skills() -> None:
     from cafleet.assets.bundle import units_for
 

@@ -547,12 +547,15 @@ def responses_conversation(body: dict[str, Any]) -> Conversation:
 
 def gemini_conversation(body: dict[str, Any]) -> Conversation:
     """A Gemini API request: ``contents[]`` of ``user`` / ``model`` turns whose parts are
-    ``text``, ``functionCall`` or ``functionResponse`` (a response answers the oldest call
-    still open: Gemini CLI sends them in the order of the calls)."""
+    ``text``, ``functionCall`` or ``functionResponse``. A response names its call's ``id``: a
+    line typed while a tool ran can come before that tool's response, and the response then
+    belongs to the turn that line ended, not to the new one (without ids, a response answers
+    the oldest call still open)."""
     instruction = body.get("systemInstruction") or {}
     conv = Conversation(system=_gemini_text(instruction.get("parts")))
-    calls: list[tuple[str, dict[str, Any]]] = []
-    results: list[str] = []
+    calls: list[tuple[str | None, str, dict[str, Any]]] = []
+    by_id: dict[str, str] = {}
+    in_order: list[str] = []
     for content in body.get("contents") or []:
         if not isinstance(content, dict):
             continue
@@ -564,23 +567,37 @@ def gemini_conversation(body: dict[str, Any]) -> Conversation:
                 text = part["text"]
                 if text.strip() and not text.lstrip().startswith("<session_context>"):
                     conv.texts.append(text)
-                    calls, results = [], []
+                    calls, in_order = [], []
             elif role == "model" and isinstance(part.get("functionCall"), dict):
                 call = part["functionCall"]
-                calls.append((str(call.get("name", "")), dict(call.get("args") or {})))
+                call_id = call.get("id")
+                calls.append(
+                    (
+                        call_id if isinstance(call_id, str) else None,
+                        str(call.get("name", "")),
+                        dict(call.get("args") or {}),
+                    )
+                )
             elif isinstance(part.get("functionResponse"), dict):
-                response = part["functionResponse"].get("response")
+                answer = part["functionResponse"]
+                response = answer.get("response")
                 if isinstance(response, dict) and isinstance(response.get("output"), str):
-                    results.append(_gemini_shell_output(response["output"]))
+                    output = _gemini_shell_output(response["output"])
                 else:
-                    results.append(json.dumps(response))
+                    output = json.dumps(response)
+                if isinstance(answer.get("id"), str):
+                    by_id[answer["id"]] = output
+                else:
+                    in_order.append(output)
     conv.calls = [
         Call(
             "write" if name == "write_file" else "shell",
             _call_args(name, args),
-            results[i] if i < len(results) else None,
+            by_id.get(call_id)
+            if call_id is not None
+            else (in_order[i] if i < len(in_order) else None),
         )
-        for i, (name, args) in enumerate(calls)
+        for i, (call_id, name, args) in enumerate(calls)
     ]
     return conv
 
