@@ -22,24 +22,6 @@ if TYPE_CHECKING:
 TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
 
 
-TASK_KEYS = (
-    "task_id",
-    "fleet_id",
-    "title",
-    "body",
-    "state",
-    "creator_member_id",
-    "assignee_member_id",
-    "after",
-    "reason",
-    "result",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "state_since",
-)
-
-
 def task_dict(task: Task) -> dict[str, Any]:
     return record_dict(task)
 
