@@ -11,7 +11,6 @@ it to exit 141) and any other write failure into `OutputFailed` (`cannot write o
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import sys
@@ -199,6 +198,17 @@ def label_lines(pairs: Iterable[tuple[str, str]], width: int, indent: str = "") 
 # --- records (docs/cli.md §1.10), keys in contract order ------------------------------------------
 
 
+def field_names(record: Any) -> tuple[str, ...]:
+    """A record's field names in order: a NamedTuple's own, or a dataclass's (a workflow's
+    result), whose module is only loaded then."""
+    names: tuple[str, ...] | None = getattr(record, "_fields", None)
+    if names is not None:
+        return names
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(record))
+
+
 def record_dict(
     record: Any, keys: Sequence[str] | None = None, *, hidden: Sequence[str] = (), **renamed: str
 ) -> dict[str, Any]:
@@ -206,11 +216,13 @@ def record_dict(
     contract order where that differs from the record's), each read from the field of that name or
     of the name `renamed` maps the key to; a tuple becomes a list."""
     if keys is None:
-        keys = [f.name for f in dataclasses.fields(record) if f.name not in hidden]
+        keys = [name for name in field_names(record) if name not in hidden]
     result: dict[str, Any] = {}
     for key in keys:
         value = getattr(record, renamed.get(key, key))
-        result[key] = list(value) if isinstance(value, tuple) else value
+        # A tuple field (ids, say) is a JSON list; a nested record is left for its own dict.
+        plain = isinstance(value, tuple) and not hasattr(value, "_fields")
+        result[key] = list(value) if plain else value
     return result
 
 
@@ -230,7 +242,7 @@ MEMBER_KEYS = (
 def placement_dict(placement: Any) -> dict[str, Any] | None:
     if placement is None:
         return None
-    return record_dict(placement, hidden=("member_id", *placement.PANE_CHECK))
+    return record_dict(placement, hidden=("member_id", *placement.pane_check()))
 
 
 def member_dict(member: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -209,7 +208,7 @@ def deregister_member(conn: Connection, *, member_id: int, now: datetime | None 
             raise CannotDeregisterRootDirector(member_id)
         conn.execute(q.DEREGISTER, {"member_id": member_id, "now": ts})
         conn.execute(q.DELETE_PLACEMENT, {"member_id": member_id})
-    return dataclasses.replace(member, status="deregistered", deregistered_at=ts, placement=None)
+    return member._replace(status="deregistered", deregistered_at=ts, placement=None)
 
 
 def get_member(conn: Connection, member_id: int) -> Member:

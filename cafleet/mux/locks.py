@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.config import locks_dir
 from cafleet.db.timefmt import now_ts
@@ -25,8 +25,7 @@ from cafleet.mux import PaneKey
 RETRY_INTERVAL = 0.05
 
 
-@dataclass(frozen=True)
-class LockHolder:
+class LockHolder(NamedTuple):
     """A parsed holder record `<pid> <ts> <purpose>` (diagnostics only)."""
 
     pid: int

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.agents.registry import agent_names
 from cafleet.records import Row, check_enum
 
 
-@dataclass(frozen=True, slots=True)
-class AssetInstall:
+class AssetInstall(NamedTuple):
     coding_agent: str
     path: str
     cafleet_version: str

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet.records import Row
 
@@ -11,8 +10,7 @@ if TYPE_CHECKING:
     from cafleet.records.members import Member
 
 
-@dataclass(frozen=True, slots=True)
-class Fleet:
+class Fleet(NamedTuple):
     fleet_id: int
     name: str | None
     created_at: str
@@ -20,8 +18,7 @@ class Fleet:
     director_member_id: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class FleetSummary:
+class FleetSummary(NamedTuple):
     fleet_id: int
     name: str | None
     created_at: str
@@ -31,8 +28,7 @@ class FleetSummary:
     member_count: int
 
 
-@dataclass(frozen=True, slots=True)
-class FleetBootstrap:
+class FleetBootstrap(NamedTuple):
     fleet: Fleet
     director: Member
     monitor: Member

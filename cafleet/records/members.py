@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, NamedTuple
 
 from cafleet.agents.registry import agent_names
 from cafleet.records import (
@@ -16,18 +15,12 @@ from cafleet.records import (
     decode_skills,
 )
 
+# What the pane-is-ours check records (the server the pane was made on, that server's run, the
+# pane's own process): never shown by the CLI's JSON or the WebUI.
+PANE_CHECK = ("mux_socket", "mux_server_pid", "mux_server_start", "mux_pane_pid")
 
-@dataclass(frozen=True, slots=True)
-class Placement:
-    # What the pane-is-ours check records (the server the pane was made on, that server's run, the
-    # pane's own process): never shown by the CLI's JSON or the WebUI.
-    PANE_CHECK: ClassVar[tuple[str, ...]] = (
-        "mux_socket",
-        "mux_server_pid",
-        "mux_server_start",
-        "mux_pane_pid",
-    )
 
+class Placement(NamedTuple):
     member_id: int
     backend: str
     mux_session: str
@@ -46,6 +39,11 @@ class Placement:
     mux_server_start: int | None = None
     mux_pane_pid: int | None = None
 
+    @staticmethod
+    def pane_check() -> tuple[str, ...]:
+        """The fields of the pane-is-ours check (`PANE_CHECK`), for layers that hold a record."""
+        return PANE_CHECK
+
     @property
     def is_concrete(self) -> bool:
         return self.mux_pane_id is not None
@@ -58,8 +56,7 @@ class Placement:
         return PaneKey(self.backend, self.mux_session, self.mux_pane_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
+class Member(NamedTuple):
     member_id: int
     fleet_id: int
     name: str

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.records import MESSAGE_STATES, MESSAGE_TYPES, Row, check_enum
 
 
-@dataclass(frozen=True, slots=True)
-class Message:
+class Message(NamedTuple):
     message_id: int
     owner_member_id: int
     from_member_id: int
@@ -21,8 +20,7 @@ class Message:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Broadcast:
+class Broadcast(NamedTuple):
     summary: Message
     deliveries: tuple[Message, ...]
 

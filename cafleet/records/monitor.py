@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.records import Row
 
 
-@dataclass(frozen=True, slots=True)
-class MonitorRuntime:
+class MonitorRuntime(NamedTuple):
     fleet_id: int
     pid: int | None
     started_at: str | None
@@ -32,8 +31,7 @@ def monitor_runtime_from_row(row: Row) -> MonitorRuntime:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class HostLoop:
+class HostLoop(NamedTuple):
     """A host's delivery loop slot (`host_loops`, docs/storage.md §2.11)."""
 
     host_id: str

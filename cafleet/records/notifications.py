@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.records.members import Member, Placement
     from cafleet.records.messages import Message
 
 
-@dataclass(frozen=True, slots=True)
-class PendingNotification:
+class PendingNotification(NamedTuple):
     message: Message
     sender_name: str | None  # None when no member row exists (the line prints `unknown`)
     recipient: Member

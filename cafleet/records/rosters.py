@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from cafleet.records.members import Member
 
 
-@dataclass(frozen=True, slots=True)
-class RosterEntry:
+class RosterEntry(NamedTuple):
     member: Member
     last_sent: str | None
     last_recv: str | None

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class PlacementSpec:
+class PlacementSpec(NamedTuple):
     """A placement to insert pending (no pane id yet), for `register_member`."""
 
     mux_session: str
@@ -18,8 +17,7 @@ class PlacementSpec:
     host_id: str | None = None  # the pane's host (revision 0005); None: this process's
 
 
-@dataclass(frozen=True, slots=True)
-class SpawnSpec:
+class SpawnSpec(NamedTuple):
     """What a member is spawned with (`member_spawns`, revisions 0003 and 0005): its spawn-prompt
     template (None: the bundled prompt), model, effort and permission profile (None: recorded
     before profiles existed, or the monitor). `member respawn` starts it again."""
@@ -31,8 +29,7 @@ class SpawnSpec:
     permissions: str | None = None  # the permission profile (docs/permissions.md)
 
 
-@dataclass(frozen=True, slots=True)
-class WorktreeSpec:
+class WorktreeSpec(NamedTuple):
     """A member's git worktree (`member_spawns.worktree_json`, docs/worktrees.md): its
     directory, the branch cafleet created for it, the base that branch started from (a branch
     name, or a commit when the base was a detached HEAD), and the spawn directory's path inside
@@ -67,8 +64,7 @@ class WorktreeSpec:
         return cls(str(path), str(branch), str(base), subdir if isinstance(subdir, str) else "")
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedWorktree:
+class RecordedWorktree(NamedTuple):
     """A worktree some member of some fleet was created with (`cafleet worktree list`), with
     whether that member is still active and its fleet deleted."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.records import Row, check_enum
 
@@ -10,8 +10,7 @@ TASK_STATES: tuple[str, ...] = ("waiting", "ready", "in_progress", "blocked", "d
 OPEN_STATES: tuple[str, ...] = ("waiting", "ready", "in_progress", "blocked")
 
 
-@dataclass(frozen=True, slots=True)
-class Task:
+class Task(NamedTuple):
     task_id: int
     fleet_id: int
     title: str
@@ -50,15 +49,13 @@ def task_from_row(row: Row, after: tuple[int, ...] = ()) -> Task:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TaskEvent:
+class TaskEvent(NamedTuple):
     state: str
     at: str
     member_id: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadMessage:
+class ThreadMessage(NamedTuple):
     """A message with its task and the message it answers (docs/storage.md §2.4)."""
 
     message_id: int

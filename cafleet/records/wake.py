@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class WakeRosterEntry:
+class WakeRosterEntry(NamedTuple):
     """One entry of the monitor's wake line (docs/runtime.md §5.7)."""
 
     member_id: int
@@ -15,7 +14,6 @@ class WakeRosterEntry:
     unacked: int
 
 
-@dataclass(frozen=True, slots=True)
-class WakeRoster:
+class WakeRoster(NamedTuple):
     members: tuple[WakeRosterEntry, ...]  # active kind-`member` members with a placement row
     director: WakeRosterEntry | None  # None: the fleet has no Director row

@@ -8,7 +8,6 @@ with the status of `ERROR_STATUS`.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import re
@@ -680,7 +679,7 @@ BoardState = Annotated[m.TaskState | None, Query(description="Only this state.")
 
 def _task_out(entry: task_costs.BoardEntry) -> Any:
     return {
-        **dataclasses.asdict(entry.task),
+        **entry.task._asdict(),
         "after": list(entry.task.after),
         "age_seconds": entry.age_seconds,
         "cost_usd": entry.cost.usd,
@@ -732,7 +731,7 @@ def _task_routes(app: FastAPI) -> None:
         return {
             "task": _entry(ctx, view.detail.task),
             "seconds_in_state": view.seconds_in_state,
-            "thread": [dataclasses.asdict(x) for x in view.detail.thread],
+            "thread": [x._asdict() for x in view.detail.thread],
         }
 
     @app.post(

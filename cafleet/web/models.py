@@ -6,13 +6,13 @@ types and order are the record's, so a column added to a record reaches the API 
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
 from cafleet.config import MAX_ID, MAX_SETTING
+from cafleet.output import field_names
 from cafleet.records import MEMBER_STATUSES, MESSAGE_STATES, MESSAGE_TYPES
 from cafleet.records.fleets import FleetSummary
 from cafleet.records.members import Member, Placement
@@ -37,9 +37,9 @@ def from_record(
     enumeration a column is checked against), then the `extra` fields (`(type, default)`)."""
     hints = typing.get_type_hints(record)
     fields: dict[str, Any] = {
-        f.name: ((types or {}).get(f.name, hints[f.name]), ...)
-        for f in dataclasses.fields(record)
-        if f.name not in hidden
+        name: ((types or {}).get(name, hints[name]), ...)
+        for name in field_names(record)
+        if name not in hidden
     }
     fields.update(extra or {})
     return create_model(name, **fields)
@@ -73,7 +73,7 @@ else:
     PlacementOut = from_record(
         "PlacementOut",
         Placement,
-        hidden=("member_id", "lost_at", "host_id", *Placement.PANE_CHECK),
+        hidden=("member_id", "lost_at", "host_id", *Placement.pane_check()),
     )
     FleetOut = from_record("FleetOut", FleetSummary, hidden=("deleted_at",))
     MemberOut = from_record(

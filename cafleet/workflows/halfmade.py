@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cafleet import broker
 from cafleet.config import db_dir_of
@@ -50,8 +49,7 @@ def placement_token(placement: Placement) -> str:
     return f"{placement.member_id} {placement.created_at}"
 
 
-@dataclass(frozen=True, slots=True)
-class HalfMade:
+class HalfMade(NamedTuple):
     member: Member  # active, its placement pending
     pid: int | None  # the interrupted command's, from its lock record (None: not recorded)
 

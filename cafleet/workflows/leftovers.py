@@ -11,8 +11,7 @@ belongs to its active member if it has one, else to the latest.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cafleet import broker
 from cafleet.workflows.errors import WorkflowError
@@ -49,8 +48,7 @@ def left_behind(conn: Connection, fleet_id: int | None = None) -> list[RecordedW
     return sorted(found, key=lambda r: r.member_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
+class Listed(NamedTuple):
     """One existing worktree, its owner and its state now."""
 
     recorded: RecordedWorktree

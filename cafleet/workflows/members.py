@@ -514,7 +514,7 @@ def _start(
         undo.kill_and_deregister(None)
 
     placement = _patch_pane(conn, settings, undo, job.director_placement, spawned)  # 9.
-    member = dataclasses.replace(member, placement=placement)
+    member = member._replace(placement=placement)
     created = Created(
         member=member,
         coding_agent=job.coding_agent,

@@ -5,7 +5,6 @@ the fleet's tmux server, or stop it and hold it stopped until the next `monitor 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,7 +46,7 @@ def monitor_status(conn: Connection, fleet_id: int) -> MonitorStatus:
     runtime = broker.get_monitor_runtime(conn, fleet_id)
     live = _live(conn, fleet_id, runtime)
     if runtime is not None and not live:
-        runtime = dataclasses.replace(runtime, pid=None, started_at=None, last_tick_at=None)
+        runtime = runtime._replace(pid=None, started_at=None, last_tick_at=None)
     return MonitorStatus(
         live=live, runtime=runtime, roster=broker.wake_roster(conn, fleet_id=fleet_id)
     )

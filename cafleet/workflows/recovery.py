@@ -370,7 +370,7 @@ def respawn_locked(
     pane_id = new_placement.mux_pane_id
     assert pane_id is not None
     done = Respawned(
-        dataclasses.replace(member, placement=new_placement),
+        member._replace(placement=new_placement),
         old_pane,
         pane_id,
         None if resumed is None else resumed.session_id,
@@ -557,7 +557,7 @@ def adopt(
     assert taken is not None  # never None without `if_needed`
     director, moved, old_pane = taken
     pid, warning = _start_loop(conn, fleet_id)
-    return Adopted(fleet_id, dataclasses.replace(director, placement=moved), old_pane, pid, warning)
+    return Adopted(fleet_id, director._replace(placement=moved), old_pane, pid, warning)
 
 
 def take_over(
