@@ -12,11 +12,13 @@ it to exit 141) and any other write failure into `OutputFailed` (`cannot write o
 from __future__ import annotations
 
 import errno
+import functools
 import json
+import operator
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from cafleet import status
 from cafleet.errors import CafleetError
@@ -214,16 +216,48 @@ def record_dict(
 ) -> dict[str, Any]:
     """A record as its JSON object: its fields in their order but the `hidden` ones (or `keys`, in
     contract order where that differs from the record's), each read from the field of that name or
-    of the name `renamed` maps the key to; a tuple becomes a list."""
+    of the name `renamed` maps the key to; a tuple field becomes a list (a nested record does not)."""
+    fields: tuple[str, ...] | None = getattr(record, "_fields", None)
+    if fields is not None and type(record).__module__.startswith("cafleet."):
+        # A record: one cached plan per (type, keys), so a listing of 1,000 tasks pays for the
+        # key lookups once (docs/performance.md §22).
+        kind: Any = type(record)
+        plan = _plan(kind, tuple(keys or ()), tuple(hidden), tuple(renamed.items()))
+        result = dict(zip(plan.keys, plan.get(record), strict=True))
+        for key in plan.lists:
+            if result[key] is not None:
+                result[key] = list(result[key])
+        return result
     if keys is None:
         keys = [name for name in field_names(record) if name not in hidden]
-    result: dict[str, Any] = {}
+    result = {}
     for key in keys:
         value = getattr(record, renamed.get(key, key))
-        # A tuple field (ids, say) is a JSON list; a nested record is left for its own dict.
         plain = isinstance(value, tuple) and not hasattr(value, "_fields")
         result[key] = list(value) if plain else value
     return result
+
+
+class _Plan(NamedTuple):
+    keys: tuple[str, ...]
+    get: Callable[[Any], tuple[Any, ...]]
+    lists: tuple[str, ...]  # the keys whose field is a plain tuple (ids), shown as a JSON list
+
+
+@functools.cache
+def _plan(
+    cls: Any, keys: tuple[str, ...], hidden: tuple[str, ...], renamed: tuple[tuple[str, str], ...]
+) -> _Plan:
+    fields: tuple[str, ...] = cls._fields
+    names = dict(renamed)
+    shown = keys or tuple(name for name in fields if name not in hidden)
+    index = [fields.index(names.get(key, key)) for key in shown]
+    get = (lambda r, i=index[0]: (r[i],)) if len(index) == 1 else operator.itemgetter(*index)
+    notes = getattr(cls, "__annotations__", {})
+    lists = tuple(
+        key for key in shown if str(notes.get(names.get(key, key), "")).startswith("tuple[")
+    )
+    return _Plan(shown, get, lists)
 
 
 # The member's kind comes before its status in the JSON; the record keeps the table's order.
