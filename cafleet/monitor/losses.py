@@ -113,6 +113,8 @@ def report_losses(
             text=lambda ids: losses_text([m for m in lost if m.member_id in ids], state.fleet_id),
         )
     recorded = set(marked)
+    from cafleet.monitor.notify import fire, payload
+
     for member in lost:
         if member.member_id in recorded:
             pane_id = member.placement.mux_pane_id  # type: ignore[union-attr]
@@ -120,6 +122,10 @@ def report_losses(
                 f"tick -> pane lost: member {member.member_id} pane {pane_id} "
                 f"(reported to the Director as msg {message_id})"
             )
+            text = loss_text(member, str(pane_id))
+            key = f"{member.member_id}:{member.placement.created_at}"  # type: ignore[union-attr]
+            data = payload("lost_pane", state.fleet_id, text, member.member_id, member.name)
+            fire(state.conn, state.fleet_id, "lost_pane", key, {**data, "pane_id": pane_id})
     return len(recorded)
 
 

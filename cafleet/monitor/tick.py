@@ -93,6 +93,13 @@ def run_tick(state: LoopState) -> None:
     if state.displaced:
         raise _stop_for_lost_heartbeat(state)
 
+    # 5b. Budgets reached: the member is paused (§5.14); then the notification outbox is handed
+    # to the sender thread, which never holds the tick (§5.13).
+    from cafleet.monitor.budgets import check_budgets
+
+    check_budgets(state, members)
+    _notify(state)
+
     # 6. Re-read the row.
     now = utcnow()
     row = broker.get_monitor_runtime(state.conn, fleet_id=state.fleet_id)
@@ -169,6 +176,14 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
         keep_waiting=lambda: not state.stop_requested(),
     )
     log_drain_report(report, state.held_logged, state.log, "tick")
+
+
+def _notify(state: LoopState) -> None:
+    from cafleet.monitor.notify import Sender
+
+    if state.notifier is None:
+        state.notifier = Sender()
+    state.notifier.pump(state.conn, state.log)
 
 
 def _skip(state: LoopState, reason: str) -> None:
