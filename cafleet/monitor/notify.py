@@ -59,7 +59,7 @@ def redact(url: str | None) -> str:
     path = parts.path
     if host.endswith("hooks.slack.com"):
         segments = path.split("/")
-        path = "/".join(segments[:3] + [REDACTED] * (len(segments) > 3))
+        path = "/".join(segments[:2] + [REDACTED] * (len(segments) > 2))
     query = urlencode([(k, REDACTED) for k, _ in parse_qsl(parts.query, keep_blank_values=True)])
     return urlunsplit((parts.scheme, netloc, path, query.replace("%2A", "*"), ""))
 
