@@ -4,6 +4,7 @@ redaction, and the `notify` commands."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -56,19 +57,15 @@ class Receiver:
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                try:
+                with contextlib.suppress(ValueError):
                     outer.bodies.append(json.loads(body))
-                except ValueError:
-                    pass
                 self.send_response(200)
                 if outer.mode == "huge":
                     self.send_header("Content-Length", str(10 * 1024 * 1024))
                     self.end_headers()
-                    try:
+                    with contextlib.suppress(OSError):  # the sender stops reading early
                         for _ in range(1280):
                             self.wfile.write(b"x" * 8192)
-                    except OSError:
-                        pass  # the sender stopped reading: what it should do
                     return
                 self.send_header("Content-Length", "2")
                 self.end_headers()
