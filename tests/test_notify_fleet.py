@@ -156,3 +156,63 @@ def test_budget_options_are_checked_before_anything_is_spawned(
     assert h.sqlite("SELECT tokens, usd_micros FROM fleet_budgets WHERE fleet_id = ?", f) == [
         (10, None)
     ]
+
+
+def test_the_phone_page_answers_a_prompt_once_without_the_server_token(
+    tmux_db: TmuxHarness, fleet: FleetIds, hook: Receiver, chromium: Any
+) -> None:
+    """An escalation's answer link, opened in a phone-sized Chromium: the prompt, a button per
+    choice, the answer typed into the pane; the link then refuses (used), as does an expired
+    one and one whose prompt left the screen."""
+    from datetime import timedelta
+
+    from cafleet.db.timefmt import format_ts, utcnow
+    from cafleet.monitor.answerlinks import new_link, token_hash
+    from tests.factories import connect
+    from tests.web_helpers import serve
+
+    h, f = tmux_db, fleet.fleet_id
+    server = serve(h)
+    assert server.token is not None  # the server has a token; the link never carries it
+    add_webhook(h, f, hook.url, "--answer-base", server.base)
+    member, pane = prompting_member(h, f)
+    loop = start_loop_(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "0"})
+    retry_until(lambda: events(hook, "escalation"), timeout=30, message="no escalation POST")
+    loop.stop()
+    (got,) = events(hook, "escalation")
+    url = got["answer_url"]
+    assert url.startswith(f"{server.base}/answer/") and server.token not in url
+    with connect(h.db_path) as conn:
+        spare = new_link(conn, server.base, member, got["prompt_id"])
+        old = new_link(conn, server.base, member, got["prompt_id"])
+    past = format_ts(utcnow() - timedelta(minutes=1))
+    sql_write(
+        h, "UPDATE answer_links SET expires_at = ? WHERE token_hash = ?", past,
+        token_hash(old.rsplit("/", 1)[1]),
+    )  # fmt: skip
+    context = chromium.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    try:
+        page = context.new_page()
+        page.goto(old)
+        assert "expired" in page.locator("[data-testid=refused]").inner_text()
+        page.goto(url)
+        shown = page.locator("[data-testid=prompt]").inner_text()
+        assert "Do you want to proceed?" in shown and "cafleet message ack 12" in shown
+        buttons = page.locator("[data-testid=choice]").all_inner_texts()
+        assert [b.split(".")[0] for b in buttons] == ["1", "2", "3"]
+        page.locator("[data-testid=choice]").first.click()
+        assert page.locator("[data-testid=answered]").inner_text() == "Answered: 1. Yes"
+        pressed = [(k["key"], k["text"]) for k in fake_log(pane) if k.get("kind") == "prompt-key"]
+        assert pressed == [("text", "1")]
+        page.goto(url)
+        assert "already used" in page.locator("[data-testid=refused]").inner_text()
+        page.goto(spare)
+        assert "no longer shows this prompt" in page.locator("[data-testid=refused]").inner_text()
+        page.goto(f"{server.base}/answer/{'x' * 32}")
+        assert "not valid" in page.locator("[data-testid=refused]").inner_text()
+        assert len([k for k in fake_log(pane) if k.get("kind") == "prompt-key"]) == 1
+    finally:
+        context.close()
+        server.stop()

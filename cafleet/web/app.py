@@ -261,6 +261,9 @@ def create_app(config: ServerConfig) -> WebUI:
 
     _routes(app)
     _task_routes(app)
+    from cafleet.web.answer_page import answer_routes
+
+    answer_routes(app)
     static = resources.files("cafleet.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
