@@ -1,4 +1,4 @@
-"""Notification channels (docs/cli.md §2.35, docs/runtime.md §5.13): the outbox, real HTTP
+"""Notification channels (docs/cli.md §2.35, docs/cli.md §2.35): the outbox, real HTTP
 receivers on 127.0.0.1 (a good one and bad ones), the sender thread that never holds the tick,
 redaction, and the `notify` commands."""
 

@@ -1,5 +1,4 @@
-"""Notifications and budgets in a running fleet (docs/runtime.md §5.13, §5.14, docs/cli.md
-§2.35, §2.36): a real tmux server with fake agents, the real monitor loop, and a real webhook
+"""Notifications and budgets in a running fleet (docs/cli.md §2.35, §2.36): a real tmux server with fake agents, the real monitor loop, and a real webhook
 receiver on 127.0.0.1."""
 
 from __future__ import annotations

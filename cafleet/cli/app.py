@@ -287,8 +287,7 @@ def task_group(ctx: click.Context) -> None:
 @cli.group(
     "notify",
     invoke_without_command=True,
-    help="Send a fleet's events (escalations, lost panes, tasks, budgets) to webhooks, ntfy, "
-    "Slack or the desktop.",
+    help="Send a fleet's events to webhooks, ntfy, Slack or the desktop.",
     command_modules=_modules(("cafleet.cli.notify_cmd", "add", "list", "remove", "test")),
 )
 @click.pass_context

@@ -32,6 +32,7 @@ from cafleet.cli.worktree_params import discard_worktree_option, member_worktree
 from cafleet.db.timefmt import now_ts
 from cafleet.output import cell, err, label_lines, member_dict, out, out_json
 from cafleet.workflows import members, placing
+from cafleet.workflows import notify as budgets
 from cafleet.workflows.answering import answer, choice_problem
 from cafleet.workflows.panes import capture_member
 
@@ -91,9 +92,7 @@ LINES_RANGE = click.IntRange(1, 100000)
 @click.option(
     "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
 )
-@click.option(
-    "--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling (estimated cost)."
-)
+@click.option("--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling.")
 @json_option
 def member_create(
     fleet_id: int,
@@ -116,8 +115,6 @@ def member_create(
         check_body_choice(prompt, file, "PROMPT")
     budget = None
     if budget_tokens is not None or budget_usd is not None:
-        from cafleet.workflows import notify as budgets
-
         budget = budgets.budget_of(budget_tokens, budget_usd)  # refused before anything spawns
     inv = invocation()
     conn = inv.connection()

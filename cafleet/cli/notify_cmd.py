@@ -7,12 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from cafleet import broker
 from cafleet.cli.app import fleet_group, member_group, notify_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import ID, id_argument, id_option, json_option
+from cafleet.monitor.notify import redact
 from cafleet.output import out, out_json, out_lines
 from cafleet.records.notify import CHANNEL_KINDS, EVENTS
 from cafleet.workflows import notify as workflow
+from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.records.notify import Channel, MemberBudget
@@ -21,13 +24,11 @@ budget_tokens = click.option(
     "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
 )
 budget_usd = click.option(
-    "--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling (estimated cost)."
+    "--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling."
 )
 
 
 def channel_dict(channel: Channel) -> dict[str, Any]:
-    from cafleet.monitor.notify import redact
-
     return {
         "channel_id": channel.channel_id,
         "fleet_id": channel.fleet_id,
@@ -55,21 +56,17 @@ def channel_line(channel: Channel) -> str:
 
 @notify_group.command(
     "add",
-    help=(
-        "Add a notification channel to a fleet: KIND is desktop (notify-send), webhook (one "
-        "JSON POST per event), ntfy or slack, the last three with their URL. The monitor loop "
-        f"sends the events ({', '.join(EVENTS)}) in the background, with retries."
-    ),
+    help="Add a notification channel to a fleet.",
 )
 @id_option("--fleet-id", "The fleet.")
-@click.argument("kind", type=click.Choice(CHANNEL_KINDS), help="desktop, webhook, ntfy or slack.")
-@click.argument("url", required=False, help="Where to send (not for desktop).")
-@click.option("--events", default=None, metavar="E,…", help="Only these events (default: all).")
+@click.argument("kind", type=click.Choice(CHANNEL_KINDS), metavar="KIND", help="Channel kind.")
+@click.argument("url", required=False, metavar="[URL]", help="Its URL (not for desktop).")
+@click.option("--events", default=None, metavar="E,…", help="Only these events.")
 @click.option(
     "--answer-base",
     default=None,
     metavar="URL",
-    help="The WebUI as a phone reaches it: escalations carry an answer link under it.",
+    help="The WebUI URL a phone reaches (answer links).",
 )
 @json_option
 def notify_add(
@@ -94,12 +91,10 @@ def notify_add(
         out(f"Added {channel_line(channel)}")
 
 
-@notify_group.command("list", help="List notification channels (of one fleet with --fleet-id).")
-@id_option("--fleet-id", "Only this fleet.", required=False)
+@notify_group.command("list", help="List notification channels.")
+@id_option("--fleet-id", "The fleet.", required=False)
 @json_option
 def notify_list(fleet_id: int | None, as_json: bool) -> None:
-    from cafleet import broker
-
     channels = broker.notify_channels(invocation().connection(), fleet_id)
     if as_json:
         out_json([channel_dict(c) for c in channels])
@@ -109,7 +104,7 @@ def notify_list(fleet_id: int | None, as_json: bool) -> None:
         out("No channels.")
 
 
-@notify_group.command("remove", help="Remove a channel and its unsent events.")
+@notify_group.command("remove", help="Remove a channel.")
 @id_argument("channel_id", "Channel ID.")
 def notify_remove(channel_id: int) -> None:
     removed = workflow.remove_channel(invocation().connection(), channel_id)
@@ -118,7 +113,7 @@ def notify_remove(channel_id: int) -> None:
 
 @notify_group.command(
     "test",
-    help="Send a test event to every channel of the fleet now and print each outcome.",
+    help="Send a test event to the fleet's channels now.",
 )
 @id_option("--fleet-id", "The fleet.")
 def notify_test(fleet_id: int) -> None:
@@ -132,8 +127,6 @@ def notify_test(fleet_id: int) -> None:
             failed += 1
             out(f"channel {c.channel_id} {c.kind}: failed: {outcome.error}")
     if failed:
-        from cafleet.workflows.errors import WorkflowError
-
         raise WorkflowError(f"{failed} of {len(outcomes)} channels failed the test")
 
 
@@ -153,10 +146,7 @@ def _budget_text(found: MemberBudget | None) -> str:
 
 @member_group.command(
     "budget",
-    help=(
-        "Set a member's budget: when its usage reaches it, the member is paused (its messages "
-        "wait, untyped) until cafleet member resume. Neither option: no budget."
-    ),
+    help="Set a member's budget (neither option: none).",
 )
 @id_argument("member_id", "Member ID.")
 @budget_tokens
@@ -170,7 +160,7 @@ def member_budget(member_id: int, budget_tokens: int | None, budget_usd: float |
 
 @member_group.command(
     "resume",
-    help="Lift a member's budget pause (raising its budget when given); its held messages go out.",
+    help="Lift a member's budget pause.",
 )
 @id_argument("member_id", "Member ID.")
 @budget_tokens
@@ -182,10 +172,7 @@ def member_resume(member_id: int, budget_tokens: int | None, budget_usd: float |
 
 @fleet_group.command(
     "budget",
-    help=(
-        "Set a fleet-wide budget over its members' summed usage: reached, every member is "
-        "paused. Neither option: no fleet budget."
-    ),
+    help="Set a fleet's budget (neither option: none).",
 )
 @click.argument("fleet_id", type=ID, metavar="FLEET_ID", help="Fleet ID.")
 @budget_tokens

@@ -1,4 +1,4 @@
-"""Answer links (docs/webui.md §7): a single-use token for the phone answer page, bound to one
+"""Answer links (docs/cli.md §2.35): a single-use token for the phone answer page, bound to one
 member's prompt by its digest and expiring after `LINK_TTL`. Only the token's SHA-256 is stored,
 so the database never holds a working link; the server token is never in one."""
 
@@ -8,6 +8,7 @@ import secrets
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from cafleet import broker
 from cafleet.db.timefmt import utcnow
 from cafleet.digest import sha256
 
@@ -23,8 +24,6 @@ def token_hash(token: str) -> str:
 
 def new_link(conn: Connection, base: str, member_id: int, digest: str) -> str:
     """Store a new link for ``member_id``'s prompt ``digest``; returns its URL under ``base``."""
-    from cafleet import broker
-
     token = secrets.token_urlsafe(24)
     now = utcnow()
     broker.create_answer_link(

@@ -1,4 +1,4 @@
-"""Budgets (docs/runtime.md §5.14, docs/cli.md §2.36): each tick, a member whose usage reached
+"""Budgets (docs/cli.md §2.36, docs/cli.md §2.36): each tick, a member whose usage reached
 its budget, or every member of a fleet whose summed usage reached the fleet's, is paused: its
 lines wait, stored (`cafleet.delivery.drains`), the root Director gets one message and the
 `budget` event fires. `member resume` lifts the pause.
@@ -11,6 +11,9 @@ its token budget only. Only `member` kinds are paused: never the Director or the
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from cafleet import broker
+from cafleet.monitor.notify import fire, payload
 
 if TYPE_CHECKING:
     from cafleet.monitor.state import LoopState
@@ -39,8 +42,6 @@ def pause_text(member: Member, what: str, fleet_wide: bool) -> str:
 
 def check_budgets(state: LoopState, members: list[Member]) -> list[int]:
     """Pause the fleet's members whose budget (or the fleet's) is reached; returns their ids."""
-    from cafleet import broker
-
     own = {b.member_id: b for b in broker.fleet_member_budgets(state.conn, state.fleet_id)}
     fleet = broker.fleet_budget(state.conn, state.fleet_id)
     budgeted = [
@@ -84,33 +85,30 @@ def _has(budget: Budget) -> bool:
 def _usage(state: LoopState, members: list[Member]) -> dict[int, tuple[int, float | None]]:
     """Each member's tokens and cost (None: no price for a model it used); unknown usage
     counts as nothing yet."""
-    from cafleet import broker
-    from cafleet.sessions.prices import PriceFileError, cost, load
-    from cafleet.sessions.usage import Subject, read_usage
+    from cafleet.sessions import prices, usage
 
     subjects = [
-        Subject(m.member_id, m.placement.coding_agent, broker.session_id(state.conn, m.member_id))
+        usage.Subject(
+            m.member_id, m.placement.coding_agent, broker.session_id(state.conn, m.member_id)
+        )
         for m in members
         if m.placement is not None and m.placement.coding_agent is not None
     ]
     try:
-        table = load()
-    except PriceFileError:
+        table = prices.load()
+    except prices.PriceFileError:
         table = None
     out: dict[int, tuple[int, float | None]] = {}
-    for found in read_usage(state.db_dir, subjects):
+    for found in usage.read_usage(state.db_dir, subjects):
         if found.tally is None:
             continue
-        usd = None if table is None else cost(found.tally, table)
+        usd = None if table is None else prices.cost(found.tally, table)
         out[found.member_id] = (sum(found.tally.totals()), usd)
     return out
 
 
 def _pause(state: LoopState, member: Member, what: str, *, fleet_wide: bool) -> bool:
     """Pause one member; only the call that paused it tells the Director and fires the event."""
-    from cafleet import broker
-    from cafleet.monitor.notify import fire, payload
-
     if not broker.pause_member(state.conn, member_id=member.member_id, reason="budget"):
         return False
     text = pause_text(member, what, fleet_wide)

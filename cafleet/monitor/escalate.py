@@ -20,6 +20,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from cafleet import broker
+from cafleet.errors import CafleetError
+from cafleet.monitor.answerlinks import new_link
+from cafleet.monitor.notify import fire, payload
+
 if TYPE_CHECKING:
     from cafleet.delivery.screens.prompts import Prompt
     from cafleet.monitor.state import LoopState
@@ -121,8 +126,6 @@ def escalate_prompts(
 def _report(
     state: LoopState, member: Member, director_id: int, pane_id: str, prompt: Prompt, waited: float
 ) -> None:
-    from cafleet import broker
-
     marker = prompt_marker(member.member_id, prompt.digest)
     if any(marker in m.text for m in broker.unacked_deliveries(state.conn, director_id)):
         state.log(f"tick -> prompt of member {member.member_id} already reported ({marker})")
@@ -143,11 +146,8 @@ def _report(
 
 
 def _fire(state: LoopState, member: Member, prompt: Prompt, text: str) -> None:
-    """The `escalation` event (docs/runtime.md §5.13): one per prompt, with an answer link for
+    """The `escalation` event (docs/cli.md §2.35): one per prompt, with an answer link for
     each channel that knows where the WebUI is."""
-    from cafleet import broker
-    from cafleet.monitor.notify import fire, payload
-
     key = f"{member.member_id}:{prompt.digest}"
     data = payload(
         "escalation",
@@ -165,9 +165,6 @@ def _fire(state: LoopState, member: Member, prompt: Prompt, text: str) -> None:
     if not channels or not prompt.readable:
         fire(state.conn, state.fleet_id, "escalation", key, data)
         return
-    from cafleet.errors import CafleetError
-    from cafleet.monitor.answerlinks import new_link
-
     for channel in broker.notify_channels(state.conn, state.fleet_id):
         try:
             url = None

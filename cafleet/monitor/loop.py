@@ -15,6 +15,7 @@ from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.config import db_dir_of, monitor_hold_path, monitor_log_path
 from cafleet.db.timefmt import utcnow
 from cafleet.hosts import current_host
+from cafleet.monitor.notify import fire, flush, payload
 from cafleet.monitor.runtime import is_live, loop_env
 from cafleet.monitor.state import LoopState
 from cafleet.monitor.supervisor import LoopLog, LoopStartError, Scope
@@ -155,10 +156,8 @@ class FleetScope(Scope):
         return f"monitor loop stopped (fleet {self.fleet_id}, pid {pid})"
 
     def on_stop(self, reason: str) -> None:
-        """The `loop_stopped` event (docs/runtime.md §5.13), sent before the process ends: no
+        """The `loop_stopped` event (docs/cli.md §2.35), sent before the process ends: no
         loop is left to send it later (a deleted fleet has nobody to tell)."""
-        from cafleet.monitor.notify import fire, flush, payload
-
         if "is deleted" in reason:
             return
         text = f"[cafleet] the monitor loop of fleet {self.fleet_id} stopped: {reason}"

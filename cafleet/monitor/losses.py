@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from cafleet.monitor.notify import fire, payload
+
 if TYPE_CHECKING:
     from cafleet.monitor.state import LoopState
     from cafleet.mux.locks import PaneLock
@@ -113,8 +115,6 @@ def report_losses(
             text=lambda ids: losses_text([m for m in lost if m.member_id in ids], state.fleet_id),
         )
     recorded = set(marked)
-    from cafleet.monitor.notify import fire, payload
-
     for member in lost:
         if member.member_id in recorded:
             pane_id = member.placement.mux_pane_id  # type: ignore[union-attr]

@@ -1,4 +1,4 @@
-"""Notification channels (docs/runtime.md §5.13, docs/cli.md §2.35): events recorded in the
+"""Notification channels (docs/cli.md §2.35, docs/cli.md §2.35): events recorded in the
 store's outbox (`fire`), sent by the monitor loop's sender thread (`Sender`), each with bounded
 time and size, retried with backoff and given up after `MAX_TRIES`.
 
@@ -16,6 +16,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from cafleet import broker
 from cafleet.db.timefmt import utcnow
 from cafleet.errors import CafleetError
 
@@ -31,10 +32,6 @@ MAX_TRIES = 5  # then the row is given up and the channel reported failing
 BACKOFF = (5, 30, 120, 600)  # seconds before the 2nd, 3rd, 4th and 5th try
 BATCH = 20  # rows one sender round takes
 REDACTED = "***"
-
-
-class SendFailed(CafleetError):
-    """One send failed; str() is what the channel's `last_error` says (never a full URL)."""
 
 
 # --- redaction ------------------------------------------------------------------------------------
@@ -90,8 +87,6 @@ def fire(conn: Connection, fleet_id: int, event: str, key: str, data: dict[str, 
     """Record ``data`` in the outbox of every channel of the fleet that takes ``event``, once
     per ``key``. Never raises: a report is never lost because a channel could not be queued.
     Returns the rows added."""
-    from cafleet import broker
-
     try:
         return broker.record_event(
             conn, fleet_id=fleet_id, event=event, event_key=f"{event}:{key}", payload=data
@@ -124,23 +119,23 @@ def request_for(kind: str, data: dict[str, Any]) -> tuple[bytes, dict[str, str]]
     return json.dumps(data).encode(), {"Content-Type": "application/json"}
 
 
-def send(channel: Channel, data: dict[str, Any]) -> None:
-    """Send one event now; raises `SendFailed` with a short reason."""
+def send(channel: Channel, data: dict[str, Any]) -> str | None:
+    """Send one event now; returns why it failed, in a few words that never hold a full URL
+    (None: sent)."""
     if channel.kind == "desktop":
-        _desktop(data)
-        return
+        return _desktop(data)
     assert channel.target is not None
     body, headers = request_for(channel.kind, data)
-    post(channel.target, body, headers)
+    return post(channel.target, body, headers)
 
 
-def _desktop(data: dict[str, Any]) -> None:
+def _desktop(data: dict[str, Any]) -> str | None:
     import shutil
     import subprocess
 
     binary = shutil.which("notify-send")
     if binary is None:
-        raise SendFailed("notify-send is not installed")
+        return "notify-send is not installed"
     try:
         subprocess.run(
             [binary, "--app-name=cafleet", f"cafleet {data['event']}", data["text"][:1000]],
@@ -149,7 +144,8 @@ def _desktop(data: dict[str, Any]) -> None:
             capture_output=True,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise SendFailed(f"notify-send failed: {type(exc).__name__}") from None
+        return f"notify-send failed: {type(exc).__name__}"
+    return None
 
 
 def post(
@@ -159,9 +155,9 @@ def post(
     *,
     timeout: float = TIMEOUT,
     deadline: float = DEADLINE,
-) -> int:
+) -> str | None:
     """POST ``body``: at most `MAX_REDIRECTS` redirects, `MAX_RESPONSE` bytes read, ``timeout``
-    per connect and read and ``deadline`` in all. Returns the 2xx status; raises `SendFailed`."""
+    per connect and read and ``deadline`` in all. Returns why it failed (None: a 2xx)."""
     import http.client
     import socket
     import time
@@ -171,7 +167,7 @@ def post(
     for _ in range(MAX_REDIRECTS + 1):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SendFailed(f"not an http(s) URL: {redact(url)}")
+            return f"not an http(s) URL: {redact(url)}"
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
             conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout)
@@ -198,23 +194,23 @@ def post(
             status = response.status
             location = response.getheader("Location")
         except TimeoutError:
-            raise SendFailed("timed out") from None
+            return "timed out"
         except (OSError, http.client.HTTPException) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else ""
             if isinstance(exc, socket.gaierror):
                 reason = "host not found"
-            raise SendFailed(f"{type(exc).__name__}{': ' + reason if reason else ''}") from None
+            return f"{type(exc).__name__}{': ' + reason if reason else ''}"
         finally:
             conn.close()
         if 200 <= status < 300:
-            return status
+            return None
         if status in (301, 302, 303, 307, 308) and location:
             if time.monotonic() >= ends:
-                raise SendFailed("timed out following redirects")
+                return "timed out following redirects"
             url = urljoin(url, location)
             continue
-        raise SendFailed(f"HTTP {status}")
-    raise SendFailed(f"more than {MAX_REDIRECTS} redirects")
+        return f"HTTP {status}"
+    return f"more than {MAX_REDIRECTS} redirects"
 
 
 def next_try(attempts: int, now: datetime) -> datetime | None:
@@ -240,8 +236,6 @@ class Sender:
     def pump(self, conn: Connection, log: Any = None, now: datetime | None = None) -> int:
         """Record finished sends, then queue the due rows when none is in flight. Returns the
         rows queued."""
-        from cafleet import broker
-
         self.collect(conn, log, now)
         if self._in_flight:
             return 0
@@ -257,8 +251,6 @@ class Sender:
         return len(due)
 
     def collect(self, conn: Connection, log: Any = None, now: datetime | None = None) -> None:
-        from cafleet import broker
-
         while True:
             try:
                 entry, channel, error = self._done.get_nowait()
@@ -308,9 +300,7 @@ class Sender:
             entry, channel = job
             error: str | None = None
             try:
-                send(channel, json.loads(entry.payload_json))
-            except SendFailed as exc:
-                error = str(exc)
+                error = send(channel, json.loads(entry.payload_json))
             except Exception as exc:  # the thread must never die with rows in flight
                 error = f"unexpected {type(exc).__name__}"
             self._done.put((entry, channel, error))
@@ -328,14 +318,8 @@ def flush(conn: Connection, sender: Sender | None, *, log: Any = None, timeout: 
 
 def send_test(conn: Connection, channel: Channel, fleet_id: int) -> str | None:
     """`notify test`: send a `test` event now; returns the failure (None: sent)."""
-    from cafleet import broker
-
     data = payload("test", fleet_id, f"[cafleet] test notification for fleet {fleet_id}")
-    error = None
-    try:
-        send(channel, data)
-    except SendFailed as exc:
-        error = str(exc)
+    error = send(channel, data)
     broker.channel_result(conn, channel_id=channel.channel_id, error=error)
     return error
 
@@ -343,7 +327,6 @@ def send_test(conn: Connection, channel: Channel, fleet_id: int) -> str | None:
 __all__ = [
     "MAX_TRIES",
     "Sender",
-    "SendFailed",
     "fire",
     "flush",
     "next_try",

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from cafleet.broker.errors import FleetNotFound
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
+from cafleet.monitor.budgets import check_budgets
+from cafleet.monitor.notify import Sender
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 from cafleet.monitor.supervisor import LoopStop
 
@@ -93,10 +95,8 @@ def run_tick(state: LoopState) -> None:
     if state.displaced:
         raise _stop_for_lost_heartbeat(state)
 
-    # 5b. Budgets reached: the member is paused (§5.14); then the notification outbox is handed
-    # to the sender thread, which never holds the tick (§5.13).
-    from cafleet.monitor.budgets import check_budgets
-
+    # 5b. Budgets reached: the member is paused (docs/cli.md §2.36); then the notification outbox is handed
+    # to the sender thread, which never holds the tick (§2.35).
     check_budgets(state, members)
     _notify(state)
 
@@ -179,8 +179,6 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
 
 
 def _notify(state: LoopState) -> None:
-    from cafleet.monitor.notify import Sender
-
     if state.notifier is None:
         state.notifier = Sender()
     state.notifier.pump(state.conn, state.log)

@@ -1,4 +1,4 @@
-"""The phone answer page (docs/webui.md §7): `GET /answer/<token>` shows one member's prompt
+"""The phone answer page (docs/cli.md §2.35): `GET /answer/<token>` shows one member's prompt
 with a button per choice, `POST /answer/<token>` answers it. Served without the server token
 (the single-use link token is the credential); plain HTML, no script."""
 
@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from cafleet.workflows.answer_links import LinkRefused, open_link, use_link
+from cafleet.workflows.answer_links import Refused, open_link, use_link
 
 if TYPE_CHECKING:
     from cafleet.web.pool import Connections
@@ -34,9 +34,9 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     )
 
 
-def _refused(exc: LinkRefused) -> HTMLResponse:
+def _refused(why: Refused) -> HTMLResponse:
     return _page(
-        "Cannot answer", f'<p data-testid="refused">{html.escape(str(exc))}</p>', exc.status
+        "Cannot answer", f'<p data-testid="refused">{html.escape(why.text)}</p>', why.status
     )
 
 
@@ -51,12 +51,9 @@ def _with_conn(pool: Connections, fn: Any, *args: Any) -> Any:
 def answer_routes(app: FastAPI) -> None:
     @app.get("/answer/{token}", include_in_schema=False)
     async def answer_page(request: Request, token: str) -> HTMLResponse:
-        try:
-            view = await run_in_threadpool(
-                _with_conn, request.app.state.connections, open_link, token
-            )
-        except LinkRefused as exc:
-            return _refused(exc)
+        view = await run_in_threadpool(_with_conn, request.app.state.connections, open_link, token)
+        if isinstance(view, Refused):
+            return _refused(view)
         prompt = view.showing.prompt
         assert prompt is not None
         member = view.member
@@ -79,14 +76,13 @@ def answer_routes(app: FastAPI) -> None:
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         choice = form.get("choice", [""])[-1][:20]
         settings = request.app.state.config.settings
-        try:
-            done = await run_in_threadpool(
-                _with_conn,
-                request.app.state.connections,
-                lambda conn: use_link(conn, settings, token, choice),
-            )
-        except LinkRefused as exc:
-            return _refused(exc)
+        done = await run_in_threadpool(
+            _with_conn,
+            request.app.state.connections,
+            lambda conn: use_link(conn, settings, token, choice),
+        )
+        if isinstance(done, Refused):
+            return _refused(done)
         text = f"{done.choice.number}. {done.choice.label}"
         return _page("Answered", f'<p data-testid="answered">Answered: {html.escape(text)}</p>')
 

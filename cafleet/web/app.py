@@ -40,6 +40,7 @@ from cafleet.records import StorageIntegrityError
 from cafleet.sessions.prices import cost, load
 from cafleet.text import check_inline_body
 from cafleet.web import models as m
+from cafleet.web.answer_page import answer_routes
 from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
 from cafleet.web.timeline import ack_at, group
@@ -261,8 +262,6 @@ def create_app(config: ServerConfig) -> WebUI:
 
     _routes(app)
     _task_routes(app)
-    from cafleet.web.answer_page import answer_routes
-
     answer_routes(app)
     static = resources.files("cafleet.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -120,7 +120,7 @@ class SecurityMiddleware:
             await _error(send, 403, "Host not allowed", policy)
             return
         if scope["path"].startswith(ANSWER_PREFIX):
-            # The phone answer page (docs/webui.md §7): its single-use link token is the
+            # The phone answer page (docs/cli.md §2.35): its single-use link token is the
             # credential, never the server token; its form posts from wherever the phone is.
             if method in MUTATING and policy.read_only:
                 await _error(send, 403, "the server is read-only (--read-only)", policy)

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import urlsplit
 
 from cafleet import broker
+from cafleet.monitor.notify import redact, send_test
 from cafleet.records.notify import CHANNEL_KINDS, EVENTS, Budget
+from cafleet.sessions.prices import PriceFileError, load, rates_for
+from cafleet.workflows import messaging
 from cafleet.workflows.errors import WorkflowError
 from cafleet.workflows.spawning import WorkflowUsageError as NotifyUsage
 
@@ -38,10 +42,6 @@ def parse_events(raw: str | None) -> tuple[str, ...] | None:
 
 
 def _check_url(url: str, what: str) -> str:
-    from urllib.parse import urlsplit
-
-    from cafleet.monitor.notify import redact
-
     try:
         parts = urlsplit(url)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -91,8 +91,6 @@ def remove_channel(conn: Connection, channel_id: int) -> Channel:
 
 
 def test_channels(conn: Connection, fleet_id: int) -> list[TestOutcome]:
-    from cafleet.monitor.notify import send_test
-
     broker.get_fleet(conn, fleet_id)  # FleetNotFound
     channels = broker.notify_channels(conn, fleet_id)
     if not channels:
@@ -118,8 +116,6 @@ def unpriced_note(model: str | None, budget: Budget) -> str | None:
     """Said at create: a model without a price is budgeted by tokens only."""
     if budget.usd_micros is None:
         return None
-    from cafleet.sessions.prices import PriceFileError, load, rates_for
-
     try:
         table = load()
     except PriceFileError:
@@ -144,8 +140,6 @@ def resume_member(
     if tokens is not None or usd is not None:
         broker.set_member_budget(conn, member_id=member_id, budget=budget_of(tokens, usd))
     broker.resume_member(conn, member_id)
-    from cafleet.workflows import messaging
-
     messaging._restart_loop_if_needed(conn, [member.fleet_id], lambda _line: None)
     return broker.member_budget(conn, member_id)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cafleet.monitor.notify import redact
+
 if TYPE_CHECKING:
     from cafleet.records import RecordedWorktree
     from cafleet.workflows.supervision import FleetReport
@@ -113,8 +115,6 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
     for channel in report.channels:
         if channel.failing_since is None:
             continue
-        from cafleet.monitor.notify import redact
-
         shown = f" {redact(channel.target)}" if channel.target else ""
         problems.append(
             Problem(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import broker, signals
 from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.monitor.notify import fire, payload
 from cafleet.workflows import messaging
 
 if TYPE_CHECKING:
@@ -88,10 +89,8 @@ def block(
 
 
 def _fire(conn: Connection, task: Task, event: str, member_id: int, said: str | None) -> None:
-    """The `task_done`/`task_blocked` event (docs/runtime.md §5.13), recorded only: the monitor
+    """The `task_done`/`task_blocked` event (docs/cli.md §2.35), recorded only: the monitor
     loop sends it. Keyed by the task's state change, so a retried command adds nothing."""
-    from cafleet.monitor.notify import fire, payload
-
     verb = "finished" if event == "task_done" else "is blocked on"
     text = f"[cafleet] member {member_id} {verb} task {task.task_id} ({task.title})"
     if said:
