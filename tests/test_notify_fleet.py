@@ -111,6 +111,13 @@ def test_a_member_over_its_budget_is_paused_until_resumed(
         x for x in table.splitlines() if x.split()[:2] == [str(other), "other"]
     )
     assert f"1 paused (budget) (member {member})" in ok(h.cli("fleet", "show", str(f))).stdout
+    from tests.web_helpers import client, fleet_headers, make_app
+
+    with client(make_app(h.db_path)) as api:
+        shown = api.get("/api/members/panes", headers=fleet_headers(f)).json()["panes"]
+    assert {p["member_id"]: p["paused"] for p in shown} == {
+        p["member_id"]: ("budget" if p["member_id"] == member else None) for p in shown
+    }
 
     # A line for it waits, stored and untyped, while the loop ticks.
     sent = ok(h.cli("message", "send", "--from-member-id", str(d), "--to-member-id", str(member),

@@ -449,6 +449,7 @@ def _routes(app: FastAPI) -> None:
             hosts = hosts.with_loop(loop_status(ctx.conn, ctx.fleet.fleet_id, remote=remote))
         # The same answer as `member list` (docs/cli.md §2.8): the classifier's word on a live pane.
         check = check_panes(roster, agent_state=classified_state, elsewhere=hosts.elsewhere())
+        paused = broker.paused_members(ctx.conn)
         return dict(
             error=check.unknown_reason,
             panes=[
@@ -458,6 +459,7 @@ def _routes(app: FastAPI) -> None:
                     state=p.state,
                     activity=p.agent_state,
                     host_id=hosts.member_host.get(p.member_id),
+                    paused=paused.get(p.member_id),
                 )
                 for p in (check.panes[m.member_id] for m in roster)
             ],
