@@ -66,7 +66,7 @@ def channel_line(channel: Channel) -> str:
     "--answer-base",
     default=None,
     metavar="URL",
-    help="The WebUI URL a phone reaches (answer links).",
+    help="WebUI URL for answer links.",
 )
 @json_option
 def notify_add(
