@@ -338,3 +338,71 @@ def test_bad_channels_are_refused_and_nothing_is_written(
     assert error in err and "secret" not in err and ":pw" not in err
     code, out, _ = run_cli("notify", "list")
     assert out == "No channels.\n"
+
+
+# --- the events fired where the reports are made ------------------------------------------------
+
+
+def test_task_done_and_blocked_fire_once_per_change(conn: Any, receivers: list[Receiver]) -> None:
+    from cafleet.config import load_settings
+    from cafleet.workflows import tasks
+
+    world = build_world(conn.info["cafleet.path"])
+    f, alice = world.fleet_id, world.members["alice"]
+    good = receiver(receivers)
+    broker.add_channel(conn, fleet_id=f, kind="webhook", target=good.url, events=None)
+    settings = load_settings()
+    task = broker.create_task(
+        conn, fleet_id=f, title="fix it", body="", creator_id=world.director, assignee_id=alice,
+        after=(),
+    ).task  # fmt: skip
+    tasks.claim(conn, task_id=task.task_id, member_id=alice)
+    tasks.block(conn, settings, task_id=task.task_id, member_id=alice, reason="need a key",
+                warn=lambda _l: None)  # fmt: skip
+    tasks.claim(conn, task_id=task.task_id, member_id=alice)
+    tasks.done(conn, settings, task_id=task.task_id, member_id=alice, result="fixed",
+               warn=lambda _l: None)  # fmt: skip
+    round_trip(conn, notify.Sender())
+    got = [(b["event"], b["member_id"], b["member_name"], b["task_id"]) for b in good.bodies]
+    assert got == [
+        ("task_blocked", alice, "alice", task.task_id),
+        ("task_done", alice, "alice", task.task_id),
+    ]
+    assert good.bodies[0]["text"].endswith("is blocked on task 1 (fix it): need a key")
+
+
+def test_a_stopping_loop_sends_loop_stopped_itself(conn: Any, receivers: list[Receiver]) -> None:
+    from cafleet.monitor.loop import FleetScope
+
+    world = build_world(conn.info["cafleet.path"])
+    good = receiver(receivers)
+    broker.add_channel(conn, fleet_id=world.fleet_id, kind="webhook", target=good.url, events=None)
+    FleetScope(conn, world.fleet_id).on_stop("director pane %1 is gone; stopping")
+    (got,) = good.bodies  # sent before the process would end: no loop is left to send it
+    assert got["event"] == "loop_stopped" and "director pane %1 is gone" in got["text"]
+    FleetScope(conn, world.fleet_id).on_stop(f"fleet {world.fleet_id} is deleted; stopping")
+    assert len(good.bodies) == 1  # a deleted fleet has nobody to tell
+
+
+def test_a_desktop_channel_uses_notify_send(head_db: Path, tmp_path: Path) -> None:
+    import os
+
+    world = build_world(head_db)
+    f = str(world.fleet_id)
+    run_cli("notify", "add", "--fleet-id", f, "desktop")
+    bare = {"PATH": "/usr/bin:/bin"} if not os.path.exists("/usr/bin/notify-send") else None
+    code, out, _ = run_cli("notify", "test", "--fleet-id", f, env=bare or {"PATH": "/nonexistent"})
+    assert code == 1 and "desktop: failed: notify-send is not installed" in out
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    said = tmp_path / "said.txt"
+    fake = bin_dir / "notify-send"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{said}"\n')
+    fake.chmod(0o755)
+    code, out, _ = run_cli(
+        "notify", "test", "--fleet-id", f, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    )
+    assert (code, out) == (0, "channel 1 desktop: sent\n")
+    assert said.read_text().splitlines() == [
+        "--app-name=cafleet", "cafleet test", f"[cafleet] test notification for fleet {f}",
+    ]  # fmt: skip

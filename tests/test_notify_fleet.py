@@ -222,3 +222,21 @@ def test_the_phone_page_answers_a_prompt_once_without_the_server_token(
     finally:
         context.close()
         server.stop()
+
+
+def test_a_lost_pane_reaches_the_webhook_once(
+    tmux_db: TmuxHarness, fleet: FleetIds, hook: Receiver
+) -> None:
+    h, f = tmux_db, fleet.fleet_id
+    add_webhook(h, f, hook.url, "--events", "lost_pane")
+    member, pane = create_member(h, f, "coder", "hello")
+    loop = start_loop_(h, f, "--tick", "1", "--interval", "0")
+    h.tmux("kill-pane", "-t", pane)
+    loop.wait_line(rf"tick -> pane lost: member {member} pane {pane}", timeout=30)
+    retry_until(lambda: events(hook, "lost_pane"), timeout=30, message="no lost_pane POST")
+    wait_ticks(h, f, 2)
+    loop.stop()
+    (got,) = events(hook, "lost_pane")
+    assert got["member_id"] == member and got["pane_id"] == pane
+    assert f"cafleet member respawn {member}" in got["text"]
+    assert [b["event"] for b in hook.bodies] == ["lost_pane"]  # only the events it takes
