@@ -142,13 +142,14 @@ def _report(
         f"tick -> escalated: member {member.member_id} waits at prompt {prompt.digest} "
         f"(reported to the Director as msg {sent.message_id})"
     )
-    _fire(state, member, prompt, sent.text)
+    _fire(state, member, prompt, sent.text, sent.message_id)
 
 
-def _fire(state: LoopState, member: Member, prompt: Prompt, text: str) -> None:
+def _fire(state: LoopState, member: Member, prompt: Prompt, text: str, report_id: int) -> None:
     """The `escalation` event (docs/cli.md §2.35): one per prompt, with an answer link for
     each channel that knows where the WebUI is."""
-    key = f"{member.member_id}:{prompt.digest}"
+    # Keyed by the Director's report too: the same prompt asked again later is a new event.
+    key = f"{member.member_id}:{prompt.digest}:{report_id}"
     data = payload(
         "escalation",
         state.fleet_id,
