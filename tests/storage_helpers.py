@@ -136,6 +136,11 @@ APP_TABLES = (
     "tasks",  # revision 0009
     "task_deps",
     "task_events",
+    "notify_channels",  # revision 0011
+    "notify_outbox",
+    "answer_links",
+    "member_budgets",
+    "fleet_budgets",
 )
 
 

@@ -172,6 +172,50 @@ EXPECTED_COLUMNS = {
         ("at", "TEXT", 1, None, 0),
         ("member_id", "INTEGER", 0, None, 0),
     ],
+    "notify_channels": [  # revision 0011
+        ("channel_id", "INTEGER", 1, None, 1),
+        ("fleet_id", "INTEGER", 1, None, 0),
+        ("kind", "TEXT", 1, None, 0),
+        ("target", "TEXT", 0, None, 0),
+        ("events", "TEXT", 0, None, 0),
+        ("answer_base", "TEXT", 0, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("failures", "INTEGER", 1, None, 0),
+        ("failing_since", "TEXT", 0, None, 0),
+        ("last_error", "TEXT", 0, None, 0),
+    ],
+    "notify_outbox": [
+        ("outbox_id", "INTEGER", 1, None, 1),
+        ("channel_id", "INTEGER", 1, None, 0),
+        ("event_key", "TEXT", 1, None, 0),
+        ("event", "TEXT", 1, None, 0),
+        ("payload_json", "TEXT", 1, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("attempts", "INTEGER", 1, None, 0),
+        ("next_at", "TEXT", 0, None, 0),
+        ("sent_at", "TEXT", 0, None, 0),
+        ("last_error", "TEXT", 0, None, 0),
+    ],
+    "answer_links": [
+        ("token_hash", "TEXT", 1, None, 1),
+        ("member_id", "INTEGER", 1, None, 0),
+        ("prompt_digest", "TEXT", 1, None, 0),
+        ("created_at", "TEXT", 1, None, 0),
+        ("expires_at", "TEXT", 1, None, 0),
+        ("used_at", "TEXT", 0, None, 0),
+    ],
+    "member_budgets": [
+        ("member_id", "INTEGER", 1, None, 1),
+        ("tokens", "INTEGER", 0, None, 0),
+        ("usd_micros", "INTEGER", 0, None, 0),
+        ("paused_at", "TEXT", 0, None, 0),
+        ("paused_reason", "TEXT", 0, None, 0),
+    ],
+    "fleet_budgets": [
+        ("fleet_id", "INTEGER", 1, None, 1),
+        ("tokens", "INTEGER", 0, None, 0),
+        ("usd_micros", "INTEGER", 0, None, 0),
+    ],
 }
 
 
@@ -186,14 +230,22 @@ def test_columns_match_the_contract(fresh: Path, table: str) -> None:
 # --- §9 item 3 ------------------------------------------------------------------------------------
 
 
-def test_autoincrement_exactly_on_five_tables_and_no_check(fresh: Path) -> None:
+def test_autoincrement_exactly_on_seven_tables_and_no_check(fresh: Path) -> None:
     ddl = dict(query(fresh, "SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
     with_autoinc = {
         name
         for name, text in ddl.items()
         if name in EXPECTED_COLUMNS and re.search(r"\bAUTOINCREMENT\b", text, re.I)
     }
-    assert with_autoinc == {"fleets", "members", "messages", "tasks", "task_events"}
+    assert with_autoinc == {
+        "fleets",
+        "members",
+        "messages",
+        "tasks",
+        "task_events",
+        "notify_channels",
+        "notify_outbox",
+    }
     for name in EXPECTED_COLUMNS:
         assert not re.search(r"\bCHECK\b", ddl[name], re.I), name
         assert "ON UPDATE" not in ddl[name].upper()
@@ -242,6 +294,10 @@ EXPECTED_INDEXES = {
     "idx_tasks_assignee_state": ("tasks", ["assignee_member_id", "state"], 0, 0),
     "idx_task_deps_after": ("task_deps", ["after_task_id"], 0, 0),
     "idx_task_events_task": ("task_events", ["task_id", "event_id"], 0, 0),
+    # revision 0011
+    "idx_notify_channels_fleet": ("notify_channels", ["fleet_id"], 0, 0),
+    "idx_notify_outbox_key": ("notify_outbox", ["channel_id", "event_key"], 1, 0),
+    "idx_notify_outbox_due": ("notify_outbox", ["next_at"], 0, 0),
 }
 
 
@@ -261,6 +317,7 @@ def test_exactly_the_contract_indexes(fresh: Path) -> None:
         "sqlite_autoindex_alembic_version_1",
         "sqlite_autoindex_host_loops_1",  # its TEXT primary key (revision 0006)
         "sqlite_autoindex_task_deps_1",  # its two-column primary key (revision 0009)
+        "sqlite_autoindex_answer_links_1",  # its TEXT primary key (revision 0011)
     }
     sql_by_name = {r[0]: r[2] for r in rows}
     for name, (table, columns, unique, partial) in EXPECTED_INDEXES.items():
@@ -308,6 +365,12 @@ def test_exactly_the_contract_foreign_keys(fresh: Path) -> None:
         ("task_deps", "task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
         ("task_deps", "after_task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
         ("task_events", "task_id", "tasks", "task_id", "RESTRICT", "NO ACTION"),
+        # revision 0011
+        ("notify_channels", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        ("notify_outbox", "channel_id", "notify_channels", "channel_id", "RESTRICT", "NO ACTION"),
+        ("answer_links", "member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("member_budgets", "member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        ("fleet_budgets", "fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
     }
 
 
@@ -492,6 +555,23 @@ def test_shape_of_0010() -> None:
     PostgreSQL), none of it in a recorded shape; the catalogue check still sees it."""
     assert SHAPES["0010"].tables == SHAPES["0009"].tables
     assert SHAPES["0010"].indexes == SHAPES["0009"].indexes
+
+
+def test_shape_of_0011() -> None:
+    """Notifications and budgets: five new tables and three indexes; every other table and
+    index unchanged."""
+    s10, s11 = SHAPES["0010"], SHAPES["0011"]
+    assert [t.name for t in s11.tables] == [
+        *(t.name for t in s10.tables),
+        "notify_channels",
+        "notify_outbox",
+        "answer_links",
+        "member_budgets",
+        "fleet_budgets",
+    ]
+    assert s11.tables[: len(s10.tables)] == s10.tables
+    assert s11.indexes[: len(s10.indexes)] == s10.indexes
+    assert len(s11.indexes) == len(s10.indexes) + 3
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

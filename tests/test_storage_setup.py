@@ -133,6 +133,8 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
         assert after.pop(table) == []
+    for table in NOTIFY_TABLES:  # 0011
+        assert after.pop(table) == []
     # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
     assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
     assert has_monitor_index(db_path)
@@ -388,6 +390,40 @@ def test_upgrade_from_0009_indexes_every_message_and_task_and_keeps_every_row(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
+NOTIFY_TABLES = (
+    "notify_channels",
+    "notify_outbox",
+    "answer_links",
+    "member_budgets",
+    "fleet_budgets",
+)
+
+
+def test_upgrade_from_0010_adds_notify_and_budget_tables_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0011 (docs/storage.md §3.14): five empty tables, every row kept, their foreign
+    keys enforced."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0010")
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0011")
+    assert dump(db_path) == {**before, **{table: [] for table in NOTIFY_TABLES}}
+    assert ledger(db_path) == [("0011",)]
+    fleet, member = query(db_path, "SELECT fleet_id, member_id FROM members LIMIT 1")[0]
+    sql(
+        db_path,
+        "INSERT INTO notify_channels (fleet_id, kind, created_at, failures) "
+        f"VALUES ({fleet}, 'desktop', '{TS}', 0)",
+        fk=True,
+    )
+    sql(db_path, f"INSERT INTO member_budgets (member_id, tokens) VALUES ({member}, 10)", fk=True)
+    with pytest.raises(sqlite3.IntegrityError):
+        sql(db_path, "INSERT INTO member_budgets (member_id, tokens) VALUES (999, 1)", fk=True)
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -399,6 +435,8 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     assert after.pop("member_spawns") == []
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
+        assert after.pop(table) == []
+    for table in NOTIFY_TABLES:  # 0011
         assert after.pop(table) == []
     # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
     assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
@@ -741,7 +779,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0005 -> 0006, host_loops" in history.stdout
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
-    assert "0009 -> 0010 (head), search" in history.stdout
+    assert "0009 -> 0010, search" in history.stdout
+    assert "0010 -> 0011 (head), notify_budgets" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

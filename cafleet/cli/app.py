@@ -113,6 +113,7 @@ ROOT_ORDER = (
     "message",
     "task",
     "search",
+    "notify",
     "monitor",
     "server",
 )
@@ -196,6 +197,7 @@ def cli(ctx: click.Context) -> None:
         ("cafleet.cli.fleet_show", "show"),
         ("cafleet.cli.fleet_delete", "delete"),
         ("cafleet.cli.recovery", "adopt", "restore"),
+        ("cafleet.cli.notify_cmd", "budget"),
     ),
 )
 @click.pass_context
@@ -215,6 +217,7 @@ def fleet_group(ctx: click.Context) -> None:
         ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
         ("cafleet.cli.usage", "usage"),
+        ("cafleet.cli.notify_cmd", "budget", "resume"),
     ),
 )
 @click.pass_context
@@ -278,6 +281,17 @@ def message_group(ctx: click.Context) -> None:
 )
 @click.pass_context
 def task_group(ctx: click.Context) -> None:
+    _print_help_if_bare(ctx)
+
+
+@cli.group(
+    "notify",
+    invoke_without_command=True,
+    help="Send a fleet's events to webhooks, ntfy, Slack or the desktop.",
+    command_modules=_modules(("cafleet.cli.notify_cmd", "add", "list", "remove", "test")),
+)
+@click.pass_context
+def notify_group(ctx: click.Context) -> None:
     _print_help_if_bare(ctx)
 
 

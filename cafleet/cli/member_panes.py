@@ -32,6 +32,7 @@ from cafleet.cli.worktree_params import discard_worktree_option, member_worktree
 from cafleet.db.timefmt import now_ts
 from cafleet.output import cell, err, label_lines, member_dict, out, out_json
 from cafleet.workflows import members, placing
+from cafleet.workflows import notify as budgets
 from cafleet.workflows.answering import answer, choice_problem
 from cafleet.workflows.panes import capture_member
 
@@ -88,6 +89,10 @@ LINES_RANGE = click.IntRange(1, 100000)
     "member its ids and has it load the cafleet skill (with --role monitor: the monitor prompt).",
 )
 @file_option(help="Read the spawn prompt from PATH ('-' reads stdin).")
+@click.option(
+    "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
+)
+@click.option("--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling.")
 @json_option
 def member_create(
     fleet_id: int,
@@ -101,11 +106,16 @@ def member_create(
     window: str | None,
     prompt: str | None,
     file: str | None,
+    budget_tokens: int | None,
+    budget_usd: float | None,
     as_json: bool,
     worktree: Request | None,
 ) -> None:
     if prompt is not None and file is not None:
         check_body_choice(prompt, file, "PROMPT")
+    budget = None
+    if budget_tokens is not None or budget_usd is not None:
+        budget = budgets.budget_of(budget_tokens, budget_usd)  # refused before anything spawns
     inv = invocation()
     conn = inv.connection()
     created = members.create(
@@ -123,6 +133,11 @@ def member_create(
         worktree=worktree,
         permissions=permissions,
     )
+    if budget is not None:
+        note = budgets.unpriced_note(model, budget)
+        if note is not None:
+            err(f"Note: {note}")
+        budgets.set_member_budget(conn, created.member.member_id, budget_tokens, budget_usd)
     _print_created(created, as_json)
 
 

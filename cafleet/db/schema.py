@@ -30,15 +30,20 @@ __all__ = [
     "APPLICATION_ID",
     "CLIENT_TOKEN_PREDICATE",
     "PENDING_NOTIFICATION_PREDICATE",
+    "answer_links",
     "asset_installs",
+    "fleet_budgets",
     "fleets",
     "host_loops",
+    "member_budgets",
     "member_placements",
     "member_spawns",
     "members",
     "messages",
     "metadata",
     "monitor_runtime",
+    "notify_channels",
+    "notify_outbox",
     "task_deps",
     "task_events",
     "tasks",
@@ -279,4 +284,89 @@ task_events = Table(
     Column("member_id", Integer, nullable=True),
     Index("idx_task_events_task", "task_id", "event_id"),
     sqlite_autoincrement=True,
+)
+
+# Revision 0011 (docs/storage.md §3.14): notification channels, their outbox, answer links and
+# budgets.
+notify_channels = Table(
+    "notify_channels",
+    metadata,
+    Column("channel_id", Integer, primary_key=True),
+    Column("fleet_id", Integer, ForeignKey("fleets.fleet_id", ondelete="RESTRICT"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("target", Text, nullable=True),
+    Column("events", Text, nullable=True),
+    Column("answer_base", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("failing_since", Text, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("idx_notify_channels_fleet", "fleet_id"),
+    sqlite_autoincrement=True,
+)
+
+notify_outbox = Table(
+    "notify_outbox",
+    metadata,
+    Column("outbox_id", Integer, primary_key=True),
+    Column(
+        "channel_id",
+        Integer,
+        ForeignKey("notify_channels.channel_id", ondelete="RESTRICT"),
+        nullable=False,
+    ),
+    Column("event_key", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("payload_json", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("next_at", Text, nullable=True),
+    Column("sent_at", Text, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("idx_notify_outbox_key", "channel_id", "event_key", unique=True),
+    Index("idx_notify_outbox_due", "next_at"),
+    sqlite_autoincrement=True,
+)
+
+answer_links = Table(
+    "answer_links",
+    metadata,
+    Column("token_hash", Text, primary_key=True),
+    Column(
+        "member_id", Integer, ForeignKey("members.member_id", ondelete="RESTRICT"), nullable=False
+    ),
+    Column("prompt_digest", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("expires_at", Text, nullable=False),
+    Column("used_at", Text, nullable=True),
+)
+
+member_budgets = Table(
+    "member_budgets",
+    metadata,
+    Column(
+        "member_id",
+        Integer,
+        ForeignKey("members.member_id", ondelete="RESTRICT"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("tokens", Integer, nullable=True),
+    Column("usd_micros", Integer, nullable=True),
+    Column("paused_at", Text, nullable=True),
+    Column("paused_reason", Text, nullable=True),
+)
+
+fleet_budgets = Table(
+    "fleet_budgets",
+    metadata,
+    Column(
+        "fleet_id",
+        Integer,
+        ForeignKey("fleets.fleet_id", ondelete="RESTRICT"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("tokens", Integer, nullable=True),
+    Column("usd_micros", Integer, nullable=True),
 )

@@ -37,6 +37,7 @@ REVISIONS: tuple[str, ...] = (
     "0008",
     "0009",
     "0010",
+    "0011",
 )
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
@@ -464,6 +465,96 @@ _INDEX_idx_messages_reply_to_0009 = IndexShape(
     "idx_messages_reply_to", "messages", ("reply_to_message_id",), False, None
 )
 
+_TABLE_NOTIFY_CHANNELS_0011 = TableShape(
+    "notify_channels",
+    (
+        ColumnShape("channel_id", "INTEGER", True, None, 1),
+        ColumnShape("fleet_id", "INTEGER", True, None, 0),
+        ColumnShape("kind", "TEXT", True, None, 0),
+        ColumnShape("target", "TEXT", False, None, 0),
+        ColumnShape("events", "TEXT", False, None, 0),
+        ColumnShape("answer_base", "TEXT", False, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("failures", "INTEGER", True, None, 0),
+        ColumnShape("failing_since", "TEXT", False, None, 0),
+        ColumnShape("last_error", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset({ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION")}),
+)
+
+_TABLE_NOTIFY_OUTBOX_0011 = TableShape(
+    "notify_outbox",
+    (
+        ColumnShape("outbox_id", "INTEGER", True, None, 1),
+        ColumnShape("channel_id", "INTEGER", True, None, 0),
+        ColumnShape("event_key", "TEXT", True, None, 0),
+        ColumnShape("event", "TEXT", True, None, 0),
+        ColumnShape("payload_json", "TEXT", True, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("attempts", "INTEGER", True, None, 0),
+        ColumnShape("next_at", "TEXT", False, None, 0),
+        ColumnShape("sent_at", "TEXT", False, None, 0),
+        ColumnShape("last_error", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("channel_id", "notify_channels", "channel_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
+_TABLE_ANSWER_LINKS_0011 = TableShape(
+    "answer_links",
+    (
+        ColumnShape("token_hash", "TEXT", True, None, 1),
+        ColumnShape("member_id", "INTEGER", True, None, 0),
+        ColumnShape("prompt_digest", "TEXT", True, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("expires_at", "TEXT", True, None, 0),
+        ColumnShape("used_at", "TEXT", False, None, 0),
+    ),
+    False,
+    frozenset({ForeignKeyShape("member_id", "members", "member_id", "RESTRICT", "NO ACTION")}),
+)
+
+_TABLE_MEMBER_BUDGETS_0011 = TableShape(
+    "member_budgets",
+    (
+        ColumnShape("member_id", "INTEGER", True, None, 1),
+        ColumnShape("tokens", "INTEGER", False, None, 0),
+        ColumnShape("usd_micros", "INTEGER", False, None, 0),
+        ColumnShape("paused_at", "TEXT", False, None, 0),
+        ColumnShape("paused_reason", "TEXT", False, None, 0),
+    ),
+    False,
+    frozenset({ForeignKeyShape("member_id", "members", "member_id", "RESTRICT", "NO ACTION")}),
+)
+
+_TABLE_FLEET_BUDGETS_0011 = TableShape(
+    "fleet_budgets",
+    (
+        ColumnShape("fleet_id", "INTEGER", True, None, 1),
+        ColumnShape("tokens", "INTEGER", False, None, 0),
+        ColumnShape("usd_micros", "INTEGER", False, None, 0),
+    ),
+    False,
+    frozenset({ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION")}),
+)
+
+_INDEX_idx_notify_channels_fleet_0011 = IndexShape(
+    "idx_notify_channels_fleet", "notify_channels", ("fleet_id",), False, None
+)
+
+_INDEX_idx_notify_outbox_key_0011 = IndexShape(
+    "idx_notify_outbox_key", "notify_outbox", ("channel_id", "event_key"), True, None
+)
+
+_INDEX_idx_notify_outbox_due_0011 = IndexShape(
+    "idx_notify_outbox_due", "notify_outbox", ("next_at",), False, None
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape(
         "0001",
@@ -707,6 +798,47 @@ SHAPES: dict[str, SchemaShape] = {
             _INDEX_idx_task_events_task_0009,
             _INDEX_idx_messages_task_0009,
             _INDEX_idx_messages_reply_to_0009,
+        ),
+    ),
+    "0011": SchemaShape(
+        "0011",
+        (
+            _TABLE_FLEETS_0005,
+            _TABLE_MEMBERS_0001,
+            _TABLE_MEMBER_PLACEMENTS_0008,
+            _TABLE_MESSAGES_0009,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+            _TABLE_TASKS_0009,
+            _TABLE_TASK_DEPS_0009,
+            _TABLE_TASK_EVENTS_0009,
+            _TABLE_NOTIFY_CHANNELS_0011,
+            _TABLE_NOTIFY_OUTBOX_0011,
+            _TABLE_ANSWER_LINKS_0011,
+            _TABLE_MEMBER_BUDGETS_0011,
+            _TABLE_FLEET_BUDGETS_0011,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+            _INDEX_idx_tasks_fleet_state_0009,
+            _INDEX_idx_tasks_assignee_state_0009,
+            _INDEX_idx_task_deps_after_0009,
+            _INDEX_idx_task_events_task_0009,
+            _INDEX_idx_messages_task_0009,
+            _INDEX_idx_messages_reply_to_0009,
+            _INDEX_idx_notify_channels_fleet_0011,
+            _INDEX_idx_notify_outbox_key_0011,
+            _INDEX_idx_notify_outbox_due_0011,
         ),
     ),
 }

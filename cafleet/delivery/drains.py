@@ -515,6 +515,7 @@ def _drain_heads(
 
     if not gone_fails:
         heads = [head for head in heads if live(head) is not False]
+    heads = _not_paused(drain, heads, report, on_recipient)
     if by_age:
         heads = sorted(heads, key=_age)
     groups = _by_pane(heads)
@@ -532,6 +533,44 @@ def _drain_heads(
             on_recipient(one)
         if one.stopped:
             return
+
+
+PAUSED = "paused (budget)"
+
+
+def _not_paused(
+    drain: _Drain,
+    heads: list[Any],
+    report: DrainReport,
+    on_recipient: Callable[[DrainReport], object] | None,
+) -> list[Any]:
+    """The heads whose recipient is not paused by its budget (docs/cli.md §2.36): a paused
+    member's lines are held untried, stored, until `member resume` (one read per drain)."""
+    if not heads:
+        return heads
+    paused = drain.db(broker.paused_members, drain.conn)
+    if not paused:
+        return heads
+    kept = []
+    for head in heads:
+        recipient = head.recipient.member_id
+        if recipient not in paused:
+            kept.append(head)
+            continue
+        one = DrainReport()
+        one.failures.append(
+            DrainFailure(
+                head.message.message_id,
+                recipient,
+                head.placement.mux_pane_id,
+                f"member {recipient} is {PAUSED}",
+                held=PAUSED,
+            )
+        )
+        report.merge(one)
+        if on_recipient is not None:
+            on_recipient(one)
+    return kept
 
 
 def _age(head: Any) -> tuple[str, int]:

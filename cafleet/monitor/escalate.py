@@ -20,6 +20,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from cafleet import broker
+from cafleet.errors import CafleetError
+from cafleet.monitor.answerlinks import new_link
+from cafleet.monitor.notify import fire, payload
+
 if TYPE_CHECKING:
     from cafleet.delivery.screens.prompts import Prompt
     from cafleet.monitor.state import LoopState
@@ -121,8 +126,6 @@ def escalate_prompts(
 def _report(
     state: LoopState, member: Member, director_id: int, pane_id: str, prompt: Prompt, waited: float
 ) -> None:
-    from cafleet import broker
-
     marker = prompt_marker(member.member_id, prompt.digest)
     if any(marker in m.text for m in broker.unacked_deliveries(state.conn, director_id)):
         state.log(f"tick -> prompt of member {member.member_id} already reported ({marker})")
@@ -139,6 +142,47 @@ def _report(
         f"tick -> escalated: member {member.member_id} waits at prompt {prompt.digest} "
         f"(reported to the Director as msg {sent.message_id})"
     )
+    _fire(state, member, prompt, sent.text, sent.message_id)
+
+
+def _fire(state: LoopState, member: Member, prompt: Prompt, text: str, report_id: int) -> None:
+    """The `escalation` event (docs/cli.md §2.35): one per prompt, with an answer link for
+    each channel that knows where the WebUI is."""
+    # Keyed by the Director's report too: the same prompt asked again later is a new event.
+    key = f"{member.member_id}:{prompt.digest}:{report_id}"
+    data = payload(
+        "escalation",
+        state.fleet_id,
+        text,
+        member.member_id,
+        member.name,
+        question=prompt.question if prompt.readable else None,
+        details=list(prompt.details),
+        prompt_id=prompt.digest,
+        choices=[{"number": c.number, "label": c.label} for c in prompt.choices],
+        answer_url=None,
+    )
+    channels = [c for c in broker.notify_channels(state.conn, state.fleet_id) if c.answer_base]
+    if not channels or not prompt.readable:
+        fire(state.conn, state.fleet_id, "escalation", key, data)
+        return
+    for channel in broker.notify_channels(state.conn, state.fleet_id):
+        try:
+            url = None
+            if channel.answer_base and channel.takes("escalation"):
+                url = new_link(state.conn, channel.answer_base, member.member_id, prompt.digest)
+            broker.record_event(
+                state.conn,
+                fleet_id=state.fleet_id,
+                event="escalation",
+                event_key=f"escalation:{key}",
+                payload={**data, "answer_url": url},
+                channel_id=channel.channel_id,
+            )
+        except CafleetError as exc:
+            state.log(
+                f"tick -> escalation event not recorded for channel {channel.channel_id}: {exc}"
+            )
 
 
 __all__ = ["escalate_prompts", "escalation_text", "prompt_marker"]

@@ -6,6 +6,7 @@ and one pass is one tick (`cafleet.monitor.tick`), every tick's length.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from cafleet.broker.errors import FleetDeleted, FleetNotFound
 from cafleet.config import db_dir_of, monitor_hold_path, monitor_log_path
 from cafleet.db.timefmt import utcnow
 from cafleet.hosts import current_host
+from cafleet.monitor.notify import fire, flush, payload
 from cafleet.monitor.runtime import is_live, loop_env
 from cafleet.monitor.state import LoopState
 from cafleet.monitor.supervisor import LoopLog, LoopStartError, Scope
@@ -152,6 +154,17 @@ class FleetScope(Scope):
 
     def stopped_line(self, pid: int) -> str:
         return f"monitor loop stopped (fleet {self.fleet_id}, pid {pid})"
+
+    def on_stop(self, reason: str) -> None:
+        """The `loop_stopped` event (docs/cli.md §2.35), sent before the process ends: no
+        loop is left to send it later (a deleted fleet has nobody to tell)."""
+        if "is deleted" in reason:
+            return
+        text = f"[cafleet] the monitor loop of fleet {self.fleet_id} stopped: {reason}"
+        data = payload("loop_stopped", self.fleet_id, text)
+        fire(self.conn, self.fleet_id, "loop_stopped", f"{os.getpid()}", data)
+        sender = self.state.notifier if self.state is not None else None
+        flush(self.conn, sender, log=self.state.log if self.state is not None else None)
 
 
 __all__ = ["FleetScope"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from cafleet.monitor.notify import fire, payload
+
 if TYPE_CHECKING:
     from cafleet.monitor.state import LoopState
     from cafleet.mux.locks import PaneLock
@@ -120,6 +122,10 @@ def report_losses(
                 f"tick -> pane lost: member {member.member_id} pane {pane_id} "
                 f"(reported to the Director as msg {message_id})"
             )
+            text = loss_text(member, str(pane_id))
+            key = f"{member.member_id}:{member.placement.created_at}"  # type: ignore[union-attr]
+            data = payload("lost_pane", state.fleet_id, text, member.member_id, member.name)
+            fire(state.conn, state.fleet_id, "lost_pane", key, {**data, "pane_id": pane_id})
     return len(recorded)
 
 

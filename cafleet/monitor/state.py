@@ -74,6 +74,7 @@ class LoopState:
     # member's pane shows (its digest, since when, whether reported).
     escalate_after: int = 30
     prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
+    notifier: Any = None  # the notification sender (`cafleet.monitor.notify.Sender`)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
     # The wake of a monitor member on another host than its fleet's loop is typed by that host's

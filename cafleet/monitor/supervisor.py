@@ -153,6 +153,9 @@ class Scope(ABC):
     @abstractmethod
     def stopped_line(self, pid: int) -> str: ...
 
+    def on_stop(self, reason: str) -> None:  # noqa: B027 - most scopes have nothing to do
+        """The loop stops by itself (not on a signal): ``reason`` is its log line."""
+
 
 # --- the loop process ------------------------------------------------------------------------
 
@@ -224,6 +227,7 @@ def _schedule(
                 next_beat = max(next_beat + scope.tick_seconds, time.monotonic())
         except LoopStop as stop:
             log(stop.line)
+            _stopping(scope, stop.line, log)
             return stop.code
         except _Refused as exc:
             _write(err, f"Error: {exc}")
@@ -240,6 +244,7 @@ def _schedule(
             _write(err, traceback.format_exc().rstrip("\n"))
             if failed >= MAX_FAILED_TICKS:
                 log(f"{MAX_FAILED_TICKS} consecutive failed ticks; stopping")
+                _stopping(scope, f"{MAX_FAILED_TICKS} consecutive failed ticks", log)
                 return 1
             next_beat = time.monotonic() + scope.tick_seconds  # a failed pass waits its tick
         else:
@@ -255,6 +260,14 @@ def _schedule(
             # The wait is where a listening loop first hears of a lost connection.
             outage.wait_out(exc)
             next_beat = time.monotonic()
+
+
+def _stopping(scope: Scope, reason: str, log: LoopLog) -> None:
+    """`Scope.on_stop`, whose failure is logged and never changes how the loop ends."""
+    try:
+        scope.on_stop(reason)
+    except Exception as exc:
+        log(f"stop notification failed: {error_text(exc)}")
 
 
 def _recheck(conn: Connection, recheck_schema: RecheckSchema) -> None:

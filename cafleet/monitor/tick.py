@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from cafleet.broker.errors import FleetNotFound
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
+from cafleet.monitor.budgets import check_budgets
+from cafleet.monitor.notify import Sender
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 from cafleet.monitor.supervisor import LoopStop
 
@@ -93,6 +95,11 @@ def run_tick(state: LoopState) -> None:
     if state.displaced:
         raise _stop_for_lost_heartbeat(state)
 
+    # 5b. Budgets reached: the member is paused (docs/cli.md §2.36); then the notification outbox is handed
+    # to the sender thread, which never holds the tick (§2.35).
+    check_budgets(state, members)
+    _notify(state)
+
     # 6. Re-read the row.
     now = utcnow()
     row = broker.get_monitor_runtime(state.conn, fleet_id=state.fleet_id)
@@ -169,6 +176,12 @@ def _drain(state: LoopState, live: frozenset[str]) -> None:
         keep_waiting=lambda: not state.stop_requested(),
     )
     log_drain_report(report, state.held_logged, state.log, "tick")
+
+
+def _notify(state: LoopState) -> None:
+    if state.notifier is None:
+        state.notifier = Sender()
+    state.notifier.pump(state.conn, state.log)
 
 
 def _skip(state: LoopState, reason: str) -> None:

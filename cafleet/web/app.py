@@ -39,6 +39,7 @@ from cafleet.records import StorageIntegrityError
 from cafleet.sessions.prices import cost, load
 from cafleet.text import check_inline_body
 from cafleet.web import models as m
+from cafleet.web.answer_page import answer_routes
 from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
 from cafleet.web.timeline import ack_at, group
@@ -260,6 +261,7 @@ def create_app(config: ServerConfig) -> WebUI:
 
     _routes(app)
     _task_routes(app)
+    answer_routes(app)
     static = resources.files("cafleet.web") / "static"
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
@@ -446,6 +448,7 @@ def _routes(app: FastAPI) -> None:
             hosts = hosts.with_loop(loop_status(ctx.conn, ctx.fleet.fleet_id, remote=remote))
         # The same answer as `member list` (docs/cli.md §2.8): the classifier's word on a live pane.
         check = check_panes(roster, agent_state=classified_state, elsewhere=hosts.elsewhere())
+        paused = broker.paused_members(ctx.conn)
         return dict(
             error=check.unknown_reason,
             panes=[
@@ -455,6 +458,7 @@ def _routes(app: FastAPI) -> None:
                     state=p.state,
                     activity=p.agent_state,
                     host_id=hosts.member_host.get(p.member_id),
+                    paused=paused.get(p.member_id),
                 )
                 for p in (check.panes[m.member_id] for m in roster)
             ],

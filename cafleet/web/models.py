@@ -140,6 +140,7 @@ class PaneOut(BaseModel):
     host_id: str | None = (
         None  # the host the pane is on (docs/runtime.md §10.1); null: not recorded
     )
+    paused: str | None = None  # `budget`: its lines wait until `member resume` (docs/cli.md §2.36)
 
 
 class ChoiceOut(BaseModel):

@@ -97,6 +97,9 @@ def _cookie(scope: Scope, name: str) -> str | None:
     return None
 
 
+ANSWER_PREFIX = "/answer/"
+
+
 def _same(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
@@ -115,6 +118,18 @@ class SecurityMiddleware:
         host = (_header(scope, b"host") or "").lower()
         if policy.hosts is not None and host not in policy.hosts:
             await _error(send, 403, "Host not allowed", policy)
+            return
+        if scope["path"].startswith(ANSWER_PREFIX):
+            # The phone answer page (docs/cli.md §2.35): its single-use link token is the
+            # credential, never the server token; its form posts from wherever the phone is.
+            if method in MUTATING and policy.read_only:
+                await _error(send, 403, "the server is read-only (--read-only)", policy)
+                return
+            body = await _read_body(receive, policy.max_body)
+            if body is None:
+                await _error(send, 413, "request body too large", policy)
+                return
+            await self.app(scope, _replay(body), _with_headers(send, policy, answer=True))
             return
         if policy.token is not None:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
@@ -187,8 +202,19 @@ def _extra_headers(policy: Policy) -> list[tuple[bytes, bytes]]:
     return [(b"x-cafleet-read-only", b"1" if policy.read_only else b"0"), *PAGE_HEADERS]
 
 
-def _with_headers(send: Send, policy: Policy) -> Send:
-    extra = _extra_headers(policy)
+# The answer page: its own inline style, and its form posts back to itself.
+ANSWER_HEADERS = (
+    (
+        b"content-security-policy",
+        b"default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; "
+        b"base-uri 'none'; form-action 'self'",
+    ),
+    *PAGE_HEADERS[1:],
+)
+
+
+def _with_headers(send: Send, policy: Policy, answer: bool = False) -> Send:
+    extra = [*ANSWER_HEADERS] if answer else _extra_headers(policy)
 
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":

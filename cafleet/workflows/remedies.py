@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cafleet.monitor.notify import redact
+
 if TYPE_CHECKING:
     from cafleet.records import RecordedWorktree
     from cafleet.workflows.supervision import FleetReport
@@ -23,7 +25,8 @@ MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` reg
 
 class Problem(NamedTuple):
     kind: (
-        str  # director_gone | loop | no_monitor | host_loop | pane_gone | half_made | worktree_left
+        str  # director_gone | loop | no_monitor | host_loop | pane_gone | half_made |
+        # worktree_left | channel_failing
     )
     text: str  # what is wrong
     fix: str  # the command that fixes it
@@ -109,6 +112,19 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
         problems.append(Problem("pane_gone", text, f"cafleet member respawn {member_id}", where))
     for left in report.half_made:
         problems.append(Problem("half_made", left.text, left.fix, left.alternative))
+    for channel in report.channels:
+        if channel.failing_since is None:
+            continue
+        shown = f" {redact(channel.target)}" if channel.target else ""
+        problems.append(
+            Problem(
+                "channel_failing",
+                f"notification channel {channel.channel_id} ({channel.kind}{shown}) keeps "
+                f"failing ({channel.last_error}): its events are not reaching anyone",
+                f"cafleet notify test --fleet-id {fleet_id}",
+                f" once it is fixed (or remove it: 'cafleet notify remove {channel.channel_id}')",
+            )
+        )
     return problems + _left_trees(report)
 
 

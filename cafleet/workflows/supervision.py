@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         RecordedWorktree,
         RosterEntry,
     )
+    from cafleet.records.notify import Channel
     from cafleet.workflows.halfmade import HalfMade
 
 LoopState = Literal["live", "stale", "stopped", "never"]
@@ -176,6 +177,7 @@ class PaneReport(NamedTuple):
     state: PaneState
     agent_state: str | None = None  # the classifier's word for a live pane (None: unknown)
     elsewhere: str | None = None  # the pane is on this other host: not asked from here
+    paused: str | None = None  # why its lines wait (`budget`: docs/cli.md §2.36), else None
 
     @property
     def waiting(self) -> bool:
@@ -188,6 +190,8 @@ class PaneReport(NamedTuple):
         or question), `gone`, `pending`, `-` (no placement), `?` (unknown)."""
         if self.elsewhere is not None:
             return f"on host {self.elsewhere}"
+        if self.paused is not None and self.state == "alive":
+            return f"paused ({self.paused})"
         if self.waiting:
             return WAITING_TEXT
         if self.state == "alive":
@@ -201,6 +205,7 @@ class PaneReport(NamedTuple):
             "pane_state": self.state,
             "agent_state": self.agent_state,
             "elsewhere": self.elsewhere,
+            "paused": self.paused,
         }
 
 
@@ -225,6 +230,10 @@ class PaneCheck(NamedTuple):
         elsewhere = sum(1 for r in self.panes.values() if r.elsewhere is not None)
         if elsewhere:
             parts.append(f"{elsewhere} on other hosts")
+        paused = [r.member_id for r in self.panes.values() if r.paused is not None]
+        if paused:
+            noun = "member" if len(paused) == 1 else "members"
+            parts.append(f"{len(paused)} paused (budget) ({noun} {', '.join(map(str, paused))})")
         waiting = [r.member_id for r in self.panes.values() if r.waiting]
         if waiting:
             noun = "member" if len(waiting) == 1 else "members"
@@ -471,6 +480,7 @@ class FleetReport(NamedTuple):
     half_made: tuple[HalfMade, ...] = ()
     # Its deregistered members' worktrees still on disk (`cafleet.workflows.leftovers`).
     left_trees: tuple[RecordedWorktree, ...] = ()
+    channels: tuple[Channel, ...] = ()  # its notification channels (docs/cli.md §2.35)
 
 
 def fleet_report(
@@ -499,10 +509,18 @@ def fleet_report(
     panes = check_panes(
         [e.member for e in roster], env=env, agent_state=agent_state, elsewhere=hosts.elsewhere()
     )
+    paused = broker.paused_members(conn)
+    if paused:
+        marked = {
+            mid: report._replace(paused=paused[mid]) if mid in paused else report
+            for mid, report in panes.panes.items()
+        }
+        panes = panes._replace(panes=marked)
     db_dir = db_dir_of(conn.info["cafleet.path"])
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))
-    return FleetReport(summary, roster, loop, panes, hosts, broken, left)
+    channels = tuple(broker.notify_channels(conn, fleet_id))
+    return FleetReport(summary, roster, loop, panes, hosts, broken, left, channels)
 
 
 __all__ = [

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import broker, signals
 from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.monitor.notify import fire, payload
 from cafleet.workflows import messaging
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def done(
     warn: Warn,
 ) -> Task:
     change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result)
+    _fire(conn, change.task, "task_done", member_id, result)
     return _delivered(conn, settings, change, warn)
 
 
@@ -82,7 +84,20 @@ def block(
     conn: Connection, settings: Settings, *, task_id: int, member_id: int, reason: str, warn: Warn
 ) -> Task:
     change = broker.block_task(conn, task_id=task_id, member_id=member_id, reason=reason)
+    _fire(conn, change.task, "task_blocked", member_id, reason)
     return _delivered(conn, settings, change, warn)
+
+
+def _fire(conn: Connection, task: Task, event: str, member_id: int, said: str | None) -> None:
+    """The `task_done`/`task_blocked` event (docs/cli.md §2.35), recorded only: the monitor
+    loop sends it. Keyed by the task's state change, so a retried command adds nothing."""
+    verb = "finished" if event == "task_done" else "is blocked on"
+    text = f"[cafleet] member {member_id} {verb} task {task.task_id} ({task.title})"
+    if said:
+        text += f": {said}"
+    name = dict(broker.member_names(conn, [member_id])).get(member_id)
+    data = payload(event, task.fleet_id, text, member_id, name, task_id=task.task_id)
+    fire(conn, task.fleet_id, event, f"{task.task_id}:{task.state_since}", data)
 
 
 def reopen(conn: Connection, settings: Settings, *, task_id: int, warn: Warn) -> Task:

@@ -11,11 +11,13 @@ resolves to its dialect's `(sql, parameter names in placeholder order)` entry.
 # dialect's entries for (one list, so a new module reaches every dialect).
 MODULES: tuple[str, ...] = (
     "assets",
+    "budgets",
     "fleets",
     "members",
     "messages",
     "monitor",
     "notifications",
+    "notify",
     "recovery",
     "search",
     "sessions",

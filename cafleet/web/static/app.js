@@ -169,7 +169,9 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
         " · pane ",
         placement ? (placement.mux_pane_id === null ? "(pending)" : placement.mux_pane_id) : "-",
         " ",
-        waiting(p)
+        p.paused && p.state === "alive"
+          ? el("span", { class: "badge waiting", "data-testid": "member-pane-state" }, `paused (${p.paused})`)
+          : waiting(p)
           ? el("span", { class: "badge waiting", "data-testid": "member-pane-state" }, "waiting (permission)")
           : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state", title: paneTitle(p) }, paneText(p)),
         hostText(p, panes),
