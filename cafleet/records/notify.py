@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.records import Row, check_enum
 
@@ -18,8 +18,7 @@ EVENTS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Channel:
+class Channel(NamedTuple):
     channel_id: int
     fleet_id: int
     kind: str
@@ -52,8 +51,7 @@ def channel_from_row(row: Row) -> Channel:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxEntry:
+class OutboxEntry(NamedTuple):
     outbox_id: int
     channel_id: int
     event_key: str
@@ -81,8 +79,7 @@ def outbox_from_row(row: Row) -> OutboxEntry:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerLink:
+class AnswerLink(NamedTuple):
     member_id: int
     prompt_digest: str
     created_at: str
@@ -90,8 +87,7 @@ class AnswerLink:
     used_at: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
+class Budget(NamedTuple):
     """A ceiling: tokens, micro-dollars, or both (None: no ceiling of that kind)."""
 
     tokens: int | None
@@ -102,8 +98,7 @@ class Budget:
         return None if self.usd_micros is None else self.usd_micros / 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class MemberBudget:
+class MemberBudget(NamedTuple):
     member_id: int
     budget: Budget
     paused_at: str | None
