@@ -133,8 +133,9 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
+    # (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -388,6 +389,33 @@ def test_upgrade_from_0009_indexes_every_message_and_task_and_keeps_every_row(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
+def test_upgrade_from_0010_adds_the_review_columns_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0012 (docs/storage.md §3.15): five task columns and `fleets.merge_gate`, NULL
+    on every existing row; the search triggers on `tasks` still index later changes."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0010")
+    fleet = query(db_path, "SELECT fleet_id FROM members LIMIT 1")[0][0]
+    sql(
+        db_path,
+        "INSERT INTO tasks (fleet_id, title, body, state, created_at, state_since) "
+        f"VALUES ({fleet}, 'Fix walrus', 'the body', 'done', '{TS}', '{TS}')",
+    )
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0012")
+    after = dump(db_path)
+    assert _without_added(after, {"tasks": 5, "fleets": 1}) == before
+    assert [row[-5:] for row in after["tasks"]] == [(None,) * 5]
+    assert ledger(db_path) == [("0012",)]
+    sql(db_path, "UPDATE tasks SET result = 'narwhal done', git_branch = 'b'")
+    assert query(
+        db_path, "SELECT count(*) FROM search_tasks WHERE search_tasks MATCH 'narwhal'"
+    ) == [(1,)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -400,8 +428,9 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
+    # (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -741,7 +770,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0005 -> 0006, host_loops" in history.stdout
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
-    assert "0009 -> 0010 (head), search" in history.stdout
+    assert "0009 -> 0010, search" in history.stdout
+    assert "0010 -> 0012 (head), task_review" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)
