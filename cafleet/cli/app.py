@@ -215,6 +215,7 @@ def fleet_group(ctx: click.Context) -> None:
         ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
         ("cafleet.cli.usage", "usage"),
+        ("cafleet.cli.review_cmd", "diff"),
     ),
 )
 @click.pass_context
@@ -257,7 +258,10 @@ def message_group(ctx: click.Context) -> None:
 @cli.group(
     "task",
     invoke_without_command=True,
-    help="The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks.",
+    help=(
+        "The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks; "
+        "review and merge their branches."
+    ),
     command_modules=_modules(
         (
             "cafleet.cli.task_cmd",
@@ -274,6 +278,7 @@ def message_group(ctx: click.Context) -> None:
             "reopen",
             "cancel",
         ),
+        ("cafleet.cli.review_cmd", "diff", "merge", "reject", "gate"),
     ),
 )
 @click.pass_context

@@ -74,7 +74,11 @@ def done(
     result: str | None,
     warn: Warn,
 ) -> Task:
-    change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result)
+    # The member's worktree branch and HEAD (docs/cli.md §2.37); git only for a worktree.
+    from cafleet.workflows.review import git_work
+
+    work = git_work(conn, member_id, warn)
+    change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result, git=work)
     return _delivered(conn, settings, change, warn)
 
 
@@ -102,14 +106,14 @@ def seconds_in_state(
     events: list[TaskEvent], task: Task, now: datetime | None = None
 ) -> dict[str, float]:
     """Seconds between each state's entry and the next; an open task's current state counts
-    up to ``now``, a done or cancelled one's not at all."""
+    up to ``now``, a done, merged or cancelled one's not at all."""
 
     spent: dict[str, float] = {}
     end: datetime | None = now or utcnow()
     for i, event in enumerate(events):
         if i + 1 < len(events):
             until = parse_ts(events[i + 1].at)
-        elif task.state in ("done", "cancelled"):
+        elif task.state in ("done", "merged", "cancelled"):
             continue
         else:
             until = end

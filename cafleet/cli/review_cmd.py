@@ -1,0 +1,161 @@
+"""`cafleet task diff/merge/reject/gate` and `cafleet member diff` (docs/cli.md §2.37)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from cafleet import broker
+from cafleet.cli.app import member_group, task_group
+from cafleet.cli.context import invocation
+from cafleet.cli.params import id_argument, id_option, json_option
+from cafleet.cli.task_list_cmd import task_dict
+from cafleet.output import err, out, out_json, out_lines
+
+if TYPE_CHECKING:
+    from cafleet.workflows.review import DiffView, Merged
+
+TASK_ID_HELP = "Task ID."
+SECONDS = click.FloatRange(min=0, min_open=False)
+
+
+def _show_diff(view: DiffView, stat: bool, as_json: bool) -> None:
+    if as_json:
+        out_json(view.as_dict())
+        return
+    head = view.head[:12] if view.head else "working tree"
+    out(f"# {view.branch}: {view.base}...{head} (merge base {view.merge_base[:12]}) in {view.repo}")
+    if not view.files:
+        out("# no changes")
+    if view.text:
+        click.echo(view.text, nl=not view.text.endswith("\n"))
+
+
+@task_group.command("diff", help="What a done task's branch changed against its base.")
+@id_argument("task_id", TASK_ID_HELP)
+@click.option("--stat", is_flag=True, help="Only the files and their line counts.")
+@json_option
+def task_diff(task_id: int, stat: bool, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows import review
+
+    _show_diff(review.task_diff(conn, task_id, stat=stat), stat, as_json)
+
+
+@member_group.command("diff", help="What a member's worktree changed against its base.")
+@id_argument("member_id", "Member ID.")
+@click.option("--stat", is_flag=True, help="Only the files and their line counts.")
+@json_option
+def member_diff(member_id: int, stat: bool, as_json: bool) -> None:
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows import review
+
+    _show_diff(review.member_diff(conn, member_id, stat=stat), stat, as_json)
+
+
+def _merged_line(m: Merged) -> str:
+    if m.already:
+        return f"Task {m.task.task_id} merged: {m.target} already holds it ({m.merge_commit[:12]})."
+    where = f"; {m.updated_checkout} updated" if m.updated_checkout else ""
+    gate = f"; {m.gate.text()}" if m.gate else ""
+    return f"Task {m.task.task_id} merged into {m.target} as {m.merge_commit[:12]}{where}{gate}."
+
+
+@task_group.command(
+    "merge", help="Merge a done task's branch through the gate (failure goes back to the member)."
+)
+@click.argument("task_id", type=click.IntRange(1), required=False, metavar="[TASK_ID]")
+@click.option("--all-done", is_flag=True, help="Every done task of --fleet-id, oldest first.")
+@id_option("--fleet-id", "Fleet ID (with --all-done).", required=False)
+@click.option("--gate", default=None, help="Gate command (default: the fleet's; '' for none).")
+@click.option("--into", default=None, metavar="BRANCH", help="Target branch (default: the base).")
+@click.option("--gate-timeout", type=SECONDS, default=600.0, show_default=True, help="Seconds.")
+@click.option(
+    "--wait", type=SECONDS, default=60.0, show_default=True, help="Seconds to queue behind another."
+)
+@json_option
+def task_merge(
+    task_id: int | None,
+    all_done: bool,
+    fleet_id: int | None,
+    gate: str | None,
+    into: str | None,
+    gate_timeout: float,
+    wait: float,
+    as_json: bool,
+) -> None:
+    if all_done == (task_id is not None):
+        raise click.UsageError("pass either TASK_ID or --all-done --fleet-id ID")
+    if all_done and fleet_id is None:
+        raise click.UsageError("--all-done needs --fleet-id ID")
+    if into is not None and not into.strip():
+        raise click.BadParameter("must not be empty", param_hint="--into")
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows import review
+
+    if task_id is not None:
+        merged = review.merge(
+            conn, inv.settings, task_id=task_id, gate=gate, into=into,
+            gate_timeout=gate_timeout, wait=wait, warn=err,
+        )  # fmt: skip
+        if as_json:
+            out_json({"task": task_dict(merged.task), "merge": merged.as_dict()})
+        else:
+            out(_merged_line(merged))
+        return
+    assert fleet_id is not None
+    done, failed = review.merge_all_done(
+        conn, inv.settings, fleet_id=fleet_id, gate=gate, into=into,
+        gate_timeout=gate_timeout, wait=wait, warn=err,
+    )  # fmt: skip
+    if as_json:
+        out_json({"merged": [m.as_dict() for m in done], "not_merged": failed})
+    else:
+        out_lines([_merged_line(m) for m in done] or ["No task merged."])
+    for line in failed:
+        err(f"Error: {line}")
+    if failed:
+        raise SystemExit(1)
+
+
+@task_group.command("reject", help="Send a done task back to its member with the reviewer's text.")
+@id_argument("task_id", TASK_ID_HELP)
+@click.option("--reason", required=True, help="What the member should change.")
+@json_option
+def task_reject(task_id: int, reason: str, as_json: bool) -> None:
+    if not reason.strip():
+        raise click.BadParameter("must not be empty", param_hint="--reason")
+    inv = invocation()
+    conn = inv.connection()
+    from cafleet.workflows import review
+
+    task = review.reject(conn, inv.settings, task_id=task_id, text=reason, warn=err)
+    if as_json:
+        out_json({"task": task_dict(task)})
+    else:
+        out(f"Task {task_id} sent back to member {task.assignee_member_id}.")
+
+
+@task_group.command("gate", help="Show or set the fleet's gate command for task merge.")
+@id_option("--fleet-id", "Fleet ID.")
+@click.option("--set", "command", default=None, help="The gate command (run by /bin/sh -c).")
+@click.option("--clear", is_flag=True, help="No gate.")
+@json_option
+def task_gate(fleet_id: int, command: str | None, clear: bool, as_json: bool) -> None:
+    if clear and command is not None:
+        raise click.UsageError("pass --set or --clear, not both")
+    if command is not None and not command.strip():
+        raise click.BadParameter("must not be empty (use --clear)", param_hint="--set")
+    inv = invocation()
+    conn = inv.connection()
+    if clear or command is not None:
+        broker.set_merge_gate(conn, fleet_id, None if clear else command)
+    gate = broker.merge_gate(conn, fleet_id)
+    if as_json:
+        out_json({"fleet_id": fleet_id, "gate": gate})
+    else:
+        out(f"fleet {fleet_id} gate: {gate if gate is not None else '(none)'}")
