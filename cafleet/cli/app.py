@@ -278,7 +278,7 @@ def message_group(ctx: click.Context) -> None:
             "reopen",
             "cancel",
         ),
-        ("cafleet.cli.review_cmd", "diff", "merge", "reject", "gate"),
+        ("cafleet.cli.review_cmd", "diff", "merge", "gate"),
     ),
 )
 @click.pass_context

@@ -1,4 +1,4 @@
-"""`cafleet task diff/merge/reject/gate` and `cafleet member diff` (docs/cli.md §2.37)."""
+"""`cafleet task diff/merge/gate` and `cafleet member diff` (docs/cli.md §2.37)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, id_option, json_option
 from cafleet.cli.task_list_cmd import task_dict
 from cafleet.output import err, out, out_json, out_lines
+from cafleet.workflows import review
 
 if TYPE_CHECKING:
     from cafleet.workflows.review import DiffView, Merged
@@ -32,27 +33,23 @@ def _show_diff(view: DiffView, stat: bool, as_json: bool) -> None:
         click.echo(view.text, nl=not view.text.endswith("\n"))
 
 
-@task_group.command("diff", help="What a done task's branch changed against its base.")
+@task_group.command("diff", help="A done task's branch against its base.")
 @id_argument("task_id", TASK_ID_HELP)
-@click.option("--stat", is_flag=True, help="Only the files and their line counts.")
+@click.option("--stat", is_flag=True, help="Files only.")
 @json_option
 def task_diff(task_id: int, stat: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import review
-
     _show_diff(review.task_diff(conn, task_id, stat=stat), stat, as_json)
 
 
-@member_group.command("diff", help="What a member's worktree changed against its base.")
+@member_group.command("diff", help="A member's worktree against its base.")
 @id_argument("member_id", "Member ID.")
-@click.option("--stat", is_flag=True, help="Only the files and their line counts.")
+@click.option("--stat", is_flag=True, help="Files only.")
 @json_option
 def member_diff(member_id: int, stat: bool, as_json: bool) -> None:
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import review
-
     _show_diff(review.member_diff(conn, member_id, stat=stat), stat, as_json)
 
 
@@ -64,18 +61,14 @@ def _merged_line(m: Merged) -> str:
     return f"Task {m.task.task_id} merged into {m.target} as {m.merge_commit[:12]}{where}{gate}."
 
 
-@task_group.command(
-    "merge", help="Merge a done task's branch through the gate (failure goes back to the member)."
-)
+@task_group.command("merge", help="Merge a done task's branch through the gate.")
 @click.argument("task_id", type=click.IntRange(1), required=False, metavar="[TASK_ID]")
-@click.option("--all-done", is_flag=True, help="Every done task of --fleet-id, oldest first.")
-@id_option("--fleet-id", "Fleet ID (with --all-done).", required=False)
-@click.option("--gate", default=None, help="Gate command (default: the fleet's; '' for none).")
-@click.option("--into", default=None, metavar="BRANCH", help="Target branch (default: the base).")
+@click.option("--all-done", is_flag=True, help="Every done task of --fleet-id.")
+@id_option("--fleet-id", "With --all-done.", required=False)
+@click.option("--gate", default=None, help="Gate command.")
+@click.option("--into", default=None, metavar="BRANCH", help="Target branch.")
 @click.option("--gate-timeout", type=SECONDS, default=600.0, show_default=True, help="Seconds.")
-@click.option(
-    "--wait", type=SECONDS, default=60.0, show_default=True, help="Seconds to queue behind another."
-)
+@click.option("--wait", type=SECONDS, default=60.0, show_default=True, help="Seconds to queue.")
 @json_option
 def task_merge(
     task_id: int | None,
@@ -95,8 +88,6 @@ def task_merge(
         raise click.BadParameter("must not be empty", param_hint="--into")
     inv = invocation()
     conn = inv.connection()
-    from cafleet.workflows import review
-
     if task_id is not None:
         merged = review.merge(
             conn, inv.settings, task_id=task_id, gate=gate, into=into,
@@ -122,27 +113,9 @@ def task_merge(
         raise SystemExit(1)
 
 
-@task_group.command("reject", help="Send a done task back to its member with the reviewer's text.")
-@id_argument("task_id", TASK_ID_HELP)
-@click.option("--reason", required=True, help="What the member should change.")
-@json_option
-def task_reject(task_id: int, reason: str, as_json: bool) -> None:
-    if not reason.strip():
-        raise click.BadParameter("must not be empty", param_hint="--reason")
-    inv = invocation()
-    conn = inv.connection()
-    from cafleet.workflows import review
-
-    task = review.reject(conn, inv.settings, task_id=task_id, text=reason, warn=err)
-    if as_json:
-        out_json({"task": task_dict(task)})
-    else:
-        out(f"Task {task_id} sent back to member {task.assignee_member_id}.")
-
-
-@task_group.command("gate", help="Show or set the fleet's gate command for task merge.")
+@task_group.command("gate", help="Show or set the fleet's merge gate.")
 @id_option("--fleet-id", "Fleet ID.")
-@click.option("--set", "command", default=None, help="The gate command (run by /bin/sh -c).")
+@click.option("--set", "command", default=None, help="The command.")
 @click.option("--clear", is_flag=True, help="No gate.")
 @json_option
 def task_gate(fleet_id: int, command: str | None, clear: bool, as_json: bool) -> None:

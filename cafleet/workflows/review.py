@@ -16,12 +16,9 @@ All git calls are in `cafleet.git`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cafleet import broker, git, signals
 from cafleet.records.tasks import GitWork
+from cafleet.workflows import messaging
 from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
@@ -56,9 +54,7 @@ def git_work(conn: Connection, member_id: int, warn: Warn) -> GitWork | None:
     spec = spawn.worktree if spawn is not None else None
     if spec is None:
         return None
-    from cafleet.workflows.worktrees import top_of
-
-    repo = top_of(spec)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(spec.path)))  # worktrees.top_of
     try:
         if os.path.isdir(spec.path):
             state = git.states([(spec.path, spec.base)])[0]
@@ -260,6 +256,8 @@ def merge_lock(merge_dir: str, task_id: int, wait: float) -> Iterator[None]:
     """Hold the repository's merge lock (`<common dir>/cafleet-merge/lock`, `flock`). A second
     merge queues (a ticket in `queue/`) and waits up to ``wait`` seconds; then it is refused with
     its position (the running merge is 1)."""
+    import fcntl
+
     lock_path = os.path.join(merge_dir, "lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
     ticket: str | None = None
@@ -328,10 +326,6 @@ class Merged:
         }
 
 
-class MergeFailed(WorkflowError):
-    """A conflict or a failing gate: the task went back to its assignee (exit 1)."""
-
-
 @dataclass
 class _Attempt:
     task: Task
@@ -356,7 +350,7 @@ def merge(
     warn: Warn,
 ) -> Merged:
     """`task merge T`: see the module's text. Every refusal before the merge moves nothing and
-    changes no task; a conflict or failing gate raises `MergeFailed` after sending the task
+    changes no task; a conflict or failing gate raises `WorkflowError` after sending the task
     back."""
     task = broker.get_task(conn, task_id)
     if task.state != "done":
@@ -399,6 +393,9 @@ def _merge_locked(
     mb = git.merge_base(a.repo, old, a.head) or old
     if holder is not None:
         _refuse_local_overlap(holder, a.target, git.changed_between(a.repo, mb, a.head))
+    import shutil
+    import tempfile
+
     parent = os.path.join(a.merge_dir, "worktrees")
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f"task-{a.task.task_id}-", dir=parent)
@@ -456,7 +453,7 @@ def _send_back(
     warn: Warn,
 ) -> None:
     """The task goes back to its assignee with what failed and what to do; raises
-    `MergeFailed` with the same reason."""
+    `WorkflowError` (exit 1) with the same reason."""
     t = a.task
     member = t.assignee_member_id
     where = "in your worktree"
@@ -483,11 +480,9 @@ def _send_back(
     change = broker.send_back_task(
         conn, task_id=t.task_id, head=a.head, to_assignee=to_assignee, to_director=to_director
     )
-    from cafleet.workflows.tasks import _delivered
-
     _delivered(conn, settings, change, warn)
     tail = f"\n{a.gate_run.tail}" if conflicts is None and a.gate_run and a.gate_run.tail else ""
-    raise MergeFailed(
+    raise WorkflowError(
         f"task {t.task_id} not merged: {reason}; nothing moved, the task is back in progress "
         f"with member {member}{tail}"
     )
@@ -537,15 +532,22 @@ def reject(conn: Connection, settings: Settings, *, task_id: int, text: str, war
     change = broker.send_back_task(
         conn, task_id=task_id, head=None, to_assignee=to_assignee, to_director=to_director
     )
-    from cafleet.workflows.tasks import _delivered
-
     return _delivered(conn, settings, change, warn)
+
+
+def _delivered(conn: Connection, settings: Settings, change: Any, warn: Warn) -> Task:
+    """The messages the change stored, drained as `workflows.tasks` does after a change."""
+    own = {recipient: message_id for recipient, message_id in change.sent}
+    if own and not signals.stop_requested():
+        _, tmux_usable = messaging._drain_recipients(conn, settings, own, warn)
+        if tmux_usable and not signals.stop_requested():
+            messaging._restart_loop_if_needed(conn, [change.task.fleet_id], warn)
+    return change.task  # type: ignore[no-any-return]
 
 
 __all__ = [
     "DiffView",
     "GateRun",
-    "MergeFailed",
     "Merged",
     "git_work",
     "member_diff",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import broker, signals
 from cafleet.db.timefmt import parse_ts, utcnow
-from cafleet.workflows import messaging
+from cafleet.workflows import messaging, review
 
 if TYPE_CHECKING:
     from cafleet.broker.tasks import TaskChange, TaskDetail
@@ -75,9 +75,7 @@ def done(
     warn: Warn,
 ) -> Task:
     # The member's worktree branch and HEAD (docs/cli.md §2.37); git only for a worktree.
-    from cafleet.workflows.review import git_work
-
-    work = git_work(conn, member_id, warn)
+    work = review.git_work(conn, member_id, warn)
     change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result, git=work)
     return _delivered(conn, settings, change, warn)
 
