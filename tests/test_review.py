@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.fleet_helpers import FleetIds, create_fleet, ok, stop_loop
+from tests.fleet_helpers import FleetIds, create_fleet, ok, runtime_row, stop_loop
 from tests.git_helpers import git
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import retry_until
@@ -288,3 +288,45 @@ def test_merge_all_done_merges_in_order(tmux_db: TmuxHarness, repo: Path, fleet:
         f"Merge task {tb}: b (cafleet/{f}-bob)",
     ]
     assert (repo / "a.txt").exists() and (repo / "b.txt").exists()
+
+
+def test_a_collision_is_reported_once_within_a_tick_and_listed(
+    tmux_db: TmuxHarness, repo: Path
+) -> None:
+    """Two members change shared.txt (one committed, one not): the running loop tells the
+    Director once, naming both and the path; `fleet show` lists it until it is gone."""
+    h = tmux_db
+    ids = create_fleet(h)
+    f = ids.fleet_id
+    a, a_pane, _, _, _ = create(h, f, "alice", "--worktree")
+    b, b_pane, _, _, _ = create(h, f, "bob", "--worktree")
+    sh(a_pane, "echo alice >> shared.txt && git commit -qam alice && echo x > only-a.txt")
+    sh(b_pane, "echo bob >> shared.txt")
+    want = f"[cafleet] collision: members {a} and {b} both change shared.txt in their worktrees."
+
+    def reports() -> list[str]:
+        return [t for t in inbox(h, ids.director_id) if t.startswith("[cafleet] collision")]
+
+    (report,) = retry_until(lambda: reports() or None, timeout=30, message="no collision report")
+    assert report.startswith(want)
+    shown = cli_json(h, "fleet", "show", str(f))["problems"]
+    assert [p["problem"] for p in shown if p["kind"] == "collision"] == [
+        f"members {a} and {b} both change shared.txt in their worktrees"
+    ]
+    # Two more ticks: still one report.
+    row = runtime_row(h, f)
+    assert row is not None
+    seen = {row["last_tick_at"]}
+
+    def ticked() -> bool | None:
+        r = runtime_row(h, f)
+        if r is not None:
+            seen.add(r["last_tick_at"])
+        return len(seen) >= 3 or None
+
+    retry_until(ticked, timeout=30, message="the loop did not tick")
+    assert reports() == [report]
+    # Gone once bob drops his change; fleet show no longer lists it.
+    sh(b_pane, "git checkout -q -- shared.txt")
+    shown = cli_json(h, "fleet", "show", str(f))["problems"]
+    assert [p for p in shown if p["kind"] == "collision"] == []

@@ -65,7 +65,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
 @json_option
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    report = fleet_report(conn, fleet_id, agent_state=classified_state)
+    report = fleet_report(conn, fleet_id, agent_state=classified_state, collisions=True)
     if as_json:
         out_json(
             {

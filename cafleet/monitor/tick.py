@@ -93,6 +93,9 @@ def run_tick(state: LoopState) -> None:
     if state.displaced:
         raise _stop_for_lost_heartbeat(state)
 
+    # 5b. Two members' worktrees changing one path: reported to the Director once each.
+    _collisions(state)
+
     # 6. Re-read the row.
     now = utcnow()
     row = broker.get_monitor_runtime(state.conn, fleet_id=state.fleet_id)
@@ -150,6 +153,20 @@ def _learn_sessions(state: LoopState) -> None:
         if note != state.session_note:
             state.log(note)
         state.session_note = note
+
+
+def _collisions(state: LoopState) -> None:
+    """A failure is logged once per distinct text and never fails the tick."""
+    from cafleet.monitor.collisions import report_collisions
+
+    try:
+        report_collisions(state)
+        state.collision_note = None
+    except (CafleetError, OSError) as exc:
+        note = f"collisions not checked this tick: {exc}"
+        if note != state.collision_note:
+            state.log(note)
+        state.collision_note = note
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:

@@ -24,6 +24,7 @@ MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` reg
 class Problem(NamedTuple):
     kind: (
         str  # director_gone | loop | no_monitor | host_loop | pane_gone | half_made | worktree_left
+        # | collision
     )
     text: str  # what is wrong
     fix: str  # the command that fixes it
@@ -109,6 +110,16 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
         problems.append(Problem("pane_gone", text, f"cafleet member respawn {member_id}", where))
     for left in report.half_made:
         problems.append(Problem("half_made", left.text, left.fix, left.alternative))
+    for met in report.collisions:
+        a, b = met.members
+        problems.append(
+            Problem(
+                "collision",
+                f"{met.text()} in their worktrees",
+                f"cafleet member diff {a}",
+                f" and 'cafleet member diff {b}', then merge one first",
+            )
+        )
     return problems + _left_trees(report)
 
 

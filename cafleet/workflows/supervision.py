@@ -471,6 +471,8 @@ class FleetReport(NamedTuple):
     half_made: tuple[HalfMade, ...] = ()
     # Its deregistered members' worktrees still on disk (`cafleet.workflows.leftovers`).
     left_trees: tuple[RecordedWorktree, ...] = ()
+    # Two members' worktrees changing one path (`cafleet.monitor.collisions`; `fleet show` only).
+    collisions: tuple[Any, ...] = ()
 
 
 def fleet_report(
@@ -480,6 +482,7 @@ def fleet_report(
     roster_required: bool = False,
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
+    collisions: bool = False,
 ) -> FleetReport:
     """The fleet's summary, active roster, loop and panes, its half-made members and the
     worktrees its deleted members left behind. `FleetNotFound` for an unknown id; a
@@ -502,7 +505,16 @@ def fleet_report(
     db_dir = db_dir_of(conn.info["cafleet.path"])
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))
-    return FleetReport(summary, roster, loop, panes, hosts, broken, left)
+    met: tuple[Any, ...] = ()
+    if collisions and summary.deleted_at is None:
+        from cafleet import git
+        from cafleet.monitor.collisions import collisions as current
+
+        try:
+            met = tuple(current(conn, fleet_id))
+        except git.GitError:
+            met = ()
+    return FleetReport(summary, roster, loop, panes, hosts, broken, left, met)
 
 
 __all__ = [

@@ -1,0 +1,151 @@
+"""Collisions (docs/cli.md §2.37): two active members' worktrees changing the same path.
+
+A member's changed paths are what its worktree changes against its base: files changed by
+commits since the merge base, plus `git status` (staged, unstaged, untracked; an untracked file
+the checkout it was added from also has is a `CAFLEET_WORKTREE_COPY` copy, not a change). Each
+tick reads one fingerprint per worktree (HEAD and `git status --porcelain`) and recomputes a
+member's paths only when its fingerprint changed. Two members of one repository whose paths
+meet are a collision; the Director is sent one message per collision (the pair and its paths)
+the tick it first appears, and `fleet show` lists the current ones.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cafleet import git
+
+if TYPE_CHECKING:
+    from cafleet.db.runtime import Connection
+    from cafleet.monitor.state import LoopState
+    from cafleet.records import WorktreeSpec
+
+PATHS_SHOWN = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Collision:
+    members: tuple[int, int]
+    paths: tuple[str, ...]
+
+    def text(self) -> str:
+        shown = ", ".join(self.paths[:PATHS_SHOWN])
+        more = len(self.paths) - PATHS_SHOWN
+        return f"members {self.members[0]} and {self.members[1]} both change {shown}" + (
+            f" and {more} more" if more > 0 else ""
+        )
+
+
+@dataclass
+class Seen:
+    """What survives between ticks: each worktree's fingerprint and paths, the collisions
+    already reported."""
+
+    paths: dict[int, tuple[tuple[str | None, str], frozenset[str]]] = field(default_factory=dict)
+    reported: set[tuple[tuple[int, int], tuple[str, ...]]] = field(default_factory=set)
+
+
+def _top(spec: WorktreeSpec) -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(spec.path)))  # worktrees.top_of
+
+
+def _changed(spec: WorktreeSpec, status: str, head: str | None) -> frozenset[str]:
+    top = _top(spec)
+    paths: set[str] = set()
+    for entry in status.split("\0"):
+        if len(entry) > 3:
+            path = entry[3:]
+            if entry.startswith("??") and os.path.lexists(os.path.join(top, path)):
+                continue  # a copy of the checkout's own untracked file
+            paths.add(path)
+    if head is not None:
+        base = git.merge_base(spec.path, spec.base, head)
+        if base is not None and base != head:
+            paths.update(git.changed_between(spec.path, base, head))
+    return frozenset(paths)
+
+
+def member_paths(specs: dict[int, WorktreeSpec], seen: Seen) -> dict[int, frozenset[str]]:
+    """Each member's changed paths, recomputed only for a worktree whose fingerprint moved."""
+    found: dict[int, frozenset[str]] = {}
+    for member_id, spec in specs.items():
+        if not os.path.isdir(spec.path):
+            continue
+        status = git.run(
+            ["status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"],
+            spec.path,
+            check=False,
+        )
+        if status.returncode != 0:
+            continue
+        head = git.resolve_commit(spec.path, "HEAD")
+        fingerprint = (head, status.stdout)
+        cached = seen.paths.get(member_id)
+        if cached is None or cached[0] != fingerprint:
+            cached = (fingerprint, _changed(spec, status.stdout, head))
+            seen.paths[member_id] = cached
+        found[member_id] = cached[1]
+    for gone in set(seen.paths) - set(found):
+        seen.paths.pop(gone, None)
+    return found
+
+
+def collisions(conn: Connection, fleet_id: int, seen: Seen | None = None) -> list[Collision]:
+    """The fleet's current collisions, pairs in member order."""
+    from cafleet import broker
+
+    specs = broker.fleet_worktrees(conn, fleet_id)
+    if len(specs) < 2:
+        return []
+    paths = member_paths(specs, seen or Seen())
+    ids = sorted(paths)
+    found = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1 :]:
+            if _top(specs[a]) != _top(specs[b]):
+                continue
+            both = paths[a] & paths[b]
+            if both:
+                found.append(Collision((a, b), tuple(sorted(both))))
+    return found
+
+
+def collision_text(c: Collision) -> str:
+    a, b = c.members
+    return (
+        f"[cafleet] collision: {c.text()} in their worktrees. Merge one first (cafleet task "
+        f"merge), then have the other merge its base; or tell one to leave them (cafleet "
+        f"member diff {a} / {b} shows each change)"
+    )
+
+
+def report_collisions(state: LoopState) -> None:
+    """One tick: the Director is sent each collision not reported before (see the module)."""
+    from cafleet import broker
+
+    if state.collisions is None:
+        state.collisions = Seen()
+    seen: Seen = state.collisions
+    current = collisions(state.conn, state.fleet_id, seen)
+    keys = {(c.members, c.paths) for c in current}
+    seen.reported &= keys
+    fresh = [c for c in current if (c.members, c.paths) not in seen.reported]
+    if not fresh:
+        return
+    fleet = broker.get_fleet(state.conn, fleet_id=state.fleet_id)
+    director = fleet.director_member_id if fleet is not None else None
+    if director is None:
+        return
+    monitor = broker.get_active_monitor(state.conn, fleet_id=state.fleet_id)
+    sender = monitor.member_id if monitor is not None else director
+    for c in fresh:
+        seen.reported.add((c.members, c.paths))
+        sent = broker.send_message(
+            state.conn, from_member_id=sender, to_member_id=director, text=collision_text(c)
+        )
+        state.log(f"tick -> collision: {c.text()} (msg {sent.message_id})")
+
+
+__all__ = ["Collision", "Seen", "collision_text", "collisions", "member_paths", "report_collisions"]
