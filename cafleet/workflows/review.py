@@ -520,6 +520,46 @@ def merge_all_done(
     return merged, failed
 
 
+def merging_now(repo: str) -> str | None:
+    """The task id whose merge holds the repository's lock now (None: none)."""
+    import fcntl
+
+    try:
+        lock_path = os.path.join(git.common_dir(repo), MERGE_DIR, "lock")
+        fd = os.open(lock_path, os.O_RDONLY)
+    except (OSError, git.GitError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        with open(lock_path, encoding="utf-8", errors="replace") as f:
+            holder = f.read().split()
+        return holder[1] if len(holder) == 2 else "?"
+    finally:
+        os.close(fd)
+    return None
+
+
+def queue(conn: Connection, fleet_id: int) -> list[dict[str, Any]]:
+    """The WebUI's merge queue: the fleet's done tasks with a branch, in `--all-done` order,
+    each marked when its merge runs now."""
+    board = broker.task_board(conn, fleet_id, state="done", member_id=None)
+    waiting = sorted(
+        (t for t in board if t.git_head is not None), key=lambda t: (t.finished_at or "", t.task_id)
+    )
+    running = {r: merging_now(r) for r in {t.git_repo for t in waiting if t.git_repo}}
+    return [
+        {
+            "task_id": t.task_id,
+            "title": t.title,
+            "assignee_member_id": t.assignee_member_id,
+            "git_branch": t.git_branch,
+            "merging": t.git_repo is not None and running.get(t.git_repo) == str(t.task_id),
+        }
+        for t in waiting
+    ]
+
+
 def reject(conn: Connection, settings: Settings, *, task_id: int, text: str, warn: Warn) -> Task:
     """The reviewer sends a done task back to its assignee with ``text``."""
     task = broker.get_task(conn, task_id)
@@ -554,6 +594,8 @@ __all__ = [
     "merge",
     "merge_all_done",
     "merge_lock",
+    "merging_now",
+    "queue",
     "reject",
     "run_gate",
     "task_diff",
