@@ -801,7 +801,10 @@ def _task_routes(app: FastAPI) -> None:
     @_raw
     def task_diff(ctx: FleetCtx, task_id: TaskId) -> Any:
         _fleet_task(ctx, task_id)
-        return review.task_diff(ctx.conn, task_id, stat=False).as_dict()
+        try:
+            return review.task_diff(ctx.conn, task_id, stat=False).as_dict()
+        except WorkflowError as exc:  # no branch, or git cannot show it
+            raise ApiError(409, str(exc)) from None
 
     @app.post(
         "/api/tasks/{task_id}/merge",
@@ -815,10 +818,13 @@ def _task_routes(app: FastAPI) -> None:
             _task_text(body.gate, "gate", blank_ok=True)
 
         def merge(warnings: list[str]) -> Task:
-            merged = review.merge(
-                ctx.conn, ctx.config.settings, task_id=task_id, gate=body.gate, wait=0,
-                warn=warnings.append,
-            )  # fmt: skip
+            try:
+                merged = review.merge(
+                    ctx.conn, ctx.config.settings, task_id=task_id, gate=body.gate, wait=0,
+                    warn=warnings.append,
+                )  # fmt: skip
+            except WorkflowError as exc:  # refused, or failed and sent back (the text says)
+                raise ApiError(409, str(exc)) from None
             warnings.append(f"merged into {merged.target} as {merged.merge_commit[:12]}")
             return merged.task
 
