@@ -191,7 +191,8 @@ def test_a_failing_gate_and_a_hanging_one_move_nothing(
     ack_all(h, a)
 
     # The fleet's configured gate is the default.
-    ok(h.cli("task", "gate", "--fleet-id", str(f), "--set", "echo one; echo two; exit 3"))
+    gate = ok(h.cli("task", "gate", "--fleet-id", str(f), "echo one; echo two; exit 3")).stdout
+    assert gate == f"fleet {f} gate: echo one; echo two; exit 3\n"
     failed = h.cli("task", "merge", str(t))
     assert failed.returncode == 1, failed
     first, *rest = failed.stderr.splitlines()

@@ -113,22 +113,13 @@ def task_merge(
         raise SystemExit(1)
 
 
-@task_group.command("gate", help="Show or set the fleet's merge gate.")
+@task_group.command("gate", help="Show, or set (COMMAND; '' clears), the fleet's merge gate.")
 @id_option("--fleet-id", "Fleet ID.")
-@click.option("--set", "command", default=None, help="The command.")
-@click.option("--clear", is_flag=True, help="No gate.")
-@json_option
-def task_gate(fleet_id: int, command: str | None, clear: bool, as_json: bool) -> None:
-    if clear and command is not None:
-        raise click.UsageError("pass --set or --clear, not both")
-    if command is not None and not command.strip():
-        raise click.BadParameter("must not be empty (use --clear)", param_hint="--set")
+@click.argument("command", required=False)
+def task_gate(fleet_id: int, command: str | None) -> None:
     inv = invocation()
     conn = inv.connection()
-    if clear or command is not None:
-        broker.set_merge_gate(conn, fleet_id, None if clear else command)
+    if command is not None:
+        broker.set_merge_gate(conn, fleet_id, command if command.strip() else None)
     gate = broker.merge_gate(conn, fleet_id)
-    if as_json:
-        out_json({"fleet_id": fleet_id, "gate": gate})
-    else:
-        out(f"fleet {fleet_id} gate: {gate if gate is not None else '(none)'}")
+    out(f"fleet {fleet_id} gate: {gate if gate is not None else '(none)'}")

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cafleet import git
+from cafleet import broker, git
 
 if TYPE_CHECKING:
     from cafleet.db.runtime import Connection
@@ -92,10 +92,16 @@ def member_paths(specs: dict[int, WorktreeSpec], seen: Seen) -> dict[int, frozen
     return found
 
 
+def current(conn: Connection, fleet_id: int) -> list[Collision]:
+    """`fleet show`'s: the collisions now, none when git cannot say."""
+    try:
+        return collisions(conn, fleet_id)
+    except git.GitError:
+        return []
+
+
 def collisions(conn: Connection, fleet_id: int, seen: Seen | None = None) -> list[Collision]:
     """The fleet's current collisions, pairs in member order."""
-    from cafleet import broker
-
     specs = broker.fleet_worktrees(conn, fleet_id)
     if len(specs) < 2:
         return []
@@ -123,8 +129,6 @@ def collision_text(c: Collision) -> str:
 
 def report_collisions(state: LoopState) -> None:
     """One tick: the Director is sent each collision not reported before (see the module)."""
-    from cafleet import broker
-
     if state.collisions is None:
         state.collisions = Seen()
     seen: Seen = state.collisions
@@ -148,4 +152,12 @@ def report_collisions(state: LoopState) -> None:
         state.log(f"tick -> collision: {c.text()} (msg {sent.message_id})")
 
 
-__all__ = ["Collision", "Seen", "collision_text", "collisions", "member_paths", "report_collisions"]
+__all__ = [
+    "Collision",
+    "Seen",
+    "collision_text",
+    "collisions",
+    "current",
+    "member_paths",
+    "report_collisions",
+]

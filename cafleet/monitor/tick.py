@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from cafleet.broker.errors import FleetNotFound
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
+from cafleet.monitor.collisions import report_collisions
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 from cafleet.monitor.supervisor import LoopStop
 
@@ -157,8 +158,6 @@ def _learn_sessions(state: LoopState) -> None:
 
 def _collisions(state: LoopState) -> None:
     """A failure is logged once per distinct text and never fails the tick."""
-    from cafleet.monitor.collisions import report_collisions
-
     try:
         report_collisions(state)
         state.collision_note = None

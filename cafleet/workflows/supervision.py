@@ -22,6 +22,7 @@ from cafleet import broker
 from cafleet.config import db_dir_of, monitor_log_path
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.hosts import HostIdError, current_host, effective_host
+from cafleet.monitor.collisions import current as colliding
 from cafleet.monitor.runtime import is_held, is_live
 from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, placement_backend
 from cafleet.procs import pid_alive, stale_after
@@ -507,13 +508,7 @@ def fleet_report(
     left = tuple(left_behind(conn, fleet_id))
     met: tuple[Any, ...] = ()
     if collisions and summary.deleted_at is None:
-        from cafleet import git
-        from cafleet.monitor.collisions import collisions as current
-
-        try:
-            met = tuple(current(conn, fleet_id))
-        except git.GitError:
-            met = ()
+        met = tuple(colliding(conn, fleet_id))
     return FleetReport(summary, roster, loop, panes, hosts, broken, left, met)
 
 
