@@ -13,12 +13,14 @@ Standard library only: `member list` imports it only when a member has a worktre
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cafleet.errors import CafleetError
+
+if TYPE_CHECKING:  # `subprocess` is imported where git runs: importing this module stays cheap
+    import subprocess
 
 GIT_TIMEOUT = 30.0  # seconds, for every call but the checkout of a new worktree
 ADD_TIMEOUT = 600.0  # `git worktree add` checks out every file: minutes for a very large tree
@@ -51,6 +53,8 @@ def run(
     args: Sequence[str], cwd: str, *, check: bool = True, timeout: float = GIT_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
     """`git <args>` in ``cwd``; with ``check`` a non-zero exit raises `GitError`."""
+    import subprocess
+
     try:
         proc = subprocess.run(
             ["git", *args],
@@ -272,6 +276,8 @@ def states(worktrees: Sequence[tuple[str, str]]) -> list[State]:
     """The `State` of each ``(path, base)``. The git calls of all worktrees run at once (two per
     worktree: `status`, then `rev-list --count <base>..HEAD`), so `member list` waits about as
     long as for one."""
+    import subprocess
+
     env = _env()
 
     def start(args: list[str], cwd: str) -> subprocess.Popen[str] | None:

@@ -12,8 +12,7 @@ the tick it first appears, and `fleet show` lists the current ones.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet import broker, git
 
@@ -25,8 +24,7 @@ if TYPE_CHECKING:
 PATHS_SHOWN = 5
 
 
-@dataclass(frozen=True, slots=True)
-class Collision:
+class Collision(NamedTuple):
     members: tuple[int, int]
     paths: tuple[str, ...]
 
@@ -38,13 +36,13 @@ class Collision:
         )
 
 
-@dataclass
 class Seen:
     """What survives between ticks: each worktree's fingerprint and paths, the collisions
     already reported."""
 
-    paths: dict[int, tuple[tuple[str | None, str], frozenset[str]]] = field(default_factory=dict)
-    reported: set[tuple[tuple[int, int], tuple[str, ...]]] = field(default_factory=set)
+    def __init__(self) -> None:
+        self.paths: dict[int, tuple[tuple[str | None, str], frozenset[str]]] = {}
+        self.reported: set[tuple[tuple[int, int], tuple[str, ...]]] = set()
 
 
 def _top(spec: WorktreeSpec) -> str:

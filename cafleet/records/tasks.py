@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cafleet.records import Row, check_enum
 
@@ -47,8 +48,7 @@ class Task:
     merge_commit: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class GitWork:
+class GitWork(NamedTuple):
     """The assignee's worktree when it marks a task done (docs/cli.md §2.37): the checkout it
     was added from, its branch, the base the branch started from, the branch's HEAD commit."""
 

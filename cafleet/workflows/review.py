@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -190,6 +189,8 @@ def run_gate(command: str, cwd: str, *, timeout: float, log_path: str) -> GateRu
     """``command`` through `sh -c` in ``cwd``, in a process group of its own, its output (both
     streams) into ``log_path``; killed as a group (TERM, then KILL) at ``timeout`` or on a stop
     signal. What is left of the group once it exits is killed too."""
+    import subprocess
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     started = time.monotonic()
     with open(log_path, "wb") as log:

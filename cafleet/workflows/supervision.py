@@ -22,7 +22,6 @@ from cafleet import broker
 from cafleet.config import db_dir_of, monitor_log_path
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.hosts import HostIdError, current_host, effective_host
-from cafleet.monitor.collisions import current as colliding
 from cafleet.monitor.runtime import is_held, is_live
 from cafleet.mux import MultiplexerError, is_owners_place, owner_of, pane_state, placement_backend
 from cafleet.procs import pid_alive, stale_after
@@ -483,12 +482,13 @@ def fleet_report(
     roster_required: bool = False,
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
-    collisions: bool = False,
+    collisions: Callable[[Connection, int], Iterable[Any]] | None = None,
 ) -> FleetReport:
     """The fleet's summary, active roster, loop and panes, its half-made members and the
     worktrees its deleted members left behind. `FleetNotFound` for an unknown id; a
     soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member list`
-    refuses)."""
+    refuses). ``collisions``: `fleet show`'s probe of the members' worktrees
+    (`cafleet.monitor.collisions.current`)."""
     summary = broker.fleet_summary(conn, fleet_id)
     roster: list[RosterEntry] = []
     if summary.deleted_at is None or roster_required:
@@ -507,8 +507,8 @@ def fleet_report(
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))
     met: tuple[Any, ...] = ()
-    if collisions and summary.deleted_at is None:
-        met = tuple(colliding(conn, fleet_id))
+    if collisions is not None and summary.deleted_at is None:
+        met = tuple(collisions(conn, fleet_id))
     return FleetReport(summary, roster, loop, panes, hosts, broken, left, met)
 
 
