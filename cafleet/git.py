@@ -412,6 +412,40 @@ def merge_commit(path: str, commit: str, message: str) -> list[str] | None:
     return conflicts
 
 
+def statuses(paths: Sequence[str]) -> list[str | None]:
+    """`git status --porcelain=v2 --branch -z --untracked-files=all --no-renames` of each
+    worktree (None: git failed there), all at once: a collision check's fingerprints."""
+    import subprocess
+
+    args = ["git", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
+            "--no-renames"]  # fmt: skip
+    env = _env()
+    procs: list[subprocess.Popen[str] | None] = []
+    for path in paths:
+        try:
+            procs.append(
+                subprocess.Popen(args, cwd=path, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 encoding="utf-8", errors="surrogateescape")
+            )  # fmt: skip
+        except OSError:
+            procs.append(None)
+    found: list[str | None] = []
+    for proc in procs:
+        if proc is None:
+            found.append(None)
+            continue
+        try:
+            out, _ = proc.communicate(timeout=GIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            found.append(None)
+            continue
+        found.append(out if proc.returncode == 0 else None)
+    return found
+
+
 def update_ref(top: str, ref: str, new: str, old: str) -> None:
     """Move ``ref`` to ``new`` only while it still points at ``old``."""
     run(["update-ref", ref, new, old], top)
@@ -452,6 +486,7 @@ __all__ = [
     "resolve_commit",
     "run",
     "states",
+    "statuses",
     "tracked",
     "update_ref",
     "worktree_paths",

@@ -278,9 +278,12 @@ def test_merge_all_done_merges_in_order(tmux_db: TmuxHarness, repo: Path, fleet:
     b, b_pane, _, _, _ = create(h, f, "bob", "--worktree")
     ta, tb = new_task(h, f, a, "a"), new_task(h, f, b, "b")
     sh(b_pane, "echo b > b.txt && git add b.txt && git commit -qm b")
-    sh(a_pane, "echo a > a.txt && git add a.txt && git commit -qm a")
+    sh(a_pane, "echo a > a.txt && git add a.txt && git commit -qm a && echo x > scratch.txt")
     done(h, tb, b)
-    done(h, ta, a)
+    # Uncommitted work is not part of the recorded HEAD: `task done` says so, and goes on.
+    finished = h.cli("task", "done", str(ta), "--member-id", str(a), "--result", "did it")
+    assert finished.returncode == 0, finished
+    assert "has uncommitted changes; the task records its HEAD" in finished.stderr
     result = cli_json(h, "task", "merge", "--all-done", "--fleet-id", str(f))
     assert [m["task_id"] for m in result["merged"]] == [tb, ta]
     assert result["not_merged"] == []

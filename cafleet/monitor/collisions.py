@@ -3,8 +3,8 @@
 A member's changed paths are what its worktree changes against its base: files changed by
 commits since the merge base, plus `git status` (staged, unstaged, untracked; an untracked file
 the checkout it was added from also has is a `CAFLEET_WORKTREE_COPY` copy, not a change). Each
-tick reads one fingerprint per worktree (HEAD and `git status --porcelain`) and recomputes a
-member's paths only when its fingerprint changed. Two members of one repository whose paths
+tick reads one fingerprint per worktree, `git status --porcelain=v2 --branch` (HEAD included),
+all worktrees' at once, and recomputes a member's paths only when its fingerprint changed. Two members of one repository whose paths
 meet are a collision; the Director is sent one message per collision (the pair and its paths)
 the tick it first appears, and `fleet show` lists the current ones.
 """
@@ -41,7 +41,7 @@ class Seen:
     already reported."""
 
     def __init__(self) -> None:
-        self.paths: dict[int, tuple[tuple[str | None, str], frozenset[str]]] = {}
+        self.paths: dict[int, tuple[str, frozenset[str]]] = {}
         self.reported: set[tuple[tuple[int, int], tuple[str, ...]]] = set()
 
 
@@ -49,15 +49,28 @@ def _top(spec: WorktreeSpec) -> str:
     return os.path.dirname(os.path.dirname(os.path.dirname(spec.path)))  # worktrees.top_of
 
 
-def _changed(spec: WorktreeSpec, status: str, head: str | None) -> frozenset[str]:
-    top = _top(spec)
-    paths: set[str] = set()
+def _parse(status: str) -> tuple[str | None, list[tuple[str, bool]]]:
+    """HEAD and each changed path (with whether it is untracked) of a porcelain v2 status."""
+    head = None
+    paths = []
     for entry in status.split("\0"):
-        if len(entry) > 3:
-            path = entry[3:]
-            if entry.startswith("??") and os.path.lexists(os.path.join(top, path)):
-                continue  # a copy of the checkout's own untracked file
-            paths.add(path)
+        if entry.startswith("# branch.oid "):
+            oid = entry[len("# branch.oid ") :]
+            head = None if oid == "(initial)" else oid
+        elif entry.startswith("1 "):
+            paths.append((entry.split(" ", 8)[-1], False))
+        elif entry.startswith("u "):
+            paths.append((entry.split(" ", 10)[-1], False))
+        elif entry.startswith("? "):
+            paths.append((entry[2:], True))
+    return head, paths
+
+
+def _changed(spec: WorktreeSpec, status: str) -> frozenset[str]:
+    top = _top(spec)
+    head, entries = _parse(status)
+    # An untracked file the checkout it was added from also has is a copy, not a change.
+    paths = {p for p, new in entries if not (new and os.path.lexists(os.path.join(top, p)))}
     if head is not None:
         base = git.merge_base(spec.path, spec.base, head)
         if base is not None and base != head:
@@ -66,23 +79,16 @@ def _changed(spec: WorktreeSpec, status: str, head: str | None) -> frozenset[str
 
 
 def member_paths(specs: dict[int, WorktreeSpec], seen: Seen) -> dict[int, frozenset[str]]:
-    """Each member's changed paths, recomputed only for a worktree whose fingerprint moved."""
+    """Each member's changed paths, recomputed only for a worktree whose status (HEAD
+    included) moved; the statuses of all worktrees are read at once."""
+    ids = [i for i in specs if os.path.isdir(specs[i].path)]
     found: dict[int, frozenset[str]] = {}
-    for member_id, spec in specs.items():
-        if not os.path.isdir(spec.path):
+    for member_id, status in zip(ids, git.statuses([specs[i].path for i in ids]), strict=True):
+        if status is None:
             continue
-        status = git.run(
-            ["status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"],
-            spec.path,
-            check=False,
-        )
-        if status.returncode != 0:
-            continue
-        head = git.resolve_commit(spec.path, "HEAD")
-        fingerprint = (head, status.stdout)
         cached = seen.paths.get(member_id)
-        if cached is None or cached[0] != fingerprint:
-            cached = (fingerprint, _changed(spec, status.stdout, head))
+        if cached is None or cached[0] != status:
+            cached = (status, _changed(specs[member_id], status))
             seen.paths[member_id] = cached
         found[member_id] = cached[1]
     for gone in set(seen.paths) - set(found):
