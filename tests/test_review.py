@@ -314,8 +314,9 @@ def test_a_collision_is_reported_once_within_a_tick_and_listed(
     (report,) = retry_until(lambda: reports() or None, timeout=30, message="no collision report")
     assert report.startswith(want)
     shown = cli_json(h, "fleet", "show", str(f))["problems"]
-    assert [p["problem"] for p in shown if p["kind"] == "collision"] == [
-        f"members {a} and {b} both change shared.txt in their worktrees"
+    assert [p["line"] for p in shown if p["kind"] == "collision"] == [
+        f"members {a} and {b} both change shared.txt in their worktrees; run 'cafleet member "
+        f"diff {a}' and 'cafleet member diff {b}', then merge one first"
     ]
     # Two more ticks: still one report.
     row = runtime_row(h, f)
