@@ -128,3 +128,41 @@ def test_merge_all_done_goes_on_after_a_task_it_cannot_merge(team: SimpleNamespa
     assert err.splitlines() == [f"Error: task {plain} has no branch: it is done and no worktree "
                                 "was recorded by task done (its assignee had no worktree)"]  # fmt: skip
     assert cli_json("task", "show", str(plain))["task"]["state"] == "done"
+
+
+def test_a_second_merge_waits_for_the_first(team: SimpleNamespace) -> None:
+    """The repository's merge lock is held (as by another `task merge`): a merge with room to
+    wait queues and goes through once it is released; one without is refused, nothing moved."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import cli_env
+    from tests.harness.util import retry_until
+
+    t = team
+    ta = done_on_branch(t, t.a, "alice")
+    lock_dir = t.repo / ".git" / "cafleet-merge"
+    lock_dir.mkdir()
+    fd = os.open(lock_dir / "lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, b"1 99\n")
+    try:
+        code, _, err = run_cli("task", "merge", str(ta), "--wait", "0")
+        assert code == 1 and "task 99 (pid 1) is being merged" in err, err
+        assert "position 2 in the queue" in err
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "cafleet", "task", "merge", str(ta), "--wait", "60"],
+            env=cli_env(None), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        queue = lock_dir / "queue"
+        retry_until(lambda: (queue.is_dir() and any(queue.iterdir())) or None, timeout=30,
+                    message="the second merge never queued")  # fmt: skip
+        assert cli_json("task", "show", str(ta))["task"]["state"] == "done"
+    finally:
+        os.close(fd)  # releases the lock
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert out.startswith(f"Task {ta} merged into main as ")
+    assert list(queue.iterdir()) == []  # its ticket is gone
