@@ -13,12 +13,14 @@ Standard library only: `member list` imports it only when a member has a worktre
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from cafleet.errors import CafleetError
+
+if TYPE_CHECKING:  # `subprocess` is imported where git runs: importing this module stays cheap
+    import subprocess
 
 GIT_TIMEOUT = 30.0  # seconds, for every call but the checkout of a new worktree
 ADD_TIMEOUT = 600.0  # `git worktree add` checks out every file: minutes for a very large tree
@@ -51,6 +53,8 @@ def run(
     args: Sequence[str], cwd: str, *, check: bool = True, timeout: float = GIT_TIMEOUT
 ) -> subprocess.CompletedProcess[str]:
     """`git <args>` in ``cwd``; with ``check`` a non-zero exit raises `GitError`."""
+    import subprocess
+
     try:
         proc = subprocess.run(
             ["git", *args],
@@ -272,6 +276,8 @@ def states(worktrees: Sequence[tuple[str, str]]) -> list[State]:
     """The `State` of each ``(path, base)``. The git calls of all worktrees run at once (two per
     worktree: `status`, then `rev-list --count <base>..HEAD`), so `member list` waits about as
     long as for one."""
+    import subprocess
+
     env = _env()
 
     def start(args: list[str], cwd: str) -> subprocess.Popen[str] | None:
@@ -336,26 +342,152 @@ def on_some_branch(top: str, commit: str) -> bool:
     return bool(proc.stdout.strip())
 
 
+# --- review and merge (docs/cli.md §2.37) --------------------------------------------------------
+
+
+def common_dir(top: str) -> str:
+    """The repository's git common directory (shared by all its worktrees), absolute."""
+    proc = run(["rev-parse", "--path-format=absolute", "--git-common-dir"], top)
+    return proc.stdout.strip()
+
+
+def merge_base(top: str, a: str, b: str) -> str | None:
+    proc = run(["merge-base", "--end-of-options", a, b], top, check=False)
+    sha = proc.stdout.strip()
+    return sha if proc.returncode == 0 and sha else None
+
+
+def is_ancestor(top: str, ancestor: str, descendant: str) -> bool:
+    proc = run(["merge-base", "--is-ancestor", ancestor, descendant], top, check=False)
+    return proc.returncode == 0
+
+
+def diff_text(top: str, base: str, head: str | None, *, stat: bool) -> str:
+    """`git diff [--stat] <base> [<head>]`: ``head`` None compares with the working tree."""
+    args = ["diff", "--no-color", "--no-ext-diff", *(["--stat"] if stat else [])]
+    return run([*args, base, *([head] if head else []), "--"], top).stdout
+
+
+def numstat(top: str, base: str, head: str | None) -> list[tuple[str, int | None, int | None]]:
+    """Each changed path with its added and deleted line counts (None: a binary file)."""
+    args = ["diff", "--no-color", "--no-ext-diff", "--numstat", "-z", "--no-renames", base]
+    proc = run([*args, *([head] if head else []), "--"], top)
+    rows = []
+    for entry in proc.stdout.split("\0"):
+        parts = entry.split("\t", 2)
+        if len(parts) == 3:
+            added, deleted, path = parts
+            rows.append(
+                (path, int(added) if added.isdigit() else None,
+                 int(deleted) if deleted.isdigit() else None)
+            )  # fmt: skip
+    return rows
+
+
+def changed_between(top: str, a: str, b: str) -> list[str]:
+    """Paths that differ between commits ``a`` and ``b``."""
+    proc = run(["diff", "--name-only", "-z", "--no-renames", a, b, "--"], top)
+    return [p for p in proc.stdout.split("\0") if p]
+
+
+def add_detached(top: str, path: str, commit: str) -> None:
+    """`git worktree add --detach <path> <commit>` (a merge's own temporary worktree)."""
+    run(["worktree", "add", "--quiet", "--detach", "--", path, commit], top, timeout=ADD_TIMEOUT)
+
+
+def merge_commit(path: str, commit: str, message: str) -> list[str] | None:
+    """`git merge --no-ff` of ``commit`` into the detached HEAD at ``path``: None when it merged
+    and committed, else the conflicting paths (the merge is aborted)."""
+    known = run(["config", "user.email"], path, check=False).returncode == 0
+    who = [] if known else ["-c", "user.name=cafleet", "-c", "user.email=cafleet@localhost"]
+    args = [*who, "merge"]
+    proc = run([*args, "--no-ff", "--no-edit", "-m", message, commit], path, check=False)
+    if proc.returncode == 0:
+        return None
+    unmerged = run(["diff", "--name-only", "-z", "--diff-filter=U"], path).stdout
+    conflicts = sorted({p for p in unmerged.split("\0") if p})
+    run(["merge", "--abort"], path, check=False)
+    if not conflicts:
+        raise GitError(f"git merge failed in {path}: {_detail(proc)}")
+    return conflicts
+
+
+def statuses(paths: Sequence[str]) -> list[str | None]:
+    """`git status --porcelain=v2 --branch -z --untracked-files=all --no-renames` of each
+    worktree (None: git failed there), all at once: a collision check's fingerprints."""
+    import subprocess
+
+    args = ["git", "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all",
+            "--no-renames"]  # fmt: skip
+    env = _env()
+    procs: list[subprocess.Popen[str] | None] = []
+    for path in paths:
+        try:
+            procs.append(
+                subprocess.Popen(args, cwd=path, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 encoding="utf-8", errors="surrogateescape")
+            )  # fmt: skip
+        except OSError:
+            procs.append(None)
+    found: list[str | None] = []
+    for proc in procs:
+        if proc is None:
+            found.append(None)
+            continue
+        try:
+            out, _ = proc.communicate(timeout=GIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            found.append(None)
+            continue
+        found.append(out if proc.returncode == 0 else None)
+    return found
+
+
+def update_ref(top: str, ref: str, new: str, old: str) -> None:
+    """Move ``ref`` to ``new`` only while it still points at ``old``."""
+    run(["update-ref", ref, new, old], top)
+
+
+def fast_forward(top: str, commit: str) -> None:
+    """`git merge --ff-only <commit>` in the checkout ``top``: git itself refuses when a local
+    change would be overwritten, and keeps every other uncommitted or untracked file."""
+    run(["merge", "--ff-only", "--quiet", commit], top)
+
+
 __all__ = [
     "Checkout",
     "GitError",
     "State",
     "add_worktree",
+    "add_detached",
     "add_worktree_on",
     "branch_exists",
     "branch_name_ok",
     "changed_paths",
     "checked_out",
+    "changed_between",
     "checkout_of",
     "commits_beyond",
+    "common_dir",
+    "diff_text",
+    "fast_forward",
     "drop_new_branch",
     "head_branch",
     "held_elsewhere",
+    "is_ancestor",
+    "merge_base",
+    "merge_commit",
+    "numstat",
     "on_some_branch",
     "remove_worktree",
     "resolve_commit",
     "run",
     "states",
+    "statuses",
     "tracked",
+    "update_ref",
     "worktree_paths",
 ]

@@ -95,6 +95,7 @@ BOTH_DIALECTS = frozenset(
         "test_tasks",
         "test_search",
         "test_notify",
+        "test_review_store",
     }
 )
 

@@ -72,6 +72,7 @@ EXPECTED_COLUMNS = {
         ("deleted_at", "TEXT", 0, None, 0),
         ("director_member_id", "INTEGER", 0, None, 0),
         ("member_defaults_json", "TEXT", 0, None, 0),  # revision 0005
+        ("merge_gate", "TEXT", 0, None, 0),  # revision 0012
     ],
     "members": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -160,6 +161,11 @@ EXPECTED_COLUMNS = {
         ("started_at", "TEXT", 0, None, 0),
         ("finished_at", "TEXT", 0, None, 0),
         ("state_since", "TEXT", 1, None, 0),
+        ("git_repo", "TEXT", 0, None, 0),  # revision 0012
+        ("git_branch", "TEXT", 0, None, 0),
+        ("git_base", "TEXT", 0, None, 0),
+        ("git_head", "TEXT", 0, None, 0),
+        ("merge_commit", "TEXT", 0, None, 0),
     ],
     "task_deps": [  # revision 0009
         ("task_id", "INTEGER", 1, None, 1),
@@ -572,6 +578,31 @@ def test_shape_of_0011() -> None:
     assert s11.tables[: len(s10.tables)] == s10.tables
     assert s11.indexes[: len(s10.indexes)] == s10.indexes
     assert len(s11.indexes) == len(s10.indexes) + 3
+
+
+def test_shape_of_0012() -> None:
+    """Review and merge: five nullable TEXT columns appended to `tasks`, one to `fleets`; every
+    other table and every index unchanged."""
+    before_s, after_s = SHAPES["0011"], SHAPES["0012"]
+    assert after_s.indexes == before_s.indexes
+    assert [t.name for t in after_s.tables] == [t.name for t in before_s.tables]
+    added = {}
+    for before, after in zip(before_s.tables, after_s.tables, strict=True):
+        assert after.columns[: len(before.columns)] == before.columns
+        assert (after.foreign_keys, after.autoincrement) == (
+            before.foreign_keys,
+            before.autoincrement,
+        )
+        new = after.columns[len(before.columns) :]
+        if new:
+            added[after.name] = [(c.name, c.type, c.notnull, c.default) for c in new]
+    assert added == {
+        "fleets": [("merge_gate", "TEXT", False, None)],
+        "tasks": [
+            (name, "TEXT", False, None)
+            for name in ("git_repo", "git_branch", "git_base", "git_head", "merge_commit")
+        ],
+    }
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

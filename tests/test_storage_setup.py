@@ -135,8 +135,9 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
         assert after.pop(table) == []
     for table in NOTIFY_TABLES:  # 0011
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
+    # (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -421,6 +422,32 @@ def test_upgrade_from_0010_adds_notify_and_budget_tables_and_keeps_every_row(
     sql(db_path, f"INSERT INTO member_budgets (member_id, tokens) VALUES ({member}, 10)", fk=True)
     with pytest.raises(sqlite3.IntegrityError):
         sql(db_path, "INSERT INTO member_budgets (member_id, tokens) VALUES (999, 1)", fk=True)
+
+
+def test_upgrade_from_0011_adds_the_review_columns_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0012 (docs/storage.md §3.15): five task columns and `fleets.merge_gate`, NULL
+    on every existing row; the search triggers on `tasks` still index later changes."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0011")
+    fleet = query(db_path, "SELECT fleet_id FROM members LIMIT 1")[0][0]
+    sql(
+        db_path,
+        "INSERT INTO tasks (fleet_id, title, body, state, created_at, state_since) "
+        f"VALUES ({fleet}, 'Fix walrus', 'the body', 'done', '{TS}', '{TS}')",
+    )
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0012")
+    after = dump(db_path)
+    assert _without_added(after, {"tasks": 5, "fleets": 1}) == before
+    assert [row[-5:] for row in after["tasks"]] == [(None,) * 5]
+    assert ledger(db_path) == [("0012",)]
+    sql(db_path, "UPDATE tasks SET result = 'narwhal done', git_branch = 'b'")
+    assert query(
+        db_path, "SELECT count(*) FROM search_tasks WHERE search_tasks MATCH 'narwhal'"
+    ) == [(1,)]
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
@@ -438,8 +465,9 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
         assert after.pop(table) == []
     for table in NOTIFY_TABLES:  # 0011
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
+    # (NULL everywhere).
+    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -780,7 +808,7 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
     assert "0009 -> 0010, search" in history.stdout
-    assert "0010 -> 0011 (head), notify_budgets" in history.stdout
+    assert "0011 -> 0012 (head), task_review" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -28,9 +28,9 @@ def test_create_assign_live_done_then_cancel_and_reopen(tmux_db: TmuxHarness, pa
         page.goto(server.url)
         poll(lambda: page.locator("[data-testid=member]").count() == 4, message="no roster")
         columns = page.locator("[data-testid=column]")
-        poll(lambda: columns.count() == 6, message="no board")
+        poll(lambda: columns.count() == 7, message="no board")
         assert columns.evaluate_all("els => els.map(e => e.dataset.state)") == [
-            "waiting", "ready", "in_progress", "blocked", "done", "cancelled"
+            "waiting", "ready", "in_progress", "blocked", "done", "merged", "cancelled"
         ]  # fmt: skip
 
         # create it unassigned, from the board's form

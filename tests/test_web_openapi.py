@@ -44,7 +44,7 @@ def served(head_db: Path) -> tuple[Any, World]:
             conn, from_member_id=world.director, to_member_id=world.members["alice"], text="hi"
         )
         broker.broadcast_message(conn, from_member_id=world.director, text="all")
-        for title in ("open", "done"):
+        for title in ("open", "done", "reviewed", "rejected"):
             broker.create_task(
                 conn,
                 fleet_id=world.fleet_id,
@@ -54,6 +54,23 @@ def served(head_db: Path) -> tuple[Any, World]:
                 assignee_id=world.members["alice"],
             )
         broker.finish_task(conn, task_id=2, member_id=world.members["alice"], result="ok")
+        # Task 3 done on a branch of a real repository (docs/cli.md §2.37); task 4 done.
+        from cafleet.records.tasks import GitWork
+        from tests.git_helpers import git, init_repo
+
+        repo = head_db.parent / "repo"
+        repo.mkdir()
+        init_repo(repo)
+        git(repo, "checkout", "-q", "-b", "feature")
+        (repo / "f.txt").write_text("f\n")
+        git(repo, "add", "f.txt")
+        git(repo, "commit", "-qm", "f")
+        git(repo, "checkout", "-q", "main")
+        head = git(repo, "rev-parse", "feature").strip()
+        work = GitWork(str(repo), "feature", "main", head)
+        alice = world.members["alice"]
+        broker.finish_task(conn, task_id=3, member_id=alice, result="ok", git=work)
+        broker.finish_task(conn, task_id=4, member_id=alice, result="ok")
     stamp = now_ts()
     sql_write(
         head_db,
@@ -130,6 +147,14 @@ def _cases(world: World) -> list[tuple[str, str, dict[str, Any]]]:
         ("POST", "/api/tasks/{task_id}/reopen", {"headers": f, "path_parameters": {"task_id": 1}}),
         ("POST", "/api/tasks/{task_id}/cancel", {"headers": f, "path_parameters": {"task_id": 1}}),
         ("POST", "/api/tasks/{task_id}/cancel", {"headers": f, "path_parameters": {"task_id": 999}}),
+        ("GET", "/api/merges", {"headers": f}),
+        ("GET", "/api/tasks/{task_id}/diff", {"headers": f, "path_parameters": {"task_id": 3}}),
+        ("GET", "/api/tasks/{task_id}/diff", {"headers": f, "path_parameters": {"task_id": 4}}),
+        ("POST", "/api/tasks/{task_id}/merge", {"headers": f, "path_parameters": {"task_id": 3}, "body": {"gate": "true"}}),
+        ("POST", "/api/tasks/{task_id}/merge", {"headers": f, "path_parameters": {"task_id": 3}, "body": {}}),
+        ("POST", "/api/tasks/{task_id}/reject", {"headers": f, "path_parameters": {"task_id": 4}, "body": {"text": " "}}),
+        ("POST", "/api/tasks/{task_id}/reject", {"headers": f, "path_parameters": {"task_id": 4}, "body": {"text": "redo"}}),
+        ("POST", "/api/tasks/{task_id}/reject", {"headers": f, "path_parameters": {"task_id": 4}, "body": {"text": "again"}}),
     ]  # fmt: skip
 
 
@@ -180,6 +205,10 @@ def test_chosen_requests_reach_every_route_and_conform(served: tuple[Any, World]
         ("POST", "/api/tasks/{task_id}/assign"),
         ("POST", "/api/tasks/{task_id}/reopen"),
         ("POST", "/api/tasks/{task_id}/cancel"),
+        ("GET", "/api/merges"),
+        ("GET", "/api/tasks/{task_id}/diff"),
+        ("POST", "/api/tasks/{task_id}/reject"),
+        # not `merge`: a generated gate would be a shell command
     ],
 )
 def test_generated_requests_conform(served: tuple[Any, World], route: tuple[str, str]) -> None:

@@ -70,7 +70,7 @@ def test_board_lists_every_task_with_assignee_age_and_cost(api: Any, world: Worl
     assert (board[1]["cost_usd"], board[1]["cost_unknown_reason"]) == (0.0, None)  # not started
     only = get(api, world, "/api/tasks?state=waiting").json()
     assert [t["task_id"] for t in only] == [second]
-    bad = get(api, world, "/api/tasks?state=merged")
+    bad = get(api, world, "/api/tasks?state=finished")
     assert bad.status_code == 422
 
 

@@ -33,7 +33,9 @@ from cafleet.db.catalog import tasks as q
 from cafleet.db.runtime import Connection
 from cafleet.records import message_from_row
 from cafleet.records.tasks import (
+    DONE_STATES,
     OPEN_STATES,
+    GitWork,
     Task,
     TaskEvent,
     ThreadMessage,
@@ -156,7 +158,7 @@ def create_task(
             if other.fleet_id != fleet_id:
                 raise TaskRefused(f"task {dep} is in fleet {other.fleet_id}, not fleet {fleet_id}")
             states[dep] = other.state
-        state = "ready" if all(s == "done" for s in states.values()) else "waiting"
+        state = "ready" if all(s in DONE_STATES for s in states.values()) else "waiting"
         params = {
             "fleet_id": fleet_id,
             "title": title,
@@ -229,10 +231,12 @@ def finish_task(
     task_id: int,
     member_id: int,
     result: str | None,
+    git: GitWork | None = None,
     now: datetime | None = None,
 ) -> TaskChange:
-    """The assignee marks the task done; the Director is told, and every task waiting only on
-    it becomes ready (its assignee is sent the task) in the same transaction."""
+    """The assignee marks the task done, recording its worktree's branch and HEAD (``git``;
+    None: no worktree); the Director is told, and every task waiting only on it becomes ready
+    (its assignee is sent the task) in the same transaction."""
     with tx.write(conn):
         ts = stamp(now)
         task = _task(conn, task_id)
@@ -249,6 +253,11 @@ def finish_task(
             started_at=task.started_at or ts,
             finished_at=ts,
             state_since=ts,
+            git_repo=git.repo if git else None,
+            git_branch=git.branch if git else None,
+            git_base=git.base if git else None,
+            git_head=git.head if git else None,
+            merge_commit=None,
         )
         _event(conn, task_id, "done", ts, member_id)
         sent = _notice(conn, task, fleet, ts, member_id)
@@ -306,6 +315,70 @@ def cancel_task(conn: Connection, *, task_id: int, now: datetime | None = None) 
         task = _update(conn, task, state="cancelled", finished_at=ts, state_since=ts)
         _event(conn, task_id, "cancelled", ts, None)
         return TaskChange(task, tuple(_notice(conn, task, fleet, ts, None)))
+
+
+def merge_gate(conn: Connection, fleet_id: int) -> str | None:
+    """The fleet's configured gate command for `task merge` (None: none)."""
+    with tx.read(conn):
+        _fleet(conn, fleet_id, live=False)
+        row = conn.execute(q.MERGE_GATE, {"fleet_id": fleet_id}).first()
+        return None if row is None else row["merge_gate"]
+
+
+def set_merge_gate(conn: Connection, fleet_id: int, gate: str | None) -> None:
+    with tx.write(conn):
+        _fleet(conn, fleet_id, live=True)
+        conn.execute(q.SET_MERGE_GATE, {"fleet_id": fleet_id, "gate": gate})
+
+
+def mark_merged(
+    conn: Connection, *, task_id: int, head: str, merge_commit: str, now: datetime | None = None
+) -> Task:
+    """A done task whose recorded HEAD (``head``) `task merge` brought into its target: it
+    reads `merged` with ``merge_commit``. Refused when the task changed meanwhile."""
+    with tx.write(conn):
+        ts = stamp(now)
+        task = _task(conn, task_id)
+        if task.state != "done" or task.git_head != head:
+            raise TaskRefused(f"task {task_id} changed while it was merged; it is {task.state}")
+        task = _update(conn, task, state="merged", merge_commit=merge_commit, state_since=ts)
+        _event(conn, task_id, "merged", ts, None)
+        return task
+
+
+def send_back_task(
+    conn: Connection,
+    *,
+    task_id: int,
+    head: str | None,
+    to_assignee: str,
+    to_director: str,
+    now: datetime | None = None,
+) -> TaskChange:
+    """A done task whose merge failed (or the reviewer rejected) goes back to `in_progress`:
+    its assignee is sent ``to_assignee`` and the Director ``to_director`` (one line), in the
+    transaction of the change. ``head``: the HEAD that was reviewed (refused when a new `done`
+    recorded another meanwhile; None: not checked)."""
+    with tx.write(conn):
+        ts = stamp(now)
+        task = _task(conn, task_id)
+        fleet = _fleet(conn, task.fleet_id, live=True)
+        if task.state != "done" or (head is not None and task.git_head != head):
+            raise TaskRefused(_state_text(task, "sent back"))
+        task = _update(conn, task, state="in_progress", reason=None, state_since=ts)
+        _event(conn, task_id, "in_progress", ts, None)
+        sent = _assignment(conn, task, fleet, ts, to_assignee)
+        director = fleet["director_member_id"]
+        if director is not None:
+            monitor = conn.execute(
+                members_q.ACTIVE_MONITOR_MEMBER, {"fleet_id": task.fleet_id}
+            ).first()
+            sender = monitor["member_id"] if monitor is not None else director
+            message_id = _send(conn, sender, director, to_director, ts)
+            _link(conn, message_id, task_id)
+            if message_id is not None:
+                sent.append((director, message_id))
+        return TaskChange(task, tuple(sent))
 
 
 def store_task_send(
@@ -402,6 +475,11 @@ def _update(conn: Connection, task: Task, **changes: Any) -> Task:
         "started_at": task.started_at,
         "finished_at": task.finished_at,
         "state_since": task.state_since,
+        "git_repo": task.git_repo,
+        "git_branch": task.git_branch,
+        "git_base": task.git_base,
+        "git_head": task.git_head,
+        "merge_commit": task.merge_commit,
     }
     values.update(changes)
     conn.execute(q.UPDATE_TASK, {"task_id": task.task_id, **values})
@@ -415,7 +493,7 @@ def _event(conn: Connection, task_id: int, state: str, ts: str, member_id: int |
 
 
 def _deps_done(conn: Connection, task_id: int) -> bool:
-    return all(r["state"] == "done" for r in conn.execute(q.DEPS_OF, {"task_id": task_id}))
+    return all(r["state"] in DONE_STATES for r in conn.execute(q.DEPS_OF, {"task_id": task_id}))
 
 
 def _release(conn: Connection, task_id: int, fleet: Any, ts: str) -> list[tuple[int, int]]:
@@ -548,6 +626,10 @@ __all__ = [
     "create_task",
     "finish_task",
     "get_task",
+    "mark_merged",
+    "merge_gate",
+    "send_back_task",
+    "set_merge_gate",
     "message_thread",
     "notice_text",
     "overdue_tasks",

@@ -218,6 +218,7 @@ def fleet_group(ctx: click.Context) -> None:
         ("cafleet.cli.member", "list", "show"),
         ("cafleet.cli.usage", "usage"),
         ("cafleet.cli.notify_cmd", "budget", "resume"),
+        ("cafleet.cli.review_cmd", "diff"),
     ),
 )
 @click.pass_context
@@ -260,7 +261,10 @@ def message_group(ctx: click.Context) -> None:
 @cli.group(
     "task",
     invoke_without_command=True,
-    help="The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks.",
+    help=(
+        "The fleet's work: create, assign, claim, finish, block, reopen and cancel tasks; "
+        "review and merge their branches."
+    ),
     command_modules=_modules(
         (
             "cafleet.cli.task_cmd",
@@ -277,6 +281,7 @@ def message_group(ctx: click.Context) -> None:
             "reopen",
             "cancel",
         ),
+        ("cafleet.cli.review_cmd", "diff", "merge", "gate"),
     ),
 )
 @click.pass_context

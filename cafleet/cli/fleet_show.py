@@ -5,6 +5,7 @@ from __future__ import annotations
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
+from cafleet.monitor.collisions import current
 from cafleet.output import (
     cell,
     fleet_dict,
@@ -65,7 +66,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
 @json_option
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
-    report = fleet_report(conn, fleet_id, agent_state=classified_state)
+    report = fleet_report(conn, fleet_id, agent_state=classified_state, collisions=current)
     if as_json:
         out_json(
             {

@@ -19,7 +19,7 @@ from cafleet.output import out_json, out_lines, record_dict, table
 if TYPE_CHECKING:
     from cafleet.records.tasks import Task
 
-TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
+TASK_STATES = ("waiting", "ready", "in_progress", "blocked", "done", "merged", "cancelled")
 
 
 def task_dict(task: Task) -> dict[str, Any]:

@@ -66,6 +66,8 @@ fleets = Table(
     ),
     # Revision 0005: the fleet's defaults for new members (JSON object; NULL: none).
     Column("member_defaults_json", Text, nullable=True),
+    # Revision 0012: the gate command `task merge` runs (docs/cli.md §2.37).
+    Column("merge_gate", Text, nullable=True),
     sqlite_autoincrement=True,
 )
 
@@ -258,6 +260,12 @@ tasks = Table(
     Column("started_at", Text, nullable=True),
     Column("finished_at", Text, nullable=True),
     Column("state_since", Text, nullable=False),
+    # Revision 0012: the assignee's worktree branch at `task done`, and the merge (§3.15).
+    Column("git_repo", Text, nullable=True),
+    Column("git_branch", Text, nullable=True),
+    Column("git_base", Text, nullable=True),
+    Column("git_head", Text, nullable=True),
+    Column("merge_commit", Text, nullable=True),
     Index("idx_tasks_fleet_state", "fleet_id", "state"),
     Index("idx_tasks_assignee_state", "assignee_member_id", "state"),
     sqlite_autoincrement=True,

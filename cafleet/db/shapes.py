@@ -38,6 +38,7 @@ REVISIONS: tuple[str, ...] = (
     "0009",
     "0010",
     "0011",
+    "0012",
 )
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
@@ -555,6 +556,57 @@ _INDEX_idx_notify_outbox_due_0011 = IndexShape(
     "idx_notify_outbox_due", "notify_outbox", ("next_at",), False, None
 )
 
+_TABLE_FLEETS_0012 = TableShape(
+    "fleets",
+    (
+        ColumnShape("fleet_id", "INTEGER", True, None, 1),
+        ColumnShape("name", "TEXT", False, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("deleted_at", "TEXT", False, None, 0),
+        ColumnShape("director_member_id", "INTEGER", False, None, 0),
+        ColumnShape("member_defaults_json", "TEXT", False, None, 0),
+        ColumnShape("merge_gate", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("director_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
+_TABLE_TASKS_0012 = TableShape(
+    "tasks",
+    (
+        ColumnShape("task_id", "INTEGER", True, None, 1),
+        ColumnShape("fleet_id", "INTEGER", True, None, 0),
+        ColumnShape("title", "TEXT", True, None, 0),
+        ColumnShape("body", "TEXT", True, None, 0),
+        ColumnShape("state", "TEXT", True, None, 0),
+        ColumnShape("creator_member_id", "INTEGER", False, None, 0),
+        ColumnShape("assignee_member_id", "INTEGER", False, None, 0),
+        ColumnShape("reason", "TEXT", False, None, 0),
+        ColumnShape("result", "TEXT", False, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("started_at", "TEXT", False, None, 0),
+        ColumnShape("finished_at", "TEXT", False, None, 0),
+        ColumnShape("state_since", "TEXT", True, None, 0),
+        ColumnShape("git_repo", "TEXT", False, None, 0),
+        ColumnShape("git_branch", "TEXT", False, None, 0),
+        ColumnShape("git_base", "TEXT", False, None, 0),
+        ColumnShape("git_head", "TEXT", False, None, 0),
+        ColumnShape("merge_commit", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("assignee_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+            ForeignKeyShape("creator_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+            ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape(
         "0001",
@@ -812,6 +864,47 @@ SHAPES: dict[str, SchemaShape] = {
             _TABLE_MEMBER_SPAWNS_0005,
             _TABLE_HOST_LOOPS_0006,
             _TABLE_TASKS_0009,
+            _TABLE_TASK_DEPS_0009,
+            _TABLE_TASK_EVENTS_0009,
+            _TABLE_NOTIFY_CHANNELS_0011,
+            _TABLE_NOTIFY_OUTBOX_0011,
+            _TABLE_ANSWER_LINKS_0011,
+            _TABLE_MEMBER_BUDGETS_0011,
+            _TABLE_FLEET_BUDGETS_0011,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+            _INDEX_idx_tasks_fleet_state_0009,
+            _INDEX_idx_tasks_assignee_state_0009,
+            _INDEX_idx_task_deps_after_0009,
+            _INDEX_idx_task_events_task_0009,
+            _INDEX_idx_messages_task_0009,
+            _INDEX_idx_messages_reply_to_0009,
+            _INDEX_idx_notify_channels_fleet_0011,
+            _INDEX_idx_notify_outbox_key_0011,
+            _INDEX_idx_notify_outbox_due_0011,
+        ),
+    ),
+    "0012": SchemaShape(
+        "0012",
+        (
+            _TABLE_FLEETS_0012,
+            _TABLE_MEMBERS_0001,
+            _TABLE_MEMBER_PLACEMENTS_0008,
+            _TABLE_MESSAGES_0009,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+            _TABLE_TASKS_0012,
             _TABLE_TASK_DEPS_0009,
             _TABLE_TASK_EVENTS_0009,
             _TABLE_NOTIFY_CHANNELS_0011,

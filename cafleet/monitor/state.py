@@ -77,6 +77,10 @@ class LoopState:
     notifier: Any = None  # the notification sender (`cafleet.monitor.notify.Sender`)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt
+    # Collisions (`cafleet.monitor.collisions.Seen`, made on first use): worktree fingerprints and
+    # the collisions already reported; the last failure logged.
+    collisions: Any = None
+    collision_note: str | None = None
     # The wake of a monitor member on another host than its fleet's loop is typed by that host's
     # delivery loop with a state of its own (docs/runtime.md §10.4): its log lines say `host`
     # and it reaches the pane on the tmux server its placement records.

@@ -14,6 +14,7 @@ from cafleet.broker.errors import FleetNotFound
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.budgets import check_budgets
+from cafleet.monitor.collisions import report_collisions
 from cafleet.monitor.notify import Sender
 from cafleet.monitor.state import LoopState, UnverifiedWake, log_drain_report
 from cafleet.monitor.supervisor import LoopStop
@@ -99,6 +100,8 @@ def run_tick(state: LoopState) -> None:
     # to the sender thread, which never holds the tick (§2.35).
     check_budgets(state, members)
     _notify(state)
+    # 5c. Two members' worktrees changing one path: reported to the Director once each.
+    _collisions(state)
 
     # 6. Re-read the row.
     now = utcnow()
@@ -157,6 +160,18 @@ def _learn_sessions(state: LoopState) -> None:
         if note != state.session_note:
             state.log(note)
         state.session_note = note
+
+
+def _collisions(state: LoopState) -> None:
+    """A failure is logged once per distinct text and never fails the tick."""
+    try:
+        report_collisions(state)
+        state.collision_note = None
+    except (CafleetError, OSError) as exc:
+        note = f"collisions not checked this tick: {exc}"
+        if note != state.collision_note:
+            state.log(note)
+        state.collision_note = note
 
 
 def _drain(state: LoopState, live: frozenset[str]) -> None:

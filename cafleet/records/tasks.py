@@ -6,7 +6,17 @@ from typing import NamedTuple
 
 from cafleet.records import Row, check_enum
 
-TASK_STATES: tuple[str, ...] = ("waiting", "ready", "in_progress", "blocked", "done", "cancelled")
+TASK_STATES: tuple[str, ...] = (
+    "waiting",
+    "ready",
+    "in_progress",
+    "blocked",
+    "done",
+    "merged",
+    "cancelled",
+)
+# A dependency is satisfied by these; a task in one of them is finished (docs/cli.md §2.37).
+DONE_STATES: tuple[str, ...] = ("done", "merged")
 OPEN_STATES: tuple[str, ...] = ("waiting", "ready", "in_progress", "blocked")
 
 
@@ -27,6 +37,23 @@ class Task(NamedTuple):
     started_at: str | None
     finished_at: str | None
     state_since: str
+    # Revision 0012 (docs/cli.md §2.37): the assignee's worktree at `task done` (the checkout it
+    # was added from, its branch and base, the branch's HEAD), and the commit `task merge` made.
+    git_repo: str | None = None
+    git_branch: str | None = None
+    git_base: str | None = None
+    git_head: str | None = None
+    merge_commit: str | None = None
+
+
+class GitWork(NamedTuple):
+    """The assignee's worktree when it marks a task done (docs/cli.md §2.37): the checkout it
+    was added from, its branch, the base the branch started from, the branch's HEAD commit."""
+
+    repo: str
+    branch: str
+    base: str
+    head: str
 
 
 def task_from_row(row: Row, after: tuple[int, ...] = ()) -> Task:
@@ -46,6 +73,11 @@ def task_from_row(row: Row, after: tuple[int, ...] = ()) -> Task:
         finished_at=row["finished_at"],
         state_since=row["state_since"],
         after=after,
+        git_repo=row["git_repo"],
+        git_branch=row["git_branch"],
+        git_base=row["git_base"],
+        git_head=row["git_head"],
+        merge_commit=row["merge_commit"],
     )
 
 

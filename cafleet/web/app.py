@@ -44,7 +44,7 @@ from cafleet.web.pool import Connections
 from cafleet.web.security import Policy, SecurityMiddleware
 from cafleet.web.timeline import ack_at, group
 from cafleet.workflows import errors as we
-from cafleet.workflows import messaging, task_costs
+from cafleet.workflows import messaging, review, task_costs
 from cafleet.workflows import tasks as task_flows
 from cafleet.workflows.answering import AnswerRefused, choice_problem, showing
 from cafleet.workflows.answering import answer as answer_prompt  # the route below is `answer`
@@ -795,6 +795,69 @@ def _task_routes(app: FastAPI) -> None:
                 ctx.conn, ctx.config.settings, task_id=task_id, warn=warnings.append
             ),
         )
+
+    @app.get(
+        "/api/tasks/{task_id}/diff",
+        response_model=m.DiffOut,
+        summary="A done task's change against its base (as `task diff --json`)",
+    )
+    @_raw
+    def task_diff(ctx: FleetCtx, task_id: TaskId) -> Any:
+        _fleet_task(ctx, task_id)
+        try:
+            return review.task_diff(ctx.conn, task_id, stat=False).as_dict()
+        except WorkflowError as exc:  # no branch, or git cannot show it
+            raise ApiError(409, str(exc)) from None
+
+    @app.post(
+        "/api/tasks/{task_id}/merge",
+        response_model=m.TaskChangedOut,
+        summary="Merge a done task through the gate (as `task merge`); a failure sends it back",
+    )
+    @_raw
+    def task_merge(ctx: FleetCtx, task_id: TaskId, body: m.MergeIn) -> Any:
+        _fleet_task(ctx, task_id)
+        if body.gate is not None:
+            _task_text(body.gate, "gate", blank_ok=True)
+
+        def merge(warnings: list[str]) -> Task:
+            try:
+                merged = review.merge(
+                    ctx.conn, ctx.config.settings, task_id=task_id, gate=body.gate, wait=0,
+                    warn=warnings.append,
+                )  # fmt: skip
+            except WorkflowError as exc:  # refused, or failed and sent back (the text says)
+                raise ApiError(409, str(exc)) from None
+            warnings.append(f"merged into {merged.target} as {merged.merge_commit[:12]}")
+            return merged.task
+
+        return _changed(ctx, merge)
+
+    @app.post(
+        "/api/tasks/{task_id}/reject",
+        response_model=m.TaskChangedOut,
+        summary="Send a done task back to its member with the reviewer's text",
+    )
+    @_raw
+    def task_reject(ctx: FleetCtx, task_id: TaskId, body: m.RejectIn) -> Any:
+        _fleet_task(ctx, task_id)
+        _task_text(body.text, "text", blank_ok=False)
+        return _changed(
+            ctx,
+            lambda warnings: review.reject(
+                ctx.conn, ctx.config.settings, task_id=task_id, text=body.text,
+                warn=warnings.append,
+            ),
+        )  # fmt: skip
+
+    @app.get(
+        "/api/merges",
+        response_model=list[m.QueueEntryOut],
+        summary="The merge queue: done tasks with a branch, oldest first, and the one merging",
+    )
+    @_raw
+    def merge_queue(ctx: FleetCtx) -> Any:
+        return review.queue(ctx.conn, ctx.fleet.fleet_id)
 
     @app.post(
         "/api/tasks/{task_id}/cancel",

@@ -285,6 +285,42 @@ class TaskChangedOut(BaseModel):
     warnings: list[str]  # the lines the `cafleet task` command prints on stderr
 
 
+class DiffFileOut(BaseModel):
+    path: str
+    added: int | None  # null: a binary file
+    deleted: int | None
+
+
+class DiffOut(BaseModel):
+    """A done task's change (as `task diff --json`, docs/cli.md §2.37)."""
+
+    task_id: int | None
+    member_id: int | None
+    repo: str
+    branch: str
+    base: str
+    merge_base: str
+    head: str | None
+    files: list[DiffFileOut]
+    diff: str
+
+
+class MergeIn(Strict):
+    gate: str | None = Field(default=None, max_length=10_000)  # null: the fleet's gate
+
+
+class RejectIn(Strict):
+    text: str = Field(max_length=1_048_576)  # what the member should change; blank is refused
+
+
+class QueueEntryOut(BaseModel):
+    task_id: int
+    title: str
+    assignee_member_id: int | None
+    git_branch: str | None
+    merging: bool  # its merge holds the repository's lock now
+
+
 class TaskIn(Strict):
     """`task create`: the root Director creates it."""
 

@@ -26,7 +26,7 @@ MONITOR_DESCRIPTION = "Monitor member for this fleet"  # what `fleet create` reg
 class Problem(NamedTuple):
     kind: (
         str  # director_gone | loop | no_monitor | host_loop | pane_gone | half_made |
-        # worktree_left | channel_failing
+        # worktree_left | channel_failing | collision
     )
     text: str  # what is wrong
     fix: str  # the command that fixes it
@@ -123,6 +123,16 @@ def fleet_problems(report: FleetReport) -> list[Problem]:
                 f"failing ({channel.last_error}): its events are not reaching anyone",
                 f"cafleet notify test --fleet-id {fleet_id}",
                 f" once it is fixed (or remove it: 'cafleet notify remove {channel.channel_id}')",
+            )
+        )
+    for met in report.collisions:
+        a, b = met.members
+        problems.append(
+            Problem(
+                "collision",
+                f"{met.text()} in their worktrees",
+                f"cafleet member diff {a}",
+                f" and 'cafleet member diff {b}', then merge one first",
             )
         )
     return problems + _left_trees(report)

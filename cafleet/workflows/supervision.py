@@ -481,6 +481,8 @@ class FleetReport(NamedTuple):
     # Its deregistered members' worktrees still on disk (`cafleet.workflows.leftovers`).
     left_trees: tuple[RecordedWorktree, ...] = ()
     channels: tuple[Channel, ...] = ()  # its notification channels (docs/cli.md §2.35)
+    # Two members' worktrees changing one path (`cafleet.monitor.collisions`; `fleet show` only).
+    collisions: tuple[Any, ...] = ()
 
 
 def fleet_report(
@@ -490,11 +492,13 @@ def fleet_report(
     roster_required: bool = False,
     env: Mapping[str, str] | None = None,
     agent_state: AgentStateProbe = no_agent_state,
+    collisions: Callable[[Connection, int], Iterable[Any]] | None = None,
 ) -> FleetReport:
     """The fleet's summary, active roster, loop and panes, its half-made members and the
     worktrees its deleted members left behind. `FleetNotFound` for an unknown id; a
     soft-deleted fleet has no roster (``roster_required``: `FleetDeleted`, as `member list`
-    refuses)."""
+    refuses). ``collisions``: `fleet show`'s probe of the members' worktrees
+    (`cafleet.monitor.collisions.current`)."""
     summary = broker.fleet_summary(conn, fleet_id)
     roster: list[RosterEntry] = []
     if summary.deleted_at is None or roster_required:
@@ -520,7 +524,10 @@ def fleet_report(
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))
     channels = tuple(broker.notify_channels(conn, fleet_id))
-    return FleetReport(summary, roster, loop, panes, hosts, broken, left, channels)
+    met: tuple[Any, ...] = ()
+    if collisions is not None and summary.deleted_at is None:
+        met = tuple(collisions(conn, fleet_id))
+    return FleetReport(summary, roster, loop, panes, hosts, broken, left, channels, met)
 
 
 __all__ = [

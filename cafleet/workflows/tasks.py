@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from cafleet import broker, signals
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.monitor.notify import fire, payload
-from cafleet.workflows import messaging
+from cafleet.workflows import messaging, review
 
 if TYPE_CHECKING:
     from cafleet.broker.tasks import TaskChange, TaskDetail
@@ -75,7 +75,9 @@ def done(
     result: str | None,
     warn: Warn,
 ) -> Task:
-    change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result)
+    # The member's worktree branch and HEAD (docs/cli.md §2.37); git only for a worktree.
+    work = review.git_work(conn, member_id, warn)
+    change = broker.finish_task(conn, task_id=task_id, member_id=member_id, result=result, git=work)
     _fire(conn, change.task, "task_done", member_id, result)
     return _delivered(conn, settings, change, warn)
 
@@ -117,14 +119,14 @@ def seconds_in_state(
     events: list[TaskEvent], task: Task, now: datetime | None = None
 ) -> dict[str, float]:
     """Seconds between each state's entry and the next; an open task's current state counts
-    up to ``now``, a done or cancelled one's not at all."""
+    up to ``now``, a done, merged or cancelled one's not at all."""
 
     spent: dict[str, float] = {}
     end: datetime | None = now or utcnow()
     for i, event in enumerate(events):
         if i + 1 < len(events):
             until = parse_ts(events[i + 1].at)
-        elif task.state in ("done", "cancelled"):
+        elif task.state in ("done", "merged", "cancelled"):
             continue
         else:
             until = end

@@ -206,6 +206,19 @@ def member_plan(conv: Conversation, cwd: str) -> list[Action] | None:
     if polled is None:
         return plan
     for message_id, sender, body in reversed(envelopes(polled)):  # oldest first
+        back = sent_back_steps(body)
+        if back is not None:  # a merge sent the task back: merge the target in, then done
+            plan += [shell(command) for command in back.commands]
+            report = f"{REPLY_PREFIX} {message_id}: merged {back.target} into my branch"
+            plan.append(
+                shell(
+                    f"cafleet message send --from-member-id {me} --to-member-id {sender} "
+                    f"--task {back.task_id} " + shlex.quote(report)
+                )
+            )
+            plan.append(shell(f"cafleet message ack {message_id}"))
+            plan.append(shell(back.finish.replace(RESULT_SLOT, shlex.quote(report))))
+            continue
         task = parse_task(body)
         assigned = task_steps(body)
         if assigned is not None:
@@ -253,6 +266,35 @@ def task_steps(body: str) -> Assignment | None:
     if m is None or start is None or finish is None or RESULT_SLOT not in finish.group(1):
         return None
     return Assignment(int(m.group(1)), start.group(1), finish.group(1))
+
+
+@dataclass(frozen=True)
+class SentBack:
+    """A task `task merge` sent back (docs/cli.md §2.37): the commands that merge its target
+    into the member's branch, keeping both sides of every conflicting file, and the done line."""
+
+    task_id: int
+    target: str
+    commands: tuple[str, ...]
+    finish: str  # holds RESULT_SLOT
+
+
+def sent_back_steps(body: str) -> SentBack | None:
+    """What a member does with a ``[cafleet] task T (…) was not merged`` message, or None."""
+    m = re.match(r"\[cafleet\] task (\d+) \(.*\) was not merged: ", body)
+    files = re.search(r"^Conflicting files: (.+)$", body, re.M)
+    target = re.search(r"git merge (\S+), resolve", body)
+    finish = re.search(r"then (cafleet task done \d+ --member-id \d+ --result .+)$", body, re.M)
+    if m is None or files is None or target is None or finish is None:
+        return None
+    paths = " ".join(shlex.quote(p) for p in files.group(1).split(", "))
+    markers = "/^<<<<<<< /d; /^=======$/d; /^>>>>>>> /d"
+    commands = (
+        f"git merge {shlex.quote(target.group(1))} || true",
+        f"sed -i {shlex.quote(markers)} {paths}",
+        f"git commit -qam {shlex.quote('merge ' + target.group(1))}",
+    )
+    return SentBack(int(m.group(1)), target.group(1), commands, finish.group(1))
 
 
 @dataclass(frozen=True)

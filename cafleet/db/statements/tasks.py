@@ -23,6 +23,11 @@ TASK_FIELDS = (
     "started_at",
     "finished_at",
     "state_since",
+    "git_repo",
+    "git_branch",
+    "git_base",
+    "git_head",
+    "merge_commit",
 )
 _TASK = [tasks.c[name].label(name) for name in TASK_FIELDS]
 
@@ -93,7 +98,17 @@ UPDATE_TASK = (
         started_at=param("started_at"),
         finished_at=param("finished_at"),
         state_since=param("state_since"),
+        git_repo=param("git_repo"),
+        git_branch=param("git_branch"),
+        git_base=param("git_base"),
+        git_head=param("git_head"),
+        merge_commit=param("merge_commit"),
     )
+)
+# The fleet's gate command for `task merge` (revision 0012).
+MERGE_GATE = select(fleets.c.merge_gate).where(fleets.c.fleet_id == param("fleet_id"))
+SET_MERGE_GATE = (
+    update(fleets).where(fleets.c.fleet_id == param("fleet_id")).values(merge_gate=param("gate"))
 )
 EVENTS = (
     select(task_events.c.state, task_events.c.at, task_events.c.member_id)
@@ -139,6 +154,8 @@ STATEMENTS: dict[str, Any] = {
     "DEPENDENTS": DEPENDENTS,
     "UPDATE_TASK": UPDATE_TASK,
     "EVENTS": EVENTS,
+    "MERGE_GATE": MERGE_GATE,
+    "SET_MERGE_GATE": SET_MERGE_GATE,
     "LINK_MESSAGE": LINK_MESSAGE,
     "THREAD_OF_TASK": THREAD_OF_TASK,
     "LINKED_MESSAGE": LINKED_MESSAGE,

@@ -3,8 +3,8 @@
 // from the database is inserted as text, never HTML.
 "use strict";
 
-const TASK_STATES = ["waiting", "ready", "in_progress", "blocked", "done", "cancelled"];
-const board = { taskId: null }; // the task whose page is open
+const TASK_STATES = ["waiting", "ready", "in_progress", "blocked", "done", "merged", "cancelled"];
+const board = { taskId: null, diffOf: null }; // the task whose page is open; its diff shown
 
 function costText(task) {
   if (task.cost_usd === null) return "cost ?"; // unknown: its reason is the title
@@ -55,7 +55,44 @@ async function refreshBoard() {
   assigneeOptions($("task-assignee"), true);
   assigneeOptions($("task-assign-to"), false);
   renderBoard(await api("/api/tasks"));
+  renderQueue(await api("/api/merges"));
   await refreshTask();
+}
+
+function renderQueue(entries) {
+  $("merge-queue").replaceChildren(...entries.map((e) => el("li", {
+    "data-testid": "queue-entry", "data-task-id": e.task_id, onclick: () => openTask(e.task_id),
+  }, `#${e.task_id} ${e.title} · ${e.git_branch} · ${nameOf(e.assignee_member_id)}`, e.merging ? " · merging now" : "")));
+}
+
+// A patch as lines, each coloured by its kind; text only, never HTML.
+function diffLines(text) {
+  return text.split("\n").map((line) => {
+    let kind = "";
+    if (line.startsWith("diff --git") || line.startsWith("+++ ") || line.startsWith("--- ")) kind = "file";
+    else if (line.startsWith("@@")) kind = "hunk";
+    else if (line.startsWith("+")) kind = "add";
+    else if (line.startsWith("-")) kind = "del";
+    return el("div", { class: kind }, line || " ");
+  });
+}
+
+async function refreshReview(t) {
+  const shown = (t.state === "done" || t.state === "merged") && t.git_head !== null;
+  $("task-review").hidden = !shown;
+  $("task-merge").hidden = t.state !== "done";
+  $("task-reject").hidden = t.state !== "done";
+  $("task-reject-text").hidden = t.state !== "done";
+  if (!shown || board.diffOf === `${t.task_id}:${t.git_head}`) return;
+  try {
+    const diff = await api(`/api/tasks/${t.task_id}/diff`);
+    board.diffOf = `${t.task_id}:${t.git_head}`;
+    $("task-diff-files").replaceChildren(...diff.files.map((f) => el("li", { "data-testid": "diff-file" },
+      `${f.path} +${f.added ?? "?"} -${f.deleted ?? "?"}`)));
+    $("task-diff").replaceChildren(...diffLines(diff.diff));
+  } catch (err) {
+    $("task-diff").replaceChildren(el("div", { class: "error" }, err.message));
+  }
 }
 
 // --- a task's page ------------------------------------------------------------------------------
@@ -96,6 +133,7 @@ async function refreshTask() {
   $("task-assign").hidden = !open;
   $("task-assign-to").hidden = !open;
   $("task-reopen").hidden = !["done", "cancelled", "blocked"].includes(t.state);
+  await refreshReview(t);
   const thread = $("task-thread");
   thread.replaceChildren();
   for (const m of page.thread) {
@@ -110,12 +148,13 @@ async function refreshTask() {
 
 function openTask(taskId) {
   board.taskId = taskId;
+  board.diffOf = null;
   $("task-view").hidden = false;
   $("task-action-result").textContent = "";
   refreshTask();
 }
 
-// One change of the open task (assign, reopen, cancel), then the board again.
+// One change of the open task (assign, reopen, cancel, merge, reject), then the board again.
 async function changeTask(verb, body) {
   const out = $("task-action-result");
   try {
@@ -160,5 +199,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("task-assign").addEventListener("click", () => changeTask("assign", { member_id: Number($("task-assign-to").value) }));
   $("task-reopen").addEventListener("click", () => changeTask("reopen"));
   $("task-cancel").addEventListener("click", () => changeTask("cancel"));
+  $("task-merge").addEventListener("click", () => changeTask("merge", {}));
+  $("task-reject").addEventListener("click", () => changeTask("reject", { text: $("task-reject-text").value }));
   $("fleet").addEventListener("change", () => { board.taskId = null; $("task-view").hidden = true; });
 });

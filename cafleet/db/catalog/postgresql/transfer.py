@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 
 EXPORT_FLEETS: Compiled = (
-    "SELECT fleets.fleet_id, fleets.name, fleets.created_at, fleets.deleted_at, fleets.director_member_id, fleets.member_defaults_json FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
+    "SELECT fleets.fleet_id, fleets.name, fleets.created_at, fleets.deleted_at, fleets.director_member_id, fleets.member_defaults_json, fleets.merge_gate FROM fleets WHERE fleets.fleet_id = %s::BIGINT",
     ("fleet_id",),
 )
 
@@ -30,7 +30,7 @@ EXPORT_MEMBER_SPAWNS: Compiled = (
 )
 
 EXPORT_TASKS: Compiled = (
-    "SELECT tasks.task_id, tasks.fleet_id, tasks.title, tasks.body, tasks.state, tasks.creator_member_id, tasks.assignee_member_id, tasks.reason, tasks.result, tasks.created_at, tasks.started_at, tasks.finished_at, tasks.state_since FROM tasks WHERE tasks.fleet_id = %s::BIGINT ORDER BY tasks.task_id",
+    "SELECT tasks.task_id, tasks.fleet_id, tasks.title, tasks.body, tasks.state, tasks.creator_member_id, tasks.assignee_member_id, tasks.reason, tasks.result, tasks.created_at, tasks.started_at, tasks.finished_at, tasks.state_since, tasks.git_repo, tasks.git_branch, tasks.git_base, tasks.git_head, tasks.merge_commit FROM tasks WHERE tasks.fleet_id = %s::BIGINT ORDER BY tasks.task_id",
     ("fleet_id",),
 )
 
@@ -50,8 +50,8 @@ EXPORT_MESSAGES: Compiled = (
 )
 
 IMPORT_FLEETS: Compiled = (
-    "INSERT INTO fleets (fleet_id, name, created_at, deleted_at, director_member_id, member_defaults_json) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, NULL, %s::VARCHAR) RETURNING fleets.fleet_id",
-    ("fleet_id", "name", "created_at", "deleted_at", "member_defaults_json"),
+    "INSERT INTO fleets (fleet_id, name, created_at, deleted_at, director_member_id, member_defaults_json, merge_gate) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR) RETURNING fleets.fleet_id",
+    ("fleet_id", "name", "created_at", "deleted_at", "member_defaults_json", "merge_gate"),
 )
 
 IMPORT_MEMBERS: Compiled = (
@@ -93,7 +93,7 @@ IMPORT_MEMBER_SPAWNS: Compiled = (
 )
 
 IMPORT_TASKS: Compiled = (
-    "INSERT INTO tasks (task_id, fleet_id, title, body, state, creator_member_id, assignee_member_id, reason, result, created_at, started_at, finished_at, state_since) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR) RETURNING tasks.task_id",
+    "INSERT INTO tasks (task_id, fleet_id, title, body, state, creator_member_id, assignee_member_id, reason, result, created_at, started_at, finished_at, state_since, git_repo, git_branch, git_base, git_head, merge_commit) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR) RETURNING tasks.task_id",
     (
         "task_id",
         "fleet_id",
@@ -108,6 +108,11 @@ IMPORT_TASKS: Compiled = (
         "started_at",
         "finished_at",
         "state_since",
+        "git_repo",
+        "git_branch",
+        "git_base",
+        "git_head",
+        "merge_commit",
     ),
 )
 

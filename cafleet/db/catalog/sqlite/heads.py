@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 SCHEMAS = frozenset(
     (
         (
@@ -62,7 +62,7 @@ SCHEMAS = frozenset(
             "\tname TEXT, \n"
             "\tcreated_at TEXT NOT NULL, \n"
             "\tdeleted_at TEXT, \n"
-            "\tdirector_member_id INTEGER, member_defaults_json TEXT, \n"
+            "\tdirector_member_id INTEGER, member_defaults_json TEXT, merge_gate TEXT, \n"
             "\tFOREIGN KEY(director_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
             ")\n"
             "table\u001fhost_loops\u001fhost_loops\u001fCREATE TABLE host_loops (\n"
@@ -205,7 +205,7 @@ SCHEMAS = frozenset(
             "\tcreated_at TEXT NOT NULL, \n"
             "\tstarted_at TEXT, \n"
             "\tfinished_at TEXT, \n"
-            "\tstate_since TEXT NOT NULL, \n"
+            "\tstate_since TEXT NOT NULL, git_repo TEXT, git_branch TEXT, git_base TEXT, git_head TEXT, merge_commit TEXT, \n"
             "\tFOREIGN KEY(fleet_id) REFERENCES fleets (fleet_id) ON DELETE RESTRICT, \n"
             "\tFOREIGN KEY(creator_member_id) REFERENCES members (member_id) ON DELETE RESTRICT, \n"
             "\tFOREIGN KEY(assignee_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"

@@ -35,12 +35,12 @@ INSERT_EVENT: Compiled = (
 )
 
 TASK: Compiled = (
-    "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since FROM tasks WHERE tasks.task_id = ?",
+    "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since, tasks.git_repo AS git_repo, tasks.git_branch AS git_branch, tasks.git_base AS git_base, tasks.git_head AS git_head, tasks.merge_commit AS merge_commit FROM tasks WHERE tasks.task_id = ?",
     ("task_id",),
 )
 
 BOARD: Compiled = (
-    "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since FROM tasks WHERE tasks.fleet_id = ? AND (CAST(? AS VARCHAR) IS NULL OR tasks.state = ?) AND (CAST(? AS BIGINT) IS NULL OR tasks.assignee_member_id = ?) ORDER BY tasks.task_id",
+    "SELECT tasks.task_id AS task_id, tasks.fleet_id AS fleet_id, tasks.title AS title, tasks.body AS body, tasks.state AS state, tasks.creator_member_id AS creator_member_id, tasks.assignee_member_id AS assignee_member_id, tasks.reason AS reason, tasks.result AS result, tasks.created_at AS created_at, tasks.started_at AS started_at, tasks.finished_at AS finished_at, tasks.state_since AS state_since, tasks.git_repo AS git_repo, tasks.git_branch AS git_branch, tasks.git_base AS git_base, tasks.git_head AS git_head, tasks.merge_commit AS merge_commit FROM tasks WHERE tasks.fleet_id = ? AND (CAST(? AS VARCHAR) IS NULL OR tasks.state = ?) AND (CAST(? AS BIGINT) IS NULL OR tasks.assignee_member_id = ?) ORDER BY tasks.task_id",
     ("fleet_id", "state", "state", "member", "member"),
 )
 
@@ -60,7 +60,7 @@ DEPENDENTS: Compiled = (
 )
 
 UPDATE_TASK: Compiled = (
-    "UPDATE tasks SET state=?, assignee_member_id=?, reason=?, result=?, started_at=?, finished_at=?, state_since=? WHERE tasks.task_id = ?",
+    "UPDATE tasks SET state=?, assignee_member_id=?, reason=?, result=?, started_at=?, finished_at=?, state_since=?, git_repo=?, git_branch=?, git_base=?, git_head=?, merge_commit=? WHERE tasks.task_id = ?",
     (
         "state",
         "assignee",
@@ -69,6 +69,11 @@ UPDATE_TASK: Compiled = (
         "started_at",
         "finished_at",
         "state_since",
+        "git_repo",
+        "git_branch",
+        "git_base",
+        "git_head",
+        "merge_commit",
         "task_id",
     ),
 )
@@ -76,6 +81,16 @@ UPDATE_TASK: Compiled = (
 EVENTS: Compiled = (
     "SELECT task_events.state, task_events.at, task_events.member_id FROM task_events WHERE task_events.task_id = ? ORDER BY task_events.event_id",
     ("task_id",),
+)
+
+MERGE_GATE: Compiled = (
+    "SELECT fleets.merge_gate FROM fleets WHERE fleets.fleet_id = ?",
+    ("fleet_id",),
+)
+
+SET_MERGE_GATE: Compiled = (
+    "UPDATE fleets SET merge_gate=? WHERE fleets.fleet_id = ?",
+    ("gate", "fleet_id"),
 )
 
 LINK_MESSAGE: Compiled = (
