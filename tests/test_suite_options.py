@@ -63,6 +63,7 @@ DEFAULT_REAL_AGENT_CASES = {
     "test_real_agent_assets.py::test_codex_policy_allows_cafleet_under_our_rules",
     "test_real_agent_assets.py::test_claude_code_lists_our_skill",
     "test_notify_real.py::test_a_real_member_s_prompt_reaches_the_webhook_and_its_budget_pauses_it",
+    "test_review_real.py::test_two_real_members_conflict_and_the_second_fixes_its_branch",
     "test_real_agents.py::test_typed_line_arrives_once_intact_and_queues_while_working[codex]",
     "test_real_delivery.py::test_messages_to_a_fresh_real_member_arrive_once_intact_uninterrupted[claude]",
     "test_real_escalation.py::test_a_real_member_blocked_at_its_permission_prompt_is_reported_and_answered[opencode]",

@@ -62,7 +62,13 @@ def _merged_line(m: Merged) -> str:
 
 
 @task_group.command("merge", help="Merge a done task's branch through the gate.")
-@click.argument("task_id", type=click.IntRange(1), required=False, metavar="[TASK_ID]")
+@click.argument(
+    "task_id",
+    type=click.IntRange(1),
+    required=False,
+    metavar="[TASK_ID]",
+    help=f"{TASK_ID_HELP} Not with --all-done.",
+)
 @click.option("--all-done", is_flag=True, help="Every done task of --fleet-id.")
 @id_option("--fleet-id", "With --all-done.", required=False)
 @click.option("--gate", default=None, help="Gate command.")
@@ -115,7 +121,9 @@ def task_merge(
 
 @task_group.command("gate", help="Show, or set (COMMAND; '' clears), the fleet's merge gate.")
 @id_option("--fleet-id", "Fleet ID.")
-@click.argument("command", required=False)
+@click.argument(
+    "command", required=False, help="The gate's shell command; '' clears it; none shows it."
+)
 def task_gate(fleet_id: int, command: str | None) -> None:
     inv = invocation()
     conn = inv.connection()
