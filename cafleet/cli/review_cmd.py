@@ -122,7 +122,10 @@ def task_merge(
 @task_group.command("gate", help="Show, or set (COMMAND; '' clears), the fleet's merge gate.")
 @id_option("--fleet-id", "Fleet ID.")
 @click.argument(
-    "command", required=False, help="The gate's shell command; '' clears it; none shows it."
+    "command",
+    required=False,
+    metavar="[COMMAND]",
+    help="The gate's shell command; '' clears it; none shows it.",
 )
 def task_gate(fleet_id: int, command: str | None) -> None:
     inv = invocation()
