@@ -12,6 +12,7 @@ resolves to its dialect's `(sql, parameter names in placeholder order)` entry.
 MODULES: tuple[str, ...] = (
     "assets",
     "fleets",
+    "hooks",
     "members",
     "messages",
     "monitor",

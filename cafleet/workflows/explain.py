@@ -1,0 +1,128 @@
+"""`member explain` (docs/cli.md §2.39) and the one rule that picks a member's state from its
+two witnesses, its own hooks and its screen (docs/runtime.md §4.12).
+
+The rule (`choose`): with no hook report, or a screen that cannot be read, the other decides.
+When they agree the source is `hook` (the exact one). When they disagree, a hook report newer
+than the screen's last change wins; the screen's last change is known to the monitor loop, which
+keeps each pane's previous screen, and unknown to a one-shot command, where a report counts as
+newer for `HOOK_FRESH` seconds. A screen that contradicts an older report wins, and the
+disagreement is reported (`Choice.disagreement`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from cafleet import broker
+from cafleet.db.timefmt import format_ts, parse_ts, utcnow
+
+if TYPE_CHECKING:
+    from cafleet.broker import HookSignal
+    from cafleet.db.runtime import Connection
+    from cafleet.mux import Multiplexer
+    from cafleet.records import Placement
+
+HOOK_FRESH = 5.0  # seconds: how long a hook report outranks a screen whose change time is unknown
+SCREEN_UNREAD = ("unknown", "starting")
+
+
+class Signal(NamedTuple):
+    source: str  # "hook" or "screen"
+    state: str
+    at: str | None
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "state": self.state, "at": self.at, "detail": self.detail}
+
+
+class Choice(NamedTuple):
+    state: str | None
+    source: str | None  # "hook", "screen"; None: neither knows
+    disagreement: bool = False
+
+
+def choose(
+    hook: HookSignal | None,
+    screen: str | None,
+    *,
+    screen_changed_at: datetime | None = None,
+    now: datetime | None = None,
+) -> Choice:
+    """The freshest trustworthy signal (the module docstring's rule)."""
+    screen_known = screen is not None and screen not in SCREEN_UNREAD
+    if hook is None:
+        return Choice(screen, "screen" if screen is not None else None)
+    if not screen_known:
+        return Choice(hook.state, "hook")
+    if hook.state == screen:
+        return Choice(hook.state, "hook")
+    at = parse_ts(hook.at)
+    if at is not None:
+        if screen_changed_at is not None:
+            if at >= screen_changed_at:
+                return Choice(hook.state, "hook")
+        elif ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH:
+            return Choice(hook.state, "hook")
+    return Choice(screen, "screen", True)
+
+
+class Explanation(NamedTuple):
+    member_id: int
+    state: str | None
+    source: str | None
+    signals: tuple[Signal, ...]
+    disagreement: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "member_id": self.member_id,
+            "state": self.state,
+            "source": self.source,
+            "signals": [s.as_dict() for s in self.signals],
+        }
+
+
+def explain_member(conn: Connection, member_id: int, *, now: datetime | None = None) -> Explanation:
+    """The member's state, its source and each signal with its time; the screen's signal names
+    the cue that matched and its line (`MemberNotFound` for an unknown member)."""
+    from cafleet.delivery.screens import Why, classify_why
+    from cafleet.workflows.supervision import check_panes
+
+    member = broker.get_member(conn, member_id)
+    hook = broker.hook_signal(conn, member_id)
+    why: list[Why] = []
+    seen: list[str] = []
+
+    def probe(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
+        from cafleet.mux import MultiplexerError
+
+        pane_id = placement.mux_pane_id
+        if pane_id is None:
+            return None
+        try:
+            screen = backend.screen(pane_id)
+        except MultiplexerError:
+            return None
+        seen.append(format_ts(utcnow()))
+        why.append(classify_why(placement.coding_agent, screen, spawned=spawned))
+        return why[-1].state
+
+    pane = check_panes([member], agent_state=probe).panes.get(member_id)
+    signals: list[Signal] = []
+    if hook is not None:
+        detail = f"{hook.event}: {hook.text}" if hook.text else hook.event
+        signals.append(Signal("hook", hook.state, hook.at, detail))
+    screen: str | None = None
+    if why:
+        screen = why[0].state
+        detail = f"cue {why[0].cue!r} on line {why[0].line!r}" if why[0].cue else "no cue matched"
+        signals.append(Signal("screen", screen, seen[0], detail))
+    elif pane is not None:
+        signals.append(Signal("screen", "unknown", None, f"pane {pane.text}"))
+    choice = choose(hook, screen, now=now)
+    return Explanation(member_id, choice.state, choice.source, tuple(signals), choice.disagreement)
+
+
+__all__ = ["HOOK_FRESH", "Choice", "Explanation", "Signal", "choose", "explain_member"]
