@@ -18,6 +18,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cafleet.broker import record_hook
+from cafleet.config import is_postgres, resolve_database_path
+from cafleet.db.guard import open_validated_connection
+from cafleet.db.runtime import bound_waits, close_connection
+
 # Event -> the state it reports.
 EVENTS: dict[str, str] = {
     "prompt": "working",  # a prompt entered the context (its receipts are read from it)
@@ -133,8 +138,6 @@ def _payload(raw: str) -> dict[str, Any]:
 def database_path(member_id: int, env: Mapping[str, str]) -> str:
     """The member's database: its pane's `CAFLEET_MEMBER=<id>@<P>` when that names this member
     and a file, else the usual resolution (docs/operations.md)."""
-    from cafleet.config import is_postgres, resolve_database_path
-
     marker = env.get("CAFLEET_MEMBER", "")
     owner, _, path = marker.partition("@")
     if owner == str(member_id) and path.startswith("/") and not is_postgres(path):
@@ -144,10 +147,6 @@ def database_path(member_id: int, env: Mapping[str, str]) -> str:
 
 def record(event: str, member_id: int, payload: Mapping[str, Any], path: str) -> None:
     """Write one report; a database that is absent, foreign or busy past `HOOK_WAIT` raises."""
-    from cafleet.broker import record_hook
-    from cafleet.db.guard import open_validated_connection
-    from cafleet.db.runtime import bound_waits, close_connection
-
     report = Report(event, payload)
     bound_waits(HOOK_WAIT)
     conn = open_validated_connection(path)

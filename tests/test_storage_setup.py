@@ -133,8 +133,10 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0013 one message and four
+    # member columns (NULL everywhere).
+    added = {"member_placements": 6, "fleets": 1, "messages": 4, "members": 4}
+    assert _without_added(after, added) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -388,6 +390,21 @@ def test_upgrade_from_0009_indexes_every_message_and_task_and_keeps_every_row(
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
+def test_upgrade_from_0010_adds_the_hook_columns_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0013 (docs/storage.md §3.16): five nullable columns; every row kept, the new
+    columns NULL (no hook has reported)."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0010")
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0013")
+    assert _without_added(dump(db_path), {"members": 4, "messages": 1}) == before
+    assert ledger(db_path) == [("0013",)]
+    assert query(db_path, "PRAGMA foreign_key_check") == []
+
+
 def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templates) -> None:
     """A 0002 file goes through every later revision in one `setup`: every row kept, the
     placement, fleet and message columns NULL, `member_spawns` empty."""
@@ -400,8 +417,10 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
     assert after.pop("host_loops") == []  # 0006
     for table in ("tasks", "task_deps", "task_events"):  # 0009
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 1, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0013 one message and four
+    # member columns (NULL everywhere).
+    added = {"member_placements": 6, "fleets": 1, "messages": 4, "members": 4}
+    assert _without_added(after, added) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -741,7 +760,7 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0005 -> 0006, host_loops" in history.stdout
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
-    assert "0009 -> 0010 (head), search" in history.stdout
+    assert "0010 -> 0013 (head), hooks" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -11,7 +11,9 @@ import click
 from cafleet.cli.app import cli, member_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
+from cafleet.hook import run_hook
 from cafleet.output import cell, label_lines, out_json, out_lines
+from cafleet.workflows.explain import explain_member
 
 HOOK_HELP = (
     "Record what a coding agent's own hook reports (run by the hooks cafleet installs; never "
@@ -26,14 +28,12 @@ HOOK_HELP = (
     short_help="Record an agent hook's report (run by the agents' hooks).",
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
-@click.argument("event", metavar="EVENT")
+@click.argument("event", metavar="EVENT", help="prompt, tool, stop, turn, idle or permission.")
 @click.option(
     "--member-id", "member_id", type=int, required=True, help="The member it reports for."
 )
-@click.argument("payload", nargs=-1, metavar="[PAYLOAD]")
+@click.argument("payload", nargs=-1, metavar="[PAYLOAD]", help="The event's JSON (default: stdin).")
 def hook(event: str, member_id: int, payload: tuple[str, ...]) -> None:
-    from cafleet.hook import run_hook
-
     run_hook([event, "--member-id", str(member_id), *payload[-1:]])
 
 
@@ -47,8 +47,6 @@ def hook(event: str, member_id: int, payload: tuple[str, ...]) -> None:
 @id_argument("member_id", "Member ID.")
 @json_option
 def member_explain(member_id: int, as_json: bool) -> None:
-    from cafleet.workflows.explain import explain_member
-
     inv = invocation()
     found = explain_member(inv.connection(), member_id)
     if as_json:

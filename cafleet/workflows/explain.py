@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cafleet import broker
 from cafleet.db.timefmt import format_ts, parse_ts, utcnow
+from cafleet.delivery.screens import Why, classify_why
+from cafleet.mux import MultiplexerError
+from cafleet.workflows.supervision import check_panes
 
 if TYPE_CHECKING:
     from cafleet.broker import HookSignal
@@ -87,17 +90,12 @@ class Explanation(NamedTuple):
 def explain_member(conn: Connection, member_id: int, *, now: datetime | None = None) -> Explanation:
     """The member's state, its source and each signal with its time; the screen's signal names
     the cue that matched and its line (`MemberNotFound` for an unknown member)."""
-    from cafleet.delivery.screens import Why, classify_why
-    from cafleet.workflows.supervision import check_panes
-
     member = broker.get_member(conn, member_id)
     hook = broker.hook_signal(conn, member_id)
     why: list[Why] = []
     seen: list[str] = []
 
     def probe(backend: Multiplexer, placement: Placement, spawned: bool) -> str | None:
-        from cafleet.mux import MultiplexerError
-
         pane_id = placement.mux_pane_id
         if pane_id is None:
             return None
