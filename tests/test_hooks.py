@@ -179,6 +179,7 @@ def test_codex_notify_is_toml_and_names_the_member() -> None:
     ):  # fmt: skip
         hooked = agent.with_hooks(argv, 12)
         at = hooked.index("-c")
+        assert at == len(argv) - 1  # just before the prompt or the session id
         assert hooked[:at] == argv[:at] and hooked[at + 2 :] == argv[at:]
         parsed = tomllib.loads(hooked[at + 1])
         assert parsed["notify"] == ["cafleet", "hook", "turn", "--member-id", "12"]

@@ -78,8 +78,8 @@ def hook_settings(member_id: int) -> dict[str, list[dict[str, object]]]:
 
 
 def with_hook_settings(argv: list[str], member_id: int) -> list[str]:
-    """``argv`` whose one `--settings` JSON also holds the member's hooks (added after the
-    binary when it has none)."""
+    """``argv`` whose one `--settings` JSON also holds the member's hooks (added before
+    `--name` when it has none)."""
     out = list(argv)
     if "--settings" in out[1:]:
         index = out.index("--settings", 1) + 1
@@ -88,7 +88,8 @@ def with_hook_settings(argv: list[str], member_id: int) -> list[str]:
         out[index] = json.dumps(settings, separators=(",", ":"))
         return out
     settings_json = json.dumps({"hooks": hook_settings(member_id)}, separators=(",", ":"))
-    return [out[0], "--settings", settings_json, *out[1:]]
+    at = out.index("--name", 1) if "--name" in out[1:] else 1
+    return [*out[:at], "--settings", settings_json, *out[at:]]
 
 
 POLICY = InputPolicy(

@@ -70,9 +70,8 @@ class CodexAgent(BaseAgent):
         return holds_line(path, session_id, frame)
 
     def with_hooks(self, argv: list[str], member_id: int) -> list[str]:
-        # After the binary and its `resume` subcommand: both take `-c`.
-        at = 2 if argv[1:2] == self.resume_subcommand() else 1
-        return [*argv[:at], "-c", notify_override(member_id), *argv[at:]]
+        # Just before the last argument (the prompt, or the session `resume` continues).
+        return [*argv[:-1], "-c", notify_override(member_id), argv[-1]]
 
     def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
         # Imported here: its Starlark reader needs `ast`, which no other command should load.
