@@ -35,6 +35,7 @@ class BaseAgent:
     config_variables: tuple[tuple[str, str], ...] = ()
     config_default: str = ""
     record_variables: tuple[str, ...] = ()
+    hooks = False  # `with_hooks` installs its hooks (docs/runtime.md §4.12)
     policy: InputPolicy
     screens: AgentScreens
     records: AgentRecords

@@ -15,20 +15,15 @@ from cafleet.hook import run_hook
 from cafleet.output import cell, label_lines, out_json, out_lines
 from cafleet.workflows.explain import explain_member
 
-HOOK_HELP = (
-    "Record what a coding agent's own hook reports (run by the hooks cafleet installs; never "
-    "fails, prints nothing). EVENT is prompt, tool, stop, turn, idle or permission; the "
-    "payload is the last argument or stdin."
-)
+HOOK_HELP = "Record what an agent's hook reports (run by the hooks cafleet installs)."
 
 
 @cli.command(
     "hook",
     help=HOOK_HELP,
-    short_help="Record an agent hook's report (run by the agents' hooks).",
     context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
 )
-@click.argument("event", metavar="EVENT", help="prompt, tool, stop, turn, idle or permission.")
+@click.argument("event", metavar="EVENT", help="prompt, tool, stop, turn, idle, permission.")
 @click.option(
     "--member-id", "member_id", type=int, required=True, help="The member it reports for."
 )
@@ -39,10 +34,7 @@ def hook(event: str, member_id: int, payload: tuple[str, ...]) -> None:
 
 @member_group.command(
     "explain",
-    help=(
-        "Show a member's state, whether its own hooks or its screen decided it, and each "
-        "signal with its time (for the screen, which cue matched on which line)."
-    ),
+    help="Show a member's state, its source (hook or screen) and each signal.",
 )
 @id_argument("member_id", "Member ID.")
 @json_option

@@ -123,4 +123,49 @@ def explain_member(conn: Connection, member_id: int, *, now: datetime | None = N
     return Explanation(member_id, choice.state, choice.source, tuple(signals), choice.disagreement)
 
 
-__all__ = ["HOOK_FRESH", "Choice", "Explanation", "Signal", "choose", "explain_member"]
+class HookLine(NamedTuple):
+    """Doctor's line about one live member's hooks (docs/cli.md §2.2): its last report, or
+    none yet (then the line names the fix)."""
+
+    member_id: int
+    name: str
+    signal: HookSignal | None
+
+    @property
+    def line(self) -> str:
+        s = self.signal
+        if s is None:
+            return (
+                f"member {self.member_id} ({self.name}): no hook has reported yet, so its screen "
+                f"alone decides its state; if it has had a turn, run 'cafleet member respawn "
+                f"{self.member_id}' (a member spawned before hooks existed has none)"
+            )
+        return f"member {self.member_id} ({self.name}): last hook {s.at} ({s.event}: {s.state})"
+
+    def as_dict(self) -> dict[str, Any]:
+        s = self.signal
+        return {
+            "member_id": self.member_id,
+            "last_hook_at": None if s is None else s.at,
+            "state": None if s is None else s.state,
+            "event": None if s is None else s.event,
+        }
+
+
+def hook_lines(conn: Connection, fleet_id: int, live: dict[int, str]) -> list[HookLine]:
+    """One line per member in ``live`` (member id -> name: members whose pane is alive and
+    whose agent installs hooks), by member id."""
+    signals = broker.fleet_hook_signals(conn, fleet_id)
+    return [HookLine(m, live[m], signals.get(m)) for m in sorted(live)]
+
+
+__all__ = [
+    "HOOK_FRESH",
+    "Choice",
+    "Explanation",
+    "HookLine",
+    "Signal",
+    "choose",
+    "explain_member",
+    "hook_lines",
+]

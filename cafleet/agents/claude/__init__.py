@@ -116,6 +116,7 @@ class ClaudeAgent(BaseAgent):
     config_variables = (("CLAUDE_CONFIG_DIR", ""),)
     config_default = ".claude"
     record_variables = ("CLAUDE_CONFIG_DIR",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER

@@ -59,6 +59,7 @@ class CodexAgent(BaseAgent):
     config_variables = (("CODEX_HOME", ""),)
     config_default = ".codex"
     record_variables = ("CODEX_HOME",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER
