@@ -11,7 +11,6 @@ it to exit 141) and any other write failure into `OutputFailed` (`cannot write o
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import sys
@@ -206,7 +205,9 @@ def record_dict(
     contract order where that differs from the record's), each read from the field of that name or
     of the name `renamed` maps the key to; a tuple becomes a list."""
     if keys is None:
-        keys = [f.name for f in dataclasses.fields(record) if f.name not in hidden]
+        # The fields in order, as the dataclass lists them for `match` (not `dataclasses.fields`:
+        # importing dataclasses and inspect under it costs `cafleet hook` ~5 ms).
+        keys = [name for name in record.__match_args__ if name not in hidden]
     result: dict[str, Any] = {}
     for key in keys:
         value = getattr(record, renamed.get(key, key))
