@@ -58,6 +58,8 @@ def test_prompt_hook_stamps_only_its_own_messages_and_prints_nothing(
     assert (code, out, err) == (0, "", "")
     assert _received(conn, mine.message_id) is not None
     assert _received(conn, other.message_id) is None  # not its recipient's hook
+    shown = json.loads(run_cli("message", "show", str(mine.message_id), "--json")[1])
+    assert shown["message"]["received_at"] == _received(conn, mine.message_id)
     signal = broker.hook_signal(conn, member)
     assert signal is not None and (signal.state, signal.event) == ("working", "prompt")
     assert broker.session_id(conn, member) == "sess-1"
