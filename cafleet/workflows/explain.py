@@ -1,13 +1,6 @@
-"""`member explain` (docs/cli.md §2.39) and the one rule that picks a member's state from its
-two witnesses, its own hooks and its screen (docs/runtime.md §4.12).
-
-The rule (`choose`): with no hook report, or a screen that cannot be read, the other decides.
-When they agree the source is `hook` (the exact one). When they disagree, a hook report newer
-than the screen's last change wins; the screen's last change is known to the monitor loop, which
-keeps each pane's previous screen, and unknown to a one-shot command, where a report counts as
-newer for `HOOK_FRESH` seconds. A screen that contradicts an older report wins, and the
-disagreement is reported (`Choice.disagreement`).
-"""
+"""`member explain` (docs/cli.md §2.39) and doctor's hooks lines: each signal of a member's
+state with its time; the state is chosen by `cafleet.workflows.witness` (docs/runtime.md
+§4.12)."""
 
 from __future__ import annotations
 
@@ -15,19 +8,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cafleet import broker
-from cafleet.db.timefmt import format_ts, parse_ts, utcnow
+from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.delivery.screens import Why, classify_why
 from cafleet.mux import MultiplexerError
 from cafleet.workflows.supervision import check_panes
+from cafleet.workflows.witness import HOOK_FRESH, Choice, choose
 
 if TYPE_CHECKING:
     from cafleet.broker import HookSignal
     from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer
     from cafleet.records import Placement
-
-HOOK_FRESH = 5.0  # seconds: how long a hook report outranks a screen whose change time is unknown
-SCREEN_UNREAD = ("unknown", "starting")
 
 
 class Signal(NamedTuple):
@@ -38,37 +29,6 @@ class Signal(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         return {"source": self.source, "state": self.state, "at": self.at, "detail": self.detail}
-
-
-class Choice(NamedTuple):
-    state: str | None
-    source: str | None  # "hook", "screen"; None: neither knows
-    disagreement: bool = False
-
-
-def choose(
-    hook: HookSignal | None,
-    screen: str | None,
-    *,
-    screen_changed_at: datetime | None = None,
-    now: datetime | None = None,
-) -> Choice:
-    """The freshest trustworthy signal (the module docstring's rule)."""
-    screen_known = screen is not None and screen not in SCREEN_UNREAD
-    if hook is None:
-        return Choice(screen, "screen" if screen is not None else None)
-    if not screen_known:
-        return Choice(hook.state, "hook")
-    if hook.state == screen:
-        return Choice(hook.state, "hook")
-    at = parse_ts(hook.at)
-    if at is not None:
-        if screen_changed_at is not None:
-            if at >= screen_changed_at:
-                return Choice(hook.state, "hook")
-        elif ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH:
-            return Choice(hook.state, "hook")
-    return Choice(screen, "screen", True)
 
 
 class Explanation(NamedTuple):
