@@ -102,15 +102,9 @@ def _strings(value: Any) -> list[str]:
 
 
 class Report:
-    """What one payload says: its text, the message ids it holds, the session id."""
+    """What one payload says: its text and the message ids it holds."""
 
     def __init__(self, event: str, payload: Mapping[str, Any]) -> None:
-        self.session_id: str | None = None
-        for key in ("session_id", "thread-id", "thread_id", "sessionID", "sessionId"):
-            value = payload.get(key)
-            if isinstance(value, str) and value:
-                self.session_id = value[:200]
-                break
         # The prompt's text: Claude Code's and Gemini CLI's `prompt`, Codex's `input-messages`,
         # the plugin's `parts`.
         held: list[str] = []
@@ -158,7 +152,6 @@ def record(event: str, member_id: int, payload: Mapping[str, Any], path: str) ->
             event=event,
             text=report.text,
             message_ids=report.message_ids,
-            session_id=report.session_id,
         )
     finally:
         close_connection(conn)

@@ -62,7 +62,7 @@ def test_prompt_hook_stamps_only_its_own_messages_and_prints_nothing(
     assert shown["message"]["received_at"] == _received(conn, mine.message_id)
     signal = broker.hook_signal(conn, member)
     assert signal is not None and (signal.state, signal.event) == ("working", "prompt")
-    assert broker.session_id(conn, member) == "sess-1"
+    assert broker.session_id(conn, member) is None  # learned from /proc, with its record
     first = _received(conn, mine.message_id)
     run_cli("hook", "prompt", "--member-id", str(member), input=payload)
     assert _received(conn, mine.message_id) == first  # stamped once

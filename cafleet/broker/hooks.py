@@ -38,12 +38,12 @@ def record_hook(
     event: str,
     text: str,
     message_ids: Iterable[int] = (),
-    session_id: str | None = None,
     now: datetime | None = None,
 ) -> HookRecorded:
     """One hook report in one write: the member's state, then each receipt (only the
-    recipient's, only once), then its session id when none is stored. An unknown or
-    deregistered member changes nothing."""
+    recipient's, only once). An unknown or deregistered member changes nothing. The payload's
+    session id is not stored: the session's record is found through the agent's own
+    environment, which only `/proc` learning reads (docs/runtime.md §9)."""
     at = format_ts(now if now is not None else utcnow())
     received: list[int] = []
     with tx.write(conn):
@@ -56,8 +56,6 @@ def record_hook(
             )
             if hit.rowcount == 1:
                 received.append(message_id)
-        if session_id:
-            conn.execute(q.LEARN_SESSION, {"member_id": member_id, "session_id": session_id})
     return HookRecorded(True, tuple(received), at)
 
 

@@ -8,7 +8,6 @@ from cafleet.db.connection import Statement
 
 RECORD_STATE = Statement("hooks", "RECORD_STATE")
 RECEIVED = Statement("hooks", "RECEIVED")
-LEARN_SESSION = Statement("hooks", "LEARN_SESSION")
 HOOK_OF = Statement("hooks", "HOOK_OF")
 FLEET_HOOKS = Statement("hooks", "FLEET_HOOKS")
 RECEIVED_AT = Statement("hooks", "RECEIVED_AT")

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import select, update
 
-from cafleet.db.schema import member_spawns, members, messages
+from cafleet.db.schema import members, messages
 from cafleet.db.statements import const, param
-
-_other = member_spawns.alias("other")
 
 RECORD_STATE = (
     update(members)
@@ -32,22 +30,6 @@ RECEIVED = (
     )
     .values(received_at=param("now"))
 )
-# The payload's session id, learned as `cafleet.broker.sessions` learns one: only while none is
-# stored, and never an id another member holds.
-LEARN_SESSION = (
-    update(member_spawns)
-    .where(
-        member_spawns.c.member_id == param("member_id"),
-        member_spawns.c.agent_session_id.is_(None),
-        ~exists()
-        .where(
-            _other.c.agent_session_id == param("session_id"),
-            _other.c.member_id != param("member_id"),
-        )
-        .correlate(None),
-    )
-    .values(agent_session_id=param("session_id"))
-)
 HOOK_OF = select(
     members.c.member_id,
     members.c.hook_state,
@@ -67,7 +49,6 @@ RECEIVED_AT = select(messages.c.received_at).where(messages.c.message_id == para
 STATEMENTS: dict[str, Any] = {
     "RECORD_STATE": RECORD_STATE,
     "RECEIVED": RECEIVED,
-    "LEARN_SESSION": LEARN_SESSION,
     "HOOK_OF": HOOK_OF,
     "FLEET_HOOKS": FLEET_HOOKS,
     "RECEIVED_AT": RECEIVED_AT,

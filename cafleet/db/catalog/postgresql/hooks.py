@@ -19,11 +19,6 @@ RECEIVED: Compiled = (
     ("now", "message_id", "member_id"),
 )
 
-LEARN_SESSION: Compiled = (
-    "UPDATE member_spawns SET agent_session_id=%s::VARCHAR WHERE member_spawns.member_id = %s::BIGINT AND member_spawns.agent_session_id IS NULL AND NOT (EXISTS (SELECT * FROM member_spawns AS other WHERE other.agent_session_id = %s::VARCHAR AND other.member_id != %s::BIGINT))",
-    ("session_id", "member_id", "session_id", "member_id"),
-)
-
 HOOK_OF: Compiled = (
     "SELECT members.member_id, members.hook_state, members.hook_at, members.hook_text, members.hook_event FROM members WHERE members.member_id = %s::BIGINT",
     ("member_id",),
