@@ -248,3 +248,16 @@ def test_hook_entry_imports_no_click() -> None:
         check=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert out.stdout.strip() == "[]"
+
+
+def test_escalation_times_a_prompt_from_the_hooks_report() -> None:
+    """A prompt the screen shows is timed from the hook's awaiting_user (docs/runtime.md
+    §4.12), so `CAFLEET_ESCALATE_AFTER` counts from when the agent said it waits."""
+    from cafleet.monitor.escalate import hook_waited
+
+    now = datetime.now(UTC)
+    assert hook_waited(None) == 0.0
+    assert hook_waited(_signal("working", now - timedelta(seconds=30))) == 0.0
+    assert 29 < hook_waited(_signal("awaiting_user", now - timedelta(seconds=30))) < 60
+    assert hook_waited(_signal("awaiting_user", now + timedelta(seconds=30))) == 0.0
+    assert hook_waited(_signal("awaiting_user", now - timedelta(hours=2))) == 0.0
