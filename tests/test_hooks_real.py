@@ -116,3 +116,44 @@ def test_real_agent_hooks_report_receipts_and_state(tmux_db: TmuxHarness, agent:
     finally:
         member.stop()
         model.stop()
+
+
+@pytest.mark.parametrize("agent", agent_cases("claude"))
+def test_without_hooks_the_screen_decides_and_nothing_is_lost(
+    tmux_db: TmuxHarness, agent: str
+) -> None:
+    """The member's `cafleet hook` is removed (a `cafleet` first on its PATH that ignores
+    `hook`): messages are still delivered and verified on the screen, no receipt is recorded,
+    and `member explain` reads the screen."""
+    import shutil
+
+    require_binary(agent)
+    if not get_agent(agent).hooks:
+        pytest.skip(f"{agent} installs no hooks")
+    h = tmux_db
+    ids = create_fleet(h)
+    stop_loop(h, ids.fleet_id)
+    start_loop(h, ids.fleet_id, "--tick", "1", "--interval", "0")
+    model = ScriptedModel(_script).start()
+    member = RealMember(h, agent, f"unhooked-{agent}", model_url=model.base_url(agent))
+    real = shutil.which("cafleet", path=h.env["PATH"])
+    assert real is not None
+    shim = member.bin_dir / "cafleet"
+    shim.write_text(f'#!/bin/sh\n[ "$1" = hook ] && exit 0\nexec "{real}" "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    try:
+        member.create(ids.fleet_id, PROMPT)
+        m = member.member_id
+        member.real.wait_state("ready", timeout=240)
+        message_id = _send(h, ids.director_id, m, "hello without hooks")
+        retry_until(lambda: _message(h, message_id)[1], timeout=120, interval=0.5,
+                    message=lambda: member.real.capture())  # fmt: skip
+        member.real.wait_state("ready", timeout=120)
+        found = _explain(h, m)
+        assert _message(h, message_id)[0] is None  # the screen never sets a receipt
+        assert found["source"] == "screen" and found["state"] == "ready", found
+        assert [s["source"] for s in found["signals"]] == ["screen"]
+        assert h.sqlite("SELECT hook_at FROM members WHERE member_id = ?", m) == [(None,)]
+    finally:
+        member.stop()
+        model.stop()
