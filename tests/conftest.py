@@ -94,6 +94,7 @@ BOTH_DIALECTS = frozenset(
         "test_delivery_drain",
         "test_tasks",
         "test_search",
+        "test_hooks",
     }
 )
 

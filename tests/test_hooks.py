@@ -110,6 +110,7 @@ def test_hook_skips_a_missing_or_foreign_database(tmp_path: Path) -> None:
     assert foreign.read_bytes() == b"not a database"
 
 
+@pytest.mark.sqlite_only  # SQLite's writer lock and busy wait
 def test_hook_skips_a_locked_database(conn: Any, head_db: Path) -> None:
     """A writer holding the database: the hook gives up after its bounded wait (the run's
     timeout is a deadline, never a measured duration) and records nothing."""
@@ -122,6 +123,7 @@ def test_hook_skips_a_locked_database(conn: Any, head_db: Path) -> None:
     assert broker.hook_signal(conn, member) is None
 
 
+@pytest.mark.sqlite_only  # a file named by the pane's marker
 def test_hook_uses_its_panes_database(conn: Any, head_db: Path, tmp_path: Path) -> None:
     """The pane's `CAFLEET_MEMBER=<id>@<P>` names the database even when the environment's
     URL points elsewhere (a hook run under another HOME)."""
