@@ -96,6 +96,7 @@ BOTH_DIALECTS = frozenset(
         "test_search",
         "test_notify",
         "test_review_store",
+        "test_hooks",
     }
 )
 

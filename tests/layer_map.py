@@ -238,9 +238,17 @@ LAYERS: tuple[Layer, ...] = (
             "cafleet.records",
             "cafleet.sessions",
             "cafleet.workflows",
+            "cafleet.hook",
         ),
         # FastAPI and uvicorn: `cafleet server` only.
         lazy=("cafleet.web",),
+    ),
+    Layer(
+        "hook entry",
+        ("cafleet.hook",),
+        "`cafleet hook`, run by the agents' hooks before Click is imported: the payload, the "
+        "bounded wait, exit 0 whatever happens (`docs/cli.md` §2.38)",
+        eager=("cafleet.config", "cafleet.db", "cafleet.broker"),
     ),
     Layer("entry point", ("cafleet.__main__",), "`python -m cafleet`", eager=("cafleet.cli",)),
 )

@@ -264,7 +264,8 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
 
     code, out, _ = call_main(["message", "show", str(mailbox.summary.message_id), "--json"])
     shown = _one_line_json(out)
-    assert list(shown) == ["message"] and list(shown["message"]) == MESSAGE_KEYS
+    # `message show` adds the recipient hook's receipt (docs/cli.md §2.38)
+    assert list(shown) == ["message"] and list(shown["message"]) == [*MESSAGE_KEYS, "received_at"]
     assert "notified_at" not in out
 
     code, out, _ = call_main(["fleet", "list", "--json"])

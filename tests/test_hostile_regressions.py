@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from cafleet.agents.claude import profile_args
+from cafleet.agents.claude import profile_args, with_hook_settings
+from cafleet.agents.codex import notify_override
 from cafleet.mux.tmux_args import chunk_utf8
 from tests.delivery_helpers import expected_line, record_of, send_json
 from tests.factories import build_world, connect
@@ -23,6 +24,11 @@ from tests.hostile import HOME_PWNED, no_pwned, server_state
 from tests.test_delivery_send import occupy_loop_slot
 
 CLAUDE_RULES = profile_args("workspace")  # a member's default profile (docs/permissions.md)
+
+
+def claude_rules(member_id: int) -> list[str]:
+    """The default profile's flags with the member's hooks merged in (docs/runtime.md §4.12)."""
+    return with_hook_settings(["claude", *CLAUDE_RULES], member_id)[1:]
 
 
 def _create(h: TmuxHarness, fleet_id: int, *args: str, **kwargs: Any) -> tuple[int, str]:
@@ -47,13 +53,13 @@ def test_model_ending_in_semicolon_does_not_kill_the_server(tmux_db: TmuxHarness
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=())
     before = server_state(h)
-    _, pane = _create(
+    member, pane = _create(
         h, w.fleet_id, "--name", "worker", "--model", "sonnet;", "--description", "x",
         "--coding-agent", "claude", "kill-server",
     )  # fmt: skip
     record = util.start_record(pane, timeout=20)
     assert record["argv"] == [
-        str(h.bin_dir / "claude"), *CLAUDE_RULES, "--name", "worker", "--model", "sonnet;",
+        str(h.bin_dir / "claude"), *claude_rules(member), "--name", "worker", "--model", "sonnet;",
         "kill-server",
     ]  # fmt: skip
     _panes_added(h, before, pane)
@@ -64,13 +70,13 @@ def test_name_ending_in_semicolon_opens_no_window(tmux_db: TmuxHarness) -> None:
     h = tmux_db
     w = build_world(h.db_path, harness=h, members=())
     before = server_state(h)
-    _, pane = _create(
+    member, pane = _create(
         h, w.fleet_id, "--name", "evil;", "--description", "x", "--coding-agent", "claude",
         "new-window",
     )  # fmt: skip
     record = util.start_record(pane, timeout=20)
     assert record["argv"] == [
-        str(h.bin_dir / "claude"), *CLAUDE_RULES, "--name", "evil;", "new-window",
+        str(h.bin_dir / "claude"), *claude_rules(member), "--name", "evil;", "new-window",
     ]  # fmt: skip
     _panes_added(h, before, pane)
     assert h.sqlite("SELECT name FROM members WHERE name = 'evil;'") == [("evil;",)]
@@ -119,7 +125,7 @@ def test_codex_with_database_directory_ending_in_semicolon(tmux_db: TmuxHarness)
     h = tmux_db
     path, env = _db_under(h, "semi;")
     w = build_world(path, harness=h, members=())
-    _, pane = _create(
+    member, pane = _create(
         h, w.fleet_id, "--name", "coder", "--description", "x", "--coding-agent", "codex",
         "You are a member {member_id}", env=env,
     )  # fmt: skip
@@ -129,7 +135,8 @@ def test_codex_with_database_directory_ending_in_semicolon(tmux_db: TmuxHarness)
     ]  # fmt: skip
     assert record["argv"][6] == str(path.parent)
     assert record["argv"][6].endswith("semi;")
-    assert re.fullmatch(r"You are a member \d+", record["argv"][7])
+    assert record["argv"][7:9] == ["-c", notify_override(member)]  # its hook (no path in it)
+    assert re.fullmatch(r"You are a member \d+", record["argv"][9])
     assert record["db_url"] == env["CAFLEET_DATABASE_URL"]
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from cafleet.agents.claude import profile_args
+from cafleet.agents.claude import profile_args, with_hook_settings
+from cafleet.agents.codex import notify_override
 from tests.cli_helpers import MEMBER_KEYS, hold_flock
 from tests.delivery_helpers import holds_open
 from tests.factories import connect
@@ -105,7 +106,8 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
     start = start_record(pane)
     assert start["argv"] == [
         str(h.bin_dir / "claude"),
-        *profile_args("workspace"),  # the default permission profile (docs/permissions.md)
+        # the default permission profile (docs/permissions.md) and the member's hooks
+        *with_hook_settings(["claude", *profile_args("workspace")], member_id)[1:],
         "--name",
         "coder",
         f"You are member {member_id} of fleet {fleet.fleet_id}; Director {fleet.director_id}; "
@@ -161,6 +163,8 @@ def test_member_create_spawns_and_renders(tmux_db: TmuxHarness, fleet: FleetIds)
         "--model",
         "o9",
         "--config=model_reasoning_effort=high",
+        "-c",
+        notify_override(record["member_id"]),  # its hook (docs/runtime.md §4.12)
         f"run {record['member_id']}",
     ]
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cafleet.agents.claude import profile_args
+from cafleet.agents.claude import profile_args, with_hook_settings
 from cafleet.agents.permissions import FULL_WARNING
 from tests.fleet_helpers import create_fleet, create_member, ok, table_dump
 from tests.harness.fixtures import TmuxHarness
@@ -17,6 +17,11 @@ from tests.harness.util import start_record
 
 pytestmark = [pytest.mark.tmux]
 PROMPT = "You are {member_id}."
+
+
+def hooked(profile: str, member_id: int) -> list[str]:
+    """The profile's flags as a member gets them: its hooks merged in (docs/runtime.md §4.12)."""
+    return with_hook_settings(["claude", *profile_args(profile), "--name", "n"], member_id)[1:-2]
 
 
 def _spawned_profile(h: TmuxHarness, member_id: int) -> str | None:
@@ -55,11 +60,11 @@ def test_default_is_workspace_and_each_profile_reaches_the_agent(tmux_db: TmuxHa
     ]
     plain, pane = create_member(h, ids.fleet_id, "plain", PROMPT)
     assert _spawned_profile(h, plain) == "workspace"
-    assert start_record(pane)["argv"][1:-3] == profile_args("workspace")
+    assert start_record(pane)["argv"][1:-3] == hooked("workspace", plain)
     for profile in ("ask", "readonly"):
         member, pane = create_member(h, ids.fleet_id, profile, PROMPT, "--permissions", profile)
         assert _spawned_profile(h, member) == profile
-        assert start_record(pane)["argv"][1:-3] == profile_args(profile)
+        assert start_record(pane)["argv"][1:-3] == hooked(profile, member)
         shown = ok(h.cli("member", "show", str(member))).stdout
         assert f"\npermissions:     {profile}\n" in shown
         assert (
@@ -127,7 +132,7 @@ def test_respawn_keeps_the_profile(tmux_db: TmuxHarness) -> None:
     new_pane = re.search(r"in pane (%\d+)", result.stdout)
     assert new_pane, result.stdout
     again = start_record(new_pane.group(1))["argv"]
-    assert again == first and again[1:-3] == profile_args("ask")
+    assert again == first and again[1:-3] == hooked("ask", member)
     # A member recorded before profiles existed (NULL) respawns with what it ran then.
     from tests.fleet_helpers import sql_write
 
@@ -136,4 +141,4 @@ def test_respawn_keeps_the_profile(tmux_db: TmuxHarness) -> None:
     result = ok(h.cli("member", "respawn", str(member)))
     legacy = re.search(r"in pane (%\d+)", result.stdout)
     assert legacy, result.stdout
-    assert start_record(legacy.group(1))["argv"][1:-3] == profile_args("readonly")
+    assert start_record(legacy.group(1))["argv"][1:-3] == hooked("readonly", member)

@@ -83,6 +83,10 @@ EXPECTED_COLUMNS = {
         ("registered_at", "TEXT", 1, None, 0),
         ("deregistered_at", "TEXT", 0, None, 0),
         ("member_card_json", "TEXT", 1, None, 0),
+        ("hook_state", "TEXT", 0, None, 0),  # revision 0013
+        ("hook_at", "TEXT", 0, None, 0),
+        ("hook_text", "TEXT", 0, None, 0),
+        ("hook_event", "TEXT", 0, None, 0),
     ],
     "member_placements": [
         ("member_id", "INTEGER", 1, None, 1),
@@ -123,6 +127,7 @@ EXPECTED_COLUMNS = {
         ("client_token", "TEXT", 0, None, 0),  # revision 0007
         ("task_id", "INTEGER", 0, None, 0),  # revision 0009
         ("reply_to_message_id", "INTEGER", 0, None, 0),
+        ("received_at", "TEXT", 0, None, 0),  # revision 0013
     ],
     "monitor_runtime": [
         ("fleet_id", "INTEGER", 1, None, 1),
@@ -603,6 +608,26 @@ def test_shape_of_0012() -> None:
             for name in ("git_repo", "git_branch", "git_base", "git_head", "merge_commit")
         ],
     }
+
+
+def test_shape_of_0013() -> None:
+    """Hooks: four nullable TEXT columns appended to `members`, one to `messages`; every other
+    table and every index unchanged."""
+    s10, s13 = SHAPES["0012"], SHAPES["0013"]
+    changed = {b.name: (a, b) for a, b in zip(s10.tables, s13.tables, strict=True) if a != b}
+    assert sorted(changed) == ["members", "messages"]
+    for name, added in (
+        ("members", ["hook_state", "hook_at", "hook_text", "hook_event"]),
+        ("messages", ["received_at"]),
+    ):
+        old, new = changed[name]
+        assert new.columns[: len(old.columns)] == old.columns
+        assert new.foreign_keys == old.foreign_keys and new.autoincrement == old.autoincrement
+        extra = new.columns[len(old.columns) :]
+        assert [(c.name, c.type, c.notnull, c.default) for c in extra] == [
+            (n, "TEXT", False, None) for n in added
+        ]
+    assert s13.indexes == s10.indexes
 
 
 def test_drift_detection_is_not_vacuous(tmp_path: Path) -> None:

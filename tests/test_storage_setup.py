@@ -135,9 +135,10 @@ def test_upgrade_from_0001_keeps_every_row(db_path: Path, templates: Templates) 
         assert after.pop(table) == []
     for table in NOTIFY_TABLES:  # 0011
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
-    # (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate,
+    # 0013 one message and four member columns (NULL everywhere).
+    added = {"member_placements": 6, "fleets": 2, "messages": 4, "members": 4}
+    assert _without_added(after, added) == before
     assert has_monitor_index(db_path)
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
@@ -448,6 +449,20 @@ def test_upgrade_from_0011_adds_the_review_columns_and_keeps_every_row(
     assert query(
         db_path, "SELECT count(*) FROM search_tasks WHERE search_tasks MATCH 'narwhal'"
     ) == [(1,)]
+
+
+def test_upgrade_from_0012_adds_the_hook_columns_and_keeps_every_row(
+    db_path: Path, templates: Templates
+) -> None:
+    """Revision 0013 (docs/storage.md §3.16): five nullable columns; every row kept, the new
+    columns NULL (no hook has reported)."""
+    templates.copy("0001", db_path)
+    populate_0001(db_path)
+    upgrade_to(str(db_path), "0012")
+    before = dump(db_path)
+    upgrade_to(str(db_path), "0013")
+    assert _without_added(dump(db_path), {"members": 4, "messages": 1}) == before
+    assert ledger(db_path) == [("0013",)]
     assert query(db_path, "PRAGMA foreign_key_check") == []
 
 
@@ -465,9 +480,10 @@ def test_upgrade_from_0002_runs_both_revisions(db_path: Path, templates: Templat
         assert after.pop(table) == []
     for table in NOTIFY_TABLES:  # 0011
         assert after.pop(table) == []
-    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate
-    # (NULL everywhere).
-    assert _without_added(after, {"member_placements": 6, "fleets": 2, "messages": 3}) == before
+    # 0008 adds three placement columns, 0009 two message columns, 0012 fleets.merge_gate,
+    # 0013 one message and four member columns (NULL everywhere).
+    added = {"member_placements": 6, "fleets": 2, "messages": 4, "members": 4}
+    assert _without_added(after, added) == before
     assert ledger(db_path) == [(HEAD_REVISION,)]
     assert diagnose_path(str(db_path)).state == "current"
     assert query(db_path, "PRAGMA foreign_key_check") == []
@@ -808,7 +824,8 @@ def test_alembic_history_and_current_from_the_checkout(db_path: Path, templates:
     assert "0006 -> 0007, message_tokens" in history.stdout
     assert "0007 -> 0008, placement_server" in history.stdout
     assert "0009 -> 0010, search" in history.stdout
-    assert "0011 -> 0012 (head), task_review" in history.stdout
+    assert "0011 -> 0012, task_review" in history.stdout
+    assert "0012 -> 0013 (head), hooks" in history.stdout
     assert not db_path.exists()
 
     templates.copy(HEAD_REVISION, db_path)

@@ -1,7 +1,7 @@
 """task_review
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-04 00:00:00
 
 What review and merge record (docs/storage.md §3.15); NULL everywhere means "none recorded":

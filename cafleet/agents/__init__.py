@@ -55,6 +55,7 @@ class CodingAgent(Protocol):
     config_variables: tuple[tuple[str, str], ...]
     config_default: str
     record_variables: tuple[str, ...]  # variables beyond HOME that move its session records
+    hooks: bool  # `with_hooks` installs hooks that run `cafleet hook` (docs/runtime.md §4.12)
     policy: InputPolicy  # how cafleet types into its composer
     screens: AgentScreens  # its screen cues, composer finder and prompt reader
     records: AgentRecords  # its session records: finding, locating, usage
@@ -92,6 +93,8 @@ class CodingAgent(Protocol):
         db_dir: str | None = None,
         permissions: str = "workspace",
     ) -> list[str]: ...
+
+    def with_hooks(self, argv: list[str], member_id: int) -> list[str]: ...
 
     def asset_units(self, version: str) -> list[Unit]: ...
 

@@ -14,6 +14,11 @@ from cafleet.delivery.screens.cues import AgentScreens
 from cafleet.sessions import AgentRecords, SessionRecord
 
 
+def hook_command(event: str, member_id: int) -> list[str]:
+    """`cafleet hook EVENT --member-id M`: what every installed hook runs (docs/cli.md §2.38)."""
+    return ["cafleet", "hook", event, "--member-id", str(member_id)]
+
+
 def msg_empty(flag: str) -> str:
     return f"{flag} may not be empty"
 
@@ -30,6 +35,7 @@ class BaseAgent:
     config_variables: tuple[tuple[str, str], ...] = ()
     config_default: str = ""
     record_variables: tuple[str, ...] = ()
+    hooks = False  # `with_hooks` installs its hooks (docs/runtime.md §4.12)
     policy: InputPolicy
     screens: AgentScreens
     records: AgentRecords
@@ -37,6 +43,11 @@ class BaseAgent:
     def asset_units(self, version: str) -> list[Unit]:
         """What `setup` installs beyond the skills every agent gets (a preset, rules)."""
         return []
+
+    def with_hooks(self, argv: list[str], member_id: int) -> list[str]:
+        """``argv`` (from `build_argv` or `build_resume_argv`) with the agent's hooks running
+        `cafleet hook EVENT --member-id M` (docs/runtime.md §4.12); unchanged by default."""
+        return argv
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         """Whether its record at ``path`` holds a user message with ``frame`` (the second

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from cafleet import signals, status
-from cafleet.cli.app import cli
 from cafleet.errors import error_text
 from cafleet.output import BrokenStdout, OutputFailed, dumps_json, err
 from cafleet.signals import Interrupted
@@ -31,6 +30,8 @@ __all__ = [
     "signal_stop_is_clean",
     "wants_json",
 ]
+
+HOOK_COMMAND = "hook"  # run by the agents' hooks, before Click is imported (cafleet.hook)
 
 _clean_signal_stop = False
 _started: float | None = None
@@ -73,6 +74,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     # invocation. A caller passing argv (a test calling main in process) is not, and the flag
     # must not outlive the call.
     _whole_process = argv is None
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [HOOK_COMMAND] and not {"-h", "--help"} & set(args):
+        # The agents' hooks: no Click, nothing on stdout, exit 0 (docs/cli.md §2.38).
+        from cafleet.hook import run_hook
+
+        _whole_process = False
+        sys.exit(run_hook(args[1:]))
     try:
         code = run(argv)
     finally:
@@ -99,6 +107,8 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def _invoke(args: list[str]) -> int:
     import click
+
+    from cafleet.cli.app import cli
 
     as_json = wants_json(args)
     try:

@@ -172,6 +172,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         "export": "cafleet.cli.transfer_cmd",
         "import": "cafleet.cli.transfer_cmd",
         "search": "cafleet.cli.search_cmd",
+        "hook": "cafleet.cli.hook_cmd",
     },
 )
 @click.option(
@@ -216,6 +217,7 @@ def fleet_group(ctx: click.Context) -> None:
         ("cafleet.cli.member_panes", "create", "delete", "capture", "prompt", "ping", "answer"),
         ("cafleet.cli.recovery", "respawn"),
         ("cafleet.cli.member", "list", "show"),
+        ("cafleet.cli.hook_cmd", "explain"),
         ("cafleet.cli.usage", "usage"),
         ("cafleet.cli.notify_cmd", "budget", "resume"),
         ("cafleet.cli.review_cmd", "diff"),

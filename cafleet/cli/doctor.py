@@ -14,6 +14,7 @@ import click
 
 from cafleet import __version__, broker
 from cafleet.agents.installed import installed_agents
+from cafleet.agents.registry import find_agent
 from cafleet.cli.app import cli
 from cafleet.cli.context import invocation
 from cafleet.cli.doctor_agents import (
@@ -28,9 +29,10 @@ from cafleet.db.runtime import close_connection, open_connection
 from cafleet.db.shapes import HEAD_VERSION
 from cafleet.mux import MultiplexerError, tmux_backend
 from cafleet.output import cell, label_lines, out, out_json, plural
+from cafleet.workflows.explain import hook_lines
 from cafleet.workflows.leftovers import left_behind
 from cafleet.workflows.remedies import fleet_problems, left_tree_problems
-from cafleet.workflows.supervision import fleet_report
+from cafleet.workflows.supervision import FleetReport, fleet_report
 
 OK_MARK = "\u2713"
 FAIL_MARK = "\u2717"
@@ -112,6 +114,18 @@ def database_section(path: str | None, path_error: str | None) -> Section:
     return Section("database", False, [*path_line, f"  {error}"], data)
 
 
+def _hooked(report: FleetReport) -> dict[int, str]:
+    """The fleet's spawned members whose pane is alive and whose agent installs hooks."""
+    out: dict[int, str] = {}
+    for entry in report.roster:
+        member, pane = entry.member, report.panes.panes.get(entry.member.member_id)
+        agent = find_agent(member.placement.coding_agent) if member.placement else None
+        alive = pane is not None and pane.state == "alive"
+        if member.kind == "member" and alive and agent is not None and agent.hooks:
+            out[member.member_id] = member.name
+    return out
+
+
 def fleets_section(path: str | None, database_ok: bool) -> Section:
     """Every live fleet's monitor loop and member panes (docs/cli.md §2.2); an issue when the fleet has
     a problem (`workflows/remedies.fleet_problems`: loop not live, a pane gone, no monitor),
@@ -131,6 +145,9 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
     conn = open_connection(path, mode="rw", purpose="command")
     try:
         reports = [fleet_report(conn, f.fleet_id) for f in broker.list_fleets(conn)]
+        hooks = {
+            r.summary.fleet_id: hook_lines(conn, r.summary.fleet_id, _hooked(r)) for r in reports
+        }
         gone = [rec for rec in left_behind(conn) if rec.fleet_deleted]
     finally:
         close_connection(conn, guarded=True)
@@ -148,6 +165,8 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
         if hosts is not None and hosts.spans:  # a fleet across machines: each host's delivery
             lines += [f"    host {cell(h.text)}" for h in hosts.hosts]
         lines += [f"    {cell(p.line)}" for p in problems]
+        fleet_hooks = hooks[report.summary.fleet_id]
+        lines += [f"    hooks: {cell(h.line)}" for h in fleet_hooks]
         data["fleets"].append(
             {
                 "fleet_id": report.summary.fleet_id,
@@ -161,6 +180,7 @@ def fleets_section(path: str | None, database_ok: bool) -> Section:
                     else {}
                 ),
                 "problems": [p.as_dict() for p in problems],
+                "hooks": [h.as_dict() for h in fleet_hooks],
             }
         )
     left = left_tree_problems(gone)  # deleted fleets are not listed, their worktrees are

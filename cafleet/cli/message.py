@@ -66,7 +66,9 @@ def message_show(message_id: int, as_json: bool) -> None:
     conn = inv.connection()
     message = broker.get_message(conn, message_id)
     if as_json:
-        out_json({"message": message_dict(message)})
+        # `received_at`: when the recipient's own hook saw the line (docs/cli.md §2.38).
+        received = broker.received_at(conn, message_id)
+        out_json({"message": {**message_dict(message), "received_at": received}})
     else:
         out_lines(envelope_lines(message, None, _names(conn, [message])))
 

@@ -94,6 +94,19 @@ def uri_path(path: str) -> str:
     return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in os.fsencode(path))
 
 
+# This process's busy timeout in milliseconds: BUSY_TIMEOUT_MS, or `cafleet hook`'s shorter bound.
+_busy_ms: list[int] = [BUSY_TIMEOUT_MS]
+
+
+def bound_waits(seconds: float) -> None:
+    """Bound this process's waits on a busy database (SQLite's busy handler and the writer
+    lock) to ``seconds``: for `cafleet hook`, which skips a report rather than wait
+    (docs/runtime.md §4.12). Connections opened afterwards use it."""
+    global WRITER_LOCK_TIMEOUT
+    _busy_ms[0] = max(1, int(seconds * 1000))
+    WRITER_LOCK_TIMEOUT = seconds
+
+
 def connect_driver(path: str, mode: Mode) -> sqlite3.Connection:
     """The DBAPI connection both connection kinds use: URI mode, autocommit (the driver issues no
     BEGIN/COMMIT of its own), cafleet's PRAGMAs."""
@@ -102,11 +115,13 @@ def connect_driver(path: str, mode: Mode) -> sqlite3.Connection:
         uri=True,
         isolation_level=None,
         check_same_thread=False,
-        timeout=BUSY_TIMEOUT_MS / 1000,
+        timeout=_busy_ms[0] / 1000,
     )
     try:
         for pragma in PRAGMAS:
             driver.execute(pragma)
+        if _busy_ms[0] != BUSY_TIMEOUT_MS:
+            driver.execute(f"PRAGMA busy_timeout = {int(_busy_ms[0])}")
     except BaseException:
         driver.close()
         raise
@@ -474,6 +489,7 @@ __all__ = [
     "Row",
     "SqliteConnection",
     "Statement",
+    "bound_waits",
     "check_sqlite",
     "close_connection",
     "close_tracked",

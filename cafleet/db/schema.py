@@ -82,6 +82,12 @@ members = Table(
     Column("registered_at", Text, nullable=False),
     Column("deregistered_at", Text, nullable=True),
     Column("member_card_json", Text, nullable=False),
+    # Revision 0013: the state the member's last hook reported, when, its text and its event
+    # (NULL: no hook has reported).
+    Column("hook_state", Text, nullable=True),
+    Column("hook_at", Text, nullable=True),
+    Column("hook_text", Text, nullable=True),
+    Column("hook_event", Text, nullable=True),
     Index("idx_members_fleet_status", "fleet_id", "status"),
     Index(
         "idx_members_one_active_monitor_per_fleet",
@@ -163,6 +169,8 @@ messages = Table(
     # Revision 0009: the task a message is about and the message it answers (NULL: none).
     Column("task_id", Integer, nullable=True),
     Column("reply_to_message_id", Integer, nullable=True),
+    # Revision 0013: when the recipient's hook reported the notification line in its context.
+    Column("received_at", Text, nullable=True),
     Index("idx_messages_to_member_status_ts", "to_member_id", "status_timestamp"),
     Index("idx_messages_from_member_status_ts", "from_member_id", "status_timestamp"),
     Index(

@@ -39,6 +39,7 @@ REVISIONS: tuple[str, ...] = (
     "0010",
     "0011",
     "0012",
+    "0013",
 )
 HEAD_REVISION: str = REVISIONS[-1]
 HEAD_VERSION: int = int(HEAD_REVISION)
@@ -607,6 +608,53 @@ _TABLE_TASKS_0012 = TableShape(
     ),
 )
 
+_TABLE_MEMBERS_0013 = TableShape(
+    "members",
+    (
+        ColumnShape("member_id", "INTEGER", True, None, 1),
+        ColumnShape("fleet_id", "INTEGER", True, None, 0),
+        ColumnShape("name", "TEXT", True, None, 0),
+        ColumnShape("description", "TEXT", True, None, 0),
+        ColumnShape("status", "TEXT", True, None, 0),
+        ColumnShape("registered_at", "TEXT", True, None, 0),
+        ColumnShape("deregistered_at", "TEXT", False, None, 0),
+        ColumnShape("member_card_json", "TEXT", True, None, 0),
+        ColumnShape("hook_state", "TEXT", False, None, 0),
+        ColumnShape("hook_at", "TEXT", False, None, 0),
+        ColumnShape("hook_text", "TEXT", False, None, 0),
+        ColumnShape("hook_event", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset({ForeignKeyShape("fleet_id", "fleets", "fleet_id", "RESTRICT", "NO ACTION")}),
+)
+
+_TABLE_MESSAGES_0013 = TableShape(
+    "messages",
+    (
+        ColumnShape("message_id", "INTEGER", True, None, 1),
+        ColumnShape("owner_member_id", "INTEGER", True, None, 0),
+        ColumnShape("from_member_id", "INTEGER", True, None, 0),
+        ColumnShape("to_member_id", "INTEGER", False, None, 0),
+        ColumnShape("type", "TEXT", True, None, 0),
+        ColumnShape("created_at", "TEXT", True, None, 0),
+        ColumnShape("status_state", "TEXT", True, None, 0),
+        ColumnShape("status_timestamp", "TEXT", True, None, 0),
+        ColumnShape("origin_message_id", "INTEGER", False, None, 0),
+        ColumnShape("text", "TEXT", True, None, 0),
+        ColumnShape("notified_at", "TEXT", False, None, 0),
+        ColumnShape("client_token", "TEXT", False, None, 0),
+        ColumnShape("task_id", "INTEGER", False, None, 0),
+        ColumnShape("reply_to_message_id", "INTEGER", False, None, 0),
+        ColumnShape("received_at", "TEXT", False, None, 0),
+    ),
+    True,
+    frozenset(
+        {
+            ForeignKeyShape("owner_member_id", "members", "member_id", "RESTRICT", "NO ACTION"),
+        }
+    ),
+)
+
 SHAPES: dict[str, SchemaShape] = {
     "0001": SchemaShape(
         "0001",
@@ -900,6 +948,47 @@ SHAPES: dict[str, SchemaShape] = {
             _TABLE_MEMBERS_0001,
             _TABLE_MEMBER_PLACEMENTS_0008,
             _TABLE_MESSAGES_0009,
+            _TABLE_MONITOR_RUNTIME_0001,
+            _TABLE_ASSET_INSTALLS_0001,
+            _TABLE_MEMBER_SPAWNS_0005,
+            _TABLE_HOST_LOOPS_0006,
+            _TABLE_TASKS_0012,
+            _TABLE_TASK_DEPS_0009,
+            _TABLE_TASK_EVENTS_0009,
+            _TABLE_NOTIFY_CHANNELS_0011,
+            _TABLE_NOTIFY_OUTBOX_0011,
+            _TABLE_ANSWER_LINKS_0011,
+            _TABLE_MEMBER_BUDGETS_0011,
+            _TABLE_FLEET_BUDGETS_0011,
+        ),
+        (
+            _INDEX_idx_members_fleet_status_0001,
+            _INDEX_idx_messages_to_member_status_ts_0001,
+            _INDEX_idx_messages_from_member_status_ts_0001,
+            _INDEX_idx_messages_owner_type_state_ts_0001,
+            _INDEX_idx_messages_owner_type_created_0001,
+            _INDEX_idx_messages_from_created_0001,
+            _INDEX_idx_messages_pending_notification_0001,
+            _INDEX_idx_members_one_active_monitor_per_fleet_0002,
+            _INDEX_idx_messages_client_token_0007,
+            _INDEX_idx_tasks_fleet_state_0009,
+            _INDEX_idx_tasks_assignee_state_0009,
+            _INDEX_idx_task_deps_after_0009,
+            _INDEX_idx_task_events_task_0009,
+            _INDEX_idx_messages_task_0009,
+            _INDEX_idx_messages_reply_to_0009,
+            _INDEX_idx_notify_channels_fleet_0011,
+            _INDEX_idx_notify_outbox_key_0011,
+            _INDEX_idx_notify_outbox_due_0011,
+        ),
+    ),
+    "0013": SchemaShape(
+        "0013",
+        (
+            _TABLE_FLEETS_0012,
+            _TABLE_MEMBERS_0013,
+            _TABLE_MEMBER_PLACEMENTS_0008,
+            _TABLE_MESSAGES_0013,
             _TABLE_MONITOR_RUNTIME_0001,
             _TABLE_ASSET_INSTALLS_0001,
             _TABLE_MEMBER_SPAWNS_0005,

@@ -21,11 +21,13 @@ import time
 from typing import TYPE_CHECKING
 
 from cafleet import broker
+from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.answerlinks import new_link
 from cafleet.monitor.notify import fire, payload
 
 if TYPE_CHECKING:
+    from cafleet.broker import HookSignal
     from cafleet.delivery.screens.prompts import Prompt
     from cafleet.monitor.state import LoopState
     from cafleet.records import Member
@@ -60,6 +62,17 @@ def escalation_text(member: Member, pane_id: str, prompt: Prompt, waited: float)
     return "\n".join(lines)
 
 
+def hook_waited(hook: HookSignal | None) -> float:
+    """How long the member's own hook says it has waited for the user (docs/runtime.md
+    §4.12): a prompt the screen shows is timed from that report, not from the tick that first
+    saw it; 0 without such a report (or one from the future, or over an hour old)."""
+    if hook is None or hook.state != "awaiting_user":
+        return 0.0
+    at = parse_ts(hook.at)
+    waited = 0.0 if at is None else (utcnow() - at).total_seconds()
+    return waited if 0 < waited < 3600 else 0.0
+
+
 def _numbers(prompt: Prompt) -> str:
     """`1, 2 or 3`: the numbers a choice may be given by."""
     numbers = [str(c.number) for c in prompt.choices]
@@ -90,6 +103,7 @@ def escalate_prompts(
     if not candidates:
         return
     places = state.backend.pane_places()
+    hooks = broker.fleet_hook_signals(state.conn, state.fleet_id)
     director = next((m for m in members if m.kind == "director"), None)
     for member in candidates:
         if state.stop_requested() or not state.beat_if_due():
@@ -116,7 +130,8 @@ def escalate_prompts(
         now = time.monotonic()
         seen = state.prompts_seen.get(member.member_id)
         if seen is None or seen.digest != prompt.digest:
-            seen = state.prompts_seen[member.member_id] = SeenPrompt(prompt.digest, now)
+            since = now - hook_waited(hooks.get(member.member_id))
+            seen = state.prompts_seen[member.member_id] = SeenPrompt(prompt.digest, since)
         if seen.reported or now - seen.since < state.escalate_after or director is None:
             continue
         seen.reported = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cafleet.text import ELLIPSIS, sanitize_wake_field
+from cafleet.text import ELLIPSIS, id_tag, sanitize_wake_field
 
 _DASH = "\u2014"  # —
 ROSTER_LIMIT = 2000  # code points of listed entries (with their ", " separators)
@@ -83,8 +83,6 @@ def build_wake_line(
     screen check recognises this wake whatever the pane's height (docs/runtime.md §5.7).
     ``overdue``: the tasks in progress longer than ``overdue_minutes``, named after the
     Director."""
-    from cafleet.text import id_tag
-
     tag = "" if wake_id is None else " " + id_tag("wake", wake_id)
     return (
         f"[cafleet] tick: fleet {fleet_id} {_DASH} {render_roster(roster)} "

@@ -476,7 +476,11 @@ def _start(
         monitor = job.role == "monitor"
         if resumed is None:
             argv = job.plan.argv(
-                rendered, display_name=member.name, monitor=monitor, db_dir=settings.db_dir
+                rendered,
+                display_name=member.name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+                member_id=member.member_id,
             )
         else:
             argv = job.plan.resume_argv(
@@ -484,6 +488,7 @@ def _start(
                 display_name=member.name,
                 monitor=monitor,
                 db_dir=settings.db_dir,
+                member_id=member.member_id,
             )
 
         spawned = spawn_member_pane(

@@ -345,10 +345,15 @@ def respawn_locked(
                 display_name=display_name,
                 monitor=monitor,
                 db_dir=settings.db_dir,
+                member_id=member_id,
             )
         else:
             argv = plan.argv(
-                rendered, display_name=display_name, monitor=monitor, db_dir=settings.db_dir
+                rendered,
+                display_name=display_name,
+                monitor=monitor,
+                db_dir=settings.db_dir,
+                member_id=member_id,
             )
         new_placement = _spawn_and_rebind(
             conn,

@@ -71,9 +71,15 @@ class SpawnPlan:
     permissions: str = "workspace"  # the member's profile (docs/permissions.md)
 
     def resume_argv(
-        self, session_id: str, *, display_name: str, monitor: bool, db_dir: str
+        self,
+        session_id: str,
+        *,
+        display_name: str,
+        monitor: bool,
+        db_dir: str,
+        member_id: int | None = None,
     ) -> list[str]:
-        return self.agent.build_resume_argv(
+        argv = self.agent.build_resume_argv(
             binary_path=self.binary_path,
             session_id=session_id,
             display_name=display_name,
@@ -83,9 +89,18 @@ class SpawnPlan:
             db_dir=db_dir,
             permissions=self.permissions,
         )
+        return self._hooked(argv, member_id, monitor)
 
-    def argv(self, prompt: str, *, display_name: str, monitor: bool, db_dir: str) -> list[str]:
-        return self.agent.build_argv(
+    def argv(
+        self,
+        prompt: str,
+        *,
+        display_name: str,
+        monitor: bool,
+        db_dir: str,
+        member_id: int | None = None,
+    ) -> list[str]:
+        argv = self.agent.build_argv(
             binary_path=self.binary_path,
             prompt=prompt,
             display_name=display_name,
@@ -95,6 +110,14 @@ class SpawnPlan:
             db_dir=db_dir,
             permissions=self.permissions,
         )
+        return self._hooked(argv, member_id, monitor)
+
+    def _hooked(self, argv: list[str], member_id: int | None, monitor: bool) -> list[str]:
+        """A member's argv with its agent's hooks (docs/runtime.md §4.12); the monitor's and a
+        command's without a member id as they are."""
+        if member_id is None or monitor:
+            return argv
+        return self.agent.with_hooks(argv, member_id)
 
 
 def validate_agent_options(

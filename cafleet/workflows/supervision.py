@@ -28,8 +28,10 @@ from cafleet.procs import pid_alive, stale_after
 from cafleet.text import idle_text
 from cafleet.workflows.halfmade import half_made
 from cafleet.workflows.leftovers import left_behind
+from cafleet.workflows.witness import choose
 
 if TYPE_CHECKING:
+    from cafleet.broker import HookSignal
     from cafleet.db.runtime import Connection
     from cafleet.mux import Multiplexer, PaneState
     from cafleet.records import (
@@ -485,6 +487,18 @@ class FleetReport(NamedTuple):
     collisions: tuple[Any, ...] = ()
 
 
+def _with_hooks(panes: PaneCheck, hooks: Mapping[int, HookSignal]) -> PaneCheck:
+    """Each live pane's agent state as the freshest witness tells it: its own hooks or its
+    screen (`cafleet.workflows.witness.choose`, docs/runtime.md §4.12)."""
+    reports = dict(panes.panes)
+    for member_id, report in panes.panes.items():
+        hook = hooks.get(member_id)
+        if hook is not None and report.state == "alive" and report.elsewhere is None:
+            state = choose(hook, report.agent_state).state
+            reports[member_id] = report._replace(agent_state=state)
+    return panes._replace(panes=reports)
+
+
 def fleet_report(
     conn: Connection,
     fleet_id: int,
@@ -520,6 +534,8 @@ def fleet_report(
             for mid, report in panes.panes.items()
         }
         panes = panes._replace(panes=marked)
+    if agent_state is not no_agent_state:
+        panes = _with_hooks(panes, broker.fleet_hook_signals(conn, fleet_id))
     db_dir = db_dir_of(conn.info["cafleet.path"])
     broken = tuple(half_made(conn, db_dir, [e.member for e in roster]))
     left = tuple(left_behind(conn, fleet_id))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from cafleet.agents._base import BaseAgent
+from cafleet.agents._base import BaseAgent, hook_command
 from cafleet.agents.claude.records import READER, holds_line
 from cafleet.agents.claude.rules import check_claude
 from cafleet.agents.claude.screens import SCREENS
@@ -50,6 +50,48 @@ def profile_args(profile: str) -> list[str]:
     return ["--permission-mode", mode, "--allowedTools", *MEMBER_RULES]
 
 
+# Claude Code's hook events -> `cafleet hook` events (docs/runtime.md §4.12). A
+# `UserPromptSubmit` hook's stdout joins the model's context: `cafleet hook` prints nothing.
+HOOK_EVENTS: tuple[tuple[str, str | None, str], ...] = (
+    ("UserPromptSubmit", None, "prompt"),
+    ("PreToolUse", "*", "tool"),
+    ("Stop", None, "stop"),
+    ("Notification", "permission_prompt", "permission"),
+    ("Notification", "idle_prompt", "idle"),
+)
+HOOK_TIMEOUT = 10  # seconds Claude Code gives a hook command
+
+
+def hook_settings(member_id: int) -> dict[str, list[dict[str, object]]]:
+    """The `hooks` object of the member's `--settings` (merged with the permission settings;
+    Claude Code runs these beside the user's own hooks from every other settings file)."""
+    hooks: dict[str, list[dict[str, object]]] = {}
+    for name, matcher, event in HOOK_EVENTS:
+        command = " ".join(hook_command(event, member_id))  # plain words: nothing to quote
+        entry: dict[str, object] = {
+            "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT}]
+        }
+        if matcher is not None:
+            entry = {"matcher": matcher, **entry}
+        hooks.setdefault(name, []).append(entry)
+    return hooks
+
+
+def with_hook_settings(argv: list[str], member_id: int) -> list[str]:
+    """``argv`` whose one `--settings` JSON also holds the member's hooks (added before
+    `--name` when it has none)."""
+    out = list(argv)
+    if "--settings" in out[1:]:
+        index = out.index("--settings", 1) + 1
+        settings = json.loads(out[index])
+        settings["hooks"] = hook_settings(member_id)
+        out[index] = json.dumps(settings, separators=(",", ":"))
+        return out
+    settings_json = json.dumps({"hooks": hook_settings(member_id)}, separators=(",", ":"))
+    at = out.index("--name", 1) if "--name" in out[1:] else 1
+    return [*out[:at], "--settings", settings_json, *out[at:]]
+
+
 POLICY = InputPolicy(
     "claude",
     "type",
@@ -74,12 +116,16 @@ class ClaudeAgent(BaseAgent):
     config_variables = (("CLAUDE_CONFIG_DIR", ""),)
     config_default = ".claude"
     record_variables = ("CLAUDE_CONFIG_DIR",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)
+
+    def with_hooks(self, argv: list[str], member_id: int) -> list[str]:
+        return with_hook_settings(argv, member_id)
 
     def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
         return check_claude(config_dir, cwd)

@@ -4,9 +4,10 @@ doctor's check of its rules (`rules`)."""
 
 from __future__ import annotations
 
+import json
 import os
 
-from cafleet.agents._base import BaseAgent
+from cafleet.agents._base import BaseAgent, hook_command
 from cafleet.agents.codex.records import READER, holds_line
 from cafleet.agents.codex.screens import SCREENS
 from cafleet.assets.bundle import Unit, preset
@@ -38,6 +39,14 @@ POLICY = InputPolicy(
 )
 
 
+def notify_override(member_id: int) -> str:
+    """`notify=[...]` for `-c`: Codex runs the program at each turn's end with the turn's JSON
+    (its `input-messages`, `thread-id`) as the last argument (docs/runtime.md §4.12). TOML
+    basic strings, escaped as JSON escapes them."""
+    words = ",".join(json.dumps(word) for word in hook_command("turn", member_id))
+    return f"notify=[{words}]"
+
+
 def rules_file(version: str) -> bytes:
     return preset("codex-cafleet.rules", version)
 
@@ -50,6 +59,7 @@ class CodexAgent(BaseAgent):
     config_variables = (("CODEX_HOME", ""),)
     config_default = ".codex"
     record_variables = ("CODEX_HOME",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER
@@ -59,6 +69,10 @@ class CodexAgent(BaseAgent):
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)
+
+    def with_hooks(self, argv: list[str], member_id: int) -> list[str]:
+        # Just before the last argument (the prompt, or the session `resume` continues).
+        return [*argv[:-1], "-c", notify_override(member_id), argv[-1]]
 
     def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
         # Imported here: its Starlark reader needs `ast`, which no other command should load.

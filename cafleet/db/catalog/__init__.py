@@ -13,6 +13,7 @@ MODULES: tuple[str, ...] = (
     "assets",
     "budgets",
     "fleets",
+    "hooks",
     "members",
     "messages",
     "monitor",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from cafleet.agents.registry import find_agent
 from cafleet.delivery.screens.cues import AgentScreens, Cue, State
@@ -70,6 +70,34 @@ def _classify(table: AgentScreens, capture: str, layout: Layout, spawned: bool =
         if _rx(cue.pattern).search(_region(cue, capture, layout)):
             return cue.state
     return "unknown"
+
+
+class Why(NamedTuple):
+    """Which cue decided a screen's state, and the first line it matched (`member explain`)."""
+
+    state: State
+    cue: str  # the cue's pattern; "" when none matched (or the screen was blank)
+    line: str  # the first line the cue matched, stripped; ""
+
+
+def classify_why(agent: str, capture: str, *, spawned: bool = False) -> Why:
+    """`classify` with its reason: the cue that matched and on which line."""
+    table = table_of(agent)
+    if table is None or not capture.strip():
+        return Why(classify(agent, capture, spawned=spawned), "", "")
+    layout = split(table, capture)
+    cues = [*(table.first_turn if spawned else ()), *table.cues]
+    for index, cue in enumerate(cues):
+        in_cues = index >= (len(table.first_turn) if spawned else 0)
+        if in_cues and cue.state == "ready" and layout.composer is None:
+            continue
+        found = _rx(cue.pattern).search(_region(cue, capture, layout))
+        if found:
+            start = found.string.rfind("\n", 0, found.start()) + 1
+            end = found.string.find("\n", found.end())
+            line = found.string[start : end if end >= 0 else None].strip()
+            return Why(cue.state, cue.pattern, line)
+    return Why("unknown", "", "")
 
 
 def classify(agent: str, capture: str, *, spawned: bool = False) -> State:

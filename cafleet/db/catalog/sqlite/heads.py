@@ -2,7 +2,7 @@
 catalogue of a file at head as each path to head writes it (`cafleet.db.current`).
 Do not edit: tests/test_catalog.py fails when stale."""
 
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 SCHEMAS = frozenset(
     (
         (
@@ -109,7 +109,7 @@ SCHEMAS = frozenset(
             "\tstatus TEXT NOT NULL, \n"
             "\tregistered_at TEXT NOT NULL, \n"
             "\tderegistered_at TEXT, \n"
-            "\tmember_card_json TEXT NOT NULL, \n"
+            "\tmember_card_json TEXT NOT NULL, hook_state TEXT, hook_at TEXT, hook_text TEXT, hook_event TEXT, \n"
             "\tFOREIGN KEY(fleet_id) REFERENCES fleets (fleet_id) ON DELETE RESTRICT\n"
             ")\n"
             "table\u001fmessages\u001fmessages\u001fCREATE TABLE messages (\n"
@@ -123,7 +123,7 @@ SCHEMAS = frozenset(
             "\tstatus_timestamp TEXT NOT NULL, \n"
             "\torigin_message_id INTEGER, \n"
             "\ttext TEXT NOT NULL, \n"
-            "\tnotified_at TEXT, client_token TEXT, task_id INTEGER, reply_to_message_id INTEGER, \n"
+            "\tnotified_at TEXT, client_token TEXT, task_id INTEGER, reply_to_message_id INTEGER, received_at TEXT, \n"
             "\tFOREIGN KEY(owner_member_id) REFERENCES members (member_id) ON DELETE RESTRICT\n"
             ")\n"
             "table\u001fmonitor_runtime\u001fmonitor_runtime\u001fCREATE TABLE monitor_runtime (\n"

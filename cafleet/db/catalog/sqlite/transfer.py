@@ -15,7 +15,7 @@ EXPORT_FLEETS: Compiled = (
 )
 
 EXPORT_MEMBERS: Compiled = (
-    "SELECT members.member_id, members.fleet_id, members.name, members.description, members.status, members.registered_at, members.deregistered_at, members.member_card_json FROM members WHERE members.fleet_id = ? ORDER BY members.member_id",
+    "SELECT members.member_id, members.fleet_id, members.name, members.description, members.status, members.registered_at, members.deregistered_at, members.member_card_json, members.hook_state, members.hook_at, members.hook_text, members.hook_event FROM members WHERE members.fleet_id = ? ORDER BY members.member_id",
     ("fleet_id",),
 )
 
@@ -45,7 +45,7 @@ EXPORT_TASK_EVENTS: Compiled = (
 )
 
 EXPORT_MESSAGES: Compiled = (
-    "SELECT messages.message_id, messages.owner_member_id, messages.from_member_id, messages.to_member_id, messages.type, messages.created_at, messages.status_state, messages.status_timestamp, messages.origin_message_id, messages.text, messages.notified_at, messages.client_token, messages.task_id, messages.reply_to_message_id FROM messages JOIN members ON members.member_id = messages.owner_member_id WHERE members.fleet_id = ? ORDER BY messages.message_id",
+    "SELECT messages.message_id, messages.owner_member_id, messages.from_member_id, messages.to_member_id, messages.type, messages.created_at, messages.status_state, messages.status_timestamp, messages.origin_message_id, messages.text, messages.notified_at, messages.client_token, messages.task_id, messages.reply_to_message_id, messages.received_at FROM messages JOIN members ON members.member_id = messages.owner_member_id WHERE members.fleet_id = ? ORDER BY messages.message_id",
     ("fleet_id",),
 )
 
@@ -55,7 +55,7 @@ IMPORT_FLEETS: Compiled = (
 )
 
 IMPORT_MEMBERS: Compiled = (
-    "INSERT INTO members (member_id, fleet_id, name, description, status, registered_at, deregistered_at, member_card_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO members (member_id, fleet_id, name, description, status, registered_at, deregistered_at, member_card_json, hook_state, hook_at, hook_text, hook_event) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     (
         "member_id",
         "fleet_id",
@@ -65,6 +65,10 @@ IMPORT_MEMBERS: Compiled = (
         "registered_at",
         "deregistered_at",
         "member_card_json",
+        "hook_state",
+        "hook_at",
+        "hook_text",
+        "hook_event",
     ),
 )
 
@@ -127,7 +131,7 @@ IMPORT_TASK_EVENTS: Compiled = (
 )
 
 IMPORT_MESSAGES: Compiled = (
-    "INSERT INTO messages (message_id, owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token, task_id, reply_to_message_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO messages (message_id, owner_member_id, from_member_id, to_member_id, type, created_at, status_state, status_timestamp, origin_message_id, text, notified_at, client_token, task_id, reply_to_message_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     (
         "message_id",
         "owner_member_id",
@@ -143,6 +147,7 @@ IMPORT_MESSAGES: Compiled = (
         "client_token",
         "task_id",
         "reply_to_message_id",
+        "received_at",
     ),
 )
 
