@@ -295,7 +295,7 @@ def test_every_group_maps_each_command_to_the_module_that_registers_it() -> None
                 assert name not in group.command_modules  # groups are built in app.py
             else:
                 assert name in group.command_modules, (path, name)
-    assert len(ALL_COMMAND_MODULES) == 23  # the scan itself found the modules
+    assert len(ALL_COMMAND_MODULES) == 24  # the scan itself found the modules
     assert sorted(seen) == list(ALL_COMMAND_MODULES)
 
 

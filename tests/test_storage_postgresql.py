@@ -135,7 +135,11 @@ def test_upgrade_from_0009_indexes_the_existing_rows_for_search(empty_db: PgDb) 
     after = state(empty_db)["rows"]
     assert after.pop("alembic_version") == [(HEAD_REVISION,)]
     before.pop("alembic_version")
-    assert after == before
+    # Every row kept (later revisions append columns and add tables, empty here).
+    for table, rows in before.items():
+        width = len(rows[0]) if rows else 0
+        assert [r[:width] for r in after[table]] == rows, table
+    assert {t: after[t] for t in after.keys() - before.keys() if after[t]} == {}
     code, out, err = run_cli("search", "HELLO", "--json")
     assert (code, err) == (0, ""), err
     assert json.loads(out) == [

@@ -62,6 +62,8 @@ DEFAULT_REAL_AGENT_CASES = {
     "test_real_agent_assets.py::test_codex_shows_our_skill_in_its_prompt[CODEX_HOME]",
     "test_real_agent_assets.py::test_codex_policy_allows_cafleet_under_our_rules",
     "test_real_agent_assets.py::test_claude_code_lists_our_skill",
+    "test_hooks_real.py::test_real_agent_hooks_report_receipts_and_state[claude]",
+    "test_hooks_real.py::test_without_hooks_the_screen_decides_and_nothing_is_lost[claude]",
     "test_notify_real.py::test_a_real_member_s_prompt_reaches_the_webhook_and_its_budget_pauses_it",
     "test_review_real.py::test_two_real_members_conflict_and_the_second_fixes_its_branch",
     "test_real_agents.py::test_typed_line_arrives_once_intact_and_queues_while_working[codex]",
