@@ -276,7 +276,7 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
     code, out, _ = call_main(["member", "list", fleet_id, "--json"])
     roster = _one_line_json(out)
     assert [list(r) for r in roster] == [
-        [*ROSTER_KEYS, "pane_state", "agent_state", "permissions"]
+        [*ROSTER_KEYS, "pane_state", "agent_state", "paused", "permissions"]
     ] * 3
     assert list(roster[0]["placement"]) == PLACEMENT_KEYS
 

@@ -111,6 +111,11 @@ def test_a_member_over_its_budget_is_paused_until_resumed(
         x for x in table.splitlines() if x.split()[:2] == [str(other), "other"]
     )
     assert f"1 paused (budget) (member {member})" in ok(h.cli("fleet", "show", str(f))).stdout
+    listed = json.loads(ok(h.cli("member", "list", str(f), "--json")).stdout)
+    assert {r["member_id"]: r["paused"] for r in listed if r["member_id"] in (member, other)} == {
+        member: "budget",
+        other: None,
+    }
     from tests.web_helpers import client, fleet_headers, make_app
 
     with client(make_app(h.db_path)) as api:
@@ -162,6 +167,21 @@ def test_budget_options_are_checked_before_anything_is_spawned(
     assert h.sqlite("SELECT tokens, usd_micros FROM fleet_budgets WHERE fleet_id = ?", f) == [
         (10, None)
     ]
+
+
+def test_fleet_create_takes_a_fleet_budget_and_refuses_a_bad_one_first(
+    tmux_db: TmuxHarness,
+) -> None:
+    h = tmux_db
+    r = h.cli("fleet", "create", "--name", "x", "--coding-agent", "claude", "--budget-usd", "nan")
+    assert (r.returncode, r.stdout) == (2, ""), r.stderr
+    assert "Error: --budget-usd must be a positive number of dollars (got nan)" in r.stderr
+    assert h.sqlite("SELECT count(*) FROM fleets") == [(0,)]
+    ids = create_fleet(h, "--budget-tokens", "5000", "--budget-usd", "2.5")
+    stop_loop(h, ids.fleet_id)
+    assert h.sqlite(
+        "SELECT tokens, usd_micros FROM fleet_budgets WHERE fleet_id = ?", ids.fleet_id
+    ) == [(5000, 2_500_000)]
 
 
 def test_the_phone_page_answers_a_prompt_once_without_the_server_token(

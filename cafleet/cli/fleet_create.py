@@ -14,6 +14,8 @@ from cafleet.cli.context import invocation
 from cafleet.cli.params import (
     PERMISSION_PROFILES,
     agent_choice,
+    budget_tokens,
+    budget_usd,
     json_option,
     name_option,
     read_body_file,
@@ -21,6 +23,7 @@ from cafleet.cli.params import (
 from cafleet.cli.worktree_params import fleet_worktree_option
 from cafleet.output import err, member_dict, out, out_json
 from cafleet.workflows import fleets
+from cafleet.workflows import notify as budgets
 
 
 @fleet_group.command(
@@ -56,6 +59,8 @@ from cafleet.workflows import fleets
     help="Default permission profile of the fleet's members (docs/permissions.md; "
     "default: workspace).",
 )
+@budget_tokens
+@budget_usd
 @json_option
 def fleet_create(
     name: str,
@@ -65,8 +70,13 @@ def fleet_create(
     monitor_effort: str | None,
     worktree: bool,
     permissions: str | None,
+    budget_tokens: int | None,
+    budget_usd: float | None,
     as_json: bool,
 ) -> None:
+    budgeted = budget_tokens is not None or budget_usd is not None
+    if budgeted:
+        budgets.budget_of(budget_tokens, budget_usd)  # refused before anything spawns
     inv = invocation()
     conn = inv.connection()
     created = fleets.create(
@@ -82,8 +92,15 @@ def fleet_create(
         close=inv.close,
         member_defaults=_member_defaults(worktree, permissions),
     )
+    if budgeted:  # the fleet-wide ceiling (docs/cli.md §2.36); the loop enforces it
+        fleet_id = created.boot.fleet.fleet_id
+        budgets.set_fleet_budget(inv.connection(), fleet_id, budget_tokens, budget_usd)
     if permissions == "full":
         err(FULL_WARNING)
+    _print_created(created, as_json)
+
+
+def _print_created(created: fleets.Created, as_json: bool) -> None:
     # A signal received from here on still prints; main maps the exit code.
     boot, pid = created.boot, created.loop_pid
     if as_json:

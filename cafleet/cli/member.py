@@ -187,9 +187,10 @@ def _tree_text(tree: WorktreeReport | None) -> str:
 
 
 def _pane_keys(pane: PaneReport | None) -> dict[str, object]:
+    # `paused`: why the member's lines wait (`budget`, docs/cli.md §2.36), else null.
     if pane is None:
-        return {"pane_state": "unknown", "agent_state": None}
-    return {"pane_state": pane.state, "agent_state": pane.agent_state}
+        return {"pane_state": "unknown", "agent_state": None, "paused": None}
+    return {"pane_state": pane.state, "agent_state": pane.agent_state, "paused": pane.paused}
 
 
 # --- member show ---------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from cafleet.cli.params import (
     PERMISSION_PROFILES,
     agent_choice,
     body_argument,
+    budget_tokens,
+    budget_usd,
     check_body_choice,
     description_option,
     file_option,
@@ -89,10 +91,8 @@ LINES_RANGE = click.IntRange(1, 100000)
     "member its ids and has it load the cafleet skill (with --role monitor: the monitor prompt).",
 )
 @file_option(help="Read the spawn prompt from PATH ('-' reads stdin).")
-@click.option(
-    "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
-)
-@click.option("--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling.")
+@budget_tokens
+@budget_usd
 @json_option
 def member_create(
     fleet_id: int,

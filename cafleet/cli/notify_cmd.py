@@ -10,7 +10,7 @@ import click
 from cafleet import broker
 from cafleet.cli.app import fleet_group, member_group, notify_group
 from cafleet.cli.context import invocation
-from cafleet.cli.params import ID, id_argument, id_option, json_option
+from cafleet.cli.params import ID, budget_tokens, budget_usd, id_argument, id_option, json_option
 from cafleet.monitor.notify import redact
 from cafleet.output import out, out_json, out_lines
 from cafleet.records.notify import CHANNEL_KINDS, EVENTS
@@ -19,13 +19,6 @@ from cafleet.workflows.errors import WorkflowError
 
 if TYPE_CHECKING:
     from cafleet.records.notify import Channel, MemberBudget
-
-budget_tokens = click.option(
-    "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
-)
-budget_usd = click.option(
-    "--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling."
-)
 
 
 def channel_dict(channel: Channel) -> dict[str, Any]:

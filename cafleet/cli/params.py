@@ -309,3 +309,12 @@ window_option = click.option(
         "usable, then the fleet's window)."
     ),
 )
+
+
+# A spending ceiling (docs/cli.md §2.36): `member create|budget|resume`, `fleet create|budget`.
+budget_tokens = click.option(
+    "--budget-tokens", type=click.IntRange(1), default=None, metavar="N", help="Token ceiling."
+)
+budget_usd = click.option(
+    "--budget-usd", type=float, default=None, metavar="X", help="Dollar ceiling."
+)
