@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cafleet.broker import record_hook
-from cafleet.config import is_postgres, resolve_database_path
+from cafleet.config import resolve_database_path
 from cafleet.db.guard import open_validated_connection
 from cafleet.db.runtime import bound_waits, close_connection
 
@@ -134,7 +134,8 @@ def database_path(member_id: int, env: Mapping[str, str]) -> str:
     and a file, else the usual resolution (docs/operations.md)."""
     marker = env.get("CAFLEET_MEMBER", "")
     owner, _, path = marker.partition("@")
-    if owner == str(member_id) and path.startswith("/") and not is_postgres(path):
+    # An absolute path is a file; a PostgreSQL URL never starts with "/".
+    if owner == str(member_id) and path.startswith("/"):
         return path
     return resolve_database_path(env)
 

@@ -206,6 +206,9 @@ def test_choose_freshest_signal() -> None:
     assert choose(stale, "ready", now=now) == ("ready", "hook", False)  # agree: the hook
     assert choose(fresh, "working", now=now) == ("ready", "hook", False)
     assert choose(stale, "working", now=now) == ("working", "screen", True)
+    working = _signal("working", now - timedelta(seconds=1))
+    assert choose(working, "awaiting_user", now=now) == ("awaiting_user", "screen", False)
+    assert choose(_signal("awaiting_user", now), "working", now=now).source == "hook"
     changed = now - timedelta(seconds=30)
     assert choose(stale, "working", screen_changed_at=changed, now=now).source == "hook"
     later = now - timedelta(seconds=1)

@@ -124,10 +124,12 @@ def test_member_create_spawns_exactly_what_was_asked(
             template, fleet_id=boot.fleet.fleet_id, member_id=data["member_id"],
             director_member_id=boot.director.member_id, coding_agent=agent,
         )  # fmt: skip
-        expected = get_agent(agent).build_argv(
+        spec = get_agent(agent)
+        bare = spec.build_argv(
             binary_path=str(h.bin_dir / agent), prompt=rendered, display_name=name,
             model=model_arg, effort=None, monitor=False, db_dir=str(db_path.parent),
         )  # fmt: skip
+        expected = spec.with_hooks(bare, data["member_id"])  # as spawning adds them
         assert record["argv"] == expected
         assert record["cwd"] == str(cwd)
         assert record["db_url"] == url

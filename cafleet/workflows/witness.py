@@ -5,7 +5,8 @@ screen (docs/runtime.md §4.12), used by `member explain` and every pane report
 With no hook report, or a screen that cannot be read, the other decides. When they agree the
 source is `hook` (the exact one). When they disagree, a hook report newer than the screen's last
 change wins; the screen's last change is unknown to a one-shot command, where a report counts as
-newer for `HOOK_FRESH` seconds. A screen that contradicts an older report wins, and the
+newer for `HOOK_FRESH` seconds. A prompt on the screen outranks a `working` report (the tool's
+hook fires before its prompt is drawn). A screen that contradicts an older report wins, and the
 disagreement is reported (`Choice.disagreement`).
 """
 
@@ -44,6 +45,9 @@ def choose(
         return Choice(hook.state, "hook")
     if hook.state == screen:
         return Choice(hook.state, "hook")
+    if screen == "awaiting_user" and hook.state == "working":
+        # A tool's hook fires before its permission prompt is drawn: the prompt is newer.
+        return Choice(screen, "screen")
     at = parse_ts(hook.at)
     if at is not None:
         if screen_changed_at is not None:
