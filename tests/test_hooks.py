@@ -263,3 +263,28 @@ def test_escalation_times_a_prompt_from_the_hooks_report() -> None:
     assert 29 < hook_waited(_signal("awaiting_user", now - timedelta(seconds=30))) < 60
     assert hook_waited(_signal("awaiting_user", now + timedelta(seconds=30))) == 0.0
     assert hook_waited(_signal("awaiting_user", now - timedelta(hours=2))) == 0.0
+
+
+def test_member_list_and_fleet_show_show_receipts(conn: Any, head_db: Path) -> None:
+    """Each member's newest receipt: a `received` column and `last_received_at` in `member
+    list`, a `received` line and list in `fleet show`; none before any hook reported one."""
+    fleet_id, director, member = _fleet(conn)
+    text = run_cli("member", "list", str(fleet_id))[1]
+    assert "received" not in text.splitlines()[1]
+    assert "received" not in run_cli("fleet", "show", str(fleet_id))[1]
+    sent = broker.send_message(conn, from_member_id=director, to_member_id=member, text="hi")
+    payload = json.dumps({"prompt": f"[cafleet msg {sent.message_id} from director ({director})]"})
+    run_cli("hook", "prompt", "--member-id", str(member), input=payload)
+    at = _received(conn, sent.message_id)
+    assert at is not None
+    rows = {
+        r["member_id"]: r for r in json.loads(run_cli("member", "list", str(fleet_id), "--json")[1])
+    }
+    assert rows[member]["last_received_at"] == at
+    assert rows[director]["last_received_at"] is None
+    lines = run_cli("member", "list", str(fleet_id))[1].splitlines()
+    assert lines[1].split()[-1] == "received"
+    assert [line for line in lines[2:] if line.split()[:1] == [str(member)]][0].endswith(at)
+    shown = json.loads(run_cli("fleet", "show", str(fleet_id), "--json")[1])
+    assert shown["received"] == [{"member_id": member, "received_at": at}]
+    assert f"member {member} at {at}" in run_cli("fleet", "show", str(fleet_id))[1]
