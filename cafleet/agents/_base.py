@@ -49,6 +49,11 @@ class BaseAgent:
         `cafleet hook EVENT --member-id M` (docs/runtime.md §4.12); unchanged by default."""
         return argv
 
+    def hook_env(self, member_id: int) -> dict[str, str]:
+        """What a member's pane (never the monitor's) gets so its installed hooks report;
+        nothing by default."""
+        return {}
+
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         """Whether its record at ``path`` holds a user message with ``frame`` (the second
         witness of a submit, docs/runtime.md §4.9); no record reader: never."""
