@@ -116,7 +116,7 @@ class RealMember:
 
     def _share_installed_assets(self, every_agent: bool = False) -> None:
         """opencode runs with a private config dir, but `cafleet setup` installed the cafleet
-        agent preset (`--agent cafleet`) and skill into the harness's: copy them in, as a user's
+        agent preset (`--agent cafleet`), skill and plugin into the harness's: copy them in, as a user's
         own opencode finds them (without the preset it draws an `Agent not found` toast over
         its first screens). Claude Code and Codex need nothing from there to start.
 
@@ -137,7 +137,7 @@ class RealMember:
 
         installed = Path(resolve_target(self.agent, self.harness.env).path)
         private = Path(resolve_target(self.agent, self.real.env).path)
-        for sub in ("agents", "skills"):
+        for sub in ("agents", "skills", "plugins"):
             if (installed / sub).is_dir():
                 shutil.copytree(installed / sub, private / sub, dirs_exist_ok=True)
 
