@@ -263,5 +263,8 @@ def test_setup_installs_the_policy_folder_beside_the_skills() -> None:
     from cafleet.assets.bundle import units_for
 
     units = {unit.rel: unit for unit in units_for("gemini", VERSION)}
-    assert units["cafleet"].files == policy_files(VERSION)  # a folder cafleet owns
+    from cafleet.agents.gemini import hooks_file
+
+    # A folder cafleet owns: the policy files and the members' hooks (docs/runtime.md §4.12).
+    assert units["cafleet"].files == {**policy_files(VERSION), "hooks.json": hooks_file()}
     assert "SKILL.md" in units["skills/cafleet"].files

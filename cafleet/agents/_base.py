@@ -13,6 +13,10 @@ from cafleet.delivery.policy import InputPolicy
 from cafleet.delivery.screens.cues import AgentScreens
 from cafleet.sessions import AgentRecords, SessionRecord
 
+# The member id in a member's pane, for hooks installed once for every member (opencode's
+# plugin, Gemini CLI's hooks file) (docs/runtime.md §4.12).
+HOOK_VARIABLE = "CAFLEET_HOOK_MEMBER"
+
 
 def hook_command(event: str, member_id: int) -> list[str]:
     """`cafleet hook EVENT --member-id M`: what every installed hook runs (docs/cli.md §2.38)."""

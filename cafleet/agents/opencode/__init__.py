@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
-from cafleet.agents._base import BaseAgent
+from cafleet.agents._base import HOOK_VARIABLE, BaseAgent
 from cafleet.agents.opencode.records import READER, holds_line
 from cafleet.agents.opencode.rules import check_opencode
 from cafleet.agents.opencode.screens import SCREENS
@@ -63,7 +63,6 @@ POLICY = InputPolicy(
 # The plugin `setup` installs (`plugins/cafleet.js`): in a member's pane (`HOOK_VARIABLE` set
 # to its id) it runs `cafleet hook` on opencode's events (docs/runtime.md §4.12).
 PLUGIN = "plugins/cafleet.js"
-HOOK_VARIABLE = "CAFLEET_HOOK_MEMBER"
 
 # The presets beside `agents/cafleet.md` (profile workspace): one per other permission profile
 # (docs/permissions.md §2), `agents/cafleet-<profile>.md`.
