@@ -367,3 +367,49 @@ def test_opencode_plugin_reports_through_cafleet_hook(conn: Any, tmp_path: Path)
     retry_until(lambda: state() == ("ready", "idle"), timeout=20)
     events = (tmp_path / "events").read_text(encoding="utf-8").split()
     assert events == ["prompt", "permission", "tool", "idle"]
+
+
+def test_gemini_hooks_file_runs_cafleet_hook_for_the_panes_member(
+    conn: Any, tmp_path: Path
+) -> None:
+    """`cafleet/hooks.json` as Gemini CLI runs it (`sh -c COMMAND`, the payload on stdin):
+    `BeforeAgent`'s prompt stamps the receipt; `Notification` reads awaiting_user. A member's
+    pane points Gemini's system defaults at the installed file."""
+    import subprocess
+    import sys
+
+    from cafleet.agents.gemini import DEFAULTS_VARIABLE, hooks_file
+    from tests.cli_helpers import REPO_ROOT
+
+    _fleet_id, director, member = _fleet(conn)
+    hooks = json.loads(hooks_file())["hooks"]
+    assert sorted(hooks) == ["AfterAgent", "BeforeAgent", "BeforeTool", "Notification"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "cafleet"
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m cafleet "$@"\n',
+        encoding="utf-8",
+    )
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env["CAFLEET_HOOK_MEMBER"] = str(member)
+
+    def run(name: str, payload: dict[str, Any]) -> None:
+        command = hooks[name][0]["hooks"][0]["command"]
+        done = subprocess.run(["sh", "-c", command], input=json.dumps(payload), env=env,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, "")  # Gemini parses stdout as JSON
+
+    sent = broker.send_message(conn, from_member_id=director, to_member_id=member, text="hi")
+    run("BeforeAgent", {"prompt": f"[cafleet msg {sent.message_id} from director ({director})]"})
+    assert _received(conn, sent.message_id) is not None
+    run("Notification", {"notification_type": "ToolPermission", "message": "Allow curl?"})
+    signal = broker.hook_signal(conn, member)
+    assert signal is not None and (signal.state, signal.text) == ("awaiting_user", "Allow curl?")
+    run("AfterAgent", {"prompt_response": "done"})
+    signal = broker.hook_signal(conn, member)
+    assert signal is not None and signal.state == "ready"
+    agent_env = get_agent("gemini").hook_env(member)
+    assert agent_env["CAFLEET_HOOK_MEMBER"] == str(member)
+    assert agent_env[DEFAULTS_VARIABLE].endswith(os.path.join(".gemini", "cafleet", "hooks.json"))
