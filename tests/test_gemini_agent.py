@@ -263,8 +263,9 @@ def test_setup_installs_the_policy_folder_beside_the_skills() -> None:
     from cafleet.assets.bundle import units_for
 
     units = {unit.rel: unit for unit in units_for("gemini", VERSION)}
-    from cafleet.agents.gemini import hooks_file
+    from cafleet.agents.gemini import extension_files
 
-    # A folder cafleet owns: the policy files and the members' hooks (docs/runtime.md §4.12).
-    assert units["cafleet"].files == {**policy_files(VERSION), "hooks.json": hooks_file()}
+    assert units["cafleet"].files == policy_files(VERSION)  # a folder cafleet owns
+    # And an extension holding the members' hooks (docs/runtime.md §4.12).
+    assert units["extensions/cafleet"].files == extension_files(VERSION)
     assert "SKILL.md" in units["skills/cafleet"].files

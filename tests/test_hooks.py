@@ -372,13 +372,13 @@ def test_opencode_plugin_reports_through_cafleet_hook(conn: Any, tmp_path: Path)
 def test_gemini_hooks_file_runs_cafleet_hook_for_the_panes_member(
     conn: Any, tmp_path: Path
 ) -> None:
-    """`cafleet/hooks.json` as Gemini CLI runs it (`sh -c COMMAND`, the payload on stdin):
-    `BeforeAgent`'s prompt stamps the receipt; `Notification` reads awaiting_user. A member's
-    pane points Gemini's system defaults at the installed file."""
+    """The extension's `hooks/hooks.json` as Gemini CLI runs it (`sh -c COMMAND`, the payload
+    on stdin): `BeforeAgent`'s prompt stamps the receipt; `Notification` reads awaiting_user;
+    without `CAFLEET_HOOK_MEMBER` (not a member's pane) `cafleet` is not even run."""
     import subprocess
     import sys
 
-    from cafleet.agents.gemini import DEFAULTS_VARIABLE, hooks_file
+    from cafleet.agents.gemini import hooks_file
     from tests.cli_helpers import REPO_ROOT
 
     _fleet_id, director, member = _fleet(conn)
@@ -410,6 +410,7 @@ def test_gemini_hooks_file_runs_cafleet_hook_for_the_panes_member(
     run("AfterAgent", {"prompt_response": "done"})
     signal = broker.hook_signal(conn, member)
     assert signal is not None and signal.state == "ready"
-    agent_env = get_agent("gemini").hook_env(member)
-    assert agent_env["CAFLEET_HOOK_MEMBER"] == str(member)
-    assert agent_env[DEFAULTS_VARIABLE].endswith(os.path.join(".gemini", "cafleet", "hooks.json"))
+    assert get_agent("gemini").hook_env(member) == {"CAFLEET_HOOK_MEMBER": str(member)}
+    shim.write_text("#!/bin/sh\nexit 3\n", encoding="utf-8")  # a run would fail
+    del env["CAFLEET_HOOK_MEMBER"]
+    run("AfterAgent", {})

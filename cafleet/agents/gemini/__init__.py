@@ -46,22 +46,33 @@ POLICY = InputPolicy(
 )
 
 
-# Gemini CLI's hook events -> `cafleet hook` events (docs/runtime.md §4.12). Gemini runs a hook
-# through the shell and waits for it: `cafleet hook` prints nothing and returns at once.
+# Gemini CLI's hook events -> `cafleet hook` events (docs/runtime.md §4.12), in an extension
+# `setup` installs (`extensions/cafleet/`: Gemini adds its hooks to the user's; a settings file
+# pointed at by GEMINI_CLI_SYSTEM_DEFAULTS_PATH is skipped below a world-writable directory).
+# Gemini runs a hook through the shell and waits for it: `cafleet hook` prints nothing and
+# returns at once; outside a member's pane (no `CAFLEET_HOOK_MEMBER`) nothing runs.
 HOOK_EVENTS: tuple[tuple[str, str], ...] = (
     ("BeforeAgent", "prompt"),  # its payload's `prompt` holds the submitted text
     ("BeforeTool", "tool"),
     ("AfterAgent", "stop"),
     ("Notification", "permission"),  # its only kind: `ToolPermission`
 )
-HOOKS_FILE = "hooks.json"  # beside the policy files; a member's pane points Gemini at it
+EXTENSION = "extensions/cafleet"
 HOOK_TIMEOUT_MS = 10_000
-DEFAULTS_VARIABLE = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+
+
+def extension_files(version: str) -> dict[str, bytes]:
+    """The extension: its manifest and `hooks/hooks.json`."""
+    manifest = {"name": "cafleet", "version": version}
+    return {
+        "gemini-extension.json": (json.dumps(manifest, indent=2) + "\n").encode(),
+        "hooks/hooks.json": hooks_file(),
+    }
 
 
 def hooks_file() -> bytes:
-    """Gemini settings holding only cafleet's hooks: each names the member through the pane's
-    `CAFLEET_HOOK_MEMBER` (so one file serves every member, and holds no path)."""
+    """The extension's hooks: each names the member through the pane's `CAFLEET_HOOK_MEMBER`
+    (so one file serves every member, and holds no path)."""
     hooks = {
         name: [
             {
@@ -69,7 +80,8 @@ def hooks_file() -> bytes:
                     {
                         "type": "command",
                         "name": f"cafleet-{event}",
-                        "command": f'cafleet hook {event} --member-id "${HOOK_VARIABLE}"',
+                        "command": f'[ -z "${HOOK_VARIABLE}" ] || '
+                        f'cafleet hook {event} --member-id "${HOOK_VARIABLE}"',
                         "timeout": HOOK_TIMEOUT_MS,
                     }
                 ]
@@ -104,18 +116,10 @@ class GeminiAgent(BaseAgent):
     records = READER
 
     def asset_units(self, version: str) -> list[Unit]:
-        return [Unit(FOLDER, {**policy_files(version), HOOKS_FILE: hooks_file()})]
+        return [Unit(FOLDER, policy_files(version)), Unit(EXTENSION, extension_files(version))]
 
     def hook_env(self, member_id: int) -> dict[str, str]:
-        """The member's id, and Gemini's system-defaults settings file pointed at cafleet's
-        hooks (the lowest settings tier: Gemini adds the user's own hooks to these, and no
-        file of the user's is written)."""
-        try:
-            root = resolve_target("gemini").path
-        except TargetUnresolved:
-            return {}
-        path = os.path.join(root, FOLDER, HOOKS_FILE)
-        return {HOOK_VARIABLE: str(member_id), DEFAULTS_VARIABLE: path}
+        return {HOOK_VARIABLE: str(member_id)}
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)
