@@ -67,8 +67,8 @@ FACADE: dict[str, tuple[str, ...]] = {
         "fleet_hook_signals",
         "fleet_receipts",
         "hook_signal",
-        "received_at",
         "receipts_of",
+        "received_at",
         "record_hook",
     ),
     "members": (
