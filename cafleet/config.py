@@ -328,6 +328,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "found again (`docs/cli.md` §2.7); never set it yourself.",
     ),
     (
+        "CAFLEET_HOOK_MEMBER",
+        "set by cafleet",
+        "The member id in an opencode member's pane: cafleet's opencode plugin reports that "
+        "member's events (`docs/runtime.md` §4.12); never set it yourself.",
+    ),
+    (
         "CAFLEET_MEMBER",
         "set by cafleet",
         "`<member id>@<P>` in the environment of every agent cafleet spawns, so `member respawn` "

@@ -142,6 +142,7 @@ def test_show_live_and_deleted(head_db: Path) -> None:
             "log_path": f"{head_db}.monitor-{fleet_id}.log",
         },
         "panes": [],
+        "received": [],
         "problems": [],  # a deleted fleet has nothing left to fix
     }
 

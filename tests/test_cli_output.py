@@ -271,12 +271,12 @@ def test_json_everywhere_is_compact_with_key_order(mailbox: SimpleNamespace) -> 
     code, out, _ = call_main(["fleet", "list", "--json"])
     assert [list(f) for f in _one_line_json(out)] == [FLEET_KEYS]
     code, out, _ = call_main(["fleet", "show", fleet_id, "--json"])
-    assert list(_one_line_json(out)) == [*FLEET_KEYS, "loop", "panes", "problems"]
+    assert list(_one_line_json(out)) == [*FLEET_KEYS, "loop", "panes", "received", "problems"]
 
     code, out, _ = call_main(["member", "list", fleet_id, "--json"])
     roster = _one_line_json(out)
     assert [list(r) for r in roster] == [
-        [*ROSTER_KEYS, "pane_state", "agent_state", "paused", "permissions"]
+        [*ROSTER_KEYS, "pane_state", "agent_state", "paused", "permissions", "last_received_at"]
     ] * 3
     assert list(roster[0]["placement"]) == PLACEMENT_KEYS
 

@@ -263,5 +263,9 @@ def test_setup_installs_the_policy_folder_beside_the_skills() -> None:
     from cafleet.assets.bundle import units_for
 
     units = {unit.rel: unit for unit in units_for("gemini", VERSION)}
+    from cafleet.agents.gemini import extension_files
+
     assert units["cafleet"].files == policy_files(VERSION)  # a folder cafleet owns
+    # And an extension holding the members' hooks (docs/runtime.md §4.12).
+    assert units["extensions/cafleet"].files == extension_files(VERSION)
     assert "SKILL.md" in units["skills/cafleet"].files

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -266,3 +267,153 @@ def test_escalation_times_a_prompt_from_the_hooks_report() -> None:
     assert 29 < hook_waited(_signal("awaiting_user", now - timedelta(seconds=30))) < 60
     assert hook_waited(_signal("awaiting_user", now + timedelta(seconds=30))) == 0.0
     assert hook_waited(_signal("awaiting_user", now - timedelta(hours=2))) == 0.0
+
+
+def test_member_list_and_fleet_show_show_receipts(conn: Any, head_db: Path) -> None:
+    """Each member's newest receipt: a `received` column and `last_received_at` in `member
+    list`, a `received` line and list in `fleet show`; none before any hook reported one."""
+    fleet_id, director, member = _fleet(conn)
+    text = run_cli("member", "list", str(fleet_id))[1]
+    assert "received" not in text.splitlines()[1]
+    assert "received" not in run_cli("fleet", "show", str(fleet_id))[1]
+    sent = broker.send_message(conn, from_member_id=director, to_member_id=member, text="hi")
+    payload = json.dumps({"prompt": f"[cafleet msg {sent.message_id} from director ({director})]"})
+    run_cli("hook", "prompt", "--member-id", str(member), input=payload)
+    at = _received(conn, sent.message_id)
+    assert at is not None
+    rows = {
+        r["member_id"]: r for r in json.loads(run_cli("member", "list", str(fleet_id), "--json")[1])
+    }
+    assert rows[member]["last_received_at"] == at
+    assert rows[director]["last_received_at"] is None
+    lines = run_cli("member", "list", str(fleet_id))[1].splitlines()
+    assert lines[1].split()[-1] == "received"
+    assert [line for line in lines[2:] if line.split()[:1] == [str(member)]][0].endswith(at)
+    shown = json.loads(run_cli("fleet", "show", str(fleet_id), "--json")[1])
+    assert shown["received"] == [{"member_id": member, "received_at": at}]
+    assert f"member {member} at {at}" in run_cli("fleet", "show", str(fleet_id))[1]
+
+
+NODE = shutil.which("node")
+PLUGIN_STEP = """
+const mod = await import(process.argv[2]);
+const hooks = await mod.CafleetHooks({});
+const [step, text] = [process.argv[3], process.argv[4]];
+if (step === "none") { if (Object.keys(hooks).length) throw new Error("hooks outside a pane"); }
+if (step === "prompt")
+  await hooks["chat.message"]({ sessionID: "s1" }, { message: {}, parts: [{ type: "text", text }] });
+if (step === "child") {
+  await hooks.event({ event: { type: "session.created", properties: { info: { id: "s2", parentID: "s1" } } } });
+  await hooks.event({ event: { type: "session.idle", properties: { sessionID: "s2" } } });
+  await hooks["tool.execute.before"]({ tool: "bash", sessionID: "s1" }, { args: {} });
+}
+if (step === "permission")
+  await hooks.event({ event: { type: "permission.asked", properties: { sessionID: "s1", permission: "bash", patterns: ["curl x"] } } });
+if (step === "idle") await hooks.event({ event: { type: "session.idle", properties: { sessionID: "s1" } } });
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="needs node")
+def test_opencode_plugin_reports_through_cafleet_hook(conn: Any, tmp_path: Path) -> None:
+    """The installed plugin (`plugins/cafleet.js`) run by a real JS runtime: a user message's
+    text stamps its receipt, a tool use reads working, a permission awaiting_user, the
+    session's idle ready; a subagent's idle is not the member's; outside a member's pane
+    (no `CAFLEET_HOOK_MEMBER`) it hooks nothing; a `cafleet` missing from PATH fails nothing."""
+    import subprocess
+    import sys
+
+    from cafleet.agents.opencode import HOOK_VARIABLE, PLUGIN
+    from cafleet.assets.bundle import preset
+    from tests.cli_helpers import REPO_ROOT
+    from tests.harness.util import retry_until
+
+    assert PLUGIN == "plugins/cafleet.js"
+    _fleet_id, director, member = _fleet(conn)
+    plugin = tmp_path / "cafleet.mjs"
+    plugin.write_bytes(preset("opencode-plugin.js", "9.9.9"))
+    script = tmp_path / "step.mjs"
+    script.write_text(PLUGIN_STEP, encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "cafleet"
+    shim.write_text(
+        f'#!/bin/sh\necho "$2" >> "{tmp_path}/events"\n'
+        f'PYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m cafleet "$@"\n',
+        encoding="utf-8",
+    )
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", HOOK_VARIABLE: str(member)}
+
+    def step(name: str, text: str = "", environ: dict[str, str] = env) -> None:
+        assert NODE is not None
+        argv = [NODE, str(script), plugin.as_uri(), name, text]
+        done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=30)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done
+
+    def state() -> tuple[str, str] | None:
+        signal = broker.hook_signal(conn, member)
+        return None if signal is None else (signal.state, signal.event)
+
+    step("none", environ={k: v for k, v in env.items() if k != HOOK_VARIABLE})
+    step("prompt", environ={**env, "PATH": str(tmp_path / "nowhere")})  # no cafleet: no error
+    sent = broker.send_message(conn, from_member_id=director, to_member_id=member, text="hi")
+    step("prompt", f"[cafleet msg {sent.message_id} from director ({director})] hi")
+    retry_until(lambda: _received(conn, sent.message_id), timeout=20)
+    assert state() == ("working", "prompt")
+    step("permission")
+    retry_until(lambda: state() == ("awaiting_user", "permission"), timeout=20)
+    signal = broker.hook_signal(conn, member)
+    assert signal is not None and signal.text == "bash curl x"
+    step("child")  # the child's idle is skipped; the tool use after it is reported
+    retry_until(lambda: state() == ("working", "tool"), timeout=20)
+    step("idle")
+    retry_until(lambda: state() == ("ready", "idle"), timeout=20)
+    events = (tmp_path / "events").read_text(encoding="utf-8").split()
+    assert events == ["prompt", "permission", "tool", "idle"]
+
+
+def test_gemini_hooks_file_runs_cafleet_hook_for_the_panes_member(
+    conn: Any, tmp_path: Path
+) -> None:
+    """The extension's `hooks/hooks.json` as Gemini CLI runs it (`sh -c COMMAND`, the payload
+    on stdin): `BeforeAgent`'s prompt stamps the receipt; `Notification` reads awaiting_user;
+    without `CAFLEET_HOOK_MEMBER` (not a member's pane) `cafleet` is not even run."""
+    import subprocess
+    import sys
+
+    from cafleet.agents.gemini import hooks_file
+    from tests.cli_helpers import REPO_ROOT
+
+    _fleet_id, director, member = _fleet(conn)
+    hooks = json.loads(hooks_file())["hooks"]
+    assert sorted(hooks) == ["AfterAgent", "BeforeAgent", "BeforeTool", "Notification"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "cafleet"
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m cafleet "$@"\n',
+        encoding="utf-8",
+    )
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env["CAFLEET_HOOK_MEMBER"] = str(member)
+
+    def run(name: str, payload: dict[str, Any]) -> None:
+        command = hooks[name][0]["hooks"][0]["command"]
+        done = subprocess.run(["sh", "-c", command], input=json.dumps(payload), env=env,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, "")  # Gemini parses stdout as JSON
+
+    sent = broker.send_message(conn, from_member_id=director, to_member_id=member, text="hi")
+    run("BeforeAgent", {"prompt": f"[cafleet msg {sent.message_id} from director ({director})]"})
+    assert _received(conn, sent.message_id) is not None
+    run("Notification", {"notification_type": "ToolPermission", "message": "Allow curl?"})
+    signal = broker.hook_signal(conn, member)
+    assert signal is not None and (signal.state, signal.text) == ("awaiting_user", "Allow curl?")
+    run("AfterAgent", {"prompt_response": "done"})
+    signal = broker.hook_signal(conn, member)
+    assert signal is not None and signal.state == "ready"
+    assert get_agent("gemini").hook_env(member) == {"CAFLEET_HOOK_MEMBER": str(member)}
+    shim.write_text("#!/bin/sh\nexit 3\n", encoding="utf-8")  # a run would fail
+    del env["CAFLEET_HOOK_MEMBER"]
+    run("AfterAgent", {})

@@ -1,10 +1,10 @@
 """The agents' own hooks with the real agents (docs/runtime.md §4.12, docs/cli.md §2.38, §2.39),
 driven by the scripted model: a message's `received_at` is set within 2 s of the agent's own
 record of its line; after a turn `member explain` reads `ready` from the hook; a Claude Code
-member blocked on a permission prompt reads `awaiting_user` from the hook.
+member (opencode, Gemini CLI) blocked on a permission prompt reads `awaiting_user` from the hook.
 
-Claude Code in the default run; Codex (its `notify`) with `--agent-matrix`. Agents without hooks
-are skipped.
+Claude Code in the default run; Codex (its `notify`), opencode (the plugin) and Gemini CLI (the
+extension) with `--agent-matrix`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from tests.harness.util import retry_until
 pytestmark = [pytest.mark.real_agent, pytest.mark.tmux]
 PROMPT = "You are member {member_id} of a cafleet fleet. Wait for messages from the Director."
 ASK = "please fetch the page"
+ASK_OUTSIDE = "please write outside"
+# What makes each agent with a permission hook ask under the workspace profile
+# (docs/permissions.md §3): a network command, or (opencode, whose commands all run) an edit
+# outside the working directory. Codex's `notify` reports no permission prompt.
+ASKS = {"claude": ASK, "opencode": ASK_OUTSIDE, "gemini": ASK}
 RECEIPT_LAG = 2.0  # s: the issue's bound between the agent's record and `received_at`
 
 
@@ -34,6 +39,8 @@ def _script(conv: Conversation, cwd: str) -> Action | None:
     about (docs/permissions.md §2); anything else gets the scripted model's own answer."""
     if ASK in conv.last and not conv.calls:
         return shell("curl -s http://127.0.0.1:9/")
+    if ASK_OUTSIDE in conv.last and not conv.calls:
+        return Action("write", path="/var/tmp/cafleet-hooks-outside.txt", content="x\n")
     return None
 
 
@@ -105,9 +112,9 @@ def test_real_agent_hooks_report_receipts_and_state(tmux_db: TmuxHarness, agent:
         retry_until(ready_after, timeout=120, interval=0.2,
                     message=lambda: f"{_explain(h, m)}\n{member.real.capture()}")  # fmt: skip
 
-        if agent == "claude":
-            # A permission prompt: awaiting_user from the Notification hook.
-            _send(h, ids.director_id, m, ASK)
+        if agent in ASKS:
+            # A permission prompt: awaiting_user from the agent's permission hook.
+            _send(h, ids.director_id, m, ASKS[agent])
             retry_until(
                 lambda: _explain(h, m)["state"] == "awaiting_user"
                 and _explain(h, m)["signals"][0]["source"] == "hook",

@@ -166,8 +166,36 @@ def test_activity_gives_idle_and_unacked(head_db: Path, world: World, api: Any) 
         "member_id": world.members["bob"],
         "idle": None,
         "unacked": 0,
+        "last_received_at": None,
     }
     assert isinstance(body[alice]["idle"], int) and body[alice]["idle"] >= 0
+
+
+def test_receipts_show_in_activity_and_message_lists(head_db: Path, world: World, api: Any) -> None:
+    """A hook's receipt (docs/cli.md §2.38): the roster's `last_received_at` and each listed
+    message's `received_at`."""
+    from cafleet import broker
+
+    alice = world.members["alice"]
+    with connect(head_db) as conn:
+        seen = broker.send_message(
+            conn, from_member_id=world.director, to_member_id=alice, text="a"
+        )
+        unseen = broker.send_message(
+            conn, from_member_id=world.director, to_member_id=alice, text="b"
+        )
+        done = broker.record_hook(
+            conn, alice, state="working", event="prompt", text="", message_ids=[seen.message_id]
+        )
+    assert done.received == (seen.message_id,)
+    body = {a["member_id"]: a for a in get(api, world, "/api/members/activity").json()}
+    assert body[alice]["last_received_at"] == done.at
+    assert body[world.members["bob"]]["last_received_at"] is None
+    inbox = {m["message_id"]: m for m in get(api, world, f"/api/members/{alice}/inbox").json()}
+    assert inbox[seen.message_id]["received_at"] == done.at
+    assert inbox[unseen.message_id]["received_at"] is None
+    sent = get(api, world, f"/api/members/{world.director}/sent").json()
+    assert {m["message_id"]: m["received_at"] for m in sent}[seen.message_id] == done.at
 
 
 def test_pane_states_without_tmux_are_unknown_with_the_reason(api: Any, world: World) -> None:

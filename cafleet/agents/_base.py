@@ -13,6 +13,10 @@ from cafleet.delivery.policy import InputPolicy
 from cafleet.delivery.screens.cues import AgentScreens
 from cafleet.sessions import AgentRecords, SessionRecord
 
+# The member id in a member's pane, for hooks installed once for every member (opencode's
+# plugin, Gemini CLI's hooks file) (docs/runtime.md §4.12).
+HOOK_VARIABLE = "CAFLEET_HOOK_MEMBER"
+
 
 def hook_command(event: str, member_id: int) -> list[str]:
     """`cafleet hook EVENT --member-id M`: what every installed hook runs (docs/cli.md §2.38)."""
@@ -48,6 +52,11 @@ class BaseAgent:
         """``argv`` (from `build_argv` or `build_resume_argv`) with the agent's hooks running
         `cafleet hook EVENT --member-id M` (docs/runtime.md §4.12); unchanged by default."""
         return argv
+
+    def hook_env(self, member_id: int) -> dict[str, str]:
+        """What a member's pane (never the monitor's) gets so its installed hooks report;
+        nothing by default."""
+        return {}
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         """Whether its record at ``path`` holds a user message with ``frame`` (the second

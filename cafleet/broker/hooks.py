@@ -93,11 +93,32 @@ def received_at(conn: Connection, message_id: int) -> str | None:
     return None if row is None else row["received_at"]
 
 
+def fleet_receipts(conn: Connection, fleet_id: int) -> dict[int, str]:
+    """Each fleet member's newest `received_at` (members without a receipt are absent)."""
+    with tx.read(conn):
+        rows = conn.execute(q.FLEET_RECEIPTS, {"fleet_id": fleet_id}).all()
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
+def receipts_of(conn: Connection, message_ids: Iterable[int]) -> dict[int, str]:
+    """The `received_at` of those of ``message_ids`` that have one."""
+    ids = sorted(set(message_ids))
+    if not ids:
+        return {}
+    import json
+
+    with tx.read(conn):
+        rows = conn.execute(q.RECEIPTS_OF, {"ids": json.dumps(ids)}).all()
+    return {int(r[0]): str(r[1]) for r in rows}
+
+
 __all__ = [
     "HookRecorded",
     "HookSignal",
     "fleet_hook_signals",
+    "fleet_receipts",
     "hook_signal",
     "received_at",
+    "receipts_of",
     "record_hook",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cafleet import broker
 from cafleet.cli.app import fleet_group
 from cafleet.cli.context import invocation
 from cafleet.cli.params import id_argument, json_option
@@ -23,7 +24,7 @@ FLEET_ID_HELP = "Fleet ID."
 # --- fleet show ----------------------------------------------------------------------------------
 
 
-def fleet_show_lines(report: FleetReport) -> list[str]:
+def fleet_show_lines(report: FleetReport, receipts: dict[int, str] | None = None) -> list[str]:
     summary = report.summary
     pairs = [
         ("fleet_id", str(summary.fleet_id)),
@@ -40,6 +41,8 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
     ]
     if summary.deleted_at is None:
         pairs.append(("panes", cell(report.panes.summary())))
+    if receipts:  # each member's newest receipt from its agent's hook (docs/cli.md §2.38)
+        pairs.append(("received", "; ".join(f"member {m} at {receipts[m]}" for m in receipts)))
     lines = label_lines(pairs, SHOW_LABEL_WIDTH)
     hosts = report.hosts
     if summary.deleted_at is None and hosts is not None and hosts.spans:
@@ -67,6 +70,7 @@ def fleet_show_lines(report: FleetReport) -> list[str]:
 def fleet_show(fleet_id: int, as_json: bool) -> None:
     conn = invocation().connection()
     report = fleet_report(conn, fleet_id, agent_state=classified_state, collisions=current)
+    receipts = broker.fleet_receipts(conn, fleet_id)
     if as_json:
         out_json(
             {
@@ -74,11 +78,12 @@ def fleet_show(fleet_id: int, as_json: bool) -> None:
                 "loop": report.loop.as_dict(),
                 "panes": [p.as_dict() for p in report.panes.panes.values()],
                 **_hosts_key(report),
+                "received": [{"member_id": m, "received_at": at} for m, at in receipts.items()],
                 "problems": [p.as_dict() for p in fleet_problems(report)],
             }
         )
     else:
-        out_lines(fleet_show_lines(report))
+        out_lines(fleet_show_lines(report, receipts))
 
 
 def _hosts_key(report: FleetReport) -> dict[str, object]:

@@ -82,10 +82,11 @@ def member_list(fleet_id: int, with_usage: bool, as_json: bool) -> None:
     report = fleet_report(conn, fleet_id, roster_required=True, agent_state=classified_state)
     trees = _worktrees(conn, fleet_id)
     usage = _roster_usage(conn, inv.settings, report) if with_usage else None
+    receipts = broker.fleet_receipts(conn, fleet_id)
     if as_json:
-        out_json(roster_records(conn, fleet_id, report, trees, usage))
+        out_json(roster_records(conn, fleet_id, report, trees, usage, receipts))
     else:
-        out_lines(roster_lines(report, trees, usage))
+        out_lines(roster_lines(report, trees, usage, receipts))
 
 
 # Each roster member's usage: its JSON keys and its table cells (`member list --usage`).
@@ -105,9 +106,10 @@ def roster_records(
     report: FleetReport,
     trees: dict[int, WorktreeReport],
     usage: RosterUsage | None,
+    receipts: dict[int, str] | None = None,
 ) -> list[dict[str, object]]:
     """`member list --json`: a roster row per member with its pane, host, worktree,
-    permission profile and usage."""
+    permission profile, newest hook receipt (`last_received_at`) and usage."""
     from cafleet.agents.permissions import shown_profile
 
     recorded = broker.fleet_permissions(conn, fleet_id)
@@ -124,6 +126,7 @@ def roster_records(
             ),
             **_tree_keys(trees.get(entry.member.member_id)),
             "permissions": shown_profile(entry.member.kind, recorded.get(entry.member.member_id)),
+            "last_received_at": (receipts or {}).get(entry.member.member_id),
             **more,
         }
         for entry, more in zip(report.roster, extra, strict=True)
@@ -131,7 +134,10 @@ def roster_records(
 
 
 def roster_lines(
-    report: FleetReport, trees: dict[int, WorktreeReport], usage: RosterUsage | None
+    report: FleetReport,
+    trees: dict[int, WorktreeReport],
+    usage: RosterUsage | None,
+    receipts: dict[int, str] | None = None,
 ) -> list[str]:
     """`member list`'s text: the table, the loop, the hosts, why a pane reads `?`, problems."""
     headers: tuple[str, ...] = ("member_id", "name", "kind", "agent", "pane_id", "pane", "idle")
@@ -150,6 +156,12 @@ def roster_lines(
         headers += ("worktree",)
         rows = [
             (*row, _tree_text(trees.get(entry.member.member_id)))
+            for row, entry in zip(rows, report.roster, strict=True)
+        ]
+    if receipts:  # the receipt column only where some member's hook reported one
+        headers += ("received",)
+        rows = [
+            (*row, cell(receipts.get(entry.member.member_id) or "-"))
             for row, entry in zip(rows, report.roster, strict=True)
         ]
     if usage is not None:

@@ -189,6 +189,12 @@ def _message(msg: Message) -> Any:
     return message_dict(msg)
 
 
+def _messages(ctx: Ctx, found: list[Message]) -> list[Any]:
+    """Messages with their `received_at` (docs/cli.md §2.38)."""
+    receipts = broker.receipts_of(ctx.conn, [x.message_id for x in found])
+    return [{**_message(x), "received_at": receipts.get(x.message_id)} for x in found]
+
+
 def _member(member: Any) -> Any:
     placement = placement_dict(member.placement)
     return dict(
@@ -402,9 +408,11 @@ def _routes(app: FastAPI) -> None:
     )
     @_raw
     def activity(ctx: FleetCtx) -> Any:
+        fleet_id = ctx.fleet.fleet_id
+        receipts = broker.fleet_receipts(ctx.conn, fleet_id)
         return [
-            dict(member_id=mid, idle=idle, unacked=unacked)
-            for mid, idle, unacked in broker.roster_activity(ctx.conn, fleet_id=ctx.fleet.fleet_id)
+            dict(member_id=mid, idle=idle, unacked=unacked, last_received_at=receipts.get(mid))
+            for mid, idle, unacked in broker.roster_activity(ctx.conn, fleet_id=fleet_id)
         ]
 
     @app.get(
@@ -527,7 +535,7 @@ def _routes(app: FastAPI) -> None:
     @_raw
     def inbox(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
         _fleet_member(ctx, member_id)
-        return [_message(x) for x in broker.inbox_view(ctx.conn, member_id=member_id, limit=limit)]
+        return _messages(ctx, broker.inbox_view(ctx.conn, member_id=member_id, limit=limit))
 
     @app.get(
         "/api/members/{member_id}/sent",
@@ -537,7 +545,7 @@ def _routes(app: FastAPI) -> None:
     @_raw
     def sent(ctx: FleetCtx, member_id: MemberId, limit: Limit = 50) -> Any:
         _fleet_member(ctx, member_id)
-        return [_message(x) for x in broker.sent_view(ctx.conn, member_id=member_id, limit=limit)]
+        return _messages(ctx, broker.sent_view(ctx.conn, member_id=member_id, limit=limit))
 
     @app.get(
         "/api/members/{member_id}/capture",

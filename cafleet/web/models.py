@@ -92,6 +92,8 @@ else:
         "MessageOut",
         Message,
         types={"type": one_of(MESSAGE_TYPES), "status_state": one_of(MESSAGE_STATES)},
+        # When the recipient's hook saw its line (docs/cli.md §2.38); the lists fill it in.
+        extra={"received_at": (str | None, None)},
     )
     RuntimeOut = from_record("RuntimeOut", MonitorRuntime)
     WakeEntryOut = from_record("WakeEntryOut", WakeRosterEntry)
@@ -116,6 +118,7 @@ class ActivityOut(BaseModel):
     member_id: int
     idle: int | None  # seconds since the member's last send, receipt or ACK (`member list`)
     unacked: int
+    last_received_at: str | None = None  # its newest receipt from its agent's hook
 
 
 class UsageOut(BaseModel):

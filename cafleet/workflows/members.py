@@ -510,7 +510,10 @@ def _start(
             ),
             # Names the pane as this placement's, should this command die before the patch.
             member_id=member.member_id,
-            extra_env={halfmade.PLACEMENT_VARIABLE: halfmade.placement_token(pending)},
+            extra_env={
+                halfmade.PLACEMENT_VARIABLE: halfmade.placement_token(pending),
+                **({} if monitor else job.plan.agent.hook_env(member.member_id)),
+            },
         )
     undo.pane_id = spawned.pane_id
 

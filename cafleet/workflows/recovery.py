@@ -369,6 +369,7 @@ def respawn_locked(
             made_at=placement.created_at,
             coding_agent=agent_name,
             cwd=cwd if resumed is None else resumed.cwd,
+            extra_env={} if monitor else plan.agent.hook_env(member_id),
         )
     if resumed is None:
         clear_session_id(conn, member_id)
@@ -403,6 +404,7 @@ def _spawn_and_rebind(
     made_at: str,
     coding_agent: str,
     cwd: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Placement:
     """Spawn the new pane, then move the placement to it under the new pane's lock; a failure
     after the spawn kills the new pane (docs/cli.md §1.11's cleanup lines)."""
@@ -419,6 +421,7 @@ def _spawn_and_rebind(
         coding_agent=coding_agent,
         cwd=cwd,
         member_id=member_id,
+        extra_env=extra_env,
     )
 
     def kill_new(primary: str | None) -> NoReturn:

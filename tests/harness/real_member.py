@@ -115,10 +115,11 @@ class RealMember:
         return self.real.agent
 
     def _share_installed_assets(self, every_agent: bool = False) -> None:
-        """opencode runs with a private config dir, but `cafleet setup` installed the cafleet
-        agent preset (`--agent cafleet`) and skill into the harness's: copy them in, as a user's
-        own opencode finds them (without the preset it draws an `Agent not found` toast over
-        its first screens). Claude Code and Codex need nothing from there to start.
+        """opencode and Gemini CLI run with a private config dir, but `cafleet setup` installed
+        what they load into the harness's: copy it in, as a user's own agent finds it. opencode:
+        the agent preset (`--agent cafleet`; without it an `Agent not found` toast covers its
+        first screens), skill and hooks plugin; Gemini: the hooks extension (its policy files
+        are passed by path). Claude Code and Codex need nothing from there to start.
 
         ``every_agent``: a member that runs `cafleet` commands itself needs what `cafleet setup`
         installs for every agent in its own configuration directories (Codex's rules file; the
@@ -130,14 +131,15 @@ class RealMember:
             result = self.harness.cli("setup", env=self.real.env, cwd=self.real.cwd)
             assert result.returncode == 0, (result.stdout, result.stderr)
             return
-        if self.agent != "opencode":
+        shared = {"opencode": ("agents", "skills", "plugins"), "gemini": ("extensions",)}
+        if self.agent not in shared:
             return
 
         from cafleet.assets.targets import resolve_target
 
         installed = Path(resolve_target(self.agent, self.harness.env).path)
         private = Path(resolve_target(self.agent, self.real.env).path)
-        for sub in ("agents", "skills"):
+        for sub in shared[self.agent]:
             if (installed / sub).is_dir():
                 shutil.copytree(installed / sub, private / sub, dirs_exist_ok=True)
 

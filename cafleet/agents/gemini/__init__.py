@@ -10,10 +10,11 @@ policy files in `cafleet/<profile>.toml`, so `ensure_available` also requires th
 
 from __future__ import annotations
 
+import json
 import os
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
-from cafleet.agents._base import BaseAgent
+from cafleet.agents._base import HOOK_VARIABLE, BaseAgent
 from cafleet.agents.gemini.policies import FOLDER, policy_files
 from cafleet.agents.gemini.records import READER, holds_line, locate_remembered
 from cafleet.agents.gemini.screens import SCREENS
@@ -45,6 +46,52 @@ POLICY = InputPolicy(
 )
 
 
+# Gemini CLI's hook events -> `cafleet hook` events (docs/runtime.md §4.12), in an extension
+# `setup` installs (`extensions/cafleet/`: Gemini adds its hooks to the user's; a settings file
+# pointed at by GEMINI_CLI_SYSTEM_DEFAULTS_PATH is skipped below a world-writable directory).
+# Gemini runs a hook through the shell and waits for it: `cafleet hook` prints nothing and
+# returns at once; outside a member's pane (no `CAFLEET_HOOK_MEMBER`) nothing runs.
+HOOK_EVENTS: tuple[tuple[str, str], ...] = (
+    ("BeforeAgent", "prompt"),  # its payload's `prompt` holds the submitted text
+    ("BeforeTool", "tool"),
+    ("AfterAgent", "stop"),
+    ("Notification", "permission"),  # its only kind: `ToolPermission`
+)
+EXTENSION = "extensions/cafleet"
+HOOK_TIMEOUT_MS = 10_000
+
+
+def extension_files(version: str) -> dict[str, bytes]:
+    """The extension: its manifest and `hooks/hooks.json`."""
+    manifest = {"name": "cafleet", "version": version}
+    return {
+        "gemini-extension.json": (json.dumps(manifest, indent=2) + "\n").encode(),
+        "hooks/hooks.json": hooks_file(),
+    }
+
+
+def hooks_file() -> bytes:
+    """The extension's hooks: each names the member through the pane's `CAFLEET_HOOK_MEMBER`
+    (so one file serves every member, and holds no path)."""
+    hooks = {
+        name: [
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "name": f"cafleet-{event}",
+                        "command": f'[ -z "${HOOK_VARIABLE}" ] || '
+                        f'cafleet hook {event} --member-id "${HOOK_VARIABLE}"',
+                        "timeout": HOOK_TIMEOUT_MS,
+                    }
+                ]
+            }
+        ]
+        for name, event in HOOK_EVENTS
+    }
+    return (json.dumps({"hooks": hooks}, indent=2) + "\n").encode()
+
+
 def policy_path(profile: str) -> str:
     """Where the profile's policy file is installed; raises when the directory cannot be
     resolved."""
@@ -63,12 +110,16 @@ class GeminiAgent(BaseAgent):
     config_variables = (("GEMINI_CLI_HOME", ".gemini"),)
     config_default = ".gemini"
     record_variables = ("GEMINI_CLI_HOME",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER
 
     def asset_units(self, version: str) -> list[Unit]:
-        return [Unit(FOLDER, policy_files(version))]
+        return [Unit(FOLDER, policy_files(version)), Unit(EXTENSION, extension_files(version))]
+
+    def hook_env(self, member_id: int) -> dict[str, str]:
+        return {HOOK_VARIABLE: str(member_id)}
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)

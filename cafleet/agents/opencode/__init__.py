@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
-from cafleet.agents._base import BaseAgent
+from cafleet.agents._base import HOOK_VARIABLE, BaseAgent
 from cafleet.agents.opencode.records import READER, holds_line
 from cafleet.agents.opencode.rules import check_opencode
 from cafleet.agents.opencode.screens import SCREENS
@@ -60,6 +60,10 @@ POLICY = InputPolicy(
     settle=0.1,
 )
 
+# The plugin `setup` installs (`plugins/cafleet.js`): in a member's pane (`HOOK_VARIABLE` set
+# to its id) it runs `cafleet hook` on opencode's events (docs/runtime.md §4.12).
+PLUGIN = "plugins/cafleet.js"
+
 # The presets beside `agents/cafleet.md` (profile workspace): one per other permission profile
 # (docs/permissions.md §2), `agents/cafleet-<profile>.md`.
 PROFILE_PRESETS: tuple[str, ...] = ("ask", "readonly", "full")
@@ -84,12 +88,17 @@ class OpencodeAgent(BaseAgent):
     config_variables = (("OPENCODE_CONFIG_DIR", ""), ("XDG_CONFIG_HOME", "opencode"))
     config_default = os.path.join(".config", "opencode")
     record_variables = ("XDG_DATA_HOME",)
+    hooks = True
     policy = POLICY
     screens = SCREENS
     records = READER
 
     def asset_units(self, version: str) -> list[Unit]:
-        return [preset_unit(version, p) for p in ("workspace", *PROFILE_PRESETS)]
+        presets = [preset_unit(version, p) for p in ("workspace", *PROFILE_PRESETS)]
+        return [*presets, Unit(PLUGIN, {"": preset("opencode-plugin.js", version)})]
+
+    def hook_env(self, member_id: int) -> dict[str, str]:
+        return {HOOK_VARIABLE: str(member_id)}
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)

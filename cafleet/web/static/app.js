@@ -176,6 +176,10 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
           : el("span", { class: `badge ${p.state}`, "data-testid": "member-pane-state", title: paneTitle(p) }, paneText(p)),
         hostText(p, panes),
         ` · idle ${idleText(a.idle)}`,
+        a.last_received_at
+          ? el("span", { "data-testid": "member-received", title: "its newest receipt, from its agent's hook" },
+              ` · received ${a.last_received_at}`)
+          : null,
         member.status === "active" ? null : " · deregistered",
         " · ",
         el("span", { class: "usage", "data-testid": "member-usage",

@@ -33,3 +33,13 @@ RECEIVED_AT: Compiled = (
     "SELECT messages.received_at FROM messages WHERE messages.message_id = %s::BIGINT",
     ("message_id",),
 )
+
+FLEET_RECEIPTS: Compiled = (
+    "SELECT messages.to_member_id, max(messages.received_at) AS received_at FROM messages JOIN members ON members.member_id = messages.to_member_id WHERE members.fleet_id = %s::BIGINT AND messages.received_at IS NOT NULL GROUP BY messages.to_member_id",
+    ("fleet_id",),
+)
+
+RECEIPTS_OF: Compiled = (
+    "SELECT messages.message_id, messages.received_at FROM messages WHERE messages.message_id IN (SELECT value FROM (SELECT CAST(e.value AS BIGINT) AS value FROM json_array_elements_text(CAST(%s AS JSON)) AS e) AS json_each) AND messages.received_at IS NOT NULL",
+    ("ids",),
+)
