@@ -54,7 +54,8 @@ def test_no_body_restates_a_record() -> None:
 
 
 def test_a_body_follows_its_record() -> None:
-    assert list(models.MessageOut.model_fields) == list(Message._fields)
+    # received_at comes from the receipts, beside the record (docs/runtime.md §4.12)
+    assert list(models.MessageOut.model_fields) == [*Message._fields, "received_at"]
 
     @dataclasses.dataclass(frozen=True)
     class Probe:
