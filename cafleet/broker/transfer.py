@@ -23,8 +23,14 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("task_dep", "TASK_DEPS"),
     ("task_event", "TASK_EVENTS"),
     ("message", "MESSAGES"),
+    ("notify_channel", "NOTIFY_CHANNELS"),
+    ("notify_outbox", "NOTIFY_OUTBOX"),
+    ("member_budget", "MEMBER_BUDGETS"),
+    ("fleet_budget", "FLEET_BUDGETS"),
 )
 _TABLE_OF = dict(KINDS)
+# A column a line cannot hold under its own name (the line's own "kind") -> its name in the line.
+RENAMED = {"kind": "channel_kind"}
 
 
 def export_fleet(conn: Connection, fleet_id: int) -> list[dict[str, Any]]:
@@ -35,7 +41,10 @@ def export_fleet(conn: Connection, fleet_id: int) -> list[dict[str, Any]]:
             rows = conn.execute(getattr(q, f"EXPORT_{table}"), {"fleet_id": fleet_id}).all()
             if kind == "fleet" and not rows:
                 raise FleetNotFound(fleet_id)
-            found.extend({"kind": kind, **{k: r[k] for k in r.keys()}} for r in rows)  # noqa: SIM118 - a row iterates its values
+            found.extend(
+                {"kind": kind, **{RENAMED.get(k, k): r[k] for k in r.keys()}}  # noqa: SIM118 - a row iterates its values
+                for r in rows
+            )
         return found
 
 
@@ -54,7 +63,9 @@ def import_rows(conn: Connection, records: Iterable[dict[str, Any]]) -> dict[str
             statement = getattr(q, f"IMPORT_{table}")
             for record in grouped[kind]:
                 names = conn.compiled(statement)[1]  # the parameters, in placeholder order
-                conn.execute(statement, {name: record.get(name) for name in names})
+                conn.execute(
+                    statement, {name: record.get(RENAMED.get(name, name)) for name in names}
+                )
         for fleet in grouped["fleet"]:
             if fleet.get("director_member_id") is not None:
                 conn.execute(

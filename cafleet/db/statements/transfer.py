@@ -8,11 +8,19 @@ from typing import Any
 from sqlalchemy import Table, func, insert, literal_column, select, text, update
 
 from cafleet.db.schema import (
+    answer_links,
+    asset_installs,
+    fleet_budgets,
     fleets,
+    host_loops,
+    member_budgets,
     member_placements,
     member_spawns,
     members,
     messages,
+    monitor_runtime,
+    notify_channels,
+    notify_outbox,
     task_deps,
     task_events,
     tasks,
@@ -29,7 +37,53 @@ TABLES: tuple[Table, ...] = (
     task_deps,
     task_events,
     messages,
+    notify_channels,
+    notify_outbox,
+    member_budgets,
+    fleet_budgets,
 )
+# Tables no export holds: a host's or a loop's running state, and answer links (single-use
+# tokens that expire within minutes; a copy must not answer for the original).
+NOT_EXPORTED: tuple[Table, ...] = (monitor_runtime, host_loops, asset_installs, answer_links)
+
+# Table -> (the table that holds its fleet_id, the join to it, the export order).
+_OWNER: dict[Table, tuple[Table, Any, tuple[Any, ...]]] = {
+    members: (members, None, (members.c.member_id,)),
+    tasks: (tasks, None, (tasks.c.task_id,)),
+    notify_channels: (notify_channels, None, (notify_channels.c.channel_id,)),
+    fleet_budgets: (fleet_budgets, None, (fleet_budgets.c.fleet_id,)),
+    member_placements: (
+        members,
+        members.c.member_id == member_placements.c.member_id,
+        (member_placements.c.member_id,),
+    ),
+    member_spawns: (
+        members,
+        members.c.member_id == member_spawns.c.member_id,
+        (member_spawns.c.member_id,),
+    ),
+    member_budgets: (
+        members,
+        members.c.member_id == member_budgets.c.member_id,
+        (member_budgets.c.member_id,),
+    ),
+    messages: (
+        members,
+        members.c.member_id == messages.c.owner_member_id,
+        (messages.c.message_id,),
+    ),
+    task_deps: (
+        tasks,
+        tasks.c.task_id == task_deps.c.task_id,
+        (task_deps.c.task_id, task_deps.c.after_task_id),
+    ),
+    task_events: (tasks, tasks.c.task_id == task_events.c.task_id, (task_events.c.event_id,)),
+    notify_outbox: (
+        notify_channels,
+        notify_channels.c.channel_id == notify_outbox.c.channel_id,
+        (notify_outbox.c.outbox_id,),
+    ),
+}
 
 
 def _insert(table: Table) -> Any:
@@ -42,40 +96,11 @@ def _insert(table: Table) -> Any:
 def _of_fleet(table: Table) -> Any:
     if table is fleets:
         return select(*table.c).where(fleets.c.fleet_id == param("fleet_id"))
-    if table in (members, tasks):
-        key = members.c.member_id if table is members else tasks.c.task_id
-        return select(*table.c).where(table.c.fleet_id == param("fleet_id")).order_by(key)
-    if table in (member_placements, member_spawns):
-        return (
-            select(*table.c)
-            .join(members, members.c.member_id == table.c.member_id)
-            .where(members.c.fleet_id == param("fleet_id"))
-            .order_by(table.c.member_id)
-        )
-    if table is messages:
-        return (
-            select(*table.c)
-            .join(members, members.c.member_id == messages.c.owner_member_id)
-            .where(members.c.fleet_id == param("fleet_id"))
-            .order_by(messages.c.message_id)
-        )
-    key = task_deps.c.task_id if table is task_deps else task_events.c.event_id
-    order = (
-        (task_deps.c.task_id, task_deps.c.after_task_id)
-        if table is task_deps
-        else (task_events.c.event_id,)
-    )
-    return (
-        select(*table.c)
-        .join(
-            tasks,
-            tasks.c.task_id == key
-            if table is task_deps
-            else tasks.c.task_id == task_events.c.task_id,
-        )
-        .where(tasks.c.fleet_id == param("fleet_id"))
-        .order_by(*order)
-    )
+    owner, join, order = _OWNER[table]
+    query = select(*table.c)
+    if join is not None:
+        query = query.join(owner, join)
+    return query.where(owner.c.fleet_id == param("fleet_id")).order_by(*order)
 
 
 FLEET_COUNT = select(func.count()).select_from(fleets)
@@ -93,6 +118,8 @@ _SERIAL = (
     ("messages", "message_id"),
     ("tasks", "task_id"),
     ("task_events", "event_id"),
+    ("notify_channels", "channel_id"),
+    ("notify_outbox", "outbox_id"),
 )
 PG_SYNC_SEQUENCES = text(
     "SELECT "

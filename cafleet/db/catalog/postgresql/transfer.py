@@ -49,6 +49,26 @@ EXPORT_MESSAGES: Compiled = (
     ("fleet_id",),
 )
 
+EXPORT_NOTIFY_CHANNELS: Compiled = (
+    "SELECT notify_channels.channel_id, notify_channels.fleet_id, notify_channels.kind, notify_channels.target, notify_channels.events, notify_channels.answer_base, notify_channels.created_at, notify_channels.failures, notify_channels.failing_since, notify_channels.last_error FROM notify_channels WHERE notify_channels.fleet_id = %s::BIGINT ORDER BY notify_channels.channel_id",
+    ("fleet_id",),
+)
+
+EXPORT_NOTIFY_OUTBOX: Compiled = (
+    "SELECT notify_outbox.outbox_id, notify_outbox.channel_id, notify_outbox.event_key, notify_outbox.event, notify_outbox.payload_json, notify_outbox.created_at, notify_outbox.attempts, notify_outbox.next_at, notify_outbox.sent_at, notify_outbox.last_error FROM notify_outbox JOIN notify_channels ON notify_channels.channel_id = notify_outbox.channel_id WHERE notify_channels.fleet_id = %s::BIGINT ORDER BY notify_outbox.outbox_id",
+    ("fleet_id",),
+)
+
+EXPORT_MEMBER_BUDGETS: Compiled = (
+    "SELECT member_budgets.member_id, member_budgets.tokens, member_budgets.usd_micros, member_budgets.paused_at, member_budgets.paused_reason FROM member_budgets JOIN members ON members.member_id = member_budgets.member_id WHERE members.fleet_id = %s::BIGINT ORDER BY member_budgets.member_id",
+    ("fleet_id",),
+)
+
+EXPORT_FLEET_BUDGETS: Compiled = (
+    "SELECT fleet_budgets.fleet_id, fleet_budgets.tokens, fleet_budgets.usd_micros FROM fleet_budgets WHERE fleet_budgets.fleet_id = %s::BIGINT ORDER BY fleet_budgets.fleet_id",
+    ("fleet_id",),
+)
+
 IMPORT_FLEETS: Compiled = (
     "INSERT INTO fleets (fleet_id, name, created_at, deleted_at, director_member_id, member_defaults_json, merge_gate) VALUES (%s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, NULL, %s::VARCHAR, %s::VARCHAR) RETURNING fleets.fleet_id",
     ("fleet_id", "name", "created_at", "deleted_at", "member_defaults_json", "merge_gate"),
@@ -151,6 +171,48 @@ IMPORT_MESSAGES: Compiled = (
     ),
 )
 
+IMPORT_NOTIFY_CHANNELS: Compiled = (
+    "INSERT INTO notify_channels (channel_id, fleet_id, kind, target, events, answer_base, created_at, failures, failing_since, last_error) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::VARCHAR, %s::VARCHAR) RETURNING notify_channels.channel_id",
+    (
+        "channel_id",
+        "fleet_id",
+        "kind",
+        "target",
+        "events",
+        "answer_base",
+        "created_at",
+        "failures",
+        "failing_since",
+        "last_error",
+    ),
+)
+
+IMPORT_NOTIFY_OUTBOX: Compiled = (
+    "INSERT INTO notify_outbox (outbox_id, channel_id, event_key, event, payload_json, created_at, attempts, next_at, sent_at, last_error) VALUES (%s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR, %s::BIGINT, %s::VARCHAR, %s::VARCHAR, %s::VARCHAR) RETURNING notify_outbox.outbox_id",
+    (
+        "outbox_id",
+        "channel_id",
+        "event_key",
+        "event",
+        "payload_json",
+        "created_at",
+        "attempts",
+        "next_at",
+        "sent_at",
+        "last_error",
+    ),
+)
+
+IMPORT_MEMBER_BUDGETS: Compiled = (
+    "INSERT INTO member_budgets (member_id, tokens, usd_micros, paused_at, paused_reason) VALUES (%s::BIGINT, %s::BIGINT, %s::BIGINT, %s::VARCHAR, %s::VARCHAR)",
+    ("member_id", "tokens", "usd_micros", "paused_at", "paused_reason"),
+)
+
+IMPORT_FLEET_BUDGETS: Compiled = (
+    "INSERT INTO fleet_budgets (fleet_id, tokens, usd_micros) VALUES (%s::BIGINT, %s::BIGINT, %s::BIGINT)",
+    ("fleet_id", "tokens", "usd_micros"),
+)
+
 FLEET_COUNT: Compiled = (
     "SELECT count(*) AS count_1 FROM fleets",
     (),
@@ -162,6 +224,6 @@ SET_DIRECTOR: Compiled = (
 )
 
 SYNC_SEQUENCES: Compiled = (
-    "SELECT setval(pg_get_serial_sequence('fleets', 'fleet_id'), (SELECT coalesce(max(fleet_id), 0) + 1 FROM fleets), false), setval(pg_get_serial_sequence('members', 'member_id'), (SELECT coalesce(max(member_id), 0) + 1 FROM members), false), setval(pg_get_serial_sequence('messages', 'message_id'), (SELECT coalesce(max(message_id), 0) + 1 FROM messages), false), setval(pg_get_serial_sequence('tasks', 'task_id'), (SELECT coalesce(max(task_id), 0) + 1 FROM tasks), false), setval(pg_get_serial_sequence('task_events', 'event_id'), (SELECT coalesce(max(event_id), 0) + 1 FROM task_events), false)",
+    "SELECT setval(pg_get_serial_sequence('fleets', 'fleet_id'), (SELECT coalesce(max(fleet_id), 0) + 1 FROM fleets), false), setval(pg_get_serial_sequence('members', 'member_id'), (SELECT coalesce(max(member_id), 0) + 1 FROM members), false), setval(pg_get_serial_sequence('messages', 'message_id'), (SELECT coalesce(max(message_id), 0) + 1 FROM messages), false), setval(pg_get_serial_sequence('tasks', 'task_id'), (SELECT coalesce(max(task_id), 0) + 1 FROM tasks), false), setval(pg_get_serial_sequence('task_events', 'event_id'), (SELECT coalesce(max(event_id), 0) + 1 FROM task_events), false), setval(pg_get_serial_sequence('notify_channels', 'channel_id'), (SELECT coalesce(max(channel_id), 0) + 1 FROM notify_channels), false), setval(pg_get_serial_sequence('notify_outbox', 'outbox_id'), (SELECT coalesce(max(outbox_id), 0) + 1 FROM notify_outbox), false)",
     (),
 )
