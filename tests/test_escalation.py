@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from cafleet import broker
 from cafleet.delivery.screens.prompts import clean, read_prompt
+from tests.factories import connect
 from tests.fleet_helpers import (
     FleetIds,
     create_fleet,
@@ -341,11 +344,19 @@ def test_a_blocked_member_is_reported_once_then_answered(
     shown = ok(h.cli("fleet", "show", str(f))).stdout
     assert f"1 waiting (permission) (member {member})" in shown, shown
 
+    # An old hook report says the turn ended: the loop logs, once, that the screen wins.
+    with connect(h.db_path) as conn:
+        an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+        broker.record_hook(conn, member, state="ready", event="stop", text="", now=an_hour_ago)
     loop = start_loop(h, f, "--tick", "1", "--interval", "0", env={"CAFLEET_ESCALATE_AFTER": "2"})
+    loop.wait_line(
+        rf"tick -> member {member}: its hook said ready at .* shows a prompt", timeout=30
+    )
     logged = loop.wait_line(rf"tick -> escalated: member {member} waits at prompt", timeout=30)
     digest = re.search(r"at prompt ([0-9a-f]{8}) ", logged[-1]).group(1)  # type: ignore[union-attr]
     wait_ticks(h, f, 3)  # the same prompt, three more ticks: no second report
     assert loop.count(r"tick -> escalated") == 1
+    assert loop.count(r"its hook said ready") == 1
     inbox = director_inbox(h, d)
     assert len(inbox) == 1, inbox
     report = inbox[0]

@@ -216,6 +216,22 @@ def test_choose_freshest_signal() -> None:
     assert choose(stale, "working", screen_changed_at=later, now=now).source == "screen"
 
 
+def test_the_loop_names_a_hook_report_its_screen_contradicts() -> None:
+    from cafleet.monitor.escalate import disagreement
+
+    now = datetime(2026, 12, 4, tzinfo=UTC)
+    old = now - timedelta(seconds=HOOK_FRESH + 1)
+    said = disagreement(_signal("ready", old), True, now)
+    assert said == (
+        f"its hook said ready at {old.isoformat()} but its screen shows a prompt: the screen wins"
+    )
+    assert "shows no prompt" in str(disagreement(_signal("awaiting_user", old), False, now))
+    assert disagreement(_signal("ready", now - timedelta(seconds=1)), True, now) is None  # fresh
+    assert disagreement(_signal("awaiting_user", old), True, now) is None  # agree
+    assert disagreement(_signal("working", old), True, now) is None  # the tool's hook came first
+    assert disagreement(None, True, now) is None
+
+
 def test_member_explain_json_without_a_pane(conn: Any, head_db: Path) -> None:
     _fleet_id, _director, member = _fleet(conn)
     code, out, _err = run_cli("member", "explain", str(member), "--json")

@@ -13,6 +13,9 @@ from cafleet.db.catalog import hooks as q
 from cafleet.db.runtime import Connection, Row
 from cafleet.db.timefmt import format_ts, utcnow
 
+# Seconds a hook report outranks a screen whose change time is unknown (docs/runtime.md §4.12).
+HOOK_FRESH = 5.0
+
 
 class HookSignal(NamedTuple):
     """A member's last hook report (`members.hook_*`)."""

@@ -18,9 +18,11 @@ runs when the fleet has member panes.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cafleet import broker
+from cafleet.broker.hooks import HOOK_FRESH
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.answerlinks import new_link
@@ -71,6 +73,23 @@ def hook_waited(hook: HookSignal | None) -> float:
     at = parse_ts(hook.at)
     waited = 0.0 if at is None else (utcnow() - at).total_seconds()
     return waited if 0 < waited < 3600 else 0.0
+
+
+def disagreement(
+    hook: HookSignal | None, prompt_shown: bool, now: datetime | None = None
+) -> str | None:
+    """What the screen says against an older hook report about waiting for the user (the
+    screen wins, docs/runtime.md §4.12); None when they agree, when the report is still fresh,
+    or when a tool's `working` report precedes the prompt it drew."""
+    if hook is None or (hook.state == "awaiting_user") == prompt_shown:
+        return None
+    if prompt_shown and hook.state == "working":
+        return None
+    at = parse_ts(hook.at)
+    if at is None or ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH:
+        return None
+    shown = "a prompt" if prompt_shown else "no prompt"
+    return f"its hook said {hook.state} at {hook.at} but its screen shows {shown}: the screen wins"
 
 
 def _numbers(prompt: Prompt) -> str:
@@ -124,6 +143,7 @@ def escalate_prompts(
         except MultiplexerError:
             continue  # the next tick looks again
         prompt = read_prompt(placement.coding_agent, screen, spawned=True)
+        _log_disagreement(state, member.member_id, hooks.get(member.member_id), prompt is not None)
         if prompt is None:
             state.prompts_seen.pop(member.member_id, None)
             continue
@@ -136,6 +156,17 @@ def escalate_prompts(
             continue
         seen.reported = True
         _report(state, member, director.member_id, pane_id, prompt, now - seen.since)
+
+
+def _log_disagreement(
+    state: LoopState, member_id: int, hook: HookSignal | None, prompt_shown: bool
+) -> None:
+    """Log a hook report the screen contradicts, once per report."""
+    said = disagreement(hook, prompt_shown)
+    if said is None or hook is None or state.disagreements_logged.get(member_id) == hook.at:
+        return
+    state.disagreements_logged[member_id] = hook.at
+    state.log(f"tick -> member {member_id}: {said}")
 
 
 def _report(

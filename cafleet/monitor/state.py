@@ -74,6 +74,8 @@ class LoopState:
     # member's pane shows (its digest, since when, whether reported).
     escalate_after: int = 30
     prompts_seen: dict[int, SeenPrompt] = field(default_factory=dict)
+    # The hook report (its time) each member's screen was last logged contradicting.
+    disagreements_logged: dict[int, str] = field(default_factory=dict)
     notifier: Any = None  # the notification sender (`cafleet.monitor.notify.Sender`)
     session_note: str | None = None  # the last session-learning failure logged
     next_learn_at: float = 0.0  # monotonic time of the next session-learning attempt

@@ -15,12 +15,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from cafleet.broker.hooks import HOOK_FRESH
 from cafleet.db.timefmt import parse_ts, utcnow
 
 if TYPE_CHECKING:
     from cafleet.broker import HookSignal
 
-HOOK_FRESH = 5.0  # seconds: how long a hook report outranks a screen whose change time is unknown
 SCREEN_UNREAD = ("unknown", "starting")
 
 
