@@ -325,6 +325,12 @@ def test_one_clock_un_acked_agent_states_and_forgiving_names(
     alice = world.members["alice"]
     with connect(tmux_db.db_path) as conn:
         hi = broker.send_message(conn, from_member_id=alice, to_member_id=world.director, text="hi")
+        # The Director's hook reports that line in its context (docs/runtime.md §4.12).
+        broker.record_hook(
+            conn, world.director, state="working", event="prompt", text="",
+            message_ids=[hi.message_id],
+        )  # fmt: skip
+        received = broker.fleet_receipts(conn, world.fleet_id)[world.director]
     start_loop(tmux_db, world.fleet_id, "--interval", "0")
     server = serve(tmux_db)
     # A 12-hour locale and a zone away from UTC: the page must still show local 24-hour times.
@@ -362,6 +368,14 @@ def test_one_clock_un_acked_agent_states_and_forgiving_names(
             f"[data-testid=member][data-member-id='{alice}'] [data-testid=member-pane-state]"
         )
         assert state.inner_text() == "alive (unknown)"  # the fake draws no cue the classifier knows
+        # the Director's receipt: on the same local clock, the stored time on hover
+        got = page.locator(
+            f"[data-testid=member][data-member-id='{world.director}'] [data-testid=member-received]"
+        )
+        local_received = datetime.fromisoformat(received).astimezone(ZoneInfo("Asia/Kolkata"))
+        assert re.fullmatch(rf" · received {clock}", got.inner_text()), got.inner_text()
+        assert got.inner_text().endswith(local_received.strftime("%H:%M:%S"))
+        assert received in (got.get_attribute("title") or "")
 
         result = page.locator("[data-testid=compose-result]")
         page.locator("[data-testid=compose-text]").fill("@ALICE hello in capitals")

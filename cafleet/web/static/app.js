@@ -177,8 +177,9 @@ function renderRoster(members, activity, panes, worktrees = [], usage = null) {
         hostText(p, panes),
         ` · idle ${idleText(a.idle)}`,
         a.last_received_at
-          ? el("span", { "data-testid": "member-received", title: "its newest receipt, from its agent's hook" },
-              ` · received ${a.last_received_at}`)
+          ? el("span", { "data-testid": "member-received",
+                         title: `its newest receipt, from its agent's hook: ${a.last_received_at}` },
+              ` · received ${clock(a.last_received_at)}`)
           : null,
         member.status === "active" ? null : " · deregistered",
         " · ",
