@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +20,7 @@ from cafleet import broker
 from cafleet.agents import get_agent
 from cafleet.agents.claude import profile_args
 from cafleet.workflows.explain import HOOK_FRESH, choose
-from tests.cli_helpers import run_cli
+from tests.cli_helpers import cli_env, run_cli
 from tests.factories import make_fleet
 
 
@@ -111,7 +113,6 @@ def test_hook_skips_a_missing_or_foreign_database(tmp_path: Path) -> None:
     assert foreign.read_bytes() == b"not a database"
 
 
-@pytest.mark.sqlite_only  # SQLite's writer lock and busy wait
 def test_hook_skips_a_locked_database(conn: Any, head_db: Path) -> None:
     """A writer holding the database: the hook gives up after its bounded wait (the run's
     timeout is a deadline, never a measured duration) and records nothing."""
@@ -122,6 +123,30 @@ def test_hook_skips_a_locked_database(conn: Any, head_db: Path) -> None:
         code, out, err = run_cli("hook", "stop", "--member-id", str(member), timeout=30)
     assert (code, out, err) == (0, "", "")
     assert broker.hook_signal(conn, member) is None
+
+
+BOUND_PROBE = """
+import os
+from cafleet.config import resolve_database_path
+from cafleet.db.guard import open_validated_connection
+from cafleet.db.runtime import bound_waits
+bound_waits(0.2)
+conn = open_validated_connection(resolve_database_path(os.environ))
+sql = "SHOW lock_timeout" if conn.dialect == "postgresql" else "PRAGMA busy_timeout"
+print(conn.driver.execute(sql).fetchone()[0])
+"""
+
+
+def test_hook_bounds_every_wait_on_either_database(conn: Any) -> None:
+    """`HOOK_WAIT` reaches the connection the hook opens: SQLite's busy wait, PostgreSQL's
+    lock_timeout (the writer lock and row locks wait on it)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BOUND_PROBE], capture_output=True, text=True, env=cli_env(None),
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in ("200ms", "200")
+    assert proc.stdout.strip() == ("200ms" if conn.dialect == "postgresql" else "200")
 
 
 @pytest.mark.sqlite_only  # a file named by the pane's marker

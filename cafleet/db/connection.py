@@ -21,6 +21,10 @@ from cafleet.db.results import Result
 from cafleet.db.timefmt import format_ts, utcnow
 from cafleet.errors import CafleetError
 
+# `cafleet hook`'s bound on every wait, in seconds (`cafleet.db.runtime.bound_waits`); None: the
+# usual waits. Both dialects' connections read it when they open.
+WAIT_BOUND: list[float | None] = [None]
+
 # A dialect's catalog entry: its SQL text and the names of its parameters in placeholder order
 # (a name used twice appears twice).
 Compiled = tuple[str, tuple[str, ...]]

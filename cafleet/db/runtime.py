@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from cafleet.config import POSTGRES_SCHEMES
-from cafleet.db.connection import Compiled, Connection, Statement
+from cafleet.db.connection import WAIT_BOUND, Compiled, Connection, Statement
 from cafleet.db.errors import (
     DatabaseBusy,
     SchemaChanged,
@@ -100,11 +100,12 @@ _busy_ms: list[int] = [BUSY_TIMEOUT_MS]
 
 def bound_waits(seconds: float) -> None:
     """Bound this process's waits on a busy database (SQLite's busy handler and the writer
-    lock) to ``seconds``: for `cafleet hook`, which skips a report rather than wait
+    lock; PostgreSQL's lock_timeout and connect timeout) to ``seconds``: for `cafleet hook`, which skips a report rather than wait
     (docs/runtime.md §4.12). Connections opened afterwards use it."""
     global WRITER_LOCK_TIMEOUT
     _busy_ms[0] = max(1, int(seconds * 1000))
     WRITER_LOCK_TIMEOUT = seconds
+    WAIT_BOUND[0] = seconds  # PostgreSQL: its lock_timeout and connect timeout
 
 
 def connect_driver(path: str, mode: Mode) -> sqlite3.Connection:

@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cafleet.db.connection import Connection, Statement
+from cafleet.db.connection import WAIT_BOUND, Connection, Statement
 from cafleet.db.errors import DatabaseBusy, SchemaChanged, StorageUsageError, write_purpose
 from cafleet.db.predicates import APPLICATION_ID
 from cafleet.db.results import Result
@@ -196,6 +196,10 @@ def connect_driver(
     except ImportError:
         raise sqlite3.OperationalError(MISSING_DRIVER) from None
 
+    bound = WAIT_BOUND[0]
+    if bound is not None:  # `cafleet hook`: skip a busy or unreachable server, never hang
+        lock_timeout = f"{max(1, int(bound * 1000))}ms"
+        connect_timeout = min(connect_timeout, 2)  # libpq's shortest (it reads 1 as 2)
     url = connect_url(path)
     problem = url_problem(url)
     if problem is not None:
