@@ -64,7 +64,10 @@ def test_fakes_are_generated_with_the_test_interpreter(tmux_harness: TmuxHarness
         first = (h.bin_dir / name).read_text().split("\n", 1)[0]
         assert first == f"#!{sys.executable}"
         assert os.access(h.bin_dir / name, os.X_OK)
-    assert (h.bin_dir / "tmux").read_text().startswith(f"#!{sys.executable} -IS\n")
+    python_shim = h.bin_dir / "tmux-py"  # beside the fast path; else the shim itself
+    if not python_shim.exists():
+        python_shim = h.bin_dir / "tmux"
+    assert python_shim.read_text().startswith(f"#!{sys.executable} -IS\n")
 
 
 def test_cafleet_on_pane_path_is_this_checkout(tmux_harness: TmuxHarness) -> None:
@@ -212,6 +215,41 @@ def test_shim_forwards_and_logs(tmux_harness: TmuxHarness) -> None:
     assert call["argv"] == ["-u", "-S", h.socket_path, "list-panes", "-a", "-F", "#{pane_id}"]
     assert call["command"] == "list-panes" and call["guard"] == "ok" and call["rule"] is None
     assert call["socket"] == h.socket_path and isinstance(call["t"], float)
+
+
+def test_the_fast_path_logs_what_the_python_shim_logs(tmux_harness: TmuxHarness) -> None:
+    """tests/harness/tmux_fast.c: the same line as tmux_shim.py for every call it handles, and
+    the Python shim for the rest (here: non-ASCII text)."""
+    h = tmux_harness
+    if not (h.bin_dir / "tmux-py").exists():
+        pytest.skip("no C compiler: the Python shim runs every call")
+    calls = [  # (argv, handled by the fast path alone)
+        (["-S", h.socket_path, "list-panes", "-a", "-F", "#{pane_id}"], True),
+        (["-u", f"-S{h.socket_path}", "display-message", "-p", "-t", h.director_pane, 'a"q"\\b'], True),
+        (["-S", h.socket_path, "set-buffer", "-b", "x", "tab\there\nnewline\x1b[0m"], True),
+        (["-S", h.socket_path, "set-buffer", "-b", "y", "caf\u00e9 \u2603"], False),
+        (["-V"], True),
+    ]  # fmt: skip
+    python_shim = h.bin_dir / "tmux-py"
+    for args, fast_alone in calls:
+        for program in ("tmux", "tmux-py"):
+            # A call the fast path handles runs even when the Python shim cannot.
+            python_shim.chmod(0 if program == "tmux" and fast_alone else 0o755)
+            try:
+                done = subprocess.run(
+                    [str(h.bin_dir / program), *args], env=h.env, capture_output=True, timeout=30
+                )
+            finally:
+                python_shim.chmod(0o755)
+            assert done.returncode == 0, (args, done.stderr)
+    logged = h.shim_calls()
+    assert len(logged) == 2 * len(calls)
+    volatile = ("t", "pid", "ppid")
+    for fast, slow in zip(logged[::2], logged[1::2], strict=True):
+        assert {k: v for k, v in fast.items() if k not in volatile} == {
+            k: v for k, v in slow.items() if k not in volatile
+        }
+        assert isinstance(fast["t"], float)
 
 
 def test_shim_guard_refuses_other_servers(tmux_harness: TmuxHarness, tmp_path: Path) -> None:

@@ -55,6 +55,43 @@ def _require_tmux() -> str:
     return os.path.realpath(real)
 
 
+def _fast_shim() -> Path | None:
+    """The shim's fast path (tests/harness/tmux_fast.c) compiled once per source text and
+    shared by the run's workers; None without a C compiler (the Python shim alone then)."""
+    import hashlib
+
+    source = _HERE / "tmux_fast.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    built = Path(tempfile.gettempdir()) / f"cafleet-tmux-fast-{os.getuid()}-{digest}"
+    if built.exists():
+        return built
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    partial = built.with_name(f"{built.name}.{os.getpid()}")
+    done = subprocess.run(
+        [compiler, "-O2", "-o", str(partial), str(source)], capture_output=True, timeout=120
+    )
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        return None
+    os.replace(partial, built)  # atomic: a worker never runs a half-written binary
+    return built
+
+
+def _install_tmux_shim(bin_dir: Path, python: str) -> None:
+    """``bin_dir/tmux``: the fast path with the Python shim beside it as ``tmux-py`` for every
+    call it does not handle, or the Python shim itself. A copy, not a link: the fast path finds
+    the harness directory from its own path."""
+    fast = _fast_shim()
+    if fast is None:
+        _install_script(_HERE / "tmux_shim.py", bin_dir / "tmux", python)
+        return
+    _install_script(_HERE / "tmux_shim.py", bin_dir / "tmux-py", python)
+    shutil.copyfile(fast, bin_dir / "tmux")
+    (bin_dir / "tmux").chmod(0o755)
+
+
 def _install_script(source: Path, target: Path, shebang: str) -> None:
     text = source.read_text(encoding="utf-8")
     if text.startswith("#!"):
@@ -212,7 +249,7 @@ class TmuxHarness:
         exe = sys.executable
         for agent in AGENTS:
             _install_script(_HERE / "fake_agent.py", self.bin_dir / agent, exe)
-        _install_script(_HERE / "tmux_shim.py", self.bin_dir / "tmux", f"{exe} -IS")
+        _install_tmux_shim(self.bin_dir, f"{exe} -IS")
         if shutil.which("cafleet", path=os.path.dirname(exe)) is None:
             # No installed entry point: run this checkout (PYTHONPATH is set by tests/conftest).
             script = self.bin_dir / "cafleet"
