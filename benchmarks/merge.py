@@ -1,4 +1,4 @@
-"""Review and merge at size (docs/performance.md §23, issue 34), on real git repositories and a
+"""Review and merge at size (docs/performance.md §23), on real git repositories and a
 real SQLite database at head, all under a temporary directory (HOME included):
 
 1. Whole-process wall time of `cafleet task merge T` (console script, bytecode cached, no gate)
