@@ -6,6 +6,7 @@ real SQLite database at head, all under a temporary directory (HOME included):
    json` floor, alternating runs. Each run merges a fresh done task whose member's branch (a
    member worktree made as `member create --worktree` makes it) changes `CHANGED` files; the
    merge checks out the whole tree in a temporary worktree, so its cost follows `--files`.
+   Then `--runs` more merges in this process, each git call timed: where a merge's time goes.
 2. The collision check (`cafleet.monitor.collisions`) over `--worktrees` member worktrees, each
    with committed, uncommitted and untracked changes, two of them changing one path (the check
    must find exactly that collision): cold, as `fleet show` runs it (`current`), and warm, as
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -119,18 +121,78 @@ def done_task(
     return int(task.task_id)
 
 
+def _git_call(args: Sequence[str]) -> str:
+    """A git call's name: its command (`-c` pairs skipped), with a `worktree`'s subcommand."""
+    rest = list(args)
+    while rest[:1] == ["-c"]:
+        rest = rest[2:]
+    return " ".join(rest[:2]) if rest[:1] == ["worktree"] else rest[0]
+
+
+class TimedGit:
+    """Merges in this process (`review.merge`, what the command runs) with each call of
+    `cafleet.git.run` timed, summed per git command over one merge."""
+
+    def __init__(self, db: Path) -> None:
+        import cafleet.git as cafleet_git
+        from cafleet.config import load_settings
+
+        self.module = cafleet_git
+        self.original = cafleet_git.run
+        self.settings = load_settings(base_env(db))
+        self.calls: dict[str, float] = {}
+        self.whole: list[float] = []
+        self.per: dict[str, list[float]] = {}
+
+    def run(
+        self, args: Sequence[str], cwd: str, *, check: bool = True, timeout: float = 30.0
+    ) -> subprocess.CompletedProcess[str]:
+        start = time.perf_counter()
+        try:
+            return self.original(args, cwd, check=check, timeout=timeout)
+        finally:
+            name = _git_call(args)
+            self.calls[name] = self.calls.get(name, 0.0) + time.perf_counter() - start
+
+    def merge(self, conn: Connection, task_id: int, *, keep: bool) -> None:
+        from cafleet.workflows import review
+
+        self.calls.clear()
+        self.module.run = self.run
+        try:
+            start = time.perf_counter()
+            review.merge(conn, self.settings, task_id=task_id, warn=print)
+            seconds = time.perf_counter() - start
+        finally:
+            self.module.run = self.original
+        if keep:
+            self.whole.append(seconds)
+            for name, spent in self.calls.items():
+                self.per.setdefault(name, []).append(spent)
+
+    def result(self) -> dict[str, Any]:
+        """Medians, seconds: a merge's whole time and its time per git command."""
+        by_call = {name: median(v) for name, v in self.per.items()}
+        return {
+            "merge_s": median(self.whole),
+            "git_s": dict(sorted(by_call.items(), key=lambda kv: -kv[1])),
+        }
+
+
 def merge_cost(db: Path, repo: Path, files: int, runs: int) -> dict[str, Any]:
-    load_before = os.getloadavg()
+    """Per round: a task merged by `cafleet task merge`, the floor, a task merged in process."""
+    load_before, pressure_before = os.getloadavg(), pressure()
     conn = connect(db)
     fleet = make_fleet(conn, 0, name="merge")
     member, path = add_worktree_member(conn, fleet.fleet_id, repo, "worker")
     env = base_env(db)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # bytecode cached
     argv, how = cafleet_argv()
+    in_process = TimedGit(db)
     times: dict[str, list[float]] = {"merge": [], "floor": []}
     cpu: dict[str, list[float]] = {"merge": [], "floor": []}
     for n in range(WARMUPS + runs):
-        task = done_task(conn, fleet, member, path, repo, files, n)
+        task = done_task(conn, fleet, member, path, repo, files, 2 * n)
         for label, cmd in (("merge", [*argv, "task", "merge", str(task)]), ("floor", FLOOR)):
             done = run_process(cmd, env)
             assert done.returncode == 0, (label, done)
@@ -138,8 +200,10 @@ def merge_cost(db: Path, repo: Path, files: int, runs: int) -> dict[str, Any]:
                 assert done.stdout.startswith(f"Task {task} merged into main as ".encode()), done
             times[label].append(done.seconds)
             cpu[label].append(done.cpu_seconds)
+        task = done_task(conn, fleet, member, path, repo, files, 2 * n + 1)
+        in_process.merge(conn, task, keep=n >= WARMUPS)
     merges = int(git(repo, "rev-list", "--count", "--merges", "main"))
-    assert merges == WARMUPS + runs, merges  # every run merged, into the Director's checkout
+    assert merges == 2 * (WARMUPS + runs), merges  # every one merged, into the Director's checkout
     assert git(repo, "status", "--porcelain") == ""
     wall = {k: median(v[WARMUPS:]) for k, v in times.items()}
     used = {k: median(v[WARMUPS:]) for k, v in cpu.items()}
@@ -154,9 +218,25 @@ def merge_cost(db: Path, repo: Path, files: int, runs: int) -> dict[str, Any]:
         "floor_cpu_s": used["floor"],
         "x_floor_cpu": used["merge"] / used["floor"],
         "merge_runs_s": times["merge"][WARMUPS:],
+        "in_process": in_process.result(),
         "load_before": load_before,
+        "pressure_before": pressure_before,
         "load_after": os.getloadavg(),
+        "pressure_after": pressure(),
     }
+
+
+def pressure() -> dict[str, float] | None:
+    """The kernel's CPU and I/O pressure (`some` avg60, % of time tasks waited), if it has it."""
+    found = {}
+    for kind in ("cpu", "io"):
+        try:
+            with open(f"/proc/pressure/{kind}", encoding="ascii") as f:
+                some = f.readline().split()
+        except OSError:
+            return None
+        found[f"{kind}_some_avg60"] = float(some[2].split("=")[1])
+    return found
 
 
 def collision_cost(db: Path, repo: Path, worktrees: int, runs: int) -> dict[str, Any]:
@@ -165,7 +245,7 @@ def collision_cost(db: Path, repo: Path, worktrees: int, runs: int) -> dict[str,
     committed, one not): exactly one collision."""
     from cafleet.monitor.collisions import Seen, collisions, current
 
-    load_before = os.getloadavg()
+    load_before, pressure_before = os.getloadavg(), pressure()
     conn = connect(db)
     fleet = make_fleet(conn, 0, name="collisions", director_pane_id="%1")
     members = []
@@ -205,7 +285,9 @@ def collision_cost(db: Path, repo: Path, worktrees: int, runs: int) -> dict[str,
         "fleet_show_s": median(cold[1:]),
         "tick_s": median(warm),
         "load_before": load_before,
+        "pressure_before": pressure_before,
         "load_after": os.getloadavg(),
+        "pressure_after": pressure(),
     }
 
 
@@ -222,12 +304,15 @@ def run(tmp: Path, files: int, worktrees: int, runs: int) -> dict[str, Any]:
 
 def render(r: dict[str, Any]) -> list[str]:
     m, c = r["merge"], r["collisions"]
+    top = m["in_process"]["git_s"]
     load = f"load {m['load_before'][0]:.1f} -> {m['load_after'][0]:.1f}"
     return [
         f"task merge ({m['how']}, {r['files']} files, {m['changed_files']} changed, {load}): "
         f"{m['merge_s'] * 1000:.0f} ms median wall ({m['x_floor']:.1f}x the floor "
         f"{m['floor_s'] * 1000:.0f} ms), {m['merge_cpu_s'] * 1000:.0f} ms CPU "
         f"({m['x_floor_cpu']:.1f}x)",
+        f"  in process: {m['in_process']['merge_s'] * 1000:.0f} ms, of it "
+        + ", ".join(f"git {k} {v * 1000:.0f} ms" for k, v in list(top.items())[:4]),
         f"collision check ({c['worktrees']} worktrees, load {c['load_before'][0]:.1f} -> "
         f"{c['load_after'][0]:.1f}): fleet show {c['fleet_show_s'] * 1000:.1f} ms, a loop tick "
         f"{c['tick_s'] * 1000:.1f} ms; found {c['found']}",

@@ -196,6 +196,7 @@ def test_merge_benchmark_smoke(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     merge, found = result["merge"], result["collisions"]
     assert merge["merge_s"] > 0 and merge["floor_s"] > 0 and len(merge["merge_runs_s"]) == 1
+    assert merge["in_process"]["git_s"]["worktree add"] > 0
     assert found["worktrees"] == 3 and len(found["found"]) == 1
     assert found["fleet_show_s"] > 0 and found["tick_s"] > 0
     assert "task merge" in proc.stdout and "collision check" in proc.stdout
