@@ -6,13 +6,13 @@ real SQLite database at head, all under a temporary directory (HOME included):
    json` floor, alternating runs. Each run merges a fresh done task whose member's branch (a
    member worktree made as `member create --worktree` makes it) changes `CHANGED` files; the
    merge checks out the whole tree in a temporary worktree, so its cost follows `--files`.
-   Then `--runs` more merges in this process, each git call timed: where a merge's time goes.
+   Each round also merges one more task in this process, each git call timed: where it goes.
 2. The collision check (`cafleet.monitor.collisions`) over `--worktrees` member worktrees, each
    with committed, uncommitted and untracked changes, two of them changing one path (the check
    must find exactly that collision): cold, as `fleet show` runs it (`current`), and warm, as
    the fleet loop's tick runs it with the fingerprints of the tick before (nothing moved).
 
-The machine's load average is recorded before and after each part.
+The machine's load average and CPU and I/O pressure are recorded before and after each part.
 
 python -m benchmarks.merge [--files 500] [--worktrees 10] [--runs N] [--out FILE]
 """
