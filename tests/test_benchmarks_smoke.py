@@ -178,3 +178,25 @@ def test_fleet_roundtrip_smoke(tmp_path: Path) -> None:
     assert row["per_task_s"]["max"] >= row["agent_turn_s"]["min"] > 0
     assert row["model_requests"] > 0 and row["output_tokens"] > 0
     assert "## 15. fleet round trip" in proc.stdout
+
+
+def test_merge_benchmark_smoke(tmp_path: Path) -> None:
+    """`python -m benchmarks.merge` (docs/performance.md §23) at smoke size: every merge lands
+    and the collision check finds the one collision the benchmark makes."""
+    out = tmp_path / "merge.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.merge", "--files", "20", "--worktrees", "3",
+         "--runs", "1", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    merge, found = result["merge"], result["collisions"]
+    assert merge["merge_s"] > 0 and merge["floor_s"] > 0 and len(merge["merge_runs_s"]) == 1
+    assert merge["in_process"]["git_s"]["worktree add"] > 0
+    assert found["worktrees"] == 3 and len(found["found"]) == 1
+    assert found["fleet_show_s"] > 0 and found["tick_s"] > 0
+    assert "task merge" in proc.stdout and "collision check" in proc.stdout
