@@ -15,6 +15,8 @@ python -m benchmarks.hooks_idle [--runs N]
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import tempfile
 import time
@@ -79,9 +81,15 @@ def screen_cost(runs: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--out", type=Path, help="also write the figures here as JSON")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     cost = hook_cost(args.runs)
     screen = screen_cost(200)
+    if args.out is not None:
+        figures = {"hook": cost, "screen": screen, "runs": args.runs}
+        figures["load"] = [*load_before, *os.getloadavg()]
+        args.out.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     print(
         f"cafleet hook ({cost['how']}): {cost['hook_s'] * 1000:.0f} ms median; floor "
         f"{cost['floor_s'] * 1000:.0f} ms; {cost['x_floor']:.2f}x"

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks.delivery import _private_tmux
@@ -89,8 +91,15 @@ def run(trials: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--out", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    print(json.dumps(run(args.trials), indent=2))
+    load_before = os.getloadavg()
+    figures = run(args.trials)
+    figures["load"] = [*load_before, *os.getloadavg()]
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
