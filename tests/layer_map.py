@@ -52,7 +52,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer(
         "records",
         ("cafleet.records",),
-        "frozen dataclasses decoded from rows; `StorageIntegrityError`",
+        "NamedTuples decoded from rows; `StorageIntegrityError`",
     ),
     Layer(
         "db",
