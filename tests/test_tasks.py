@@ -347,6 +347,29 @@ def _other_database(team: SimpleNamespace, request: pytest.FixtureRequest, tmp_p
     return f"sqlite:///{path}"
 
 
+def test_a_body_from_stdin_is_kept_whole(team: SimpleNamespace) -> None:
+    text = "line one\n  indented\n\nlast: python -m pytest -q tests/test_x.py\n"
+    code, out, err = run_cli(
+        "task", "create", "--fleet-id", str(team.f), "--title", "t", "--body", "-", "--json",
+        input=text,
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert json.loads(out)["task"]["body"] == text
+
+
+def test_a_deleted_fleet_exports_with_its_deletion(team: SimpleNamespace) -> None:
+    create(team, "left behind", "--assign", str(team.a))
+    code, _out, err = run_cli("fleet", "delete", str(team.f), "--keep-panes")
+    assert (code, err) == (0, ""), err
+    code, out, err = run_cli("export", "--fleet-id", str(team.f))
+    assert (code, err) == (0, "")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records[0]["kind"] == "fleet" and records[0]["deleted_at"] is not None
+    assert [r["title"] for r in records if r["kind"] == "task"] == ["left behind"]
+    members = [r for r in records if r["kind"] == "member"]
+    assert len(members) == 4 and {r["status"] for r in members} == {"deregistered"}
+
+
 def test_every_table_is_exported_or_named_as_left_out() -> None:
     """A table a later revision adds is in a fleet's export or in NOT_EXPORTED, never forgotten."""
     from cafleet.db.schema import metadata
