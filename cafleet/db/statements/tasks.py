@@ -69,7 +69,8 @@ BOARD = (
     )
     .order_by(tasks.c.task_id)
 )
-# Every dependency edge of a fleet: the board's `after` lists and the cycle check.
+# Every dependency edge of a fleet: the board's `after` lists. No cycle can form: `--after` names
+# tasks that exist when the task is created.
 FLEET_DEPS = (
     select(task_deps.c.task_id, task_deps.c.after_task_id)
     .select_from(task_deps.join(tasks, tasks.c.task_id == task_deps.c.task_id))
