@@ -136,6 +136,37 @@ def test_done_records_the_branch_diff_shows_it_merge_brings_it_home(
     ]  # fmt: skip
 
 
+def test_merge_into_a_branch_no_checkout_holds_moves_only_that_ref(
+    tmux_db: TmuxHarness, repo: Path, fleet: FleetIds
+) -> None:
+    """`--into` a branch checked out nowhere: the merge commit goes there by `git update-ref`
+    (old tip as the expected value); main and the Director's checkout stay as they were."""
+    h, f = tmux_db, fleet.fleet_id
+    git(repo, "branch", "release", "main")
+    a, a_pane, a_path, _a_branch, _ = create(h, f, "alice", "--worktree")
+    t = new_task(h, f, a, "add r.txt")
+    sh(a_pane, "printf 'r\\n' > r.txt && git add -A && git commit -qm release-work")
+    head = git(a_path, "rev-parse", "HEAD").strip()
+    done(h, t, a)
+    old_release = git(repo, "rev-parse", "release").strip()
+    before = snapshot(repo)
+    merged = cli_json(h, "task", "merge", str(t), "--into", "release")
+    release = git(repo, "rev-parse", "release").strip()
+    assert merged["task"]["state"] == "merged" and merged["task"]["merge_commit"] == release
+    assert git(repo, "log", "-1", "--format=%P", release).split() == [old_release, head]
+    assert git(repo, "show", f"{release}:r.txt") == "r\n"
+    after = snapshot(repo)
+    moved = {
+        line.split()[0]
+        for line in set(after["refs"].splitlines()) ^ set(before["refs"].splitlines())
+    }
+    assert moved == {"refs/heads/release"}
+    assert {k: after[k] for k in ("worktrees", "status", "files")} == {
+        k: before[k] for k in ("worktrees", "status", "files")
+    }
+    assert not (repo / "r.txt").exists()
+
+
 def test_a_conflict_goes_back_to_the_member_which_fixes_it(
     tmux_db: TmuxHarness, repo: Path, fleet: FleetIds
 ) -> None:
