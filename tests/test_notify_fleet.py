@@ -146,6 +146,42 @@ def test_a_member_over_its_budget_is_paused_until_resumed(
     assert fake_log(pane)
 
 
+def test_a_dollar_budget_and_the_fleets_budget_pause_their_members(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """A member's dollar budget (priced from its model) and the fleet's token budget (the
+    members' sum) each pause, once; a member under the fleet's stays running until the sum
+    reaches it (here: the budget is lowered)."""
+    h, f, d = tmux_db, fleet.fleet_id, fleet.director_id
+    ok(h.cli("fleet", "budget", str(f), "--budget-tokens", "6000"))
+    priced, _ = create_member(h, f, "priced", "hello", "--model", MODEL, "--budget-usd", "0.01")
+    plain, _ = create_member(h, f, "plain", "hello")
+    record_usage(priced, h, 5000)  # $0.015 at the model's $3 per million input tokens
+    record_usage(plain, h, 500)  # the fleet's sum: 5,500 of 6,000
+    loop = start_loop_(h, f, "--tick", "1", "--interval", "0")
+    loop.wait_line(rf"tick -> budget: member {priced} paused \(\$0\.0150 of a \$0\.01 budget\)")
+    wait_ticks(h, f, 2)
+    assert loop.count(rf"tick -> budget: member {plain} paused") == 0
+    ok(h.cli("fleet", "budget", str(f), "--budget-tokens", "5000"))  # the sum is now over
+    loop.wait_line(rf"tick -> budget: member {plain} paused \(5500 tokens of a 5000-token budget\)")
+    texts = [m["text"] for m in director_inbox(h, d)]
+    assert (
+        sum(f"member {priced} (priced) is paused" in t and "(its budget)" in t for t in texts) == 1
+    )
+    assert (
+        sum(f"member {plain} (plain) is paused" in t and "(the fleet's budget)" in t for t in texts)
+        == 1
+    )
+    listed = json.loads(ok(h.cli("member", "list", str(f), "--json")).stdout)
+    assert {r["member_id"]: r["paused"] for r in listed if r["member_id"] in (priced, plain)} == {
+        priced: "budget",
+        plain: "budget",
+    }
+    wait_ticks(h, f, 2)
+    loop.stop()
+    assert loop.count(r"tick -> budget: member \d+ paused") == 2
+
+
 def test_budget_options_are_checked_before_anything_is_spawned(
     tmux_db: TmuxHarness, fleet: FleetIds
 ) -> None:
