@@ -360,3 +360,38 @@ def test_an_npm_install_gives_its_version_without_running(head_db: Path, tmp_pat
     codex = next(a for a in json.loads(out)["coding_agents"] if a["coding_agent"] == "codex")
     assert codex["binary"] == {"path": str(dot_bin / "codex"), "version": "9.8.7", "error": None}
     assert not ran.exists()
+
+
+@pytest.mark.tmux
+def test_doctor_shows_each_members_hooks_and_a_failing_channel(tmux_db) -> None:
+    """A live hooked member's line (none yet, then its last report; never an issue) and a
+    notification channel that keeps failing (an issue, with the command that checks it)."""
+    from tests.fleet_helpers import create_fleet, create_member, ok, sql_write
+
+    h = tmux_db
+    f = create_fleet(h).fleet_id
+    member, _pane = create_member(h, f, "coder")
+    out = h.cli("doctor").stdout
+    assert f"    hooks: member {member} (coder): no hook has reported yet" in out
+    assert f"'cafleet member respawn {member}'" in out
+    ok(h.cli("hook", "stop", "--member-id", str(member)))
+    data = json.loads(h.cli("doctor", "--json").stdout)
+    (fleet,) = data["fleets"]["fleets"]
+    ((hook),) = fleet["hooks"]
+    assert (hook["member_id"], hook["state"], hook["event"]) == (member, "ready", "stop")
+    assert fleet["ok"] is True  # a hooks line is information, never an issue
+
+    ok(h.cli("notify", "add", "--fleet-id", str(f), "webhook", "http://user:pw@127.0.0.1:9/h"))
+    sql_write(
+        h,
+        "UPDATE notify_channels SET failures = 5, failing_since = created_at, "
+        "last_error = 'connection refused'",
+    )
+    result = h.cli("doctor")
+    assert result.returncode == 1
+    assert (
+        "notification channel 1 (webhook http://***@127.0.0.1:9/h) keeps failing (connection "
+        "refused): its events are not reaching anyone" in result.stdout
+    ), result.stdout
+    assert f"cafleet notify test --fleet-id {f}" in result.stdout
+    assert "pw" not in result.stdout
