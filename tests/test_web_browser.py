@@ -331,6 +331,7 @@ def test_one_clock_un_acked_agent_states_and_forgiving_names(
             message_ids=[hi.message_id],
         )  # fmt: skip
         received = broker.fleet_receipts(conn, world.fleet_id)[world.director]
+        broker.pause_member(conn, member_id=world.members["bob"], reason="budget")
     start_loop(tmux_db, world.fleet_id, "--interval", "0")
     server = serve(tmux_db)
     # A 12-hour locale and a zone away from UTC: the page must still show local 24-hour times.
@@ -368,6 +369,11 @@ def test_one_clock_un_acked_agent_states_and_forgiving_names(
             f"[data-testid=member][data-member-id='{alice}'] [data-testid=member-pane-state]"
         )
         assert state.inner_text() == "alive (unknown)"  # the fake draws no cue the classifier knows
+        paused = page.locator(
+            f"[data-testid=member][data-member-id='{world.members['bob']}'] "
+            "[data-testid=member-pane-state]"
+        )
+        assert paused.inner_text() == "paused (budget)"  # a live pane, its lines held
         # the Director's receipt: on the same local clock, the stored time on hover
         got = page.locator(
             f"[data-testid=member][data-member-id='{world.director}'] [data-testid=member-received]"
