@@ -85,6 +85,23 @@ def test_a_members_pane_acts_as_that_member_only(
     )  # fmt: skip
 
 
+def test_task_commands_from_a_members_pane_act_as_that_member_only(
+    tmux_db: TmuxHarness, fleet: tuple[FleetIds, int, str, int, str]
+) -> None:
+    """`--member-id` of claim, done and block is checked like `--from-member-id`."""
+    h = tmux_db
+    ids, a, a_pane, b, _ = fleet
+    created = ok(h.cli("task", "create", "--fleet-id", str(ids.fleet_id), "--title", "t",
+                       "--json"))  # fmt: skip
+    task = str(json.loads(created.stdout)["task"]["task_id"])
+    acts = f"this pane is member {a} (alpha); a command run here acts as member {a} only"
+    for args in (["claim", task], ["done", task], ["block", task, "--reason", "r"]):
+        _refused(h, a_pane, ["task", *args, "--member-id", str(b)], f"{acts}, not as member {b}")
+    claimed = json.loads(ok(_from(h, a_pane, "task", "claim", task, "--member-id", str(a),
+                                  "--json")).stdout)  # fmt: skip
+    assert claimed["task"]["assignee_member_id"] == a
+
+
 def test_plain_shells_other_panes_and_the_webui_keep_todays_rule(
     tmux_db: TmuxHarness,
     fleet: tuple[FleetIds, int, str, int, str],
