@@ -154,8 +154,34 @@ def record(event: str, member_id: int, payload: Mapping[str, Any], path: str) ->
             text=report.text,
             message_ids=report.message_ids,
         )
+        if event == "prompt" and "session_id" in payload:
+            learn_session(conn, member_id, payload)
     finally:
         close_connection(conn)
+
+
+def learn_session(conn: Any, member_id: int, payload: Mapping[str, Any]) -> None:
+    """The session the payload names, for a member whose session is not known yet, stored as
+    `/proc` learning stores it (its id, and where its record is: docs/runtime.md §9.4), when
+    the member's agent says where (Claude Code) and no other member holds it."""
+    from cafleet import broker
+
+    if broker.session_id(conn, member_id) is not None:
+        return  # the usual case: one read, nothing more imported
+    from cafleet.agents.registry import find_agent
+    from cafleet.config import db_dir_of
+    from cafleet.sessions.usage import remember_session
+
+    member = broker.get_member(conn, member_id)
+    placement = member.placement
+    agent = find_agent(placement.coding_agent if placement is not None else None)
+    record = agent.session_from_hook(payload) if agent is not None else None
+    if agent is None or record is None or not member.is_active:
+        return
+    if broker.session_owner(conn, record.session_id) not in (None, member_id):
+        return  # another member's session: never crossed
+    if broker.set_session_id(conn, member_id, record.session_id):
+        remember_session(db_dir_of(conn.info["cafleet.path"]), member_id, agent.name, record)
 
 
 def run_hook(args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
@@ -173,4 +199,13 @@ def run_hook(args: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     return 0
 
 
-__all__ = ["EVENTS", "HOOK_WAIT", "Report", "database_path", "parse_args", "record", "run_hook"]
+__all__ = [
+    "EVENTS",
+    "HOOK_WAIT",
+    "Report",
+    "database_path",
+    "learn_session",
+    "parse_args",
+    "record",
+    "run_hook",
+]

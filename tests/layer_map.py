@@ -249,6 +249,8 @@ LAYERS: tuple[Layer, ...] = (
         "`cafleet hook`, run by the agents' hooks before Click is imported: the payload, the "
         "bounded wait, exit 0 whatever happens (`docs/cli.md` §2.38)",
         eager=("cafleet.config", "cafleet.db", "cafleet.broker"),
+        # Only to learn a session a payload names (docs/runtime.md §9.4).
+        lazy=("cafleet.agents", "cafleet.sessions"),
     ),
     Layer("entry point", ("cafleet.__main__",), "`python -m cafleet`", eager=("cafleet.cli",)),
 )

@@ -65,10 +65,39 @@ def test_prompt_hook_stamps_only_its_own_messages_and_prints_nothing(
     assert shown["message"]["received_at"] == _received(conn, mine.message_id)
     signal = broker.hook_signal(conn, member)
     assert signal is not None and (signal.state, signal.event) == ("working", "prompt")
-    assert broker.session_id(conn, member) is None  # learned from /proc, with its record
+    assert broker.session_id(conn, member) is None  # no record file named: nothing learned
     first = _received(conn, mine.message_id)
     run_cli("hook", "prompt", "--member-id", str(member), input=payload)
     assert _received(conn, mine.message_id) == first  # stamped once
+
+
+def test_a_claude_prompt_hook_names_the_members_session_and_its_record(
+    conn: Any, head_db: Path, tmp_path: Path
+) -> None:
+    """docs/runtime.md §9.4: the payload's session id and transcript path, stored as `/proc`
+    learning stores them, so `respawn --resume` and usage find the record; never a file named
+    otherwise, never another member's session, never over a session already known."""
+    from cafleet.config import db_dir_of
+    from cafleet.sessions.usage import cache_path
+    from tests.test_sessions import claude_session, claude_user
+
+    _fleet_id, _director, member = _fleet(conn)
+    home = tmp_path / "agent-home"
+    record = claude_session(home, "/p", "sess-a", [claude_user("hi", "/p")])
+
+    def hook(sid: str, path: Path) -> None:
+        payload = json.dumps({"session_id": sid, "transcript_path": str(path), "prompt": "hi"})
+        assert run_cli("hook", "prompt", "--member-id", str(member), input=payload) == (0, "", "")
+
+    hook("sess-other", record)  # the file is not that session's
+    assert broker.session_id(conn, member) is None
+    hook("sess-a", record)
+    assert broker.session_id(conn, member) == "sess-a"
+    cached = json.loads(Path(cache_path(db_dir_of(conn.info["cafleet.path"]))).read_text())
+    assert cached["members"][str(member)]["sessions"]["sess-a"]["path"] == str(record)
+    second = claude_session(home, "/p", "sess-b", [claude_user("hi", "/p")])
+    hook("sess-b", second)
+    assert broker.session_id(conn, member) == "sess-a"  # a known session stays
 
 
 def test_codex_notify_payload_is_the_last_argument(conn: Any) -> None:

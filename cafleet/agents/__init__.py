@@ -7,13 +7,15 @@ error's ``str()`` is docs/cli.md §1.9's exact message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from cafleet import status
 from cafleet.agents.registry import agent_names, find_agent
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cafleet.assets.bundle import Unit
     from cafleet.assets.permissions import PermissionRow
     from cafleet.delivery.policy import InputPolicy
@@ -97,6 +99,8 @@ class CodingAgent(Protocol):
     def with_hooks(self, argv: list[str], member_id: int) -> list[str]: ...
 
     def hook_env(self, member_id: int) -> dict[str, str]: ...
+
+    def session_from_hook(self, payload: Mapping[str, Any]) -> SessionRecord | None: ...
 
     def asset_units(self, version: str) -> list[Unit]: ...
 

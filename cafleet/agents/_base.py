@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
+from typing import Any
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.assets.bundle import Unit
@@ -57,6 +59,11 @@ class BaseAgent:
         """What a member's pane (never the monitor's) gets so its installed hooks report;
         nothing by default."""
         return {}
+
+    def session_from_hook(self, payload: Mapping[str, Any]) -> SessionRecord | None:
+        """The session a hook's payload names with its record's file (docs/runtime.md §9.4);
+        None when the agent's payload does not say where its record is (by default)."""
+        return None
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         """Whether its record at ``path`` holds a user message with ``frame`` (the second

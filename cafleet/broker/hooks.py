@@ -44,9 +44,8 @@ def record_hook(
     now: datetime | None = None,
 ) -> HookRecorded:
     """One hook report in one write: the member's state, then each receipt (only the
-    recipient's, only once). An unknown or deregistered member changes nothing. The payload's
-    session id is not stored: the session's record is found through the agent's own
-    environment, which only `/proc` learning reads (docs/runtime.md §9)."""
+    recipient's, only once). An unknown or deregistered member changes nothing. The session a
+    payload names is `cafleet.hook.learn_session`'s (docs/runtime.md §9.4)."""
     at = format_ts(now if now is not None else utcnow())
     received: list[int] = []
     with tx.write(conn):

@@ -5,13 +5,16 @@ settings (`rules`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from cafleet.agents._base import BaseAgent, hook_command
-from cafleet.agents.claude.records import READER, holds_line
+from cafleet.agents.claude.records import READER, holds_line, session_of_payload
 from cafleet.agents.claude.rules import check_claude
 from cafleet.agents.claude.screens import SCREENS
 from cafleet.assets.permissions import PermissionRow
 from cafleet.delivery.policy import InputPolicy
+from cafleet.sessions import SessionRecord
 
 MEMBER_RULES: tuple[str, ...] = ("Bash(cafleet message *)", "Bash(cafleet task *)")
 MONITOR_RULES: tuple[str, ...] = (
@@ -126,6 +129,9 @@ class ClaudeAgent(BaseAgent):
 
     def with_hooks(self, argv: list[str], member_id: int) -> list[str]:
         return with_hook_settings(argv, member_id)
+
+    def session_from_hook(self, payload: Mapping[str, Any]) -> SessionRecord | None:
+        return session_of_payload(payload)
 
     def check_permissions(self, config_dir: str, cwd: str, version: str) -> PermissionRow:
         return check_claude(config_dir, cwd)

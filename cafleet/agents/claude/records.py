@@ -58,6 +58,18 @@ def _record(path: str, cwd: str | None, created: float | None) -> SessionRecord:
     return SessionRecord(os.path.basename(path)[: -len(".jsonl")], path, cwd, created)
 
 
+def session_of_payload(payload: Mapping[str, Any]) -> SessionRecord | None:
+    """A hook payload's session (`session_id`, `transcript_path`): only a record file that
+    exists and is named after that id."""
+    sid, path = payload.get("session_id"), payload.get("transcript_path")
+    if not isinstance(sid, str) or not isinstance(path, str) or not _SAFE_ID.match(sid):
+        return None
+    if os.path.basename(path) != f"{sid}.jsonl" or not os.path.isfile(path):
+        return None
+    session_cwd, created, _ = _session_info(path)
+    return _record(path, session_cwd, created)
+
+
 class ClaudeRecords:
     def find(
         self, env: Mapping[str, str], *, since: float, cwd: str | None, prompt: str
