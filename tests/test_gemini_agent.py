@@ -269,3 +269,20 @@ def test_setup_installs_the_policy_folder_beside_the_skills() -> None:
     # And an extension holding the members' hooks (docs/runtime.md §4.12).
     assert units["extensions/cafleet"].files == extension_files(VERSION)
     assert "SKILL.md" in units["skills/cafleet"].files
+
+
+def test_a_gemini_hook_payload_names_its_chat(tmp_path: Path) -> None:
+    """docs/runtime.md §9.4: the payload's session and transcript, only when the file's first
+    line names that session."""
+    from cafleet.agents.registry import load_agent
+
+    sid = "0b6e1c6e-4a9b-4c55-9d7a-2f1f4c1d9e77"
+    path = chat(tmp_path, "/p", sid, [user("u1", "hi")], "2026-12-03T19-45")
+    agent = load_agent("gemini")
+    record = agent.session_from_hook({"session_id": sid, "transcript_path": str(path)})
+    assert record is not None and (record.session_id, record.path) == (sid, str(path))
+    other = {"session_id": "ffffffff-0000-0000-0000-000000000000", "transcript_path": str(path)}
+    assert agent.session_from_hook(other) is None
+    missing = {"session_id": sid, "transcript_path": str(tmp_path / "nope.jsonl")}
+    assert agent.session_from_hook(missing) is None
+    assert load_agent("codex").session_from_hook({"session_id": sid}) is None

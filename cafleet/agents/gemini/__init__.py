@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from cafleet.agents import AgentUnavailable, AgentUsageError
 from cafleet.agents._base import HOOK_VARIABLE, BaseAgent
 from cafleet.agents.gemini.policies import FOLDER, policy_files
-from cafleet.agents.gemini.records import READER, holds_line, locate_remembered
+from cafleet.agents.gemini.records import (
+    READER,
+    holds_line,
+    locate_remembered,
+    session_of_payload,
+)
 from cafleet.agents.gemini.screens import SCREENS
 from cafleet.assets.bundle import Unit
 from cafleet.assets.permissions import PermissionRow
@@ -123,6 +130,9 @@ class GeminiAgent(BaseAgent):
 
     def holds_line(self, path: str, session_id: str, frame: str) -> bool:
         return holds_line(path, session_id, frame)
+
+    def session_from_hook(self, payload: Mapping[str, Any]) -> SessionRecord | None:
+        return session_of_payload(payload)
 
     def locate_remembered(self, session_id: str, remembered: SessionRecord) -> SessionRecord | None:
         return locate_remembered(session_id, remembered)

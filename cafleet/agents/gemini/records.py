@@ -172,6 +172,16 @@ def locate_remembered(session_id: str, remembered: SessionRecord) -> SessionReco
     return record if record is not None and record.session_id == session_id else None
 
 
+def session_of_payload(payload: Mapping[str, Any]) -> SessionRecord | None:
+    """A hook payload's session (`session_id`, `transcript_path`): only a chat file whose first
+    line names that session."""
+    sid, path = payload.get("session_id"), payload.get("transcript_path")
+    if not isinstance(sid, str) or not isinstance(path, str) or not os.path.isfile(path):
+        return None
+    record, _ = _session_info(path)
+    return record if record is not None and record.session_id == sid else None
+
+
 def holds_line(path: str, session_id: str, frame: str) -> bool:
     """A user message of the chat holds ``frame`` (cafleet.sessions.witness)."""
     for rec in tail_records(path, frame):
