@@ -468,3 +468,22 @@ def test_a_prompt_cafleet_cannot_read_is_reported_raw_and_never_answered(
     sent = [c for c in h.shim_calls()[calls:] if c.get("command") == "send-keys"]
     assert sent == []
     loop.stop()
+
+
+def test_member_explain_names_the_screen_cue_and_its_line(
+    tmux_db: TmuxHarness, fleet: FleetIds
+) -> None:
+    """docs/cli.md §2.39: the screen's signal says which cue matched on which line; with an
+    older hook report that disagrees, the screen wins and the text says so."""
+    h = tmux_db
+    member, _pane = prompting_member(h, fleet.fleet_id)
+    got = json.loads(ok(h.cli("member", "explain", str(member), "--json")).stdout)
+    (screen,) = [s for s in got["signals"] if s["source"] == "screen"]
+    assert screen["state"] == "awaiting_user" and screen["at"] is not None
+    assert re.fullmatch(r"cue '.+' on line '.+'", screen["detail"]), screen["detail"]
+    with connect(h.db_path) as conn:
+        an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
+        broker.record_hook(conn, member, state="ready", event="stop", text="", now=an_hour_ago)
+    got = json.loads(ok(h.cli("member", "explain", str(member), "--json")).stdout)
+    assert (got["state"], got["source"]) == ("awaiting_user", "screen")
+    assert [s["source"] for s in got["signals"]] == ["hook", "screen"]
