@@ -18,8 +18,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cafleet import broker
 from cafleet.broker import record_hook
-from cafleet.config import resolve_database_path
+from cafleet.config import db_dir_of, resolve_database_path
 from cafleet.db.guard import open_validated_connection
 from cafleet.db.runtime import bound_waits, close_connection
 
@@ -164,12 +165,9 @@ def learn_session(conn: Any, member_id: int, payload: Mapping[str, Any]) -> None
     """The session the payload names, for a member whose session is not known yet, stored as
     `/proc` learning stores it (its id, and where its record is: docs/runtime.md §9.4), when
     the member's agent says where (Claude Code) and no other member holds it."""
-    from cafleet import broker
-
     if broker.session_id(conn, member_id) is not None:
         return  # the usual case: one read, nothing more imported
     from cafleet.agents.registry import find_agent
-    from cafleet.config import db_dir_of
     from cafleet.sessions.usage import remember_session
 
     member = broker.get_member(conn, member_id)

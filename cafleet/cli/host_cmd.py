@@ -12,6 +12,7 @@ from cafleet.cli.guard import recheck_schema
 from cafleet.cli.params import json_option
 from cafleet.hosts import current_host
 from cafleet.monitor.hostloop import (
+    HostScope,
     ensure_host_loop,
 )
 from cafleet.output import out, out_json
@@ -45,7 +46,6 @@ def host_run(ctx: click.Context, tick: int | None) -> None:
     inv.heal_on_close = False  # this is the loop
     host = _here()
     conn = inv.connection()
-    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopStartError, run
 
     signal_stop_is_clean()
@@ -70,7 +70,6 @@ def host_run(ctx: click.Context, tick: int | None) -> None:
 def host_start(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopNotStarted, lift_hold
 
     scope = HostScope(conn, host)
@@ -100,7 +99,6 @@ def host_start(as_json: bool) -> None:
 def host_stop(as_json: bool) -> None:
     host = _here()
     conn = invocation().connection()
-    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopNotStopped, stop
 
     try:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cafleet import broker, signals
 from cafleet.db.timefmt import parse_ts, utcnow
-from cafleet.monitor.hostloop import ensure_host_loop
+from cafleet.monitor.hostloop import HostScope, ensure_host_loop
 from cafleet.text import idle_text
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ class HostLoopView(NamedTuple):
 
 def host_loop_views(conn: Connection, here: str) -> list[HostLoopView]:
     """Every `host_loops` row, by host id: one read."""
-    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import is_held
 
     now = utcnow()
@@ -81,7 +80,6 @@ def start_on_demand(
     """This host's delivery loop for a member just placed here, away from its root Director
     (`member create`, `member respawn`, `fleet restore`; docs/runtime.md §10.3): (its pid, None), or (None, the
     warning) when `monitor host stop` holds it or it does not start; the member's lines wait."""
-    from cafleet.monitor.hostloop import HostScope
     from cafleet.monitor.supervisor import LoopNotStarted, is_held
 
     if is_held(HostScope(conn, host_id)):
