@@ -37,12 +37,13 @@ APPROVAL_MODES = {"workspace": "auto_edit", "ask": "default", "readonly": "defau
 
 POLICY = InputPolicy(
     "gemini",
-    "type",
+    "hold",
     "C-u",
     6,
     "Escape",
-    "A line submitted while Gemini CLI works is queued ('Queued (press ↑ to edit)') and "
-    "sent after the turn; one Escape cancels the turn and sends a queued line at once. "
+    "Held while Gemini CLI works: a line it queued ('Queued (press ↑ to edit)') during its "
+    "first turn stayed in its composer, never sent (a full run, 2026-12-04), so a line waits "
+    "for the ready screen; one Escape cancels the turn and sends a queued line at once. "
     "Ctrl-U empties the composer. Pasted (bracketed) with Enter 0.3 s later: taken 3/3 "
     "ready, where 0.1 s lost 1 in 3. An Enter in its first seconds after start-up can be "
     "lost; its composer empties at once on a taken line and ignores an empty Enter, so "
