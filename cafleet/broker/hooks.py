@@ -11,7 +11,7 @@ from typing import NamedTuple
 from cafleet.db import tx
 from cafleet.db.catalog import hooks as q
 from cafleet.db.runtime import Connection, Row
-from cafleet.db.timefmt import format_ts, utcnow
+from cafleet.db.timefmt import format_ts, parse_ts, utcnow
 
 # Seconds a hook report outranks a screen whose change time is unknown (docs/runtime.md §4.12).
 HOOK_FRESH = 5.0
@@ -25,6 +25,12 @@ class HookSignal(NamedTuple):
     at: str
     text: str
     event: str
+
+    def fresh(self, now: datetime | None = None) -> bool:
+        """Reported within `HOOK_FRESH` seconds: it outranks a screen whose change time is
+        unknown (`cafleet.workflows.witness`, the loop's disagreement log)."""
+        at = parse_ts(self.at)
+        return at is not None and ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH
 
 
 class HookRecorded(NamedTuple):

@@ -22,7 +22,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cafleet import broker
-from cafleet.broker.hooks import HOOK_FRESH
 from cafleet.db.timefmt import parse_ts, utcnow
 from cafleet.errors import CafleetError
 from cafleet.monitor.answerlinks import new_link
@@ -85,8 +84,7 @@ def disagreement(
         return None
     if prompt_shown and hook.state == "working":
         return None
-    at = parse_ts(hook.at)
-    if at is None or ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH:
+    if parse_ts(hook.at) is None or hook.fresh(now):
         return None
     shown = "a prompt" if prompt_shown else "no prompt"
     return f"its hook said {hook.state} at {hook.at} but its screen shows {shown}: the screen wins"

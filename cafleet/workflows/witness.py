@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet.broker.hooks import HOOK_FRESH
-from cafleet.db.timefmt import parse_ts, utcnow
+from cafleet.db.timefmt import parse_ts
 
 if TYPE_CHECKING:
     from cafleet.broker import HookSignal
@@ -48,13 +48,12 @@ def choose(
     if screen == "awaiting_user" and hook.state == "working":
         # A tool's hook fires before its permission prompt is drawn: the prompt is newer.
         return Choice(screen, "screen")
-    at = parse_ts(hook.at)
-    if at is not None:
-        if screen_changed_at is not None:
-            if at >= screen_changed_at:
-                return Choice(hook.state, "hook")
-        elif ((now or utcnow()) - at).total_seconds() <= HOOK_FRESH:
+    if screen_changed_at is not None:
+        at = parse_ts(hook.at)
+        if at is not None and at >= screen_changed_at:
             return Choice(hook.state, "hook")
+    elif hook.fresh(now):
+        return Choice(hook.state, "hook")
     return Choice(screen, "screen", True)
 
 
