@@ -46,43 +46,26 @@ TABLES: tuple[Table, ...] = (
 # tokens that expire within minutes; a copy must not answer for the original).
 NOT_EXPORTED: tuple[Table, ...] = (monitor_runtime, host_loops, asset_installs, answer_links)
 
-# Table -> (the table that holds its fleet_id, the join to it, the export order).
-_OWNER: dict[Table, tuple[Table, Any, tuple[Any, ...]]] = {
-    members: (members, None, (members.c.member_id,)),
-    tasks: (tasks, None, (tasks.c.task_id,)),
-    notify_channels: (notify_channels, None, (notify_channels.c.channel_id,)),
-    fleet_budgets: (fleet_budgets, None, (fleet_budgets.c.fleet_id,)),
-    member_placements: (
-        members,
-        members.c.member_id == member_placements.c.member_id,
-        (member_placements.c.member_id,),
-    ),
-    member_spawns: (
-        members,
-        members.c.member_id == member_spawns.c.member_id,
-        (member_spawns.c.member_id,),
-    ),
-    member_budgets: (
-        members,
-        members.c.member_id == member_budgets.c.member_id,
-        (member_budgets.c.member_id,),
-    ),
-    messages: (
-        members,
-        members.c.member_id == messages.c.owner_member_id,
-        (messages.c.message_id,),
-    ),
-    task_deps: (
-        tasks,
-        tasks.c.task_id == task_deps.c.task_id,
-        (task_deps.c.task_id, task_deps.c.after_task_id),
-    ),
-    task_events: (tasks, tasks.c.task_id == task_events.c.task_id, (task_events.c.event_id,)),
-    notify_outbox: (
-        notify_channels,
-        notify_channels.c.channel_id == notify_outbox.c.channel_id,
-        (notify_outbox.c.outbox_id,),
-    ),
+
+def _through(owner: Table, table: Table, column: str, key: str) -> tuple[Table, Any]:
+    """``table``'s rows reach their fleet through ``owner``: ``table.<column> = owner.<key>``."""
+    return owner, owner.c[key] == table.c[column]
+
+
+# Table -> (the table that holds its fleet_id, the join to it; None: the table itself). Rows are
+# exported in primary-key order.
+_OWNER: dict[Table, tuple[Table, Any]] = {
+    members: (members, None),
+    tasks: (tasks, None),
+    notify_channels: (notify_channels, None),
+    fleet_budgets: (fleet_budgets, None),
+    member_placements: _through(members, member_placements, "member_id", "member_id"),
+    member_spawns: _through(members, member_spawns, "member_id", "member_id"),
+    member_budgets: _through(members, member_budgets, "member_id", "member_id"),
+    messages: _through(members, messages, "owner_member_id", "member_id"),
+    task_deps: _through(tasks, task_deps, "task_id", "task_id"),
+    task_events: _through(tasks, task_events, "task_id", "task_id"),
+    notify_outbox: _through(notify_channels, notify_outbox, "channel_id", "channel_id"),
 }
 
 
@@ -96,7 +79,8 @@ def _insert(table: Table) -> Any:
 def _of_fleet(table: Table) -> Any:
     if table is fleets:
         return select(*table.c).where(fleets.c.fleet_id == param("fleet_id"))
-    owner, join, order = _OWNER[table]
+    owner, join = _OWNER[table]
+    order = tuple(table.primary_key.columns)
     query = select(*table.c)
     if join is not None:
         query = query.join(owner, join)
