@@ -301,6 +301,11 @@ def build_world(
         spawned = [harness.spawn_fake(wait=False, env=env) for _ in range(wanted)]
         for pane in spawned:
             util.start_record(pane, timeout=20)
+        if screen is not None and "start=" not in screen:
+            # A fake logs its start before its first screen is drawn: under load the gate could
+            # still read `starting` and hold a line the test means to type.
+            for pane in spawned:
+                util.wait_drawn(pane, harness.env)
     else:
         session, window, director_pane = "fake session", "@1", "%900"
         wanted = 1 + len(members)

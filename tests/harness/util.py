@@ -139,6 +139,20 @@ def start_record(pane: str, timeout: float = 10.0) -> dict[str, Any]:
     return retry_until(find, timeout=timeout, message=f"no start record for {pane}")
 
 
+def wait_drawn(pane: str, env: dict[str, str], agent: str = "claude", timeout: float = 20) -> str:
+    """Wait until a screen-mode fake's pane shows more than a starting screen; return its state."""
+    from cafleet.delivery.screens import classify
+    from cafleet.mux import get_backend
+
+    backend = get_backend("tmux", env=env)
+
+    def drawn() -> str | None:
+        state = classify(agent, backend.screen(pane))
+        return None if state == "starting" else state
+
+    return retry_until(drawn, timeout=timeout, message=f"{pane} still shows a starting screen")
+
+
 def command_records(pane: str) -> list[dict[str, Any]]:
     return [r for r in fake_log(pane) if r.get("kind") == "command"]
 
