@@ -27,12 +27,12 @@ class HostIdError(CafleetError):
 
 
 MAX_HOST_ID_LEN = 253  # a DNS name's longest
-_HOST_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_HOST_ID = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # compiled on first use (re's cache)
 _ACCEPTED = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 253"
 
 
 def valid_host_id(value: str) -> bool:
-    return len(value) <= MAX_HOST_ID_LEN and _HOST_ID_RE.fullmatch(value) is not None
+    return len(value) <= MAX_HOST_ID_LEN and re.fullmatch(_HOST_ID, value) is not None
 
 
 def check_host_id_env(env: Mapping[str, str]) -> str | None:

@@ -14,10 +14,11 @@ ELLIPSIS = "\u2026"
 NULL_CELL = "-"  # a table cell with no value
 RETURN_SYMBOL = "\u23ce"  # ⏎
 
+# Patterns, compiled on first use by `re`'s cache: the commands that only print never pay for them.
 # ESC [ , parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one final byte 0x40-0x7E.
-_CSI_RE = re.compile(r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]")
+_CSI = r"\x1b\[[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]"
 # ESC ] through BEL or ESC \ (docs/runtime.md §1.9 Decision: hyperlinks appear in captures).
-_OSC_RE = re.compile(r"\x1b\].*?(?:\x07|\x1b\\)", re.DOTALL)
+_OSC = r"(?s)\x1b\].*?(?:\x07|\x1b\\)"
 
 
 # --------------------------------------------------------------------------- captures
@@ -25,8 +26,8 @@ _OSC_RE = re.compile(r"\x1b\].*?(?:\x07|\x1b\\)", re.DOTALL)
 
 def strip_ansi_line(line: str) -> str:
     """CSI, then OSC removal, then keep only the text after the last CR."""
-    line = _CSI_RE.sub("", line)
-    line = _OSC_RE.sub("", line)
+    line = re.sub(_CSI, "", line)
+    line = re.sub(_OSC, "", line)
     cut = line.rfind("\r")
     return line[cut + 1 :] if cut >= 0 else line
 
@@ -73,11 +74,11 @@ def _fix_surrogates(text: str) -> str:
 # The bidirectional embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069): in a line
 # typed into an agent's pane they would reorder how the rest of it reads (U+202E shows what
 # follows backwards), so a typed line shows U+FFFD in their place.
-_BIDI_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_BIDI = "[\u202a-\u202e\u2066-\u2069]"
 
 
 def _fix_bidi(text: str) -> str:
-    return _BIDI_RE.sub("\ufffd", text)
+    return re.sub(_BIDI, "\ufffd", text)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -147,7 +148,13 @@ def _display_char(ch: str, keep: frozenset[str]) -> str:
 
 _MULTI_KEEP = frozenset("\n\t")
 _SINGLE_KEEP: frozenset[str] = frozenset()
-_NEEDS_WORK = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_NEEDS_WORK = "[\x00-\x1f\x7f-\x9f\ud800-\udfff]"
+
+
+def _needs_work(text: str) -> bool:
+    # isprintable() is False for every character the pattern finds, so a printable text (most
+    # names and cells) never needs the pattern: commands that print them never compile it.
+    return not text.isprintable() and re.search(_NEEDS_WORK, text) is not None
 
 
 def sanitize_multiline(text: str) -> str:
@@ -156,7 +163,7 @@ def sanitize_multiline(text: str) -> str:
     Other C0 controls become control pictures (U+2400 + code), U+007F becomes `␡`, C1 controls
     (and lone surrogates) become U+FFFD. One code point maps to one.
     """
-    if not _NEEDS_WORK.search(text):
+    if not _needs_work(text):
         return text
     return "".join(_display_char(ch, _MULTI_KEEP) for ch in text)
 
@@ -164,7 +171,7 @@ def sanitize_multiline(text: str) -> str:
 def sanitize_single_line(text: str) -> str:
     """Display sanitizer for single-line fields (names, descriptions, cells, scan headers):
     as `sanitize_multiline`, but LF and TAB become `␊` and `␉` too."""
-    if not _NEEDS_WORK.search(text):
+    if not _needs_work(text):
         return text
     return "".join(_display_char(ch, _SINGLE_KEEP) for ch in text)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from cafleet.agents.registry import agent_names
 from cafleet.broker.errors import PaneDirectsFleet
 from cafleet.db.catalog import fleets as q
 from cafleet.db.timefmt import format_ts, utcnow
@@ -39,6 +38,9 @@ def check_backend(backend: str) -> None:
 
 
 def check_coding_agent(coding_agent: str) -> None:
+    # Here, not at the top: the commands that read (poll, list) never load the agents package.
+    from cafleet.agents.registry import agent_names
+
     if coding_agent not in agent_names():
         raise ValueError(
             f"unknown coding agent {coding_agent!r} (expected one of: {', '.join(agent_names())})"

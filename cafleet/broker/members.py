@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from cafleet.agents.registry import agent_names
 from cafleet.broker._common import (
     check_backend,
     check_coding_agent,
@@ -308,6 +307,7 @@ def wake_roster(conn: Connection, *, fleet_id: int) -> WakeRoster:
     each with its count of owned un-ACKed unicast rows."""
     with tx.read(conn):
         rows = conn.execute(q.WAKE_ROSTER, {"fleet_id": fleet_id}).mappings().all()
+    from cafleet.agents.registry import agent_names  # not at the top: `member list` needs no agent
     from cafleet.records import WakeRoster, WakeRosterEntry
 
     entries: list[WakeRosterEntry] = []

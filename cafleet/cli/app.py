@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import click
 
 from cafleet import __version__
-from cafleet.cli.context import CafleetCommand
+from cafleet.cli.context import CafleetCommand, PlainHelpOption
 from cafleet.output import BrokenStdout, out
 
 ROOT_HELP = "cafleet — message broker and member registry for fleets of coding agents in tmux."
@@ -54,7 +54,7 @@ def _no_epipe(call: Callable[[], _T]) -> _T:
         raise
 
 
-class CafleetGroup(click.Group):
+class CafleetGroup(PlainHelpOption, click.Group):
     """A group whose commands are `CafleetCommand`s and whose subgroups are `CafleetGroup`s.
 
     `command_modules` maps each command name, in help order, to the module that registers it;

@@ -61,7 +61,44 @@ def usage_error(message: str) -> NoReturn:
     raise click.UsageError(message, click.get_current_context(silent=True))
 
 
-class CafleetCommand(click.Command):
+HELP_OPTION_HELP = "Show this message and exit."
+
+
+def _show_help(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(ctx.get_help(), color=ctx.color)
+        ctx.exit()
+
+
+class PlainHelpOption:
+    """`-h/--help` built from its English text: Click's own asks gettext for a translation,
+    which costs every command the `locale` import and a catalog search (cafleet has no
+    translations). Cached per command, as Click's is: parameter processing compares by identity."""
+
+    _cafleet_help: click.Option | None = None
+
+    if TYPE_CHECKING:  # click.Command's, which every user of this mixin is
+        add_help_option: bool
+
+        def get_help_option_names(self, ctx: click.Context) -> list[str]: ...
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        names = self.get_help_option_names(ctx)
+        if not names or not self.add_help_option:
+            return None
+        if self._cafleet_help is None:
+            self._cafleet_help = click.Option(
+                names,
+                is_flag=True,
+                is_eager=True,
+                expose_value=False,
+                callback=_show_help,
+                help=HELP_OPTION_HELP,
+            )
+        return self._cafleet_help
+
+
+class CafleetCommand(PlainHelpOption, click.Command):
     """Every cafleet command: cafleet exceptions raised by the body become `Error: <text>`.
 
     Signals (`Interrupted`) and output failures pass through for `main` to map.

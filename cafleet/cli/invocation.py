@@ -16,7 +16,6 @@ from cafleet.config import Settings, SettingsError, load_settings
 from cafleet.db.runtime import Connection, close_connection
 from cafleet.db.timefmt import utcnow
 from cafleet.hosts import current_host
-from cafleet.monitor.runtime import is_live
 from cafleet.procs import pid_alive
 
 
@@ -125,7 +124,7 @@ class Invocation:
             # The read heal_dead_loops starts with: its module (and `subprocess`) only when a
             # loop looks dead, so a command whose fleets' loops all run stays light.
             if any(
-                not is_live(r, now) and (r.pid is None or not pid_alive(int(r.pid)))
+                not broker.is_live(r, now) and (r.pid is None or not pid_alive(int(r.pid)))
                 for r in broker.live_fleet_runtimes(conn)
             ):
                 from cafleet.monitor.ensure import heal_dead_loops

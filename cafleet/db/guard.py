@@ -18,7 +18,13 @@ from cafleet import status
 from cafleet.config import is_postgres
 from cafleet.db.catalog.sqlite.heads import HEAD_REVISION
 from cafleet.db.current import is_current
-from cafleet.db.runtime import Connection, is_postgres_connection
+from cafleet.db.runtime import (
+    Connection,
+    close_connection,
+    is_postgres_connection,
+    mark_validated,
+    open_connection,
+)
 from cafleet.errors import CafleetError
 
 if TYPE_CHECKING:
@@ -89,7 +95,6 @@ def open_validated_connection(path: str) -> Connection:
     is diagnosed in a read transaction.
     """
     from cafleet.db import tx
-    from cafleet.db.runtime import close_connection, mark_validated, open_connection
 
     if not is_postgres(path) and not os.path.exists(path):
         raise _refused(path, "missing")
@@ -172,8 +177,6 @@ def open_revalidated_connection(path: str, schema_version: int | str | None) -> 
     the guard's text (the connection closed the guarded way). A file gone since start-up is
     refused as `missing`.
     """
-    from cafleet.db.runtime import close_connection, mark_validated, open_connection
-
     if not is_postgres(path) and not os.path.exists(path):
         raise _refused(path, "missing")
     try:

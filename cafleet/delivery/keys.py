@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from cafleet.delivery.gate import decide, hold_note
-from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT, DISMISS_SETTLE
+from cafleet.delivery.policy import DEFAULT_HOLD_TIMEOUT, DISMISS_SETTLE, policy_of
 from cafleet.delivery.submit import Clock, clear_composer, frame_of, submit_verified, taken
 from cafleet.errors import error_text
 from cafleet.mux import MSG_NOT_OURS, MultiplexerError, probe_for_typing
@@ -280,7 +280,6 @@ class _Passed:
 def _gate(mux: Multiplexer, pane_id: str, target: Target, clock: Clock) -> TypeOutcome | _Passed:
     """Classify the screen and decide (cafleet.delivery.gate); past a hold timeout dismiss a prompt once;
     empty the composer. Returns the outcome that ends the attempt, or what typing needs."""
-    from cafleet.delivery.policy import policy_of
 
     def capture() -> str:
         try:

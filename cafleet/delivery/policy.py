@@ -6,8 +6,6 @@ path (`cafleet.delivery.keys`), the settings (`cafleet.config`) and the monitor 
 Standard library only, no I/O: any layer may import it at no start-up cost.
 """
 
-from __future__ import annotations
-
 from typing import Literal, NamedTuple
 
 # CAFLEET_DELIVERY_HOLD_TIMEOUT's default: seconds a held line waits; 0 = never hold.

@@ -9,8 +9,6 @@ re-exports `PaneKey` from here); the repository accepts any object with `.sessio
 `.window_id` and `.pane_id`.
 """
 
-from __future__ import annotations
-
 import json
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 

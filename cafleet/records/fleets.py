@@ -1,7 +1,5 @@
 """Fleets (docs/storage.md §2.1)."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, NamedTuple
 
 from cafleet.records import Row
@@ -30,8 +28,8 @@ class FleetSummary(NamedTuple):
 
 class FleetBootstrap(NamedTuple):
     fleet: Fleet
-    director: Member
-    monitor: Member
+    director: "Member"
+    monitor: "Member"
 
 
 def fleet_from_row(row: Row) -> Fleet:

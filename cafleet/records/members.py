@@ -1,10 +1,7 @@
 """Members and their placements (docs/storage.md §2.2, §2.3)."""
 
-from __future__ import annotations
-
 from typing import Any, NamedTuple
 
-from cafleet.agents.registry import agent_names
 from cafleet.records import (
     BACKENDS,
     MEMBER_STATUSES,
@@ -75,6 +72,8 @@ class Member(NamedTuple):
 
 def placement_from_row(row: Row, prefix: str = "") -> Placement:
     """Decode a placement; `prefix` selects aliased columns (e.g. ``p_member_id``)."""
+    from cafleet.agents.registry import agent_names  # not at the top: `message poll` needs none
+
     member_id = row[prefix + "member_id"]
     key = f"member_id {member_id}"
     return Placement(

@@ -1,7 +1,5 @@
 """Messages and broadcasts (docs/storage.md §2.4)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from cafleet.records import MESSAGE_STATES, MESSAGE_TYPES, Row, check_enum

@@ -1,7 +1,5 @@
 """A fleet's monitor runtime row (docs/storage.md §2.5)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from cafleet.records import Row

@@ -1,11 +1,8 @@
 """`member list`'s roster entries (docs/storage.md §7.8)."""
 
-from __future__ import annotations
+from typing import NamedTuple
 
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from cafleet.records.members import Member
+from cafleet.records.members import Member
 
 
 class RosterEntry(NamedTuple):

@@ -1,7 +1,5 @@
 """Tasks (docs/storage.md §2.12)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from cafleet.records import Row, check_enum
