@@ -11,6 +11,7 @@ own light modules only (docs/cli.md §1.8); command bodies import the storage an
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -80,11 +81,20 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         from cafleet.hook import run_hook
 
         _whole_process = False
-        sys.exit(run_hook(args[1:]))
+        _exit(run_hook(args[1:]), whole_process=argv is None)
     try:
         code = run(argv)
     finally:
         _whole_process = False
+    _exit(code, whole_process=argv is None)
+
+
+def _exit(code: int, *, whole_process: bool) -> NoReturn:
+    if whole_process:
+        # The process ends here. Shutdown would run the cycle collector over every object of
+        # every module loaded, a third of a short command's own time; frozen, they are skipped.
+        # Everything else about shutdown (atexit, flushing, threads) is unchanged.
+        gc.freeze()
     sys.exit(code)
 
 
