@@ -6,13 +6,14 @@ Measured under two bytecode conditions, commands and floors alike:
 - `nocache`: PYTHONDONTWRITEBYTECODE=1, as this machine runs by default: site-packages still
   has its .pyc files from installation, but an editable checkout recompiles cafleet every run.
   PYTHONDONTWRITEBYTECODE only stops writing: Python still reads a `__pycache__` that exists.
-  So when cafleet is a source checkout, its `__pycache__` directories are removed before this
-  condition runs (it runs first; the cached condition's warm-up writes them again), and the
-  result records whether any came back meanwhile.
+  So when cafleet is a source checkout, this condition runs a copy of it without `__pycache__`
+  (first on PYTHONPATH), and the result records whether any appeared meanwhile. The checkout's
+  own bytecode stays: other processes (a test run's) keep using it.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -189,6 +190,14 @@ def bytecode_dirs(package: Path) -> list[Path]:
     return sorted(package.rglob("__pycache__"))
 
 
+def source_copy(package: Path, root: Path) -> Path:
+    """A copy of the checkout's package under ``root``, without bytecode: put ``root`` first on
+    PYTHONPATH to run cafleet compiled on every run."""
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(package, root / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+    return root / package.name
+
+
 def bytecode_note(condition: str, package: Path | None, reappeared: int) -> str:
     if package is None:
         return "cafleet installed from a wheel: its .pyc files from installation are used"
@@ -196,10 +205,10 @@ def bytecode_note(condition: str, package: Path | None, reappeared: int) -> str:
         return f"cafleet from the checkout {package}, warm __pycache__"
     if reappeared:
         return (
-            f"cafleet from the checkout {package}: {reappeared} __pycache__ directories "
-            "appeared during the runs (another process wrote them); figures may be low"
+            f"cafleet from a copy of the checkout {package}: {reappeared} __pycache__ "
+            "directories appeared during the runs (another process wrote them); figures may be low"
         )
-    return f"cafleet from the checkout {package}, compiled on every run (no __pycache__)"
+    return f"cafleet from a copy of the checkout {package}, compiled on every run (no __pycache__)"
 
 
 def run(tmp: Path, runs: int, only: Sequence[str] | None = None) -> dict[str, Any]:
@@ -214,12 +223,14 @@ def run(tmp: Path, runs: int, only: Sequence[str] | None = None) -> dict[str, An
         "cafleet_bytecode": {},
     }
     package = cafleet_source_dir()
+    uncompiled = None
     for condition in ("nocache", "cached"):
         env = base_env(db_path)
         if condition == "nocache":
             env["PYTHONDONTWRITEBYTECODE"] = "1"
-            for directory in bytecode_dirs(package) if package else []:
-                shutil.rmtree(directory, ignore_errors=True)
+            if package is not None:
+                uncompiled = source_copy(package, tmp / "startup" / "uncompiled")
+                env["PYTHONPATH"] = f"{uncompiled.parent}{os.pathsep}{env['PYTHONPATH']}"
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
         cmds = {k: v for k, v in commands(ctx).items() if only is None or k in only}
@@ -261,7 +272,7 @@ def run(tmp: Path, runs: int, only: Sequence[str] | None = None) -> dict[str, An
             row["x_sqlalchemy_click_floor"] = row["median_s"] / sa_floor
             row["cpu_x_click_sqlite3_json_floor"] = row["median_cpu_s"] / click_floor_cpu
         results["conditions"][condition] = table
-        reappeared = len(bytecode_dirs(package)) if package and condition == "nocache" else 0
+        reappeared = len(bytecode_dirs(uncompiled)) if uncompiled and condition == "nocache" else 0
         results["cafleet_bytecode"][condition] = bytecode_note(condition, package, reappeared)
     return results
 

@@ -275,7 +275,7 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
     """Breaks if any step of `message send` (guard, insert, drain recheck/stamp, loop check)
     opens a second connection to the database (the file, or the PostgreSQL database)."""
     import cafleet.db.diagnosis as diagnosis
-    import cafleet.db.runtime as runtime
+    import cafleet.db.guard as guard
     from tests.pg_server import PgDb
 
     h = tmux_db
@@ -286,13 +286,13 @@ def test_message_send_with_a_typed_notification_opens_one_connection(tmux_db, mo
 
     opened: list[str] = []
     file_connects: list[str] = []
-    real_open = runtime.open_connection
+    real_open = guard.open_connection
 
     def counting_open(path, *args, **kwargs):
         opened.append(path)
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(runtime, "open_connection", counting_open)  # what the guard imports
+    monkeypatch.setattr(guard, "open_connection", counting_open)  # the guard's opener
     monkeypatch.setattr(diagnosis, "open_connection", counting_open)
     # any driver connection to the database at all: sqlite3.connect to the file, or psycopg's
     # connect (module function and class method, either may be called) naming the database
