@@ -231,6 +231,9 @@ def run(tmp: Path, runs: int, only: Sequence[str] | None = None) -> dict[str, An
             if package is not None:
                 uncompiled = source_copy(package, tmp / "startup" / "uncompiled")
                 env["PYTHONPATH"] = f"{uncompiled.parent}{os.pathsep}{env['PYTHONPATH']}"
+                # `python -m cafleet` (no console script) puts the working directory, maybe
+                # the checkout, before PYTHONPATH; safe-path mode leaves it out.
+                env["PYTHONSAFEPATH"] = "1"
         else:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
         cmds = {k: v for k, v in commands(ctx).items() if only is None or k in only}

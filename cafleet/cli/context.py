@@ -62,6 +62,8 @@ def usage_error(message: str) -> NoReturn:
 
 
 HELP_OPTION_HELP = "Show this message and exit."
+# Click's own storage name for it, so a parameter named `help` never collides with it.
+HELP_OPTION_NAME = "_click_default_help"
 
 
 def _show_help(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -88,7 +90,7 @@ class PlainHelpOption:
             return None
         if self._cafleet_help is None:
             self._cafleet_help = click.Option(
-                names,
+                [*names, HELP_OPTION_NAME],
                 is_flag=True,
                 is_eager=True,
                 expose_value=False,
