@@ -253,6 +253,49 @@ def test_pending_placement_and_deregistered_recipients(tmux_db) -> None:
     assert notified_at(h.db_path, for_dave) is None
 
 
+def test_a_hook_receipt_verifies_a_line_the_screen_never_shows_taken(tmux_db, monkeypatch) -> None:
+    """An agent that took the line and said so through its hook while its screen went on
+    showing the line in the composer (seen from the real Gemini CLI under load: the retry typed
+    it a second time). The hook's receipt is the agent's own word: the attempt is verified and
+    stamped, and the line is typed once (docs/runtime.md §4.9, §4.12)."""
+    import threading
+
+    from cafleet import broker
+    from cafleet.delivery.drains import drain_recipients
+
+    # The freeze (8 s) outlasts the verification (3 s): without the receipt it would fail.
+    shorten_verification(monkeypatch, verify=3.0, agents=("claude",))
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"), screen="late=8")
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    errors: list[BaseException] = []
+
+    def hook() -> None:  # the agent's hook fires once the agent has the line
+        try:
+            util.wait_records(pane, 1, timeout=30)
+            with connect(h.db_path) as other:
+                broker.record_hook(
+                    other, b, state="working", event="UserPromptSubmit", text="", message_ids=[m1]
+                )
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    with connect(h.db_path) as conn:
+        m1 = put(conn, a, b, "taken, says the hook")
+        reporter = threading.Thread(target=hook)
+        reporter.start()
+        outcome = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
+        reporter.join(timeout=60)
+        assert errors == []
+        assert (outcome.notified, outcome.failures) == ([(m1, b)], [])
+        again = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
+        assert (again.notified, again.failures) == ([], [])
+    assert notified_at(h.db_path, m1) is not None
+    line = expected_line(m1, "alice", a, "taken, says the hook")
+    assert [r["text"] for r in util.line_records(pane)] == [line]  # typed once
+
+
 def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_twice(
     tmux_db, monkeypatch
 ) -> None:

@@ -358,9 +358,10 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
 def _witness(
     drain: _Drain, agent: str | None, member_id: int, message_id: int
 ) -> Callable[[], bool] | None:
-    """The second witness of the verified submit (docs/runtime.md §4.9): the recipient's agent's
-    own record holds the line. Its session and record (learned by the loop, `cafleet.monitor
-    .learning`) are looked up at the first question only; none known: always no."""
+    """The second witness of the verified submit (docs/runtime.md §4.9): the recipient's agent
+    said it has the line. First its hook's receipt (`received_at`, §4.12), then its own
+    record, whose session and file (learned by the loop, `cafleet.monitor.learning`) are looked
+    up at the first question only; none known: no."""
     if find_agent(agent) is None:
         return None
     from cafleet.delivery.screens import message_frame
@@ -377,6 +378,8 @@ def _witness(
     def holds() -> bool:
         from cafleet.sessions.witness import holds_line
 
+        if drain.db(broker.received_at, drain.conn, message_id) is not None:
+            return True  # a screen that never showed it taken must not get the line twice
         if not found:
             found.append(record())
         known = found[0]
