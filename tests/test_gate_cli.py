@@ -24,6 +24,7 @@ from tests.fleet_helpers import (
     start_loop,
     stop_loop,
 )
+from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import fake_log, line_records, retry_until, start_record
 
@@ -41,6 +42,8 @@ def fleet(tmux_db: TmuxHarness) -> FleetIds:
 def screen_member(h: TmuxHarness, fleet_id: int, name: str, options: str) -> tuple[int, str]:
     member_id, pane = create_member(h, fleet_id, name, f"#fake screen {options}\nhello")
     start_record(pane)
+    if "start=" not in options:  # its first screen drawn, so the gate never reads `starting`
+        util.wait_drawn(pane, h.env)
     return member_id, pane
 
 

@@ -18,6 +18,7 @@ import pytest
 from cafleet.delivery.keys import Target, TypeOutcome, type_into_pane
 from cafleet.delivery.screens import message_frame
 from tests.delivery_helpers import shorten_verification
+from tests.harness import util
 from tests.harness.fixtures import TmuxHarness
 from tests.harness.util import line_records, retry_until, shim_calls
 from tests.test_fake_screens import kinds, typed, wait_screen, wait_state
@@ -33,6 +34,8 @@ def line(n: int, body: str = "hi") -> str:
 def spawn(h: TmuxHarness, agent: str, options: str = "") -> str:
     pane = h.spawn_fake(agent, env={"CAFLEET_FAKE_SCREEN": options})
     retry_until(lambda: kinds(pane, "screen"), timeout=10)
+    if "start=" not in options:  # its first screen drawn, not only logged
+        util.wait_drawn(pane, h.env, agent)
     return pane
 
 
@@ -235,6 +238,7 @@ def test_a_pane_of_another_window_or_server_is_not_ours_and_untouched(
 
     h = tmux_harness
     pane = spawn(h, "claude")
+    before = len(shim_calls())  # the spawn's own wait read the screen
     other_window = PaneOwner(None, h.session_name, "@999")
     other_session = PaneOwner(None, "elsewhere", h.window_id)
     other_server = PaneOwner("/tmp/no-such-tmux-server/default", h.session_name, h.window_id)
@@ -243,6 +247,6 @@ def test_a_pane_of_another_window_or_server_is_not_ours_and_untouched(
         assert outcome.kind == "not_ours"
         assert outcome.reason == f"pane {pane} belongs to another tmux server or was reused"
     assert keys_to(pane) == [] and texts(pane) == []
-    assert not [c for c in shim_calls() if c.get("command") == "capture-pane"]
+    assert not [c for c in shim_calls()[before:] if c.get("command") == "capture-pane"]
     ours = PaneOwner(h.socket_path, h.session_name, h.window_id)
     assert attempt(h, tmp_path, pane, "claude", line(15), 15, owner=ours).kind == "typed"
