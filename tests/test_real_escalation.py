@@ -169,8 +169,14 @@ class Blocked:
         found = REPORT_RX.search(text)
         assert found is not None and int(found.group(1)) == m, text
         assert report["from_member_id"] == self.ids.monitor_id
-        listed = json.loads(ok(h.cli("member", "list", str(self.ids.fleet_id), "--json")).stdout)
-        assert {r["member_id"]: r["agent_state"] for r in listed}[m] == "awaiting_user"
+
+        def listed_state() -> str:
+            out = ok(h.cli("member", "list", str(self.ids.fleet_id), "--json")).stdout
+            return str({r["member_id"]: r["agent_state"] for r in json.loads(out)}[m])
+
+        # The prompt stays until answered; one capture may catch the TUI mid-redraw (unread),
+        # where the hook's older `working` speaks instead.
+        retry_until(lambda: listed_state() == "awaiting_user", timeout=30, message=listed_state)
         self.reports += 1
         assert self.loop.count(rf"tick -> escalated: member {m} ") == self.reports
         ok(h.cli("message", "ack", str(report["message_id"])))
