@@ -19,7 +19,7 @@ def test_ci_checks_then_runs_readmes_test_command() -> None:
     block = re.search(r"```sh\n(.*?)\n```", section, re.S)
     assert block is not None
     test_command = block.group(1).split("&&")[-1].strip()
-    assert test_command == "python -m pytest -n 4 -q"
+    assert test_command == "python -m pytest -n 3 -q"
 
     commands = _commands(ROOT / ".ci" / "run")
     assert commands[-1] == test_command

@@ -40,7 +40,7 @@ def test_the_agent_matrix_runs_when_asked_for(args: tuple[str, ...], env: dict[s
 
 def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
     # The real-agent tests share one worker only under `--dist loadgroup` (tests/conftest.py);
-    # the default run (`-n 4`) runs this in a worker.
+    # the default run (`-n 3`) runs this in a worker.
     if hasattr(pytestconfig, "workerinput"):  # an xdist worker: `loadgroup` is what it was told
         assert getattr(pytestconfig.option, "loadgroup", False) is True
     else:
@@ -48,7 +48,7 @@ def test_xdist_distributes_by_group(pytestconfig: pytest.Config) -> None:
 
 
 # The real-agent cases of the default run, reviewed: they run one after another on one worker,
-# the longest path of `-n 4`, so one case per behaviour (README.md "Run the tests"). A new one
+# the longest path of `-n 3`, so one case per behaviour (README.md "Run the tests"). A new one
 # belongs here only when no listed case (or a fake-agent test) proves its behaviour already;
 # otherwise mark it `agent_matrix`.
 DEFAULT_REAL_AGENT_CASES = {
