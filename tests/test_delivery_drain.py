@@ -296,6 +296,34 @@ def test_a_hook_receipt_verifies_a_line_the_screen_never_shows_taken(tmux_db, mo
     assert [r["text"] for r in util.line_records(pane)] == [line]  # typed once
 
 
+def test_a_line_its_agent_reported_received_is_stamped_and_never_typed_again(tmux_db) -> None:
+    """A retry after the agent's hook reported the line received (an earlier attempt typed it;
+    its screen, here one no cue reads, never showed it taken): the line is recorded and nothing
+    is typed, whatever the screen says (docs/runtime.md §4.12)."""
+    from cafleet import broker
+    from cafleet.delivery.drains import drain_recipients
+
+    h = tmux_db
+    w = build_world(h.db_path, harness=h, members=("alice", "bob"))
+    a, b = w.members["alice"], w.members["bob"]
+    pane = w.pane(b)
+    with connect(h.db_path) as conn:
+        m1 = put(conn, a, b, "already had it")
+        broker.record_hook(
+            conn, b, state="working", event="UserPromptSubmit", text="", message_ids=[m1]
+        )
+        calls_before = len(util.shim_calls())
+        outcome = drain_recipients(conn, [b], attempted=set(), lock_timeout=5, env=h.env)
+        assert (outcome.notified, outcome.failures) == ([(m1, b)], [])
+    assert notified_at(h.db_path, m1) is not None
+    assert util.line_records(pane) == []
+    typing = [
+        c for c in util.shim_calls()[calls_before:]
+        if c.get("target") == pane and c.get("command") in ("send-keys", "paste-buffer")
+    ]  # fmt: skip
+    assert typing == []
+
+
 def test_a_retry_finds_the_line_an_unverified_attempt_typed_and_never_types_it_twice(
     tmux_db, monkeypatch
 ) -> None:

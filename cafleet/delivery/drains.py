@@ -336,8 +336,9 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
             drain.db(broker.recheck_pending, conn, message_id=message.message_id, pane_key=key)
         ],
         record=record,
-        # A line typed once is stamped, never typed again, when its stamp failed (§4.3 step 8).
-        typed_before=lambda: ledger.has(message_id),
+        # A line typed once is stamped, never typed again, when its stamp failed (§4.3 step 8)
+        # or the agent's hook already reported it received (§4.12), whatever its screen shows.
+        typed_before=lambda: ledger.has(message_id) or _received(drain, message_id),
         on_typed=lambda: ledger.add(message_id),
     )
     if outcome.kind == "typed":
@@ -353,6 +354,12 @@ def _attempt(drain: _Drain, pending: Any, *, report: DrainReport, max_text_len: 
     if outcome.kind == "held":
         return fail(outcome.reason, held=outcome.detail)
     return fail(outcome.reason)
+
+
+def _received(drain: _Drain, message_id: int) -> bool:
+    """The recipient's hook reported the message's line received (docs/runtime.md §4.12): the
+    agent's own word that it has it."""
+    return drain.db(broker.received_at, drain.conn, message_id) is not None
 
 
 def _witness(
@@ -378,8 +385,8 @@ def _witness(
     def holds() -> bool:
         from cafleet.sessions.witness import holds_line
 
-        if drain.db(broker.received_at, drain.conn, message_id) is not None:
-            return True  # a screen that never showed it taken must not get the line twice
+        if _received(drain, message_id):
+            return True  # while verifying: a screen that never shows it taken is outvoted
         if not found:
             found.append(record())
         known = found[0]
