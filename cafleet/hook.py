@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cafleet import broker
-from cafleet.broker import record_hook
 from cafleet.config import db_dir_of, resolve_database_path
 from cafleet.db.guard import open_validated_connection
 from cafleet.db.runtime import bound_waits, close_connection
@@ -147,7 +146,7 @@ def record(event: str, member_id: int, payload: Mapping[str, Any], path: str) ->
     bound_waits(HOOK_WAIT)
     conn = open_validated_connection(path)
     try:
-        record_hook(
+        broker.record_hook(
             conn,
             member_id,
             state=EVENTS[event],
