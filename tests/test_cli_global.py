@@ -229,6 +229,24 @@ def test_database_commands_import_neither_alembic_nor_libtmux(
     ] == []
 
 
+@pytest.mark.parametrize("argv", [["message", "poll", "{member}"], ["fleet", "list"]])
+def test_short_read_commands_load_no_agent_monitor_or_locale(
+    head_db: Path, argv: list[str]
+) -> None:
+    """The read path stays short (docs/performance.md §1.2): no agent package, no monitor module,
+    and no `locale` (the help option is built without gettext)."""
+    with Db(head_db) as db:
+        fleet = db.fleet()
+        worker = db.member(fleet.fleet.fleet_id)
+        db.send(fleet.director.member_id, worker.member_id, "hi")
+    real = [str(worker.member_id) if a == "{member}" else a for a in argv]
+    code, found = imported_after(
+        real, modules=("cafleet.db.runtime", "cafleet.agents", "cafleet.monitor", "locale")
+    )
+    assert code == 0, real
+    assert found == ["cafleet.db.runtime"]  # it did read the database, and loaded none of them
+
+
 # The short commands (docs/architecture.md §2): the runtime runs the catalog's compiled statements on the
 # standard library's sqlite3, so neither SQLAlchemy nor Alembic is imported.
 SHORT_COMMANDS = [
